@@ -1,0 +1,175 @@
+package entry
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"regexp"
+)
+
+// Kind is the kind of an entry.
+type Kind uint8
+
+// The kinds, numbered as in the API (EntryKind).
+const (
+	KindFlow  Kind = 1
+	KindGroup Kind = 2
+	KindMeter Kind = 3
+)
+
+// Kinds lists every valid kind, in replay order of the store's buckets.
+var Kinds = []Kind{KindFlow, KindGroup, KindMeter}
+
+func (k Kind) String() string {
+	switch k {
+	case KindFlow:
+		return "flow"
+	case KindGroup:
+		return "group"
+	case KindMeter:
+		return "meter"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// Valid reports whether k is one of the kinds.
+func (k Kind) Valid() bool { return k >= KindFlow && k <= KindMeter }
+
+// Entry is one desired entry of one bridge.
+type Entry struct {
+	// Kind is required and immutable.
+	Kind Kind
+	// Module owns the entry; required.
+	Module string
+	// ID is the identity within (bridge, kind); derived from Payload.
+	ID []byte
+	// Payload is the canonical OpenFlow 1.5 message, command ADD, xid 0.
+	Payload []byte
+}
+
+// Equal reports whether a and b describe the same entry with the same content.
+func (e Entry) Equal(o Entry) bool {
+	return e.Kind == o.Kind && e.Module == o.Module && bytes.Equal(e.ID, o.ID) && bytes.Equal(e.Payload, o.Payload)
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
+
+// ValidateName checks a bridge or module name: 1 to 63 characters of letters,
+// digits, '_', '.', '-', starting with a letter or digit.
+func ValidateName(what, name string) error {
+	if name == "" {
+		return fmt.Errorf("%s name is required", what)
+	}
+	if !nameRE.MatchString(name) {
+		return fmt.Errorf("%s name %q: want 1-63 characters of [A-Za-z0-9_.-] starting with a letter or digit", what, name)
+	}
+	return nil
+}
+
+// OpenFlow 1.5 constants used on raw bytes.
+const (
+	ofVersion15      = 0x06
+	typeFlowMod      = 14
+	typeGroupMod     = 15
+	typeMeterMod     = 29
+	headerLen        = 8
+	flowModFixed     = 48 // header .. importance, the match starts here
+	flowCmdAdd       = 0
+	flowCmdDelStrict = 4
+	// MaxMessage is the largest OpenFlow message: lengths are 16 bits, and a
+	// BUNDLE_ADD wraps the message in 16 more bytes.
+	MaxMessage = 65535 - 16
+)
+
+// Identify checks that payload is one OpenFlow 1.5 message of the kind with
+// command ADD, and returns a copy with xid 0 and its identity.
+func Identify(kind Kind, payload []byte) (canonical, id []byte, err error) {
+	if len(payload) < headerLen {
+		return nil, nil, fmt.Errorf("message of %d bytes is shorter than an OpenFlow header", len(payload))
+	}
+	if len(payload) > MaxMessage {
+		return nil, nil, fmt.Errorf("message of %d bytes exceeds the %d-byte limit", len(payload), MaxMessage)
+	}
+	if payload[0] != ofVersion15 {
+		return nil, nil, fmt.Errorf("OpenFlow version 0x%02x, want 0x06 (OpenFlow 1.5)", payload[0])
+	}
+	if l := int(binary.BigEndian.Uint16(payload[2:])); l != len(payload) {
+		return nil, nil, fmt.Errorf("header length %d does not match the %d bytes given", l, len(payload))
+	}
+	canonical = bytes.Clone(payload)
+	binary.BigEndian.PutUint32(canonical[4:], 0)
+	switch kind {
+	case KindFlow:
+		id, err = flowID(canonical)
+	case KindGroup:
+		id, err = fixedID(canonical, typeGroupMod, "GROUP_MOD", 16)
+	case KindMeter:
+		id, err = fixedID(canonical, typeMeterMod, "METER_MOD", 16)
+	default:
+		err = fmt.Errorf("invalid entry kind %d", kind)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return canonical, id, nil
+}
+
+func flowID(b []byte) ([]byte, error) {
+	if b[1] != typeFlowMod {
+		return nil, fmt.Errorf("message type %d, want FLOW_MOD (14)", b[1])
+	}
+	if len(b) < flowModFixed+4 {
+		return nil, fmt.Errorf("FLOW_MOD of %d bytes is truncated", len(b))
+	}
+	if b[25] != flowCmdAdd {
+		return nil, fmt.Errorf("FLOW_MOD command %d, want ADD (0)", b[25])
+	}
+	mlen := int(binary.BigEndian.Uint16(b[flowModFixed+2:]))
+	if mlen < 4 || flowModFixed+pad8(mlen) > len(b) {
+		return nil, fmt.Errorf("FLOW_MOD match length %d does not fit in %d bytes", mlen, len(b))
+	}
+	id := make([]byte, 0, 3+mlen-4)
+	id = append(id, b[24])        // table
+	id = append(id, b[30], b[31]) // priority
+	id = append(id, b[flowModFixed+4:flowModFixed+mlen]...)
+	return id, nil
+}
+
+// GROUP_MOD: command(2) type(1) pad(1) group_id(4); METER_MOD: command(2) flags(2) meter_id(4).
+func fixedID(b []byte, typ byte, name string, min int) ([]byte, error) {
+	if b[1] != typ {
+		return nil, fmt.Errorf("message type %d, want %s (%d)", b[1], name, typ)
+	}
+	if len(b) < min {
+		return nil, fmt.Errorf("%s of %d bytes is truncated", name, len(b))
+	}
+	if cmd := binary.BigEndian.Uint16(b[8:]); cmd != 0 {
+		return nil, fmt.Errorf("%s command %d, want ADD (0)", name, cmd)
+	}
+	return bytes.Clone(b[12:16]), nil
+}
+
+func pad8(n int) int { return (n + 7) &^ 7 }
+
+// FlowTable returns the table of a flow identity.
+func FlowTable(id []byte) uint8 {
+	if len(id) == 0 {
+		return 0
+	}
+	return id[0]
+}
+
+// DeleteFlowStrict returns a FLOW_MOD DELETE_STRICT for the flow whose
+// canonical ADD payload is given: same table, priority and match, any out port
+// and group, no instructions. It is built on bytes because libOpenflow writes
+// out_port into the out_group field of a FlowMod.
+func DeleteFlowStrict(add []byte) []byte {
+	mlen := int(binary.BigEndian.Uint16(add[flowModFixed+2:]))
+	n := flowModFixed + pad8(mlen)
+	del := bytes.Clone(add[:n])
+	binary.BigEndian.PutUint16(del[2:], uint16(n))
+	del[25] = flowCmdDelStrict
+	binary.BigEndian.PutUint32(del[36:], 0xffffffff) // out_port ANY
+	binary.BigEndian.PutUint32(del[40:], 0xffffffff) // out_group ANY
+	return del
+}

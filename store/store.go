@@ -1,0 +1,368 @@
+package store
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/flowstate-io/flowstate/entry"
+	"github.com/flowstate-io/flowstate/errdefs"
+)
+
+// SchemaVersion is the layout version this code reads and writes.
+const SchemaVersion = 1
+
+// Bucket and key names, declared once.
+var (
+	bucketMeta    = []byte("meta")
+	bucketBridges = []byte("bridges")
+	keySchema     = []byte("schema")
+	keyBootID     = []byte("boot_id")
+	kindBuckets   = map[entry.Kind][]byte{
+		entry.KindFlow:  []byte("flow"),
+		entry.KindGroup: []byte("group"),
+		entry.KindMeter: []byte("meter"),
+	}
+)
+
+const recordVersion = 1
+
+// Options tune Open.
+type Options struct {
+	// Timeout bounds the wait for the file lock held by another process.
+	// Default 5 s.
+	Timeout time.Duration
+}
+
+// Store is the desired state on disk. It is safe for concurrent use.
+type Store struct {
+	db *bolt.DB
+}
+
+// Open opens or creates the store at path, creating its directory (mode 0750).
+func Open(path string, opts Options) (*Store, error) {
+	if opts.Timeout <= 0 {
+		opts.Timeout = 5 * time.Second
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.Timeout})
+	if err != nil {
+		if errors.Is(err, bolterrors.ErrTimeout) {
+			return nil, fmt.Errorf("store: open %s: locked by another process for %v: %w", path, opts.Timeout, errdefs.ErrUnavailable)
+		}
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	s := &Store{db: db}
+	if err := s.init(); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	return s, nil
+}
+
+func (s *Store) init() error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.CreateBucketIfNotExists(bucketBridges); err != nil {
+			return err
+		}
+		if v := meta.Get(keySchema); v != nil {
+			if len(v) != 4 {
+				return fmt.Errorf("corrupt schema version (%d bytes)", len(v))
+			}
+			if got := binary.BigEndian.Uint32(v); got != SchemaVersion {
+				// Migrations go here, in order, when the layout changes.
+				return fmt.Errorf("schema version %d, this flowstated understands %d", got, SchemaVersion)
+			}
+			return nil
+		}
+		return meta.Put(keySchema, binary.BigEndian.AppendUint32(nil, SchemaVersion))
+	})
+}
+
+// Close closes the file.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Path is the file the store lives in.
+func (s *Store) Path() string { return s.db.Path() }
+
+// SwapBootID records id as the current boot id and returns the one recorded
+// before ("" on a new store).
+func (s *Store) SwapBootID(id string) (prev string, err error) {
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		prev = string(meta.Get(keyBootID))
+		return meta.Put(keyBootID, []byte(id))
+	})
+	if err != nil {
+		return "", fmt.Errorf("store: boot id: %w", err)
+	}
+	return prev, nil
+}
+
+// IndexError tells which entry of a request failed.
+type IndexError struct {
+	Index int
+	Err   error
+}
+
+func (e *IndexError) Error() string { return fmt.Sprintf("entry %d: %v", e.Index, e.Err) }
+func (e *IndexError) Unwrap() error { return e.Err }
+
+// Put stores es as entries of module on bridge, replacing entries of the same
+// identity that module owns. An identity owned by another module fails the whole
+// request with ErrFailedPrecondition naming the owner; two entries of the
+// request with one identity fail it with ErrInvalidArgument. apply, when not
+// nil, runs before the commit; its error aborts the transaction.
+func (s *Store) Put(bridge, module string, es []entry.Entry, apply func() error) error {
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		seen := make(map[string]int, len(es))
+		for i, e := range es {
+			k := string([]byte{byte(e.Kind)}) + string(e.ID)
+			if j, dup := seen[k]; dup {
+				return &IndexError{Index: i, Err: fmt.Errorf("same %s identity as entry %d: %w", e.Kind, j, errdefs.ErrInvalidArgument)}
+			}
+			seen[k] = i
+		}
+		br, err := bridgeBucket(tx, bridge, true)
+		if err != nil {
+			return err
+		}
+		for i, e := range es {
+			kb, err := kindBucket(br, e.Kind, true)
+			if err != nil {
+				return err
+			}
+			if old := kb.Get(e.ID); old != nil {
+				owner, _, err := decodeRecord(old)
+				if err != nil {
+					return &IndexError{Index: i, Err: err}
+				}
+				if owner != module {
+					return &IndexError{Index: i, Err: fmt.Errorf("%s is owned by module %q: %w", e.Kind, owner, errdefs.ErrFailedPrecondition)}
+				}
+			}
+			if err := kb.Put(e.ID, encodeRecord(module, e.Payload)); err != nil {
+				return &IndexError{Index: i, Err: err}
+			}
+		}
+		if apply != nil {
+			return apply()
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store: put %s/%s: %w", bridge, module, err)
+	}
+	return nil
+}
+
+// Delete removes the entries of module on bridge with the given kinds and
+// identities (ids[i] has kind kinds[i]). An identity that is not stored fails
+// with ErrNotFound, one owned by another module with ErrFailedPrecondition.
+// apply, when not nil, receives the removed entries before the commit.
+func (s *Store) Delete(bridge, module string, keys []entry.Entry, apply func(removed []entry.Entry) error) error {
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		br, err := bridgeBucket(tx, bridge, false)
+		if err != nil {
+			return err
+		}
+		removed := make([]entry.Entry, 0, len(keys))
+		for i, k := range keys {
+			var old []byte
+			kb, _ := kindBucket(br, k.Kind, false)
+			if kb != nil {
+				old = kb.Get(k.ID)
+			}
+			if old == nil {
+				return &IndexError{Index: i, Err: fmt.Errorf("%s not declared: %w", k.Kind, errdefs.ErrNotFound)}
+			}
+			owner, payload, err := decodeRecord(old)
+			if err != nil {
+				return &IndexError{Index: i, Err: err}
+			}
+			if owner != module {
+				return &IndexError{Index: i, Err: fmt.Errorf("%s is owned by module %q: %w", k.Kind, owner, errdefs.ErrFailedPrecondition)}
+			}
+			removed = append(removed, entry.Entry{Kind: k.Kind, Module: owner, ID: bytes.Clone(k.ID), Payload: payload})
+			if err := kb.Delete(k.ID); err != nil {
+				return &IndexError{Index: i, Err: err}
+			}
+		}
+		if apply != nil {
+			return apply(removed)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store: delete %s/%s: %w", bridge, module, err)
+	}
+	return nil
+}
+
+// Filter selects entries for List. Zero fields match everything.
+type Filter struct {
+	Bridge string
+	Module string
+	Kind   entry.Kind
+	// Table, when not nil, keeps only flows of that table.
+	Table *uint8
+}
+
+// List calls fn for every entry that matches f, ordered by bridge, kind and
+// identity, in one read transaction. The entry's slices are copies.
+func (s *Store) List(f Filter, fn func(bridge string, e entry.Entry) error) error {
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketBridges).ForEachBucket(func(name []byte) error {
+			if f.Bridge != "" && string(name) != f.Bridge {
+				return nil
+			}
+			br := tx.Bucket(bucketBridges).Bucket(name)
+			for _, kind := range entry.Kinds {
+				if f.Kind != 0 && f.Kind != kind {
+					continue
+				}
+				if f.Table != nil && kind != entry.KindFlow {
+					continue
+				}
+				kb := br.Bucket(kindBuckets[kind])
+				if kb == nil {
+					continue
+				}
+				c := kb.Cursor()
+				k, v := c.First()
+				if f.Table != nil {
+					k, v = c.Seek([]byte{*f.Table})
+				}
+				for ; k != nil; k, v = c.Next() {
+					if f.Table != nil && entry.FlowTable(k) != *f.Table {
+						break
+					}
+					owner, payload, err := decodeRecord(v)
+					if err != nil {
+						return fmt.Errorf("bridge %s %s %x: %w", name, kind, k, err)
+					}
+					if f.Module != "" && owner != f.Module {
+						continue
+					}
+					if err := fn(string(name), entry.Entry{Kind: kind, Module: owner, ID: bytes.Clone(k), Payload: payload}); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("store: list: %w", err)
+	}
+	return nil
+}
+
+// Entries returns every desired entry of bridge.
+func (s *Store) Entries(bridge string) ([]entry.Entry, error) {
+	var es []entry.Entry
+	err := s.List(Filter{Bridge: bridge}, func(_ string, e entry.Entry) error {
+		es = append(es, e)
+		return nil
+	})
+	return es, err
+}
+
+// Count is the number of entries of one module on one bridge, by kind.
+type Count struct {
+	Bridge, Module        string
+	Flows, Groups, Meters int
+}
+
+// Counts returns the entry counts of every (bridge, module), ordered by bridge
+// then module.
+func (s *Store) Counts() ([]Count, error) {
+	var out []Count
+	idx := map[[2]string]int{}
+	err := s.List(Filter{}, func(bridge string, e entry.Entry) error {
+		k := [2]string{bridge, e.Module}
+		i, ok := idx[k]
+		if !ok {
+			i = len(out)
+			idx[k] = i
+			out = append(out, Count{Bridge: bridge, Module: e.Module})
+		}
+		switch e.Kind {
+		case entry.KindFlow:
+			out[i].Flows++
+		case entry.KindGroup:
+			out[i].Groups++
+		case entry.KindMeter:
+			out[i].Meters++
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	sortCounts(out)
+	return out, nil
+}
+
+func bridgeBucket(tx *bolt.Tx, bridge string, create bool) (*bolt.Bucket, error) {
+	root := tx.Bucket(bucketBridges)
+	if create {
+		return root.CreateBucketIfNotExists([]byte(bridge))
+	}
+	if b := root.Bucket([]byte(bridge)); b != nil {
+		return b, nil
+	}
+	return nil, fmt.Errorf("bridge %q holds no entries: %w", bridge, errdefs.ErrNotFound)
+}
+
+func kindBucket(br *bolt.Bucket, kind entry.Kind, create bool) (*bolt.Bucket, error) {
+	name, ok := kindBuckets[kind]
+	if !ok {
+		return nil, fmt.Errorf("invalid entry kind %d: %w", kind, errdefs.ErrInvalidArgument)
+	}
+	if create {
+		return br.CreateBucketIfNotExists(name)
+	}
+	return br.Bucket(name), nil
+}
+
+func encodeRecord(module string, payload []byte) []byte {
+	b := make([]byte, 0, 2+len(module)+len(payload))
+	b = append(b, recordVersion, byte(len(module)))
+	b = append(b, module...)
+	return append(b, payload...)
+}
+
+// decodeRecord returns copies: bbolt's slices are valid only inside the
+// transaction.
+func decodeRecord(v []byte) (module string, payload []byte, err error) {
+	if len(v) < 2 || v[0] != recordVersion {
+		return "", nil, errors.New("corrupt record: bad version")
+	}
+	n := int(v[1])
+	if len(v) < 2+n {
+		return "", nil, errors.New("corrupt record: truncated module name")
+	}
+	return string(v[2 : 2+n]), bytes.Clone(v[2+n:]), nil
+}
+
+func sortCounts(cs []Count) {
+	slices.SortFunc(cs, func(a, b Count) int {
+		return cmp.Or(cmp.Compare(a.Bridge, b.Bridge), cmp.Compare(a.Module, b.Module))
+	})
+}

@@ -1,0 +1,186 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/flowstate-io/flowstate/entry"
+	"github.com/flowstate-io/flowstate/errdefs"
+)
+
+func openTest(t *testing.T) *Store {
+	t.Helper()
+	s, err := Open(filepath.Join(t.TempDir(), "state", "flowstate.db"), Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Consistency check before closing, as bbolt's own tests do.
+		if err := s.db.View(func(tx *bolt.Tx) error {
+			for err := range tx.Check() {
+				return err
+			}
+			return nil
+		}); err != nil {
+			t.Errorf("consistency: %v", err)
+		}
+		_ = s.Close()
+	})
+	return s
+}
+
+func flow(module string, table, prio byte, match string) entry.Entry {
+	id := append([]byte{table, 0, prio}, match...)
+	return entry.Entry{Kind: entry.KindFlow, Module: module, ID: id, Payload: []byte("payload-" + match)}
+}
+
+func list(t *testing.T, s *Store, f Filter) []entry.Entry {
+	t.Helper()
+	var es []entry.Entry
+	if err := s.List(f, func(_ string, e entry.Entry) error { es = append(es, e); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return es
+}
+
+func TestPutListDelete(t *testing.T) {
+	s := openTest(t)
+	a, b := flow("pod", 0, 100, "a"), flow("pod", 3, 90, "b")
+	if err := s.Put("br-int", "pod", []entry.Entry{a, b}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := list(t, s, Filter{}); len(got) != 2 || !got[0].Equal(a) || !got[1].Equal(b) {
+		t.Fatalf("list = %+v", got)
+	}
+	tbl := uint8(3)
+	if got := list(t, s, Filter{Table: &tbl}); len(got) != 1 || !got[0].Equal(b) {
+		t.Fatalf("table filter = %+v", got)
+	}
+	if got := list(t, s, Filter{Module: "route"}); len(got) != 0 {
+		t.Fatalf("module filter = %+v", got)
+	}
+	var removed []entry.Entry
+	if err := s.Delete("br-int", "pod", []entry.Entry{a}, func(r []entry.Entry) error { removed = r; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(removed) != 1 || string(removed[0].Payload) != "payload-a" {
+		t.Fatalf("removed = %+v", removed)
+	}
+	if got := list(t, s, Filter{}); len(got) != 1 || !got[0].Equal(b) {
+		t.Fatalf("after delete = %+v", got)
+	}
+	counts, err := s.Counts()
+	if err != nil || len(counts) != 1 || counts[0] != (Count{Bridge: "br-int", Module: "pod", Flows: 1}) {
+		t.Fatalf("counts = %+v, %v", counts, err)
+	}
+}
+
+func TestPutRejectsAndLeavesNothing(t *testing.T) {
+	s := openTest(t)
+	if err := s.Put("br-int", "route", []entry.Entry{flow("route", 0, 1, "owned")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	applyErr := errors.New("switch said no")
+	cases := []struct {
+		name  string
+		es    []entry.Entry
+		apply func() error
+		kind  error
+		index int
+	}{
+		{"owned by another module", []entry.Entry{flow("pod", 0, 1, "new"), flow("pod", 0, 1, "owned")}, nil, errdefs.ErrFailedPrecondition, 1},
+		{"duplicate identity", []entry.Entry{flow("pod", 0, 1, "x"), flow("pod", 0, 1, "x")}, nil, errdefs.ErrInvalidArgument, 1},
+		{"apply fails", []entry.Entry{flow("pod", 0, 1, "y")}, func() error { return applyErr }, applyErr, -1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := s.Put("br-int", "pod", tc.es, tc.apply)
+			if !errors.Is(err, tc.kind) {
+				t.Fatalf("err = %v, want %v", err, tc.kind)
+			}
+			var ie *IndexError
+			if tc.index >= 0 && (!errors.As(err, &ie) || ie.Index != tc.index) {
+				t.Fatalf("err = %v, want index %d", err, tc.index)
+			}
+			if got := list(t, s, Filter{Module: "pod"}); len(got) != 0 {
+				t.Fatalf("stored %d entries of a rejected request", len(got))
+			}
+		})
+	}
+	if err := s.Delete("br-int", "pod", []entry.Entry{flow("", 0, 1, "owned")}, nil); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Fatalf("delete of another module's entry: %v", err)
+	}
+	if err := s.Delete("br-int", "route", []entry.Entry{flow("", 0, 1, "nope")}, nil); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("delete of a missing entry: %v", err)
+	}
+}
+
+func TestReopenKeepsStateAndBootID(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "flowstate.db")
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prev, err := s.SwapBootID("boot-1"); err != nil || prev != "" {
+		t.Fatalf("first boot id: %q, %v", prev, err)
+	}
+	if err := s.Put("br0", "m", []entry.Entry{flow("m", 1, 1, "z")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// A second open of a locked file times out instead of hanging.
+	if _, err := Open(path, Options{Timeout: 50 * time.Millisecond}); !errors.Is(err, errdefs.ErrUnavailable) {
+		t.Fatalf("second open: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if prev, err := s.SwapBootID("boot-2"); err != nil || prev != "boot-1" {
+		t.Fatalf("boot id after reopen: %q, %v", prev, err)
+	}
+	if es, err := s.Entries("br0"); err != nil || len(es) != 1 {
+		t.Fatalf("entries after reopen: %v, %v", es, err)
+	}
+}
+
+func TestSchemaVersionMismatch(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "flowstate.db")
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error {
+		b, _ := tx.CreateBucket(bucketMeta)
+		return b.Put(keySchema, binary.BigEndian.AppendUint32(nil, SchemaVersion+1))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_ = db.Close()
+	if _, err := Open(path, Options{}); err == nil {
+		t.Fatal("opened a store of a newer schema")
+	}
+}
+
+func FuzzDecodeRecord(f *testing.F) {
+	f.Add(encodeRecord("pipeline", []byte{6, 14, 0, 8}))
+	f.Add([]byte{1, 200, 'x'})
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, v []byte) {
+		m, p, err := decodeRecord(v)
+		if err != nil {
+			return
+		}
+		if got := encodeRecord(m, p); string(got) != string(v) {
+			t.Fatalf("re-encoding %x gives %x", v, got)
+		}
+	})
+}
