@@ -1,6 +1,9 @@
 package errdefs
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // The kinds. Each maps to one gRPC code (server/errors.go).
 var (
@@ -27,3 +30,14 @@ func Kind(err error) error {
 	}
 	return nil
 }
+
+// EntryError says which entry of a request failed; Index is its position in the
+// request. The server sends the index as a gRPC BadRequest field violation
+// ("entries[3]") and the client turns it back into an EntryError.
+type EntryError struct {
+	Index int
+	Err   error
+}
+
+func (e *EntryError) Error() string { return fmt.Sprintf("entry %d: %v", e.Index, e.Err) }
+func (e *EntryError) Unwrap() error { return e.Err }

@@ -114,15 +114,6 @@ func (s *Store) SwapBootID(id string) (prev string, err error) {
 	return prev, nil
 }
 
-// IndexError tells which entry of a request failed.
-type IndexError struct {
-	Index int
-	Err   error
-}
-
-func (e *IndexError) Error() string { return fmt.Sprintf("entry %d: %v", e.Index, e.Err) }
-func (e *IndexError) Unwrap() error { return e.Err }
-
 // Put stores es as entries of module on bridge, replacing entries of the same
 // identity that module owns. An identity owned by another module fails the whole
 // request with ErrFailedPrecondition naming the owner; two entries of the
@@ -134,7 +125,7 @@ func (s *Store) Put(bridge, module string, es []entry.Entry, apply func() error)
 		for i, e := range es {
 			k := string([]byte{byte(e.Kind)}) + string(e.ID)
 			if j, dup := seen[k]; dup {
-				return &IndexError{Index: i, Err: fmt.Errorf("same %s identity as entry %d: %w", e.Kind, j, errdefs.ErrInvalidArgument)}
+				return &errdefs.EntryError{Index: i, Err: fmt.Errorf("same %s identity as entry %d: %w", e.Kind, j, errdefs.ErrInvalidArgument)}
 			}
 			seen[k] = i
 		}
@@ -150,14 +141,14 @@ func (s *Store) Put(bridge, module string, es []entry.Entry, apply func() error)
 			if old := kb.Get(e.ID); old != nil {
 				owner, _, err := decodeRecord(old)
 				if err != nil {
-					return &IndexError{Index: i, Err: err}
+					return &errdefs.EntryError{Index: i, Err: err}
 				}
 				if owner != module {
-					return &IndexError{Index: i, Err: fmt.Errorf("%s is owned by module %q: %w", e.Kind, owner, errdefs.ErrFailedPrecondition)}
+					return &errdefs.EntryError{Index: i, Err: fmt.Errorf("%s is owned by module %q: %w", e.Kind, owner, errdefs.ErrFailedPrecondition)}
 				}
 			}
 			if err := kb.Put(e.ID, encodeRecord(module, e.Payload)); err != nil {
-				return &IndexError{Index: i, Err: err}
+				return &errdefs.EntryError{Index: i, Err: err}
 			}
 		}
 		if apply != nil {
@@ -189,18 +180,18 @@ func (s *Store) Delete(bridge, module string, keys []entry.Entry, apply func(rem
 				old = kb.Get(k.ID)
 			}
 			if old == nil {
-				return &IndexError{Index: i, Err: fmt.Errorf("%s not declared: %w", k.Kind, errdefs.ErrNotFound)}
+				return &errdefs.EntryError{Index: i, Err: fmt.Errorf("%s not declared: %w", k.Kind, errdefs.ErrNotFound)}
 			}
 			owner, payload, err := decodeRecord(old)
 			if err != nil {
-				return &IndexError{Index: i, Err: err}
+				return &errdefs.EntryError{Index: i, Err: err}
 			}
 			if owner != module {
-				return &IndexError{Index: i, Err: fmt.Errorf("%s is owned by module %q: %w", k.Kind, owner, errdefs.ErrFailedPrecondition)}
+				return &errdefs.EntryError{Index: i, Err: fmt.Errorf("%s is owned by module %q: %w", k.Kind, owner, errdefs.ErrFailedPrecondition)}
 			}
 			removed = append(removed, entry.Entry{Kind: k.Kind, Module: owner, ID: bytes.Clone(k.ID), Payload: payload})
 			if err := kb.Delete(k.ID); err != nil {
-				return &IndexError{Index: i, Err: err}
+				return &errdefs.EntryError{Index: i, Err: err}
 			}
 		}
 		if apply != nil {

@@ -103,7 +103,7 @@ func TestPutRejectsAndLeavesNothing(t *testing.T) {
 			if !errors.Is(err, tc.kind) {
 				t.Fatalf("err = %v, want %v", err, tc.kind)
 			}
-			var ie *IndexError
+			var ie *errdefs.EntryError
 			if tc.index >= 0 && (!errors.As(err, &ie) || ie.Index != tc.index) {
 				t.Fatalf("err = %v, want index %d", err, tc.index)
 			}

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/flowstate-io/flowstate/client"
+)
+
+// globals are the flags every command shares.
+type globals struct {
+	server  string
+	bridge  string
+	timeout time.Duration
+}
+
+func newRoot() *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:           "flowctl",
+		Short:         "Declare and inspect the flows flowstated keeps on Open vSwitch bridges",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	def := os.Getenv("FLOWSTATE_SERVER")
+	if def == "" {
+		def = client.DefaultTarget
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.server, "server", def, "flowstated address (env FLOWSTATE_SERVER)")
+	pf.StringVar(&g.bridge, "bridge", "br-int", "bridge")
+	pf.DurationVar(&g.timeout, "timeout", 60*time.Second, "timeout of each command")
+	root.AddCommand(newAddFlows(g), newDelFlows(g), newDumpFlows(g), newStatus(g))
+	return root
+}
+
+// dial connects and bounds the command with the timeout.
+func (g *globals) dial(ctx context.Context) (*client.Client, context.Context, context.CancelFunc, error) {
+	c, err := client.New(g.server)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+	return c, ctx, func() { cancel(); _ = c.Close() }, nil
+}

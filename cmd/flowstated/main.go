@@ -1,0 +1,84 @@
+// Command flowstated keeps the desired OpenFlow state of the host's Open
+// vSwitch bridges and restores it, atomically, whenever ovs-vswitchd restarts.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/coreos/go-systemd/v22/daemon"
+	"github.com/spf13/cobra"
+
+	"github.com/flowstate-io/flowstate/server"
+)
+
+func main() {
+	// Signals first, so a SIGTERM during start-up still stops us gracefully.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := newCommand().ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "flowstated:", err)
+		os.Exit(1)
+	}
+}
+
+func newCommand() *cobra.Command {
+	var (
+		cfg       server.Config
+		logFormat string
+		logLevel  string
+	)
+	cmd := &cobra.Command{
+		Use:           "flowstated",
+		Short:         "Keep Open vSwitch flows across ovs-vswitchd restarts",
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := newLogger(logFormat, logLevel)
+			if err != nil {
+				return err
+			}
+			cfg.Logger = log
+			cfg.Ready = func() { _, _ = daemon.SdNotify(false, daemon.SdNotifyReady) }
+			err = server.Run(cmd.Context(), cfg)
+			_, _ = daemon.SdNotify(false, daemon.SdNotifyStopping)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.RunDir, "ovs-rundir", "/var/run/openvswitch", "directory of ovs-vswitchd's <bridge>.mgmt sockets")
+	f.StringVar(&cfg.OVSDB, "ovsdb", "unix:/var/run/openvswitch/db.sock", "ovsdb-server address")
+	f.StringArrayVar(&cfg.Bridges, "bridge", []string{"br-int"}, "bridge to manage (repeatable)")
+	f.StringVar(&cfg.DBPath, "db", "/var/lib/flowstate/flowstate.db", "state file")
+	f.StringVar(&cfg.Listen, "listen", "unix:///run/flowstate/flowstate.sock", "gRPC listen address")
+	f.StringVar(&cfg.BootIDFile, "boot-id-file", "/proc/sys/kernel/random/boot_id", "file holding the host boot id")
+	f.StringVar(&cfg.MetricsListen, "metrics-listen", "127.0.0.1:9452", "HTTP address of /metrics and /healthz (empty disables)")
+	f.DurationVar(&cfg.EchoInterval, "ofp-echo-interval", 5*time.Second, "OpenFlow echo request interval on an idle bridge connection")
+	f.DurationVar(&cfg.EchoTimeout, "ofp-echo-timeout", 10*time.Second, "declare a bridge connection dead after this long without an echo reply")
+	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a graceful stop waits for in-flight calls")
+	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	return cmd
+}
+
+func newLogger(format, level string) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: %w", level, err)
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, errors.New("--log-format: want text or json")
+}

@@ -1,0 +1,287 @@
+package restore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/flowstate-io/flowstate/entry"
+	"github.com/flowstate-io/flowstate/errdefs"
+	"github.com/flowstate-io/flowstate/server/ofconn"
+	"github.com/flowstate-io/flowstate/server/ovsconfig"
+	"github.com/flowstate-io/flowstate/store"
+)
+
+// Config wires an Engine. Store, RunDir, OVSDB and Bridges are required.
+type Config struct {
+	Store *store.Store
+	// RunDir holds the <bridge>.mgmt sockets of ovs-vswitchd.
+	RunDir string
+	// OVSDB is the ovsdb-server address, e.g. "unix:/var/run/openvswitch/db.sock".
+	OVSDB string
+	// Bridges are the bridges this engine manages.
+	Bridges []string
+	// EchoInterval and EchoTimeout tune OpenFlow liveness (ofconn defaults when 0).
+	EchoInterval, EchoTimeout time.Duration
+	// RetryInterval is the pause between dial attempts. Default 500 ms.
+	RetryInterval time.Duration
+	// AckTimeout bounds the wait for vswitchd to acknowledge a flag change.
+	// Default 10 s.
+	AckTimeout time.Duration
+	Logger     *slog.Logger
+	Metrics    *Metrics
+}
+
+// Engine keeps every managed bridge equal to its desired state.
+//
+// It owns one goroutine per bridge (dial, reconcile on every connection, wait
+// for the connection to die, repeat) and one for OVSDB. Run starts them and
+// returns when ctx is cancelled and all of them have stopped.
+type Engine struct {
+	cfg     Config
+	log     *slog.Logger
+	bridges map[string]*bridge
+	order   []string
+
+	// flagMu serialises flag changes; ovsdb is set once the OVSDB goroutine
+	// has connected.
+	flagMu sync.Mutex
+	ovsdbC chan *ovsconfig.Client
+	ovsdb  *ovsconfig.Client
+	// converged is signalled when a bridge converges, so the flag goroutine
+	// re-checks whether all have.
+	converged chan struct{}
+}
+
+// New validates cfg and returns an engine that is not running yet.
+func New(cfg Config) (*Engine, error) {
+	if cfg.Store == nil || cfg.RunDir == "" || cfg.OVSDB == "" || len(cfg.Bridges) == 0 {
+		return nil, errors.New("restore: store, rundir, ovsdb and at least one bridge are required")
+	}
+	if cfg.RetryInterval <= 0 {
+		cfg.RetryInterval = 500 * time.Millisecond
+	}
+	if cfg.AckTimeout <= 0 {
+		cfg.AckTimeout = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(nil)
+	}
+	e := &Engine{
+		cfg:       cfg,
+		log:       cfg.Logger,
+		bridges:   make(map[string]*bridge, len(cfg.Bridges)),
+		ovsdbC:    make(chan *ovsconfig.Client, 1),
+		converged: make(chan struct{}, 1),
+	}
+	for _, name := range cfg.Bridges {
+		if err := entry.ValidateName("bridge", name); err != nil {
+			return nil, fmt.Errorf("restore: %w", err)
+		}
+		if _, dup := e.bridges[name]; dup {
+			return nil, fmt.Errorf("restore: bridge %q given twice", name)
+		}
+		e.bridges[name] = &bridge{name: name, kick: make(chan struct{}, 1)}
+		e.order = append(e.order, name)
+	}
+	return e, nil
+}
+
+// Run runs the engine until ctx is cancelled.
+func (e *Engine) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() { e.runOVSDB(ctx) })
+	for _, name := range e.order {
+		b := e.bridges[name]
+		wg.Go(func() { e.runBridge(ctx, b) })
+	}
+	wg.Wait()
+	e.flagMu.Lock()
+	if e.ovsdb != nil {
+		e.ovsdb.Close()
+		e.ovsdb = nil
+	}
+	e.flagMu.Unlock()
+}
+
+// runOVSDB dials OVSDB until it succeeds, then keeps clearing the flag when
+// every bridge has converged. libovsdb reconnects by itself afterwards.
+func (e *Engine) runOVSDB(ctx context.Context) {
+	var c *ovsconfig.Client
+	for c == nil {
+		var err error
+		c, err = ovsconfig.Dial(ctx, e.cfg.OVSDB, ovsconfig.Options{Logger: e.log})
+		if err != nil {
+			e.log.Warn("ovsdb unreachable, retrying", "addr", e.cfg.OVSDB, "err", err)
+			if !sleepCtx(ctx, e.cfg.RetryInterval) {
+				return
+			}
+		}
+	}
+	e.flagMu.Lock()
+	e.ovsdb = c
+	e.flagMu.Unlock()
+	e.log.Info("ovsdb connected", "addr", e.cfg.OVSDB)
+	// A bridge may have converged before OVSDB answered.
+	e.signalConverged()
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.converged:
+		case <-retry.C:
+		}
+		if err := e.releaseIfConverged(ctx); err != nil {
+			e.log.Error("clearing flow-restore-wait, retrying", "err", err)
+			retry.Reset(e.cfg.RetryInterval)
+		}
+	}
+}
+
+func (e *Engine) signalConverged() {
+	select {
+	case e.converged <- struct{}{}:
+	default:
+	}
+}
+
+// releaseIfConverged clears flow-restore-wait once every bridge holds exactly
+// its desired state.
+//
+//  1. Every managed bridge is connected and its last replay succeeded.
+//  2. One OVSDB transaction removes the flag and bumps next_cfg.
+//  3. Wait until cur_cfg reaches next_cfg: vswitchd has read the change and
+//     forwards through the restored pipeline from here on.
+//
+// It runs only after the first replay of a connection: a flag armed later (by
+// the ovs-restart helper, before it restarts vswitchd) must stay armed.
+func (e *Engine) releaseIfConverged(ctx context.Context) error {
+	for _, name := range e.order {
+		if !e.bridges[name].isConverged() {
+			return nil
+		}
+	}
+	e.flagMu.Lock()
+	defer e.flagMu.Unlock()
+	if e.ovsdb == nil {
+		return nil
+	}
+	on, err := e.ovsdb.FlowRestoreWait()
+	if err != nil {
+		return fmt.Errorf("reading flow-restore-wait: %w", err)
+	}
+	if !on {
+		return nil
+	}
+	actx, cancel := context.WithTimeout(ctx, e.cfg.AckTimeout)
+	defer cancel()
+	start := time.Now()
+	if err := e.ovsdb.SetFlowRestoreWait(actx, false, true); err != nil {
+		return err
+	}
+	e.cfg.Metrics.flagCleared.Inc()
+	e.log.Info("flow-restore-wait cleared", "ack", time.Since(start))
+	return nil
+}
+
+// FlowRestoreWait returns the flag as stored in OVSDB; ok is false while OVSDB
+// is not connected.
+func (e *Engine) FlowRestoreWait() (on, ok bool) {
+	e.flagMu.Lock()
+	defer e.flagMu.Unlock()
+	if e.ovsdb == nil || !e.ovsdb.Connected() {
+		return false, false
+	}
+	on, err := e.ovsdb.FlowRestoreWait()
+	return on, err == nil
+}
+
+func (e *Engine) bridge(name string) (*bridge, error) {
+	b, ok := e.bridges[name]
+	if !ok {
+		return nil, fmt.Errorf("bridge %q is not managed by this flowstated (see --bridge): %w", name, errdefs.ErrFailedPrecondition)
+	}
+	return b, nil
+}
+
+// Bridges returns the names of the managed bridges, in flag order.
+func (e *Engine) Bridges() []string { return append([]string(nil), e.order...) }
+
+// runBridge owns the OpenFlow connection of one bridge.
+func (e *Engine) runBridge(ctx context.Context, b *bridge) {
+	path := filepath.Join(e.cfg.RunDir, b.name+".mgmt")
+	log := e.log.With("bridge", b.name)
+	var lastErr string
+	for ctx.Err() == nil {
+		conn, err := ofconn.Dial(ctx, path, ofconn.Options{
+			EchoInterval: e.cfg.EchoInterval, EchoTimeout: e.cfg.EchoTimeout, Logger: log,
+		})
+		if err != nil {
+			if msg := err.Error(); msg != lastErr {
+				log.Warn("bridge unreachable, retrying", "path", path, "err", err)
+				lastErr = msg
+			}
+			sleepCtx(ctx, e.cfg.RetryInterval)
+			continue
+		}
+		lastErr = ""
+		log.Info("bridge connected")
+		e.cfg.Metrics.connected.WithLabelValues(b.name).Set(1)
+		b.setConn(conn)
+		e.serveConn(ctx, b, conn, log)
+		b.setConn(nil)
+		_ = conn.Close()
+		e.cfg.Metrics.connected.WithLabelValues(b.name).Set(0)
+		if ctx.Err() == nil {
+			log.Warn("bridge disconnected", "err", conn.Err())
+		}
+	}
+}
+
+// serveConn reconciles on connection and whenever kicked, until the
+// connection dies or ctx ends.
+func (e *Engine) serveConn(ctx context.Context, b *bridge, conn *ofconn.Conn, log *slog.Logger) {
+	retry := time.NewTimer(0)
+	defer retry.Stop()
+	first := true
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-conn.Done():
+			return
+		case <-b.kick:
+		case <-retry.C:
+		}
+		if err := e.reconcile(ctx, b, conn, log); err != nil {
+			log.Error("replay failed", "err", err)
+			retry.Reset(e.cfg.RetryInterval)
+			continue
+		}
+		if first {
+			first = false
+			e.signalConverged()
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,53 @@
+package restore
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the engine's Prometheus collectors.
+type Metrics struct {
+	connected      *prometheus.GaugeVec
+	replays        *prometheus.CounterVec
+	replayDuration *prometheus.HistogramVec
+	replayMessages *prometheus.CounterVec
+	flagCleared    prometheus.Counter
+}
+
+// NewMetrics creates the collectors and registers them with reg (nil: not
+// registered, as in tests).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		connected: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "flowstate_bridge_connected", Help: "1 while the OpenFlow connection to the bridge is up.",
+		}, []string{"bridge"}),
+		replays: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flowstate_replays_total", Help: "Reconciliations of a bridge with its desired state, by result.",
+		}, []string{"bridge", "result"}),
+		replayDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "flowstate_replay_duration_seconds", Help: "Time from dump to bundle commit of a replay.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+		}, []string{"bridge"}),
+		replayMessages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flowstate_replay_messages_total", Help: "Messages sent in replay bundles, by operation.",
+		}, []string{"bridge", "op"}),
+		flagCleared: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "flowstate_flow_restore_wait_cleared_total", Help: "Times flow-restore-wait was cleared and acknowledged by vswitchd.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.connected, m.replays, m.replayDuration, m.replayMessages, m.flagCleared)
+	}
+	return m
+}
+
+func (m *Metrics) observeReplay(bridge string, r Replay) {
+	result := "ok"
+	if r.Err != nil {
+		result = "error"
+	}
+	m.replays.WithLabelValues(bridge, result).Inc()
+	m.replayDuration.WithLabelValues(bridge).Observe(r.Duration.Seconds())
+	m.replayMessages.WithLabelValues(bridge, "add").Add(float64(r.Adds))
+	m.replayMessages.WithLabelValues(bridge, "modify").Add(float64(r.Modifies))
+	m.replayMessages.WithLabelValues(bridge, "delete").Add(float64(r.Deletes))
+}

@@ -1,0 +1,246 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+
+	flowstatev1 "github.com/flowstate-io/flowstate/api/flowstate/v1"
+	"github.com/flowstate-io/flowstate/server/restore"
+	"github.com/flowstate-io/flowstate/store"
+)
+
+// Config is everything flowstated needs; cmd/flowstated fills it from flags.
+type Config struct {
+	// Listen is the gRPC address: unix:///path (mode 0660). Required.
+	Listen string
+	// MetricsListen is the HTTP address of /metrics and /healthz; empty
+	// disables it.
+	MetricsListen string
+	// DBPath is the bbolt file. Required.
+	DBPath string
+	// BootIDFile holds the host boot id. Default /proc/sys/kernel/random/boot_id.
+	BootIDFile string
+	// RunDir holds ovs-vswitchd's <bridge>.mgmt sockets. Required.
+	RunDir string
+	// OVSDB is the ovsdb-server address. Required.
+	OVSDB string
+	// Bridges are the managed bridges. At least one.
+	Bridges []string
+	// EchoInterval and EchoTimeout tune OpenFlow liveness; zero: defaults.
+	EchoInterval, EchoTimeout time.Duration
+	// ShutdownTimeout bounds the graceful stop of gRPC. Default 10 s.
+	ShutdownTimeout time.Duration
+	Logger          *slog.Logger
+	// Ready, when set, is called once the API socket accepts connections.
+	Ready func()
+}
+
+// Run serves until ctx is cancelled, then stops gracefully: gRPC first (with a
+// deadline), then the engine, then the store, in reverse start order.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.BootIDFile == "" {
+		cfg.BootIDFile = "/proc/sys/kernel/random/boot_id"
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = 10 * time.Second
+	}
+	log := cfg.Logger
+	bootID, err := readBootID(cfg.BootIDFile)
+	if err != nil {
+		return err
+	}
+	st, err := store.Open(cfg.DBPath, store.Options{})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	prev, err := st.SwapBootID(bootID)
+	if err != nil {
+		return err
+	}
+	cold := prev != bootID
+	log.Info("store opened", "path", cfg.DBPath, "boot_id", bootID, "cold_start", cold)
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	engine, err := restore.New(restore.Config{
+		Store: st, RunDir: cfg.RunDir, OVSDB: cfg.OVSDB, Bridges: cfg.Bridges,
+		EchoInterval: cfg.EchoInterval, EchoTimeout: cfg.EchoTimeout,
+		Logger: log, Metrics: restore.NewMetrics(reg),
+	})
+	if err != nil {
+		return err
+	}
+
+	lis, err := listenUnix(cfg.Listen)
+	if err != nil {
+		return err
+	}
+	srvMetrics := grpcprom.NewServerMetrics()
+	reg.MustRegister(srvMetrics)
+	gs := grpc.NewServer(
+		// Detect silent clients: ping after 10 s idle, drop after 5 s more.
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.ChainUnaryInterceptor(
+			srvMetrics.UnaryServerInterceptor(),
+			logging.UnaryServerInterceptor(interceptorLogger(log), logging.WithLogOnEvents(logging.FinishCall)),
+			recovery.UnaryServerInterceptor(recovery.WithRecoveryHandler(panicToStatus(log))),
+		),
+		grpc.ChainStreamInterceptor(
+			srvMetrics.StreamServerInterceptor(),
+			logging.StreamServerInterceptor(interceptorLogger(log), logging.WithLogOnEvents(logging.FinishCall)),
+			recovery.StreamServerInterceptor(recovery.WithRecoveryHandler(panicToStatus(log))),
+		),
+	)
+	flowstatev1.RegisterFlowStateServiceServer(gs, &service{engine: engine, store: st, bootID: bootID, coldStart: cold})
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(gs, hs)
+	reflection.Register(gs)
+	srvMetrics.InitializeMetrics(gs)
+
+	runCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Go(func() { engine.Run(runCtx) })
+	serveErr := make(chan error, 2)
+	wg.Go(func() { serveErr <- gs.Serve(lis) })
+
+	var hsrv *http.Server
+	if cfg.MetricsListen != "" {
+		mlis, err := net.Listen("tcp", cfg.MetricsListen)
+		if err != nil {
+			gs.Stop()
+			stopEngine()
+			wg.Wait()
+			return fmt.Errorf("server: metrics listener: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+		hsrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		wg.Go(func() {
+			if err := hsrv.Serve(mlis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				serveErr <- fmt.Errorf("server: metrics: %w", err)
+			}
+		})
+	}
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	log.Info("serving", "listen", cfg.Listen, "metrics", cfg.MetricsListen, "bridges", cfg.Bridges)
+	if cfg.Ready != nil {
+		cfg.Ready()
+	}
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-serveErr:
+	}
+	log.Info("stopping")
+	hs.Shutdown()
+	stopGRPC(gs, cfg.ShutdownTimeout)
+	if hsrv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+		_ = hsrv.Shutdown(sctx)
+		cancel()
+	}
+	stopEngine()
+	wg.Wait()
+	log.Info("stopped")
+	return runErr
+}
+
+// stopGRPC lets in-flight calls finish, up to d, then cuts the rest.
+func stopGRPC(gs *grpc.Server, d time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		gs.GracefulStop()
+		close(done)
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		gs.Stop()
+		<-done
+	}
+}
+
+// listenUnix listens on unix:///path with mode 0660, replacing a stale socket
+// file but refusing to steal one another process still serves.
+func listenUnix(addr string) (net.Listener, error) {
+	path, ok := strings.CutPrefix(addr, "unix://")
+	if !ok || !filepath.IsAbs(path) {
+		return nil, fmt.Errorf("server: listen address %q: want unix:///absolute/path", addr)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("server: %s is in use by another process", path)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("server: removing stale socket: %w", err)
+	}
+	lis, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	if err := os.Chmod(path, 0o660); err != nil {
+		_ = lis.Close()
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	return lis, nil
+}
+
+func readBootID(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("server: boot id: %w", err)
+	}
+	id := strings.TrimSpace(string(b))
+	if id == "" {
+		return "", fmt.Errorf("server: boot id: %s is empty", path)
+	}
+	return id, nil
+}
+
+func interceptorLogger(l *slog.Logger) logging.Logger {
+	return logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
+		l.Log(ctx, slog.Level(lvl), msg, fields...)
+	})
+}
+
+func panicToStatus(log *slog.Logger) recovery.RecoveryHandlerFunc {
+	return func(p any) error {
+		log.Error("panic in handler", "panic", p)
+		return status.Errorf(codes.Internal, "internal error")
+	}
+}
