@@ -165,11 +165,22 @@ func FlowTable(id []byte) uint8 {
 // out_port into the out_group field of a FlowMod.
 func DeleteFlowStrict(add []byte) []byte {
 	mlen := int(binary.BigEndian.Uint16(add[flowModFixed+2:]))
-	n := flowModFixed + pad8(mlen)
-	del := bytes.Clone(add[:n])
+	return DeleteFlowByMatch(add[24], binary.BigEndian.Uint16(add[30:]), add[flowModFixed:flowModFixed+pad8(mlen)])
+}
+
+// DeleteFlowByMatch returns a FLOW_MOD DELETE_STRICT for the flow of table and
+// priority with the given ofp_match (header, fields and padding).
+func DeleteFlowByMatch(table uint8, priority uint16, match []byte) []byte {
+	n := flowModFixed + len(match)
+	del := make([]byte, n)
+	del[0], del[1] = ofVersion15, typeFlowMod
 	binary.BigEndian.PutUint16(del[2:], uint16(n))
+	del[24] = table
 	del[25] = flowCmdDelStrict
+	binary.BigEndian.PutUint16(del[30:], priority)
+	binary.BigEndian.PutUint32(del[32:], 0xffffffff) // buffer_id NO_BUFFER
 	binary.BigEndian.PutUint32(del[36:], 0xffffffff) // out_port ANY
 	binary.BigEndian.PutUint32(del[40:], 0xffffffff) // out_group ANY
+	copy(del[flowModFixed:], match)
 	return del
 }

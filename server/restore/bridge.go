@@ -149,11 +149,10 @@ func diffFlows(desired []entry.Entry, actual []ofconn.Flow) ([]ofconn.Message, d
 	for _, a := range actual {
 		payload, id, err := canonicalDumped(a)
 		if err != nil {
-			// Undecodable: remove it by its raw identity if we have one.
-			if payload != nil {
-				dels = append(dels, entry.DeleteFlowStrict(payload))
-				c.deletes++
-			}
+			// A flow we cannot decode was not declared by anyone (declared
+			// flows decode): delete it by its raw table, priority and match.
+			dels = append(dels, entry.DeleteFlowByMatch(a.Table(), a.Priority(), a.MatchBytes()))
+			c.deletes++
 			continue
 		}
 		have[string(id)] = true
@@ -179,10 +178,10 @@ func diffFlows(desired []entry.Entry, actual []ofconn.Flow) ([]ofconn.Message, d
 // canonicalDumped turns a dumped flow into its canonical ADD bytes and
 // identity, the form desired entries are stored in.
 func canonicalDumped(f ofconn.Flow) (payload, id []byte, err error) {
-	if f.Stats == nil {
-		return nil, nil, fmt.Errorf("undecodable flow: %v", f.Err)
+	if f.Desc == nil {
+		return nil, nil, fmt.Errorf("undecodable flow: %w", f.Err)
 	}
-	b, err := ofconn.FlowModFromStats(f.Stats).MarshalBinary()
+	b, err := ofconn.FlowModFromDesc(f.Desc).MarshalBinary()
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,0 +1,56 @@
+# flowstate: `make help` lists the targets.
+SHELL := /usr/bin/env bash
+GOBIN := $(shell go env GOPATH)/bin
+export PATH := $(PATH):$(GOBIN)
+
+.PHONY: help
+help: ## list targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+.PHONY: demo
+demo: ## run the restart demo on a private OVS sandbox (installs OVS if missing)
+	@./scripts/install-deps.sh
+	go run ./cmd/flowstate-demo
+
+.PHONY: test
+test: ## run every test, against private OVS sandboxes, with -race
+	@./scripts/install-deps.sh
+	go test -race -count=1 -timeout 15m ./...
+
+.PHONY: build
+build: ## build flowstated, flowctl and the demo into bin/
+	go build -o bin/ ./cmd/...
+
+.PHONY: vet
+vet: ## gofmt and go vet
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
+	go vet ./...
+
+.PHONY: proto
+proto: ## regenerate api/ from the protos
+	buf format -w
+	buf generate
+
+.PHONY: proto-check
+proto-check: ## lint the protos; fail if generated code or formatting is stale
+	buf lint
+	buf format --diff --exit-code
+	buf generate
+	git diff --exit-code -- api/
+	@test -z "$$(git status --porcelain -- api/)" || { git status --short -- api/; exit 1; }
+
+.PHONY: fuzz
+fuzz: ## run each fuzz target for FUZZTIME (default 20s)
+	@for p in $$(go list ./...); do \
+	  for f in $$(go test -list '^Fuzz' $$p | grep '^Fuzz'); do \
+	    go test -run '^$$' -fuzz "^$$f$$" -fuzztime $${FUZZTIME:-20s} $$p || exit 1; \
+	  done; \
+	done
+
+.PHONY: bench
+bench: ## run the benchmarks (see docs/benchmarks.md)
+	go test -run '^$$' -bench . -benchmem ./...
+
+.PHONY: deps
+deps: ## install OVS, buf and the pinned protoc plugins
+	./scripts/install-deps.sh --dev

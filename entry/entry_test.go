@@ -1,0 +1,124 @@
+package entry
+
+import (
+	"bytes"
+	"encoding/binary"
+	"strings"
+	"testing"
+
+	"antrea.io/libOpenflow/openflow15"
+)
+
+func flowMod(t testing.TB, table uint8, prio uint16) []byte {
+	t.Helper()
+	fm := openflow15.NewFlowMod()
+	fm.TableId, fm.Priority = table, prio
+	fm.Match.AddField(*openflow15.NewEthTypeField(0x0800))
+	fm.AddInstruction(openflow15.NewInstrGotoTable(table + 1))
+	b, err := fm.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestIdentifyFlow(t *testing.T) {
+	raw := flowMod(t, 3, 100)
+	canon, id, err := Identify(KindFlow, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if binary.BigEndian.Uint32(canon[4:]) != 0 {
+		t.Fatal("xid not zeroed")
+	}
+	if id[0] != 3 || binary.BigEndian.Uint16(id[1:]) != 100 || FlowTable(id) != 3 {
+		t.Fatalf("id %x: want table 3, priority 100", id)
+	}
+	// eth_type=0x0800 as OXM: class 0x8000, field 5<<1, len 2, value.
+	if want := []byte{0x80, 0x00, 0x0a, 0x02, 0x08, 0x00}; !bytes.Equal(id[3:], want) {
+		t.Fatalf("match part %x, want %x", id[3:], want)
+	}
+	// Same identity whatever the actions; another priority is another flow.
+	other := flowMod(t, 3, 100)
+	other[len(other)-8+4] = 9 // goto_table 9
+	if _, id2, _ := Identify(KindFlow, other); !bytes.Equal(id, id2) {
+		t.Fatal("actions changed the identity")
+	}
+	if _, id3, _ := Identify(KindFlow, flowMod(t, 3, 101)); bytes.Equal(id, id3) {
+		t.Fatal("priority did not change the identity")
+	}
+}
+
+func TestIdentifyRejects(t *testing.T) {
+	good := flowMod(t, 0, 1)
+	mutate := func(f func(b []byte) []byte) []byte { return f(bytes.Clone(good)) }
+	cases := []struct {
+		name, want string
+		b          []byte
+	}{
+		{"short", "shorter than an OpenFlow header", good[:4]},
+		{"version", "OpenFlow version 0x04", mutate(func(b []byte) []byte { b[0] = 4; return b })},
+		{"length", "does not match", mutate(func(b []byte) []byte { return b[:len(b)-1] })},
+		{"type", "want FLOW_MOD", mutate(func(b []byte) []byte { b[1] = 15; return b })},
+		{"command", "want ADD", mutate(func(b []byte) []byte { b[25] = 1; return b })},
+		{"match length", "match length", mutate(func(b []byte) []byte { binary.BigEndian.PutUint16(b[50:], 4000); return b })},
+		{"too big", "exceeds", make([]byte, MaxMessage+1)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := Identify(KindFlow, tc.b)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestDeleteFlowStrict(t *testing.T) {
+	add := flowMod(t, 2, 7)
+	del := DeleteFlowStrict(add)
+	var fm openflow15.FlowMod
+	if err := fm.UnmarshalBinary(del); err != nil {
+		t.Fatal(err)
+	}
+	if fm.Command != openflow15.FC_DELETE_STRICT || fm.TableId != 2 || fm.Priority != 7 || len(fm.Instructions) != 0 {
+		t.Fatalf("delete = %+v", fm)
+	}
+	if fm.OutPort != openflow15.P_ANY || binary.BigEndian.Uint32(del[40:]) != openflow15.OFPG_ANY {
+		t.Fatal("delete must not filter on out_port/out_group")
+	}
+	if int(binary.BigEndian.Uint16(del[2:])) != len(del) {
+		t.Fatal("bad length")
+	}
+}
+
+func TestValidateName(t *testing.T) {
+	for _, ok := range []string{"br-int", "pipeline", "a", "net.policy_1"} {
+		if err := ValidateName("module", ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "-x", "a b", strings.Repeat("a", 64), "é"} {
+		if err := ValidateName("module", bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func FuzzIdentify(f *testing.F) {
+	f.Add(uint8(1), flowMod(f, 0, 1))
+	f.Add(uint8(2), []byte{6, 15, 0, 16, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 9})
+	f.Add(uint8(3), []byte{6, 29, 0, 16, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, 0})
+	f.Fuzz(func(t *testing.T, kind uint8, b []byte) {
+		canon, id, err := Identify(Kind(kind), b)
+		if err != nil {
+			return
+		}
+		if len(canon) != len(b) || len(id) == 0 {
+			t.Fatalf("canon %d bytes of %d, id %x", len(canon), len(b), id)
+		}
+		if Kind(kind) == KindFlow {
+			_ = DeleteFlowStrict(canon)
+		}
+	})
+}

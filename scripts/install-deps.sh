@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what flowstate's tests and demo need: Open vSwitch (Debian package),
+# and with --dev also buf and the pinned protoc plugins. Idempotent.
+set -euo pipefail
+
+PROTOC_GEN_GO_VERSION=v1.36.12
+PROTOC_GEN_GO_GRPC_VERSION=v1.6.2
+BUF_VERSION=v1.75.0
+
+as_root() {
+	if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+if ! command -v ovs-vswitchd >/dev/null && [ ! -x /usr/sbin/ovs-vswitchd ]; then
+	echo "installing openvswitch-switch" >&2
+	as_root apt-get update -qq
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openvswitch-switch >/dev/null
+fi
+
+[ "${1:-}" = "--dev" ] || exit 0
+
+gobin=$(go env GOPATH)/bin
+if ! "$gobin/protoc-gen-go" --version 2>/dev/null | grep -q "${PROTOC_GEN_GO_VERSION}"; then
+	go install "google.golang.org/protobuf/cmd/protoc-gen-go@${PROTOC_GEN_GO_VERSION}"
+fi
+if ! "$gobin/protoc-gen-go-grpc" --version 2>/dev/null | grep -q "${PROTOC_GEN_GO_GRPC_VERSION#v}"; then
+	go install "google.golang.org/grpc/cmd/protoc-gen-go-grpc@${PROTOC_GEN_GO_GRPC_VERSION}"
+fi
+if ! command -v buf >/dev/null && [ ! -x "$gobin/buf" ]; then
+	npm install -g "@bufbuild/buf@${BUF_VERSION#v}" >/dev/null 2>&1 ||
+		go install "github.com/bufbuild/buf/cmd/buf@${BUF_VERSION}"
+fi

@@ -1,0 +1,49 @@
+package server
+
+import (
+	"context"
+	"errors"
+)
+
+// Daemon is a flowstated running in this process (tests, the demo).
+type Daemon struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error
+}
+
+// Start runs Run in a goroutine and returns once the API socket serves, or
+// with Run's error if it failed to start. cfg.Ready is chained, not replaced.
+func Start(ctx context.Context, cfg Config) (*Daemon, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	d := &Daemon{cancel: cancel, done: make(chan struct{})}
+	ready := make(chan struct{})
+	userReady := cfg.Ready
+	cfg.Ready = func() {
+		if userReady != nil {
+			userReady()
+		}
+		close(ready)
+	}
+	go func() {
+		defer close(d.done)
+		d.err = Run(ctx, cfg)
+	}()
+	select {
+	case <-ready:
+		return d, nil
+	case <-d.done:
+		cancel()
+		if d.err == nil {
+			d.err = errors.New("server: stopped before serving")
+		}
+		return nil, d.err
+	}
+}
+
+// Stop stops the daemon gracefully and returns Run's error.
+func (d *Daemon) Stop() error {
+	d.cancel()
+	<-d.done
+	return d.err
+}

@@ -1,0 +1,337 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"antrea.io/libOpenflow/openflow15"
+
+	"github.com/flowstate-io/flowstate/client"
+	"github.com/flowstate-io/flowstate/errdefs"
+	"github.com/flowstate-io/flowstate/internal/sandbox"
+	"github.com/flowstate-io/flowstate/server"
+)
+
+// pipeline is the one from the outage report that started the project.
+var pipeline = []string{
+	"table=0,priority=100,ip,actions=ct(table=1,zone=65520)",
+	"table=1,priority=100,ct_state=+inv+trk,ip,actions=drop",
+	"table=1,priority=90,ip,actions=resubmit(,2)",
+	"table=2,priority=100,ct_state=+new+trk,ip,actions=ct(commit,table=3,zone=65520)",
+	"table=2,priority=90,ip,actions=resubmit(,3)",
+	"table=3,priority=100,ip,actions=normal",
+}
+
+// env is one sandbox with a bridge managed by flowstated (br-int) and an
+// oracle bridge (br-ref) that ovs-ofctl programs with the same text.
+type env struct {
+	t    *testing.T
+	sb   *sandbox.Sandbox
+	dir  string
+	cfg  server.Config
+	d    *server.Daemon
+	c    *client.Client
+	sock string
+}
+
+func newEnv(ctx context.Context, t *testing.T) *env {
+	t.Helper()
+	sb, err := sandbox.Start(ctx, sandbox.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			if b, err := os.ReadFile(sb.VswitchdLog()); err == nil {
+				t.Logf("vswitchd log tail:\n%s", tail(string(b), 20))
+			}
+		}
+		_ = sb.Close()
+	})
+	for _, br := range []string{"br-int", "br-ref"} {
+		if err := sb.AddBridge(ctx, br); err != nil {
+			t.Fatal(err)
+		}
+		for i, p := range []string{"p1", "p2"} {
+			if err := sb.AddPort(ctx, br, br+"-"+p, i+1); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	e := &env{t: t, sb: sb, dir: sb.Dir()}
+	if err := os.WriteFile(filepath.Join(e.dir, "boot_id"), []byte("test-boot\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.sock = "unix://" + filepath.Join(e.dir, "fs.sock")
+	e.cfg = server.Config{
+		Listen: e.sock, DBPath: filepath.Join(e.dir, "flowstate.db"),
+		BootIDFile: filepath.Join(e.dir, "boot_id"),
+		RunDir:     sb.RunDir(), OVSDB: sb.DBAddr(), Bridges: []string{"br-int"},
+		EchoInterval: time.Second, EchoTimeout: 2 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})),
+	}
+	c, err := client.New(e.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	e.c = c
+	return e
+}
+
+func (e *env) startDaemon(ctx context.Context) {
+	e.t.Helper()
+	d, err := server.Start(ctx, e.cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.d = d
+	e.t.Cleanup(func() { e.stopDaemon() })
+}
+
+func (e *env) stopDaemon() {
+	if e.d == nil {
+		return
+	}
+	if err := e.d.Stop(); err != nil {
+		e.t.Errorf("flowstated stopped with: %v", err)
+	}
+	e.d = nil
+}
+
+// oracle programs br-ref with ovs-ofctl from the same text.
+func (e *env) oracle(ctx context.Context, flows []string) {
+	e.t.Helper()
+	f := filepath.Join(e.dir, "oracle.txt")
+	if err := os.WriteFile(f, []byte(strings.Join(flows, "\n")+"\n"), 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+	if out, err := e.sb.Ofctl(ctx, "--bundle", "replace-flows", "br-ref", f); err != nil {
+		e.t.Fatalf("ovs-ofctl replace-flows: %v: %s", err, out)
+	}
+}
+
+func (e *env) dump(ctx context.Context, br string) []string {
+	e.t.Helper()
+	flows, err := e.sb.DumpFlows(ctx, br)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return flows
+}
+
+// waitRestored polls until flowstated reports br-int converged and the flag
+// is cleared in OVSDB.
+func (e *env) waitRestored(ctx context.Context) {
+	e.t.Helper()
+	poll(ctx, e.t, "br-int converged and flow-restore-wait cleared", func() (bool, error) {
+		st, err := e.c.Status(ctx)
+		if err != nil {
+			return false, nil
+		}
+		on, err := e.sb.FlowRestoreWait(ctx)
+		if err != nil {
+			return false, err
+		}
+		return st.GetBridges()[0].GetConverged() && !on, nil
+	})
+}
+
+// txOf returns the tx packet counter of port p of bridge br.
+func (e *env) txOf(ctx context.Context, br, p string) uint64 {
+	e.t.Helper()
+	_, tx, err := e.sb.PortStats(ctx, br, br+"-"+p)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return tx
+}
+
+func (e *env) rxOf(ctx context.Context, br, p string) uint64 {
+	e.t.Helper()
+	rx, _, err := e.sb.PortStats(ctx, br, br+"-"+p)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return rx
+}
+
+// inject sends one SYN into p1 of br-int and waits until p1 counted it.
+func (e *env) inject(ctx context.Context, pkt sandbox.Packet) {
+	e.t.Helper()
+	rx0 := e.rxOf(ctx, "br-int", "p1")
+	if err := e.sb.InjectSYN(ctx, "br-int", "br-int-p1", pkt); err != nil {
+		e.t.Fatal(err)
+	}
+	poll(ctx, e.t, "p1 received the SYN", func() (bool, error) {
+		return e.rxOf(ctx, "br-int", "p1") > rx0, nil
+	})
+}
+
+func TestOutageReplay(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	e := newEnv(ctx, t)
+	e.startDaemon(ctx)
+	poll(ctx, t, "br-int converged", func() (bool, error) {
+		st, err := e.c.Status(ctx)
+		return err == nil && st.GetBridges()[0].GetConverged(), nil
+	})
+
+	// Declare the pipeline while the switch forwards: applied at once.
+	entries := make([]client.Entry, len(pipeline))
+	for i, l := range pipeline {
+		entries[i] = client.FlowText(l)
+	}
+	applied, err := e.c.Put(ctx, "br-int", "pipeline", entries...)
+	if err != nil || !applied {
+		t.Fatalf("put: applied=%v err=%v", applied, err)
+	}
+	e.oracle(ctx, pipeline)
+	want := e.dump(ctx, "br-ref")
+	if got := e.dump(ctx, "br-int"); !slices.Equal(got, want) {
+		t.Fatalf("after put, br-int holds\n%s\nwant (ovs-ofctl on br-ref)\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	// The outage: flowstated is down while vswitchd restarts gated.
+	e.stopDaemon()
+	if err := e.sb.RestartVswitchd(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.dump(ctx, "br-int"); len(got) != 1 || !strings.Contains(got[0], "actions=NORMAL") {
+		t.Fatalf("restarted gated vswitchd holds %q, want only the default NORMAL flow", got)
+	}
+	tx0 := e.txOf(ctx, "br-int", "p2")
+	e.inject(ctx, sandbox.Packet{})
+	if tx := e.txOf(ctx, "br-int", "p2"); tx != tx0 {
+		t.Fatalf("gated vswitchd forwarded a SYN (p2 tx %d -> %d)", tx0, tx)
+	}
+
+	// flowstated comes back: one bundle restores the pipeline, then the flag goes.
+	e.startDaemon(ctx)
+	e.waitRestored(ctx)
+	e.oracle(ctx, pipeline) // br-ref lost its flows in the restart too
+	want = e.dump(ctx, "br-ref")
+	got := e.dump(ctx, "br-int")
+	if !slices.Equal(got, want) {
+		t.Fatalf("after restore, br-int holds\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	for _, f := range got {
+		if strings.Contains(f, "priority=0 ") {
+			t.Fatalf("default flow survived the restore: %s", f)
+		}
+	}
+	st, err := e.c.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := st.GetBridges()[0].GetLastReplay(); r.GetError() != "" || r.GetMessages() != uint32(len(pipeline)+1) {
+		t.Fatalf("last replay = %v, want %d adds + 1 delete of the default flow", r, len(pipeline))
+	}
+
+	// Traffic flows again through the restored conntrack pipeline, and the
+	// SYN dropped while gated was not queued: exactly one more packet out.
+	e.inject(ctx, sandbox.Packet{SrcPort: 40001})
+	poll(ctx, t, "SYN forwarded to p2", func() (bool, error) {
+		return e.txOf(ctx, "br-int", "p2") > tx0, nil
+	})
+	if tx := e.txOf(ctx, "br-int", "p2"); tx != tx0+1 {
+		t.Fatalf("p2 sent %d packets, want exactly 1", tx-tx0)
+	}
+}
+
+func TestPutRejectedByOVS(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	e := newEnv(ctx, t)
+	e.startDaemon(ctx)
+	poll(ctx, t, "br-int converged", func() (bool, error) {
+		st, err := e.c.Status(ctx)
+		return err == nil && st.GetBridges()[0].GetConverged(), nil
+	})
+	// goto_table must point forward: OVS refuses this at BUNDLE_ADD time,
+	// the encoder does not.
+	bad := openflow15.NewFlowMod()
+	bad.TableId = 5
+	bad.Priority = 10
+	bad.AddInstruction(openflow15.NewInstrGotoTable(2))
+	raw, err := bad.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.c.Put(ctx, "br-int", "pod", client.FlowText(pipeline[0]), client.FlowBytes(raw))
+	var ee *errdefs.EntryError
+	if !errors.Is(err, errdefs.ErrInvalidArgument) || !errors.As(err, &ee) || ee.Index != 1 {
+		t.Fatalf("put with a bad flow: %v, want INVALID_ARGUMENT naming entry 1", err)
+	}
+	es, err := e.c.List(ctx, client.Filter{})
+	if err != nil || len(es) != 0 {
+		t.Fatalf("after a rejected put the store holds %d entries (%v)", len(es), err)
+	}
+	if got := e.dump(ctx, "br-int"); len(got) != 0 {
+		t.Fatalf("after a rejected put the switch holds %q", got)
+	}
+
+	// Ownership: another module cannot take over a declared identity.
+	if _, err := e.c.Put(ctx, "br-int", "pipeline", client.FlowText(pipeline[0])); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.c.Put(ctx, "br-int", "pod", client.FlowText(pipeline[0]))
+	if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), `"pipeline"`) {
+		t.Fatalf("put of another module's flow: %v, want FAILED_PRECONDITION naming the owner", err)
+	}
+	// Syntax errors name the entry and the token.
+	_, err = e.c.Put(ctx, "br-int", "pod", client.FlowText("table=0,nw_srcc=1.2.3.4,actions=drop"))
+	if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "nw_srcc") {
+		t.Fatalf("put with a typo: %v", err)
+	}
+	// Delete by identity removes it from the switch and the store.
+	if _, err := e.c.Delete(ctx, "br-int", "pipeline", client.FlowText("table=0,priority=100,ip")); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.dump(ctx, "br-int"); len(got) != 0 {
+		t.Fatalf("after delete the switch holds %q", got)
+	}
+}
+
+func poll(ctx context.Context, t *testing.T, what string, cond func() (bool, error)) {
+	t.Helper()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ok, err := cond()
+		if err != nil {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+		if ok {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for %s: %v", what, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
