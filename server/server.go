@@ -51,6 +51,9 @@ type Config struct {
 	Bridges []string
 	// EchoInterval and EchoTimeout tune OpenFlow liveness; zero: defaults.
 	EchoInterval, EchoTimeout time.Duration
+	// RearmFlowRestoreWait keeps flow-restore-wait armed while flowstated
+	// runs (see restore.Config.Rearm).
+	RearmFlowRestoreWait bool
 	// ShutdownTimeout bounds the graceful stop of gRPC. Default 10 s.
 	ShutdownTimeout time.Duration
 	Logger          *slog.Logger
@@ -92,6 +95,7 @@ func Run(ctx context.Context, cfg Config) error {
 	engine, err := restore.New(restore.Config{
 		Store: st, RunDir: cfg.RunDir, OVSDB: cfg.OVSDB, Bridges: cfg.Bridges,
 		EchoInterval: cfg.EchoInterval, EchoTimeout: cfg.EchoTimeout,
+		Rearm:  cfg.RearmFlowRestoreWait,
 		Logger: log, Metrics: restore.NewMetrics(reg),
 	})
 	if err != nil {

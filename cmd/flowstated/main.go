@@ -62,6 +62,7 @@ func newCommand() *cobra.Command {
 	f.StringVar(&cfg.MetricsListen, "metrics-listen", "127.0.0.1:9452", "HTTP address of /metrics and /healthz (empty disables)")
 	f.DurationVar(&cfg.EchoInterval, "ofp-echo-interval", 5*time.Second, "OpenFlow echo request interval on an idle bridge connection")
 	f.DurationVar(&cfg.EchoTimeout, "ofp-echo-timeout", 10*time.Second, "declare a bridge connection dead after this long without an echo reply")
+	f.BoolVar(&cfg.RearmFlowRestoreWait, "rearm-flow-restore-wait", true, "set flow-restore-wait back to true after each restore, so a crashed vswitchd also restarts gated (cleared again on a graceful stop)")
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a graceful stop waits for in-flight calls")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")

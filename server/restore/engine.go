@@ -32,8 +32,14 @@ type Config struct {
 	// AckTimeout bounds the wait for vswitchd to acknowledge a flag change.
 	// Default 10 s.
 	AckTimeout time.Duration
-	Logger     *slog.Logger
-	Metrics    *Metrics
+	// Rearm sets flow-restore-wait back to true once vswitchd acknowledged
+	// its clearing, so a vswitchd that crashes and is started plainly also
+	// comes back gated. vswitchd reads the flag only until it first sees it
+	// false, so re-arming never pauses a running switch. Run disarms it on
+	// the way out.
+	Rearm   bool
+	Logger  *slog.Logger
+	Metrics *Metrics
 }
 
 // Engine keeps every managed bridge equal to its desired state.
@@ -104,11 +110,27 @@ func (e *Engine) Run(ctx context.Context) {
 	}
 	wg.Wait()
 	e.flagMu.Lock()
-	if e.ovsdb != nil {
-		e.ovsdb.Close()
-		e.ovsdb = nil
+	defer e.flagMu.Unlock()
+	if e.ovsdb == nil {
+		return
 	}
-	e.flagMu.Unlock()
+	if e.cfg.Rearm {
+		e.disarmLocked()
+	}
+	e.ovsdb.Close()
+	e.ovsdb = nil
+}
+
+// disarmLocked clears the flag when flowstated stops: a flag left true with
+// nobody to clear it would keep the next vswitchd from forwarding.
+func (e *Engine) disarmLocked() {
+	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.AckTimeout)
+	defer cancel()
+	if err := e.ovsdb.SetFlowRestoreWait(ctx, false, false); err != nil {
+		e.log.Error("could not disarm flow-restore-wait on stop; a vswitchd restarted now stays gated until it is cleared", "err", err)
+		return
+	}
+	e.log.Info("flow-restore-wait disarmed for shutdown")
 }
 
 // runOVSDB dials OVSDB until it succeeds, then keeps clearing the flag when
@@ -180,17 +202,31 @@ func (e *Engine) releaseIfConverged(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reading flow-restore-wait: %w", err)
 	}
-	if !on {
-		return nil
-	}
 	actx, cancel := context.WithTimeout(ctx, e.cfg.AckTimeout)
 	defer cancel()
+	if !on {
+		// vswitchd started without the flag: nothing to release, but arm
+		// it for the next start.
+		return e.rearmLocked(actx)
+	}
 	start := time.Now()
 	if err := e.ovsdb.SetFlowRestoreWait(actx, false, true); err != nil {
 		return err
 	}
 	e.cfg.Metrics.flagCleared.Inc()
 	e.log.Info("flow-restore-wait cleared", "ack", time.Since(start))
+	return e.rearmLocked(actx)
+}
+
+func (e *Engine) rearmLocked(ctx context.Context) error {
+	if !e.cfg.Rearm {
+		return nil
+	}
+	if err := e.ovsdb.SetFlowRestoreWait(ctx, true, false); err != nil {
+		return fmt.Errorf("re-arming flow-restore-wait: %w", err)
+	}
+	e.cfg.Metrics.flagRearmed.Inc()
+	e.log.Info("flow-restore-wait re-armed for the next vswitchd start")
 	return nil
 }
 

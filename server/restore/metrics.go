@@ -11,6 +11,7 @@ type Metrics struct {
 	replayDuration *prometheus.HistogramVec
 	replayMessages *prometheus.CounterVec
 	flagCleared    prometheus.Counter
+	flagRearmed    prometheus.Counter
 }
 
 // NewMetrics creates the collectors and registers them with reg (nil: not
@@ -33,9 +34,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		flagCleared: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "flowstate_flow_restore_wait_cleared_total", Help: "Times flow-restore-wait was cleared and acknowledged by vswitchd.",
 		}),
+		flagRearmed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "flowstate_flow_restore_wait_rearmed_total", Help: "Times flow-restore-wait was set back to true after a restore.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.connected, m.replays, m.replayDuration, m.replayMessages, m.flagCleared)
+		reg.MustRegister(m.connected, m.replays, m.replayDuration, m.replayMessages, m.flagCleared, m.flagRearmed)
 	}
 	return m
 }

@@ -1,0 +1,224 @@
+package ofconn
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+
+	"antrea.io/libOpenflow/openflow15"
+)
+
+const (
+	// bundleFlags go on the OPEN, every ADD, and the COMMIT or DISCARD: OVS discards a bundle whose adds carry
+	// other flags than its OPEN, and later adds then silently open a new one.
+	bundleFlags = openflow15.BF_ORDERED | openflow15.BF_ATOMIC
+	// bundleChunk is how many adds are written per hold of the write lock, so echo traffic and other callers
+	// get a turn during a large bundle.
+	bundleChunk = 1024
+	// maxBundle bounds the messages of one bundle so that its xid range cannot wrap.
+	maxBundle = 1 << 30
+)
+
+// Bundle applies msgs atomically, in order, in one OpenFlow 1.5 bundle (see the package documentation for the
+// protocol). It returns nil when OVS committed the bundle, a *BundleError when OVS rejected any message (nothing
+// is installed), ErrTooLarge or ErrMalformed when a message cannot be bundled (nothing is sent), and an error
+// matching ErrClosed when the connection died. If ctx ends before the commit was sent, the bundle is discarded;
+// if it ends after, the error says the outcome is unknown and the caller should dump to find out.
+func (c *Conn) Bundle(ctx context.Context, msgs []Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	if len(msgs) > maxBundle {
+		return fmt.Errorf("%w: %d messages in one bundle, the limit is %d", ErrTooLarge, len(msgs), maxBundle)
+	}
+	for i, m := range msgs {
+		if err := m.check(MaxBundledMessage); err != nil {
+			return fmt.Errorf("ofconn: bundle message %d: %w", i, err)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("ofconn: bundle: %w", err)
+	}
+
+	// xids: OPEN, one per add, BARRIER, then COMMIT or DISCARD.
+	n := uint32(len(msgs))
+	base := c.nextXids(n + 3)
+	openXid, barrierXid, endXid := base, base+n+1, base+n+2
+	id := c.bundleID.Add(1)
+	w := c.register(base, n+3)
+	defer c.unregister(w)
+
+	open, err := bundleCtrlMsg(openXid, id, openflow15.BCT_OPEN_REQUEST, bundleFlags)
+	if err != nil {
+		return fmt.Errorf("ofconn: encode bundle open: %w", err)
+	}
+	var byType [256]uint64
+	bytes := len(open)
+	var hdr [bundleAddHeaderLen + headerLen]byte
+	for sent := 0; sent < len(msgs); {
+		if err := ctx.Err(); err != nil {
+			if sent > 0 {
+				c.abandonBundle(id)
+			}
+			return fmt.Errorf("ofconn: bundle: %w", err)
+		}
+		err := c.write(ctx, false, func(bw *bufio.Writer) error {
+			if sent == 0 {
+				if _, err := bw.Write(open); err != nil {
+					return err
+				}
+			}
+			for end := min(sent+bundleChunk, len(msgs)); sent < end; sent++ {
+				m := msgs[sent]
+				xid := base + 1 + uint32(sent)
+				putBundleAddHeader(hdr[:bundleAddHeaderLen], len(m), xid, id, bundleFlags)
+				// The inner message's header with its xid replaced; the caller's slice stays untouched.
+				copy(hdr[bundleAddHeaderLen:], m[:4])
+				be.PutUint32(hdr[bundleAddHeaderLen+4:], xid)
+				if _, err := bw.Write(hdr[:]); err != nil {
+					return err
+				}
+				if _, err := bw.Write(m[headerLen:]); err != nil {
+					return err
+				}
+				byType[m[1]]++
+				bytes += bundleAddHeaderLen + len(m)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("ofconn: bundle: %w", err)
+		}
+	}
+	barrier := controlMsg(openflow15.Type_BarrierRequest, barrierXid, nil)
+	if err := c.write(ctx, true, func(bw *bufio.Writer) error {
+		_, err := bw.Write(barrier)
+		return err
+	}); err != nil {
+		return fmt.Errorf("ofconn: bundle: %w", err)
+	}
+	bytes += len(barrier)
+	for t, k := range byType {
+		if k > 0 {
+			c.stats.sent[t].Add(k)
+		}
+	}
+	c.stats.sent[openflow15.Type_BundleAddMessage].Add(uint64(n))
+	c.stats.sent[openflow15.Type_BundleControl].Add(1)
+	c.stats.countSent(openflow15.Type_BarrierRequest, 0)
+	c.stats.bytesSent.Add(uint64(bytes))
+
+	// Collect the verdict on every add: OVS answers each message in order, so errors of adds precede the
+	// barrier reply.
+	var failed []AddError
+	indexOf := func(xid uint32) int {
+		if i := int(xid - base - 1); xid != openXid && i < len(msgs) {
+			return i
+		}
+		return -1
+	}
+	for done := false; !done; {
+		f, err := c.recv(ctx, w)
+		if err != nil {
+			c.abandonBundle(id)
+			return fmt.Errorf("ofconn: bundle: %w", err)
+		}
+		switch xid := frameXid(f); {
+		case f[1] == openflow15.Type_Error:
+			failed = append(failed, decodeError(f).addError(indexOf(xid)))
+		case f[1] == openflow15.Type_BarrierReply && xid == barrierXid:
+			done = true
+		}
+	}
+
+	if len(failed) > 0 {
+		c.stats.bundlesBad.Add(1)
+		c.discard(ctx, w, id, endXid)
+		return &BundleError{Failed: failed}
+	}
+	return c.commit(ctx, w, id, endXid, indexOf)
+}
+
+// commit sends the COMMIT and waits for its verdict. A commit that fails (e.g. OFPFMFC_TABLE_FULL) arrives as
+// the failing add's error followed by OFPBFC_MSG_FAILED on the commit's xid; OVS has then rolled back.
+func (c *Conn) commit(ctx context.Context, w *waiter, id, xid uint32, indexOf func(uint32) int) error {
+	msg, err := bundleCtrlMsg(xid, id, openflow15.BCT_COMMIT_REQUEST, bundleFlags)
+	if err != nil {
+		return fmt.Errorf("ofconn: encode bundle commit: %w", err)
+	}
+	if err := c.write(ctx, true, func(bw *bufio.Writer) error {
+		_, err := bw.Write(msg)
+		return err
+	}); err != nil {
+		return fmt.Errorf("ofconn: bundle commit, outcome unknown: %w", err)
+	}
+	c.stats.countSent(openflow15.Type_BundleControl, len(msg))
+	var addErrs []AddError
+	for {
+		f, err := c.recv(ctx, w)
+		if err != nil {
+			return fmt.Errorf("ofconn: bundle commit sent, outcome unknown: %w", err)
+		}
+		switch {
+		case f[1] == openflow15.Type_Error && frameXid(f) == xid:
+			c.stats.bundlesBad.Add(1)
+			failed := addErrs
+			if len(failed) == 0 {
+				failed = []AddError{decodeError(f).addError(-1)}
+			}
+			return &BundleError{Failed: failed, AtCommit: true}
+		case f[1] == openflow15.Type_Error:
+			addErrs = append(addErrs, decodeError(f).addError(indexOf(frameXid(f))))
+		case f[1] == openflow15.Type_BundleControl && frameXid(f) == xid:
+			if len(addErrs) > 0 {
+				// Not seen from OVS: errors of adds with a successful commit. Say so rather than hide it.
+				c.stats.bundlesBad.Add(1)
+				return &BundleError{Failed: addErrs, AtCommit: true, Committed: true}
+			}
+			c.stats.bundlesOK.Add(1)
+			return nil
+		}
+	}
+}
+
+// discard sends a DISCARD for a bundle that will not be committed and waits for OVS to drop it, so that the
+// switch is back to its previous state when Bundle returns. Errors are logged only: OVS also drops open bundles
+// when idle and when the connection closes.
+func (c *Conn) discard(ctx context.Context, w *waiter, id, xid uint32) {
+	msg, err := bundleCtrlMsg(xid, id, openflow15.BCT_DISCARD_REQUEST, bundleFlags)
+	if err != nil {
+		c.log.Warn("ofconn: encode bundle discard", "err", err)
+		return
+	}
+	if err := c.write(ctx, true, func(bw *bufio.Writer) error {
+		_, err := bw.Write(msg)
+		return err
+	}); err != nil {
+		return
+	}
+	c.stats.countSent(openflow15.Type_BundleControl, len(msg))
+	for {
+		f, err := c.recv(ctx, w)
+		if err != nil {
+			c.log.Debug("ofconn: bundle discard not confirmed", "bundle", id, "err", err)
+			return
+		}
+		if frameXid(f) != xid {
+			continue
+		}
+		if f[1] == openflow15.Type_Error {
+			// An OPEN that failed leaves nothing to discard (OFPBFC_BAD_ID).
+			c.log.Debug("ofconn: bundle discard refused", "bundle", id, "error", decodeError(f).Name)
+		}
+		return
+	}
+}
+
+// abandonBundle discards a bundle whose caller is gone, without waiting: through auxLoop, so that it queues
+// behind whatever part of the bundle was written.
+func (c *Conn) abandonBundle(id uint32) {
+	msg, err := bundleCtrlMsg(c.nextXids(1), id, openflow15.BCT_DISCARD_REQUEST, bundleFlags)
+	if err == nil && !c.queueAux(msg) {
+		c.log.Warn("ofconn: bundle discard dropped, writer busy; OVS drops the bundle when idle", "bundle", id)
+	}
+}

@@ -1,0 +1,47 @@
+// Package ofconn is flowstate's OpenFlow 1.5 channel to one bridge of ovs-vswitchd over its <rundir>/<bridge>.mgmt
+// unix socket: handshake, echo keepalive, atomic bundles, dumps.
+//
+// # Connection
+//
+// [Dial] exchanges HELLO messages offering OpenFlow 1.5 only and confirms the switch accepted them with a barrier.
+// A bridge whose protocols column excludes OpenFlow 1.5 fails with [ErrVersion]; vswitchd would drop the
+// connection anyway.
+//
+// A [Conn] is safe for concurrent use. It owns three goroutines: a reader that dispatches every reply to the
+// operation that waits for its xid, a keepalive that sends ECHO_REQUEST when nothing was received for
+// [Options.EchoInterval] and declares the switch dead when nothing comes back within [Options.EchoTimeout], and a
+// small writer for echo traffic so a keepalive never waits behind a stalled bulk write. When the connection dies
+// (EOF, write error, echo timeout) the socket is closed, [Conn.Done] is closed and [Conn.Err] says why; every pending
+// and later operation fails with an error matching [ErrClosed]. [Conn.Close] stops everything and waits for the
+// goroutines.
+//
+// # Bundles
+//
+// [Conn.Bundle] sends messages in one ORDERED|ATOMIC OpenFlow 1.5 bundle (the native OFPT_BUNDLE_CONTROL and
+// OFPT_BUNDLE_ADD_MESSAGE messages; OVS refuses the ONF experimenter form):
+//
+//  1. BUNDLE_OPEN, then one BUNDLE_ADD per message, each with the xid of the message it carries (OVS rejects an
+//     add whose xid differs from its inner message's, and would still commit the empty bundle) and the flags of
+//     the OPEN, then a BARRIER, all pipelined through one buffered writer.
+//  2. OVS answers a rejected add with an OFPT_ERROR carrying the add's xid and keeps the bundle open, so every
+//     error that arrives before the barrier reply is collected.
+//  3. If any add (or the OPEN) failed: BUNDLE_DISCARD, and a [*BundleError] lists every rejected message.
+//     Otherwise BUNDLE_COMMIT; a failure at commit (table full) arrives as the failing add's error followed by
+//     OFPBFC_MSG_FAILED on the commit's xid, everything is rolled back, and it is reported as a [*BundleError] too.
+//
+// Lengths in OpenFlow are 16 bits: a bundled message may be at most [MaxBundledMessage] bytes, and larger messages
+// are refused before anything is sent ([ErrTooLarge]).
+//
+// # Dumps
+//
+// [Conn.DumpFlows] (OFPMP_FLOW_DESC over all tables), [Conn.DumpGroups] (OFPMP_GROUP_DESC) and [Conn.DumpMeters]
+// (OFPMP_METER_DESC) follow multipart replies until REPLY_MORE clears. Every entry keeps its raw bytes; decoding
+// with libOpenflow is guarded, so an entry libOpenflow cannot decode (unknown Nicira actions, for example) yields
+// an entry with Err set instead of a crash. [FlowModFromDesc] turns a dumped flow back into the FLOW_MOD(ADD) that
+// installs it, whose encoding equals OVS's own when the desired flow was encoded the way OVS encodes it.
+//
+// # Errors
+//
+// Errors returned by the switch are [*OFError] (single messages) and [*BundleError] (bundles); both match
+// errdefs.ErrInvalidArgument. A dead or closed connection matches [ErrClosed] and errdefs.ErrUnavailable.
+package ofconn

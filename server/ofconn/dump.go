@@ -1,0 +1,417 @@
+package ofconn
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+
+	"antrea.io/libOpenflow/openflow15"
+	"antrea.io/libOpenflow/util"
+)
+
+// Flow is one entry of a flow dump.
+type Flow struct {
+	// Desc is the decoded entry; nil when libOpenflow cannot decode it faithfully (then Err says why).
+	Desc *openflow15.FlowDesc
+	// Raw is the ofp_flow_desc entry as OVS sent it.
+	Raw []byte
+	// Err is why Desc is nil.
+	Err error
+}
+
+// Table returns the flow's table id, read from Raw.
+func (f Flow) Table() uint8 { return f.Raw[4] }
+
+// Priority returns the flow's priority, read from Raw.
+func (f Flow) Priority() uint16 { return be.Uint16(f.Raw[6:8]) }
+
+// Cookie returns the flow's cookie, read from Raw.
+func (f Flow) Cookie() uint64 { return be.Uint64(f.Raw[16:24]) }
+
+// MatchBytes returns the flow's ofp_match with its padding, read from Raw: enough to delete (strictly) a flow
+// that cannot be decoded. It returns nil if the match length in Raw is inconsistent.
+func (f Flow) MatchBytes() []byte {
+	n := int(be.Uint16(f.Raw[flowDescFixed+2:]))
+	if n < 4 || flowDescFixed+(n+7)/8*8 > len(f.Raw) {
+		return nil
+	}
+	return f.Raw[flowDescFixed : flowDescFixed+(n+7)/8*8]
+}
+
+// FlowMod returns the FLOW_MOD (command ADD, xid 0) that installs the flow, built from Raw without libOpenflow,
+// so it works for flows libOpenflow cannot decode. For a decoded flow it equals the encoding of
+// FlowModFromDesc(f.Desc).
+func (f Flow) FlowMod() (Message, error) {
+	raw := f.Raw
+	match := f.MatchBytes()
+	if match == nil {
+		return nil, fmt.Errorf("ofconn: flow entry with a bad match length")
+	}
+	statsAt := flowDescFixed + len(match)
+	if statsAt+4 > len(raw) {
+		return nil, fmt.Errorf("ofconn: flow entry without stats")
+	}
+	n := int(be.Uint16(raw[statsAt+2:]))
+	instrAt := statsAt + (n+7)/8*8
+	if n < 4 || instrAt > len(raw) {
+		return nil, fmt.Errorf("ofconn: flow entry with stats of bad length %d", n)
+	}
+	instrs := raw[instrAt:]
+	size := flowModFixed + len(match) + len(instrs)
+	if size > MaxMessage {
+		return nil, fmt.Errorf("%w: flow of %d bytes", ErrTooLarge, size)
+	}
+	m := make(Message, size)
+	putHeader(m, openflow15.Type_FlowMod, size, 0)
+	copy(m[8:16], raw[16:24])          // cookie; cookie_mask stays 0
+	m[24] = raw[4]                     // table_id; command stays ADD (0)
+	copy(m[26:28], raw[8:10])          // idle_timeout
+	copy(m[28:30], raw[10:12])         // hard_timeout
+	copy(m[30:32], raw[6:8])           // priority
+	be.PutUint32(m[32:36], 0xffffffff) // buffer_id: none
+	be.PutUint32(m[36:40], openflow15.P_ANY)
+	be.PutUint32(m[40:44], openflow15.OFPG_ANY)
+	copy(m[44:48], raw[12:16]) // flags, importance
+	copy(m[flowModFixed:], match)
+	copy(m[flowModFixed+len(match):], instrs)
+	return m, nil
+}
+
+// Group is one entry of a group dump.
+type Group struct {
+	// Desc is the decoded entry; nil when libOpenflow cannot decode it faithfully (then Err says why).
+	Desc *openflow15.GroupDesc
+	// Raw is the ofp_group_desc entry as OVS sent it.
+	Raw []byte
+	// Err is why Desc is nil.
+	Err error
+}
+
+// ID returns the group id, read from Raw.
+func (g Group) ID() uint32 { return be.Uint32(g.Raw[4:8]) }
+
+// GroupMod returns the GROUP_MOD (command ADD, xid 0) that installs the group, built from Raw without
+// libOpenflow. For a decoded group it equals the encoding of GroupModFromDesc(g.Desc).
+func (g Group) GroupMod() (Message, error) {
+	size := headerLen + len(g.Raw)
+	if size > MaxMessage {
+		return nil, fmt.Errorf("%w: group of %d bytes", ErrTooLarge, size)
+	}
+	m := make(Message, size)
+	putHeader(m, openflow15.Type_GroupMod, size, 0)
+	// command stays ADD (0)
+	m[10] = g.Raw[2]                                   // type
+	copy(m[12:18], g.Raw[4:10])                        // group_id, bucket_array_len
+	be.PutUint32(m[20:24], openflow15.OFPG_BUCKET_ALL) // command_bucket_id, as for every ADD
+	copy(m[24:], g.Raw[minGroupDesc:])
+	return m, nil
+}
+
+// Meter is one entry of a meter dump.
+type Meter struct {
+	// Desc is the decoded entry; nil when libOpenflow cannot decode it faithfully (then Err says why).
+	Desc *openflow15.MeterDesc
+	// Raw is the ofp_meter_desc entry as OVS sent it.
+	Raw []byte
+	// Err is why Desc is nil.
+	Err error
+}
+
+// ID returns the meter id, read from Raw.
+func (m Meter) ID() uint32 { return be.Uint32(m.Raw[4:8]) }
+
+// MeterMod returns the METER_MOD (command ADD, xid 0) that installs the meter, built from Raw without
+// libOpenflow. For a decoded meter it equals the encoding of MeterModFromDesc(m.Desc).
+func (m Meter) MeterMod() (Message, error) {
+	size := headerLen + len(m.Raw)
+	if size > MaxMessage {
+		return nil, fmt.Errorf("%w: meter of %d bytes", ErrTooLarge, size)
+	}
+	mm := make(Message, size)
+	putHeader(mm, openflow15.Type_MeterMod, size, 0)
+	// command stays ADD (0)
+	copy(mm[10:], m.Raw[2:]) // flags, meter_id, bands
+	return mm, nil
+}
+
+const (
+	flowDescFixed = 24 // ofp_flow_desc up to its match
+	flowModFixed  = 48 // ofp_flow_mod up to its match
+	// The smallest entries: fixed part, and for flows an empty match (8 bytes with padding).
+	minFlowDesc  = flowDescFixed + 8
+	minGroupDesc = 16
+	minMeterDesc = 8
+)
+
+// DumpFlows returns every flow of every table.
+func (c *Conn) DumpFlows(ctx context.Context) ([]Flow, error) {
+	req := openflow15.NewFlowStatsRequest()
+	req.TableId = openflow15.OFPTT_ALL // the default, table 0, would miss every other table
+	var flows []Flow
+	err := c.multipart(ctx, openflow15.MultipartType_FlowDesc, req, minFlowDesc, func(raw []byte) error {
+		flows = append(flows, decodeFlow(raw))
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ofconn: dump flows: %w", err)
+	}
+	return flows, nil
+}
+
+// DumpGroups returns every group.
+func (c *Conn) DumpGroups(ctx context.Context) ([]Group, error) {
+	var groups []Group
+	err := c.multipart(ctx, openflow15.MultipartType_GroupDesc, openflow15.NewGroupMultipartRequest(openflow15.OFPG_ALL), minGroupDesc, func(raw []byte) error {
+		groups = append(groups, decodeGroup(raw))
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ofconn: dump groups: %w", err)
+	}
+	return groups, nil
+}
+
+// DumpMeters returns the configuration of every meter.
+func (c *Conn) DumpMeters(ctx context.Context) ([]Meter, error) {
+	var meters []Meter
+	err := c.multipart(ctx, openflow15.MultipartType_MeterDesc, openflow15.NewMeterMultipartRequest(openflow15.M_ALL), minMeterDesc, func(raw []byte) error {
+		meters = append(meters, decodeMeter(raw))
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ofconn: dump meters: %w", err)
+	}
+	return meters, nil
+}
+
+// decodeFlow decodes one ofp_flow_desc entry of at least minFlowDesc bytes. It never panics.
+func decodeFlow(raw []byte) Flow {
+	fail := func(err error) Flow {
+		return Flow{Raw: raw, Err: fmt.Errorf("ofconn: undecodable flow (table %d, priority %d): %w", raw[4], be.Uint16(raw[6:8]), err)}
+	}
+	if n := int(be.Uint16(raw[flowDescFixed+2:])); n < 4 || flowDescFixed+(n+7)/8*8 > len(raw) {
+		return fail(fmt.Errorf("entry of %d bytes has a match of %d", len(raw), n))
+	}
+	fd := openflow15.NewFlowDesc()
+	err := decode(fd, raw)
+	if err == nil {
+		err = checkInstructions(fd.Instructions)
+	}
+	if err == nil {
+		err = reencodes(fd, raw)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	return Flow{Desc: fd, Raw: raw}
+}
+
+// decodeGroup decodes one ofp_group_desc entry of at least minGroupDesc bytes. It never panics.
+func decodeGroup(raw []byte) Group {
+	gd := openflow15.NewGroupDesc()
+	err := decode(gd, raw)
+	if err == nil {
+		err = checkBuckets(gd.Buckets)
+	}
+	if err == nil {
+		err = reencodes(gd, raw)
+	}
+	if err != nil {
+		return Group{Raw: raw, Err: fmt.Errorf("ofconn: undecodable group %d: %w", be.Uint32(raw[4:8]), err)}
+	}
+	return Group{Desc: gd, Raw: raw}
+}
+
+// decodeMeter decodes one ofp_meter_desc entry of at least minMeterDesc bytes. It never panics.
+func decodeMeter(raw []byte) Meter {
+	md := openflow15.NewMeterDesc(0)
+	err := decode(md, raw)
+	if err == nil {
+		err = reencodes(md, raw)
+	}
+	if err != nil {
+		return Meter{Raw: raw, Err: fmt.Errorf("ofconn: undecodable meter %d: %w", be.Uint32(raw[4:8]), err)}
+	}
+	return Meter{Desc: md, Raw: raw}
+}
+
+// multipart sends one multipart request and calls each for every entry of every reply until REPLY_MORE clears.
+// Entries start with their 16-bit length, as flow, group and meter descriptions do.
+func (c *Conn) multipart(ctx context.Context, mpType uint16, body util.Message, minEntry int, each func(raw []byte) error) error {
+	req := openflow15.NewMpRequest(mpType)
+	req.Body = append(req.Body, body)
+	xid := c.nextXids(1)
+	req.Header.Xid = xid
+	msg, err := req.MarshalBinary()
+	if err != nil {
+		return fmt.Errorf("encode request: %w", err)
+	}
+	w := c.register(xid, 1)
+	defer c.unregister(w)
+	if err := c.write(ctx, true, func(bw *bufio.Writer) error {
+		_, err := bw.Write(msg)
+		return err
+	}); err != nil {
+		return err
+	}
+	c.stats.countSent(openflow15.Type_MultiPartRequest, len(msg))
+	for {
+		f, err := c.recv(ctx, w)
+		if err != nil {
+			return err
+		}
+		switch f[1] {
+		case openflow15.Type_Error:
+			return decodeError(f)
+		case openflow15.Type_MultiPartReply:
+		default:
+			continue
+		}
+		more, err := splitEntries(f, mpType, minEntry, each)
+		if err != nil {
+			return err
+		}
+		if !more {
+			return nil
+		}
+	}
+}
+
+// splitEntries calls each for every entry of one multipart reply and reports whether more replies follow.
+func splitEntries(f []byte, mpType uint16, minEntry int, each func(raw []byte) error) (more bool, err error) {
+	if len(f) < headerLen+8 {
+		return false, fmt.Errorf("multipart reply of %d bytes", len(f))
+	}
+	if t := be.Uint16(f[8:10]); t != mpType {
+		return false, fmt.Errorf("multipart reply of type %d to a request of type %d", t, mpType)
+	}
+	more = be.Uint16(f[10:12])&openflow15.OFPMPF_REPLY_MORE != 0
+	for b := f[headerLen+8:]; len(b) > 0; {
+		if len(b) < minEntry {
+			return false, fmt.Errorf("truncated multipart entry: %d bytes left", len(b))
+		}
+		n := int(be.Uint16(b[0:2]))
+		if n < minEntry || n > len(b) {
+			return false, fmt.Errorf("multipart entry of length %d with %d bytes left", n, len(b))
+		}
+		// The full slice expression keeps appends to an entry from spilling into the next.
+		if err := each(b[:n:n]); err != nil {
+			return false, err
+		}
+		b = b[n:]
+	}
+	return more, nil
+}
+
+// decode runs a libOpenflow decoder, which panics on some inputs (a nil action for Nicira actions it does not
+// know, short data).
+func decode(m util.Message, raw []byte) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("libOpenflow failed to decode it: %v", r)
+		}
+	}()
+	return m.UnmarshalBinary(raw)
+}
+
+// reencodes checks that m encodes back to raw: a decoder that silently drops or alters something would make the
+// entry look different from what was asked for forever.
+func reencodes(m util.Message, raw []byte) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("libOpenflow failed to re-encode it: %v", r)
+		}
+	}()
+	b, err := m.MarshalBinary()
+	if err != nil {
+		return fmt.Errorf("libOpenflow failed to re-encode it: %w", err)
+	}
+	if !bytes.Equal(b, raw) {
+		return errors.New("libOpenflow decodes it lossily (it re-encodes differently)")
+	}
+	return nil
+}
+
+func checkInstructions(instrs []openflow15.Instruction) error {
+	for i, in := range instrs {
+		if in == nil {
+			return fmt.Errorf("instruction %d not understood by libOpenflow", i)
+		}
+		if a, ok := in.(*openflow15.InstrActions); ok {
+			if err := checkActions(a.Actions); err != nil {
+				return fmt.Errorf("instruction %d: %w", i, err)
+			}
+		}
+	}
+	return nil
+}
+
+func checkBuckets(buckets []openflow15.Bucket) error {
+	for i, b := range buckets {
+		if err := checkActions(b.Actions); err != nil {
+			return fmt.Errorf("bucket %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+func checkActions(actions []openflow15.Action) error {
+	for i, a := range actions {
+		if a == nil {
+			return fmt.Errorf("action %d not understood by libOpenflow", i)
+		}
+	}
+	return nil
+}
+
+// FlowModFromDesc returns the FLOW_MOD (command ADD, xid 0) that installs the dumped flow fd: same cookie,
+// table, priority, timeouts, flags, importance, match and instructions. Out port and out group are ANY and the
+// buffer id NO_BUFFER, as ovs-ofctl sends them. The result shares fd's match fields and instructions. Its
+// encoding equals OVS's own encoding of the flow, so desired and actual flows compare by bytes.
+func FlowModFromDesc(fd *openflow15.FlowDesc) *openflow15.FlowMod {
+	fm := openflow15.NewFlowMod()
+	fm.Header.Xid = 0
+	fm.Cookie = fd.Cookie
+	fm.CookieMask = 0
+	fm.TableId = fd.TableId
+	fm.Command = openflow15.FC_ADD
+	fm.IdleTimeout = fd.IdleTimeout
+	fm.HardTimeout = fd.HardTimeout
+	fm.Priority = fd.Priority
+	fm.BufferId = 0xffffffff
+	fm.OutPort = openflow15.P_ANY
+	fm.OutGroup = openflow15.OFPG_ANY
+	fm.Flags = fd.Flags
+	fm.Importance = fd.Importance
+	fm.Match = fd.Match
+	fm.Instructions = append([]openflow15.Instruction(nil), fd.Instructions...)
+	return fm
+}
+
+// GroupModFromDesc returns the GROUP_MOD (command ADD, xid 0) that installs the dumped group gd. The result
+// shares gd's buckets and properties.
+func GroupModFromDesc(gd *openflow15.GroupDesc) *openflow15.GroupMod {
+	gm := openflow15.NewGroupMod()
+	gm.Header.Xid = 0
+	gm.Command = openflow15.OFPGC_ADD
+	gm.Type = gd.Type
+	gm.GroupId = gd.GroupId
+	gm.Buckets = append([]openflow15.Bucket(nil), gd.Buckets...)
+	gm.BucketArrayLen = gd.BucketArrayLen
+	gm.Properties = append([]util.Message(nil), gd.Properties...)
+	return gm
+}
+
+// MeterModFromDesc returns the METER_MOD (command ADD, xid 0) that installs the dumped meter md. The result
+// shares md's bands.
+func MeterModFromDesc(md *openflow15.MeterDesc) *openflow15.MeterMod {
+	mm := openflow15.NewMeterMod()
+	mm.Header.Xid = 0
+	mm.Command = openflow15.MC_ADD
+	mm.Flags = md.Flags
+	mm.MeterId = md.MeterId
+	mm.MeterBands = append([]util.Message(nil), md.Bands...)
+	return mm
+}
