@@ -7,6 +7,8 @@
 //	├── meta
 //	│   ├── "schema"   uint32 big endian: the schema version (SchemaVersion)
 //	│   └── "boot_id"  the host boot id when the store was last opened
+//	├── modules
+//	│   └── <module>   the boot id the module last marked itself ready for
 //	└── bridges
 //	    └── <bridge>
 //	        ├── flow   identity -> record
@@ -21,7 +23,7 @@
 //
 // # Transactions
 //
-// Every request is one read-write transaction, committed durably (fsync). Put
+// Every request is one read-write transaction (Put, Sync, Delete), committed durably (fsync). Put
 // and Delete take an apply callback that runs inside the transaction before the
 // commit: the server sends the change to the switch there, so the store commits
 // only what the switch accepted, and nothing when it refused. The callback must

@@ -25,6 +25,7 @@ const SchemaVersion = 1
 var (
 	bucketMeta    = []byte("meta")
 	bucketBridges = []byte("bridges")
+	bucketModules = []byte("modules")
 	keySchema     = []byte("schema")
 	keyBootID     = []byte("boot_id")
 	kindBuckets   = map[entry.Kind][]byte{
@@ -80,6 +81,9 @@ func (s *Store) init() error {
 		if _, err := tx.CreateBucketIfNotExists(bucketBridges); err != nil {
 			return err
 		}
+		if _, err := tx.CreateBucketIfNotExists(bucketModules); err != nil {
+			return err
+		}
 		if v := meta.Get(keySchema); v != nil {
 			if len(v) != 4 {
 				return fmt.Errorf("corrupt schema version (%d bytes)", len(v))
@@ -121,34 +125,16 @@ func (s *Store) SwapBootID(id string) (prev string, err error) {
 // nil, runs before the commit; its error aborts the transaction.
 func (s *Store) Put(bridge, module string, es []entry.Entry, apply func() error) error {
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		seen := make(map[string]int, len(es))
-		for i, e := range es {
-			k := string([]byte{byte(e.Kind)}) + string(e.ID)
-			if j, dup := seen[k]; dup {
-				return &errdefs.EntryError{Index: i, Err: fmt.Errorf("same %s identity as entry %d: %w", e.Kind, j, errdefs.ErrInvalidArgument)}
-			}
-			seen[k] = i
+		if err := checkDuplicates(es); err != nil {
+			return err
 		}
 		br, err := bridgeBucket(tx, bridge, true)
 		if err != nil {
 			return err
 		}
 		for i, e := range es {
-			kb, err := kindBucket(br, e.Kind, true)
-			if err != nil {
+			if _, err := putOwned(br, module, i, e); err != nil {
 				return err
-			}
-			if old := kb.Get(e.ID); old != nil {
-				owner, _, err := decodeRecord(old)
-				if err != nil {
-					return &errdefs.EntryError{Index: i, Err: err}
-				}
-				if owner != module {
-					return &errdefs.EntryError{Index: i, Err: fmt.Errorf("%s is owned by module %q: %w", e.Kind, owner, errdefs.ErrFailedPrecondition)}
-				}
-			}
-			if err := kb.Put(e.ID, encodeRecord(module, e.Payload)); err != nil {
-				return &errdefs.EntryError{Index: i, Err: err}
 			}
 		}
 		if apply != nil {
@@ -160,6 +146,97 @@ func (s *Store) Put(bridge, module string, es []entry.Entry, apply func() error)
 		return fmt.Errorf("store: put %s/%s: %w", bridge, module, err)
 	}
 	return nil
+}
+
+// Sync makes es the complete set of module's entries on bridge: entries of
+// module absent from es are removed, the others stored as in Put. apply, when
+// not nil, runs before the commit with what changes on the switch: removed
+// entries, and entries of es that are new or differ from what was stored.
+func (s *Store) Sync(bridge, module string, es []entry.Entry, apply func(removed, changed []entry.Entry) error) error {
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		if err := checkDuplicates(es); err != nil {
+			return err
+		}
+		br, err := bridgeBucket(tx, bridge, true)
+		if err != nil {
+			return err
+		}
+		keep := make(map[string]bool, len(es))
+		var changed []entry.Entry
+		for i, e := range es {
+			keep[string([]byte{byte(e.Kind)})+string(e.ID)] = true
+			same, err := putOwned(br, module, i, e)
+			if err != nil {
+				return err
+			}
+			if !same {
+				changed = append(changed, e)
+			}
+		}
+		var removed []entry.Entry
+		for _, kind := range entry.Kinds {
+			kb := br.Bucket(kindBuckets[kind])
+			if kb == nil {
+				continue
+			}
+			var stale [][]byte
+			err := kb.ForEach(func(k, v []byte) error {
+				owner, payload, err := decodeRecord(v)
+				if err != nil {
+					return fmt.Errorf("%s %x: %w", kind, k, err)
+				}
+				if owner == module && !keep[string([]byte{byte(kind)})+string(k)] {
+					stale = append(stale, bytes.Clone(k))
+					removed = append(removed, entry.Entry{Kind: kind, Module: owner, ID: bytes.Clone(k), Payload: payload})
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			// Deleting while iterating with ForEach is not allowed.
+			for _, k := range stale {
+				if err := kb.Delete(k); err != nil {
+					return err
+				}
+			}
+		}
+		if apply != nil {
+			return apply(removed, changed)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store: sync %s/%s: %w", bridge, module, err)
+	}
+	return nil
+}
+
+// SetReady records that module is ready for boot bootID.
+func (s *Store) SetReady(module, bootID string) error {
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketModules).Put([]byte(module), []byte(bootID))
+	})
+	if err != nil {
+		return fmt.Errorf("store: module %s: %w", module, err)
+	}
+	return nil
+}
+
+// ReadyBoots returns, per module that ever marked itself ready, the boot id
+// it last did so for.
+func (s *Store) ReadyBoots() (map[string]string, error) {
+	out := map[string]string{}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketModules).ForEach(func(k, v []byte) error {
+			out[string(k)] = string(v)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: modules: %w", err)
+	}
+	return out, nil
 }
 
 // Delete removes the entries of module on bridge with the given kinds and
@@ -308,6 +385,43 @@ func (s *Store) Counts() ([]Count, error) {
 	}
 	sortCounts(out)
 	return out, nil
+}
+
+func checkDuplicates(es []entry.Entry) error {
+	seen := make(map[string]int, len(es))
+	for i, e := range es {
+		k := string([]byte{byte(e.Kind)}) + string(e.ID)
+		if j, dup := seen[k]; dup {
+			return &errdefs.EntryError{Index: i, Err: fmt.Errorf("same %s identity as entry %d: %w", e.Kind, j, errdefs.ErrInvalidArgument)}
+		}
+		seen[k] = i
+	}
+	return nil
+}
+
+// putOwned writes e (entry i of a request) for module, refusing an identity
+// another module owns; same reports that the stored content was identical.
+func putOwned(br *bolt.Bucket, module string, i int, e entry.Entry) (same bool, err error) {
+	kb, err := kindBucket(br, e.Kind, true)
+	if err != nil {
+		return false, err
+	}
+	if old := kb.Get(e.ID); old != nil {
+		owner, payload, err := decodeRecord(old)
+		if err != nil {
+			return false, &errdefs.EntryError{Index: i, Err: err}
+		}
+		if owner != module {
+			return false, &errdefs.EntryError{Index: i, Err: fmt.Errorf("%s is owned by module %q: %w", e.Kind, owner, errdefs.ErrFailedPrecondition)}
+		}
+		if bytes.Equal(payload, e.Payload) {
+			return true, nil
+		}
+	}
+	if err := kb.Put(e.ID, encodeRecord(module, e.Payload)); err != nil {
+		return false, &errdefs.EntryError{Index: i, Err: err}
+	}
+	return false, nil
 }
 
 func bridgeBucket(tx *bolt.Tx, bridge string, create bool) (*bolt.Bucket, error) {

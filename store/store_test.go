@@ -184,3 +184,68 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 	})
 }
+
+func TestSyncReplacesModuleSet(t *testing.T) {
+	s := openTest(t)
+	a, b, c := flow("pod", 0, 1, "a"), flow("pod", 0, 1, "b"), flow("pod", 0, 1, "c")
+	other := flow("route", 0, 1, "r")
+	if err := s.Put("br0", "pod", []entry.Entry{a, b}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put("br0", "route", []entry.Entry{other}, nil); err != nil {
+		t.Fatal(err)
+	}
+	b2 := b
+	b2.Payload = []byte("new content")
+	var removed, changed []entry.Entry
+	err := s.Sync("br0", "pod", []entry.Entry{b2, c}, func(r, ch []entry.Entry) error {
+		removed, changed = r, ch
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(removed) != 1 || !removed[0].Equal(a) {
+		t.Fatalf("removed = %+v, want a", removed)
+	}
+	if len(changed) != 2 || !changed[0].Equal(b2) || !changed[1].Equal(c) {
+		t.Fatalf("changed = %+v, want b2 and c", changed)
+	}
+	got := list(t, s, Filter{Module: "pod"})
+	if len(got) != 2 || !got[0].Equal(b2) || !got[1].Equal(c) {
+		t.Fatalf("pod after sync = %+v", got)
+	}
+	if got := list(t, s, Filter{Module: "route"}); len(got) != 1 {
+		t.Fatalf("sync of pod touched route: %+v", got)
+	}
+	// A failed apply leaves the previous set.
+	if err := s.Sync("br0", "pod", nil, func(_, _ []entry.Entry) error { return errors.New("no") }); err == nil {
+		t.Fatal("sync with failing apply succeeded")
+	}
+	if got := list(t, s, Filter{Module: "pod"}); len(got) != 2 {
+		t.Fatalf("failed sync changed the set: %+v", got)
+	}
+	// Identical content is not reported as changed.
+	if err := s.Sync("br0", "pod", []entry.Entry{b2, c}, func(r, ch []entry.Entry) error {
+		if len(r)+len(ch) != 0 {
+			t.Errorf("no-op sync reported removed=%d changed=%d", len(r), len(ch))
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReadyBoots(t *testing.T) {
+	s := openTest(t)
+	if err := s.SetReady("pod", "boot-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetReady("pod", "boot-2"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.ReadyBoots()
+	if err != nil || len(got) != 1 || got["pod"] != "boot-2" {
+		t.Fatalf("ready = %v, %v", got, err)
+	}
+}
