@@ -179,6 +179,9 @@ func (c *Client) Status(ctx context.Context) (*flowstatev1.StatusResponse, error
 // fromGRPC maps a gRPC status back to the errdefs kinds, and a BadRequest
 // field violation "entries[N]" to an *errdefs.EntryError.
 func fromGRPC(err error) error {
+	if err == nil {
+		return nil
+	}
 	st, ok := status.FromError(err)
 	if !ok {
 		return err

@@ -45,6 +45,9 @@ type Entry struct {
 	ID []byte
 	// Payload is the canonical OpenFlow 1.5 message, command ADD, xid 0.
 	Payload []byte
+	// Refs are the groups and meters a flow uses; they must be declared on
+	// the same bridge. Derived from Payload; not stored.
+	Refs []Ref
 }
 
 // Equal reports whether a and b describe the same entry with the same content.
@@ -184,3 +187,52 @@ func DeleteFlowByMatch(table uint8, priority uint16, match []byte) []byte {
 	copy(del[flowModFixed:], match)
 	return del
 }
+
+// OpenFlow 1.5 GROUP_MOD and METER_MOD commands.
+const (
+	cmdModify = 1
+	cmdDelete = 2
+)
+
+// WithModify returns a copy of a canonical GROUP_MOD or METER_MOD ADD with
+// command MODIFY: ADD fails for an id the switch already has.
+func WithModify(add []byte) []byte { return WithCommand(add, cmdModify) }
+
+// WithCommand returns a copy of a GROUP_MOD or METER_MOD with command cmd.
+func WithCommand(m []byte, cmd uint16) []byte {
+	m = bytes.Clone(m)
+	binary.BigEndian.PutUint16(m[8:], cmd)
+	return m
+}
+
+// DeleteGroup returns a GROUP_MOD DELETE of the group with identity id.
+func DeleteGroup(id []byte) []byte {
+	m := make([]byte, 24)
+	m[0], m[1] = ofVersion15, typeGroupMod
+	binary.BigEndian.PutUint16(m[2:], 24)
+	binary.BigEndian.PutUint16(m[8:], cmdDelete)
+	copy(m[12:16], id)
+	binary.BigEndian.PutUint32(m[20:], 0xffffffff) // command_bucket_id: all
+	return m
+}
+
+// DeleteMeter returns a METER_MOD DELETE of the meter with identity id.
+func DeleteMeter(id []byte) []byte {
+	m := make([]byte, 16)
+	m[0], m[1] = ofVersion15, typeMeterMod
+	binary.BigEndian.PutUint16(m[2:], 16)
+	binary.BigEndian.PutUint16(m[8:], cmdDelete)
+	copy(m[12:16], id)
+	return m
+}
+
+// Ref is a group or meter a flow uses.
+type Ref struct {
+	Kind Kind
+	ID   uint32
+}
+
+// Key returns the identity bytes of the group or meter r names.
+func (r Ref) Key() []byte { return binary.BigEndian.AppendUint32(nil, r.ID) }
+
+func (r Ref) String() string { return fmt.Sprintf("%s %d", r.Kind, r.ID) }

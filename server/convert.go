@@ -1,7 +1,9 @@
 package server
 
 import (
+	"encoding/binary"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"antrea.io/libOpenflow/openflow15"
@@ -12,6 +14,7 @@ import (
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/ofctl"
+	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/restore"
 )
 
@@ -48,9 +51,10 @@ func toEntry(pe *flowstatev1.Entry, identityOnly bool) (entry.Entry, error) {
 		return entry.Entry{}, fmt.Errorf("kind %v: want FLOW, GROUP or METER", pe.GetKind())
 	}
 	if kind != entry.KindFlow {
-		return entry.Entry{}, fmt.Errorf("%s entries are not supported yet", kind)
+		return toGroupOrMeter(kind, pe, identityOnly)
 	}
 	var raw []byte
+	var fm *openflow15.FlowMod
 	switch body := pe.GetBody().(type) {
 	case *flowstatev1.Entry_Text:
 		if len(body.Text) > maxTextBytes {
@@ -62,16 +66,16 @@ func toEntry(pe *flowstatev1.Entry, identityOnly bool) (entry.Entry, error) {
 			// ovs-ofctl del-flows --strict does; the actions do not matter.
 			text += ",actions=drop"
 		}
-		fm, err := ofctl.ParseFlow(text)
-		if err != nil {
+		var err error
+		if fm, err = ofctl.ParseFlow(text); err != nil {
 			return entry.Entry{}, err
 		}
 		if raw, err = fm.MarshalBinary(); err != nil {
 			return entry.Entry{}, fmt.Errorf("encoding: %w", err)
 		}
 	case *flowstatev1.Entry_Openflow:
-		fm, err := decodeFlowMod(body.Openflow)
-		if err != nil {
+		var err error
+		if fm, err = decodeFlowMod(body.Openflow); err != nil {
 			return entry.Entry{}, err
 		}
 		// Re-encoding drops what the decoder ignores (xid, padding junk).
@@ -85,7 +89,55 @@ func toEntry(pe *flowstatev1.Entry, identityOnly bool) (entry.Entry, error) {
 	if err != nil {
 		return entry.Entry{}, err
 	}
-	return entry.Entry{Kind: kind, ID: id, Payload: payload}, nil
+	e := entry.Entry{Kind: kind, ID: id, Payload: payload}
+	if !identityOnly {
+		e.Refs = flowRefs(fm)
+	}
+	return e, nil
+}
+
+// toGroupOrMeter accepts groups and meters as encoded GROUP_MOD / METER_MOD.
+// For a delete, text names the id: "group_id=N" or "meter=N".
+func toGroupOrMeter(kind entry.Kind, pe *flowstatev1.Entry, identityOnly bool) (entry.Entry, error) {
+	switch body := pe.GetBody().(type) {
+	case *flowstatev1.Entry_Openflow:
+		payload, id, err := entry.Identify(kind, body.Openflow)
+		if err != nil {
+			return entry.Entry{}, err
+		}
+		return entry.Entry{Kind: kind, ID: id, Payload: payload}, nil
+	case *flowstatev1.Entry_Text:
+		raw, err := parseGroupOrMeter(kind, body.Text, identityOnly)
+		if err != nil {
+			return entry.Entry{}, err
+		}
+		payload, id, err := entry.Identify(kind, raw)
+		if err != nil {
+			return entry.Entry{}, err
+		}
+		return entry.Entry{Kind: kind, ID: id, Payload: payload}, nil
+	}
+	return entry.Entry{}, fmt.Errorf("no body: give text or openflow")
+}
+
+// flowRefs lists the groups and meters a flow's actions use.
+func flowRefs(fm *openflow15.FlowMod) []entry.Ref {
+	var refs []entry.Ref
+	for _, in := range fm.Instructions {
+		ia, ok := in.(*openflow15.InstrActions)
+		if !ok {
+			continue
+		}
+		for _, a := range ia.Actions {
+			switch a := a.(type) {
+			case *openflow15.ActionGroup:
+				refs = append(refs, entry.Ref{Kind: entry.KindGroup, ID: a.GroupId})
+			case *openflow15.ActionMeter:
+				refs = append(refs, entry.Ref{Kind: entry.KindMeter, ID: a.MeterId})
+			}
+		}
+	}
+	return refs
 }
 
 // decodeFlowMod decodes an OpenFlow 1.5 FLOW_MOD, turning the decoder's panics
@@ -108,20 +160,37 @@ func decodeFlowMod(b []byte) (fm *openflow15.FlowMod, err error) {
 
 // toStored converts a stored entry for List, with its ovs-ofctl text.
 func toStored(bridge string, e entry.Entry) *flowstatev1.StoredEntry {
-	se := &flowstatev1.StoredEntry{
+	return &flowstatev1.StoredEntry{
 		Bridge:   bridge,
 		Module:   e.Module,
 		Kind:     flowstatev1.EntryKind(e.Kind),
+		Text:     formatEntry(e.Kind, e.Payload),
 		Openflow: e.Payload,
 	}
-	if e.Kind == entry.KindFlow {
-		if fm, err := decodeFlowMod(e.Payload); err == nil {
-			if text, err := ofctl.FormatFlow(fm); err == nil {
-				se.Text = text
-			}
+}
+
+// formatEntry prints a canonical entry in ovs-ofctl syntax; an entry the
+// printer cannot render is shown as hex rather than hidden.
+func formatEntry(kind entry.Kind, payload []byte) string {
+	var (
+		text string
+		err  error
+	)
+	switch kind {
+	case entry.KindFlow:
+		var fm *openflow15.FlowMod
+		if fm, err = decodeFlowMod(payload); err == nil {
+			text, err = ofctl.FormatFlow(fm)
 		}
+	case entry.KindGroup:
+		text, err = ofctl.FormatGroupMod(payload)
+	case entry.KindMeter:
+		text, err = ofctl.FormatMeterMod(payload)
 	}
-	return se
+	if err != nil {
+		return fmt.Sprintf("%s (unprintable: %v) %x", kind, err, payload)
+	}
+	return text
 }
 
 func toBridgeStatus(bs restore.BridgeStatus) *flowstatev1.BridgeStatus {
@@ -131,7 +200,7 @@ func toBridgeStatus(bs restore.BridgeStatus) *flowstatev1.BridgeStatus {
 			FinishedAt: timestamppb.New(r.Finished),
 			Duration:   durationpb.New(r.Duration),
 			Entries:    uint32(r.Entries),
-			Messages:   uint32(r.Messages()),
+			Messages:   uint32(r.Messages),
 			Bytes:      uint64(r.Bytes),
 		}
 		if r.Err != nil {
@@ -139,4 +208,66 @@ func toBridgeStatus(bs restore.BridgeStatus) *flowstatev1.BridgeStatus {
 		}
 	}
 	return pb
+}
+
+// parseGroupOrMeter parses group or meter text. A delete needs only the id
+// ("group_id=N", "meter=N"), built here; full entries use package ofctl.
+func parseGroupOrMeter(kind entry.Kind, text string, identityOnly bool) ([]byte, error) {
+	if identityOnly {
+		idKey := map[entry.Kind]string{entry.KindGroup: "group_id", entry.KindMeter: "meter"}[kind]
+		for _, f := range strings.Split(text, ",") {
+			k, v, ok := strings.Cut(strings.TrimSpace(f), "=")
+			if !ok || k != idKey {
+				continue
+			}
+			id, err := strconv.ParseUint(v, 0, 32)
+			if err != nil {
+				return nil, fmt.Errorf("%s %q: %w", idKey, v, err)
+			}
+			if kind == entry.KindGroup {
+				return entry.WithCommand(entry.DeleteGroup(binary.BigEndian.AppendUint32(nil, uint32(id))), 0), nil
+			}
+			return entry.WithCommand(entry.DeleteMeter(binary.BigEndian.AppendUint32(nil, uint32(id))), 0), nil
+		}
+		return nil, fmt.Errorf("no %s= in %q", idKey, text)
+	}
+	var (
+		msg interface{ MarshalBinary() ([]byte, error) }
+		err error
+	)
+	if kind == entry.KindGroup {
+		msg, err = ofctl.ParseGroup(text)
+	} else {
+		msg, err = ofctl.ParseMeter(text)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return msg.MarshalBinary()
+}
+
+func toChange(c restore.Change) *flowstatev1.Change {
+	pc := &flowstatev1.Change{Kind: flowstatev1.EntryKind(c.Kind), Module: c.Desired.Module}
+	switch c.Op {
+	case restore.OpAdd:
+		pc.Op = flowstatev1.Change_OP_ADD
+	case restore.OpModify:
+		pc.Op = flowstatev1.Change_OP_MODIFY
+	case restore.OpDelete:
+		pc.Op = flowstatev1.Change_OP_DELETE
+	}
+	if c.Desired.Payload != nil {
+		pc.Desired = formatEntry(c.Kind, c.Desired.Payload)
+	}
+	if c.Actual != nil {
+		pc.Actual = formatEntry(c.Kind, c.Actual)
+	}
+	return pc
+}
+
+func toEvent(streamID string, ev events.Event) *flowstatev1.Event {
+	return &flowstatev1.Event{
+		Revision: ev.Revision, StreamId: streamID, Time: timestamppb.New(ev.Time), Type: string(ev.Type),
+		Bridge: ev.Bridge, Module: ev.Module, Message: ev.Message, Attrs: ev.Attrs,
+	}
 }

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -28,6 +30,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	flowstatev1 "github.com/flowstate-io/flowstate/api/flowstate/v1"
+	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/restore"
 	"github.com/flowstate-io/flowstate/store"
 )
@@ -51,6 +54,15 @@ type Config struct {
 	Bridges []string
 	// EchoInterval and EchoTimeout tune OpenFlow liveness; zero: defaults.
 	EchoInterval, EchoTimeout time.Duration
+	// RequiredModules gate replays after a host reboot until each is ready,
+	// for at most ReadinessTimeout.
+	RequiredModules  []string
+	ReadinessTimeout time.Duration
+	// AuditInterval, when positive, re-checks every bridge at that interval
+	// and corrects drift.
+	AuditInterval time.Duration
+	// EventHeartbeat is the idle interval of Watch heartbeats. Default 10 s.
+	EventHeartbeat time.Duration
 	// RearmFlowRestoreWait keeps flow-restore-wait armed while flowstated
 	// runs (see restore.Config.Rearm).
 	RearmFlowRestoreWait bool
@@ -90,13 +102,19 @@ func Run(ctx context.Context, cfg Config) error {
 	cold := prev != bootID
 	log.Info("store opened", "path", cfg.DBPath, "boot_id", bootID, "cold_start", cold)
 
+	evlog := events.NewLog(events.Options{Heartbeat: cfg.EventHeartbeat, Logger: log})
+	defer evlog.Close()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	engine, err := restore.New(restore.Config{
 		Store: st, RunDir: cfg.RunDir, OVSDB: cfg.OVSDB, Bridges: cfg.Bridges,
 		EchoInterval: cfg.EchoInterval, EchoTimeout: cfg.EchoTimeout,
 		Rearm:  cfg.RearmFlowRestoreWait,
-		Logger: log, Metrics: restore.NewMetrics(reg),
+		BootID: bootID, ColdStart: cold,
+		RequiredModules: cfg.RequiredModules, ReadinessTimeout: cfg.ReadinessTimeout,
+		AuditInterval: cfg.AuditInterval,
+		Events:        evlog,
+		Logger:        log, Metrics: restore.NewMetrics(reg),
 	})
 	if err != nil {
 		return err
@@ -123,7 +141,9 @@ func Run(ctx context.Context, cfg Config) error {
 			recovery.StreamServerInterceptor(recovery.WithRecoveryHandler(panicToStatus(log))),
 		),
 	)
-	flowstatev1.RegisterFlowStateServiceServer(gs, &service{engine: engine, store: st, bootID: bootID, coldStart: cold})
+	flowstatev1.RegisterFlowStateServiceServer(gs, &service{
+		engine: engine, store: st, events: evlog, streamID: newStreamID(), bootID: bootID, coldStart: cold,
+	})
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
@@ -222,6 +242,14 @@ func listenUnix(addr string) (net.Listener, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	return lis, nil
+}
+
+// newStreamID names this run of flowstated: Watch revisions restart with the
+// process, and a client resuming across a restart must be told to resync.
+func newStreamID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 func readBootID(path string) (string, error) {

@@ -2,11 +2,18 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"maps"
+	"slices"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	flowstatev1 "github.com/flowstate-io/flowstate/api/flowstate/v1"
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/errdefs"
+	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/restore"
 	"github.com/flowstate-io/flowstate/store"
 )
@@ -20,6 +27,8 @@ type service struct {
 	flowstatev1.UnimplementedFlowStateServiceServer
 	engine    *restore.Engine
 	store     *store.Store
+	events    *events.Log
+	streamID  string
 	bootID    string
 	coldStart bool
 }
@@ -113,18 +122,35 @@ func (s *service) Status(ctx context.Context, _ *flowstatev1.StatusRequest) (*fl
 	if err != nil {
 		return nil, toGRPC(err)
 	}
-	resp := &flowstatev1.StatusResponse{BootId: s.bootID, ColdStart: s.coldStart}
+	modules, err := s.engine.Modules()
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	g := s.engine.Gate()
+	resp := &flowstatev1.StatusResponse{
+		BootId: s.bootID, ColdStart: s.coldStart,
+		Gate: &flowstatev1.Gate{Open: g.Open, Reason: g.Reason, TimedOut: g.TimedOut, WaitingFor: g.WaitingFor},
+	}
 	resp.FlowRestoreWait, resp.OvsdbConnected = s.engine.FlowRestoreWait()
 	perBridge := map[string]*flowstatev1.BridgeStatus{}
 	for _, bs := range s.engine.Status() {
 		pb := toBridgeStatus(bs)
 		perBridge[bs.Name] = pb
 		resp.Bridges = append(resp.Bridges, pb)
+		for _, q := range bs.Quarantined {
+			resp.Quarantined = append(resp.Quarantined, &flowstatev1.QuarantinedEntry{
+				Entry: toStored(q.Bridge, q.Entry), Error: q.Reason, Since: timestamppb.New(q.Since),
+			})
+		}
 	}
+	seen := map[string]bool{}
 	for _, c := range counts {
+		st := modules[c.Module]
+		seen[c.Module] = true
 		resp.Modules = append(resp.Modules, &flowstatev1.ModuleStatus{
 			Bridge: c.Bridge, Name: c.Module,
 			Flows: uint32(c.Flows), Groups: uint32(c.Groups), Meters: uint32(c.Meters),
+			Required: st.Required, Ready: st.Ready,
 		})
 		if pb := perBridge[c.Bridge]; pb != nil {
 			pb.Flows += uint32(c.Flows)
@@ -132,5 +158,120 @@ func (s *service) Status(ctx context.Context, _ *flowstatev1.StatusRequest) (*fl
 			pb.Meters += uint32(c.Meters)
 		}
 	}
+	// Required or ready modules that hold no entries yet.
+	for _, name := range slices.Sorted(maps.Keys(modules)) {
+		if !seen[name] {
+			st := modules[name]
+			resp.Modules = append(resp.Modules, &flowstatev1.ModuleStatus{Name: name, Required: st.Required, Ready: st.Ready})
+		}
+	}
 	return resp, nil
+}
+
+func (s *service) Sync(stream flowstatev1.FlowStateService_SyncServer) error {
+	var (
+		bridge, module string
+		ready          bool
+		in             []*flowstatev1.Entry
+	)
+	for first := true; ; first = false {
+		req, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if first {
+			bridge, module = req.GetBridge(), req.GetModule()
+			if err := validateTarget(bridge, module); err != nil {
+				return toGRPC(err)
+			}
+		} else if (req.GetBridge() != "" && req.GetBridge() != bridge) || (req.GetModule() != "" && req.GetModule() != module) {
+			return toGRPC(fmt.Errorf("bridge and module must not change within a sync: %w", errdefs.ErrInvalidArgument))
+		}
+		ready = ready || req.GetReady()
+		if len(in)+len(req.GetEntries()) > maxEntriesPerRequest {
+			return toGRPC(fmt.Errorf("more than %d entries in one sync: %w", maxEntriesPerRequest, errdefs.ErrInvalidArgument))
+		}
+		in = append(in, req.GetEntries()...)
+	}
+	if bridge == "" {
+		return toGRPC(fmt.Errorf("empty sync stream: %w", errdefs.ErrInvalidArgument))
+	}
+	var es []entry.Entry
+	if len(in) > 0 {
+		var err error
+		if es, err = toEntries(module, in, false); err != nil {
+			return toGRPC(err)
+		}
+	}
+	applied, removed, err := s.engine.Sync(stream.Context(), bridge, module, es, ready)
+	if err != nil {
+		return toGRPC(err)
+	}
+	return stream.SendAndClose(&flowstatev1.SyncResponse{Applied: applied, Stored: uint32(len(es)), Removed: uint32(removed)})
+}
+
+func (s *service) MarkReady(_ context.Context, req *flowstatev1.MarkReadyRequest) (*flowstatev1.MarkReadyResponse, error) {
+	if err := entry.ValidateName("module", req.GetModule()); err != nil {
+		return nil, toGRPC(fmt.Errorf("%w: %w", err, errdefs.ErrInvalidArgument))
+	}
+	if err := s.engine.MarkReady(req.GetModule()); err != nil {
+		return nil, toGRPC(err)
+	}
+	return &flowstatev1.MarkReadyResponse{}, nil
+}
+
+func (s *service) Reconcile(ctx context.Context, req *flowstatev1.ReconcileRequest) (*flowstatev1.ReconcileResponse, error) {
+	names := s.engine.Bridges()
+	if req.GetBridge() != "" {
+		names = []string{req.GetBridge()}
+	}
+	resp := &flowstatev1.ReconcileResponse{}
+	for _, name := range names {
+		bs, err := s.engine.Reconcile(ctx, name)
+		if err != nil {
+			return nil, toGRPC(fmt.Errorf("bridge %s: %w", name, err))
+		}
+		resp.Bridges = append(resp.Bridges, toBridgeStatus(bs))
+	}
+	return resp, nil
+}
+
+func (s *service) Diff(ctx context.Context, req *flowstatev1.DiffRequest) (*flowstatev1.DiffResponse, error) {
+	if err := entry.ValidateName("bridge", req.GetBridge()); err != nil {
+		return nil, toGRPC(fmt.Errorf("%w: %w", err, errdefs.ErrInvalidArgument))
+	}
+	cs, err := s.engine.Diff(ctx, req.GetBridge())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	resp := &flowstatev1.DiffResponse{Changes: make([]*flowstatev1.Change, 0, len(cs))}
+	for _, c := range cs {
+		resp.Changes = append(resp.Changes, toChange(c))
+	}
+	return resp, nil
+}
+
+func (s *service) Watch(req *flowstatev1.WatchRequest, stream flowstatev1.FlowStateService_WatchServer) error {
+	from := req.GetFromRevision()
+	if from != 0 && req.GetStreamId() != s.streamID {
+		return toGRPC(fmt.Errorf("stream %q is gone (flowstated restarted; current stream %q): resync and watch from revision 0: %w",
+			req.GetStreamId(), s.streamID, errdefs.ErrFailedPrecondition))
+	}
+	sub, err := s.events.Subscribe(stream.Context(), from)
+	if err != nil {
+		return toGRPC(fmt.Errorf("%w: resync and watch from revision 0", err))
+	}
+	defer sub.Close()
+	for ev := range sub.C() {
+		if err := stream.Send(&flowstatev1.WatchResponse{Event: toEvent(s.streamID, ev)}); err != nil {
+			return err
+		}
+	}
+	if err := sub.Err(); err != nil && stream.Context().Err() == nil {
+		return toGRPC(err)
+	}
+	return nil
 }

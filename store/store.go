@@ -122,8 +122,11 @@ func (s *Store) SwapBootID(id string) (prev string, err error) {
 // identity that module owns. An identity owned by another module fails the whole
 // request with ErrFailedPrecondition naming the owner; two entries of the
 // request with one identity fail it with ErrInvalidArgument. apply, when not
-// nil, runs before the commit; its error aborts the transaction.
-func (s *Store) Put(bridge, module string, es []entry.Entry, apply func() error) error {
+// nil, runs before the commit with the entries whose content changes (new or
+// different from what was stored); its error aborts the transaction. A flow
+// that uses a group or meter not declared on the bridge fails the request with
+// ErrFailedPrecondition.
+func (s *Store) Put(bridge, module string, es []entry.Entry, apply func(changed []Change) error) error {
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		if err := checkDuplicates(es); err != nil {
 			return err
@@ -132,13 +135,21 @@ func (s *Store) Put(bridge, module string, es []entry.Entry, apply func() error)
 		if err != nil {
 			return err
 		}
+		var changed []Change
 		for i, e := range es {
-			if _, err := putOwned(br, module, i, e); err != nil {
+			existed, same, err := putOwned(br, module, i, e)
+			if err != nil {
 				return err
 			}
+			if !same {
+				changed = append(changed, Change{Entry: e, Index: i, Existed: existed})
+			}
+		}
+		if err := checkRefs(br, es); err != nil {
+			return err
 		}
 		if apply != nil {
-			return apply()
+			return apply(changed)
 		}
 		return nil
 	})
@@ -152,7 +163,7 @@ func (s *Store) Put(bridge, module string, es []entry.Entry, apply func() error)
 // module absent from es are removed, the others stored as in Put. apply, when
 // not nil, runs before the commit with what changes on the switch: removed
 // entries, and entries of es that are new or differ from what was stored.
-func (s *Store) Sync(bridge, module string, es []entry.Entry, apply func(removed, changed []entry.Entry) error) error {
+func (s *Store) Sync(bridge, module string, es []entry.Entry, apply func(removed []entry.Entry, changed []Change) error) error {
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		if err := checkDuplicates(es); err != nil {
 			return err
@@ -162,15 +173,15 @@ func (s *Store) Sync(bridge, module string, es []entry.Entry, apply func(removed
 			return err
 		}
 		keep := make(map[string]bool, len(es))
-		var changed []entry.Entry
+		var changed []Change
 		for i, e := range es {
 			keep[string([]byte{byte(e.Kind)})+string(e.ID)] = true
-			same, err := putOwned(br, module, i, e)
+			existed, same, err := putOwned(br, module, i, e)
 			if err != nil {
 				return err
 			}
 			if !same {
-				changed = append(changed, e)
+				changed = append(changed, Change{Entry: e, Index: i, Existed: existed})
 			}
 		}
 		var removed []entry.Entry
@@ -200,6 +211,9 @@ func (s *Store) Sync(bridge, module string, es []entry.Entry, apply func(removed
 					return err
 				}
 			}
+		}
+		if err := checkRefs(br, es); err != nil {
+			return err
 		}
 		if apply != nil {
 			return apply(removed, changed)
@@ -399,29 +413,54 @@ func checkDuplicates(es []entry.Entry) error {
 	return nil
 }
 
+// Change is an entry of a write whose content changes.
+type Change struct {
+	Entry entry.Entry
+	// Index is the entry's position in the request.
+	Index int
+	// Existed is true when an older content was replaced.
+	Existed bool
+}
+
 // putOwned writes e (entry i of a request) for module, refusing an identity
-// another module owns; same reports that the stored content was identical.
-func putOwned(br *bolt.Bucket, module string, i int, e entry.Entry) (same bool, err error) {
+// another module owns. existed reports an older content; same that it was
+// identical (nothing written).
+func putOwned(br *bolt.Bucket, module string, i int, e entry.Entry) (existed, same bool, err error) {
 	kb, err := kindBucket(br, e.Kind, true)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	if old := kb.Get(e.ID); old != nil {
 		owner, payload, err := decodeRecord(old)
 		if err != nil {
-			return false, &errdefs.EntryError{Index: i, Err: err}
+			return false, false, &errdefs.EntryError{Index: i, Err: err}
 		}
 		if owner != module {
-			return false, &errdefs.EntryError{Index: i, Err: fmt.Errorf("%s is owned by module %q: %w", e.Kind, owner, errdefs.ErrFailedPrecondition)}
+			return false, false, &errdefs.EntryError{Index: i, Err: fmt.Errorf("%s is owned by module %q: %w", e.Kind, owner, errdefs.ErrFailedPrecondition)}
 		}
 		if bytes.Equal(payload, e.Payload) {
-			return true, nil
+			return true, true, nil
 		}
+		existed = true
 	}
 	if err := kb.Put(e.ID, encodeRecord(module, e.Payload)); err != nil {
-		return false, &errdefs.EntryError{Index: i, Err: err}
+		return false, false, &errdefs.EntryError{Index: i, Err: err}
 	}
-	return false, nil
+	return existed, false, nil
+}
+
+// checkRefs fails when a flow of es uses a group or meter the bridge does not
+// declare (after the request's own writes).
+func checkRefs(br *bolt.Bucket, es []entry.Entry) error {
+	for i, e := range es {
+		for _, r := range e.Refs {
+			kb := br.Bucket(kindBuckets[r.Kind])
+			if kb == nil || kb.Get(r.Key()) == nil {
+				return &errdefs.EntryError{Index: i, Err: fmt.Errorf("flow uses %s, which no module declared on this bridge: %w", r, errdefs.ErrFailedPrecondition)}
+			}
+		}
+	}
+	return nil
 }
 
 func bridgeBucket(tx *bolt.Tx, bridge string, create bool) (*bolt.Bucket, error) {

@@ -39,6 +39,11 @@ func flow(module string, table, prio byte, match string) entry.Entry {
 	return entry.Entry{Kind: entry.KindFlow, Module: module, ID: id, Payload: []byte("payload-" + match)}
 }
 
+func withRef(e entry.Entry, k entry.Kind, id uint32) entry.Entry {
+	e.Refs = []entry.Ref{{Kind: k, ID: id}}
+	return e
+}
+
 func list(t *testing.T, s *Store, f Filter) []entry.Entry {
 	t.Helper()
 	var es []entry.Entry
@@ -89,13 +94,14 @@ func TestPutRejectsAndLeavesNothing(t *testing.T) {
 	cases := []struct {
 		name  string
 		es    []entry.Entry
-		apply func() error
+		apply func([]Change) error
 		kind  error
 		index int
 	}{
 		{"owned by another module", []entry.Entry{flow("pod", 0, 1, "new"), flow("pod", 0, 1, "owned")}, nil, errdefs.ErrFailedPrecondition, 1},
 		{"duplicate identity", []entry.Entry{flow("pod", 0, 1, "x"), flow("pod", 0, 1, "x")}, nil, errdefs.ErrInvalidArgument, 1},
-		{"apply fails", []entry.Entry{flow("pod", 0, 1, "y")}, func() error { return applyErr }, applyErr, -1},
+		{"apply fails", []entry.Entry{flow("pod", 0, 1, "y")}, func([]Change) error { return applyErr }, applyErr, -1},
+		{"undeclared group", []entry.Entry{withRef(flow("pod", 0, 1, "g"), entry.KindGroup, 7)}, nil, errdefs.ErrFailedPrecondition, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -197,8 +203,9 @@ func TestSyncReplacesModuleSet(t *testing.T) {
 	}
 	b2 := b
 	b2.Payload = []byte("new content")
-	var removed, changed []entry.Entry
-	err := s.Sync("br0", "pod", []entry.Entry{b2, c}, func(r, ch []entry.Entry) error {
+	var removed []entry.Entry
+	var changed []Change
+	err := s.Sync("br0", "pod", []entry.Entry{b2, c}, func(r []entry.Entry, ch []Change) error {
 		removed, changed = r, ch
 		return nil
 	})
@@ -208,7 +215,7 @@ func TestSyncReplacesModuleSet(t *testing.T) {
 	if len(removed) != 1 || !removed[0].Equal(a) {
 		t.Fatalf("removed = %+v, want a", removed)
 	}
-	if len(changed) != 2 || !changed[0].Equal(b2) || !changed[1].Equal(c) {
+	if len(changed) != 2 || !changed[0].Entry.Equal(b2) || !changed[0].Existed || !changed[1].Entry.Equal(c) || changed[1].Existed {
 		t.Fatalf("changed = %+v, want b2 and c", changed)
 	}
 	got := list(t, s, Filter{Module: "pod"})
@@ -219,14 +226,14 @@ func TestSyncReplacesModuleSet(t *testing.T) {
 		t.Fatalf("sync of pod touched route: %+v", got)
 	}
 	// A failed apply leaves the previous set.
-	if err := s.Sync("br0", "pod", nil, func(_, _ []entry.Entry) error { return errors.New("no") }); err == nil {
+	if err := s.Sync("br0", "pod", nil, func([]entry.Entry, []Change) error { return errors.New("no") }); err == nil {
 		t.Fatal("sync with failing apply succeeded")
 	}
 	if got := list(t, s, Filter{Module: "pod"}); len(got) != 2 {
 		t.Fatalf("failed sync changed the set: %+v", got)
 	}
 	// Identical content is not reported as changed.
-	if err := s.Sync("br0", "pod", []entry.Entry{b2, c}, func(r, ch []entry.Entry) error {
+	if err := s.Sync("br0", "pod", []entry.Entry{b2, c}, func(r []entry.Entry, ch []Change) error {
 		if len(r)+len(ch) != 0 {
 			t.Errorf("no-op sync reported removed=%d changed=%d", len(r), len(ch))
 		}
@@ -247,5 +254,19 @@ func TestReadyBoots(t *testing.T) {
 	got, err := s.ReadyBoots()
 	if err != nil || len(got) != 1 || got["pod"] != "boot-2" {
 		t.Fatalf("ready = %v, %v", got, err)
+	}
+}
+
+func TestRefsMustBeDeclared(t *testing.T) {
+	s := openTest(t)
+	g := entry.Entry{Kind: entry.KindGroup, Module: "lb", ID: entry.Ref{ID: 7}.Key(), Payload: []byte("group 7")}
+	f := withRef(flow("pod", 0, 1, "uses-7"), entry.KindGroup, 7)
+	// Declared in the same request, groups before or after the flow: fine.
+	if err := s.Put("br0", "pod", []entry.Entry{f, {Kind: g.Kind, ID: g.ID, Payload: g.Payload}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// On another bridge it is not declared.
+	if err := s.Put("br1", "pod", []entry.Entry{f}, nil); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Fatalf("flow using an undeclared group: %v", err)
 	}
 }

@@ -11,12 +11,21 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flowstate-io/flowstate/client"
+	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/ofctl"
 )
 
-// readFlows parses FILE or "-" locally first, so syntax errors name the line.
-func readFlows(cmd *cobra.Command, name string) ([]ofctl.Flow, error) {
+// line is one entry of an input file.
+type line struct {
+	n    int
+	text string
+}
+
+// readInput returns the non-blank, non-comment lines of FILE or "-". Flow
+// files are also parsed here, so every syntax error is reported at once with
+// its line before anything is sent.
+func readInput(cmd *cobra.Command, name string, kind entry.Kind) ([]line, error) {
 	var r io.Reader = cmd.InOrStdin()
 	if name != "-" {
 		f, err := os.Open(name)
@@ -26,112 +35,169 @@ func readFlows(cmd *cobra.Command, name string) ([]ofctl.Flow, error) {
 		defer f.Close()
 		r = f
 	}
-	flows, err := ofctl.ParseFlows(r)
-	if err != nil {
+	var out []line
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		text := strings.TrimSpace(sc.Text())
+		if text == "" || strings.HasPrefix(text, "#") {
+			continue
+		}
+		out = append(out, line{n: n, text: text})
+	}
+	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	if len(flows) == 0 {
-		return nil, fmt.Errorf("%s: no flows", name)
+	if kind == entry.KindFlow {
+		var errs []error
+		for _, l := range out {
+			if _, err := ofctl.ParseFlow(l.text); err != nil {
+				errs = append(errs, fmt.Errorf("%s:%d: %w", name, l.n, err))
+			}
+		}
+		if err := errors.Join(errs...); err != nil {
+			return nil, err
+		}
 	}
-	return flows, nil
+	return out, nil
 }
 
 // lineError names the line of the file an entry error refers to.
-func lineError(name string, flows []ofctl.Flow, err error) error {
+func lineError(name string, lines []line, err error) error {
 	var ee *errdefs.EntryError
-	if errors.As(err, &ee) && ee.Index >= 0 && ee.Index < len(flows) {
-		f := flows[ee.Index]
-		return fmt.Errorf("%s:%d: %q: %w", name, f.Line, f.Text, ee.Err)
+	if errors.As(err, &ee) && ee.Index >= 0 && ee.Index < len(lines) {
+		l := lines[ee.Index]
+		return fmt.Errorf("%s:%d: %q: %w", name, l.n, l.text, ee.Err)
 	}
 	return err
 }
 
-func newAddFlows(g *globals) *cobra.Command {
+func toEntries(kind entry.Kind, lines []line) []client.Entry {
+	es := make([]client.Entry, len(lines))
+	for i, l := range lines {
+		es[i] = client.Entry{Kind: kind, Text: l.text}
+	}
+	return es
+}
+
+func appliedText(n int, noun string, applied bool) string {
+	if applied {
+		return fmt.Sprintf("%d %s applied", n, noun)
+	}
+	return fmt.Sprintf("%d %s stored; the bridge is not forwarding through flowstate yet, the next replay applies them", n, noun)
+}
+
+// newAdd is add-flows, add-groups and add-meters.
+func newAdd(g *globals, kind entry.Kind) *cobra.Command {
 	var module string
+	noun := kind.String() + "s"
 	cmd := &cobra.Command{
-		Use:   "add-flows --module M FILE|-",
-		Short: "Add or replace flows of a module (one bundle; all or nothing)",
+		Use:   "add-" + noun + " --module M FILE|-",
+		Short: "Add or replace " + noun + " of a module, one per line in ovs-ofctl syntax (all or nothing)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			flows, err := readFlows(cmd, args[0])
+			lines, err := readInput(cmd, args[0], kind)
 			if err != nil {
 				return err
 			}
-			es := make([]client.Entry, len(flows))
-			for i, f := range flows {
-				es[i] = client.FlowText(f.Text)
+			if len(lines) == 0 {
+				return fmt.Errorf("%s: no %s", args[0], noun)
 			}
 			c, ctx, done, err := g.dial(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer done()
-			applied, err := c.Put(ctx, g.bridge, module, es...)
+			applied, err := c.Put(ctx, g.bridge, module, toEntries(kind, lines)...)
 			if err != nil {
-				return lineError(args[0], flows, err)
+				return lineError(args[0], lines, err)
 			}
-			state := "applied"
-			if !applied {
-				state = "stored; the bridge is not connected, they will be applied by the next replay"
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%d flows %s\n", len(es), state)
+			fmt.Fprintln(cmd.OutOrStdout(), appliedText(len(lines), noun, applied))
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&module, "module", "", "module that owns the flows (required)")
+	cmd.Flags().StringVar(&module, "module", "", "module that owns them (required)")
 	_ = cmd.MarkFlagRequired("module")
 	return cmd
 }
 
-func newDelFlows(g *globals) *cobra.Command {
+// newDel is del-flows, del-groups and del-meters: strict, by identity.
+func newDel(g *globals, kind entry.Kind) *cobra.Command {
 	var module string
+	noun := kind.String() + "s"
+	ident := map[entry.Kind]string{entry.KindFlow: "table, priority and match", entry.KindGroup: "group_id=N", entry.KindMeter: "meter=N"}[kind]
 	cmd := &cobra.Command{
-		Use:   "del-flows --module M FILE|-",
-		Short: "Delete flows of a module, named strictly by table, priority and match",
+		Use:   "del-" + noun + " --module M FILE|-",
+		Short: "Delete " + noun + " of a module, named by " + ident,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var r io.Reader = cmd.InOrStdin()
-			if args[0] != "-" {
-				f, err := os.Open(args[0])
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				r = f
-			}
-			// Without actions these are not add-flow lines: the server
-			// parses them as identities and names the line on error.
-			flows, err := readLines(r)
+			// Not add syntax (no actions): the server parses identities.
+			lines, err := readInput(cmd, args[0], 0)
 			if err != nil {
-				return fmt.Errorf("%s: %w", args[0], err)
+				return err
 			}
-			es := make([]client.Entry, len(flows))
-			for i, f := range flows {
-				es[i] = client.FlowText(f.Text)
+			if len(lines) == 0 {
+				return fmt.Errorf("%s: no %s", args[0], noun)
 			}
 			c, ctx, done, err := g.dial(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer done()
-			if _, err := c.Delete(ctx, g.bridge, module, es...); err != nil {
-				return lineError(args[0], flows, err)
+			if _, err := c.Delete(ctx, g.bridge, module, toEntries(kind, lines)...); err != nil {
+				return lineError(args[0], lines, err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%d flows deleted\n", len(es))
+			fmt.Fprintf(cmd.OutOrStdout(), "%d %s deleted\n", len(lines), noun)
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&module, "module", "", "module that owns the flows (required)")
+	cmd.Flags().StringVar(&module, "module", "", "module that owns them (required)")
 	_ = cmd.MarkFlagRequired("module")
 	return cmd
 }
 
-func newDumpFlows(g *globals) *cobra.Command {
+func newReplaceFlows(g *globals) *cobra.Command {
+	var module string
+	var ready bool
+	cmd := &cobra.Command{
+		Use:   "replace-flows --module M [--ready] FILE|-",
+		Short: "Make FILE the complete set of a module's flows; the others are removed in the same bundle",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			lines, err := readInput(cmd, args[0], entry.KindFlow)
+			if err != nil {
+				return err
+			}
+			c, ctx, done, err := g.dial(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			applied, err := c.Sync(ctx, g.bridge, module, ready, toEntries(entry.KindFlow, lines)...)
+			if err != nil {
+				return lineError(args[0], lines, err)
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), appliedText(len(lines), "flows", applied))
+			if ready {
+				fmt.Fprintf(cmd.OutOrStdout(), "module %s ready\n", module)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&module, "module", "", "module that owns the flows (required)")
+	cmd.Flags().BoolVar(&ready, "ready", false, "also mark the module ready for this boot")
+	_ = cmd.MarkFlagRequired("module")
+	return cmd
+}
+
+// newDump is dump-flows, dump-groups and dump-meters: the desired state.
+func newDump(g *globals, kind entry.Kind) *cobra.Command {
 	var module string
 	var table int
+	noun := kind.String() + "s"
 	cmd := &cobra.Command{
-		Use:   "dump-flows [--module M] [--table N]",
-		Short: "Print the desired flows of the bridge in ovs-ofctl syntax",
+		Use:   "dump-" + noun + " [--module M]",
+		Short: "Print the desired " + noun + " of the bridge in ovs-ofctl syntax",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, ctx, done, err := g.dial(cmd.Context())
@@ -139,7 +205,7 @@ func newDumpFlows(g *globals) *cobra.Command {
 				return err
 			}
 			defer done()
-			f := client.Filter{Bridge: g.bridge, Module: module, Kind: 1}
+			f := client.Filter{Bridge: g.bridge, Module: module, Kind: kind}
 			if table >= 0 {
 				if table > 254 {
 					return fmt.Errorf("--table %d: want 0-254", table)
@@ -157,28 +223,11 @@ func newDumpFlows(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&module, "module", "", "only flows of this module")
-	cmd.Flags().IntVar(&table, "table", -1, "only flows of this table")
+	cmd.Flags().StringVar(&module, "module", "", "only those of this module")
+	if kind == entry.KindFlow {
+		cmd.Flags().IntVar(&table, "table", -1, "only flows of this table")
+	} else {
+		table = -1
+	}
 	return cmd
-}
-
-// readLines returns the non-blank, non-comment lines of r with their numbers.
-func readLines(r io.Reader) ([]ofctl.Flow, error) {
-	var out []ofctl.Flow
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for n := 1; sc.Scan(); n++ {
-		text := strings.TrimSpace(sc.Text())
-		if text == "" || strings.HasPrefix(text, "#") {
-			continue
-		}
-		out = append(out, ofctl.Flow{Line: n, Text: text})
-	}
-	if err := sc.Err(); err != nil {
-		return nil, err
-	}
-	if len(out) == 0 {
-		return nil, errors.New("no flows")
-	}
-	return out, nil
 }

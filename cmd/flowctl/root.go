@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flowstate-io/flowstate/client"
+	"github.com/flowstate-io/flowstate/entry"
 )
 
 // globals are the flags every command shares.
@@ -33,13 +34,18 @@ func newRoot() *cobra.Command {
 	pf.StringVar(&g.server, "server", def, "flowstated address (env FLOWSTATE_SERVER)")
 	pf.StringVar(&g.bridge, "bridge", "br-int", "bridge")
 	pf.DurationVar(&g.timeout, "timeout", 60*time.Second, "timeout of each command")
-	root.AddCommand(newAddFlows(g), newDelFlows(g), newDumpFlows(g), newStatus(g))
+	for _, k := range entry.Kinds {
+		root.AddCommand(newAdd(g, k), newDel(g, k), newDump(g, k))
+	}
+	root.AddCommand(newReplaceFlows(g), newReady(g), newDiff(g), newReconcile(g), newWatch(g), newStatus(g))
 	return root
 }
 
+func newClient(g *globals) (*client.Client, error) { return client.New(g.server) }
+
 // dial connects and bounds the command with the timeout.
 func (g *globals) dial(ctx context.Context) (*client.Client, context.Context, context.CancelFunc, error) {
-	c, err := client.New(g.server)
+	c, err := newClient(g)
 	if err != nil {
 		return nil, nil, nil, err
 	}

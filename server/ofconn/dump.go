@@ -195,7 +195,10 @@ func decodeFlow(raw []byte) Flow {
 		return fail(fmt.Errorf("entry of %d bytes has a match of %d", len(raw), n))
 	}
 	fd := openflow15.NewFlowDesc()
-	err := decode(fd, raw)
+	err := checkFlowEntry(raw)
+	if err == nil {
+		err = decode(fd, raw)
+	}
 	if err == nil {
 		err = checkInstructions(fd.Instructions)
 	}
@@ -211,7 +214,10 @@ func decodeFlow(raw []byte) Flow {
 // decodeGroup decodes one ofp_group_desc entry of at least minGroupDesc bytes. It never panics.
 func decodeGroup(raw []byte) Group {
 	gd := openflow15.NewGroupDesc()
-	err := decode(gd, raw)
+	err := checkGroupEntry(raw)
+	if err == nil {
+		err = decode(gd, raw)
+	}
 	if err == nil {
 		err = checkBuckets(gd.Buckets)
 	}
@@ -227,7 +233,10 @@ func decodeGroup(raw []byte) Group {
 // decodeMeter decodes one ofp_meter_desc entry of at least minMeterDesc bytes. It never panics.
 func decodeMeter(raw []byte) Meter {
 	md := openflow15.NewMeterDesc(0)
-	err := decode(md, raw)
+	err := checkMeterEntry(raw)
+	if err == nil {
+		err = decode(md, raw)
+	}
 	if err == nil {
 		err = reencodes(md, raw)
 	}

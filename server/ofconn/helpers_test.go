@@ -116,3 +116,5 @@ func ipFlows(t testing.TB, table uint8, priority uint16, first, n int) []Message
 	}
 	return msgs
 }
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

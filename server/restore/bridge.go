@@ -1,19 +1,18 @@
 package restore
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/flowstate-io/flowstate/entry"
-	"github.com/flowstate-io/flowstate/errdefs"
+	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/ofconn"
-	"github.com/flowstate-io/flowstate/store"
 )
 
 // bridge is the engine's view of one bridge. mu serialises everything that
@@ -27,15 +26,58 @@ type bridge struct {
 	conn      *ofconn.Conn // nil while disconnected
 	converged bool
 	last      Replay
+	// quarantine holds entries the switch refused in a replay of this
+	// connection, by key; they are retried on the next connection, or when
+	// their module writes them again.
+	quarantine map[string]Quarantined
 
 	// status is a copy of the fields above, published after every change, so
 	// Status never waits for a replay in progress.
 	status atomic.Pointer[BridgeStatus]
 }
 
+// Quarantined is an entry the switch refused during a replay.
+type Quarantined struct {
+	Bridge string
+	Entry  entry.Entry
+	Reason string
+	Since  time.Time
+}
+
+// BridgeStatus is the state of one bridge.
+type BridgeStatus struct {
+	Name        string
+	Connected   bool
+	Converged   bool
+	Last        Replay
+	Quarantined []Quarantined
+}
+
+// Replay describes one reconciliation of a bridge.
+type Replay struct {
+	Finished time.Time
+	Duration time.Duration
+	// Entries is the number of desired entries.
+	Entries int
+	// Adds, Modifies and Deletes count the changes sent.
+	Adds, Modifies, Deletes int
+	// Messages and Bytes count what was sent (the last attempt's bundle).
+	Messages, Bytes int
+	// Quarantined counts entries left out because the switch refused them.
+	Quarantined int
+	Err         error
+}
+
+// Changes is the number of changes the replay made.
+func (r Replay) Changes() int { return r.Adds + r.Modifies + r.Deletes }
+
 // publishLocked snapshots the state for readers; b.mu must be held.
 func (b *bridge) publishLocked() {
-	b.status.Store(&BridgeStatus{Name: b.name, Connected: b.conn != nil, Converged: b.conn != nil && b.converged, Last: b.last})
+	st := &BridgeStatus{Name: b.name, Connected: b.conn != nil, Converged: b.conn != nil && b.converged, Last: b.last}
+	for _, q := range b.quarantine {
+		st.Quarantined = append(st.Quarantined, q)
+	}
+	b.status.Store(st)
 }
 
 func (b *bridge) snapshot() BridgeStatus {
@@ -50,6 +92,7 @@ func (b *bridge) setConn(c *ofconn.Conn) {
 	defer b.mu.Unlock()
 	b.conn = c
 	b.converged = false
+	b.quarantine = nil // a new switch may accept what the old one refused
 	b.publishLocked()
 }
 
@@ -63,35 +106,111 @@ func (b *bridge) requestReplay() {
 	}
 }
 
-// Replay describes one reconciliation of a bridge.
-type Replay struct {
-	Finished time.Time
-	Duration time.Duration
-	// Entries is the number of desired entries.
-	Entries int
-	// Adds, Modifies and Deletes count the flow_mods sent.
-	Adds, Modifies, Deletes int
-	// Bytes is the size of the messages sent in the bundle.
-	Bytes int
-	Err   error
+// runBridge owns the OpenFlow connection of one bridge: dial, serve, repeat.
+func (e *Engine) runBridge(ctx context.Context, b *bridge) {
+	path := e.mgmtPath(b.name)
+	log := e.log.With("bridge", b.name)
+	var lastErr string
+	for ctx.Err() == nil {
+		conn, err := ofconn.Dial(ctx, path, ofconn.Options{
+			EchoInterval: e.cfg.EchoInterval, EchoTimeout: e.cfg.EchoTimeout, Logger: log,
+		})
+		if err != nil {
+			// Log a failure once, not at every retry.
+			if msg := err.Error(); msg != lastErr {
+				log.Warn("bridge unreachable, retrying", "path", path, "err", err)
+				lastErr = msg
+			}
+			sleepCtx(ctx, e.cfg.RetryInterval)
+			continue
+		}
+		lastErr = ""
+		log.Info("bridge connected")
+		e.publish(events.Event{Type: events.BridgeConnected, Bridge: b.name, Message: "OpenFlow connection up"})
+		e.cfg.Metrics.connected.WithLabelValues(b.name).Set(1)
+		b.setConn(conn)
+		e.serveConn(ctx, b, conn, log)
+		b.setConn(nil)
+		_ = conn.Close()
+		e.cfg.Metrics.connected.WithLabelValues(b.name).Set(0)
+		if ctx.Err() == nil {
+			log.Warn("bridge disconnected", "err", conn.Err())
+			e.publish(events.Event{Type: events.BridgeDisconnected, Bridge: b.name, Message: "OpenFlow connection lost",
+				Attrs: errAttrs(conn.Err())})
+		}
+	}
 }
 
-// Messages is the number of messages the replay sent in its bundle.
-func (r Replay) Messages() int { return r.Adds + r.Modifies + r.Deletes }
+// serveConn replays once the gate is open, then again when kicked or at
+// every audit tick, until the connection dies or ctx ends.
+func (e *Engine) serveConn(ctx context.Context, b *bridge, conn *ofconn.Conn, log *slog.Logger) {
+	select {
+	case <-e.gate.opened():
+	case <-ctx.Done():
+		return
+	case <-conn.Done():
+		return
+	}
+	retry := time.NewTimer(0)
+	defer retry.Stop()
+	var audit <-chan time.Time
+	if e.cfg.AuditInterval > 0 {
+		t := time.NewTicker(e.cfg.AuditInterval)
+		defer t.Stop()
+		audit = t.C
+	}
+	first := true
+	for {
+		auditing := false
+		select {
+		case <-ctx.Done():
+			return
+		case <-conn.Done():
+			return
+		case <-b.kick:
+		case <-retry.C:
+		case <-audit:
+			auditing = true
+		}
+		r, err := e.reconcile(ctx, b, conn, log)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			log.Error("replay failed", "err", err)
+			retry.Reset(e.cfg.RetryInterval)
+			continue
+		}
+		if auditing && r.Changes() > 0 {
+			e.cfg.Metrics.drift.WithLabelValues(b.name).Add(float64(r.Changes()))
+			log.Warn("drift corrected", "changes", r.Changes())
+			e.publish(events.Event{Type: events.DriftCorrected, Bridge: b.name,
+				Message: fmt.Sprintf("audit found and corrected %d differences", r.Changes()),
+				Attrs:   map[string]string{"changes": strconv.Itoa(r.Changes())}})
+		}
+		if first {
+			first = false
+			e.signalConverged()
+		}
+	}
+}
 
 // reconcile makes the switch hold exactly the desired state of b:
 //
 //  1. Read the desired entries from the store.
-//  2. Dump the switch's flows.
-//  3. Diff by identity and canonical bytes: flows nobody declared (the default
-//     NORMAL flow included) are deleted, changed ones re-added, missing ones
-//     added. No difference: nothing is sent.
-//  4. Send deletes then adds in one ORDERED|ATOMIC bundle.
-func (e *Engine) reconcile(ctx context.Context, b *bridge, conn *ofconn.Conn, log *slog.Logger) error {
+//  2. Dump the switch's flows, groups and meters.
+//  3. Diff by identity and canonical bytes: entries nobody declared (the
+//     default NORMAL flow included) are deleted, changed ones modified,
+//     missing ones added. No difference: nothing is sent.
+//  4. Send meters, then one ORDERED|ATOMIC bundle, then meter deletes.
+//  5. If the switch refused entries, quarantine them and go back to 3 without
+//     them: one bad entry never leaves a node without flows.
+func (e *Engine) reconcile(ctx context.Context, b *bridge, conn *ofconn.Conn, log *slog.Logger) (Replay, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	e.publish(events.Event{Type: events.ReplayStarted, Bridge: b.name, Message: "replay started"})
 	start := time.Now()
-	r, err := e.replayLocked(ctx, b, conn)
+	r, err := e.replayLocked(ctx, b, conn, log)
 	r.Finished = time.Now()
 	r.Duration = r.Finished.Sub(start)
 	r.Err = err
@@ -99,213 +218,159 @@ func (e *Engine) reconcile(ctx context.Context, b *bridge, conn *ofconn.Conn, lo
 	b.converged = err == nil
 	b.publishLocked()
 	e.cfg.Metrics.observeReplay(b.name, r)
-	if err != nil {
-		return err
+	attrs := map[string]string{
+		"entries": strconv.Itoa(r.Entries), "adds": strconv.Itoa(r.Adds), "modifies": strconv.Itoa(r.Modifies),
+		"deletes": strconv.Itoa(r.Deletes), "bytes": strconv.Itoa(r.Bytes), "duration": r.Duration.String(),
+		"quarantined": strconv.Itoa(r.Quarantined),
 	}
-	log.Info("replay finished", "entries", r.Entries, "adds", r.Adds, "modifies", r.Modifies,
-		"deletes", r.Deletes, "bytes", r.Bytes, "duration", r.Duration)
-	return nil
+	if err != nil {
+		attrs["error"] = err.Error()
+		e.publish(events.Event{Type: events.ReplayFinished, Bridge: b.name, Message: "replay failed", Attrs: attrs})
+		return r, err
+	}
+	e.publish(events.Event{Type: events.ReplayFinished, Bridge: b.name,
+		Message: fmt.Sprintf("replay finished: %d changes in %v", r.Changes(), r.Duration.Round(time.Microsecond)), Attrs: attrs})
+	if r.Changes() > 0 {
+		log.Info("replay finished", "entries", r.Entries, "adds", r.Adds, "modifies", r.Modifies,
+			"deletes", r.Deletes, "bytes", r.Bytes, "duration", r.Duration, "quarantined", r.Quarantined)
+	}
+	return r, nil
 }
 
-func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn) (Replay, error) {
+// maxQuarantineRounds bounds the rebuilds of a replay; each round quarantines
+// every entry the switch refused in the previous one, so two or three are
+// the norm.
+const maxQuarantineRounds = 8
+
+func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn, log *slog.Logger) (Replay, error) {
 	var r Replay
 	desired, err := e.cfg.Store.Entries(b.name)
 	if err != nil {
 		return r, err
 	}
 	r.Entries = len(desired)
-	actual, err := conn.DumpFlows(ctx)
+	actual, err := dumpAll(ctx, conn)
 	if err != nil {
-		return r, fmt.Errorf("dump flows: %w", err)
+		return r, err
 	}
-	msgs, d := diffFlows(desired, actual)
-	r.Adds, r.Modifies, r.Deletes = d.adds, d.modifies, d.deletes
-	if len(msgs) == 0 {
-		return r, nil
-	}
-	for _, m := range msgs {
-		r.Bytes += len(m)
-	}
-	if err := conn.Bundle(ctx, msgs); err != nil {
-		return r, fmt.Errorf("bundle of %d messages: %w", len(msgs), err)
-	}
-	return r, nil
-}
-
-type diffCounts struct{ adds, modifies, deletes int }
-
-// diffFlows returns the messages that turn actual into desired: strict deletes
-// first, then adds (an ADD of an existing identity replaces its content).
-func diffFlows(desired []entry.Entry, actual []ofconn.Flow) ([]ofconn.Message, diffCounts) {
-	var c diffCounts
-	want := make(map[string][]byte, len(desired))
-	for _, d := range desired {
-		if d.Kind == entry.KindFlow {
-			want[string(d.ID)] = d.Payload
+	for round := 0; ; round++ {
+		skip := make(map[string]bool, len(b.quarantine))
+		for k := range b.quarantine {
+			skip[k] = true
 		}
-	}
-	var dels, adds []ofconn.Message
-	have := make(map[string]bool, len(actual))
-	for _, a := range actual {
-		payload, id, err := canonicalDumped(a)
-		if err != nil {
-			// A flow we cannot decode was not declared by anyone (declared
-			// flows decode): delete it by its raw table, priority and match.
-			dels = append(dels, entry.DeleteFlowByMatch(a.Table(), a.Priority(), a.MatchBytes()))
-			c.deletes++
-			continue
-		}
-		have[string(id)] = true
-		w, ok := want[string(id)]
-		switch {
-		case !ok:
-			dels = append(dels, entry.DeleteFlowStrict(payload))
-			c.deletes++
-		case !bytes.Equal(w, payload):
-			adds = append(adds, w)
-			c.modifies++
-		}
-	}
-	for _, d := range desired {
-		if d.Kind == entry.KindFlow && !have[string(d.ID)] {
-			adds = append(adds, d.Payload)
-			c.adds++
-		}
-	}
-	return append(dels, adds...), c
-}
-
-// canonicalDumped turns a dumped flow into its canonical ADD bytes and
-// identity, the form desired entries are stored in.
-func canonicalDumped(f ofconn.Flow) (payload, id []byte, err error) {
-	if f.Desc == nil {
-		return nil, nil, fmt.Errorf("undecodable flow: %w", f.Err)
-	}
-	b, err := ofconn.FlowModFromDesc(f.Desc).MarshalBinary()
-	if err != nil {
-		return nil, nil, err
-	}
-	payload, id, err = entry.Identify(entry.KindFlow, b)
-	return payload, id, err
-}
-
-// Put stores es as entries of module on bridge. While the bridge is connected
-// and converged, the entries go to the switch in one bundle first and are
-// stored only if it accepted them (applied is true). Otherwise they are stored
-// for the next replay.
-func (e *Engine) Put(ctx context.Context, bridgeName, module string, es []entry.Entry) (applied bool, err error) {
-	b, err := e.bridge(bridgeName)
-	if err != nil {
-		return false, err
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	conn := b.conn
-	live := conn != nil && b.converged
-	err = e.cfg.Store.Put(bridgeName, module, es, func() error {
-		if !live {
-			return nil
-		}
-		msgs := make([]ofconn.Message, len(es))
-		for i, en := range es {
-			msgs[i] = en.Payload
-		}
-		return e.sendLocked(ctx, b, conn, msgs, &live)
-	})
-	if err != nil {
-		return false, err
-	}
-	if !live {
-		b.requestReplay()
-	}
-	return live, nil
-}
-
-// Delete removes entries of module on bridge by identity (keys carry Kind and
-// ID), from the switch and the store together, like Put.
-func (e *Engine) Delete(ctx context.Context, bridgeName, module string, keys []entry.Entry) (applied bool, n int, err error) {
-	b, err := e.bridge(bridgeName)
-	if err != nil {
-		return false, 0, err
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	conn := b.conn
-	live := conn != nil && b.converged
-	err = e.cfg.Store.Delete(bridgeName, module, keys, func(removed []entry.Entry) error {
-		n = len(removed)
-		if !live {
-			return nil
-		}
-		msgs := make([]ofconn.Message, 0, len(removed))
-		for _, r := range removed {
-			if r.Kind == entry.KindFlow {
-				msgs = append(msgs, entry.DeleteFlowStrict(r.Payload))
+		p := newPlan(diff(desired, actual, skip))
+		r.Adds, r.Modifies, r.Deletes = 0, 0, 0
+		for _, c := range p.changes() {
+			switch c.Op {
+			case OpAdd:
+				r.Adds++
+			case OpModify:
+				r.Modifies++
+			case OpDelete:
+				r.Deletes++
 			}
 		}
-		return e.sendLocked(ctx, b, conn, msgs, &live)
-	})
-	if err != nil {
-		return false, 0, err
+		r.Quarantined = len(b.quarantine)
+		if p.len() == 0 {
+			return r, nil
+		}
+		st, err := applyPlan(ctx, conn, p)
+		r.Messages, r.Bytes = st.messages, st.bytes
+		var re *RejectedError
+		if !errors.As(err, &re) {
+			return r, err
+		}
+		if round == maxQuarantineRounds || !e.quarantineLocked(b, re, log) {
+			return r, err
+		}
+		if len(p.pre) > 0 {
+			// Meters may have been applied before the refusal: look again.
+			if actual, err = dumpAll(ctx, conn); err != nil {
+				return r, err
+			}
+		}
 	}
-	if !live {
-		b.requestReplay()
-	}
-	return live, n, nil
 }
 
-// sendLocked applies msgs in one bundle. A rejection by OVS is the caller's
-// error (ErrInvalidArgument naming the entry). A lost connection is not: the
-// change is then stored unapplied (*live = false) and the next replay
-// converges the switch, so controllers are never blocked by an OVS restart.
-func (e *Engine) sendLocked(ctx context.Context, b *bridge, conn *ofconn.Conn, msgs []ofconn.Message, live *bool) error {
-	if len(msgs) == 0 {
+// quarantineLocked records the desired entries re refused; it reports false
+// when there is nothing to quarantine (the switch refused a delete), so the
+// replay fails instead of looping.
+func (e *Engine) quarantineLocked(b *bridge, re *RejectedError, log *slog.Logger) bool {
+	if b.quarantine == nil {
+		b.quarantine = map[string]Quarantined{}
+	}
+	progress := false
+	for i, c := range re.Changes {
+		if c.Op == OpDelete {
+			continue
+		}
+		k := key(c.Kind, c.Desired.ID)
+		if _, dup := b.quarantine[k]; dup {
+			continue
+		}
+		q := Quarantined{Bridge: b.name, Entry: c.Desired, Reason: re.Reasons[i], Since: time.Now()}
+		b.quarantine[k] = q
+		progress = true
+		e.cfg.Metrics.quarantined.WithLabelValues(b.name).Inc()
+		log.Error("entry quarantined: the switch refused it; the rest of the replay goes on without it",
+			"kind", c.Kind, "module", c.Desired.Module, "reason", q.Reason)
+		e.publish(events.Event{Type: events.EntryQuarantined, Bridge: b.name, Module: c.Desired.Module,
+			Message: fmt.Sprintf("%s of module %s refused by the switch: %s", c.Kind, c.Desired.Module, q.Reason),
+			Attrs:   map[string]string{"kind": c.Kind.String(), "reason": q.Reason}})
+	}
+	return progress
+}
+
+// dumpAll dumps flows, groups and meters in canonical form.
+func dumpAll(ctx context.Context, conn *ofconn.Conn) ([]actualEntry, error) {
+	flows, err := conn.DumpFlows(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("dump flows: %w", err)
+	}
+	groups, err := conn.DumpGroups(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("dump groups: %w", err)
+	}
+	meters, err := conn.DumpMeters(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("dump meters: %w", err)
+	}
+	out := make([]actualEntry, 0, len(flows)+len(groups)+len(meters))
+	add := func(kind entry.Kind, m ofconn.Message, err error) error {
+		if err != nil {
+			return err
+		}
+		payload, id, err := entry.Identify(kind, m)
+		if err != nil {
+			return fmt.Errorf("dumped %s: %w", kind, err)
+		}
+		out = append(out, actualEntry{kind: kind, id: id, payload: payload})
 		return nil
 	}
-	err := conn.Bundle(ctx, msgs)
+	for _, f := range flows {
+		m, err := f.FlowMod()
+		if err := add(entry.KindFlow, m, err); err != nil {
+			return nil, err
+		}
+	}
+	for _, g := range groups {
+		m, err := g.GroupMod()
+		if err := add(entry.KindGroup, m, err); err != nil {
+			return nil, err
+		}
+	}
+	for _, mt := range meters {
+		m, err := mt.MeterMod()
+		if err := add(entry.KindMeter, m, err); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func errAttrs(err error) map[string]string {
 	if err == nil {
 		return nil
 	}
-	var be *ofconn.BundleError
-	if errors.As(err, &be) {
-		return rejection(be)
-	}
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	b.converged = false
-	b.publishLocked()
-	*live = false
-	e.log.Warn("write not applied, will be replayed", "bridge", b.name, "err", err)
-	return nil
+	return map[string]string{"error": err.Error()}
 }
-
-// rejection turns OVS's refusal of a request's bundle into an error naming the
-// first refused entry (bundle adds are in request order).
-func rejection(be *ofconn.BundleError) error {
-	err := fmt.Errorf("rejected by ovs-vswitchd: %w: %w", be, errdefs.ErrInvalidArgument)
-	if len(be.Failed) == 0 || be.Failed[0].Index < 0 {
-		return err
-	}
-	return &errdefs.EntryError{Index: be.Failed[0].Index, Err: err}
-}
-
-// BridgeStatus is the state of one bridge.
-type BridgeStatus struct {
-	Name      string
-	Connected bool
-	Converged bool
-	Last      Replay
-}
-
-// Status returns the state of every managed bridge, in flag order.
-func (e *Engine) Status() []BridgeStatus {
-	out := make([]BridgeStatus, 0, len(e.order))
-	for _, name := range e.order {
-		out = append(out, e.bridges[name].snapshot())
-	}
-	return out
-}
-
-// Counts is store.Counts, for the status of modules.
-func (e *Engine) Counts() ([]store.Count, error) { return e.cfg.Store.Counts() }

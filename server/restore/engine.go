@@ -11,7 +11,7 @@ import (
 
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/errdefs"
-	"github.com/flowstate-io/flowstate/server/ofconn"
+	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/ovsconfig"
 	"github.com/flowstate-io/flowstate/store"
 )
@@ -37,7 +37,20 @@ type Config struct {
 	// comes back gated. vswitchd reads the flag only until it first sees it
 	// false, so re-arming never pauses a running switch. Run disarms it on
 	// the way out.
-	Rearm   bool
+	Rearm bool
+	// BootID is the host's boot id; ColdStart is true when it differs from
+	// the one the store last saw (the host rebooted).
+	BootID    string
+	ColdStart bool
+	// RequiredModules gate replays after a cold start (see runGate), for at
+	// most ReadinessTimeout (default 5 min).
+	RequiredModules  []string
+	ReadinessTimeout time.Duration
+	// AuditInterval, when positive, replays every bridge at that interval to
+	// correct drift (flows changed behind flowstate's back).
+	AuditInterval time.Duration
+	// Events receives the engine's events (optional).
+	Events  *events.Log
 	Logger  *slog.Logger
 	Metrics *Metrics
 }
@@ -61,6 +74,7 @@ type Engine struct {
 	// converged is signalled when a bridge converges, so the flag goroutine
 	// re-checks whether all have.
 	converged chan struct{}
+	gate      *gate
 }
 
 // New validates cfg and returns an engine that is not running yet.
@@ -80,12 +94,21 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
+	if cfg.ReadinessTimeout <= 0 {
+		cfg.ReadinessTimeout = 5 * time.Minute
+	}
+	for _, m := range cfg.RequiredModules {
+		if err := entry.ValidateName("module", m); err != nil {
+			return nil, fmt.Errorf("restore: required %w", err)
+		}
+	}
 	e := &Engine{
 		cfg:       cfg,
 		log:       cfg.Logger,
 		bridges:   make(map[string]*bridge, len(cfg.Bridges)),
 		ovsdbC:    make(chan *ovsconfig.Client, 1),
 		converged: make(chan struct{}, 1),
+		gate:      newGate(),
 	}
 	for _, name := range cfg.Bridges {
 		if err := entry.ValidateName("bridge", name); err != nil {
@@ -103,6 +126,7 @@ func New(cfg Config) (*Engine, error) {
 // Run runs the engine until ctx is cancelled.
 func (e *Engine) Run(ctx context.Context) {
 	var wg sync.WaitGroup
+	wg.Go(func() { e.runGate(ctx) })
 	wg.Go(func() { e.runOVSDB(ctx) })
 	for _, name := range e.order {
 		b := e.bridges[name]
@@ -215,6 +239,8 @@ func (e *Engine) releaseIfConverged(ctx context.Context) error {
 	}
 	e.cfg.Metrics.flagCleared.Inc()
 	e.log.Info("flow-restore-wait cleared", "ack", time.Since(start))
+	e.publish(events.Event{Type: events.FlagCleared, Message: "flow-restore-wait cleared and acknowledged by vswitchd",
+		Attrs: map[string]string{"ack": time.Since(start).String()}})
 	return e.rearmLocked(actx)
 }
 
@@ -227,6 +253,7 @@ func (e *Engine) rearmLocked(ctx context.Context) error {
 	}
 	e.cfg.Metrics.flagRearmed.Inc()
 	e.log.Info("flow-restore-wait re-armed for the next vswitchd start")
+	e.publish(events.Event{Type: events.FlagRearmed, Message: "flow-restore-wait re-armed for the next vswitchd start"})
 	return nil
 }
 
@@ -253,61 +280,12 @@ func (e *Engine) bridge(name string) (*bridge, error) {
 // Bridges returns the names of the managed bridges, in flag order.
 func (e *Engine) Bridges() []string { return append([]string(nil), e.order...) }
 
-// runBridge owns the OpenFlow connection of one bridge.
-func (e *Engine) runBridge(ctx context.Context, b *bridge) {
-	path := filepath.Join(e.cfg.RunDir, b.name+".mgmt")
-	log := e.log.With("bridge", b.name)
-	var lastErr string
-	for ctx.Err() == nil {
-		conn, err := ofconn.Dial(ctx, path, ofconn.Options{
-			EchoInterval: e.cfg.EchoInterval, EchoTimeout: e.cfg.EchoTimeout, Logger: log,
-		})
-		if err != nil {
-			if msg := err.Error(); msg != lastErr {
-				log.Warn("bridge unreachable, retrying", "path", path, "err", err)
-				lastErr = msg
-			}
-			sleepCtx(ctx, e.cfg.RetryInterval)
-			continue
-		}
-		lastErr = ""
-		log.Info("bridge connected")
-		e.cfg.Metrics.connected.WithLabelValues(b.name).Set(1)
-		b.setConn(conn)
-		e.serveConn(ctx, b, conn, log)
-		b.setConn(nil)
-		_ = conn.Close()
-		e.cfg.Metrics.connected.WithLabelValues(b.name).Set(0)
-		if ctx.Err() == nil {
-			log.Warn("bridge disconnected", "err", conn.Err())
-		}
-	}
-}
+func (e *Engine) mgmtPath(bridge string) string { return filepath.Join(e.cfg.RunDir, bridge+".mgmt") }
 
-// serveConn reconciles on connection and whenever kicked, until the
-// connection dies or ctx ends.
-func (e *Engine) serveConn(ctx context.Context, b *bridge, conn *ofconn.Conn, log *slog.Logger) {
-	retry := time.NewTimer(0)
-	defer retry.Stop()
-	first := true
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-conn.Done():
-			return
-		case <-b.kick:
-		case <-retry.C:
-		}
-		if err := e.reconcile(ctx, b, conn, log); err != nil {
-			log.Error("replay failed", "err", err)
-			retry.Reset(e.cfg.RetryInterval)
-			continue
-		}
-		if first {
-			first = false
-			e.signalConverged()
-		}
+// publish sends an event to the log, if any.
+func (e *Engine) publish(ev events.Event) {
+	if e.cfg.Events != nil {
+		e.cfg.Events.Publish(ev)
 	}
 }
 

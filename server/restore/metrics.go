@@ -6,12 +6,15 @@ import (
 
 // Metrics are the engine's Prometheus collectors.
 type Metrics struct {
-	connected      *prometheus.GaugeVec
-	replays        *prometheus.CounterVec
-	replayDuration *prometheus.HistogramVec
-	replayMessages *prometheus.CounterVec
-	flagCleared    prometheus.Counter
-	flagRearmed    prometheus.Counter
+	connected         *prometheus.GaugeVec
+	replays           *prometheus.CounterVec
+	replayDuration    *prometheus.HistogramVec
+	replayMessages    *prometheus.CounterVec
+	flagCleared       prometheus.Counter
+	flagRearmed       prometheus.Counter
+	drift             *prometheus.CounterVec
+	quarantined       *prometheus.CounterVec
+	readinessTimeouts prometheus.Counter
 }
 
 // NewMetrics creates the collectors and registers them with reg (nil: not
@@ -37,9 +40,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		flagRearmed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "flowstate_flow_restore_wait_rearmed_total", Help: "Times flow-restore-wait was set back to true after a restore.",
 		}),
+		drift: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flowstate_drift_corrections_total", Help: "Differences found and corrected by the periodic audit.",
+		}, []string{"bridge"}),
+		quarantined: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flowstate_entries_quarantined_total", Help: "Entries the switch refused during a replay and that were left out.",
+		}, []string{"bridge"}),
+		readinessTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "flowstate_readiness_timeouts_total", Help: "Cold starts where the readiness timeout expired before every required module was ready.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.connected, m.replays, m.replayDuration, m.replayMessages, m.flagCleared, m.flagRearmed)
+		reg.MustRegister(m.connected, m.replays, m.replayDuration, m.replayMessages, m.flagCleared, m.flagRearmed,
+			m.drift, m.quarantined, m.readinessTimeouts)
 	}
 	return m
 }

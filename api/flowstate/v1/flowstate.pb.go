@@ -84,6 +84,63 @@ func (EntryKind) EnumDescriptor() ([]byte, []int) {
 	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{0}
 }
 
+// Op is what a replay would do.
+type Change_Op int32
+
+const (
+	// OP_UNSPECIFIED is not used.
+	Change_OP_UNSPECIFIED Change_Op = 0
+	// OP_ADD adds a desired entry the switch lacks.
+	Change_OP_ADD Change_Op = 1
+	// OP_MODIFY replaces an entry whose content differs.
+	Change_OP_MODIFY Change_Op = 2
+	// OP_DELETE removes an entry nobody declared.
+	Change_OP_DELETE Change_Op = 3
+)
+
+// Enum value maps for Change_Op.
+var (
+	Change_Op_name = map[int32]string{
+		0: "OP_UNSPECIFIED",
+		1: "OP_ADD",
+		2: "OP_MODIFY",
+		3: "OP_DELETE",
+	}
+	Change_Op_value = map[string]int32{
+		"OP_UNSPECIFIED": 0,
+		"OP_ADD":         1,
+		"OP_MODIFY":      2,
+		"OP_DELETE":      3,
+	}
+)
+
+func (x Change_Op) Enum() *Change_Op {
+	p := new(Change_Op)
+	*p = x
+	return p
+}
+
+func (x Change_Op) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Change_Op) Descriptor() protoreflect.EnumDescriptor {
+	return file_flowstate_v1_flowstate_proto_enumTypes[1].Descriptor()
+}
+
+func (Change_Op) Type() protoreflect.EnumType {
+	return &file_flowstate_v1_flowstate_proto_enumTypes[1]
+}
+
+func (x Change_Op) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Change_Op.Descriptor instead.
+func (Change_Op) EnumDescriptor() ([]byte, []int) {
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{23, 0}
+}
+
 // Entry is one desired entry as a controller declares it.
 type Entry struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -675,8 +732,14 @@ type StatusResponse struct {
 	FlowRestoreWait bool `protobuf:"varint,5,opt,name=flow_restore_wait,json=flowRestoreWait,proto3" json:"flow_restore_wait,omitempty"`
 	// ovsdb_connected is true while the OVSDB connection is up.
 	OvsdbConnected bool `protobuf:"varint,6,opt,name=ovsdb_connected,json=ovsdbConnected,proto3" json:"ovsdb_connected,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// gate says whether replays may run (false while a cold start waits for
+	// required modules).
+	Gate *Gate `protobuf:"bytes,7,opt,name=gate,proto3" json:"gate,omitempty"`
+	// quarantined lists entries OVS refused during a replay; they are kept and
+	// left out until their module writes them again or the bridge reconnects.
+	Quarantined   []*QuarantinedEntry `protobuf:"bytes,8,rep,name=quarantined,proto3" json:"quarantined,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -751,6 +814,158 @@ func (x *StatusResponse) GetOvsdbConnected() bool {
 	return false
 }
 
+func (x *StatusResponse) GetGate() *Gate {
+	if x != nil {
+		return x.Gate
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetQuarantined() []*QuarantinedEntry {
+	if x != nil {
+		return x.Quarantined
+	}
+	return nil
+}
+
+// Gate is the boot gating state.
+type Gate struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// open is true once replays may run.
+	Open bool `protobuf:"varint,1,opt,name=open,proto3" json:"open,omitempty"`
+	// reason says why it opened or why it is still closed.
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// timed_out is true when it opened because the readiness timeout expired
+	// before every required module was ready.
+	TimedOut bool `protobuf:"varint,3,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`
+	// waiting_for lists required modules not ready for this boot yet.
+	WaitingFor    []string `protobuf:"bytes,4,rep,name=waiting_for,json=waitingFor,proto3" json:"waiting_for,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Gate) Reset() {
+	*x = Gate{}
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Gate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Gate) ProtoMessage() {}
+
+func (x *Gate) ProtoReflect() protoreflect.Message {
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Gate.ProtoReflect.Descriptor instead.
+func (*Gate) Descriptor() ([]byte, []int) {
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *Gate) GetOpen() bool {
+	if x != nil {
+		return x.Open
+	}
+	return false
+}
+
+func (x *Gate) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Gate) GetTimedOut() bool {
+	if x != nil {
+		return x.TimedOut
+	}
+	return false
+}
+
+func (x *Gate) GetWaitingFor() []string {
+	if x != nil {
+		return x.WaitingFor
+	}
+	return nil
+}
+
+// QuarantinedEntry is an entry OVS refused during a replay.
+type QuarantinedEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// entry as stored.
+	Entry *StoredEntry `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
+	// error is OVS's error, e.g. "OFPBAC_BAD_OUT_GROUP".
+	Error string `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	// since is when it was quarantined.
+	Since         *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=since,proto3" json:"since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QuarantinedEntry) Reset() {
+	*x = QuarantinedEntry{}
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuarantinedEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuarantinedEntry) ProtoMessage() {}
+
+func (x *QuarantinedEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuarantinedEntry.ProtoReflect.Descriptor instead.
+func (*QuarantinedEntry) Descriptor() ([]byte, []int) {
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *QuarantinedEntry) GetEntry() *StoredEntry {
+	if x != nil {
+		return x.Entry
+	}
+	return nil
+}
+
+func (x *QuarantinedEntry) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *QuarantinedEntry) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
 // BridgeStatus is the state of one bridge.
 type BridgeStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -774,7 +989,7 @@ type BridgeStatus struct {
 
 func (x *BridgeStatus) Reset() {
 	*x = BridgeStatus{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[10]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -786,7 +1001,7 @@ func (x *BridgeStatus) String() string {
 func (*BridgeStatus) ProtoMessage() {}
 
 func (x *BridgeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[10]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -799,7 +1014,7 @@ func (x *BridgeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BridgeStatus.ProtoReflect.Descriptor instead.
 func (*BridgeStatus) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{10}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *BridgeStatus) GetName() string {
@@ -872,7 +1087,7 @@ type Replay struct {
 
 func (x *Replay) Reset() {
 	*x = Replay{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[11]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -884,7 +1099,7 @@ func (x *Replay) String() string {
 func (*Replay) ProtoMessage() {}
 
 func (x *Replay) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[11]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -897,7 +1112,7 @@ func (x *Replay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replay.ProtoReflect.Descriptor instead.
 func (*Replay) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{11}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Replay) GetFinishedAt() *timestamppb.Timestamp {
@@ -954,14 +1169,18 @@ type ModuleStatus struct {
 	// groups is the number of desired groups the module owns.
 	Groups uint32 `protobuf:"varint,4,opt,name=groups,proto3" json:"groups,omitempty"`
 	// meters is the number of desired meters the module owns.
-	Meters        uint32 `protobuf:"varint,5,opt,name=meters,proto3" json:"meters,omitempty"`
+	Meters uint32 `protobuf:"varint,5,opt,name=meters,proto3" json:"meters,omitempty"`
+	// required is true for modules given with --require-module.
+	Required bool `protobuf:"varint,6,opt,name=required,proto3" json:"required,omitempty"`
+	// ready is true when the module marked itself ready for this boot.
+	Ready         bool `protobuf:"varint,7,opt,name=ready,proto3" json:"ready,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ModuleStatus) Reset() {
 	*x = ModuleStatus{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[12]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -973,7 +1192,7 @@ func (x *ModuleStatus) String() string {
 func (*ModuleStatus) ProtoMessage() {}
 
 func (x *ModuleStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[12]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -986,7 +1205,7 @@ func (x *ModuleStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModuleStatus.ProtoReflect.Descriptor instead.
 func (*ModuleStatus) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{12}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ModuleStatus) GetBridge() string {
@@ -1022,6 +1241,719 @@ func (x *ModuleStatus) GetMeters() uint32 {
 		return x.Meters
 	}
 	return 0
+}
+
+func (x *ModuleStatus) GetRequired() bool {
+	if x != nil {
+		return x.Required
+	}
+	return false
+}
+
+func (x *ModuleStatus) GetReady() bool {
+	if x != nil {
+		return x.Ready
+	}
+	return false
+}
+
+// SyncRequest is one message of a Sync stream.
+type SyncRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// bridge is required in the first message, optional after (must match).
+	Bridge string `protobuf:"bytes,1,opt,name=bridge,proto3" json:"bridge,omitempty"`
+	// module is required in the first message, optional after (must match).
+	Module string `protobuf:"bytes,2,opt,name=module,proto3" json:"module,omitempty"`
+	// entries of this message; the set is the union over the stream.
+	Entries []*Entry `protobuf:"bytes,3,rep,name=entries,proto3" json:"entries,omitempty"`
+	// ready marks the module ready for this boot once the set is stored; it
+	// counts when set on any message.
+	Ready         bool `protobuf:"varint,4,opt,name=ready,proto3" json:"ready,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncRequest) Reset() {
+	*x = SyncRequest{}
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncRequest) ProtoMessage() {}
+
+func (x *SyncRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncRequest.ProtoReflect.Descriptor instead.
+func (*SyncRequest) Descriptor() ([]byte, []int) {
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *SyncRequest) GetBridge() string {
+	if x != nil {
+		return x.Bridge
+	}
+	return ""
+}
+
+func (x *SyncRequest) GetModule() string {
+	if x != nil {
+		return x.Module
+	}
+	return ""
+}
+
+func (x *SyncRequest) GetEntries() []*Entry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *SyncRequest) GetReady() bool {
+	if x != nil {
+		return x.Ready
+	}
+	return false
+}
+
+// SyncResponse reports the outcome of a Sync.
+type SyncResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// applied is true when the switch already holds the new set.
+	Applied bool `protobuf:"varint,1,opt,name=applied,proto3" json:"applied,omitempty"`
+	// stored is the size of the new set.
+	Stored uint32 `protobuf:"varint,2,opt,name=stored,proto3" json:"stored,omitempty"`
+	// removed is the number of entries of the old set that are gone.
+	Removed       uint32 `protobuf:"varint,3,opt,name=removed,proto3" json:"removed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncResponse) Reset() {
+	*x = SyncResponse{}
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncResponse) ProtoMessage() {}
+
+func (x *SyncResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncResponse.ProtoReflect.Descriptor instead.
+func (*SyncResponse) Descriptor() ([]byte, []int) {
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *SyncResponse) GetApplied() bool {
+	if x != nil {
+		return x.Applied
+	}
+	return false
+}
+
+func (x *SyncResponse) GetStored() uint32 {
+	if x != nil {
+		return x.Stored
+	}
+	return 0
+}
+
+func (x *SyncResponse) GetRemoved() uint32 {
+	if x != nil {
+		return x.Removed
+	}
+	return 0
+}
+
+// MarkReadyRequest marks a module ready.
+type MarkReadyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// module is required.
+	Module        string `protobuf:"bytes,1,opt,name=module,proto3" json:"module,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MarkReadyRequest) Reset() {
+	*x = MarkReadyRequest{}
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MarkReadyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MarkReadyRequest) ProtoMessage() {}
+
+func (x *MarkReadyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MarkReadyRequest.ProtoReflect.Descriptor instead.
+func (*MarkReadyRequest) Descriptor() ([]byte, []int) {
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *MarkReadyRequest) GetModule() string {
+	if x != nil {
+		return x.Module
+	}
+	return ""
+}
+
+// MarkReadyResponse is empty.
+type MarkReadyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MarkReadyResponse) Reset() {
+	*x = MarkReadyResponse{}
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MarkReadyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MarkReadyResponse) ProtoMessage() {}
+
+func (x *MarkReadyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MarkReadyResponse.ProtoReflect.Descriptor instead.
+func (*MarkReadyResponse) Descriptor() ([]byte, []int) {
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{18}
+}
+
+// ReconcileRequest asks for a reconciliation.
+type ReconcileRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// bridge is optional: empty means every managed bridge.
+	Bridge        string `protobuf:"bytes,1,opt,name=bridge,proto3" json:"bridge,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReconcileRequest) Reset() {
+	*x = ReconcileRequest{}
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReconcileRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReconcileRequest) ProtoMessage() {}
+
+func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReconcileRequest.ProtoReflect.Descriptor instead.
+func (*ReconcileRequest) Descriptor() ([]byte, []int) {
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ReconcileRequest) GetBridge() string {
+	if x != nil {
+		return x.Bridge
+	}
+	return ""
+}
+
+// ReconcileResponse reports the replays run.
+type ReconcileResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// bridges, one per reconciled bridge.
+	Bridges       []*BridgeStatus `protobuf:"bytes,1,rep,name=bridges,proto3" json:"bridges,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReconcileResponse) Reset() {
+	*x = ReconcileResponse{}
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReconcileResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReconcileResponse) ProtoMessage() {}
+
+func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReconcileResponse.ProtoReflect.Descriptor instead.
+func (*ReconcileResponse) Descriptor() ([]byte, []int) {
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ReconcileResponse) GetBridges() []*BridgeStatus {
+	if x != nil {
+		return x.Bridges
+	}
+	return nil
+}
+
+// DiffRequest asks for the difference of one bridge.
+type DiffRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// bridge is required.
+	Bridge        string `protobuf:"bytes,1,opt,name=bridge,proto3" json:"bridge,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiffRequest) Reset() {
+	*x = DiffRequest{}
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiffRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiffRequest) ProtoMessage() {}
+
+func (x *DiffRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiffRequest.ProtoReflect.Descriptor instead.
+func (*DiffRequest) Descriptor() ([]byte, []int) {
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *DiffRequest) GetBridge() string {
+	if x != nil {
+		return x.Bridge
+	}
+	return ""
+}
+
+// DiffResponse lists the changes a replay would send.
+type DiffResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// changes in the order a replay would send them.
+	Changes       []*Change `protobuf:"bytes,1,rep,name=changes,proto3" json:"changes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiffResponse) Reset() {
+	*x = DiffResponse{}
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiffResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiffResponse) ProtoMessage() {}
+
+func (x *DiffResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiffResponse.ProtoReflect.Descriptor instead.
+func (*DiffResponse) Descriptor() ([]byte, []int) {
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *DiffResponse) GetChanges() []*Change {
+	if x != nil {
+		return x.Changes
+	}
+	return nil
+}
+
+// Change is one difference between the desired state and the switch.
+type Change struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// op is the operation.
+	Op Change_Op `protobuf:"varint,1,opt,name=op,proto3,enum=flowstate.v1.Change_Op" json:"op,omitempty"`
+	// kind of the entry.
+	Kind EntryKind `protobuf:"varint,2,opt,name=kind,proto3,enum=flowstate.v1.EntryKind" json:"kind,omitempty"`
+	// desired is the entry as declared (empty for OP_DELETE).
+	Desired string `protobuf:"bytes,3,opt,name=desired,proto3" json:"desired,omitempty"`
+	// actual is the entry as the switch holds it (empty for OP_ADD).
+	Actual string `protobuf:"bytes,4,opt,name=actual,proto3" json:"actual,omitempty"`
+	// module owning the desired entry.
+	Module        string `protobuf:"bytes,5,opt,name=module,proto3" json:"module,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Change) Reset() {
+	*x = Change{}
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Change) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Change) ProtoMessage() {}
+
+func (x *Change) ProtoReflect() protoreflect.Message {
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Change.ProtoReflect.Descriptor instead.
+func (*Change) Descriptor() ([]byte, []int) {
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *Change) GetOp() Change_Op {
+	if x != nil {
+		return x.Op
+	}
+	return Change_OP_UNSPECIFIED
+}
+
+func (x *Change) GetKind() EntryKind {
+	if x != nil {
+		return x.Kind
+	}
+	return EntryKind_ENTRY_KIND_UNSPECIFIED
+}
+
+func (x *Change) GetDesired() string {
+	if x != nil {
+		return x.Desired
+	}
+	return ""
+}
+
+func (x *Change) GetActual() string {
+	if x != nil {
+		return x.Actual
+	}
+	return ""
+}
+
+func (x *Change) GetModule() string {
+	if x != nil {
+		return x.Module
+	}
+	return ""
+}
+
+// WatchRequest starts or resumes an event stream.
+type WatchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// from_revision: 0 streams new events only; N resumes after revision N.
+	FromRevision uint64 `protobuf:"varint,1,opt,name=from_revision,json=fromRevision,proto3" json:"from_revision,omitempty"`
+	// stream_id, when resuming, is the stream_id of the events seen; a
+	// different one (flowstated restarted) fails with FAILED_PRECONDITION.
+	StreamId      string `protobuf:"bytes,2,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchRequest) Reset() {
+	*x = WatchRequest{}
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchRequest) ProtoMessage() {}
+
+func (x *WatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
+func (*WatchRequest) Descriptor() ([]byte, []int) {
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *WatchRequest) GetFromRevision() uint64 {
+	if x != nil {
+		return x.FromRevision
+	}
+	return 0
+}
+
+func (x *WatchRequest) GetStreamId() string {
+	if x != nil {
+		return x.StreamId
+	}
+	return ""
+}
+
+// WatchResponse carries one event.
+type WatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// event is the event.
+	Event         *Event `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchResponse) Reset() {
+	*x = WatchResponse{}
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchResponse) ProtoMessage() {}
+
+func (x *WatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
+func (*WatchResponse) Descriptor() ([]byte, []int) {
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *WatchResponse) GetEvent() *Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+// Event is something that happened in flowstated.
+type Event struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// revision increases by one per event within a stream_id; heartbeats
+	// carry the revision last sent.
+	Revision uint64 `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	// stream_id identifies this run of flowstated.
+	StreamId string `protobuf:"bytes,2,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"`
+	// time of the event.
+	Time *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=time,proto3" json:"time,omitempty"`
+	// type, e.g. "replay_finished", "flag_cleared", "heartbeat".
+	Type string `protobuf:"bytes,4,opt,name=type,proto3" json:"type,omitempty"`
+	// bridge concerned, if any.
+	Bridge string `protobuf:"bytes,5,opt,name=bridge,proto3" json:"bridge,omitempty"`
+	// module concerned, if any.
+	Module string `protobuf:"bytes,6,opt,name=module,proto3" json:"module,omitempty"`
+	// message is a human-readable summary.
+	Message string `protobuf:"bytes,7,opt,name=message,proto3" json:"message,omitempty"`
+	// attrs are details (entries, error, duration, ...).
+	Attrs         map[string]string `protobuf:"bytes,8,rep,name=attrs,proto3" json:"attrs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Event) Reset() {
+	*x = Event{}
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Event) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Event) ProtoMessage() {}
+
+func (x *Event) ProtoReflect() protoreflect.Message {
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Event.ProtoReflect.Descriptor instead.
+func (*Event) Descriptor() ([]byte, []int) {
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *Event) GetRevision() uint64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *Event) GetStreamId() string {
+	if x != nil {
+		return x.StreamId
+	}
+	return ""
+}
+
+func (x *Event) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *Event) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *Event) GetBridge() string {
+	if x != nil {
+		return x.Bridge
+	}
+	return ""
+}
+
+func (x *Event) GetModule() string {
+	if x != nil {
+		return x.Module
+	}
+	return ""
+}
+
+func (x *Event) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *Event) GetAttrs() map[string]string {
+	if x != nil {
+		return x.Attrs
+	}
+	return nil
 }
 
 var File_flowstate_v1_flowstate_proto protoreflect.FileDescriptor
@@ -1063,7 +1995,7 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x06_table\"C\n" +
 	"\fListResponse\x123\n" +
 	"\aentries\x18\x01 \x03(\v2\x19.flowstate.v1.StoredEntryR\aentries\"\x0f\n" +
-	"\rStatusRequest\"\x89\x02\n" +
+	"\rStatusRequest\"\xf3\x02\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\aboot_id\x18\x01 \x01(\tR\x06bootId\x12\x1d\n" +
 	"\n" +
@@ -1071,7 +2003,19 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\abridges\x18\x03 \x03(\v2\x1a.flowstate.v1.BridgeStatusR\abridges\x124\n" +
 	"\amodules\x18\x04 \x03(\v2\x1a.flowstate.v1.ModuleStatusR\amodules\x12*\n" +
 	"\x11flow_restore_wait\x18\x05 \x01(\bR\x0fflowRestoreWait\x12'\n" +
-	"\x0fovsdb_connected\x18\x06 \x01(\bR\x0eovsdbConnected\"\xdb\x01\n" +
+	"\x0fovsdb_connected\x18\x06 \x01(\bR\x0eovsdbConnected\x12&\n" +
+	"\x04gate\x18\a \x01(\v2\x12.flowstate.v1.GateR\x04gate\x12@\n" +
+	"\vquarantined\x18\b \x03(\v2\x1e.flowstate.v1.QuarantinedEntryR\vquarantined\"p\n" +
+	"\x04Gate\x12\x12\n" +
+	"\x04open\x18\x01 \x01(\bR\x04open\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1b\n" +
+	"\ttimed_out\x18\x03 \x01(\bR\btimedOut\x12\x1f\n" +
+	"\vwaiting_for\x18\x04 \x03(\tR\n" +
+	"waitingFor\"\x8b\x01\n" +
+	"\x10QuarantinedEntry\x12/\n" +
+	"\x05entry\x18\x01 \x01(\v2\x19.flowstate.v1.StoredEntryR\x05entry\x12\x14\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\x120\n" +
+	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\xdb\x01\n" +
 	"\fBridgeStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\tconnected\x18\x02 \x01(\bR\tconnected\x12\x1c\n" +
@@ -1088,23 +2032,80 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\aentries\x18\x03 \x01(\rR\aentries\x12\x1a\n" +
 	"\bmessages\x18\x04 \x01(\rR\bmessages\x12\x14\n" +
 	"\x05bytes\x18\x05 \x01(\x04R\x05bytes\x12\x14\n" +
-	"\x05error\x18\x06 \x01(\tR\x05error\"\x80\x01\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\"\xb2\x01\n" +
 	"\fModuleStatus\x12\x16\n" +
 	"\x06bridge\x18\x01 \x01(\tR\x06bridge\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
 	"\x05flows\x18\x03 \x01(\rR\x05flows\x12\x16\n" +
 	"\x06groups\x18\x04 \x01(\rR\x06groups\x12\x16\n" +
-	"\x06meters\x18\x05 \x01(\rR\x06meters*h\n" +
+	"\x06meters\x18\x05 \x01(\rR\x06meters\x12\x1a\n" +
+	"\brequired\x18\x06 \x01(\bR\brequired\x12\x14\n" +
+	"\x05ready\x18\a \x01(\bR\x05ready\"\x82\x01\n" +
+	"\vSyncRequest\x12\x16\n" +
+	"\x06bridge\x18\x01 \x01(\tR\x06bridge\x12\x16\n" +
+	"\x06module\x18\x02 \x01(\tR\x06module\x12-\n" +
+	"\aentries\x18\x03 \x03(\v2\x13.flowstate.v1.EntryR\aentries\x12\x14\n" +
+	"\x05ready\x18\x04 \x01(\bR\x05ready\"Z\n" +
+	"\fSyncResponse\x12\x18\n" +
+	"\aapplied\x18\x01 \x01(\bR\aapplied\x12\x16\n" +
+	"\x06stored\x18\x02 \x01(\rR\x06stored\x12\x18\n" +
+	"\aremoved\x18\x03 \x01(\rR\aremoved\"*\n" +
+	"\x10MarkReadyRequest\x12\x16\n" +
+	"\x06module\x18\x01 \x01(\tR\x06module\"\x13\n" +
+	"\x11MarkReadyResponse\"*\n" +
+	"\x10ReconcileRequest\x12\x16\n" +
+	"\x06bridge\x18\x01 \x01(\tR\x06bridge\"I\n" +
+	"\x11ReconcileResponse\x124\n" +
+	"\abridges\x18\x01 \x03(\v2\x1a.flowstate.v1.BridgeStatusR\abridges\"%\n" +
+	"\vDiffRequest\x12\x16\n" +
+	"\x06bridge\x18\x01 \x01(\tR\x06bridge\">\n" +
+	"\fDiffResponse\x12.\n" +
+	"\achanges\x18\x01 \x03(\v2\x14.flowstate.v1.ChangeR\achanges\"\xec\x01\n" +
+	"\x06Change\x12'\n" +
+	"\x02op\x18\x01 \x01(\x0e2\x17.flowstate.v1.Change.OpR\x02op\x12+\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x17.flowstate.v1.EntryKindR\x04kind\x12\x18\n" +
+	"\adesired\x18\x03 \x01(\tR\adesired\x12\x16\n" +
+	"\x06actual\x18\x04 \x01(\tR\x06actual\x12\x16\n" +
+	"\x06module\x18\x05 \x01(\tR\x06module\"B\n" +
+	"\x02Op\x12\x12\n" +
+	"\x0eOP_UNSPECIFIED\x10\x00\x12\n" +
+	"\n" +
+	"\x06OP_ADD\x10\x01\x12\r\n" +
+	"\tOP_MODIFY\x10\x02\x12\r\n" +
+	"\tOP_DELETE\x10\x03\"P\n" +
+	"\fWatchRequest\x12#\n" +
+	"\rfrom_revision\x18\x01 \x01(\x04R\ffromRevision\x12\x1b\n" +
+	"\tstream_id\x18\x02 \x01(\tR\bstreamId\":\n" +
+	"\rWatchResponse\x12)\n" +
+	"\x05event\x18\x01 \x01(\v2\x13.flowstate.v1.EventR\x05event\"\xbe\x02\n" +
+	"\x05Event\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\x04R\brevision\x12\x1b\n" +
+	"\tstream_id\x18\x02 \x01(\tR\bstreamId\x12.\n" +
+	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x12\n" +
+	"\x04type\x18\x04 \x01(\tR\x04type\x12\x16\n" +
+	"\x06bridge\x18\x05 \x01(\tR\x06bridge\x12\x16\n" +
+	"\x06module\x18\x06 \x01(\tR\x06module\x12\x18\n" +
+	"\amessage\x18\a \x01(\tR\amessage\x124\n" +
+	"\x05attrs\x18\b \x03(\v2\x1e.flowstate.v1.Event.AttrsEntryR\x05attrs\x1a8\n" +
+	"\n" +
+	"AttrsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*h\n" +
 	"\tEntryKind\x12\x1a\n" +
 	"\x16ENTRY_KIND_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fENTRY_KIND_FLOW\x10\x01\x12\x14\n" +
 	"\x10ENTRY_KIND_GROUP\x10\x02\x12\x14\n" +
-	"\x10ENTRY_KIND_METER\x10\x032\x99\x02\n" +
+	"\x10ENTRY_KIND_METER\x10\x032\xf9\x04\n" +
 	"\x10FlowStateService\x12:\n" +
 	"\x03Put\x12\x18.flowstate.v1.PutRequest\x1a\x19.flowstate.v1.PutResponse\x12C\n" +
 	"\x06Delete\x12\x1b.flowstate.v1.DeleteRequest\x1a\x1c.flowstate.v1.DeleteResponse\x12?\n" +
 	"\x04List\x12\x19.flowstate.v1.ListRequest\x1a\x1a.flowstate.v1.ListResponse0\x01\x12C\n" +
-	"\x06Status\x12\x1b.flowstate.v1.StatusRequest\x1a\x1c.flowstate.v1.StatusResponseB@Z>github.com/flowstate-io/flowstate/api/flowstate/v1;flowstatev1b\x06proto3"
+	"\x06Status\x12\x1b.flowstate.v1.StatusRequest\x1a\x1c.flowstate.v1.StatusResponse\x12?\n" +
+	"\x04Sync\x12\x19.flowstate.v1.SyncRequest\x1a\x1a.flowstate.v1.SyncResponse(\x01\x12L\n" +
+	"\tMarkReady\x12\x1e.flowstate.v1.MarkReadyRequest\x1a\x1f.flowstate.v1.MarkReadyResponse\x12L\n" +
+	"\tReconcile\x12\x1e.flowstate.v1.ReconcileRequest\x1a\x1f.flowstate.v1.ReconcileResponse\x12=\n" +
+	"\x04Diff\x12\x19.flowstate.v1.DiffRequest\x1a\x1a.flowstate.v1.DiffResponse\x12B\n" +
+	"\x05Watch\x12\x1a.flowstate.v1.WatchRequest\x1a\x1b.flowstate.v1.WatchResponse0\x01B@Z>github.com/flowstate-io/flowstate/api/flowstate/v1;flowstatev1b\x06proto3"
 
 var (
 	file_flowstate_v1_flowstate_proto_rawDescOnce sync.Once
@@ -1118,51 +2119,89 @@ func file_flowstate_v1_flowstate_proto_rawDescGZIP() []byte {
 	return file_flowstate_v1_flowstate_proto_rawDescData
 }
 
-var file_flowstate_v1_flowstate_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_flowstate_v1_flowstate_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_flowstate_v1_flowstate_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_flowstate_v1_flowstate_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_flowstate_v1_flowstate_proto_goTypes = []any{
 	(EntryKind)(0),                // 0: flowstate.v1.EntryKind
-	(*Entry)(nil),                 // 1: flowstate.v1.Entry
-	(*StoredEntry)(nil),           // 2: flowstate.v1.StoredEntry
-	(*PutRequest)(nil),            // 3: flowstate.v1.PutRequest
-	(*PutResponse)(nil),           // 4: flowstate.v1.PutResponse
-	(*DeleteRequest)(nil),         // 5: flowstate.v1.DeleteRequest
-	(*DeleteResponse)(nil),        // 6: flowstate.v1.DeleteResponse
-	(*ListRequest)(nil),           // 7: flowstate.v1.ListRequest
-	(*ListResponse)(nil),          // 8: flowstate.v1.ListResponse
-	(*StatusRequest)(nil),         // 9: flowstate.v1.StatusRequest
-	(*StatusResponse)(nil),        // 10: flowstate.v1.StatusResponse
-	(*BridgeStatus)(nil),          // 11: flowstate.v1.BridgeStatus
-	(*Replay)(nil),                // 12: flowstate.v1.Replay
-	(*ModuleStatus)(nil),          // 13: flowstate.v1.ModuleStatus
-	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 15: google.protobuf.Duration
+	(Change_Op)(0),                // 1: flowstate.v1.Change.Op
+	(*Entry)(nil),                 // 2: flowstate.v1.Entry
+	(*StoredEntry)(nil),           // 3: flowstate.v1.StoredEntry
+	(*PutRequest)(nil),            // 4: flowstate.v1.PutRequest
+	(*PutResponse)(nil),           // 5: flowstate.v1.PutResponse
+	(*DeleteRequest)(nil),         // 6: flowstate.v1.DeleteRequest
+	(*DeleteResponse)(nil),        // 7: flowstate.v1.DeleteResponse
+	(*ListRequest)(nil),           // 8: flowstate.v1.ListRequest
+	(*ListResponse)(nil),          // 9: flowstate.v1.ListResponse
+	(*StatusRequest)(nil),         // 10: flowstate.v1.StatusRequest
+	(*StatusResponse)(nil),        // 11: flowstate.v1.StatusResponse
+	(*Gate)(nil),                  // 12: flowstate.v1.Gate
+	(*QuarantinedEntry)(nil),      // 13: flowstate.v1.QuarantinedEntry
+	(*BridgeStatus)(nil),          // 14: flowstate.v1.BridgeStatus
+	(*Replay)(nil),                // 15: flowstate.v1.Replay
+	(*ModuleStatus)(nil),          // 16: flowstate.v1.ModuleStatus
+	(*SyncRequest)(nil),           // 17: flowstate.v1.SyncRequest
+	(*SyncResponse)(nil),          // 18: flowstate.v1.SyncResponse
+	(*MarkReadyRequest)(nil),      // 19: flowstate.v1.MarkReadyRequest
+	(*MarkReadyResponse)(nil),     // 20: flowstate.v1.MarkReadyResponse
+	(*ReconcileRequest)(nil),      // 21: flowstate.v1.ReconcileRequest
+	(*ReconcileResponse)(nil),     // 22: flowstate.v1.ReconcileResponse
+	(*DiffRequest)(nil),           // 23: flowstate.v1.DiffRequest
+	(*DiffResponse)(nil),          // 24: flowstate.v1.DiffResponse
+	(*Change)(nil),                // 25: flowstate.v1.Change
+	(*WatchRequest)(nil),          // 26: flowstate.v1.WatchRequest
+	(*WatchResponse)(nil),         // 27: flowstate.v1.WatchResponse
+	(*Event)(nil),                 // 28: flowstate.v1.Event
+	nil,                           // 29: flowstate.v1.Event.AttrsEntry
+	(*timestamppb.Timestamp)(nil), // 30: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 31: google.protobuf.Duration
 }
 var file_flowstate_v1_flowstate_proto_depIdxs = []int32{
 	0,  // 0: flowstate.v1.Entry.kind:type_name -> flowstate.v1.EntryKind
 	0,  // 1: flowstate.v1.StoredEntry.kind:type_name -> flowstate.v1.EntryKind
-	1,  // 2: flowstate.v1.PutRequest.entries:type_name -> flowstate.v1.Entry
-	1,  // 3: flowstate.v1.DeleteRequest.entries:type_name -> flowstate.v1.Entry
+	2,  // 2: flowstate.v1.PutRequest.entries:type_name -> flowstate.v1.Entry
+	2,  // 3: flowstate.v1.DeleteRequest.entries:type_name -> flowstate.v1.Entry
 	0,  // 4: flowstate.v1.ListRequest.kind:type_name -> flowstate.v1.EntryKind
-	2,  // 5: flowstate.v1.ListResponse.entries:type_name -> flowstate.v1.StoredEntry
-	11, // 6: flowstate.v1.StatusResponse.bridges:type_name -> flowstate.v1.BridgeStatus
-	13, // 7: flowstate.v1.StatusResponse.modules:type_name -> flowstate.v1.ModuleStatus
-	12, // 8: flowstate.v1.BridgeStatus.last_replay:type_name -> flowstate.v1.Replay
-	14, // 9: flowstate.v1.Replay.finished_at:type_name -> google.protobuf.Timestamp
-	15, // 10: flowstate.v1.Replay.duration:type_name -> google.protobuf.Duration
-	3,  // 11: flowstate.v1.FlowStateService.Put:input_type -> flowstate.v1.PutRequest
-	5,  // 12: flowstate.v1.FlowStateService.Delete:input_type -> flowstate.v1.DeleteRequest
-	7,  // 13: flowstate.v1.FlowStateService.List:input_type -> flowstate.v1.ListRequest
-	9,  // 14: flowstate.v1.FlowStateService.Status:input_type -> flowstate.v1.StatusRequest
-	4,  // 15: flowstate.v1.FlowStateService.Put:output_type -> flowstate.v1.PutResponse
-	6,  // 16: flowstate.v1.FlowStateService.Delete:output_type -> flowstate.v1.DeleteResponse
-	8,  // 17: flowstate.v1.FlowStateService.List:output_type -> flowstate.v1.ListResponse
-	10, // 18: flowstate.v1.FlowStateService.Status:output_type -> flowstate.v1.StatusResponse
-	15, // [15:19] is the sub-list for method output_type
-	11, // [11:15] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	3,  // 5: flowstate.v1.ListResponse.entries:type_name -> flowstate.v1.StoredEntry
+	14, // 6: flowstate.v1.StatusResponse.bridges:type_name -> flowstate.v1.BridgeStatus
+	16, // 7: flowstate.v1.StatusResponse.modules:type_name -> flowstate.v1.ModuleStatus
+	12, // 8: flowstate.v1.StatusResponse.gate:type_name -> flowstate.v1.Gate
+	13, // 9: flowstate.v1.StatusResponse.quarantined:type_name -> flowstate.v1.QuarantinedEntry
+	3,  // 10: flowstate.v1.QuarantinedEntry.entry:type_name -> flowstate.v1.StoredEntry
+	30, // 11: flowstate.v1.QuarantinedEntry.since:type_name -> google.protobuf.Timestamp
+	15, // 12: flowstate.v1.BridgeStatus.last_replay:type_name -> flowstate.v1.Replay
+	30, // 13: flowstate.v1.Replay.finished_at:type_name -> google.protobuf.Timestamp
+	31, // 14: flowstate.v1.Replay.duration:type_name -> google.protobuf.Duration
+	2,  // 15: flowstate.v1.SyncRequest.entries:type_name -> flowstate.v1.Entry
+	14, // 16: flowstate.v1.ReconcileResponse.bridges:type_name -> flowstate.v1.BridgeStatus
+	25, // 17: flowstate.v1.DiffResponse.changes:type_name -> flowstate.v1.Change
+	1,  // 18: flowstate.v1.Change.op:type_name -> flowstate.v1.Change.Op
+	0,  // 19: flowstate.v1.Change.kind:type_name -> flowstate.v1.EntryKind
+	28, // 20: flowstate.v1.WatchResponse.event:type_name -> flowstate.v1.Event
+	30, // 21: flowstate.v1.Event.time:type_name -> google.protobuf.Timestamp
+	29, // 22: flowstate.v1.Event.attrs:type_name -> flowstate.v1.Event.AttrsEntry
+	4,  // 23: flowstate.v1.FlowStateService.Put:input_type -> flowstate.v1.PutRequest
+	6,  // 24: flowstate.v1.FlowStateService.Delete:input_type -> flowstate.v1.DeleteRequest
+	8,  // 25: flowstate.v1.FlowStateService.List:input_type -> flowstate.v1.ListRequest
+	10, // 26: flowstate.v1.FlowStateService.Status:input_type -> flowstate.v1.StatusRequest
+	17, // 27: flowstate.v1.FlowStateService.Sync:input_type -> flowstate.v1.SyncRequest
+	19, // 28: flowstate.v1.FlowStateService.MarkReady:input_type -> flowstate.v1.MarkReadyRequest
+	21, // 29: flowstate.v1.FlowStateService.Reconcile:input_type -> flowstate.v1.ReconcileRequest
+	23, // 30: flowstate.v1.FlowStateService.Diff:input_type -> flowstate.v1.DiffRequest
+	26, // 31: flowstate.v1.FlowStateService.Watch:input_type -> flowstate.v1.WatchRequest
+	5,  // 32: flowstate.v1.FlowStateService.Put:output_type -> flowstate.v1.PutResponse
+	7,  // 33: flowstate.v1.FlowStateService.Delete:output_type -> flowstate.v1.DeleteResponse
+	9,  // 34: flowstate.v1.FlowStateService.List:output_type -> flowstate.v1.ListResponse
+	11, // 35: flowstate.v1.FlowStateService.Status:output_type -> flowstate.v1.StatusResponse
+	18, // 36: flowstate.v1.FlowStateService.Sync:output_type -> flowstate.v1.SyncResponse
+	20, // 37: flowstate.v1.FlowStateService.MarkReady:output_type -> flowstate.v1.MarkReadyResponse
+	22, // 38: flowstate.v1.FlowStateService.Reconcile:output_type -> flowstate.v1.ReconcileResponse
+	24, // 39: flowstate.v1.FlowStateService.Diff:output_type -> flowstate.v1.DiffResponse
+	27, // 40: flowstate.v1.FlowStateService.Watch:output_type -> flowstate.v1.WatchResponse
+	32, // [32:41] is the sub-list for method output_type
+	23, // [23:32] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_flowstate_v1_flowstate_proto_init() }
@@ -1180,8 +2219,8 @@ func file_flowstate_v1_flowstate_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_flowstate_v1_flowstate_proto_rawDesc), len(file_flowstate_v1_flowstate_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   13,
+			NumEnums:      2,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

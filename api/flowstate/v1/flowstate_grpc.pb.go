@@ -23,10 +23,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	FlowStateService_Put_FullMethodName    = "/flowstate.v1.FlowStateService/Put"
-	FlowStateService_Delete_FullMethodName = "/flowstate.v1.FlowStateService/Delete"
-	FlowStateService_List_FullMethodName   = "/flowstate.v1.FlowStateService/List"
-	FlowStateService_Status_FullMethodName = "/flowstate.v1.FlowStateService/Status"
+	FlowStateService_Put_FullMethodName       = "/flowstate.v1.FlowStateService/Put"
+	FlowStateService_Delete_FullMethodName    = "/flowstate.v1.FlowStateService/Delete"
+	FlowStateService_List_FullMethodName      = "/flowstate.v1.FlowStateService/List"
+	FlowStateService_Status_FullMethodName    = "/flowstate.v1.FlowStateService/Status"
+	FlowStateService_Sync_FullMethodName      = "/flowstate.v1.FlowStateService/Sync"
+	FlowStateService_MarkReady_FullMethodName = "/flowstate.v1.FlowStateService/MarkReady"
+	FlowStateService_Reconcile_FullMethodName = "/flowstate.v1.FlowStateService/Reconcile"
+	FlowStateService_Diff_FullMethodName      = "/flowstate.v1.FlowStateService/Diff"
+	FlowStateService_Watch_FullMethodName     = "/flowstate.v1.FlowStateService/Watch"
 )
 
 // FlowStateServiceClient is the client API for FlowStateService service.
@@ -49,6 +54,23 @@ type FlowStateServiceClient interface {
 	List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ListResponse], error)
 	// Status reports the state of every bridge and module.
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
+	// Sync replaces the complete set of a module's entries on one bridge with
+	// the entries streamed: entries of the module absent from the stream are
+	// removed, in the same bundle that brings the new ones. The first message
+	// names the bridge and module; the set is applied when the stream closes.
+	Sync(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[SyncRequest, SyncResponse], error)
+	// MarkReady marks a module ready for the current host boot without
+	// changing its entries.
+	MarkReady(ctx context.Context, in *MarkReadyRequest, opts ...grpc.CallOption) (*MarkReadyResponse, error)
+	// Reconcile makes a bridge hold exactly its desired state now.
+	Reconcile(ctx context.Context, in *ReconcileRequest, opts ...grpc.CallOption) (*ReconcileResponse, error)
+	// Diff reports how the switch differs from the desired state, without
+	// changing anything.
+	Diff(ctx context.Context, in *DiffRequest, opts ...grpc.CallOption) (*DiffResponse, error)
+	// Watch streams events. A client resumes after its last revision; when that
+	// revision is gone it gets FAILED_PRECONDITION and must resync (Status,
+	// List) and watch again from revision 0.
+	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error)
 }
 
 type flowStateServiceClient struct {
@@ -108,6 +130,68 @@ func (c *flowStateServiceClient) Status(ctx context.Context, in *StatusRequest, 
 	return out, nil
 }
 
+func (c *flowStateServiceClient) Sync(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[SyncRequest, SyncResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &FlowStateService_ServiceDesc.Streams[1], FlowStateService_Sync_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SyncRequest, SyncResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type FlowStateService_SyncClient = grpc.ClientStreamingClient[SyncRequest, SyncResponse]
+
+func (c *flowStateServiceClient) MarkReady(ctx context.Context, in *MarkReadyRequest, opts ...grpc.CallOption) (*MarkReadyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MarkReadyResponse)
+	err := c.cc.Invoke(ctx, FlowStateService_MarkReady_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *flowStateServiceClient) Reconcile(ctx context.Context, in *ReconcileRequest, opts ...grpc.CallOption) (*ReconcileResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReconcileResponse)
+	err := c.cc.Invoke(ctx, FlowStateService_Reconcile_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *flowStateServiceClient) Diff(ctx context.Context, in *DiffRequest, opts ...grpc.CallOption) (*DiffResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DiffResponse)
+	err := c.cc.Invoke(ctx, FlowStateService_Diff_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *flowStateServiceClient) Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &FlowStateService_ServiceDesc.Streams[2], FlowStateService_Watch_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchRequest, WatchResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type FlowStateService_WatchClient = grpc.ServerStreamingClient[WatchResponse]
+
 // FlowStateServiceServer is the server API for FlowStateService service.
 // All implementations must embed UnimplementedFlowStateServiceServer
 // for forward compatibility.
@@ -128,6 +212,23 @@ type FlowStateServiceServer interface {
 	List(*ListRequest, grpc.ServerStreamingServer[ListResponse]) error
 	// Status reports the state of every bridge and module.
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
+	// Sync replaces the complete set of a module's entries on one bridge with
+	// the entries streamed: entries of the module absent from the stream are
+	// removed, in the same bundle that brings the new ones. The first message
+	// names the bridge and module; the set is applied when the stream closes.
+	Sync(grpc.ClientStreamingServer[SyncRequest, SyncResponse]) error
+	// MarkReady marks a module ready for the current host boot without
+	// changing its entries.
+	MarkReady(context.Context, *MarkReadyRequest) (*MarkReadyResponse, error)
+	// Reconcile makes a bridge hold exactly its desired state now.
+	Reconcile(context.Context, *ReconcileRequest) (*ReconcileResponse, error)
+	// Diff reports how the switch differs from the desired state, without
+	// changing anything.
+	Diff(context.Context, *DiffRequest) (*DiffResponse, error)
+	// Watch streams events. A client resumes after its last revision; when that
+	// revision is gone it gets FAILED_PRECONDITION and must resync (Status,
+	// List) and watch again from revision 0.
+	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error
 	mustEmbedUnimplementedFlowStateServiceServer()
 }
 
@@ -149,6 +250,21 @@ func (UnimplementedFlowStateServiceServer) List(*ListRequest, grpc.ServerStreami
 }
 func (UnimplementedFlowStateServiceServer) Status(context.Context, *StatusRequest) (*StatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Status not implemented")
+}
+func (UnimplementedFlowStateServiceServer) Sync(grpc.ClientStreamingServer[SyncRequest, SyncResponse]) error {
+	return status.Error(codes.Unimplemented, "method Sync not implemented")
+}
+func (UnimplementedFlowStateServiceServer) MarkReady(context.Context, *MarkReadyRequest) (*MarkReadyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method MarkReady not implemented")
+}
+func (UnimplementedFlowStateServiceServer) Reconcile(context.Context, *ReconcileRequest) (*ReconcileResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Reconcile not implemented")
+}
+func (UnimplementedFlowStateServiceServer) Diff(context.Context, *DiffRequest) (*DiffResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Diff not implemented")
+}
+func (UnimplementedFlowStateServiceServer) Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error {
+	return status.Error(codes.Unimplemented, "method Watch not implemented")
 }
 func (UnimplementedFlowStateServiceServer) mustEmbedUnimplementedFlowStateServiceServer() {}
 func (UnimplementedFlowStateServiceServer) testEmbeddedByValue()                          {}
@@ -236,6 +352,78 @@ func _FlowStateService_Status_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _FlowStateService_Sync_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(FlowStateServiceServer).Sync(&grpc.GenericServerStream[SyncRequest, SyncResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type FlowStateService_SyncServer = grpc.ClientStreamingServer[SyncRequest, SyncResponse]
+
+func _FlowStateService_MarkReady_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MarkReadyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FlowStateServiceServer).MarkReady(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FlowStateService_MarkReady_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FlowStateServiceServer).MarkReady(ctx, req.(*MarkReadyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _FlowStateService_Reconcile_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReconcileRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FlowStateServiceServer).Reconcile(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FlowStateService_Reconcile_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FlowStateServiceServer).Reconcile(ctx, req.(*ReconcileRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _FlowStateService_Diff_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DiffRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FlowStateServiceServer).Diff(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FlowStateService_Diff_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FlowStateServiceServer).Diff(ctx, req.(*DiffRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _FlowStateService_Watch_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(FlowStateServiceServer).Watch(m, &grpc.GenericServerStream[WatchRequest, WatchResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type FlowStateService_WatchServer = grpc.ServerStreamingServer[WatchResponse]
+
 // FlowStateService_ServiceDesc is the grpc.ServiceDesc for FlowStateService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -255,11 +443,33 @@ var FlowStateService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Status",
 			Handler:    _FlowStateService_Status_Handler,
 		},
+		{
+			MethodName: "MarkReady",
+			Handler:    _FlowStateService_MarkReady_Handler,
+		},
+		{
+			MethodName: "Reconcile",
+			Handler:    _FlowStateService_Reconcile_Handler,
+		},
+		{
+			MethodName: "Diff",
+			Handler:    _FlowStateService_Diff_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "List",
 			Handler:       _FlowStateService_List_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Sync",
+			Handler:       _FlowStateService_Sync_Handler,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "Watch",
+			Handler:       _FlowStateService_Watch_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -1,0 +1,133 @@
+package restore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/flowstate-io/flowstate/server/events"
+)
+
+// gate holds replays back after a cold start until every required module is
+// ready for this boot, or until the readiness timeout.
+type gate struct {
+	mu         sync.Mutex
+	open       bool
+	openC      chan struct{} // closed when open
+	reason     string
+	timedOut   bool
+	waitingFor []string
+	changed    chan struct{} // a module became ready: re-evaluate
+}
+
+// GateStatus is the state of the gate.
+type GateStatus struct {
+	Open       bool
+	Reason     string
+	TimedOut   bool
+	WaitingFor []string
+}
+
+func newGate() *gate {
+	return &gate{openC: make(chan struct{}), changed: make(chan struct{}, 1)}
+}
+
+func (g *gate) opened() <-chan struct{} { return g.openC }
+
+func (g *gate) status() GateStatus {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return GateStatus{Open: g.open, Reason: g.reason, TimedOut: g.timedOut, WaitingFor: slices.Clone(g.waitingFor)}
+}
+
+func (g *gate) isOpen() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.open
+}
+
+func (g *gate) openWith(reason string, timedOut bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.open {
+		return
+	}
+	g.open, g.reason, g.timedOut = true, reason, timedOut
+	close(g.openC)
+}
+
+func (g *gate) poke() {
+	select {
+	case g.changed <- struct{}{}:
+	default:
+	}
+}
+
+// missing returns the required modules not ready for bootID.
+func (e *Engine) missing() ([]string, error) {
+	ready, err := e.cfg.Store.ReadyBoots()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, m := range e.cfg.RequiredModules {
+		if ready[m] != e.cfg.BootID {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// runGate decides when the gate opens:
+//
+//  1. Warm start (same boot id) or no required module: open at once; the
+//     store is current, replay without waiting.
+//  2. Cold start: wait until every required module has synced and marked
+//     itself ready for this boot.
+//  3. Or until the readiness timeout: then replay the last known state, and
+//     say so loudly (log, event, metric, status).
+func (e *Engine) runGate(ctx context.Context) {
+	g := e.gate
+	if !e.cfg.ColdStart {
+		g.openWith("warm start: the store is current", false)
+		return
+	}
+	if len(e.cfg.RequiredModules) == 0 {
+		g.openWith("cold start, no required modules", false)
+		return
+	}
+	timeout := time.NewTimer(e.cfg.ReadinessTimeout)
+	defer timeout.Stop()
+	for {
+		missing, err := e.missing()
+		if err != nil {
+			e.log.Error("reading module readiness", "err", err)
+		} else {
+			g.mu.Lock()
+			g.waitingFor = missing
+			g.mu.Unlock()
+			if len(missing) == 0 {
+				g.openWith("cold start: every required module is ready", false)
+				e.log.Info("gate open: every required module is ready", "modules", e.cfg.RequiredModules)
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-g.changed:
+		case <-timeout.C:
+			msg := fmt.Sprintf("readiness timeout %v expired before modules %s were ready; replaying the last known state",
+				e.cfg.ReadinessTimeout, strings.Join(missing, ", "))
+			g.openWith(msg, true)
+			e.cfg.Metrics.readinessTimeouts.Inc()
+			e.log.Error(msg, "waiting_for", missing)
+			e.publish(events.Event{Type: events.ReadinessTimeout, Message: msg,
+				Attrs: map[string]string{"waiting_for": strings.Join(missing, ",")}})
+			return
+		}
+	}
+}

@@ -1,0 +1,177 @@
+package restore
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/flowstate-io/flowstate/entry"
+	"github.com/flowstate-io/flowstate/server/ofconn"
+	"github.com/flowstate-io/flowstate/store"
+)
+
+// Op is what a change does on the switch.
+type Op int
+
+// The operations of a change.
+const (
+	OpAdd Op = iota + 1
+	OpModify
+	OpDelete
+)
+
+func (o Op) String() string {
+	switch o {
+	case OpAdd:
+		return "add"
+	case OpModify:
+		return "modify"
+	case OpDelete:
+		return "delete"
+	}
+	return fmt.Sprintf("op(%d)", int(o))
+}
+
+// Change is one difference between the desired state and the switch.
+type Change struct {
+	Op   Op
+	Kind entry.Kind
+	// Desired is the declared entry (zero for OpDelete).
+	Desired entry.Entry
+	// Actual is the canonical ADD of what the switch holds (nil for OpAdd).
+	Actual []byte
+	// Index is the entry's position in a write request, -1 in a replay.
+	Index int
+}
+
+// message is the OpenFlow message that performs c.
+func (c Change) message() ofconn.Message {
+	switch c.Kind {
+	case entry.KindFlow:
+		if c.Op == OpDelete {
+			return entry.DeleteFlowStrict(c.Actual)
+		}
+		// ADD of an existing identity replaces its content.
+		return c.Desired.Payload
+	case entry.KindGroup:
+		switch c.Op {
+		case OpAdd:
+			return c.Desired.Payload
+		case OpModify:
+			return entry.WithModify(c.Desired.Payload)
+		default:
+			return entry.DeleteGroup(groupOrMeterID(c.Actual))
+		}
+	default:
+		switch c.Op {
+		case OpAdd:
+			return c.Desired.Payload
+		case OpModify:
+			return entry.WithModify(c.Desired.Payload)
+		default:
+			return entry.DeleteMeter(groupOrMeterID(c.Actual))
+		}
+	}
+}
+
+// groupOrMeterID reads the id of a canonical GROUP_MOD or METER_MOD.
+func groupOrMeterID(b []byte) []byte { return b[12:16] }
+
+// plan is a set of changes in an order OVS accepts:
+//   - meters before the bundle (OVS cannot bundle METER_MOD), their deletes
+//     after it (deleting a meter deletes the flows that use it);
+//   - in the bundle: groups added or modified, then flows deleted, then flows
+//     added or modified, then groups deleted (deleting a group deletes the
+//     flows that use it, so they must be gone or changed first).
+type plan struct {
+	pre, bundle, post []Change
+}
+
+func (p *plan) len() int { return len(p.pre) + len(p.bundle) + len(p.post) }
+
+func (p *plan) changes() []Change {
+	out := make([]Change, 0, p.len())
+	out = append(out, p.pre...)
+	out = append(out, p.bundle...)
+	return append(out, p.post...)
+}
+
+func newPlan(cs []Change) *plan {
+	var p plan
+	var groupsIn, flowDels, flowSets, groupDels []Change
+	for _, c := range cs {
+		switch {
+		case c.Kind == entry.KindMeter && c.Op == OpDelete:
+			p.post = append(p.post, c)
+		case c.Kind == entry.KindMeter:
+			p.pre = append(p.pre, c)
+		case c.Kind == entry.KindGroup && c.Op == OpDelete:
+			groupDels = append(groupDels, c)
+		case c.Kind == entry.KindGroup:
+			groupsIn = append(groupsIn, c)
+		case c.Op == OpDelete:
+			flowDels = append(flowDels, c)
+		default:
+			flowSets = append(flowSets, c)
+		}
+	}
+	p.bundle = append(append(append(groupsIn, flowDels...), flowSets...), groupDels...)
+	return &p
+}
+
+// actualEntry is one entry the switch holds, in canonical form.
+type actualEntry struct {
+	kind    entry.Kind
+	id      []byte
+	payload []byte
+}
+
+// diff compares the desired entries with what the switch holds. Entries in
+// skip (quarantined) count as not desired.
+func diff(desired []entry.Entry, actual []actualEntry, skip map[string]bool) []Change {
+	want := make(map[string]entry.Entry, len(desired))
+	for _, d := range desired {
+		k := key(d.Kind, d.ID)
+		if !skip[k] {
+			want[k] = d
+		}
+	}
+	have := make(map[string]bool, len(actual))
+	var cs []Change
+	for _, a := range actual {
+		k := key(a.kind, a.id)
+		have[k] = true
+		d, ok := want[k]
+		switch {
+		case !ok:
+			cs = append(cs, Change{Op: OpDelete, Kind: a.kind, Actual: a.payload, Index: -1})
+		case !bytes.Equal(d.Payload, a.payload):
+			cs = append(cs, Change{Op: OpModify, Kind: a.kind, Desired: d, Actual: a.payload, Index: -1})
+		}
+	}
+	for _, d := range desired {
+		k := key(d.Kind, d.ID)
+		if _, ok := want[k]; ok && !have[k] {
+			cs = append(cs, Change{Op: OpAdd, Kind: d.Kind, Desired: d, Index: -1})
+		}
+	}
+	return cs
+}
+
+// writeChanges turns the changes of a write (as the store reports them) into
+// switch changes; removed entries become deletes.
+func writeChanges(changed []store.Change, removed []entry.Entry) []Change {
+	cs := make([]Change, 0, len(changed)+len(removed))
+	for _, r := range removed {
+		cs = append(cs, Change{Op: OpDelete, Kind: r.Kind, Actual: r.Payload, Index: -1})
+	}
+	for _, c := range changed {
+		op := OpAdd
+		if c.Existed {
+			op = OpModify
+		}
+		cs = append(cs, Change{Op: op, Kind: c.Entry.Kind, Desired: c.Entry, Index: c.Index})
+	}
+	return cs
+}
+
+func key(k entry.Kind, id []byte) string { return string(append([]byte{byte(k)}, id...)) }

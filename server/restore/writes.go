@@ -1,0 +1,239 @@
+package restore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/flowstate-io/flowstate/entry"
+	"github.com/flowstate-io/flowstate/errdefs"
+	"github.com/flowstate-io/flowstate/server/events"
+	"github.com/flowstate-io/flowstate/server/ofconn"
+	"github.com/flowstate-io/flowstate/store"
+)
+
+// Put stores es as entries of module on bridge. While the bridge is connected
+// and converged, the changes go to the switch in one bundle first and are
+// stored only if it accepted them (applied is true). Otherwise they are stored
+// for the next replay.
+func (e *Engine) Put(ctx context.Context, bridgeName, module string, es []entry.Entry) (applied bool, err error) {
+	return e.write(ctx, bridgeName, func(b *bridge, send func([]Change) error) error {
+		return e.cfg.Store.Put(bridgeName, module, es, func(changed []store.Change) error {
+			b.unquarantineLocked(es)
+			return send(writeChanges(changed, nil))
+		})
+	})
+}
+
+// Sync makes es the complete set of module's entries on bridge; the entries it
+// no longer declares leave the switch in the same bundle that brings the new
+// ones. With ready, the module is then marked ready for this boot.
+func (e *Engine) Sync(ctx context.Context, bridgeName, module string, es []entry.Entry, ready bool) (applied bool, removed int, err error) {
+	applied, err = e.write(ctx, bridgeName, func(b *bridge, send func([]Change) error) error {
+		return e.cfg.Store.Sync(bridgeName, module, es, func(gone []entry.Entry, changed []store.Change) error {
+			removed = len(gone)
+			b.unquarantineLocked(es)
+			b.unquarantineLocked(gone)
+			return send(writeChanges(changed, gone))
+		})
+	})
+	if err != nil {
+		return false, 0, err
+	}
+	if ready {
+		if err := e.MarkReady(module); err != nil {
+			return applied, removed, err
+		}
+	}
+	return applied, removed, nil
+}
+
+// Delete removes entries of module on bridge by identity (keys carry Kind and
+// ID), from the switch and the store together, like Put.
+func (e *Engine) Delete(ctx context.Context, bridgeName, module string, keys []entry.Entry) (applied bool, n int, err error) {
+	applied, err = e.write(ctx, bridgeName, func(b *bridge, send func([]Change) error) error {
+		return e.cfg.Store.Delete(bridgeName, module, keys, func(removed []entry.Entry) error {
+			n = len(removed)
+			b.unquarantineLocked(removed)
+			return send(writeChanges(nil, removed))
+		})
+	})
+	return applied, n, err
+}
+
+// MarkReady marks module ready for this boot, which may open the gate.
+func (e *Engine) MarkReady(module string) error {
+	if err := e.cfg.Store.SetReady(module, e.cfg.BootID); err != nil {
+		return err
+	}
+	e.log.Info("module ready", "module", module, "boot_id", e.cfg.BootID)
+	e.publish(events.Event{Type: events.ModuleReady, Module: module, Message: "module ready for this boot"})
+	e.gate.poke()
+	return nil
+}
+
+// write runs a store transaction for bridgeName under the bridge's lock.
+// The transaction calls send with the switch changes; send applies them when
+// the bridge is connected, converged and the gate open. A refusal by the
+// switch fails the write (ErrInvalidArgument naming the entry); a lost
+// connection does not: the write is stored unapplied and the next replay
+// converges the switch, so controllers are never blocked by an OVS restart.
+func (e *Engine) write(ctx context.Context, bridgeName string, tx func(b *bridge, send func([]Change) error) error) (applied bool, err error) {
+	b, err := e.bridge(bridgeName)
+	if err != nil {
+		return false, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	conn := b.conn
+	live := conn != nil && b.converged && e.gate.isOpen()
+	err = tx(b, func(cs []Change) error {
+		if !live || len(cs) == 0 {
+			return nil
+		}
+		_, err := applyPlan(ctx, conn, newPlan(cs))
+		if err == nil {
+			return nil
+		}
+		var re *RejectedError
+		if errors.As(err, &re) {
+			return rejection(re)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		b.converged = false
+		b.publishLocked()
+		live = false
+		e.log.Warn("write not applied, it will be replayed", "bridge", b.name, "err", err)
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	if !live {
+		b.requestReplay()
+	}
+	return live, nil
+}
+
+// rejection names the first refused entry of a write request.
+func rejection(re *RejectedError) error {
+	err := fmt.Errorf("rejected by ovs-vswitchd: %w: %w", re.Err, errdefs.ErrInvalidArgument)
+	for i, c := range re.Changes {
+		if c.Index >= 0 {
+			return &errdefs.EntryError{Index: c.Index, Err: fmt.Errorf("%s: %w", re.Reasons[i], err)}
+		}
+	}
+	return err
+}
+
+// unquarantineLocked forgets the quarantine of entries a module writes
+// again: the write itself tells whether the switch accepts them now.
+func (b *bridge) unquarantineLocked(es []entry.Entry) {
+	if len(b.quarantine) == 0 {
+		return
+	}
+	for _, en := range es {
+		delete(b.quarantine, key(en.Kind, en.ID))
+	}
+	b.publishLocked()
+}
+
+// Reconcile replays bridgeName now and returns its state.
+func (e *Engine) Reconcile(ctx context.Context, bridgeName string) (BridgeStatus, error) {
+	b, err := e.bridge(bridgeName)
+	if err != nil {
+		return BridgeStatus{}, err
+	}
+	if !e.gate.isOpen() {
+		return BridgeStatus{}, fmt.Errorf("replays are held until required modules are ready (%s): %w", e.gate.status().Reason, errdefs.ErrFailedPrecondition)
+	}
+	conn, err := b.connected()
+	if err != nil {
+		return BridgeStatus{}, err
+	}
+	if _, err := e.reconcile(ctx, b, conn, e.log.With("bridge", b.name)); err != nil {
+		return b.snapshot(), err
+	}
+	return b.snapshot(), nil
+}
+
+// Diff returns the changes a replay of bridgeName would send now, in order.
+func (e *Engine) Diff(ctx context.Context, bridgeName string) ([]Change, error) {
+	b, err := e.bridge(bridgeName)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := b.connected()
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	desired, err := e.cfg.Store.Entries(b.name)
+	if err != nil {
+		return nil, err
+	}
+	actual, err := dumpAll(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	skip := map[string]bool{}
+	for k := range b.quarantine {
+		skip[k] = true
+	}
+	return newPlan(diff(desired, actual, skip)).changes(), nil
+}
+
+func (b *bridge) connected() (*ofconn.Conn, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.conn == nil {
+		return nil, fmt.Errorf("bridge %s is not connected: %w", b.name, errdefs.ErrUnavailable)
+	}
+	return b.conn, nil
+}
+
+// Status returns the state of every managed bridge, in flag order.
+func (e *Engine) Status() []BridgeStatus {
+	out := make([]BridgeStatus, 0, len(e.order))
+	for _, name := range e.order {
+		out = append(out, e.bridges[name].snapshot())
+	}
+	return out
+}
+
+// Gate returns the state of the boot gate.
+func (e *Engine) Gate() GateStatus { return e.gate.status() }
+
+// ModuleState is the readiness of one module.
+type ModuleState struct {
+	Required, Ready bool
+}
+
+// Modules returns the readiness of every module that is required or marked
+// itself ready at some boot.
+func (e *Engine) Modules() (map[string]ModuleState, error) {
+	ready, err := e.cfg.Store.ReadyBoots()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]ModuleState{}
+	for m, boot := range ready {
+		out[m] = ModuleState{Ready: boot == e.cfg.BootID}
+	}
+	for _, m := range e.cfg.RequiredModules {
+		st := out[m]
+		st.Required = true
+		out[m] = st
+	}
+	return out, nil
+}
+
+// Required reports whether module is required.
+func (e *Engine) Required(module string) bool { return slices.Contains(e.cfg.RequiredModules, module) }
+
+// Counts is store.Counts, for the status of modules.
+func (e *Engine) Counts() ([]store.Count, error) { return e.cfg.Store.Counts() }
