@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
@@ -53,6 +54,12 @@ func New(target string, opts ...Option) (*Client, error) {
 		grpc.WithDefaultServiceConfig(serviceConfig),
 		// Detect a frozen server: ping after 10 s idle, give up after 5 s.
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}),
+		// flowstated is local: reconnect quickly after it restarts rather
+		// than with gRPC's default backoff of up to two minutes.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 3 * time.Second},
+			MinConnectTimeout: 5 * time.Second,
+		}),
 	}
 	for _, o := range opts {
 		o(&dopts)

@@ -41,7 +41,7 @@ type env struct {
 	sock string
 }
 
-func newEnv(ctx context.Context, t *testing.T) *env {
+func newEnv(ctx context.Context, t *testing.T, opts ...func(*server.Config)) *env {
 	t.Helper()
 	sb, err := sandbox.Start(ctx, sandbox.Options{})
 	if err != nil {
@@ -75,7 +75,11 @@ func newEnv(ctx context.Context, t *testing.T) *env {
 		BootIDFile: filepath.Join(e.dir, "boot_id"),
 		RunDir:     sb.RunDir(), OVSDB: sb.DBAddr(), Bridges: []string{"br-int"},
 		EchoInterval: time.Second, EchoTimeout: 2 * time.Second,
-		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		Logger:         slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		EventHeartbeat: 200 * time.Millisecond,
+	}
+	for _, o := range opts {
+		o(&e.cfg)
 	}
 	c, err := client.New(e.sock)
 	if err != nil {

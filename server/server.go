@@ -35,6 +35,13 @@ import (
 	"github.com/flowstate-io/flowstate/store"
 )
 
+// OpenFlow liveness defaults: a silent switch is declared gone at most
+// DefaultEchoInterval+DefaultEchoTimeout after its last message.
+const (
+	DefaultEchoInterval = 2 * time.Second
+	DefaultEchoTimeout  = 5 * time.Second
+)
+
 // Config is everything flowstated needs; cmd/flowstated fills it from flags.
 type Config struct {
 	// Listen is the gRPC address: unix:///path (mode 0660). Required.
@@ -52,7 +59,8 @@ type Config struct {
 	OVSDB string
 	// Bridges are the managed bridges. At least one.
 	Bridges []string
-	// EchoInterval and EchoTimeout tune OpenFlow liveness; zero: defaults.
+	// EchoInterval and EchoTimeout tune OpenFlow liveness; zero: the
+	// Default values.
 	EchoInterval, EchoTimeout time.Duration
 	// RequiredModules gate replays after a host reboot until each is ready,
 	// for at most ReadinessTimeout.
@@ -84,6 +92,13 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = 10 * time.Second
+	}
+	// A frozen vswitchd must be declared gone well within 15 s.
+	if cfg.EchoInterval <= 0 {
+		cfg.EchoInterval = DefaultEchoInterval
+	}
+	if cfg.EchoTimeout <= 0 {
+		cfg.EchoTimeout = DefaultEchoTimeout
 	}
 	log := cfg.Logger
 	bootID, err := readBootID(cfg.BootIDFile)
@@ -187,6 +202,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	log.Info("stopping")
 	hs.Shutdown()
+	evlog.Close() // ends Watch streams, which would hold GracefulStop
 	stopGRPC(gs, cfg.ShutdownTimeout)
 	if hsrv != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,7 +22,8 @@ type Options struct {
 	EchoInterval time.Duration
 	// EchoTimeout: when nothing at all arrives within this long after an ECHO_REQUEST, the switch is declared
 	// dead and the connection closed. Optional, default 10s. A frozen vswitchd is detected within
-	// EchoInterval+EchoTimeout of its last message.
+	// EchoInterval+EchoTimeout of its last message. vswitchd answers nothing while it commits a bundle, so
+	// EchoInterval+EchoTimeout must stay above the longest commit (about 1 s for 200,000 flows).
 	EchoTimeout time.Duration
 	// Logger receives connection events. Optional, nil discards.
 	Logger *slog.Logger
@@ -116,14 +118,26 @@ func Dial(ctx context.Context, path string, opts Options) (*Conn, error) {
 // that a switch rejecting our HELLO is noticed here rather than as a dead connection later.
 func (c *Conn) handshake(ctx context.Context, br *bufio.Reader) error {
 	deadline := time.Now().Add(c.echoTimeout)
+	ctxDeadline := false
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
+		deadline, ctxDeadline = d, true
 	}
 	if err := c.nc.SetDeadline(deadline); err != nil {
 		return err
 	}
 	stop := interruptOnDone(ctx, c.nc.SetDeadline)
 	defer stop()
+	// handshakeErr says when the context ended the handshake; the socket's deadline, set to the context's,
+	// may expire a moment before the context reports it.
+	handshakeErr := func(err error) error {
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w: %w", ctx.Err(), err)
+		}
+		if ctxDeadline && errors.Is(err, os.ErrDeadlineExceeded) {
+			return fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
+		}
+		return err
+	}
 
 	hello, err := helloMsg(c.nextXids(1))
 	if err != nil {
@@ -131,7 +145,7 @@ func (c *Conn) handshake(ctx context.Context, br *bufio.Reader) error {
 	}
 	barrierXid := c.nextXids(1)
 	if _, err := c.nc.Write(append(hello, controlMsg(openflow15.Type_BarrierRequest, barrierXid, nil)...)); err != nil {
-		return c.handshakeErr(ctx, fmt.Errorf("send hello: %w", err))
+		return handshakeErr(fmt.Errorf("send hello: %w", err))
 	}
 	var hdr [headerLen]byte
 	gotHello := false
@@ -139,9 +153,9 @@ func (c *Conn) handshake(ctx context.Context, br *bufio.Reader) error {
 		f, err := readFrame(br, &hdr)
 		if err != nil {
 			if gotHello {
-				return c.handshakeErr(ctx, fmt.Errorf("wait for barrier reply: %w", err))
+				return handshakeErr(fmt.Errorf("wait for barrier reply: %w", err))
 			}
-			return c.handshakeErr(ctx, fmt.Errorf("wait for hello: %w", err))
+			return handshakeErr(fmt.Errorf("wait for hello: %w", err))
 		}
 		switch {
 		case f[1] == openflow15.Type_Hello:
@@ -164,17 +178,10 @@ func (c *Conn) handshake(ctx context.Context, br *bufio.Reader) error {
 		case f[1] == openflow15.Type_EchoRequest:
 			f[1] = openflow15.Type_EchoReply
 			if _, err := c.nc.Write(f); err != nil {
-				return c.handshakeErr(ctx, fmt.Errorf("answer echo: %w", err))
+				return handshakeErr(fmt.Errorf("answer echo: %w", err))
 			}
 		}
 	}
-}
-
-func (c *Conn) handshakeErr(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return fmt.Errorf("%w: %w", ctx.Err(), err)
-	}
-	return err
 }
 
 // helloMsg encodes an OFPT_HELLO with a version bitmap holding OpenFlow 1.5 alone, so that a bridge limited to

@@ -9,17 +9,28 @@ import (
 )
 
 var (
-	// ErrVersion: the bridge does not allow OpenFlow 1.5 on its management socket.
-	ErrVersion = fmt.Errorf("ofconn: bridge does not speak OpenFlow 1.5 (check the bridge's protocols column): %w",
-		errdefs.ErrFailedPrecondition)
+	// ErrVersion: the bridge does not allow OpenFlow 1.5 on its management socket. It matches
+	// errdefs.ErrFailedPrecondition.
+	ErrVersion error = &kindError{"ofconn: bridge does not speak OpenFlow 1.5 (check the bridge's protocols column)", errdefs.ErrFailedPrecondition}
 	// ErrClosed: the connection died or was closed. Errors of operations on a dead connection match it and
 	// errdefs.ErrUnavailable, and wrap the cause.
 	ErrClosed = errors.New("ofconn: connection closed")
-	// ErrTooLarge: a message does not fit in a (bundled) OpenFlow message; nothing was sent.
-	ErrTooLarge = fmt.Errorf("ofconn: message too large: %w", errdefs.ErrInvalidArgument)
-	// ErrMalformed: a message is not one well-formed OpenFlow 1.5 message; nothing was sent.
-	ErrMalformed = fmt.Errorf("ofconn: malformed message: %w", errdefs.ErrInvalidArgument)
+	// ErrTooLarge: a message does not fit in a (bundled) OpenFlow message; nothing was sent. It matches
+	// errdefs.ErrInvalidArgument.
+	ErrTooLarge error = &kindError{"ofconn: message too large", errdefs.ErrInvalidArgument}
+	// ErrMalformed: a message is not one well-formed OpenFlow 1.5 message; nothing was sent. It matches
+	// errdefs.ErrInvalidArgument.
+	ErrMalformed error = &kindError{"ofconn: malformed message", errdefs.ErrInvalidArgument}
 )
+
+// kindError is a sentinel with its own text that also matches one of the errdefs kinds.
+type kindError struct {
+	msg  string
+	kind error
+}
+
+func (e *kindError) Error() string        { return e.msg }
+func (e *kindError) Is(target error) bool { return target == e.kind }
 
 // errEchoTimeout is the cause of a connection declared dead by the keepalive.
 var errEchoTimeout = errors.New("ofconn: switch did not answer echo request")
@@ -30,11 +41,12 @@ var errClosedByUser = errors.New("ofconn: closed")
 // closedError is what operations on a dead connection return.
 type closedError struct{ cause error }
 
+// Error leaves out the package prefix: operations wrap it with theirs ("ofconn: bundle: connection closed: ...").
 func (e *closedError) Error() string {
 	if e.cause == nil || e.cause == errClosedByUser {
-		return ErrClosed.Error()
+		return "connection closed"
 	}
-	return ErrClosed.Error() + ": " + e.cause.Error()
+	return "connection closed: " + strings.TrimPrefix(e.cause.Error(), "ofconn: ")
 }
 
 func (e *closedError) Unwrap() error { return e.cause }

@@ -39,6 +39,9 @@ func TestKilledSwitchDetected(t *testing.T) {
 	if !errors.Is(err, ErrClosed) || !errors.Is(err, errdefs.ErrUnavailable) {
 		t.Errorf("bundle on a dead connection = %v, want ErrClosed and errdefs.ErrUnavailable", err)
 	}
+	if want := "ofconn: bundle: connection closed: read: EOF"; err.Error() != want {
+		t.Errorf("bundle on a dead connection = %q, want %q", err, want)
+	}
 	if _, err := c.DumpFlows(ctx); !errors.Is(err, ErrClosed) {
 		t.Errorf("dump on a dead connection = %v, want ErrClosed", err)
 	}
@@ -90,20 +93,43 @@ func TestFrozenSwitchDetected(t *testing.T) {
 	if !errors.Is(c.Err(), errEchoTimeout) {
 		t.Errorf("Err() = %v, want the echo timeout", c.Err())
 	}
+
+	// Dialling the frozen switch gives up with the context: the socket accepts, nothing answers the HELLO.
+	dialCtx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if c2, err := Dial(dialCtx, s.MgmtPath("br0"), Options{}); !errors.Is(err, context.DeadlineExceeded) {
+		if c2 != nil {
+			c2.Close()
+		}
+		t.Errorf("dial of a frozen switch = %v, want context.DeadlineExceeded", err)
+	}
 }
 
 func TestVersionRefused(t *testing.T) {
 	ctx, s := startOVS(t)
-	if _, err := s.Vsctl(ctx, "set", "bridge", "br0", "protocols=OpenFlow10,OpenFlow13"); err != nil {
+	// With 1.0 allowed too, a client offering 1.0 and 1.5 (libOpenflow's default HELLO) would get 1.0.
+	for _, protocols := range []string{"OpenFlow13", "OpenFlow10,OpenFlow13", "OpenFlow14"} {
+		t.Run(protocols, func(t *testing.T) {
+			if _, err := s.Vsctl(ctx, "set", "bridge", "br0", "protocols="+protocols); err != nil {
+				t.Fatal(err)
+			}
+			c, err := Dial(ctx, s.MgmtPath("br0"), Options{Logger: testLogger(t)})
+			if err == nil {
+				c.Close()
+				t.Fatal("dial succeeded on a bridge without OpenFlow 1.5")
+			}
+			if !errors.Is(err, ErrVersion) || !errors.Is(err, errdefs.ErrFailedPrecondition) ||
+				err.Error() != "ofconn: bridge does not speak OpenFlow 1.5 (check the bridge's protocols column)" {
+				t.Fatalf("dial = %v, want ErrVersion", err)
+			}
+		})
+	}
+	// Back to 1.5, the same socket works.
+	if _, err := s.Vsctl(ctx, "set", "bridge", "br0", "protocols=OpenFlow15"); err != nil {
 		t.Fatal(err)
 	}
-	c, err := Dial(ctx, s.MgmtPath("br0"), Options{Logger: testLogger(t)})
-	if err == nil {
-		c.Close()
-		t.Fatal("dial succeeded on a bridge without OpenFlow 1.5")
-	}
-	if !errors.Is(err, ErrVersion) || !strings.Contains(err.Error(), "bridge does not speak OpenFlow 1.5 (check the bridge's protocols column)") {
-		t.Fatalf("dial = %v, want ErrVersion", err)
+	if err := dial(ctx, t, s, Options{}).Barrier(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -1,0 +1,538 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"antrea.io/libOpenflow/openflow15"
+
+	flowstatev1 "github.com/flowstate-io/flowstate/api/flowstate/v1"
+	"github.com/flowstate-io/flowstate/client"
+	"github.com/flowstate-io/flowstate/errdefs"
+	"github.com/flowstate-io/flowstate/internal/sandbox"
+	"github.com/flowstate-io/flowstate/server"
+)
+
+func texts(lines []string) []client.Entry {
+	es := make([]client.Entry, len(lines))
+	for i, l := range lines {
+		es[i] = client.FlowText(l)
+	}
+	return es
+}
+
+func (e *env) status(ctx context.Context) *flowstatev1.StatusResponse {
+	e.t.Helper()
+	st, err := e.c.Status(ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return st
+}
+
+func (e *env) bridgeStatus(ctx context.Context, name string) *flowstatev1.BridgeStatus {
+	e.t.Helper()
+	for _, b := range e.status(ctx).GetBridges() {
+		if b.GetName() == name {
+			return b
+		}
+	}
+	e.t.Fatalf("no bridge %s in status", name)
+	return nil
+}
+
+func (e *env) waitConverged(ctx context.Context) {
+	e.t.Helper()
+	poll(ctx, e.t, "every bridge converged", func() (bool, error) {
+		st, err := e.c.Status(ctx)
+		if err != nil {
+			return false, nil
+		}
+		for _, b := range st.GetBridges() {
+			if !b.GetConverged() {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+// assertExact checks br-int holds exactly what ovs-ofctl makes of flows.
+func (e *env) assertExact(ctx context.Context, flows []string) {
+	e.t.Helper()
+	e.oracle(ctx, flows)
+	want, got := e.dump(ctx, "br-ref"), e.dump(ctx, "br-int")
+	if !slices.Equal(got, want) {
+		e.t.Fatalf("br-int holds\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestReconcileIsIdempotent puts the whole test corpus through flowstate and
+// shows that OVS's normalisation causes no spurious difference: a reconcile
+// right after the put sends nothing.
+func TestReconcileIsIdempotent(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	corpus := readCorpus(t, "../ofctl/testdata/flows.txt")
+	e := newEnv(ctx, t)
+	e.startDaemon(ctx)
+	e.waitConverged(ctx)
+	if _, err := e.c.Put(ctx, "br-int", "corpus", texts(corpus)...); err != nil {
+		t.Fatal(err)
+	}
+	e.assertExact(ctx, corpus)
+	for i := range 2 {
+		resp, err := e.c.Reconcile(ctx, "br-int")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := resp.GetBridges()[0].GetLastReplay(); r.GetMessages() != 0 || r.GetError() != "" {
+			t.Fatalf("reconcile %d after put sent %d messages (%v): spurious differences", i, r.GetMessages(), r)
+		}
+	}
+	changes, err := e.c.Diff(ctx, "br-int")
+	if err != nil || len(changes) != 0 {
+		t.Fatalf("diff after put: %v %v", changes, err)
+	}
+}
+
+// TestDriftDiffAndAudit changes the switch behind flowstate's back: Diff shows
+// it without fixing it, the periodic audit fixes it and says so.
+func TestDriftDiffAndAudit(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	e := newEnv(ctx, t, func(c *server.Config) { c.AuditInterval = 300 * time.Millisecond })
+	e.startDaemon(ctx)
+	e.waitConverged(ctx)
+	watch := e.watch(ctx, "", 0)
+	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
+		t.Fatal(err)
+	}
+	// Both changes in one bundle, so one audit sees both.
+	tamper := filepath.Join(e.dir, "tamper.txt")
+	if err := os.WriteFile(tamper, []byte("delete_strict table=3,priority=100,ip\nadd table=9,priority=5,actions=drop\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := e.sb.Ofctl(ctx, "--bundle", "add-flows", "br-int", tamper); err != nil {
+		t.Fatal(err, out)
+	}
+	ev := watch.next(ctx, t, func(ev *flowstatev1.Event) bool { return ev.GetType() == "drift_corrected" })
+	if ev.GetAttrs()["changes"] != "2" {
+		t.Fatalf("drift event %v, want 2 changes", ev)
+	}
+	e.assertExact(ctx, pipeline)
+}
+
+func TestDiffShowsWithoutApplying(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	e := newEnv(ctx, t)
+	e.startDaemon(ctx)
+	e.waitConverged(ctx)
+	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := e.sb.Ofctl(ctx, "mod-flows", "br-int", "--strict", "table=3,priority=100,ip,actions=drop"); err != nil {
+		t.Fatal(err, out)
+	}
+	if out, err := e.sb.Ofctl(ctx, "add-flow", "br-int", "table=9,priority=5,actions=drop"); err != nil {
+		t.Fatal(err, out)
+	}
+	changes, err := e.c.Diff(ctx, "br-int")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ops []string
+	for _, c := range changes {
+		ops = append(ops, c.GetOp().String()+" "+c.GetActual()+" => "+c.GetDesired())
+	}
+	if len(changes) != 2 || changes[0].GetOp() != flowstatev1.Change_OP_DELETE || changes[1].GetOp() != flowstatev1.Change_OP_MODIFY ||
+		!strings.Contains(changes[1].GetDesired(), "actions=NORMAL") || !strings.Contains(changes[0].GetActual(), "table=9") {
+		t.Fatalf("diff:\n%s", strings.Join(ops, "\n"))
+	}
+	// Diff changed nothing.
+	if got := e.dump(ctx, "br-int"); !strings.Contains(strings.Join(got, "\n"), "table=9") {
+		t.Fatal("diff applied the changes")
+	}
+	if _, err := e.c.Reconcile(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	e.assertExact(ctx, pipeline)
+}
+
+// TestQuarantine stores an entry OVS refuses while the bridge is away; the
+// replay leaves it out, commits the rest and reports it.
+func TestQuarantine(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	e := newEnv(ctx, t)
+	e.startDaemon(ctx)
+	e.waitConverged(ctx)
+	if err := e.sb.StopVswitchd(ctx); err != nil {
+		t.Fatal(err)
+	}
+	poll(ctx, t, "br-int disconnected", func() (bool, error) {
+		return !e.bridgeStatus(ctx, "br-int").GetConnected(), nil
+	})
+	bad := openflow15.NewFlowMod()
+	bad.TableId, bad.Priority = 5, 10
+	bad.AddInstruction(openflow15.NewInstrGotoTable(2)) // backwards: OVS refuses it
+	raw, err := bad.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied, err := e.c.Put(ctx, "br-int", "pipeline", append(texts(pipeline), client.FlowBytes(raw))...)
+	if err != nil || applied {
+		t.Fatalf("put while disconnected: applied=%v err=%v", applied, err)
+	}
+	watch := e.watch(ctx, "", 0)
+	if err := e.sb.StartVswitchd(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ev := watch.next(ctx, t, func(ev *flowstatev1.Event) bool { return ev.GetType() == "entry_quarantined" })
+	if !strings.Contains(ev.GetAttrs()["reason"], "OFPBIC_BAD_TABLE_ID") {
+		t.Fatalf("quarantine event %v, want OVS's error", ev)
+	}
+	e.waitConverged(ctx)
+	e.assertExact(ctx, pipeline)
+	st := e.status(ctx)
+	if len(st.GetQuarantined()) != 1 || !strings.Contains(st.GetQuarantined()[0].GetEntry().GetText(), "goto_table:2") {
+		t.Fatalf("status quarantine = %v", st.GetQuarantined())
+	}
+	// The module fixes it: the quarantine is lifted by the new write.
+	if _, err := e.c.Delete(ctx, "br-int", "pipeline", client.FlowText("table=5,priority=10")); err != nil {
+		t.Fatal(err)
+	}
+	if q := e.status(ctx).GetQuarantined(); len(q) != 0 {
+		t.Fatalf("quarantine after delete = %v", q)
+	}
+}
+
+// TestColdStartGate: after a host reboot flowstated keeps the flag until every
+// required module has synced and marked itself ready for this boot; stale
+// entries a module does not re-declare are gone.
+func TestColdStartGate(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	e := newEnv(ctx, t, func(c *server.Config) {
+		c.RequiredModules = []string{"pipeline", "pod"}
+		c.ReadinessTimeout = time.Minute
+	})
+	e.startDaemon(ctx)
+	podFlows := []string{
+		"table=3,priority=200,ip,nw_dst=10.0.0.2,actions=output:2",
+		"table=3,priority=200,ip,nw_dst=10.0.0.3,actions=output:2", // a pod that will be gone after the reboot
+	}
+	// First boot: modules declare and mark ready, the gate opens.
+	if _, err := e.c.Sync(ctx, "br-int", "pipeline", true, texts(pipeline)...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.Sync(ctx, "br-int", "pod", true, texts(podFlows)...); err != nil {
+		t.Fatal(err)
+	}
+	e.waitConverged(ctx)
+	e.assertExact(ctx, append(slices.Clone(pipeline), podFlows...))
+
+	// The host reboots: new boot id, vswitchd comes back gated.
+	e.stopDaemon()
+	if err := os.WriteFile(filepath.Join(e.dir, "boot_id"), []byte("second-boot\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.sb.RestartVswitchd(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	e.startDaemon(ctx)
+	st := e.status(ctx)
+	if !st.GetColdStart() || st.GetGate().GetOpen() || !slices.Equal(st.GetGate().GetWaitingFor(), []string{"pipeline", "pod"}) {
+		t.Fatalf("cold start status: %v", st)
+	}
+	// The pipeline module is ready; pod is not: still gated, nothing forwarded.
+	if err := e.c.MarkReady(ctx, "pipeline"); err != nil {
+		t.Fatal(err)
+	}
+	poll(ctx, t, "gate waits only for pod", func() (bool, error) {
+		return slices.Equal(e.status(ctx).GetGate().GetWaitingFor(), []string{"pod"}), nil
+	})
+	if on, err := e.sb.FlowRestoreWait(ctx); err != nil || !on {
+		t.Fatalf("flag cleared before pod was ready (%v)", err)
+	}
+	tx0 := e.txOf(ctx, "br-int", "p2")
+	e.inject(ctx, sandbox.Packet{})
+	if tx := e.txOf(ctx, "br-int", "p2"); tx != tx0 {
+		t.Fatal("gated switch forwarded")
+	}
+	if got := e.dump(ctx, "br-int"); len(got) != 1 {
+		t.Fatalf("replayed before the gate opened: %q", got)
+	}
+	// pod re-declares only the pod that still exists, and is ready.
+	if _, err := e.c.Sync(ctx, "br-int", "pod", true, texts(podFlows[:1])...); err != nil {
+		t.Fatal(err)
+	}
+	e.waitRestored(ctx)
+	e.assertExact(ctx, append(slices.Clone(pipeline), podFlows[0]))
+	if g := e.status(ctx).GetGate(); !g.GetOpen() || g.GetTimedOut() {
+		t.Fatalf("gate = %v", g)
+	}
+}
+
+func TestColdStartReadinessTimeout(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	e := newEnv(ctx, t, func(c *server.Config) {
+		c.RequiredModules = []string{"never"}
+		c.ReadinessTimeout = 500 * time.Millisecond
+	})
+	if err := e.sb.RestartVswitchd(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	e.startDaemon(ctx)
+	watch := e.watch(ctx, "", 0)
+	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
+		t.Fatal(err)
+	}
+	watch.next(ctx, t, func(ev *flowstatev1.Event) bool { return ev.GetType() == "readiness_timeout" })
+	e.waitRestored(ctx)
+	e.assertExact(ctx, pipeline)
+	if g := e.status(ctx).GetGate(); !g.GetOpen() || !g.GetTimedOut() || !strings.Contains(g.GetReason(), "never") {
+		t.Fatalf("gate = %v", g)
+	}
+}
+
+// TestResyncWhileForwarding: a module's new set replaces its old one in one
+// bundle while the switch forwards.
+func TestResyncWhileForwarding(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	e := newEnv(ctx, t)
+	e.startDaemon(ctx)
+	e.waitConverged(ctx)
+	old := []string{"table=0,priority=10,ip,nw_src=10.1.0.1,actions=drop", "table=0,priority=10,ip,nw_src=10.1.0.2,actions=drop"}
+	if _, err := e.c.Sync(ctx, "br-int", "policy", false, texts(old)...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
+		t.Fatal(err)
+	}
+	next := []string{old[1], "table=0,priority=10,ip,nw_src=10.1.0.3,actions=drop"}
+	applied, err := e.c.Sync(ctx, "br-int", "policy", true, texts(next)...)
+	if err != nil || !applied {
+		t.Fatalf("sync: applied=%v err=%v", applied, err)
+	}
+	e.assertExact(ctx, append(slices.Clone(pipeline), next...))
+	// The sync was applied as it returned: nothing is left for a replay.
+	resp, err := e.c.Reconcile(ctx, "br-int")
+	if err != nil || resp.GetBridges()[0].GetLastReplay().GetMessages() != 0 {
+		t.Fatalf("reconcile after sync: %v %v", resp, err)
+	}
+}
+
+// TestCrashProofGating: with the flag re-armed, vswitchd killed with -9 and
+// started plainly comes back gated; a SYN to an address the pipeline drops
+// never reaches another port, and allowed traffic flows after each restore.
+func TestCrashProofGating(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	e := newEnv(ctx, t, func(c *server.Config) { c.RearmFlowRestoreWait = true })
+	e.startDaemon(ctx)
+	flows := append([]string{"table=0,priority=200,ip,nw_dst=10.0.0.99,actions=drop"}, pipeline...)
+	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(flows)...); err != nil {
+		t.Fatal(err)
+	}
+	e.waitConverged(ctx)
+	poll(ctx, t, "flag re-armed", func() (bool, error) { return e.sb.FlowRestoreWait(ctx) })
+	forbidden := sandbox.Packet{DstIP: "10.0.0.99"}
+	for round := range 5 {
+		if err := e.sb.KillVswitchd(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.sb.StartVswitchd(ctx); err != nil { // plain start: nobody sets the flag
+			t.Fatal(err)
+		}
+		// Counters restart with vswitchd. Forbidden SYNs go in while the
+		// switch may still be gated and after it is restored.
+		e.inject(ctx, forbidden)
+		poll(ctx, t, "restored", func() (bool, error) {
+			b := e.bridgeStatus(ctx, "br-int")
+			return b.GetConverged() && b.GetLastReplay().GetMessages() > 0, nil
+		})
+		e.inject(ctx, forbidden)
+		if tx := e.txOf(ctx, "br-int", "p2"); tx != 0 {
+			t.Fatalf("round %d: %d forbidden packets reached p2", round, tx)
+		}
+		e.assertExact(ctx, flows)
+		poll(ctx, t, "flag cleared then re-armed", func() (bool, error) {
+			on, err := e.sb.FlowRestoreWait(ctx)
+			return on && e.status(ctx).GetBridges()[0].GetConverged(), err
+		})
+		// Allowed traffic is forwarded once flowstated released the switch.
+		poll(ctx, t, "allowed SYN forwarded", func() (bool, error) {
+			e.inject(ctx, sandbox.Packet{SrcPort: uint16(41000 + round)})
+			return e.txOf(ctx, "br-int", "p2") > 0, nil
+		})
+	}
+	// A graceful stop disarms the flag.
+	e.stopDaemon()
+	if on, err := e.sb.FlowRestoreWait(ctx); err != nil || on {
+		t.Fatalf("flag after graceful stop: %v %v", on, err)
+	}
+}
+
+// TestFrozenVswitchd: a SIGSTOPped vswitchd is declared gone within 15 s and
+// everything recovers after SIGCONT.
+func TestFrozenVswitchd(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	e := newEnv(ctx, t, func(c *server.Config) { c.EchoInterval, c.EchoTimeout = 0, 0 }) // the defaults
+	e.startDaemon(ctx)
+	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
+		t.Fatal(err)
+	}
+	e.waitConverged(ctx)
+	if err := e.sb.FreezeVswitchd(); err != nil {
+		t.Fatal(err)
+	}
+	frozen := time.Now()
+	dctx, dcancel := context.WithTimeout(ctx, 15*time.Second)
+	poll(dctx, t, "frozen vswitchd declared gone", func() (bool, error) {
+		return !e.bridgeStatus(ctx, "br-int").GetConnected(), nil
+	})
+	dcancel()
+	t.Logf("frozen vswitchd declared gone after %v", time.Since(frozen).Round(time.Millisecond))
+	if err := e.sb.ThawVswitchd(); err != nil {
+		t.Fatal(err)
+	}
+	e.waitConverged(ctx)
+	e.assertExact(ctx, pipeline)
+}
+
+// TestSeveralBridges: the flag is cleared only when every bridge converged.
+func TestSeveralBridges(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	e := newEnv(ctx, t, func(c *server.Config) { c.Bridges = []string{"br-int", "br-ref"} })
+	// br-ref refuses OpenFlow 1.5: flowstated cannot converge it.
+	if out, err := e.sb.Vsctl(ctx, "set", "bridge", "br-ref", "protocols=OpenFlow13"); err != nil {
+		t.Fatal(err, out)
+	}
+	if err := e.sb.RestartVswitchd(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	e.startDaemon(ctx)
+	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
+		t.Fatal(err)
+	}
+	poll(ctx, t, "br-int converged", func() (bool, error) { return e.bridgeStatus(ctx, "br-int").GetConverged(), nil })
+	if on, err := e.sb.FlowRestoreWait(ctx); err != nil || !on {
+		t.Fatalf("flag cleared while br-ref is not converged (%v)", err)
+	}
+	if out, err := e.sb.Vsctl(ctx, "set", "bridge", "br-ref", "protocols=OpenFlow13,OpenFlow15"); err != nil {
+		t.Fatal(err, out)
+	}
+	poll(ctx, t, "flag cleared", func() (bool, error) {
+		on, err := e.sb.FlowRestoreWait(ctx)
+		return !on, err
+	})
+	if got := e.dump(ctx, "br-ref"); len(got) != 0 {
+		t.Fatalf("br-ref holds %q, want nothing (nothing declared)", got)
+	}
+}
+
+// TestWatchResume: events carry revisions; a client resumes after its last
+// one, and is told to resync when the stream is gone.
+func TestWatchResume(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	e := newEnv(ctx, t)
+	e.startDaemon(ctx)
+	w := e.watch(ctx, "", 0)
+	e.waitConverged(ctx)
+	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
+		t.Fatal(err)
+	}
+	hb := w.next(ctx, t, func(ev *flowstatev1.Event) bool { return ev.GetType() == "heartbeat" })
+	if err := e.c.MarkReady(ctx, "pipeline"); err != nil {
+		t.Fatal(err)
+	}
+	ready := w.next(ctx, t, func(ev *flowstatev1.Event) bool { return ev.GetType() == "module_ready" })
+	if ready.GetRevision() <= hb.GetRevision() || ready.GetModule() != "pipeline" {
+		t.Fatalf("heartbeat %v then ready %v", hb, ready)
+	}
+	// Resume after the heartbeat's revision: the module_ready event again.
+	w2 := e.watch(ctx, ready.GetStreamId(), hb.GetRevision())
+	again := w2.next(ctx, t, func(ev *flowstatev1.Event) bool { return ev.GetType() != "heartbeat" })
+	if again.GetRevision() != hb.GetRevision()+1 {
+		t.Fatalf("resumed at %d, want %d", again.GetRevision(), hb.GetRevision()+1)
+	}
+	// After a restart the stream is gone: resync.
+	e.stopDaemon()
+	e.startDaemon(ctx)
+	err := e.c.Watch(ctx, ready.GetStreamId(), ready.GetRevision(), func(*flowstatev1.Event) error { return nil })
+	if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "resync") {
+		t.Fatalf("resume across a restart: %v", err)
+	}
+}
+
+// watcher collects events of one Watch stream.
+type watcher struct {
+	ch   chan *flowstatev1.Event
+	errc chan error
+}
+
+func (e *env) watch(ctx context.Context, stream string, from uint64) *watcher {
+	w := &watcher{ch: make(chan *flowstatev1.Event, 1024), errc: make(chan error, 1)}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.errc <- e.c.Watch(wctx, stream, from, func(ev *flowstatev1.Event) error {
+			select {
+			case w.ch <- ev:
+			case <-wctx.Done():
+			}
+			return nil
+		})
+	}()
+	e.t.Cleanup(func() { cancel(); <-done })
+	return w
+}
+
+func (w *watcher) next(ctx context.Context, t *testing.T, match func(*flowstatev1.Event) bool) *flowstatev1.Event {
+	t.Helper()
+	for {
+		select {
+		case ev := <-w.ch:
+			if match(ev) {
+				return ev
+			}
+		case err := <-w.errc:
+			t.Fatalf("watch ended: %v", err)
+		case <-ctx.Done():
+			t.Fatalf("waiting for an event: %v", ctx.Err())
+		}
+	}
+}
+
+func readCorpus(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for l := range strings.Lines(string(b)) {
+		l = strings.TrimSpace(l)
+		if l != "" && !strings.HasPrefix(l, "#") {
+			out = append(out, l)
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("%s holds no flows", path)
+	}
+	return out
+}
