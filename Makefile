@@ -36,8 +36,8 @@ proto-check: ## lint the protos; fail if generated code or formatting is stale
 	buf lint
 	buf format --diff --exit-code
 	buf generate
-	git diff --exit-code -- api/
-	@test -z "$$(git status --porcelain -- api/)" || { git status --short -- api/; exit 1; }
+	git diff --exit-code -- api/ docs/api-reference.md
+	@test -z "$$(git status --porcelain -- api/ docs/api-reference.md)" || { git status --short -- api/ docs/api-reference.md; exit 1; }
 
 .PHONY: fuzz
 fuzz: ## run each fuzz target for FUZZTIME (default 20s)

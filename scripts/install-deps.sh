@@ -5,6 +5,7 @@ set -euo pipefail
 
 PROTOC_GEN_GO_VERSION=v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION=v1.6.2
+PROTOC_GEN_DOC_VERSION=v1.5.1
 BUF_VERSION=v1.75.0
 
 as_root() {
@@ -25,6 +26,9 @@ if ! "$gobin/protoc-gen-go" --version 2>/dev/null | grep -q "${PROTOC_GEN_GO_VER
 fi
 if ! "$gobin/protoc-gen-go-grpc" --version 2>/dev/null | grep -q "${PROTOC_GEN_GO_GRPC_VERSION#v}"; then
 	go install "google.golang.org/grpc/cmd/protoc-gen-go-grpc@${PROTOC_GEN_GO_GRPC_VERSION}"
+fi
+if [ ! -x "$gobin/protoc-gen-doc" ]; then
+	go install "github.com/pseudomuto/protoc-gen-doc/cmd/protoc-gen-doc@${PROTOC_GEN_DOC_VERSION}"
 fi
 if ! command -v buf >/dev/null && [ ! -x "$gobin/buf" ]; then
 	npm install -g "@bufbuild/buf@${BUF_VERSION#v}" >/dev/null 2>&1 ||

@@ -14,6 +14,7 @@ import (
 
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
 
 	"github.com/flowstate-io/flowstate/server"
 )
@@ -46,6 +47,8 @@ func newCommand() *cobra.Command {
 				return err
 			}
 			cfg.Logger = log
+			// libOpenflow logs through klog; keep one log stream.
+			klog.SetSlogLogger(log.With("component", "libOpenflow"))
 			cfg.Ready = func() { _, _ = daemon.SdNotify(false, daemon.SdNotifyReady) }
 			err = server.Run(cmd.Context(), cfg)
 			_, _ = daemon.SdNotify(false, daemon.SdNotifyStopping)

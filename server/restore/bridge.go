@@ -111,6 +111,11 @@ func (e *Engine) runBridge(ctx context.Context, b *bridge) {
 	path := e.mgmtPath(b.name)
 	log := e.log.With("bridge", b.name)
 	var lastErr string
+	// A restarting vswitchd is back within a fraction of a second and every
+	// millisecond of it is a gated switch: start redialling fast, back off
+	// to RetryInterval.
+	const firstRetry = 20 * time.Millisecond
+	delay := firstRetry
 	for ctx.Err() == nil {
 		conn, err := ofconn.Dial(ctx, path, ofconn.Options{
 			EchoInterval: e.cfg.EchoInterval, EchoTimeout: e.cfg.EchoTimeout, Logger: log,
@@ -121,10 +126,11 @@ func (e *Engine) runBridge(ctx context.Context, b *bridge) {
 				log.Warn("bridge unreachable, retrying", "path", path, "err", err)
 				lastErr = msg
 			}
-			sleepCtx(ctx, e.cfg.RetryInterval)
+			sleepCtx(ctx, delay)
+			delay = min(delay*2, e.cfg.RetryInterval)
 			continue
 		}
-		lastErr = ""
+		lastErr, delay = "", firstRetry
 		log.Info("bridge connected")
 		e.publish(events.Event{Type: events.BridgeConnected, Bridge: b.name, Message: "OpenFlow connection up"})
 		e.cfg.Metrics.connected.WithLabelValues(b.name).Set(1)

@@ -27,7 +27,8 @@ type Config struct {
 	Bridges []string
 	// EchoInterval and EchoTimeout tune OpenFlow liveness (ofconn defaults when 0).
 	EchoInterval, EchoTimeout time.Duration
-	// RetryInterval is the pause between dial attempts. Default 500 ms.
+	// RetryInterval is the longest pause between dial attempts and the pause
+	// before retrying a failed replay. Default 500 ms.
 	RetryInterval time.Duration
 	// AckTimeout bounds the wait for vswitchd to acknowledge a flag change.
 	// Default 10 s.
