@@ -5,21 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/status"
 
 	flowstatev1 "github.com/flowstate-io/flowstate/api/flowstate/v1"
 	"github.com/flowstate-io/flowstate/entry"
-	"github.com/flowstate-io/flowstate/errdefs"
+	"github.com/flowstate-io/flowstate/errdefs/errgrpc"
 )
 
 // DefaultTarget is flowstated's default socket.
@@ -183,59 +178,5 @@ func (c *Client) Status(ctx context.Context) (*flowstatev1.StatusResponse, error
 	return resp, nil
 }
 
-// fromGRPC maps a gRPC status back to the errdefs kinds, and a BadRequest
-// field violation "entries[N]" to an *errdefs.EntryError.
-func fromGRPC(err error) error {
-	if err == nil {
-		return nil
-	}
-	st, ok := status.FromError(err)
-	if !ok {
-		return err
-	}
-	var kind error
-	switch st.Code() {
-	case codes.InvalidArgument:
-		kind = errdefs.ErrInvalidArgument
-	case codes.NotFound:
-		kind = errdefs.ErrNotFound
-	case codes.AlreadyExists:
-		kind = errdefs.ErrAlreadyExists
-	case codes.FailedPrecondition:
-		kind = errdefs.ErrFailedPrecondition
-	case codes.Unavailable:
-		kind = errdefs.ErrUnavailable
-	case codes.Canceled:
-		kind = context.Canceled
-	case codes.DeadlineExceeded:
-		kind = context.DeadlineExceeded
-	default:
-		return fmt.Errorf("flowstated: %s", st.Message())
-	}
-	out := fmt.Errorf("flowstated: %s: %w", st.Message(), kind)
-	for _, d := range st.Details() {
-		br, ok := d.(*errdetails.BadRequest)
-		if !ok {
-			continue
-		}
-		for _, v := range br.GetFieldViolations() {
-			if i, ok := entryIndex(v.GetField()); ok {
-				return &errdefs.EntryError{Index: i, Err: out}
-			}
-		}
-	}
-	return out
-}
-
-func entryIndex(field string) (int, bool) {
-	s, ok := strings.CutPrefix(field, "entries[")
-	if !ok {
-		return 0, false
-	}
-	s, ok = strings.CutSuffix(s, "]")
-	if !ok {
-		return 0, false
-	}
-	i, err := strconv.Atoi(s)
-	return i, err == nil
-}
+// fromGRPC maps a gRPC status back to the errdefs kinds.
+func fromGRPC(err error) error { return errgrpc.ToNative(err) }

@@ -1,0 +1,106 @@
+package errgrpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/flowstate-io/flowstate/errdefs"
+)
+
+// kinds is the one table of kind <-> code.
+var kinds = []struct {
+	kind error
+	code codes.Code
+}{
+	{context.Canceled, codes.Canceled},
+	{context.DeadlineExceeded, codes.DeadlineExceeded},
+	{errdefs.ErrInvalidArgument, codes.InvalidArgument},
+	{errdefs.ErrNotFound, codes.NotFound},
+	{errdefs.ErrAlreadyExists, codes.AlreadyExists},
+	{errdefs.ErrFailedPrecondition, codes.FailedPrecondition},
+	{errdefs.ErrUnavailable, codes.Unavailable},
+}
+
+// ToGRPC maps err to a gRPC status error: the first kind in its wrap chain
+// gives the code (Unknown if none), the message is kept whole, and an
+// *errdefs.EntryError adds the entry's index as a field violation.
+func ToGRPC(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	code := codes.Unknown
+	for _, k := range kinds {
+		if errors.Is(err, k.kind) {
+			code = k.code
+			break
+		}
+	}
+	st := status.New(code, err.Error())
+	var ee *errdefs.EntryError
+	if errors.As(err, &ee) {
+		if d, derr := st.WithDetails(&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{
+			Field: fmt.Sprintf("entries[%d]", ee.Index), Description: ee.Err.Error(),
+		}}}); derr == nil {
+			st = d
+		}
+	}
+	return st.Err()
+}
+
+// ToNative maps a gRPC status error back to an error wrapping its kind, and a
+// field violation "entries[N]" to an *errdefs.EntryError.
+func ToNative(err error) error {
+	if err == nil {
+		return nil
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	var kind error
+	for _, k := range kinds {
+		if k.code == st.Code() {
+			kind = k.kind
+			break
+		}
+	}
+	if kind == nil {
+		return fmt.Errorf("flowstated: %s (%s)", st.Message(), st.Code())
+	}
+	out := fmt.Errorf("flowstated: %s: %w", st.Message(), kind)
+	for _, d := range st.Details() {
+		br, ok := d.(*errdetails.BadRequest)
+		if !ok {
+			continue
+		}
+		for _, v := range br.GetFieldViolations() {
+			if i, ok := entryIndex(v.GetField()); ok {
+				return &errdefs.EntryError{Index: i, Err: out}
+			}
+		}
+	}
+	return out
+}
+
+func entryIndex(field string) (int, bool) {
+	s, ok := strings.CutPrefix(field, "entries[")
+	if !ok {
+		return 0, false
+	}
+	s, ok = strings.CutSuffix(s, "]")
+	if !ok {
+		return 0, false
+	}
+	i, err := strconv.Atoi(s)
+	return i, err == nil
+}
