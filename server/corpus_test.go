@@ -1,0 +1,100 @@
+package server_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flowstate-io/flowstate/client"
+)
+
+// TestProductionCorpus puts a real CNI pipeline (Antrea v1.15: 167 flows,
+// groups, a meter) through flowstate and checks that the bridge then holds
+// exactly what ovs-ofctl installs from the same text on a second bridge, and
+// that a reconcile finds nothing to change. The corpus lives outside the repo
+// (FLOWSTATE_CORPUS, default ../../shared/corpus/antrea-v1.15); the project's
+// own corpus is exercised by TestReconcileIsIdempotent.
+func TestProductionCorpus(t *testing.T) {
+	dir := os.Getenv("FLOWSTATE_CORPUS")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "shared", "corpus", "antrea-v1.15")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "flows.txt")); err != nil {
+		t.Skipf("production corpus not present at %s (set FLOWSTATE_CORPUS): %v", dir, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	flows := readCorpus(t, filepath.Join(dir, "flows.txt"))
+	groups := readCorpus(t, filepath.Join(dir, "groups.txt"))
+	meters := readCorpus(t, filepath.Join(dir, "meters.txt"))
+
+	e := newEnv(ctx, t)
+	e.startDaemon(ctx)
+	e.waitConverged(ctx)
+	var es []client.Entry
+	for _, m := range meters {
+		es = append(es, client.MeterText(m))
+	}
+	for _, g := range groups {
+		es = append(es, client.GroupText(g))
+	}
+	es = append(es, texts(flows)...)
+	applied, err := e.c.Put(ctx, "br-int", "antrea", es...)
+	if err != nil || !applied {
+		t.Fatalf("put: applied=%v err=%v", applied, err)
+	}
+
+	// The oracle: ovs-ofctl installs the same text on br-ref.
+	for _, m := range meters {
+		if out, err := e.sb.Ofctl(ctx, "add-meter", "br-ref", m); err != nil {
+			t.Fatal(err, out)
+		}
+	}
+	if out, err := e.sb.Ofctl(ctx, "add-groups", "br-ref", filepath.Join(dir, "groups.txt")); err != nil {
+		t.Fatal(err, out)
+	}
+	if out, err := e.sb.Ofctl(ctx, "--bundle", "add-flows", "br-ref", filepath.Join(dir, "flows.txt")); err != nil {
+		t.Fatal(err, out)
+	}
+	for _, d := range []struct {
+		what string
+		dump func(context.Context, string) ([]string, error)
+	}{{"flows", e.sb.DumpFlows}, {"groups", e.sb.DumpGroups}, {"meters", e.sb.DumpMeters}} {
+		want, err := d.dump(ctx, "br-ref")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := d.dump(ctx, "br-int")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s differ:\nflowstate:\n%s\novs-ofctl:\n%s", d.what, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+	resp, err := e.c.Reconcile(ctx, "br-int")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := resp.GetBridges()[0].GetLastReplay(); r.GetMessages() != 0 {
+		changes, _ := e.c.Diff(ctx, "br-int")
+		t.Fatalf("reconcile after put sent %d messages: %v", r.GetMessages(), changes)
+	}
+	// dump-flows prints every flow back in ovs-ofctl syntax.
+	stored, err := e.c.List(ctx, client.Filter{Bridge: "br-int"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range stored {
+		if s.Text == "" || strings.Contains(s.Text, "unprintable") {
+			t.Errorf("%s not printable: %q", s.Kind, s.Text)
+		}
+	}
+	if len(stored) != len(flows)+len(groups)+len(meters) {
+		t.Fatalf("stored %d entries, want %d", len(stored), len(flows)+len(groups)+len(meters))
+	}
+}
