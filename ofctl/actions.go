@@ -1,0 +1,685 @@
+package ofctl
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// instrSet is a parsed action list split into OpenFlow 1.1+ instructions,
+// each action already encoded as OVS encodes it for OpenFlow 1.5.
+type instrSet struct {
+	apply     [][]byte
+	clear     bool
+	write     [][]byte
+	hasWrite  bool
+	meta      []byte // value and mask, 16 bytes, or nil
+	gotoTable int    // -1 when absent
+}
+
+// Instruction stages in the order OVS requires them.
+const (
+	stageApply = iota
+	stageClear
+	stageWrite
+	stageMeta
+	stageGoto
+)
+
+var stageNames = []string{"apply_actions", "clear_actions", "write_actions", "write_metadata", "goto_table"}
+
+// actx is the context actions are checked in: the flow as the actions so
+// far leave it (only the VLAN header changes), the table the flow is in, and
+// the enclosing action for nested lists ("ct" or "write_actions").
+type actx struct {
+	mt    match
+	table uint8
+	outer string
+	// anyMatch skips the checks against the flow's match, for actions
+	// that have none (group buckets).
+	anyMatch bool
+}
+
+// ok reports whether the flow satisfies prerequisite p for an action.
+func (cx *actx) ok(p prereq) bool {
+	return cx.anyMatch || cx.mt.prereqOK(p)
+}
+
+// subfield is a bit range of a field, as in NXM_NX_REG0[0..15].
+type subfield struct {
+	f         *field
+	ofs, bits int
+}
+
+// parseSubfield parses NAME, NAME[], NAME[N] or NAME[A..B].
+func parseSubfield(s string) (subfield, error) {
+	name, rng, hasRng := strings.Cut(s, "[")
+	f := lookupField(name)
+	if f == nil {
+		return subfield{}, fmt.Errorf("unknown field %q", name)
+	}
+	sf := subfield{f: f, ofs: 0, bits: f.bits}
+	if !hasRng {
+		return sf, nil
+	}
+	if !strings.HasSuffix(rng, "]") {
+		return subfield{}, fmt.Errorf("missing ']' in %q", s)
+	}
+	rng = strings.TrimSuffix(rng, "]")
+	if rng == "" {
+		return sf, nil
+	}
+	lo, hi, isRange := strings.Cut(rng, "..")
+	a, err := strconv.Atoi(lo)
+	if err != nil || a < 0 {
+		return subfield{}, fmt.Errorf("bad bit range %q", s)
+	}
+	b := a
+	if isRange {
+		if b, err = strconv.Atoi(hi); err != nil || b < a {
+			return subfield{}, fmt.Errorf("bad bit range %q", s)
+		}
+	}
+	if b >= f.bits {
+		return subfield{}, fmt.Errorf("bit range %q exceeds the %d bits of %s", s, f.bits, f.name)
+	}
+	sf.ofs, sf.bits = a, b-a+1
+	return sf, nil
+}
+
+// String prints the sub-field as OVS's mf_format_subfield does.
+func (sf subfield) String() string {
+	name := sf.f.nxm
+	if name == "" {
+		name = sf.f.name
+	}
+	switch {
+	case sf.ofs == 0 && sf.bits == sf.f.bits:
+		return name + "[]"
+	case sf.bits == 1:
+		return name + "[" + strconv.Itoa(sf.ofs) + "]"
+	default:
+		return name + "[" + strconv.Itoa(sf.ofs) + ".." + strconv.Itoa(sf.ofs+sf.bits-1) + "]"
+	}
+}
+
+// hdr32 is the 4-byte NXM/OXM header naming f (no mask), as used by
+// copy_field, output_reg and ct zone.
+func hdr32(f *field) uint32 {
+	return uint32(f.hdr.class)<<16 | uint32(f.hdr.field)<<9 | uint32(f.bytes)
+}
+
+// ofsNbits packs a bit range the way Nicira actions do.
+func ofsNbits(ofs, bits int) uint16 { return uint16(ofs<<6 | (bits - 1)) }
+
+// parseActions parses an action list (the text after "actions=").
+func (cx *actx) parseActions(s string, base int) (*instrSet, error) {
+	is := &instrSet{gotoTable: -1}
+	sc := newScanner(s, base)
+	stage := stageApply
+	drop, meterSeen := false, false
+	var dropTok kv
+	n := 0
+	enter := func(p kv, st int) error {
+		if cx.outer != "" {
+			return errAt(p.keyOff, p.text(), "instruction %s is not allowed inside %s", stageNames[st], cx.outer)
+		}
+		if st == stage && st != stageApply {
+			return errAt(p.keyOff, p.text(), "duplicate %s instruction not allowed", stageNames[st])
+		}
+		if st < stage {
+			return errAt(p.keyOff, p.text(), "invalid instruction ordering: %s must appear before %s", stageNames[st], stageNames[stage])
+		}
+		stage = st
+		return nil
+	}
+	for {
+		p, ok, err := sc.next()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+		key := strings.ToLower(p.key)
+		if key == "drop" {
+			if !drop {
+				dropTok = p
+			}
+			drop = true
+			continue
+		}
+		n++
+		switch key {
+		case "apply_actions":
+			return nil, errAt(p.keyOff, p.text(), "apply_actions is the default instruction")
+		case "goto_table":
+			if err := enter(p, stageGoto); err != nil {
+				return nil, err
+			}
+			t, err := parseUint(p.val, 8)
+			if err != nil || t > 254 {
+				return nil, errAt(p.valOff, p.val, "bad table id (want 0 to 254)")
+			}
+			if uint8(t) <= cx.table {
+				return nil, errAt(p.valOff, p.val, "goto_table must go to a later table than %d", cx.table)
+			}
+			is.gotoTable = int(t)
+			continue
+		case "clear_actions":
+			if err := enter(p, stageClear); err != nil {
+				return nil, err
+			}
+			is.clear = true
+			continue
+		case "write_metadata":
+			if err := enter(p, stageMeta); err != nil {
+				return nil, err
+			}
+			vs, ms, hasMask := splitMask(p.val)
+			v, err := parseUintBytes(vs, 8, 64)
+			if err != nil {
+				return nil, errAt(p.valOff, p.val, "%v", err)
+			}
+			m := ones(8)
+			if hasMask {
+				if m, err = parseUintBytes(ms, 8, 64); err != nil {
+					return nil, errAt(p.valOff, p.val, "bad mask: %v", err)
+				}
+			}
+			is.meta = append(andBytes(v, m), m...)
+			continue
+		case "write_actions":
+			if err := enter(p, stageWrite); err != nil {
+				return nil, err
+			}
+			inner := &actx{mt: cx.mt, table: cx.table, outer: "write_actions", anyMatch: cx.anyMatch}
+			sub, err := inner.parseActions(p.val, p.valOff)
+			if err != nil {
+				return nil, err
+			}
+			is.write, is.hasWrite = sub.apply, true
+			continue
+		}
+		if stage != stageApply {
+			return nil, errAt(p.keyOff, p.text(), "invalid instruction ordering: apply_actions must appear before %s", stageNames[stage])
+		}
+		if key == "meter" {
+			// OVS orders meter as an instruction before apply_actions, even
+			// though OpenFlow 1.5 sends it as the first action.
+			if meterSeen {
+				return nil, errAt(p.keyOff, p.text(), "duplicate meter instruction not allowed")
+			}
+			if len(is.apply) > 0 {
+				return nil, errAt(p.keyOff, p.text(), "invalid instruction ordering: meter must appear before apply_actions")
+			}
+			meterSeen = true
+		}
+		acts, err := cx.parseAction(p, key)
+		if err != nil {
+			return nil, err
+		}
+		is.apply = append(is.apply, acts...)
+	}
+	if drop && n > 0 {
+		return nil, errAt(dropTok.keyOff, dropTok.key, "\"drop\" must not be accompanied by any other action or instruction")
+	}
+	if err := is.checkConjunctions(); err != nil {
+		return nil, errAt(base, s, "%v", err)
+	}
+	return is, nil
+}
+
+// checkConjunctions enforces OVS's rule that conjunction actions stand
+// alone, without other actions or instructions.
+func (is *instrSet) checkConjunctions() error {
+	conj := 0
+	for _, a := range is.apply {
+		if isNX(a, nxastConjunction) {
+			conj++
+		}
+	}
+	others := conj != len(is.apply) || is.clear || is.hasWrite || is.meta != nil || is.gotoTable >= 0
+	if conj > 0 && others {
+		return fmt.Errorf("\"conjunction\" actions may be used along with \"note\" but not any other kind of action")
+	}
+	return nil
+}
+
+func isNX(a []byte, subtype uint16) bool {
+	return len(a) >= 10 && binary.BigEndian.Uint16(a) == ofpatVendor &&
+		binary.BigEndian.Uint32(a[4:]) == nxVendor && binary.BigEndian.Uint16(a[8:]) == subtype
+}
+
+// parseAction parses one action (not an instruction).
+func (cx *actx) parseAction(p kv, key string) ([][]byte, error) {
+	switch cx.outer {
+	case "ct":
+		switch key {
+		case "set_field", "load", "move":
+		default:
+			return nil, errAt(p.keyOff, p.text(), "only set_field, load and move to ct_mark or ct_label are allowed inside ct(exec(...))")
+		}
+	case "write_actions":
+		// The actions OVS allows in an action set.
+		switch key {
+		case "meter", "ct", "learn", "conjunction", "exit", "controller", "resubmit":
+			return nil, errAt(p.keyOff, p.text(), "write_actions does not support nested action %s", key)
+		case "output":
+			if _, err := parsePort(p.val); err != nil {
+				return nil, errAt(p.keyOff, p.text(), "write_actions supports output to ports only")
+			}
+		}
+	}
+	one := func(b []byte, err error) ([][]byte, error) {
+		if err != nil {
+			return nil, err
+		}
+		return [][]byte{b}, nil
+	}
+	switch key {
+	case "output":
+		return one(cx.parseOutput(p))
+	case "controller":
+		return one(cx.parseController(p))
+	case "group":
+		v, err := parseUint(p.val, 32)
+		if err != nil || v > 0xffffff00 {
+			return nil, errAt(p.valOff, p.val, "bad group id")
+		}
+		return one(action32(ofpatGroup, uint32(v)), nil)
+	case "meter":
+		v, err := parseUint(p.val, 32)
+		if err != nil || v == 0 || v > 0xffff0000 {
+			return nil, errAt(p.valOff, p.val, "bad meter id")
+		}
+		return one(action32(ofpatMeter, uint32(v)), nil)
+	case "set_field":
+		return one(cx.parseSetField(p))
+	case "load":
+		return one(cx.parseLoad(p))
+	case "move":
+		return one(cx.parseMove(p))
+	case "push_vlan":
+		v, err := parseUint(p.val, 16)
+		if err != nil || (v != 0x8100 && v != 0x88a8) {
+			return nil, errAt(p.valOff, p.val, "push_vlan ethertype must be 0x8100 or 0x88a8")
+		}
+		b := []byte{0, ofpatPushVLAN, 0, 8, byte(v >> 8), byte(v), 0, 0}
+		// The pushed header is present for the actions that follow.
+		cx.mt.setBits(sVlanTCI, vlanCFI, vlanCFI)
+		return one(b, nil)
+	case "pop_vlan", "strip_vlan":
+		if p.delim != 0 {
+			return nil, errAt(p.keyOff, p.text(), "%s takes no argument", key)
+		}
+		if !cx.ok(preVLAN) {
+			return nil, errAt(p.keyOff, p.text(), "%s requires a VLAN header in the match (e.g. vlan_tci=0x1000/0x1000)", key)
+		}
+		cx.mt.set(sVlanTCI, []byte{0, 0}, []byte{0, 0})
+		return one([]byte{0, ofpatPopVLAN, 0, 8, 0, 0, 0, 0}, nil)
+	case "dec_ttl":
+		if p.delim != 0 {
+			return nil, errAt(p.keyOff, p.text(), "dec_ttl with controller ids is not supported")
+		}
+		if !cx.ok(preIPAny) {
+			return nil, errAt(p.keyOff, p.text(), "dec_ttl requires ip or ipv6 in the match")
+		}
+		return one([]byte{0, ofpatDecNwTTL, 0, 8, 0, 0, 0, 0}, nil)
+	case "resubmit":
+		return one(cx.parseResubmit(p))
+	case "ct":
+		return one(cx.parseCT(p))
+	case "ct_clear":
+		if p.delim != 0 {
+			return nil, errAt(p.keyOff, p.text(), "ct_clear takes no argument")
+		}
+		return one(setLen16(pad8(nxHeader(nxastCTClear))), nil)
+	case "exit":
+		if p.delim != 0 {
+			return nil, errAt(p.keyOff, p.text(), "exit takes no argument")
+		}
+		return one(setLen16(pad8(nxHeader(nxastExit))), nil)
+	case "conjunction":
+		return one(parseConjunction(p))
+	case "learn":
+		return one(cx.parseLearn(p))
+	case "nat":
+		return nil, errAt(p.keyOff, p.text(), "nat is only allowed inside ct(...)")
+	case "mod_nw_ttl":
+		v, err := parseUint(p.val, 8)
+		if err != nil {
+			return nil, errAt(p.valOff, p.val, "bad TTL (want 0 to 255)")
+		}
+		if !cx.ok(preIPAny) {
+			return nil, errAt(p.keyOff, p.text(), "mod_nw_ttl requires ip or ipv6 in the match")
+		}
+		return one([]byte{0, ofpatSetNwTTL, 0, 8, byte(v), 0, 0, 0}, nil)
+	case "mod_nw_tos":
+		v, err := parseUint(p.val, 8)
+		if err != nil || v&3 != 0 {
+			return nil, errAt(p.valOff, p.val, "bad TOS value (want a multiple of 4 up to 252)")
+		}
+		// OVS sends the DSCP bits as OXM ip_dscp.
+		return one(cx.asSetField(p, strconv.FormatUint(v>>2, 10)+"->ip_dscp"))
+	case "mod_dl_src", "mod_dl_dst", "mod_nw_src", "mod_nw_dst", "mod_tp_src", "mod_tp_dst", "mod_nw_ecn":
+		return one(cx.parseModAction(p, key))
+	}
+	if p.delim == 0 {
+		if port, err := parsePort(p.key); err == nil {
+			return one(cx.outputPort(p, port, 0))
+		}
+	}
+	return nil, errAt(p.keyOff, p.key, "unknown action")
+}
+
+func action32(typ uint16, v uint32) []byte {
+	b := make([]byte, 8)
+	binary.BigEndian.PutUint16(b, typ)
+	binary.BigEndian.PutUint16(b[2:], 8)
+	binary.BigEndian.PutUint32(b[4:], v)
+	return b
+}
+
+// outputPort encodes OFPAT_OUTPUT after OVS's port checks.
+func (cx *actx) outputPort(p kv, port uint16, maxLen uint16) ([]byte, error) {
+	switch port {
+	case portNone:
+		return nil, errAt(p.keyOff, p.text(), "invalid output port")
+	case portController:
+		if maxLen == 0 && p.delim == 0 {
+			maxLen = 0xffff
+		}
+	}
+	b := make([]byte, 16)
+	binary.BigEndian.PutUint16(b, ofpatOutput)
+	binary.BigEndian.PutUint16(b[2:], 16)
+	binary.BigEndian.PutUint32(b[4:], port11(port))
+	binary.BigEndian.PutUint16(b[8:], maxLen)
+	return b, nil
+}
+
+func (cx *actx) parseOutput(p kv) ([]byte, error) {
+	if p.delim == 0 || p.val == "" {
+		return nil, errAt(p.keyOff, p.text(), "output needs a port")
+	}
+	if port, err := parsePort(p.val); err == nil {
+		if port == portController {
+			return cx.outputPort(p, port, 0xffff)
+		}
+		return cx.outputPort(p, port, 0)
+	}
+	sf, err := parseSubfield(p.val)
+	if err != nil {
+		return nil, errAt(p.valOff, p.val, "bad output port or field: %v", err)
+	}
+	if sf.bits > 16 && !(sf.ofs == 0 && sf.bits == sf.f.bits && sf.f.bits == 32) {
+		return nil, errAt(p.valOff, p.val, "output field may be at most 16 bits wide (or a whole 32-bit field)")
+	}
+	if !cx.ok(sf.f.pre) {
+		return nil, errAt(p.valOff, p.val, "%s requires %s in the match", sf.f.name, prereqText(sf.f.pre))
+	}
+	b := nxHeader(nxastOutputReg)
+	b = binary.BigEndian.AppendUint16(b, ofsNbits(sf.ofs, sf.bits))
+	b = binary.BigEndian.AppendUint32(b, hdr32(sf.f))
+	b = binary.BigEndian.AppendUint16(b, 0xffff)
+	b = append(b, make([]byte, 6)...)
+	return setLen16(b), nil
+}
+
+func (cx *actx) parseController(p kv) ([]byte, error) {
+	if p.delim == 0 || p.val == "" {
+		return cx.outputPort(kv{}, portController, 0xffff)
+	}
+	if strings.Trim(p.val, "0123456789") == "" {
+		n, err := parseUint(p.val, 16)
+		if err != nil {
+			return nil, errAt(p.valOff, p.val, "bad controller max_len")
+		}
+		return cx.outputPort(p, portController, uint16(n))
+	}
+	return parseControllerArgs(p)
+}
+
+// fieldCheck verifies that f may be written in this context.
+func (cx *actx) checkWritable(f *field, off int, tok string) error {
+	if !f.writable {
+		return errAt(off, tok, "field %s is not writable", f.name)
+	}
+	isCT := f.name == "ct_mark" || f.name == "ct_label"
+	if cx.outer == "ct" && !isCT {
+		return errAt(off, tok, "only ct_mark and ct_label may be set inside ct(exec(...))")
+	}
+	if cx.outer != "ct" && isCT {
+		return errAt(off, tok, "%s may only be set inside ct(commit,exec(...))", f.name)
+	}
+	if !cx.ok(f.pre) {
+		return errAt(off, tok, "setting %s requires %s in the match", f.name, prereqText(f.pre))
+	}
+	if f.name == "vlan_vid" || f.name == "vlan_pcp" {
+		if !cx.ok(preVLAN) {
+			return errAt(off, tok, "setting %s requires a VLAN header (match vlan_tci=0x1000/0x1000 or push_vlan first)", f.name)
+		}
+	}
+	return nil
+}
+
+// setFieldAction encodes OFPAT_SET_FIELD; mask nil or all ones means
+// unmasked.
+func setFieldAction(f *field, v, m []byte) []byte {
+	masked := m != nil && !isOnes(m)
+	b := []byte{0, ofpatSetField, 0, 0}
+	n := len(v)
+	if masked {
+		n *= 2
+	}
+	b = appendOXMHeader(b, f.hdr, masked, n)
+	b = append(b, v...)
+	if masked {
+		b = append(b, m...)
+	}
+	return setLen16(pad8(b))
+}
+
+func (cx *actx) parseSetField(p kv) ([]byte, error) {
+	vs, fs, ok := strings.Cut(p.val, "->")
+	if !ok {
+		return nil, errAt(p.valOff, p.val, "set_field needs VALUE->FIELD")
+	}
+	fOff := p.valOff + len(vs) + 2
+	f := fieldByName[fs]
+	if f == nil {
+		f = fieldByNXM[fs]
+	}
+	if f == nil || f.name == "tp_src" || f.name == "tp_dst" {
+		return nil, errAt(fOff, fs, "unknown field")
+	}
+	if err := cx.checkWritable(f, fOff, fs); err != nil {
+		return nil, err
+	}
+	v, m, err := parseFieldValueMask(f, vs, true)
+	if err != nil {
+		return nil, errAt(p.valOff, vs, "%v", err)
+	}
+	if val, _, hasMask := splitMask(vs); hasMask {
+		if raw, _, err := parseFieldValueMask(f, val, true); err == nil && string(raw) != string(v) {
+			return nil, errAt(p.valOff, vs, "value has bits set outside the mask")
+		}
+	}
+	if f.kind == kPort && f.bytes == 2 {
+		return nil, errAt(fOff, fs, "set_field to in_port is not supported")
+	}
+	return setFieldAction(f, v, m), nil
+}
+
+func (cx *actx) parseLoad(p kv) ([]byte, error) {
+	vs, ds, ok := strings.Cut(p.val, "->")
+	if !ok {
+		return nil, errAt(p.valOff, p.val, "load needs VALUE->FIELD[]")
+	}
+	dOff := p.valOff + len(vs) + 2
+	sf, err := parseSubfield(ds)
+	if err != nil {
+		return nil, errAt(dOff, ds, "%v", err)
+	}
+	if err := cx.checkWritable(sf.f, dOff, ds); err != nil {
+		return nil, err
+	}
+	raw, err := parseUintBytes(vs, sf.f.bytes, sf.bits)
+	if err != nil {
+		return nil, errAt(p.valOff, vs, "%v (destination is %d bits)", err, sf.bits)
+	}
+	// Shift the value into place and build the mask of the sub-field.
+	v := shiftLeft(raw, sf.ofs)
+	m := shiftLeft(bitMask(sf.f.bytes, sf.bits), sf.ofs)
+	return setFieldAction(sf.f, v, m), nil
+}
+
+// shiftLeft shifts a big-endian byte string left by n bits.
+func shiftLeft(b []byte, n int) []byte {
+	out := make([]byte, len(b))
+	for i := 0; i < len(b)*8; i++ {
+		if b[len(b)-1-i/8]&(1<<(i%8)) == 0 {
+			continue
+		}
+		j := i + n
+		if j < len(b)*8 {
+			out[len(b)-1-j/8] |= 1 << (j % 8)
+		}
+	}
+	return out
+}
+
+func (cx *actx) parseMove(p kv) ([]byte, error) {
+	ss, ds, ok := strings.Cut(p.val, "->")
+	if !ok {
+		return nil, errAt(p.valOff, p.val, "move needs SRC[]->DST[]")
+	}
+	dOff := p.valOff + len(ss) + 2
+	src, err := parseSubfield(ss)
+	if err != nil {
+		return nil, errAt(p.valOff, ss, "%v", err)
+	}
+	dst, err := parseSubfield(ds)
+	if err != nil {
+		return nil, errAt(dOff, ds, "%v", err)
+	}
+	if src.bits != dst.bits {
+		return nil, errAt(p.valOff, p.val, "source field is %d bits wide but destination is %d bits wide", src.bits, dst.bits)
+	}
+	if !cx.ok(src.f.pre) {
+		return nil, errAt(p.valOff, ss, "reading %s requires %s in the match", src.f.name, prereqText(src.f.pre))
+	}
+	if src.f.hdr == (oxmHdr{}) && src.f.name != "in_port" {
+		return nil, errAt(p.valOff, ss, "field %s cannot be used in move", src.f.name)
+	}
+	if err := cx.checkWritable(dst.f, dOff, ds); err != nil && !(dst.f.name == "vlan_vid" && dst.f.writable) {
+		return nil, err
+	}
+	b := []byte{0, ofpatCopyField, 0, 0}
+	b = binary.BigEndian.AppendUint16(b, uint16(src.bits))
+	b = binary.BigEndian.AppendUint16(b, uint16(src.ofs))
+	b = binary.BigEndian.AppendUint16(b, uint16(dst.ofs))
+	b = append(b, 0, 0)
+	b = binary.BigEndian.AppendUint32(b, hdr32(src.f))
+	b = binary.BigEndian.AppendUint32(b, hdr32(dst.f))
+	return setLen16(pad8(b)), nil
+}
+
+// parseModAction handles the old mod_* actions, which OVS sends as
+// set_field in OpenFlow 1.5.
+func (cx *actx) parseModAction(p kv, key string) ([]byte, error) {
+	if p.delim == 0 || p.val == "" {
+		return nil, errAt(p.keyOff, p.text(), "%s needs a value", key)
+	}
+	name := map[string]string{
+		"mod_dl_src": "eth_src", "mod_dl_dst": "eth_dst", "mod_nw_src": "ip_src", "mod_nw_dst": "ip_dst",
+		"mod_nw_ecn": "nw_ecn",
+	}[key]
+	if key == "mod_tp_src" || key == "mod_tp_dst" {
+		proto, _ := cx.mt.proto()
+		pfx := map[uint8]string{protoTCP: "tcp", protoUDP: "udp", protoSCTP: "sctp"}[proto]
+		if pfx == "" {
+			return nil, errAt(p.keyOff, p.text(), "%s requires tcp, udp or sctp in the match", key)
+		}
+		name = pfx + key[6:]
+	}
+	return cx.asSetField(p, p.val+"->"+name)
+}
+
+// asSetField parses an old-style action as the set_field it stands for;
+// errors about the synthetic field name point at the action instead.
+func (cx *actx) asSetField(p kv, val string) ([]byte, error) {
+	b, err := cx.parseSetField(kv{key: "set_field", keyOff: p.keyOff, delim: ':', val: val, valOff: p.valOff})
+	var se *SyntaxError
+	if errors.As(err, &se) && se.Col-1 >= p.valOff+len(p.val) {
+		se.Col, se.Token = p.keyOff+1, p.text()
+	}
+	return b, err
+}
+
+func (cx *actx) parseResubmit(p kv) ([]byte, error) {
+	if p.val == "" {
+		return nil, errAt(p.keyOff, p.text(), "resubmit needs a port or table")
+	}
+	port, table, withCT := uint16(portInPort), uint64(255), false
+	var err error
+	if p.delim == '(' || strings.Contains(p.val, ",") {
+		parts := strings.Split(p.val, ",")
+		if len(parts) > 3 {
+			return nil, errAt(p.valOff, p.val, "too many arguments to resubmit")
+		}
+		if parts[0] != "" {
+			if port, err = parsePort(parts[0]); err != nil {
+				return nil, errAt(p.valOff, parts[0], "%v", err)
+			}
+		}
+		if len(parts) > 1 && parts[1] != "" {
+			if table, err = parseUint(parts[1], 8); err != nil || table == 255 {
+				return nil, errAt(p.valOff, p.val, "bad table id %q (want 0 to 254)", parts[1])
+			}
+		}
+		if len(parts) > 2 {
+			if parts[2] != "ct" {
+				return nil, errAt(p.valOff, p.val, "third argument to resubmit must be \"ct\"")
+			}
+			withCT = true
+		}
+	} else if port, err = parsePort(p.val); err != nil {
+		return nil, errAt(p.valOff, p.val, "%v", err)
+	}
+	if port == portInPort && table == 255 {
+		return nil, errAt(p.keyOff, p.text(), "at least one of \"in_port\" and \"table\" must be specified on resubmit")
+	}
+	if withCT && !cx.ok(preCt) {
+		return nil, errAt(p.keyOff, p.text(), "resubmit with ct requires a match on a valid connection (e.g. ct_state=+est+trk or ct_state=+trk-inv)")
+	}
+	sub := uint16(nxastResubmitTable)
+	if withCT {
+		sub = nxastResubmitCT
+	}
+	b := nxHeader(sub)
+	b = binary.BigEndian.AppendUint16(b, port)
+	b = append(b, byte(table), 0, 0, 0)
+	return setLen16(b), nil
+}
+
+func parseConjunction(p kv) ([]byte, error) {
+	var id, k, n uint32
+	if _, err := fmt.Sscanf(p.val, "%d,%d/%d", &id, &k, &n); err != nil ||
+		p.val != fmt.Sprintf("%d,%d/%d", id, k, n) && strings.ReplaceAll(p.val, " ", "") != fmt.Sprintf("%d,%d/%d", id, k, n) {
+		return nil, errAt(p.keyOff, p.text(), "conjunction needs (id,k/n)")
+	}
+	if n < 2 || n > 64 {
+		return nil, errAt(p.keyOff, p.text(), "conjunction must have between 2 and 64 clauses")
+	}
+	if k < 1 || k > n {
+		return nil, errAt(p.keyOff, p.text(), "clause index must be between 1 and the number of clauses")
+	}
+	b := nxHeader(nxastConjunction)
+	b = append(b, byte(k-1), byte(n))
+	b = binary.BigEndian.AppendUint32(b, id)
+	return setLen16(b), nil
+}

@@ -1,0 +1,374 @@
+package ofctl
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Flags of the ct action.
+const (
+	ctCommit = 1
+	ctForce  = 2
+)
+
+// Flags and range bits of the nat action.
+const (
+	natSrc        = 0x01
+	natDst        = 0x02
+	natPersistent = 0x04
+	natHash       = 0x08
+	natRandom     = 0x10
+
+	natIPv4Min  = 0x01
+	natIPv4Max  = 0x02
+	natIPv6Min  = 0x04
+	natIPv6Max  = 0x08
+	natProtoMin = 0x10
+	natProtoMax = 0x20
+)
+
+// Connection-tracking helpers known by name.
+const (
+	algFTP  = 21
+	algTFTP = 69
+)
+
+// parseCT parses ct(...) into NXAST_CT with its nested actions.
+func (cx *actx) parseCT(p kv) ([]byte, error) {
+	if cx.outer != "" {
+		return nil, errAt(p.keyOff, p.text(), "ct is not allowed inside %s", cx.outer)
+	}
+	var (
+		flags   uint16
+		zoneSrc uint32
+		zoneVal uint16
+		table   = byte(0xff)
+		alg     uint16
+		nested  []byte
+		natOnly = true // nested actions are only nat without arguments
+	)
+	sc := newScanner(p.val, p.valOff)
+	for {
+		q, ok, err := sc.next()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+		switch q.key {
+		case "commit":
+			flags |= ctCommit
+		case "force":
+			flags |= ctForce
+		case "table":
+			t, err := parseUint(q.val, 8)
+			if err != nil || t == 255 {
+				return nil, errAt(q.valOff, q.val, "bad table id (want 0 to 254)")
+			}
+			table = byte(t)
+		case "zone":
+			if z, err := parseUint(q.val, 16); err == nil {
+				zoneSrc, zoneVal = 0, uint16(z)
+				break
+			}
+			sf, err := parseSubfield(q.val)
+			if err != nil {
+				return nil, errAt(q.valOff, q.val, "zone must be a number (0 to 65535) or a 16-bit field: %v", err)
+			}
+			if sf.bits != 16 {
+				return nil, errAt(q.valOff, q.val, "zone field must be 16 bits wide, not %d", sf.bits)
+			}
+			if !cx.ok(sf.f.pre) {
+				return nil, errAt(q.valOff, q.val, "%s requires %s in the match", sf.f.name, prereqText(sf.f.pre))
+			}
+			zoneSrc, zoneVal = hdr32(sf.f), ofsNbits(sf.ofs, sf.bits)
+		case "alg":
+			switch q.val {
+			case "ftp":
+				alg = algFTP
+			case "tftp":
+				alg = algTFTP
+			default:
+				v, err := parseUint(q.val, 16)
+				if err != nil {
+					return nil, errAt(q.valOff, q.val, "unknown connection helper (want ftp, tftp or a port number)")
+				}
+				alg = uint16(v)
+			}
+		case "nat":
+			b, hasArgs, err := cx.parseNAT(q)
+			if err != nil {
+				return nil, err
+			}
+			if hasArgs {
+				natOnly = false
+			}
+			nested = append(nested, b...)
+		case "exec":
+			inner := &actx{mt: cx.mt, table: cx.table, outer: "ct", anyMatch: cx.anyMatch}
+			sub, err := inner.parseCTExec(q)
+			if err != nil {
+				return nil, err
+			}
+			for _, a := range sub {
+				if !isNX(a, nxastNAT) || natHasArgs(a) {
+					natOnly = false
+				}
+				nested = append(nested, a...)
+			}
+		default:
+			return nil, errAt(q.keyOff, q.text(), "invalid argument to \"ct\" action")
+		}
+	}
+	if flags&ctForce != 0 && flags&ctCommit == 0 {
+		return nil, errAt(p.keyOff, p.text(), "\"force\" flag requires \"commit\" flag")
+	}
+	if !natOnly && flags&ctCommit == 0 {
+		return nil, errAt(p.keyOff, p.text(), "ct requires \"commit\" when it has exec actions or nat with arguments")
+	}
+	if !cx.ok(preIPAny) {
+		return nil, errAt(p.keyOff, p.text(), "ct requires ip or ipv6 in the match")
+	}
+	if flags&ctCommit != 0 && cx.mt.u(sCtState)&csInv != 0 {
+		return nil, errAt(p.keyOff, p.text(), "ct(commit) cannot be used on a flow that matches ct_state=+inv")
+	}
+	if alg == algFTP && !cx.ok(preTCP) {
+		return nil, errAt(p.keyOff, p.text(), "alg=ftp requires tcp in the match")
+	}
+	if alg == algTFTP && !cx.ok(preUDP) {
+		return nil, errAt(p.keyOff, p.text(), "alg=tftp requires udp in the match")
+	}
+	b := nxHeader(nxastCT)
+	b = binary.BigEndian.AppendUint16(b, flags)
+	b = binary.BigEndian.AppendUint32(b, zoneSrc)
+	b = binary.BigEndian.AppendUint16(b, zoneVal)
+	b = append(b, table, 0, 0, 0)
+	b = binary.BigEndian.AppendUint16(b, alg)
+	b = append(b, nested...)
+	return setLen16(b), nil
+}
+
+// parseCTExec parses the actions of ct(exec(...)).
+func (cx *actx) parseCTExec(q kv) ([][]byte, error) {
+	var out [][]byte
+	sc := newScanner(q.val, q.valOff)
+	for {
+		p, ok, err := sc.next()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return out, nil
+		}
+		key := strings.ToLower(p.key)
+		if key == "nat" {
+			b, _, err := cx.parseNAT(p)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, b)
+			continue
+		}
+		acts, err := cx.parseAction(p, key)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, acts...)
+	}
+}
+
+func natHasArgs(a []byte) bool {
+	return len(a) >= 16 && (binary.BigEndian.Uint16(a[12:]) != 0 || binary.BigEndian.Uint16(a[14:]) != 0)
+}
+
+// parseNAT parses nat or nat(...) into NXAST_NAT.
+func (cx *actx) parseNAT(q kv) (b []byte, hasArgs bool, err error) {
+	var flags uint16
+	var v4 bool
+	var minA, maxA []byte
+	var pmin, pmax uint16
+	hasRange := false
+	sc := newScanner(q.val, q.valOff)
+	for {
+		r, ok, err := sc.next()
+		if err != nil {
+			return nil, false, err
+		}
+		if !ok {
+			break
+		}
+		switch r.key {
+		case "src", "dst":
+			if r.key == "src" {
+				flags |= natSrc
+			} else {
+				flags |= natDst
+			}
+			if r.delim == 0 {
+				break
+			}
+			if v4, minA, maxA, pmin, pmax, err = parseNATRange(r.val); err != nil {
+				return nil, false, errAt(r.valOff, r.val, "%v", err)
+			}
+			hasRange = true
+		case "persistent":
+			flags |= natPersistent
+		case "hash":
+			flags |= natHash
+		case "random":
+			flags |= natRandom
+		default:
+			return nil, false, errAt(r.keyOff, r.text(), "invalid key in \"nat\" argument")
+		}
+	}
+	switch {
+	case flags&natSrc != 0 && flags&natDst != 0:
+		return nil, false, errAt(q.keyOff, q.text(), "may only specify one of \"src\" or \"dst\"")
+	case flags&(natSrc|natDst) == 0 && flags != 0:
+		return nil, false, errAt(q.keyOff, q.text(), "flags allowed only with \"src\" or \"dst\"")
+	case flags&natHash != 0 && flags&natRandom != 0:
+		return nil, false, errAt(q.keyOff, q.text(), "both \"hash\" and \"random\" are not allowed")
+	}
+	if hasRange && !cx.anyMatch && v4 != cx.mt.isIPv4() {
+		want := "ip"
+		if !v4 {
+			want = "ipv6"
+		}
+		return nil, false, errAt(q.keyOff, q.text(), "nat with this address requires %s in the match", want)
+	}
+	// A range of one address or port is written without its maximum, the
+	// way OVS prints it, so that printing and parsing again is stable.
+	if maxA != nil && string(maxA) == string(minA) {
+		maxA = nil
+	}
+	if pmax == pmin {
+		pmax = 0
+	}
+	if pmin == 0 && pmax != 0 {
+		// OVS prints no ports when the minimum is 0.
+		return nil, false, errAt(q.keyOff, q.text(), "nat port range must start above 0")
+	}
+	var present uint16
+	body := []byte{}
+	if hasRange {
+		minBit, maxBit := uint16(natIPv4Min), uint16(natIPv4Max)
+		if !v4 {
+			minBit, maxBit = natIPv6Min, natIPv6Max
+		}
+		if !isZero(minA) {
+			body = append(body, minA...)
+			present |= minBit
+		}
+		if maxA != nil && !isZero(maxA) {
+			body = append(body, maxA...)
+			present |= maxBit
+		}
+		if pmin != 0 {
+			body = binary.BigEndian.AppendUint16(body, pmin)
+			present |= natProtoMin
+		}
+		if pmax != 0 {
+			body = binary.BigEndian.AppendUint16(body, pmax)
+			present |= natProtoMax
+		}
+	}
+	// OVS prints ports and the persistent, hash and random flags only with
+	// a (nonzero) address, so without one they would be lost in the
+	// printed flow.
+	if present&(natIPv4Min|natIPv4Max|natIPv6Min|natIPv6Max) == 0 {
+		if present != 0 {
+			return nil, false, errAt(q.keyOff, q.text(), "nat ports need a nonzero address")
+		}
+		if flags&(natPersistent|natHash|natRandom) != 0 {
+			return nil, false, errAt(q.keyOff, q.text(), "persistent, hash and random need an address range (src=ADDR or dst=ADDR)")
+		}
+	}
+	b = nxHeader(nxastNAT)
+	b = append(b, 0, 0)
+	b = binary.BigEndian.AppendUint16(b, flags)
+	b = binary.BigEndian.AppendUint16(b, present)
+	b = append(b, body...)
+	return setLen16(pad8(b)), flags != 0 || hasRange, nil
+}
+
+// parseNATRange parses ADDR[-ADDR][:PORT[-PORT]], with IPv6 addresses
+// optionally in brackets.
+func parseNATRange(s string) (v4 bool, minA, maxA []byte, pmin, pmax uint16, err error) {
+	bad := func() (bool, []byte, []byte, uint16, uint16, error) {
+		return false, nil, nil, 0, 0, fmt.Errorf("invalid nat range %q", s)
+	}
+	addrs, ports := s, ""
+	if strings.HasPrefix(s, "[") || strings.Count(s, ":") <= 1 {
+		// IPv4, or bracketed IPv6: a ':' outside brackets starts the ports.
+		depth := 0
+		for i := 0; i < len(s); i++ {
+			switch s[i] {
+			case '[':
+				depth++
+			case ']':
+				depth--
+			case ':':
+				if depth == 0 {
+					addrs, ports = s[:i], s[i+1:]
+					i = len(s)
+				}
+			}
+		}
+	}
+	lo, hi, isRange := cutAddrRange(addrs)
+	parse := func(a string) ([]byte, bool, error) {
+		a = strings.TrimSuffix(strings.TrimPrefix(a, "["), "]")
+		if b, err := parseIPv4(a); err == nil {
+			return b, true, nil
+		}
+		b, err := parseIPv6(a)
+		return b, false, err
+	}
+	minA, v4, err = parse(lo)
+	if err != nil {
+		return bad()
+	}
+	if isRange {
+		var v4b bool
+		if maxA, v4b, err = parse(hi); err != nil || v4b != v4 || string(maxA) < string(minA) {
+			return bad()
+		}
+	}
+	if ports != "" {
+		plo, phi, pr := strings.Cut(ports, "-")
+		a, err := strconv.ParseUint(plo, 10, 16)
+		if err != nil {
+			return bad()
+		}
+		pmin = uint16(a)
+		if pr {
+			b, err := strconv.ParseUint(phi, 10, 16)
+			if err != nil || b < a {
+				return bad()
+			}
+			pmax = uint16(b)
+		}
+	}
+	return v4, minA, maxA, pmin, pmax, nil
+}
+
+// cutAddrRange splits "A-B" where A and B may be bracketed IPv6 addresses.
+func cutAddrRange(s string) (lo, hi string, ok bool) {
+	depth := 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '[':
+			depth++
+		case ']':
+			depth--
+		case '-':
+			if depth == 0 {
+				return s[:i], s[i+1:], true
+			}
+		}
+	}
+	return s, "", false
+}

@@ -1,0 +1,144 @@
+package ofctl
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// errorCases are lines ParseFlow must reject, with the token and column it
+// must point at. ovsRejects says whether ovs-ofctl rejects the line too;
+// where it does not, ovs-ofctl silently drops part of the flow and flowstate
+// is stricter on purpose.
+var errorCases = []struct {
+	name, line string
+	col        int
+	token, msg string
+	ovsRejects bool
+}{
+	{"unknown field", "nw_srcc=1.2.3.4,actions=drop", 1, "nw_srcc", "unknown field", true},
+	{"bad address", "ip,nw_src=1.2.3.400,actions=drop", 11, "1.2.3.400", "bad IPv4 address", false},
+	{"bad prefix", "ip,nw_src=1.2.3.4/33,actions=drop", 11, "1.2.3.4/33", "bad prefix length", true},
+	{"mask on unmaskable field", "eth_type=0x800/0xff00,actions=drop", 10, "0x800/0xff00", "does not support masking", true},
+	{"missing prerequisite", "tp_dst=80,actions=drop", 1, "tp_dst=80", "missing prerequisite: tp_dst requires tcp, udp or sctp", false},
+	{"missing ip prerequisite", "nw_src=10.0.0.1,actions=drop", 1, "nw_src=10.0.0.1", "requires ip", false},
+	{"priority out of range", "priority=70000,actions=drop", 10, "70000", "invalid priority", true},
+	{"register out of range", "reg0=0x1ffffffff,actions=drop", 6, "0x1ffffffff", "out of range", true},
+	{"table 255", "table=255,actions=drop", 7, "255", "bad table id", false},
+	{"cookie mask", "cookie=1/1,actions=drop", 8, "1/1", "cannot use a cookie mask", true},
+	{"no actions", "ip", 3, "", "must specify an action", true},
+	{"unknown action", "ip,actions=foo", 12, "foo", "unknown action", true},
+	{"bad port", "in_port=foo,actions=drop", 9, "foo", "invalid or unknown port", true},
+	{"unknown ct_state flag", "ct_state=+foo,ip,actions=drop", 10, "+foo", "unknown flag", true},
+	{"drop with others", "actions=drop,output:1", 9, "drop", "must not be accompanied", true},
+	{"instruction order", "actions=goto_table:1,output:1", 22, "output:1", "invalid instruction ordering", true},
+	{"goto earlier table", "table=3,actions=goto_table:1", 28, "1", "later table", true},
+	{"ct without ip", "actions=ct(commit)", 9, "ct(commit)", "requires ip or ipv6", true},
+	{"ct exec without commit", "ip,actions=ct(exec(set_field:1->ct_mark))", 12, "ct(exec(set_field:1->ct_mark))", "requires \"commit\"", false},
+	{"ct_mark outside ct", "actions=set_field:1->ct_mark", 22, "ct_mark", "only be set inside ct", true},
+	{"exec sets a register", "ip,actions=ct(commit,exec(set_field:1->reg0))", 40, "reg0", "only ct_mark and ct_label", true},
+	{"load too wide", "actions=load:0x1ff->NXM_NX_REG0[0..7]", 14, "0x1ff", "out of range", true},
+	{"move widths differ", "actions=move:NXM_NX_REG0[0..3]->NXM_NX_REG1[0..4]", 14, "NXM_NX_REG0[0..3]->NXM_NX_REG1[0..4]", "bits wide", true},
+	{"pop_vlan without vlan", "actions=pop_vlan", 9, "pop_vlan", "requires a VLAN header", true},
+	{"output to reserved port", "actions=output:65280", 16, "65280", "bad output port", true},
+	{"unbalanced parenthesis", "ip,actions=resubmit(", 12, "resubmit(", "missing ')'", true},
+	{"set_field value outside mask", "actions=set_field:0xff/0xf->reg1", 19, "0xff/0xf", "outside the mask", false},
+	{"one-clause conjunction", "actions=conjunction(1,1/1)", 9, "conjunction(1,1/1)", "between 2 and 64 clauses", true},
+	{"unknown learn keyword", "actions=learn(importance=3)", 15, "importance=3", "unknown keyword", true},
+	{"learned field without prerequisite", "ip,actions=learn(NXM_OF_IP_SRC[])", 18, "NXM_OF_IP_SRC[]", "earlier in the learn specification", true},
+	{"nat outside ct", "ip,actions=nat", 12, "nat", "only allowed inside ct", true},
+	{"bad nat range", "ip,actions=ct(commit,nat(src=10.0.0.9-10.0.0.1))", 30, "10.0.0.9-10.0.0.1", "invalid nat range", true},
+	{"dec_ttl without ip", "actions=dec_ttl", 9, "dec_ttl", "requires ip or ipv6", true},
+	{"set_field without prerequisite", "actions=set_field:1.1.1.1->ip_src", 28, "ip_src", "requires ip", true},
+	{"vlan_vid without vlan", "actions=set_field:4196->vlan_vid", 25, "vlan_vid", "requires a VLAN header", true},
+	{"value needed", "ip,nw_src,actions=drop", 4, "nw_src", "needs a value", true},
+}
+
+func TestParseFlowErrors(t *testing.T) {
+	for _, tc := range errorCases {
+		t.Run(tc.name, func(t *testing.T) {
+			fm, err := ParseFlow(tc.line)
+			if err == nil {
+				t.Fatalf("ParseFlow(%q) = %v, want an error", tc.line, fm)
+			}
+			var se *SyntaxError
+			if !errors.As(err, &se) {
+				t.Fatalf("error %v is %T, want *SyntaxError", err, err)
+			}
+			if se.Line != 0 || se.Col != tc.col || se.Token != tc.token || !strings.Contains(se.Msg, tc.msg) {
+				t.Errorf("ParseFlow(%q) = line %d col %d token %q msg %q; want col %d token %q msg containing %q",
+					tc.line, se.Line, se.Col, se.Token, se.Msg, tc.col, tc.token, tc.msg)
+			}
+			if tc.col >= 1 && tc.col <= len(tc.line) && !strings.HasPrefix(tc.line[tc.col-1:], tc.token) {
+				t.Errorf("column %d of %q does not start with the token %q", tc.col, tc.line, tc.token)
+			}
+			if !strings.HasPrefix(se.Error(), "ofctl: column ") {
+				t.Errorf("Error() = %q, want it to start with \"ofctl: column \"", se.Error())
+			}
+		})
+	}
+}
+
+// TestErrorsAgreeWithOVS checks that ovs-ofctl rejects the same lines,
+// except where flowstate is deliberately stricter.
+func TestErrorsAgreeWithOVS(t *testing.T) {
+	needOVS(t)
+	ctx := testCtx(t, 30*time.Second)
+	for _, tc := range errorCases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := ofctlParse(ctx, tc.line)
+			if tc.ovsRejects && err == nil {
+				t.Errorf("ovs-ofctl accepts %q, which ParseFlow rejects", tc.line)
+			}
+			if !tc.ovsRejects && err != nil {
+				t.Logf("ovs-ofctl also rejects %q: %v", tc.line, err)
+			}
+		})
+	}
+}
+
+func TestSyntaxErrorText(t *testing.T) {
+	e := &SyntaxError{Line: 3, Col: 17, Token: "nw_srcc", Msg: "unknown field"}
+	if got, want := e.Error(), `ofctl: line 3, column 17 ("nw_srcc"): unknown field`; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+}
+
+func TestParseFlows(t *testing.T) {
+	in := strings.Join([]string{
+		"# a comment",
+		"",
+		"table=0,priority=100,ip,actions=ct(table=1,zone=65520)",
+		"   ",
+		"table=1,priority=100,ip,nw_srcc=1.2.3.4,actions=drop",
+		"  # indented comment",
+		"table=1,priority=90,ip,actions=resubmit(,2)",
+		"table=1,actions=bogus",
+	}, "\n")
+	flows, err := ParseFlows(strings.NewReader(in))
+	if len(flows) != 2 || flows[0].Line != 3 || flows[1].Line != 7 || flows[1].Text != "table=1,priority=90,ip,actions=resubmit(,2)" {
+		t.Errorf("flows = %+v, want lines 3 and 7", flows)
+	}
+	for _, f := range flows {
+		if f.Mod == nil {
+			t.Errorf("line %d has no FlowMod", f.Line)
+		}
+	}
+	errs := unjoin(err)
+	if len(errs) != 2 {
+		t.Fatalf("errors = %v, want 2", err)
+	}
+	for i, want := range []struct {
+		line, col int
+		token     string
+	}{{5, 25, "nw_srcc"}, {8, 17, "bogus"}} {
+		var se *SyntaxError
+		if !errors.As(errs[i], &se) || se.Line != want.line || se.Col != want.col || se.Token != want.token {
+			t.Errorf("error %d = %v, want line %d column %d token %q", i, errs[i], want.line, want.col, want.token)
+		}
+	}
+	if !strings.Contains(err.Error(), `ofctl: line 5, column 25 ("nw_srcc"): unknown field`) {
+		t.Errorf("joined error %q lacks the line 5 error", err)
+	}
+}

@@ -1,0 +1,140 @@
+package ofctl
+
+import "strings"
+
+// kv is one key or key-value pair of ovs-ofctl syntax, with the byte offsets
+// of key and value in the original line so errors can point at them.
+type kv struct {
+	key    string
+	keyOff int
+	delim  byte // ':', '=', '(' or 0 when the key stands alone
+	val    string
+	valOff int
+}
+
+// text returns the whole pair as written, for error messages.
+func (p kv) text() string {
+	switch p.delim {
+	case 0:
+		return p.key
+	case '(':
+		return p.key + "(" + p.val + ")"
+	default:
+		return p.key + string(p.delim) + p.val
+	}
+}
+
+// scanner splits a string the way ovs-ofctl's ofputil_parse_key_value does:
+// pairs are separated by commas or white space; a key ends at one of
+// ":=(, \t\r\n"; after ':' or '=' the value runs to the next comma or white
+// space outside parentheses, after '(' it runs to the matching ')'.
+type scanner struct {
+	s    string
+	pos  int
+	base int // offset of s within the line
+	// rest, if set, names keys whose value after '=' is the whole rest of
+	// the input ("actions=" in a flow).
+	rest func(key string) bool
+}
+
+func newScanner(s string, base int) *scanner { return &scanner{s: s, base: base} }
+
+// next returns the next pair; ok is false at the end of the input. An
+// unbalanced parenthesis is reported through errTok.
+func (sc *scanner) next() (p kv, ok bool, err error) {
+	s := sc.s
+	for sc.pos < len(s) && strings.IndexByte(", \t\r\n", s[sc.pos]) >= 0 {
+		sc.pos++
+	}
+	if sc.pos >= len(s) {
+		return kv{}, false, nil
+	}
+	start := sc.pos
+	end := start
+	for end < len(s) && strings.IndexByte(":=(, \t\r\n", s[end]) < 0 {
+		end++
+	}
+	p.key = s[start:end]
+	p.keyOff = sc.base + start
+	if end >= len(s) || strings.IndexByte(", \t\r\n", s[end]) >= 0 {
+		sc.pos = end
+		p.valOff = sc.base + end
+		return p, true, nil
+	}
+	p.delim = s[end]
+	vstart := end + 1
+	p.valOff = sc.base + vstart
+	if p.delim == '=' && sc.rest != nil && sc.rest(p.key) {
+		p.val = s[vstart:]
+		sc.pos = len(s)
+		return p, true, nil
+	}
+	if p.delim == '(' {
+		depth := 1
+		i := vstart
+		for ; i < len(s); i++ {
+			if s[i] == '(' {
+				depth++
+			} else if s[i] == ')' {
+				depth--
+				if depth == 0 {
+					break
+				}
+			}
+		}
+		if i >= len(s) {
+			return p, false, errAt(p.keyOff, s[start:], "missing ')'")
+		}
+		p.val = s[vstart:i]
+		sc.pos = i + 1
+		return p, true, nil
+	}
+	i := vstart
+	for i < len(s) && strings.IndexByte(", \t\r\n", s[i]) < 0 {
+		if s[i] == '(' {
+			depth := 0
+			for i < len(s) {
+				if s[i] == '(' {
+					depth++
+				} else if s[i] == ')' {
+					depth--
+				}
+				i++
+				if depth == 0 {
+					break
+				}
+			}
+			if depth != 0 {
+				return p, false, errAt(p.keyOff, s[start:], "missing ')'")
+			}
+			continue
+		}
+		i++
+	}
+	p.val = s[vstart:i]
+	sc.pos = i
+	return p, true, nil
+}
+
+// splitTop splits s at separator sep outside parentheses, returning the
+// pieces and their offsets relative to base.
+func splitTop(s string, sep byte, base int) (parts []string, offs []int) {
+	depth, start := 0, 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '(':
+			depth++
+		case ')':
+			depth--
+		case sep:
+			if depth == 0 {
+				parts = append(parts, s[start:i])
+				offs = append(offs, base+start)
+				start = i + 1
+			}
+		}
+	}
+	parts = append(parts, s[start:])
+	offs = append(offs, base+start)
+	return parts, offs
+}

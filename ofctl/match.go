@@ -1,0 +1,583 @@
+package ofctl
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// Ethernet types with shorthand names.
+const (
+	ethIP   = 0x0800
+	ethARP  = 0x0806
+	ethRARP = 0x8035
+	ethIPv6 = 0x86dd
+	ethMPLS = 0x8847
+	ethMPLM = 0x8848
+)
+
+// IP protocols with shorthand names.
+const (
+	protoICMP   = 1
+	protoTCP    = 6
+	protoUDP    = 17
+	protoICMPv6 = 58
+	protoSCTP   = 132
+)
+
+// VLAN TCI bits.
+const (
+	vlanCFI     = 0x1000
+	vlanVIDMask = 0x0fff
+	vlanPCPMask = 0xe000
+)
+
+// match is a flow match in OVS's model: a value and a mask per slot. A slot
+// whose mask is zero is not matched.
+type match struct {
+	v, m [nSlots][16]byte
+}
+
+func (mt *match) val(s slot) []byte  { return mt.v[s][:slotWidth[s]] }
+func (mt *match) mask(s slot) []byte { return mt.m[s][:slotWidth[s]] }
+func (mt *match) has(s slot) bool    { return !isZero(mt.mask(s)) }
+func (mt *match) u(s slot) uint64    { return beUint(mt.val(s)) }
+func (mt *match) um(s slot) uint64   { return beUint(mt.mask(s)) }
+
+// set stores value&mask and mask in slot s.
+func (mt *match) set(s slot, v, m []byte) {
+	w := slotWidth[s]
+	for i := 0; i < w; i++ {
+		mt.m[s][i] = m[i]
+		mt.v[s][i] = v[i] & m[i]
+	}
+}
+
+// setBits replaces the bits of slot s selected by bits with value v (already
+// aligned) and adds bits to the mask.
+func (mt *match) setBits(s slot, v, bits uint64) {
+	w := slotWidth[s]
+	cv, cm := mt.u(s), mt.um(s)
+	cv = cv&^bits | v&bits
+	cm |= bits
+	mt.set(s, putBE(cv, w), putBE(cm, w))
+}
+
+func (mt *match) setUint(s slot, v uint64) {
+	w := slotWidth[s]
+	mt.set(s, putBE(v, w), ones(w))
+}
+
+func (mt *match) dlType() (uint16, bool) {
+	if !mt.has(sDlType) {
+		return 0, false
+	}
+	return uint16(mt.u(sDlType)), true
+}
+
+func (mt *match) isIPv4() bool { t, ok := mt.dlType(); return ok && t == ethIP }
+func (mt *match) isIPv6() bool { t, ok := mt.dlType(); return ok && t == ethIPv6 }
+func (mt *match) isIPAny() bool {
+	return mt.isIPv4() || mt.isIPv6()
+}
+func (mt *match) isARP() bool {
+	t, ok := mt.dlType()
+	return ok && (t == ethARP || t == ethRARP)
+}
+
+// proto returns the matched IP protocol, if any.
+func (mt *match) proto() (uint8, bool) {
+	if !mt.isIPAny() || !mt.has(sNwProto) {
+		return 0, false
+	}
+	return uint8(mt.u(sNwProto)), true
+}
+
+func (mt *match) isProto(p uint8) bool {
+	q, ok := mt.proto()
+	return ok && q == p
+}
+
+// Connection tracking state bits.
+const (
+	csNew     = 0x01
+	csEst     = 0x02
+	csRel     = 0x04
+	csRpl     = 0x08
+	csInv     = 0x10
+	csTrk     = 0x20
+	csSrcNAT  = 0x40
+	csDstNAT  = 0x80
+	csValidOf = csNew | csEst | csRel | csRpl | csSrcNAT | csDstNAT
+)
+
+// ctValid reports whether the match implies a valid conntrack entry, as
+// OVS's is_ct_valid does for a match.
+func (mt *match) ctValid() bool {
+	v, m := mt.u(sCtState), mt.um(sCtState)
+	return v&csValidOf != 0 || v&csTrk != 0 && m&csInv != 0 && v&csInv == 0
+}
+
+// prereqOK reports whether the match satisfies p, the way OVS's
+// mf_are_prereqs_ok does (unmatched fields count as zero).
+func (mt *match) prereqOK(p prereq) bool {
+	switch p {
+	case preNone:
+		return true
+	case preARP:
+		return mt.isARP()
+	case preIPv4:
+		return mt.isIPv4()
+	case preIPv6:
+		return mt.isIPv6()
+	case preIPAny:
+		return mt.isIPAny()
+	case preTCP:
+		return mt.isProto(protoTCP)
+	case preUDP:
+		return mt.isProto(protoUDP)
+	case preSCTP:
+		return mt.isProto(protoSCTP)
+	case preL4:
+		return mt.isProto(protoTCP) || mt.isProto(protoUDP) || mt.isProto(protoSCTP)
+	case preICMPv4:
+		return mt.isIPv4() && mt.isProto(protoICMP)
+	case preICMPv6:
+		return mt.isIPv6() && mt.isProto(protoICMPv6)
+	case preICMPAny:
+		return mt.isIPv4() && mt.isProto(protoICMP) || mt.isIPv6() && mt.isProto(protoICMPv6)
+	case preND, preNDSolicit, preNDAdvert:
+		if !(mt.isIPv6() && mt.isProto(protoICMPv6)) || mt.u(sTpDst) != 0 {
+			return false
+		}
+		t := mt.u(sTpSrc)
+		switch p {
+		case preNDSolicit:
+			return t == 135
+		case preNDAdvert:
+			return t == 136
+		}
+		return t == 135 || t == 136
+	case preVLAN:
+		return mt.u(sVlanTCI)&vlanCFI != 0
+	case preMPLS:
+		t, ok := mt.dlType()
+		return ok && (t == ethMPLS || t == ethMPLM)
+	case preCt:
+		return mt.ctValid()
+	case preCtIPv4:
+		return mt.ctValid() && mt.isIPv4()
+	case preCtIPv6:
+		return mt.ctValid() && mt.isIPv6()
+	case preCtL4:
+		return mt.ctValid() && mt.u(sCtNwProto) != 0
+	}
+	return false
+}
+
+// prereqText explains a prerequisite in ovs-ofctl terms.
+func prereqText(p prereq) string {
+	switch p {
+	case preARP:
+		return "arp or rarp"
+	case preIPv4:
+		return "ip"
+	case preIPv6:
+		return "ipv6"
+	case preIPAny:
+		return "ip or ipv6"
+	case preTCP:
+		return "tcp or tcp6"
+	case preUDP:
+		return "udp or udp6"
+	case preSCTP:
+		return "sctp or sctp6"
+	case preL4:
+		return "tcp, udp or sctp (or their IPv6 forms)"
+	case preICMPv4:
+		return "icmp"
+	case preICMPv6:
+		return "icmp6"
+	case preICMPAny:
+		return "icmp or icmp6"
+	case preND:
+		return "icmp6 with icmp_type=135 or 136 and icmp_code=0"
+	case preNDSolicit:
+		return "icmp6 with icmp_type=135 and icmp_code=0"
+	case preNDAdvert:
+		return "icmp6 with icmp_type=136 and icmp_code=0"
+	case preVLAN:
+		return "a VLAN header (e.g. vlan_tci=0x1000/0x1000)"
+	case preMPLS:
+		return "mpls"
+	case preCt:
+		return "a valid connection (e.g. ct_state=+est+trk)"
+	case preCtIPv4:
+		return "a valid connection and ip (e.g. ct_state=+est+trk,ip)"
+	case preCtIPv6:
+		return "a valid connection and ipv6 (e.g. ct_state=+est+trk,ipv6)"
+	case preCtL4:
+		return "a valid connection and ct_nw_proto"
+	}
+	return "nothing"
+}
+
+// setField stores a parsed value of f into the match.
+func (mt *match) setField(f *field, v, m []byte) error {
+	if !f.special {
+		switch f.slot {
+		case sCtState:
+			// OVS keeps 8 bits of conntrack state and 1 public tunnel flag.
+			m = andBytes(m, []byte{0, 0, 0, 0xff})
+		case sTunFlags:
+			m = andBytes(m, []byte{0, 1})
+		}
+		mt.set(f.slot, v, m)
+		return nil
+	}
+	u, um := beUint(v), beUint(m)
+	switch f.name {
+	case "in_port":
+		p := uint16(u)
+		mt.setUint(sInPort, uint64(port11(p)))
+	case "dl_vlan":
+		if u > vlanVIDMask {
+			return fmt.Errorf("VLAN ID %d out of range (0 to 4095)", u)
+		}
+		mt.setBits(sVlanTCI, u|vlanCFI, vlanVIDMask|vlanCFI)
+	case "vlan_vid":
+		mt.setBits(sVlanTCI, u, um&(vlanVIDMask|vlanCFI))
+	case "dl_vlan_pcp", "vlan_pcp":
+		mt.setBits(sVlanTCI, u<<13|vlanCFI, vlanPCPMask|vlanCFI)
+	case "nw_proto":
+		mt.setUint(sNwProto, u)
+	case "arp_op":
+		if u > 0xff {
+			return fmt.Errorf("ARP opcode %d out of range (0 to 255)", u)
+		}
+		mt.setUint(sNwProto, u)
+	case "ip_frag":
+		mt.set(sNwFrag, v, m)
+	case "nw_tos":
+		if u&3 != 0 {
+			return fmt.Errorf("nw_tos %d has ECN bits set (use a multiple of 4, or ip_dscp)", u)
+		}
+		mt.setBits(sNwTos, u, 0xfc)
+	case "ip_dscp":
+		mt.setBits(sNwTos, u<<2, 0xfc)
+	case "nw_ecn":
+		mt.setBits(sNwTos, u, 0x03)
+	case "icmp_type", "icmpv6_type":
+		mt.setUint(sTpSrc, u)
+	case "icmp_code", "icmpv6_code":
+		mt.setUint(sTpDst, u)
+	default:
+		switch {
+		case len(f.name) > 4 && f.name[:4] == "xreg":
+			i := int(f.hdr.field)
+			mt.set(sReg0+slot(2*i), v[:4], m[:4])
+			mt.set(sReg0+slot(2*i+1), v[4:], m[4:])
+		case len(f.name) > 5 && f.name[:5] == "xxreg":
+			i := int(f.hdr.field) - 111
+			for k := 0; k < 4; k++ {
+				mt.set(sReg0+slot(4*i+k), v[4*k:4*k+4], m[4*k:4*k+4])
+			}
+		default:
+			return fmt.Errorf("field %s cannot be matched", f.name)
+		}
+	}
+	return nil
+}
+
+// oxm is one encoded match field: header, value and optional mask.
+type oxm struct {
+	hdr  oxmHdr
+	v, m []byte // m is nil for an exact match
+}
+
+// put appends hdr with v/m unless the mask is all zeros; an all-ones mask
+// gives an exact match, as OVS's nxm_put does.
+func put(out []oxm, hdr oxmHdr, v, m []byte) []oxm {
+	if isZero(m) {
+		return out
+	}
+	if isOnes(m) {
+		return append(out, oxm{hdr: hdr, v: append([]byte(nil), v...)})
+	}
+	return append(out, oxm{hdr: hdr, v: andBytes(v, m), m: append([]byte(nil), m...)})
+}
+
+func putExact(out []oxm, hdr oxmHdr, v []byte) []oxm {
+	return append(out, oxm{hdr: hdr, v: append([]byte(nil), v...)})
+}
+
+// encode returns the match as OpenFlow 1.5 OXM fields in the order OVS's
+// nx_put_raw emits them.
+func (mt *match) encode() []oxm {
+	var out []oxm
+	if mt.has(sConjID) {
+		out = putExact(out, oxmHdr{clsNXM1, 37}, mt.val(sConjID))
+	}
+	if mt.has(sInPort) {
+		out = putExact(out, oxmHdr{clsOXM, 0}, mt.val(sInPort))
+	}
+	out = put(out, oxmHdr{clsOXM, 4}, mt.val(sDlSrc), mt.mask(sDlSrc))
+	out = put(out, oxmHdr{clsOXM, 3}, mt.val(sDlDst), mt.mask(sDlDst))
+	out = put(out, oxmHdr{clsOXM, 5}, mt.val(sDlType), mt.mask(sDlType))
+
+	tci, tciMask := uint16(mt.u(sVlanTCI)), uint16(mt.um(sVlanTCI))
+	vid, vidMask := tci&(vlanVIDMask|vlanCFI), tciMask&(vlanVIDMask|vlanCFI)
+	if vidMask == vlanVIDMask|vlanCFI {
+		out = putExact(out, oxmHdr{clsOXM, 6}, putBE(uint64(vid), 2))
+	} else if vidMask != 0 {
+		out = append(out, oxm{hdr: oxmHdr{clsOXM, 6}, v: putBE(uint64(vid), 2), m: putBE(uint64(vidMask), 2)})
+	}
+	if vid != 0 && tciMask&vlanPCPMask != 0 {
+		out = putExact(out, oxmHdr{clsOXM, 7}, []byte{byte(tci >> 13)})
+	}
+
+	switch {
+	case mt.isIPAny():
+		out = mt.encodeIP(out)
+	case mt.isARP():
+		if mt.has(sNwProto) {
+			out = putExact(out, oxmHdr{clsOXM, 21}, putBE(mt.u(sNwProto), 2))
+		}
+		out = put(out, oxmHdr{clsOXM, 22}, mt.val(sNwSrc), mt.mask(sNwSrc))
+		out = put(out, oxmHdr{clsOXM, 23}, mt.val(sNwDst), mt.mask(sNwDst))
+		out = put(out, oxmHdr{clsOXM, 24}, mt.val(sArpSha), mt.mask(sArpSha))
+		out = put(out, oxmHdr{clsOXM, 25}, mt.val(sArpTha), mt.mask(sArpTha))
+	}
+
+	out = put(out, oxmHdr{clsOXM, 38}, mt.val(sTunID), mt.mask(sTunID))
+	out = put(out, oxmHdr{clsNXM1, 104}, mt.val(sTunFlags), mt.mask(sTunFlags))
+	out = put(out, oxmHdr{clsNXM1, 31}, mt.val(sTunSrc), mt.mask(sTunSrc))
+	out = put(out, oxmHdr{clsNXM1, 32}, mt.val(sTunDst), mt.mask(sTunDst))
+	out = put(out, oxmHdr{clsNXM1, 109}, mt.val(sTunIPv6Src), mt.mask(sTunIPv6Src))
+	out = put(out, oxmHdr{clsNXM1, 110}, mt.val(sTunIPv6Dst), mt.mask(sTunIPv6Dst))
+	out = put(out, oxmHdr{clsNXM1, 38}, mt.val(sTunGbpID), mt.mask(sTunGbpID))
+	out = put(out, oxmHdr{clsNXM1, 39}, mt.val(sTunGbpFlags), mt.mask(sTunGbpFlags))
+
+	// OpenFlow 1.5 carries registers in pairs as 64-bit packet registers.
+	for i := 0; i < 8; i++ {
+		hi, lo := sReg0+slot(2*i), sReg0+slot(2*i+1)
+		v := append(append([]byte(nil), mt.val(hi)...), mt.val(lo)...)
+		m := append(append([]byte(nil), mt.mask(hi)...), mt.mask(lo)...)
+		out = put(out, oxmHdr{clsPktRg, uint8(i)}, v, m)
+	}
+
+	out = put(out, oxmHdr{clsNXM1, 33}, mt.val(sPktMark), mt.mask(sPktMark))
+	out = put(out, oxmHdr{clsNXM1, 105}, mt.val(sCtState), mt.mask(sCtState))
+	out = put(out, oxmHdr{clsNXM1, 106}, mt.val(sCtZone), mt.mask(sCtZone))
+	out = put(out, oxmHdr{clsNXM1, 107}, mt.val(sCtMark), mt.mask(sCtMark))
+	out = put(out, oxmHdr{clsNXM1, 108}, mt.val(sCtLabel), mt.mask(sCtLabel))
+	out = put(out, oxmHdr{clsNXM1, 120}, mt.val(sCtNwSrc), mt.mask(sCtNwSrc))
+	out = put(out, oxmHdr{clsNXM1, 122}, mt.val(sCtIPv6Src), mt.mask(sCtIPv6Src))
+	out = put(out, oxmHdr{clsNXM1, 121}, mt.val(sCtNwDst), mt.mask(sCtNwDst))
+	out = put(out, oxmHdr{clsNXM1, 123}, mt.val(sCtIPv6Dst), mt.mask(sCtIPv6Dst))
+	if mt.u(sCtNwProto) != 0 {
+		out = put(out, oxmHdr{clsNXM1, 119}, mt.val(sCtNwProto), mt.mask(sCtNwProto))
+		out = put(out, oxmHdr{clsNXM1, 124}, mt.val(sCtTpSrc), mt.mask(sCtTpSrc))
+		out = put(out, oxmHdr{clsNXM1, 125}, mt.val(sCtTpDst), mt.mask(sCtTpDst))
+	}
+	out = put(out, oxmHdr{clsOXM, 2}, mt.val(sMetadata), mt.mask(sMetadata))
+	return out
+}
+
+func (mt *match) encodeIP(out []oxm) []oxm {
+	if mt.isIPv4() {
+		out = put(out, oxmHdr{clsOXM, 11}, mt.val(sNwSrc), mt.mask(sNwSrc))
+		out = put(out, oxmHdr{clsOXM, 12}, mt.val(sNwDst), mt.mask(sNwDst))
+	} else {
+		out = put(out, oxmHdr{clsOXM, 26}, mt.val(sIPv6Src), mt.mask(sIPv6Src))
+		out = put(out, oxmHdr{clsOXM, 27}, mt.val(sIPv6Dst), mt.mask(sIPv6Dst))
+	}
+	if fm := mt.um(sNwFrag) & 3; fm != 0 {
+		m := fm
+		if fm == 3 {
+			m = 0xff
+		}
+		out = put(out, oxmHdr{clsNXM1, 26}, []byte{byte(mt.u(sNwFrag) & 3)}, []byte{byte(m)})
+	}
+	tos, tosMask := mt.u(sNwTos), mt.um(sNwTos)
+	if tosMask&0xfc != 0 {
+		out = putExact(out, oxmHdr{clsOXM, 8}, []byte{byte(tos >> 2)})
+	}
+	if tosMask&0x03 != 0 {
+		out = putExact(out, oxmHdr{clsOXM, 9}, []byte{byte(tos & 3)})
+	}
+	if mt.has(sNwTTL) {
+		out = putExact(out, oxmHdr{clsNXM1, 29}, mt.val(sNwTTL))
+	}
+	out = put(out, oxmHdr{clsOXM, 28}, mt.val(sIPv6Label), mt.mask(sIPv6Label))
+	if !mt.has(sNwProto) {
+		return out
+	}
+	proto := uint8(mt.u(sNwProto))
+	out = putExact(out, oxmHdr{clsOXM, 10}, []byte{proto})
+	switch {
+	case proto == protoTCP:
+		out = put(out, oxmHdr{clsOXM, 13}, mt.val(sTpSrc), mt.mask(sTpSrc))
+		out = put(out, oxmHdr{clsOXM, 14}, mt.val(sTpDst), mt.mask(sTpDst))
+		out = put(out, oxmHdr{clsOXM, 42}, mt.val(sTCPFlags), mt.mask(sTCPFlags))
+	case proto == protoUDP:
+		out = put(out, oxmHdr{clsOXM, 15}, mt.val(sTpSrc), mt.mask(sTpSrc))
+		out = put(out, oxmHdr{clsOXM, 16}, mt.val(sTpDst), mt.mask(sTpDst))
+	case proto == protoSCTP:
+		out = put(out, oxmHdr{clsOXM, 17}, mt.val(sTpSrc), mt.mask(sTpSrc))
+		out = put(out, oxmHdr{clsOXM, 18}, mt.val(sTpDst), mt.mask(sTpDst))
+	case proto == protoICMP && mt.isIPv4():
+		if mt.has(sTpSrc) {
+			out = putExact(out, oxmHdr{clsOXM, 19}, []byte{byte(mt.u(sTpSrc))})
+		}
+		if mt.has(sTpDst) {
+			out = putExact(out, oxmHdr{clsOXM, 20}, []byte{byte(mt.u(sTpDst))})
+		}
+	case proto == protoICMPv6 && mt.isIPv6():
+		if mt.has(sTpSrc) {
+			out = putExact(out, oxmHdr{clsOXM, 29}, []byte{byte(mt.u(sTpSrc))})
+		}
+		if mt.has(sTpDst) {
+			out = putExact(out, oxmHdr{clsOXM, 30}, []byte{byte(mt.u(sTpDst))})
+		}
+		if mt.prereqOK(preND) {
+			out = put(out, oxmHdr{clsOXM, 31}, mt.val(sNdTarget), mt.mask(sNdTarget))
+			if mt.u(sTpSrc) == 135 {
+				out = put(out, oxmHdr{clsOXM, 32}, mt.val(sArpSha), mt.mask(sArpSha))
+			}
+			if mt.u(sTpSrc) == 136 {
+				out = put(out, oxmHdr{clsOXM, 33}, mt.val(sArpTha), mt.mask(sArpTha))
+			}
+		}
+	}
+	return out
+}
+
+func appendOXMHeader(b []byte, h oxmHdr, masked bool, n int) []byte {
+	fb := h.field << 1
+	if masked {
+		fb |= 1
+	}
+	return append(b, byte(h.class>>8), byte(h.class), fb, byte(n))
+}
+
+// decodeOXMs parses OXM fields (without the ofp_match header) into a match,
+// mapping each wire field back to its slot as OVS's nx_pull_raw does.
+func decodeOXMs(b []byte) (*match, error) {
+	mt := new(match)
+	for len(b) > 0 {
+		if len(b) < 4 {
+			return nil, fmt.Errorf("truncated match field header")
+		}
+		class := binary.BigEndian.Uint16(b)
+		fb, n := b[2], int(b[3])
+		b = b[4:]
+		if class == 0xffff {
+			return nil, fmt.Errorf("unsupported experimenter match field")
+		}
+		if len(b) < n {
+			return nil, fmt.Errorf("truncated match field")
+		}
+		body := b[:n]
+		b = b[n:]
+		h := oxmHdr{class, fb >> 1}
+		var v, m []byte
+		if fb&1 != 0 {
+			if n%2 != 0 {
+				return nil, fmt.Errorf("bad masked match field length %d", n)
+			}
+			v, m = body[:n/2], body[n/2:]
+		} else {
+			v, m = body, ones(n)
+		}
+		if err := mt.decodeField(h, v, m); err != nil {
+			return nil, err
+		}
+	}
+	return mt, nil
+}
+
+func (mt *match) decodeField(h oxmHdr, v, m []byte) error {
+	want := func(n int) error {
+		if len(v) != n {
+			return fmt.Errorf("match field %d:%d has length %d, want %d", h.class, h.field, len(v), n)
+		}
+		return nil
+	}
+	setSlot := func(s slot) error {
+		if err := want(slotWidth[s]); err != nil {
+			return err
+		}
+		mt.set(s, v, m)
+		return nil
+	}
+	switch h {
+	case oxmHdr{clsOXM, 0}:
+		return setSlot(sInPort)
+	case oxmHdr{clsOXM, 6}:
+		if err := want(2); err != nil {
+			return err
+		}
+		mt.setBits(sVlanTCI, beUint(v), beUint(m)&(vlanVIDMask|vlanCFI))
+		return nil
+	case oxmHdr{clsOXM, 7}:
+		if err := want(1); err != nil {
+			return err
+		}
+		mt.setBits(sVlanTCI, uint64(v[0]&7)<<13, vlanPCPMask)
+		return nil
+	case oxmHdr{clsOXM, 21}:
+		if err := want(2); err != nil {
+			return err
+		}
+		mt.setUint(sNwProto, beUint(v)&0xff)
+		return nil
+	case oxmHdr{clsOXM, 8}:
+		if err := want(1); err != nil {
+			return err
+		}
+		mt.setBits(sNwTos, uint64(v[0])<<2, 0xfc)
+		return nil
+	case oxmHdr{clsOXM, 9}:
+		if err := want(1); err != nil {
+			return err
+		}
+		mt.setBits(sNwTos, uint64(v[0]&3), 0x03)
+		return nil
+	case oxmHdr{clsNXM1, 26}:
+		if err := want(1); err != nil {
+			return err
+		}
+		mt.set(sNwFrag, []byte{v[0] & 3}, []byte{m[0] & 3})
+		return nil
+	case oxmHdr{clsOXM, 19}, oxmHdr{clsOXM, 29}:
+		if err := want(1); err != nil {
+			return err
+		}
+		mt.setUint(sTpSrc, uint64(v[0]))
+		return nil
+	case oxmHdr{clsOXM, 20}, oxmHdr{clsOXM, 30}:
+		if err := want(1); err != nil {
+			return err
+		}
+		mt.setUint(sTpDst, uint64(v[0]))
+		return nil
+	case oxmHdr{clsOXM, 10}:
+		return setSlot(sNwProto)
+	}
+	if h.class == clsPktRg && h.field < 8 {
+		if err := want(8); err != nil {
+			return err
+		}
+		i := int(h.field)
+		mt.set(sReg0+slot(2*i), v[:4], m[:4])
+		mt.set(sReg0+slot(2*i+1), v[4:], m[4:])
+		return nil
+	}
+	if h.class == clsNXM1 && h.field < 16 {
+		return setSlot(sReg0 + slot(h.field))
+	}
+	if f, ok := fieldByHdr[h]; ok && !f.special {
+		return setSlot(f.slot)
+	}
+	return fmt.Errorf("unsupported match field %#04x:%d", h.class, h.field)
+}
