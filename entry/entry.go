@@ -236,3 +236,26 @@ type Ref struct {
 func (r Ref) Key() []byte { return binary.BigEndian.AppendUint32(nil, r.ID) }
 
 func (r Ref) String() string { return fmt.Sprintf("%s %d", r.Kind, r.ID) }
+
+// ofpmfBurst is the METER_MOD flag that makes band burst sizes meaningful.
+const ofpmfBurst = 0x4
+
+// Comparable returns the form of a canonical payload that desired and dumped
+// entries are compared in. It is the payload itself, except for a meter
+// without the burst flag: the datapath then reports each band's burst size as
+// it chose (the userspace datapath: the rate), so burst sizes are zeroed.
+func Comparable(kind Kind, payload []byte) []byte {
+	if kind != KindMeter || len(payload) < 16 || binary.BigEndian.Uint16(payload[10:])&ofpmfBurst != 0 {
+		return payload
+	}
+	m := bytes.Clone(payload)
+	for off := 16; off+12 <= len(m); {
+		n := int(binary.BigEndian.Uint16(m[off+2:]))
+		if n < 12 || off+n > len(m) {
+			break
+		}
+		binary.BigEndian.PutUint32(m[off+8:], 0)
+		off += n
+	}
+	return m
+}

@@ -122,3 +122,26 @@ func FuzzIdentify(f *testing.F) {
 		}
 	})
 }
+
+func TestComparableMeter(t *testing.T) {
+	// meter=256,pktps,band=type=drop,rate=100 as sent, and as the userspace
+	// datapath dumps it (burst_size = rate).
+	sent := []byte{6, 29, 0, 32, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 1, 0, 0, 1, 0, 16, 0, 0, 0, 100, 0, 0, 0, 0, 0, 0, 0, 0}
+	dumped := bytes.Clone(sent)
+	dumped[27] = 100
+	if !bytes.Equal(Comparable(KindMeter, sent), Comparable(KindMeter, dumped)) {
+		t.Fatal("burst size of a meter without the burst flag made a difference")
+	}
+	withBurst := bytes.Clone(sent)
+	withBurst[11] |= ofpmfBurst
+	withBurst2 := bytes.Clone(withBurst)
+	withBurst2[27] = 100
+	if bytes.Equal(Comparable(KindMeter, withBurst), Comparable(KindMeter, withBurst2)) {
+		t.Fatal("burst size of a meter with the burst flag was ignored")
+	}
+	orig := bytes.Clone(dumped)
+	_ = Comparable(KindMeter, dumped)
+	if !bytes.Equal(orig, dumped) {
+		t.Fatal("Comparable changed its input")
+	}
+}

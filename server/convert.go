@@ -78,7 +78,7 @@ func toEntry(pe *flowstatev1.Entry, identityOnly bool) (entry.Entry, error) {
 		if fm, err = decodeFlowMod(body.Openflow); err != nil {
 			return entry.Entry{}, err
 		}
-		// Re-encoding drops what the decoder ignores (xid, padding junk).
+		// Re-encoding drops what the decoder ignores (padding junk).
 		if raw, err = fm.MarshalBinary(); err != nil {
 			return entry.Entry{}, fmt.Errorf("encoding: %w", err)
 		}
@@ -140,19 +140,14 @@ func flowRefs(fm *openflow15.FlowMod) []entry.Ref {
 	return refs
 }
 
-// decodeFlowMod decodes an OpenFlow 1.5 FLOW_MOD, turning the decoder's panics
-// on malformed input into errors.
-func decodeFlowMod(b []byte) (fm *openflow15.FlowMod, err error) {
+// decodeFlowMod checks and decodes an OpenFlow 1.5 FLOW_MOD. ofctl's decoder
+// keeps what libOpenflow's loses (MAC addresses, actions it does not know).
+func decodeFlowMod(b []byte) (*openflow15.FlowMod, error) {
 	if _, _, err := entry.Identify(entry.KindFlow, b); err != nil {
 		return nil, err
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			fm, err = nil, fmt.Errorf("malformed FLOW_MOD: %v", r)
-		}
-	}()
-	fm = new(openflow15.FlowMod)
-	if err := fm.UnmarshalBinary(b); err != nil {
+	fm, err := ofctl.DecodeFlowMod(b)
+	if err != nil {
 		return nil, fmt.Errorf("malformed FLOW_MOD: %w", err)
 	}
 	return fm, nil
@@ -178,10 +173,7 @@ func formatEntry(kind entry.Kind, payload []byte) string {
 	)
 	switch kind {
 	case entry.KindFlow:
-		var fm *openflow15.FlowMod
-		if fm, err = decodeFlowMod(payload); err == nil {
-			text, err = ofctl.FormatFlow(fm)
-		}
+		text, err = ofctl.FormatFlowMod(payload)
 	case entry.KindGroup:
 		text, err = ofctl.FormatGroupMod(payload)
 	case entry.KindMeter:

@@ -110,15 +110,24 @@ func (e *env) stopDaemon() {
 	e.d = nil
 }
 
-// oracle programs br-ref with ovs-ofctl from the same text.
+// oracle programs br-ref with `ovs-ofctl --bundle replace-flows` from the
+// same text.
 func (e *env) oracle(ctx context.Context, flows []string) {
+	e.t.Helper()
+	e.ofctlFlows(ctx, "replace-flows", flows)
+}
+
+// ofctlFlows runs `ovs-ofctl --bundle CMD br-ref FILE` with flows in FILE.
+// replace-flows does not carry flow_mod flags (send_flow_rem, ...); tests of
+// flows with flags use del-flows then add-flows.
+func (e *env) ofctlFlows(ctx context.Context, cmd string, flows []string) {
 	e.t.Helper()
 	f := filepath.Join(e.dir, "oracle.txt")
 	if err := os.WriteFile(f, []byte(strings.Join(flows, "\n")+"\n"), 0o600); err != nil {
 		e.t.Fatal(err)
 	}
-	if out, err := e.sb.Ofctl(ctx, "--bundle", "replace-flows", "br-ref", f); err != nil {
-		e.t.Fatalf("ovs-ofctl replace-flows: %v: %s", err, out)
+	if out, err := e.sb.Ofctl(ctx, "--bundle", cmd, "br-ref", f); err != nil {
+		e.t.Fatalf("ovs-ofctl %s: %v: %s", cmd, err, out)
 	}
 }
 

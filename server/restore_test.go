@@ -80,13 +80,35 @@ func TestReconcileIsIdempotent(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	corpus := readCorpus(t, "../ofctl/testdata/flows.txt")
+	var es []client.Entry
+	for _, m := range readCorpus(t, "../ofctl/testdata/meters.txt") {
+		es = append(es, client.MeterText(m))
+	}
+	for _, g := range readCorpus(t, "../ofctl/testdata/groups.txt") {
+		es = append(es, client.GroupText(g))
+	}
 	e := newEnv(ctx, t)
 	e.startDaemon(ctx)
 	e.waitConverged(ctx)
-	if _, err := e.c.Put(ctx, "br-int", "corpus", texts(corpus)...); err != nil {
+	if _, err := e.c.Put(ctx, "br-int", "corpus", append(es, texts(corpus)...)...); err != nil {
 		t.Fatal(err)
 	}
-	e.assertExact(ctx, corpus)
+	// The oracle gets the same groups and meters first.
+	for _, m := range readCorpus(t, "../ofctl/testdata/meters.txt") {
+		if out, err := e.sb.Ofctl(ctx, "add-meter", "br-ref", m); err != nil {
+			t.Fatal(err, out)
+		}
+	}
+	if out, err := e.sb.Ofctl(ctx, "add-groups", "br-ref", "../ofctl/testdata/groups.txt"); err != nil {
+		t.Fatal(err, out)
+	}
+	if out, err := e.sb.Ofctl(ctx, "del-flows", "br-ref"); err != nil {
+		t.Fatal(err, out)
+	}
+	e.ofctlFlows(ctx, "add-flows", corpus)
+	if want, got := e.dump(ctx, "br-ref"), e.dump(ctx, "br-int"); !slices.Equal(got, want) {
+		t.Fatalf("br-int holds\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 	for i := range 2 {
 		resp, err := e.c.Reconcile(ctx, "br-int")
 		if err != nil {

@@ -144,7 +144,7 @@ func diff(desired []entry.Entry, actual []actualEntry, skip map[string]bool) []C
 		switch {
 		case !ok:
 			cs = append(cs, Change{Op: OpDelete, Kind: a.kind, Actual: a.payload, Index: -1})
-		case !bytes.Equal(d.Payload, a.payload):
+		case !bytes.Equal(entry.Comparable(d.Kind, d.Payload), entry.Comparable(a.kind, a.payload)):
 			cs = append(cs, Change{Op: OpModify, Kind: a.kind, Desired: d, Actual: a.payload, Index: -1})
 		}
 	}
