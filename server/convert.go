@@ -75,12 +75,8 @@ func toEntry(pe *flowstatev1.Entry, identityOnly bool) (entry.Entry, error) {
 		}
 	case *flowstatev1.Entry_Openflow:
 		var err error
-		if fm, err = decodeFlowMod(body.Openflow); err != nil {
+		if fm, raw, err = canonicalFlowMod(body.Openflow); err != nil {
 			return entry.Entry{}, err
-		}
-		// Re-encoding drops what the decoder ignores (padding junk).
-		if raw, err = fm.MarshalBinary(); err != nil {
-			return entry.Entry{}, fmt.Errorf("encoding: %w", err)
 		}
 	default:
 		return entry.Entry{}, fmt.Errorf("no body: give text or openflow")
@@ -138,6 +134,29 @@ func flowRefs(fm *openflow15.FlowMod) []entry.Ref {
 		}
 	}
 	return refs
+}
+
+// canonicalFlowMod brings an encoded FLOW_MOD to the canonical form: printed
+// in ovs-ofctl syntax and parsed back, its match fields come out in OVS's
+// order with their prerequisites and loads become set_field, so its identity
+// matches what the switch dumps whatever order the controller used.
+func canonicalFlowMod(b []byte) (*openflow15.FlowMod, []byte, error) {
+	fm, err := decodeFlowMod(b)
+	if err != nil {
+		return nil, nil, err
+	}
+	text, err := ofctl.FormatFlow(fm)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot canonicalise the FLOW_MOD: %w", err)
+	}
+	if fm, err = ofctl.ParseFlow(text); err != nil {
+		return nil, nil, fmt.Errorf("cannot canonicalise the FLOW_MOD (%q): %w", text, err)
+	}
+	raw, err := fm.MarshalBinary()
+	if err != nil {
+		return nil, nil, fmt.Errorf("encoding: %w", err)
+	}
+	return fm, raw, nil
 }
 
 // decodeFlowMod checks and decodes an OpenFlow 1.5 FLOW_MOD. ofctl's decoder
