@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"antrea.io/libOpenflow/openflow15"
-
 	"github.com/flowstate-io/flowstate/client"
 	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/internal/sandbox"
@@ -269,20 +267,17 @@ func TestPutRejectedByOVS(t *testing.T) {
 		st, err := e.c.Status(ctx)
 		return err == nil && st.GetBridges()[0].GetConverged(), nil
 	})
-	// goto_table must point forward: OVS refuses this at BUNDLE_ADD time,
-	// the encoder does not.
-	bad := openflow15.NewFlowMod()
-	bad.TableId = 5
-	bad.Priority = 10
-	bad.AddInstruction(openflow15.NewInstrGotoTable(2))
-	raw, err := bad.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
+	// Table 7 holds one flow at most: OVS refuses the second at commit,
+	// whatever its syntax.
+	if out, err := e.sb.Vsctl(ctx, "--", "--id=@ft", "create", "Flow_Table", "flow_limit=1", "overflow_policy=refuse",
+		"--", "set", "Bridge", "br-int", "flow_tables:7=@ft"); err != nil {
+		t.Fatal(err, out)
 	}
-	_, err = e.c.Put(ctx, "br-int", "pod", client.FlowText(pipeline[0]), client.FlowBytes(raw))
+	_, err := e.c.Put(ctx, "br-int", "pod",
+		client.FlowText("table=7,priority=1,ip,actions=drop"), client.FlowText("table=7,priority=2,ip,actions=drop"))
 	var ee *errdefs.EntryError
-	if !errors.Is(err, errdefs.ErrInvalidArgument) || !errors.As(err, &ee) || ee.Index != 1 {
-		t.Fatalf("put with a bad flow: %v, want INVALID_ARGUMENT naming entry 1", err)
+	if !errors.Is(err, errdefs.ErrInvalidArgument) || !errors.As(err, &ee) || ee.Index != 1 || !strings.Contains(err.Error(), "OFPFMFC_TABLE_FULL") {
+		t.Fatalf("put beyond the table's limit: %v, want INVALID_ARGUMENT naming entry 1 and OVS's error", err)
 	}
 	es, err := e.c.List(ctx, client.Filter{})
 	if err != nil || len(es) != 0 {

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"antrea.io/libOpenflow/openflow15"
-
 	flowstatev1 "github.com/flowstate-io/flowstate/api/flowstate/v1"
 	"github.com/flowstate-io/flowstate/client"
 	"github.com/flowstate-io/flowstate/errdefs"
@@ -202,14 +200,16 @@ func TestQuarantine(t *testing.T) {
 	poll(ctx, t, "br-int disconnected", func() (bool, error) {
 		return !e.bridgeStatus(ctx, "br-int").GetConnected(), nil
 	})
-	bad := openflow15.NewFlowMod()
-	bad.TableId, bad.Priority = 5, 10
-	bad.AddInstruction(openflow15.NewInstrGotoTable(2)) // backwards: OVS refuses it
-	raw, err := bad.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
+	// The parser accepts a dscp_remark band; the dummy datapath refuses it
+	// (as a newer OVS may refuse what an older one took). Table 7 takes one
+	// flow only: the second is refused at commit.
+	bad := client.MeterText("meter=7,kbps,band=type=dscp_remark,rate=100,prec_level=1")
+	if out, err := e.sb.Vsctl(ctx, "--no-wait", "--", "--id=@ft", "create", "Flow_Table", "flow_limit=1", "overflow_policy=refuse",
+		"--", "set", "Bridge", "br-int", "flow_tables:7=@ft"); err != nil {
+		t.Fatal(err, out)
 	}
-	applied, err := e.c.Put(ctx, "br-int", "pipeline", append(texts(pipeline), client.FlowBytes(raw))...)
+	table7 := []string{"table=7,priority=1,ip,actions=drop", "table=7,priority=2,ip,actions=drop"}
+	applied, err := e.c.Put(ctx, "br-int", "pipeline", append(texts(append(slices.Clone(pipeline), table7...)), bad)...)
 	if err != nil || applied {
 		t.Fatalf("put while disconnected: applied=%v err=%v", applied, err)
 	}
@@ -217,22 +217,29 @@ func TestQuarantine(t *testing.T) {
 	if err := e.sb.StartVswitchd(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ev := watch.next(ctx, t, func(ev *flowstatev1.Event) bool { return ev.GetType() == "entry_quarantined" })
-	if !strings.Contains(ev.GetAttrs()["reason"], "OFPBIC_BAD_TABLE_ID") {
-		t.Fatalf("quarantine event %v, want OVS's error", ev)
+	reasons := map[string]string{}
+	for len(reasons) < 2 {
+		ev := watch.next(ctx, t, func(ev *flowstatev1.Event) bool { return ev.GetType() == "entry_quarantined" })
+		reasons[ev.GetAttrs()["kind"]] = ev.GetAttrs()["reason"]
+	}
+	if reasons["meter"] != "OFPMMFC_BAD_BAND" || reasons["flow"] != "OFPFMFC_TABLE_FULL" {
+		t.Fatalf("quarantine reasons %v", reasons)
 	}
 	e.waitConverged(ctx)
-	e.assertExact(ctx, pipeline)
+	e.assertExact(ctx, append(slices.Clone(pipeline), table7[0]))
 	st := e.status(ctx)
-	if len(st.GetQuarantined()) != 1 || !strings.Contains(st.GetQuarantined()[0].GetEntry().GetText(), "goto_table:2") {
+	if len(st.GetQuarantined()) != 2 {
 		t.Fatalf("status quarantine = %v", st.GetQuarantined())
 	}
+	if r := st.GetBridges()[0].GetLastReplay(); r.GetError() != "" {
+		t.Fatalf("replay with quarantined entries reported %q", r.GetError())
+	}
 	// The module fixes it: the quarantine is lifted by the new write.
-	if _, err := e.c.Delete(ctx, "br-int", "pipeline", client.FlowText("table=5,priority=10")); err != nil {
+	if _, err := e.c.Delete(ctx, "br-int", "pipeline", client.MeterText("meter=7")); err != nil {
 		t.Fatal(err)
 	}
-	if q := e.status(ctx).GetQuarantined(); len(q) != 0 {
-		t.Fatalf("quarantine after delete = %v", q)
+	if q := e.status(ctx).GetQuarantined(); len(q) != 1 || !strings.Contains(q[0].GetEntry().GetText(), "priority=2") {
+		t.Fatalf("quarantine after deleting the meter = %v", q)
 	}
 }
 

@@ -33,7 +33,7 @@ func applyPlan(ctx context.Context, conn *ofconn.Conn, p *plan) (applyStats, err
 		if err := conn.Send(ctx, m); err != nil {
 			var oe *ofconn.OFError
 			if errors.As(err, &oe) {
-				return &RejectedError{Changes: []Change{c}, Reasons: []string{oe.Error()}, Err: fmt.Errorf("%s %s: %w", c.Kind, c.Op, err)}
+				return &RejectedError{Changes: []Change{c}, Reasons: []string{oe.Name}, Err: fmt.Errorf("%s %s: %w", c.Kind, c.Op, err)}
 			}
 			return err
 		}

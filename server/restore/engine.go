@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/flowstate-io/flowstate/entry"
@@ -67,11 +68,11 @@ type Engine struct {
 	bridges map[string]*bridge
 	order   []string
 
-	// flagMu serialises flag changes; ovsdb is set once the OVSDB goroutine
-	// has connected.
+	// flagMu serialises flag changes and the shutdown of ovsdb, which is set
+	// once the OVSDB goroutine has connected; readers (Status) load it
+	// without the lock, so they never wait for an acknowledgement.
 	flagMu sync.Mutex
-	ovsdbC chan *ovsconfig.Client
-	ovsdb  *ovsconfig.Client
+	ovsdb  atomic.Pointer[ovsconfig.Client]
 	// converged is signalled when a bridge converges, so the flag goroutine
 	// re-checks whether all have.
 	converged chan struct{}
@@ -107,7 +108,6 @@ func New(cfg Config) (*Engine, error) {
 		cfg:       cfg,
 		log:       cfg.Logger,
 		bridges:   make(map[string]*bridge, len(cfg.Bridges)),
-		ovsdbC:    make(chan *ovsconfig.Client, 1),
 		converged: make(chan struct{}, 1),
 		gate:      newGate(),
 	}
@@ -136,22 +136,22 @@ func (e *Engine) Run(ctx context.Context) {
 	wg.Wait()
 	e.flagMu.Lock()
 	defer e.flagMu.Unlock()
-	if e.ovsdb == nil {
+	c := e.ovsdb.Swap(nil)
+	if c == nil {
 		return
 	}
 	if e.cfg.Rearm {
-		e.disarmLocked()
+		e.disarm(c)
 	}
-	e.ovsdb.Close()
-	e.ovsdb = nil
+	c.Close()
 }
 
-// disarmLocked clears the flag when flowstated stops: a flag left true with
+// disarm clears the flag when flowstated stops: a flag left true with
 // nobody to clear it would keep the next vswitchd from forwarding.
-func (e *Engine) disarmLocked() {
+func (e *Engine) disarm(c *ovsconfig.Client) {
 	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.AckTimeout)
 	defer cancel()
-	if err := e.ovsdb.SetFlowRestoreWait(ctx, false, false); err != nil {
+	if err := c.SetFlowRestoreWait(ctx, false, false); err != nil {
 		e.log.Error("could not disarm flow-restore-wait on stop; a vswitchd restarted now stays gated until it is cleared", "err", err)
 		return
 	}
@@ -172,9 +172,7 @@ func (e *Engine) runOVSDB(ctx context.Context) {
 			}
 		}
 	}
-	e.flagMu.Lock()
-	e.ovsdb = c
-	e.flagMu.Unlock()
+	e.ovsdb.Store(c)
 	e.log.Info("ovsdb connected", "addr", e.cfg.OVSDB)
 	// A bridge may have converged before OVSDB answered.
 	e.signalConverged()
@@ -220,10 +218,11 @@ func (e *Engine) releaseIfConverged(ctx context.Context) error {
 	}
 	e.flagMu.Lock()
 	defer e.flagMu.Unlock()
-	if e.ovsdb == nil {
+	c := e.ovsdb.Load()
+	if c == nil {
 		return nil
 	}
-	on, err := e.ovsdb.FlowRestoreWait()
+	on, err := c.FlowRestoreWait()
 	if err != nil {
 		return fmt.Errorf("reading flow-restore-wait: %w", err)
 	}
@@ -232,24 +231,24 @@ func (e *Engine) releaseIfConverged(ctx context.Context) error {
 	if !on {
 		// vswitchd started without the flag: nothing to release, but arm
 		// it for the next start.
-		return e.rearmLocked(actx)
+		return e.rearmLocked(actx, c)
 	}
 	start := time.Now()
-	if err := e.ovsdb.SetFlowRestoreWait(actx, false, true); err != nil {
+	if err := c.SetFlowRestoreWait(actx, false, true); err != nil {
 		return err
 	}
 	e.cfg.Metrics.flagCleared.Inc()
 	e.log.Info("flow-restore-wait cleared", "ack", time.Since(start))
 	e.publish(events.Event{Type: events.FlagCleared, Message: "flow-restore-wait cleared and acknowledged by vswitchd",
 		Attrs: map[string]string{"ack": time.Since(start).String()}})
-	return e.rearmLocked(actx)
+	return e.rearmLocked(actx, c)
 }
 
-func (e *Engine) rearmLocked(ctx context.Context) error {
+func (e *Engine) rearmLocked(ctx context.Context, c *ovsconfig.Client) error {
 	if !e.cfg.Rearm {
 		return nil
 	}
-	if err := e.ovsdb.SetFlowRestoreWait(ctx, true, false); err != nil {
+	if err := c.SetFlowRestoreWait(ctx, true, false); err != nil {
 		return fmt.Errorf("re-arming flow-restore-wait: %w", err)
 	}
 	e.cfg.Metrics.flagRearmed.Inc()
@@ -261,12 +260,11 @@ func (e *Engine) rearmLocked(ctx context.Context) error {
 // FlowRestoreWait returns the flag as stored in OVSDB; ok is false while OVSDB
 // is not connected.
 func (e *Engine) FlowRestoreWait() (on, ok bool) {
-	e.flagMu.Lock()
-	defer e.flagMu.Unlock()
-	if e.ovsdb == nil || !e.ovsdb.Connected() {
+	c := e.ovsdb.Load()
+	if c == nil || !c.Connected() {
 		return false, false
 	}
-	on, err := e.ovsdb.FlowRestoreWait()
+	on, err := c.FlowRestoreWait()
 	return on, err == nil
 }
 
