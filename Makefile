@@ -51,6 +51,11 @@ fuzz: ## run each fuzz target for FUZZTIME (default 20s)
 bench: ## run the benchmarks (see docs/benchmarks.md)
 	go test -run '^$$' -bench . -benchmem ./...
 
+.PHONY: bench-restore
+bench-restore: ## compare restore, declare and reconcile with ovs-ofctl --bundle (FLOWS=50000 RUNS=3)
+	@./scripts/install-deps.sh
+	go run ./cmd/flowstate-bench -flows $${FLOWS:-50000} -runs $${RUNS:-3}
+
 .PHONY: deps
 deps: ## install OVS, buf and the pinned protoc plugins
 	./scripts/install-deps.sh --dev

@@ -362,8 +362,10 @@ func (s *Sandbox) run(ctx context.Context, bin string, args ...string) (string, 
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr
-	// If the tool is killed, do not wait long for anything holding its pipes.
-	cmd.WaitDelay = time.Second
+	// If the tool is killed, do not wait forever for anything holding its
+	// pipes; generous, because on a loaded machine copying a successful
+	// tool's output can take over a second.
+	cmd.WaitDelay = 10 * time.Second
 	err := cmd.Run()
 	if err == nil {
 		return stdout.String(), nil

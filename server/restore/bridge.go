@@ -112,10 +112,11 @@ func (e *Engine) runBridge(ctx context.Context, b *bridge) {
 	log := e.log.With("bridge", b.name)
 	var lastErr string
 	// A restarting vswitchd is back within a fraction of a second and every
-	// millisecond of it is a gated switch: start redialling fast, back off
-	// to RetryInterval.
-	const firstRetry = 20 * time.Millisecond
+	// millisecond of it is a gated switch: redial every 20 ms for the first
+	// seconds, then back off to RetryInterval.
+	const firstRetry, fastFor = 20 * time.Millisecond, 3 * time.Second
 	delay := firstRetry
+	lost := time.Now()
 	for ctx.Err() == nil {
 		conn, err := ofconn.Dial(ctx, path, ofconn.Options{
 			EchoInterval: e.cfg.EchoInterval, EchoTimeout: e.cfg.EchoTimeout, Logger: log,
@@ -127,7 +128,9 @@ func (e *Engine) runBridge(ctx context.Context, b *bridge) {
 				lastErr = msg
 			}
 			sleepCtx(ctx, delay)
-			delay = min(delay*2, e.cfg.RetryInterval)
+			if time.Since(lost) > fastFor {
+				delay = min(delay*2, e.cfg.RetryInterval)
+			}
 			continue
 		}
 		lastErr, delay = "", firstRetry
@@ -138,6 +141,7 @@ func (e *Engine) runBridge(ctx context.Context, b *bridge) {
 		e.serveConn(ctx, b, conn, log)
 		b.setConn(nil)
 		_ = conn.Close()
+		lost = time.Now()
 		e.cfg.Metrics.connected.WithLabelValues(b.name).Set(0)
 		if ctx.Err() == nil {
 			log.Warn("bridge disconnected", "err", conn.Err())
