@@ -1,0 +1,128 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/flowstate-io/flowstate/client"
+	"github.com/flowstate-io/flowstate/internal/sandbox"
+)
+
+// TestBinarySIGTERM runs the flowstated binary against a sandbox: it serves
+// the API and the health service, restores, re-arms the flag, and on SIGTERM
+// stops gracefully, disarming the flag and exiting 0.
+func TestBinarySIGTERM(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	bin := filepath.Join(t.TempDir(), "flowstated")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	sb, err := sandbox.Start(ctx, sandbox.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	if err := sb.AddBridge(ctx, "br-int"); err != nil {
+		t.Fatal(err)
+	}
+	bootID := filepath.Join(sb.Dir(), "boot_id")
+	if err := os.WriteFile(bootID, []byte("boot\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sockPath := filepath.Join(sb.Dir(), "run", "fs.sock")
+	cmd := exec.CommandContext(ctx, bin,
+		"--ovs-rundir", sb.RunDir(), "--ovsdb", sb.DBAddr(), "--bridge", "br-int",
+		"--db", filepath.Join(sb.Dir(), "state", "fs.db"), "--listen", "unix://"+sockPath,
+		"--boot-id-file", bootID, "--metrics-listen", "127.0.0.1:0", "--log-format", "json")
+	var logs bytes.Buffer
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	defer func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-waited
+		}
+		if t.Failed() {
+			t.Logf("flowstated log:\n%s", logs.String())
+		}
+	}()
+
+	c, err := client.New("unix://" + sockPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	poll := func(what string, cond func() bool) {
+		t.Helper()
+		for !cond() {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("waiting for %s: %v", what, ctx.Err())
+			case err := <-waited:
+				t.Fatalf("flowstated exited while waiting for %s: %v", what, err)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	poll("converged and re-armed", func() bool {
+		st, err := c.Status(ctx)
+		if err != nil || !st.GetBridges()[0].GetConverged() {
+			return false
+		}
+		on, err := sb.FlowRestoreWait(ctx)
+		return err == nil && on
+	})
+	if fi, err := os.Stat(sockPath); err != nil || fi.Mode().Perm() != 0o660 {
+		t.Fatalf("socket mode: %v %v", fi.Mode(), err)
+	}
+	conn, err := grpc.NewClient("unix://"+sockPath, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	hr, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil || hr.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health: %v %v", hr, err)
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-waited:
+		if err != nil {
+			t.Fatalf("flowstated exited with %v after SIGTERM", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("flowstated did not stop on SIGTERM")
+	}
+	if !strings.Contains(logs.String(), `"msg":"stopped"`) {
+		t.Fatalf("no graceful stop in the log:\n%s", logs.String())
+	}
+	if on, err := sb.FlowRestoreWait(ctx); err != nil || on {
+		t.Fatalf("flag after a graceful stop: %v %v (want disarmed)", on, err)
+	}
+	if _, err := os.Stat(sockPath); err == nil {
+		// A stale socket file is fine (the next start replaces it), but it
+		// must not answer.
+		if _, err := c.Status(ctx); err == nil {
+			t.Fatal("API still answers after stop")
+		}
+	}
+}
