@@ -372,30 +372,44 @@ type Count struct {
 }
 
 // Counts returns the entry counts of every (bridge, module), ordered by bridge
-// then module.
+// then module. It reads only the owner of each record, not its payload.
 func (s *Store) Counts() ([]Count, error) {
 	var out []Count
-	idx := map[[2]string]int{}
-	err := s.List(Filter{}, func(bridge string, e entry.Entry) error {
-		k := [2]string{bridge, e.Module}
-		i, ok := idx[k]
-		if !ok {
-			i = len(out)
-			idx[k] = i
-			out = append(out, Count{Bridge: bridge, Module: e.Module})
-		}
-		switch e.Kind {
-		case entry.KindFlow:
-			out[i].Flows++
-		case entry.KindGroup:
-			out[i].Groups++
-		case entry.KindMeter:
-			out[i].Meters++
-		}
-		return nil
+	err := s.db.View(func(tx *bolt.Tx) error {
+		root := tx.Bucket(bucketBridges)
+		return root.ForEachBucket(func(name []byte) error {
+			idx := map[string]*[3]int{}
+			br := root.Bucket(name)
+			for ki, kind := range entry.Kinds {
+				kb := br.Bucket(kindBuckets[kind])
+				if kb == nil {
+					continue
+				}
+				err := kb.ForEach(func(k, v []byte) error {
+					owner, err := recordOwner(v)
+					if err != nil {
+						return fmt.Errorf("bridge %s %s %x: %w", name, kind, k, err)
+					}
+					c := idx[string(owner)]
+					if c == nil {
+						c = new([3]int)
+						idx[string(owner)] = c
+					}
+					c[ki]++
+					return nil
+				})
+				if err != nil {
+					return err
+				}
+			}
+			for m, c := range idx {
+				out = append(out, Count{Bridge: string(name), Module: m, Flows: c[0], Groups: c[1], Meters: c[2]})
+			}
+			return nil
+		})
 	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("store: counts: %w", err)
 	}
 	sortCounts(out)
 	return out, nil
@@ -495,14 +509,23 @@ func encodeRecord(module string, payload []byte) []byte {
 // decodeRecord returns copies: bbolt's slices are valid only inside the
 // transaction.
 func decodeRecord(v []byte) (module string, payload []byte, err error) {
+	owner, err := recordOwner(v)
+	if err != nil {
+		return "", nil, err
+	}
+	return string(owner), bytes.Clone(v[2+len(owner):]), nil
+}
+
+// recordOwner returns the module of a record, aliasing v.
+func recordOwner(v []byte) ([]byte, error) {
 	if len(v) < 2 || v[0] != recordVersion {
-		return "", nil, errors.New("corrupt record: bad version")
+		return nil, errors.New("corrupt record: bad version")
 	}
 	n := int(v[1])
 	if len(v) < 2+n {
-		return "", nil, errors.New("corrupt record: truncated module name")
+		return nil, errors.New("corrupt record: truncated module name")
 	}
-	return string(v[2 : 2+n]), bytes.Clone(v[2+n:]), nil
+	return v[2 : 2+n], nil
 }
 
 func sortCounts(cs []Count) {
