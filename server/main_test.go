@@ -1,0 +1,18 @@
+package server_test
+
+import (
+	"io"
+	"testing"
+
+	"go.uber.org/goleak"
+	"k8s.io/klog/v2"
+)
+
+func TestMain(m *testing.M) {
+	// libOpenflow reports what it cannot decode through klog; ofconn falls
+	// back to the raw bytes, so these are noise in test output.
+	klog.LogToStderr(false)
+	klog.SetOutput(io.Discard)
+	// Every daemon, client and sandbox a test starts is stopped by then.
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"))
+}
