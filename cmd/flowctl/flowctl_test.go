@@ -103,15 +103,18 @@ func TestFlowctl(t *testing.T) {
 		}
 	})
 	t.Run("diff exits 2 on a difference", func(t *testing.T) {
-		poll(ctx, t, func() bool {
-			out, _ := run(ctx, t, srv, "", "status", "-o", "json")
-			// protojson varies its spacing on purpose.
-			return regexp.MustCompile(`"converged":\s*true`).MatchString(out)
-		})
+		if out, err := run(ctx, t, srv, "", "wait"); err != nil || out != "converged\n" {
+			t.Fatalf("wait: %v %q", err, out)
+		}
+		out, _ := run(ctx, t, srv, "", "status", "-o", "json")
+		// protojson varies its spacing on purpose.
+		if !regexp.MustCompile(`"converged":\s*true`).MatchString(out) {
+			t.Fatalf("status after wait:\n%s", out)
+		}
 		if out, err := sb.Ofctl(ctx, "add-flow", "br-int", "table=7,actions=drop"); err != nil {
 			t.Fatal(err, out)
 		}
-		out, err := run(ctx, t, srv, "", "diff")
+		out, err = run(ctx, t, srv, "", "diff")
 		var ec exitCode
 		if !errors.As(err, &ec) || ec.code != 2 || !strings.Contains(out, "- table=7, actions=drop") {
 			t.Fatalf("diff: %v\n%s", err, out)
@@ -151,23 +154,27 @@ func TestFlowctl(t *testing.T) {
 			t.Fatalf("groups on the switch after del-groups: %q %v", groups, err)
 		}
 	})
+	t.Run("wait names what is missing", func(t *testing.T) {
+		if err := sb.StopVswitchd(ctx); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := sb.StartVswitchd(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}()
+		root := newRoot()
+		root.SetArgs([]string{"--server", srv, "--timeout", "1s", "wait"})
+		root.SetOut(&bytes.Buffer{})
+		err := root.ExecuteContext(ctx)
+		if err == nil || !strings.Contains(err.Error(), "br-int not connected") {
+			t.Fatalf("wait with vswitchd down: %v", err)
+		}
+	})
 	t.Run("status", func(t *testing.T) {
 		out, err := run(ctx, t, srv, "", "status")
 		if err != nil || !strings.Contains(out, "br-int") || !strings.Contains(out, "pipeline") {
 			t.Fatalf("status: %v\n%s", err, out)
 		}
 	})
-}
-
-func poll(ctx context.Context, t *testing.T, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatal(ctx.Err())
-		case <-tick.C:
-		}
-	}
 }

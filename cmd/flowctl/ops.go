@@ -152,3 +152,62 @@ type exitCode struct {
 }
 
 func (e exitCode) Error() string { return e.msg }
+
+func newWait(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "wait",
+		Short: "Wait until the boot gate is open and every bridge is connected and converged (bounded by --timeout)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, ctx, done, err := g.dial(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			tick := time.NewTicker(100 * time.Millisecond)
+			defer tick.Stop()
+			var why string
+			for {
+				st, err := c.Status(ctx)
+				switch {
+				case err == nil && len(pendingBridges(st)) == 0:
+					fmt.Fprintln(cmd.OutOrStdout(), "converged")
+					return nil
+				case err == nil:
+					why = strings.Join(pendingBridges(st), "; ")
+				case why == "":
+					// Keep the last state seen over a later error: the
+					// last call usually fails on the deadline itself.
+					why = err.Error()
+				}
+				select {
+				case <-ctx.Done():
+					return fmt.Errorf("not converged after %v: %s", g.timeout, why)
+				case <-tick.C:
+				}
+			}
+		},
+	}
+	return cmd
+}
+
+// pendingBridges says what keeps flowstated from being converged.
+func pendingBridges(st *flowstatev1.StatusResponse) []string {
+	var out []string
+	if g := st.GetGate(); !g.GetOpen() {
+		out = append(out, "gate closed, waiting for modules "+strings.Join(g.GetWaitingFor(), ", "))
+	}
+	for _, b := range st.GetBridges() {
+		switch {
+		case !b.GetConnected():
+			out = append(out, b.GetName()+" not connected")
+		case !b.GetConverged():
+			msg := b.GetName() + " not converged"
+			if e := b.GetLastReplay().GetError(); e != "" {
+				msg += ": " + e
+			}
+			out = append(out, msg)
+		}
+	}
+	return out
+}

@@ -37,7 +37,7 @@ func newRoot() *cobra.Command {
 	for _, k := range entry.Kinds {
 		root.AddCommand(newAdd(g, k), newDel(g, k), newDump(g, k))
 	}
-	root.AddCommand(newReplaceFlows(g), newReady(g), newDiff(g), newReconcile(g), newWatch(g), newStatus(g))
+	root.AddCommand(newReplaceFlows(g), newReady(g), newDiff(g), newReconcile(g), newWatch(g), newWait(g), newStatus(g))
 	return root
 }
 
