@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -51,7 +52,12 @@ func printStatus(w io.Writer, st *flowstatev1.StatusResponse) error {
 		start = "cold"
 	}
 	fmt.Fprintf(w, "boot id %s (%s start)\n", st.GetBootId(), start)
-	fmt.Fprintf(w, "ovsdb connected: %v, flow-restore-wait: %v\n\n", st.GetOvsdbConnected(), st.GetFlowRestoreWait())
+	fmt.Fprintf(w, "ovsdb connected: %v, flow-restore-wait: %v\n", st.GetOvsdbConnected(), st.GetFlowRestoreWait())
+	if g := st.GetGate(); g.GetOpen() {
+		fmt.Fprintf(w, "gate open: %s\n\n", g.GetReason())
+	} else {
+		fmt.Fprintf(w, "gate CLOSED: waiting for modules %s\n\n", strings.Join(g.GetWaitingFor(), ", "))
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "BRIDGE\tCONNECTED\tCONVERGED\tFLOWS\tLAST REPLAY\tMESSAGES\tDURATION\tERROR")
 	for _, b := range st.GetBridges() {
@@ -65,9 +71,20 @@ func printStatus(w io.Writer, st *flowstatev1.StatusResponse) error {
 			b.GetFlows(), last, r.GetMessages(), dur, r.GetError())
 	}
 	fmt.Fprintln(tw)
-	fmt.Fprintln(tw, "BRIDGE\tMODULE\tFLOWS\tGROUPS\tMETERS")
+	fmt.Fprintln(tw, "BRIDGE\tMODULE\tFLOWS\tGROUPS\tMETERS\tREQUIRED\tREADY")
 	for _, m := range st.GetModules() {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\n", m.GetBridge(), m.GetName(), m.GetFlows(), m.GetGroups(), m.GetMeters())
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%v\t%v\n", m.GetBridge(), m.GetName(), m.GetFlows(), m.GetGroups(), m.GetMeters(),
+			m.GetRequired(), m.GetReady())
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if q := st.GetQuarantined(); len(q) > 0 {
+		fmt.Fprintf(w, "\n%d QUARANTINED (refused by ovs-vswitchd, left out of replays):\n", len(q))
+		for _, e := range q {
+			fmt.Fprintf(w, "  %s %s %s: %s\n    %s\n", e.GetEntry().GetBridge(), e.GetEntry().GetModule(),
+				e.GetEntry().GetKind(), e.GetError(), e.GetEntry().GetText())
+		}
+	}
+	return nil
 }
