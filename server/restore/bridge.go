@@ -333,7 +333,9 @@ func (e *Engine) quarantineLocked(b *bridge, re *RejectedError, log *slog.Logger
 
 // dumpAll dumps flows, groups and meters in canonical form.
 func dumpAll(ctx context.Context, conn *ofconn.Conn) ([]actualEntry, error) {
-	flows, err := conn.DumpFlows(ctx)
+	// Compared as bytes: no libOpenflow decode, which would cost most of
+	// the dump's CPU and loses what it does not know.
+	flows, err := conn.DumpFlowsRaw(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("dump flows: %w", err)
 	}
@@ -358,6 +360,9 @@ func dumpAll(ctx context.Context, conn *ofconn.Conn) ([]actualEntry, error) {
 		return nil
 	}
 	for _, f := range flows {
+		if f.Err != nil {
+			return nil, f.Err
+		}
 		m, err := f.FlowMod()
 		if err := add(entry.KindFlow, m, err); err != nil {
 			return nil, err
