@@ -158,8 +158,9 @@ func (e *Engine) disarm(c *ovsconfig.Client) {
 	e.log.Info("flow-restore-wait disarmed for shutdown")
 }
 
-// runOVSDB dials OVSDB until it succeeds, then keeps clearing the flag when
-// every bridge has converged. libovsdb reconnects by itself afterwards.
+// runOVSDB dials OVSDB until it succeeds, then clears the flag whenever every
+// bridge has converged after a (re)connection. The client reconnects by
+// itself afterwards (package ovsconfig).
 func (e *Engine) runOVSDB(ctx context.Context) {
 	var c *ovsconfig.Client
 	for c == nil {
