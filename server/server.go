@@ -171,6 +171,7 @@ func Run(ctx context.Context, cfg Config) error {
 	wg.Go(func() { serveErr <- gs.Serve(lis) })
 
 	var hsrv *http.Server
+	metricsAddr := "" // the bound address: --metrics-listen may say port 0
 	if cfg.MetricsListen != "" {
 		mlis, err := net.Listen("tcp", cfg.MetricsListen)
 		if err != nil {
@@ -179,6 +180,7 @@ func Run(ctx context.Context, cfg Config) error {
 			wg.Wait()
 			return fmt.Errorf("server: metrics listener: %w", err)
 		}
+		metricsAddr = mlis.Addr().String()
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
@@ -190,7 +192,7 @@ func Run(ctx context.Context, cfg Config) error {
 		})
 	}
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	log.Info("serving", "listen", cfg.Listen, "metrics", cfg.MetricsListen, "bridges", cfg.Bridges)
+	log.Info("serving", "listen", cfg.Listen, "metrics", metricsAddr, "bridges", cfg.Bridges)
 	if cfg.Ready != nil {
 		cfg.Ready()
 	}

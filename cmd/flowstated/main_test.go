@@ -3,10 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -46,8 +50,8 @@ func TestBinarySIGTERM(t *testing.T) {
 		"--ovs-rundir", sb.RunDir(), "--ovsdb", sb.DBAddr(), "--bridge", "br-int",
 		"--db", filepath.Join(sb.Dir(), "state", "fs.db"), "--listen", "unix://"+sockPath,
 		"--boot-id-file", bootID, "--metrics-listen", "127.0.0.1:0", "--log-format", "json")
-	var logs bytes.Buffer
-	cmd.Stderr = &logs
+	logs := &syncBuffer{}
+	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -101,6 +105,23 @@ func TestBinarySIGTERM(t *testing.T) {
 		t.Fatalf("health: %v %v", hr, err)
 	}
 
+	// Metrics: the bound address is in the "serving" log line.
+	m := regexp.MustCompile(`"msg":"serving".*"metrics":"([^"]+)"`).FindStringSubmatch(logs.String())
+	if m == nil {
+		t.Fatalf("no metrics address in the log:\n%s", logs.String())
+	}
+	resp, err := http.Get("http://" + m[1] + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	for _, want := range []string{`flowstate_replays_total{bridge="br-int",result="ok"}`, "flowstate_flow_restore_wait_rearmed_total", "grpc_server_handled_total"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -125,4 +146,23 @@ func TestBinarySIGTERM(t *testing.T) {
 			t.Fatal("API still answers after stop")
 		}
 	}
+}
+
+// syncBuffer is a bytes.Buffer the child's output goroutine and the test
+// can share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
