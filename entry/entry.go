@@ -259,3 +259,45 @@ func Comparable(kind Kind, payload []byte) []byte {
 	}
 	return m
 }
+
+// OpenFlow 1.5 instruction and action types FlowRefs reads.
+const (
+	instrWriteActions = 3
+	instrApplyActions = 4
+	actionGroup       = 22
+	actionMeter       = 29
+)
+
+// FlowRefs returns the groups and meters the actions of a canonical FLOW_MOD
+// use (group and meter actions in apply_actions and write_actions), read from
+// the bytes. A malformed payload yields what could be read.
+func FlowRefs(payload []byte) []Ref {
+	if len(payload) < flowModFixed+4 {
+		return nil
+	}
+	var refs []Ref
+	b := payload[flowModFixed+pad8(int(binary.BigEndian.Uint16(payload[flowModFixed+2:]))):]
+	for len(b) >= 4 {
+		typ, n := binary.BigEndian.Uint16(b), int(binary.BigEndian.Uint16(b[2:]))
+		if n < 4 || n > len(b) {
+			break
+		}
+		if (typ == instrApplyActions || typ == instrWriteActions) && n >= 8 {
+			for a := b[8:n]; len(a) >= 8; {
+				at, an := binary.BigEndian.Uint16(a), int(binary.BigEndian.Uint16(a[2:]))
+				if an < 8 || an > len(a) {
+					break
+				}
+				switch at {
+				case actionGroup:
+					refs = append(refs, Ref{Kind: KindGroup, ID: binary.BigEndian.Uint32(a[4:])})
+				case actionMeter:
+					refs = append(refs, Ref{Kind: KindMeter, ID: binary.BigEndian.Uint32(a[4:])})
+				}
+				a = a[an:]
+			}
+		}
+		b = b[n:]
+	}
+	return refs
+}

@@ -145,3 +145,38 @@ func TestComparableMeter(t *testing.T) {
 		t.Fatal("Comparable changed its input")
 	}
 }
+
+func TestFlowRefs(t *testing.T) {
+	fm := openflow15.NewFlowMod()
+	fm.Match.AddField(*openflow15.NewEthTypeField(0x0800))
+	ia := openflow15.NewInstrApplyActions()
+	_ = ia.AddAction(openflow15.NewActionMeter(256), false)
+	_ = ia.AddAction(openflow15.NewActionGroup(9), false)
+	fm.AddInstruction(ia)
+	wa := openflow15.NewInstrWriteActions()
+	_ = wa.AddAction(openflow15.NewActionGroup(12), false)
+	fm.AddInstruction(wa)
+	fm.AddInstruction(openflow15.NewInstrGotoTable(3))
+	b, err := fm.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := FlowRefs(b)
+	want := []Ref{{KindMeter, 256}, {KindGroup, 9}, {KindGroup, 12}}
+	if len(got) != len(want) {
+		t.Fatalf("refs %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("refs %v, want %v", got, want)
+		}
+	}
+	if refs := FlowRefs(flowMod(t, 0, 1)); len(refs) != 0 {
+		t.Fatalf("goto_table only: %v", refs)
+	}
+}
+
+func FuzzFlowRefs(f *testing.F) {
+	f.Add(flowMod(f, 0, 1))
+	f.Fuzz(func(t *testing.T, b []byte) { _ = FlowRefs(b) })
+}

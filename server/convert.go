@@ -87,7 +87,7 @@ func toEntry(pe *flowstatev1.Entry, identityOnly bool) (entry.Entry, error) {
 	}
 	e := entry.Entry{Kind: kind, ID: id, Payload: payload}
 	if !identityOnly {
-		e.Refs = flowRefs(fm)
+		e.Refs = entry.FlowRefs(payload)
 	}
 	return e, nil
 }
@@ -114,26 +114,6 @@ func toGroupOrMeter(kind entry.Kind, pe *flowstatev1.Entry, identityOnly bool) (
 		return entry.Entry{Kind: kind, ID: id, Payload: payload}, nil
 	}
 	return entry.Entry{}, fmt.Errorf("no body: give text or openflow")
-}
-
-// flowRefs lists the groups and meters a flow's actions use.
-func flowRefs(fm *openflow15.FlowMod) []entry.Ref {
-	var refs []entry.Ref
-	for _, in := range fm.Instructions {
-		ia, ok := in.(*openflow15.InstrActions)
-		if !ok {
-			continue
-		}
-		for _, a := range ia.Actions {
-			switch a := a.(type) {
-			case *openflow15.ActionGroup:
-				refs = append(refs, entry.Ref{Kind: entry.KindGroup, ID: a.GroupId})
-			case *openflow15.ActionMeter:
-				refs = append(refs, entry.Ref{Kind: entry.KindMeter, ID: a.MeterId})
-			}
-		}
-	}
-	return refs
 }
 
 // canonicalFlowMod brings an encoded FLOW_MOD to the canonical form: printed

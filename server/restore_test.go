@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -209,7 +210,13 @@ func TestQuarantine(t *testing.T) {
 		t.Fatal(err, out)
 	}
 	table7 := []string{"table=7,priority=1,ip,actions=drop", "table=7,priority=2,ip,actions=drop"}
-	applied, err := e.c.Put(ctx, "br-int", "pipeline", append(texts(append(slices.Clone(pipeline), table7...)), bad)...)
+	// Flows that use the refused meter are left out with it.
+	var metered []string
+	for i := range 12 {
+		metered = append(metered, fmt.Sprintf("table=8,priority=%d,ip,actions=meter:7,output:2", i+1))
+	}
+	applied, err := e.c.Put(ctx, "br-int", "pipeline",
+		append(texts(slices.Concat(pipeline, table7, metered)), bad)...)
 	if err != nil || applied {
 		t.Fatalf("put while disconnected: applied=%v err=%v", applied, err)
 	}
@@ -233,6 +240,9 @@ func TestQuarantine(t *testing.T) {
 	}
 	if r := st.GetBridges()[0].GetLastReplay(); r.GetError() != "" {
 		t.Fatalf("replay with quarantined entries reported %q", r.GetError())
+	}
+	if bs := e.bridgeStatus(ctx, "br-int"); bs.GetFlows() != uint32(len(pipeline)+len(table7)+len(metered)) {
+		t.Fatalf("desired flows %d: quarantined entries must stay declared", bs.GetFlows())
 	}
 	// The module fixes it: the quarantine is lifted by the new write.
 	if _, err := e.c.Delete(ctx, "br-int", "pipeline", client.MeterText("meter=7")); err != nil {

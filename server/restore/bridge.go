@@ -63,7 +63,8 @@ type Replay struct {
 	Adds, Modifies, Deletes int
 	// Messages and Bytes count what was sent (the last attempt's bundle).
 	Messages, Bytes int
-	// Quarantined counts entries left out because the switch refused them.
+	// Quarantined counts entries left out because the switch refused them,
+	// or because they use a group or meter it refused.
 	Quarantined int
 	Err         error
 }
@@ -264,10 +265,8 @@ func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn,
 		return r, err
 	}
 	for round := 0; ; round++ {
-		skip := make(map[string]bool, len(b.quarantine))
-		for k := range b.quarantine {
-			skip[k] = true
-		}
+		// r.Quarantined (logged and reported) counts the dependents too.
+		skip, _ := quarantineSkips(b.quarantine, desired)
 		p := newPlan(diff(desired, actual, skip))
 		r.Adds, r.Modifies, r.Deletes = 0, 0, 0
 		for _, c := range p.changes() {
@@ -280,7 +279,7 @@ func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn,
 				r.Deletes++
 			}
 		}
-		r.Quarantined = len(b.quarantine)
+		r.Quarantined = len(skip)
 		if p.len() == 0 {
 			return r, nil
 		}
@@ -300,6 +299,38 @@ func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn,
 			}
 		}
 	}
+}
+
+// quarantineSkips returns the keys a replay leaves out: the quarantined
+// entries, and the desired flows that use a quarantined group or meter (the
+// switch would refuse them, and one refusal at commit is reported at a time).
+// The dependents are derived at every replay, so they come back as soon as
+// their group or meter does.
+func quarantineSkips(q map[string]Quarantined, desired []entry.Entry) (skip map[string]bool, dependents int) {
+	skip = make(map[string]bool, len(q))
+	refs := map[string]bool{}
+	for k, e := range q {
+		skip[k] = true
+		if e.Entry.Kind != entry.KindFlow {
+			refs[k] = true
+		}
+	}
+	if len(refs) == 0 {
+		return skip, 0
+	}
+	for _, d := range desired {
+		if d.Kind != entry.KindFlow || skip[key(d.Kind, d.ID)] {
+			continue
+		}
+		for _, r := range entry.FlowRefs(d.Payload) {
+			if refs[key(r.Kind, r.Key())] {
+				skip[key(d.Kind, d.ID)] = true
+				dependents++
+				break
+			}
+		}
+	}
+	return skip, dependents
 }
 
 // quarantineLocked records the desired entries re refused; it reports false

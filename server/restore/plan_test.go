@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"antrea.io/libOpenflow/openflow15"
+
 	"github.com/flowstate-io/flowstate/entry"
 )
 
@@ -92,5 +94,30 @@ func TestChangeMessages(t *testing.T) {
 	}
 	if m := (Change{Kind: entry.KindGroup, Op: OpAdd, Desired: g}).message(); &m[0] != &groupAdd[0] {
 		t.Fatal("add does not send the payload as is")
+	}
+}
+
+func TestQuarantineSkipsDependents(t *testing.T) {
+	flowUsing := func(id byte, meter uint32) entry.Entry {
+		fm := openflow15.NewFlowMod()
+		fm.Priority = uint16(id)
+		ia := openflow15.NewInstrApplyActions()
+		_ = ia.AddAction(openflow15.NewActionMeter(meter), false)
+		fm.AddInstruction(ia)
+		b, err := fm.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return entry.Entry{Kind: entry.KindFlow, ID: []byte{id}, Payload: b}
+	}
+	meter7 := entry.Ref{Kind: entry.KindMeter, ID: 7}
+	q := map[string]Quarantined{key(entry.KindMeter, meter7.Key()): {Entry: entry.Entry{Kind: entry.KindMeter, ID: meter7.Key()}}}
+	desired := []entry.Entry{flowUsing(1, 7), flowUsing(2, 8), flowUsing(3, 7)}
+	skip, n := quarantineSkips(q, desired)
+	if n != 2 || !skip[key(entry.KindFlow, []byte{1})] || skip[key(entry.KindFlow, []byte{2})] || !skip[key(entry.KindFlow, []byte{3})] {
+		t.Fatalf("skip %v, dependents %d", skip, n)
+	}
+	if _, n := quarantineSkips(nil, desired); n != 0 {
+		t.Fatal("dependents without a quarantine")
 	}
 }

@@ -180,10 +180,7 @@ func (e *Engine) Diff(ctx context.Context, bridgeName string) ([]Change, error) 
 	if err != nil {
 		return nil, err
 	}
-	skip := map[string]bool{}
-	for k := range b.quarantine {
-		skip[k] = true
-	}
+	skip, _ := quarantineSkips(b.quarantine, desired)
 	return newPlan(diff(desired, actual, skip)).changes(), nil
 }
 
