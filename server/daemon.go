@@ -7,10 +7,15 @@ import (
 
 // Daemon is a flowstated running in this process (tests, the demo).
 type Daemon struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-	err    error
+	cancel      context.CancelFunc
+	done        chan struct{}
+	err         error
+	metricsAddr string // set before Start returns
 }
+
+// MetricsAddr is the bound address of the metrics listener ("" if disabled),
+// useful with a MetricsListen of port 0.
+func (d *Daemon) MetricsAddr() string { return d.metricsAddr }
 
 // Start runs Run in a goroutine and returns once the API socket serves, or
 // with Run's error if it failed to start. cfg.Ready is chained, not replaced.
@@ -18,6 +23,7 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	d := &Daemon{cancel: cancel, done: make(chan struct{})}
 	ready := make(chan struct{})
+	cfg.metricsBound = func(addr string) { d.metricsAddr = addr }
 	userReady := cfg.Ready
 	cfg.Ready = func() {
 		if userReady != nil {

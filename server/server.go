@@ -79,6 +79,9 @@ type Config struct {
 	Logger          *slog.Logger
 	// Ready, when set, is called once the API socket accepts connections.
 	Ready func()
+
+	// metricsBound receives the bound metrics address (Daemon.MetricsAddr).
+	metricsBound func(addr string)
 }
 
 // Run serves until ctx is cancelled, then stops gracefully: gRPC first (with a
@@ -181,6 +184,9 @@ func Run(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("server: metrics listener: %w", err)
 		}
 		metricsAddr = mlis.Addr().String()
+		if cfg.metricsBound != nil {
+			cfg.metricsBound(metricsAddr)
+		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })

@@ -23,9 +23,12 @@
 //
 // # Transactions
 //
-// Every request is one read-write transaction (Put, Sync, Delete), committed durably (fsync). Put
-// and Delete take an apply callback that runs inside the transaction before the
-// commit: the server sends the change to the switch there, so the store commits
-// only what the switch accepted, and nothing when it refused. The callback must
-// not use the store.
+// Writes go through Update: one read-write transaction, committed durably
+// (fsync), in which a Writer makes one or several requests (Put, Sync,
+// Delete), so several requests can share one commit (group commit). The
+// caller sends the changes the Writer reports to the switch before Update
+// returns, so the store commits only what the switch accepted, and nothing
+// when it refused. The Store's own Put, Sync and Delete are one request in one
+// Update, with an apply callback for the same purpose. Code running inside an
+// Update must not use the store.
 package store

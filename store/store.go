@@ -118,112 +118,190 @@ func (s *Store) SwapBootID(id string) (prev string, err error) {
 	return prev, nil
 }
 
+// Writer makes writes inside one read-write transaction (Store.Update). A
+// write that fails leaves the transaction to be aborted by the caller.
+type Writer struct {
+	tx *bolt.Tx
+}
+
+// Result is what one write changed.
+type Result struct {
+	// Changed are the entries whose content changes (new, or different from
+	// what was stored).
+	Changed []Change
+	// Removed are the entries the write removed, with their payloads.
+	Removed []entry.Entry
+}
+
+// Update runs fn in one durable read-write transaction: everything fn wrote
+// is committed, or nothing if fn returns an error. Several requests written
+// in one Update share one commit and one fsync (group commit).
+func (s *Store) Update(fn func(w *Writer) error) error {
+	return s.db.Update(func(tx *bolt.Tx) error { return fn(&Writer{tx: tx}) })
+}
+
 // Put stores es as entries of module on bridge, replacing entries of the same
-// identity that module owns. An identity owned by another module fails the whole
-// request with ErrFailedPrecondition naming the owner; two entries of the
-// request with one identity fail it with ErrInvalidArgument. apply, when not
-// nil, runs before the commit with the entries whose content changes (new or
-// different from what was stored); its error aborts the transaction. A flow
-// that uses a group or meter not declared on the bridge fails the request with
-// ErrFailedPrecondition.
-func (s *Store) Put(bridge, module string, es []entry.Entry, apply func(changed []Change) error) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		if err := checkDuplicates(es); err != nil {
-			return err
-		}
-		br, err := bridgeBucket(tx, bridge, true)
-		if err != nil {
-			return err
-		}
-		var changed []Change
-		for i, e := range es {
-			existed, same, err := putOwned(br, module, i, e)
-			if err != nil {
-				return err
-			}
-			if !same {
-				changed = append(changed, Change{Entry: e, Index: i, Existed: existed})
-			}
-		}
-		if err := checkRefs(br, es); err != nil {
-			return err
-		}
-		if apply != nil {
-			return apply(changed)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("store: put %s/%s: %w", bridge, module, err)
+// identity that module owns. An identity owned by another module fails the
+// write with ErrFailedPrecondition naming the owner; two entries with one
+// identity fail it with ErrInvalidArgument; a flow that uses a group or meter
+// not declared on the bridge fails it with ErrFailedPrecondition.
+func (w *Writer) Put(bridge, module string, es []entry.Entry) (Result, error) {
+	var r Result
+	if err := checkDuplicates(es); err != nil {
+		return r, fmt.Errorf("store: put %s/%s: %w", bridge, module, err)
 	}
-	return nil
+	br, err := bridgeBucket(w.tx, bridge, true)
+	if err != nil {
+		return r, fmt.Errorf("store: put %s/%s: %w", bridge, module, err)
+	}
+	for i, e := range es {
+		existed, same, err := putOwned(br, module, i, e)
+		if err != nil {
+			return r, fmt.Errorf("store: put %s/%s: %w", bridge, module, err)
+		}
+		if !same {
+			r.Changed = append(r.Changed, Change{Entry: e, Index: i, Existed: existed})
+		}
+	}
+	if err := checkRefs(br, es); err != nil {
+		return r, fmt.Errorf("store: put %s/%s: %w", bridge, module, err)
+	}
+	return r, nil
 }
 
 // Sync makes es the complete set of module's entries on bridge: entries of
-// module absent from es are removed, the others stored as in Put. apply, when
-// not nil, runs before the commit with what changes on the switch: removed
-// entries, and entries of es that are new or differ from what was stored.
-func (s *Store) Sync(bridge, module string, es []entry.Entry, apply func(removed []entry.Entry, changed []Change) error) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		if err := checkDuplicates(es); err != nil {
-			return err
-		}
-		br, err := bridgeBucket(tx, bridge, true)
-		if err != nil {
-			return err
-		}
-		keep := make(map[string]bool, len(es))
-		var changed []Change
-		for i, e := range es {
-			keep[string([]byte{byte(e.Kind)})+string(e.ID)] = true
-			existed, same, err := putOwned(br, module, i, e)
-			if err != nil {
-				return err
-			}
-			if !same {
-				changed = append(changed, Change{Entry: e, Index: i, Existed: existed})
-			}
-		}
-		var removed []entry.Entry
-		for _, kind := range entry.Kinds {
-			kb := br.Bucket(kindBuckets[kind])
-			if kb == nil {
-				continue
-			}
-			var stale [][]byte
-			err := kb.ForEach(func(k, v []byte) error {
-				owner, payload, err := decodeRecord(v)
-				if err != nil {
-					return fmt.Errorf("%s %x: %w", kind, k, err)
-				}
-				if owner == module && !keep[string([]byte{byte(kind)})+string(k)] {
-					stale = append(stale, bytes.Clone(k))
-					removed = append(removed, entry.Entry{Kind: kind, Module: owner, ID: bytes.Clone(k), Payload: payload})
-				}
-				return nil
-			})
-			if err != nil {
-				return err
-			}
-			// Deleting while iterating with ForEach is not allowed.
-			for _, k := range stale {
-				if err := kb.Delete(k); err != nil {
-					return err
-				}
-			}
-		}
-		if err := checkRefs(br, es); err != nil {
-			return err
-		}
-		if apply != nil {
-			return apply(removed, changed)
-		}
-		return nil
-	})
+// module absent from es are removed, the others stored as in Put.
+func (w *Writer) Sync(bridge, module string, es []entry.Entry) (Result, error) {
+	r, err := w.sync(bridge, module, es)
 	if err != nil {
-		return fmt.Errorf("store: sync %s/%s: %w", bridge, module, err)
+		return r, fmt.Errorf("store: sync %s/%s: %w", bridge, module, err)
 	}
-	return nil
+	return r, nil
+}
+
+func (w *Writer) sync(bridge, module string, es []entry.Entry) (Result, error) {
+	var r Result
+	if err := checkDuplicates(es); err != nil {
+		return r, err
+	}
+	br, err := bridgeBucket(w.tx, bridge, true)
+	if err != nil {
+		return r, err
+	}
+	keep := make(map[string]bool, len(es))
+	for i, e := range es {
+		keep[string([]byte{byte(e.Kind)})+string(e.ID)] = true
+		existed, same, err := putOwned(br, module, i, e)
+		if err != nil {
+			return r, err
+		}
+		if !same {
+			r.Changed = append(r.Changed, Change{Entry: e, Index: i, Existed: existed})
+		}
+	}
+	for _, kind := range entry.Kinds {
+		kb := br.Bucket(kindBuckets[kind])
+		if kb == nil {
+			continue
+		}
+		var stale [][]byte
+		err := kb.ForEach(func(k, v []byte) error {
+			owner, payload, err := decodeRecord(v)
+			if err != nil {
+				return fmt.Errorf("%s %x: %w", kind, k, err)
+			}
+			if owner == module && !keep[string([]byte{byte(kind)})+string(k)] {
+				stale = append(stale, bytes.Clone(k))
+				r.Removed = append(r.Removed, entry.Entry{Kind: kind, Module: owner, ID: bytes.Clone(k), Payload: payload})
+			}
+			return nil
+		})
+		if err != nil {
+			return r, err
+		}
+		// Deleting while iterating with ForEach is not allowed.
+		for _, k := range stale {
+			if err := kb.Delete(k); err != nil {
+				return r, err
+			}
+		}
+	}
+	return r, checkRefs(br, es)
+}
+
+// Delete removes the entries of module on bridge named by keys (Kind and
+// ID). An identity that is not stored fails with ErrNotFound, one owned by
+// another module with ErrFailedPrecondition.
+func (w *Writer) Delete(bridge, module string, keys []entry.Entry) (Result, error) {
+	r, err := w.delete(bridge, module, keys)
+	if err != nil {
+		return r, fmt.Errorf("store: delete %s/%s: %w", bridge, module, err)
+	}
+	return r, nil
+}
+
+func (w *Writer) delete(bridge, module string, keys []entry.Entry) (Result, error) {
+	var r Result
+	br, err := bridgeBucket(w.tx, bridge, false)
+	if err != nil {
+		return r, err
+	}
+	for i, k := range keys {
+		var old []byte
+		kb, _ := kindBucket(br, k.Kind, false)
+		if kb != nil {
+			old = kb.Get(k.ID)
+		}
+		if old == nil {
+			return r, &errdefs.EntryError{Index: i, Err: fmt.Errorf("%s not declared: %w", k.Kind, errdefs.ErrNotFound)}
+		}
+		owner, payload, err := decodeRecord(old)
+		if err != nil {
+			return r, &errdefs.EntryError{Index: i, Err: err}
+		}
+		if owner != module {
+			return r, &errdefs.EntryError{Index: i, Err: fmt.Errorf("%s is owned by module %q: %w", k.Kind, owner, errdefs.ErrFailedPrecondition)}
+		}
+		r.Removed = append(r.Removed, entry.Entry{Kind: k.Kind, Module: owner, ID: bytes.Clone(k.ID), Payload: payload})
+		if err := kb.Delete(k.ID); err != nil {
+			return r, &errdefs.EntryError{Index: i, Err: err}
+		}
+	}
+	return r, nil
+}
+
+// Put is one Update with one Writer.Put; apply, when not nil, runs before the
+// commit with the changed entries, and its error aborts the transaction.
+func (s *Store) Put(bridge, module string, es []entry.Entry, apply func(changed []Change) error) error {
+	return s.Update(func(w *Writer) error {
+		r, err := w.Put(bridge, module, es)
+		if err == nil && apply != nil {
+			err = apply(r.Changed)
+		}
+		return err
+	})
+}
+
+// Sync is one Update with one Writer.Sync; see Put for apply.
+func (s *Store) Sync(bridge, module string, es []entry.Entry, apply func(removed []entry.Entry, changed []Change) error) error {
+	return s.Update(func(w *Writer) error {
+		r, err := w.Sync(bridge, module, es)
+		if err == nil && apply != nil {
+			err = apply(r.Removed, r.Changed)
+		}
+		return err
+	})
+}
+
+// Delete is one Update with one Writer.Delete; see Put for apply.
+func (s *Store) Delete(bridge, module string, keys []entry.Entry, apply func(removed []entry.Entry) error) error {
+	return s.Update(func(w *Writer) error {
+		r, err := w.Delete(bridge, module, keys)
+		if err == nil && apply != nil {
+			err = apply(r.Removed)
+		}
+		return err
+	})
 }
 
 // SetReady records that module is ready for boot bootID.
@@ -251,49 +329,6 @@ func (s *Store) ReadyBoots() (map[string]string, error) {
 		return nil, fmt.Errorf("store: modules: %w", err)
 	}
 	return out, nil
-}
-
-// Delete removes the entries of module on bridge with the given kinds and
-// identities (ids[i] has kind kinds[i]). An identity that is not stored fails
-// with ErrNotFound, one owned by another module with ErrFailedPrecondition.
-// apply, when not nil, receives the removed entries before the commit.
-func (s *Store) Delete(bridge, module string, keys []entry.Entry, apply func(removed []entry.Entry) error) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		br, err := bridgeBucket(tx, bridge, false)
-		if err != nil {
-			return err
-		}
-		removed := make([]entry.Entry, 0, len(keys))
-		for i, k := range keys {
-			var old []byte
-			kb, _ := kindBucket(br, k.Kind, false)
-			if kb != nil {
-				old = kb.Get(k.ID)
-			}
-			if old == nil {
-				return &errdefs.EntryError{Index: i, Err: fmt.Errorf("%s not declared: %w", k.Kind, errdefs.ErrNotFound)}
-			}
-			owner, payload, err := decodeRecord(old)
-			if err != nil {
-				return &errdefs.EntryError{Index: i, Err: err}
-			}
-			if owner != module {
-				return &errdefs.EntryError{Index: i, Err: fmt.Errorf("%s is owned by module %q: %w", k.Kind, owner, errdefs.ErrFailedPrecondition)}
-			}
-			removed = append(removed, entry.Entry{Kind: k.Kind, Module: owner, ID: bytes.Clone(k.ID), Payload: payload})
-			if err := kb.Delete(k.ID); err != nil {
-				return &errdefs.EntryError{Index: i, Err: err}
-			}
-		}
-		if apply != nil {
-			return apply(removed)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("store: delete %s/%s: %w", bridge, module, err)
-	}
-	return nil
 }
 
 // Filter selects entries for List. Zero fields match everything.

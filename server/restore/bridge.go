@@ -22,6 +22,12 @@ type bridge struct {
 	name string
 	kick chan struct{}
 
+	// qmu guards the write queue (see Engine.write); committing is true
+	// while a writer commits queued requests.
+	qmu        sync.Mutex
+	queue      []*writeReq
+	committing bool
+
 	mu        sync.Mutex
 	conn      *ofconn.Conn // nil while disconnected
 	converged bool

@@ -15,6 +15,8 @@ type Metrics struct {
 	drift             *prometheus.CounterVec
 	quarantined       *prometheus.CounterVec
 	readinessTimeouts prometheus.Counter
+	writeRequests     *prometheus.CounterVec
+	writeBatches      *prometheus.CounterVec
 }
 
 // NewMetrics creates the collectors and registers them with reg (nil: not
@@ -49,10 +51,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		readinessTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "flowstate_readiness_timeouts_total", Help: "Cold starts where the readiness timeout expired before every required module was ready.",
 		}),
+		writeRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flowstate_write_requests_total", Help: "Write requests (Put, Sync, Delete) committed or refused, by bridge.",
+		}, []string{"bridge"}),
+		writeBatches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flowstate_write_batches_total", Help: "Group commits of write requests (one transaction and one bundle each, when all succeed).",
+		}, []string{"bridge"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.connected, m.replays, m.replayDuration, m.replayMessages, m.flagCleared, m.flagRearmed,
-			m.drift, m.quarantined, m.readinessTimeouts)
+			m.drift, m.quarantined, m.readinessTimeouts, m.writeRequests, m.writeBatches)
 	}
 	return m
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/errdefs"
@@ -18,48 +19,37 @@ import (
 // stored only if it accepted them (applied is true). Otherwise they are stored
 // for the next replay.
 func (e *Engine) Put(ctx context.Context, bridgeName, module string, es []entry.Entry) (applied bool, err error) {
-	return e.write(ctx, bridgeName, func(b *bridge, send func([]Change) error) error {
-		return e.cfg.Store.Put(bridgeName, module, es, func(changed []store.Change) error {
-			b.unquarantineLocked(es)
-			return send(writeChanges(changed, nil))
-		})
+	applied, _, err = e.write(ctx, bridgeName, es, func(w *store.Writer) (store.Result, error) {
+		return w.Put(bridgeName, module, es)
 	})
+	return applied, err
 }
 
 // Sync makes es the complete set of module's entries on bridge; the entries it
 // no longer declares leave the switch in the same bundle that brings the new
 // ones. With ready, the module is then marked ready for this boot.
 func (e *Engine) Sync(ctx context.Context, bridgeName, module string, es []entry.Entry, ready bool) (applied bool, removed int, err error) {
-	applied, err = e.write(ctx, bridgeName, func(b *bridge, send func([]Change) error) error {
-		return e.cfg.Store.Sync(bridgeName, module, es, func(gone []entry.Entry, changed []store.Change) error {
-			removed = len(gone)
-			b.unquarantineLocked(es)
-			b.unquarantineLocked(gone)
-			return send(writeChanges(changed, gone))
-		})
+	applied, res, err := e.write(ctx, bridgeName, es, func(w *store.Writer) (store.Result, error) {
+		return w.Sync(bridgeName, module, es)
 	})
 	if err != nil {
 		return false, 0, err
 	}
 	if ready {
 		if err := e.MarkReady(module); err != nil {
-			return applied, removed, err
+			return applied, len(res.Removed), err
 		}
 	}
-	return applied, removed, nil
+	return applied, len(res.Removed), nil
 }
 
 // Delete removes entries of module on bridge by identity (keys carry Kind and
 // ID), from the switch and the store together, like Put.
 func (e *Engine) Delete(ctx context.Context, bridgeName, module string, keys []entry.Entry) (applied bool, n int, err error) {
-	applied, err = e.write(ctx, bridgeName, func(b *bridge, send func([]Change) error) error {
-		return e.cfg.Store.Delete(bridgeName, module, keys, func(removed []entry.Entry) error {
-			n = len(removed)
-			b.unquarantineLocked(removed)
-			return send(writeChanges(nil, removed))
-		})
+	applied, res, err := e.write(ctx, bridgeName, nil, func(w *store.Writer) (store.Result, error) {
+		return w.Delete(bridgeName, module, keys)
 	})
-	return applied, n, err
+	return applied, len(res.Removed), err
 }
 
 // MarkReady marks module ready for this boot, which may open the gate.
@@ -73,22 +63,126 @@ func (e *Engine) MarkReady(module string) error {
 	return nil
 }
 
-// write runs a store transaction for bridgeName under the bridge's lock.
-// The transaction calls send with the switch changes; send applies them when
-// the bridge is connected, converged and the gate open. A refusal by the
-// switch fails the write (ErrInvalidArgument naming the entry); a lost
-// connection does not: the write is stored unapplied and the next replay
-// converges the switch, so controllers are never blocked by an OVS restart.
-func (e *Engine) write(ctx context.Context, bridgeName string, tx func(b *bridge, send func([]Change) error) error) (applied bool, err error) {
+// writeReq is one write waiting for its bridge.
+type writeReq struct {
+	ctx context.Context
+	op  func(w *store.Writer) (store.Result, error)
+	// declared are the entries the request declares (their quarantine is
+	// lifted: the write itself tells whether the switch takes them now).
+	declared []entry.Entry
+	done     chan writeResult // buffered: the committer never blocks
+}
+
+type writeResult struct {
+	applied bool
+	res     store.Result
+	err     error
+}
+
+// write queues a store operation for bridgeName and waits for its outcome.
+//
+// Writes to one bridge are group-committed: the first writer to find no
+// commit under way becomes the committer and takes every queued request in
+// one store transaction and one bundle (commitBatch); writers arriving
+// meanwhile queue for the next round. So concurrent controllers share
+// fsyncs and bundles, and a single writer pays nothing extra.
+func (e *Engine) write(ctx context.Context, bridgeName string, declared []entry.Entry, op func(w *store.Writer) (store.Result, error)) (bool, store.Result, error) {
 	b, err := e.bridge(bridgeName)
 	if err != nil {
-		return false, err
+		return false, store.Result{}, err
 	}
+	req := &writeReq{ctx: ctx, op: op, declared: declared, done: make(chan writeResult, 1)}
+	b.qmu.Lock()
+	b.queue = append(b.queue, req)
+	lead := !b.committing
+	b.committing = true
+	b.qmu.Unlock()
+	if lead {
+		e.commitQueued(b)
+	}
+	r := <-req.done
+	return r.applied, r.res, r.err
+}
+
+// commitQueued commits queued writes until the queue is empty.
+func (e *Engine) commitQueued(b *bridge) {
+	for {
+		b.qmu.Lock()
+		batch := b.queue
+		b.queue = nil
+		if len(batch) == 0 {
+			b.committing = false
+			b.qmu.Unlock()
+			return
+		}
+		b.qmu.Unlock()
+		e.cfg.Metrics.writeBatches.WithLabelValues(b.name).Inc()
+		e.cfg.Metrics.writeRequests.WithLabelValues(b.name).Add(float64(len(batch)))
+		e.commitBatch(b, batch)
+	}
+}
+
+// commitBatch commits batch in one transaction and one bundle. If any
+// request of it fails (a conflict, a refusal by the switch), or two requests
+// change the same entry, the requests are committed one by one instead, so
+// that one bad request fails alone with its own error.
+func (e *Engine) commitBatch(b *bridge, batch []*writeReq) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if len(batch) > 1 {
+		// The bundle outlives any one caller: bound it on its own.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(batch[0].ctx), batchTimeout)
+		results, err := e.commitLocked(ctx, b, batch)
+		cancel()
+		if err == nil {
+			for i, r := range batch {
+				r.done <- results[i]
+			}
+			return
+		}
+	}
+	for _, r := range batch {
+		results, err := e.commitLocked(r.ctx, b, []*writeReq{r})
+		if err != nil {
+			r.done <- writeResult{err: err}
+			continue
+		}
+		r.done <- results[0]
+	}
+}
+
+// batchTimeout bounds a group-committed bundle.
+const batchTimeout = time.Minute
+
+var errOverlap = errors.New("requests of a batch change the same entry")
+
+// commitLocked runs reqs in one store transaction whose changes go to the
+// switch before the commit, when the bridge is live (connected, converged,
+// gate open). A lost connection does not fail the write: it is stored
+// unapplied and the next replay converges the switch, so controllers are
+// never blocked by an OVS restart. b.mu must be held.
+func (e *Engine) commitLocked(ctx context.Context, b *bridge, reqs []*writeReq) ([]writeResult, error) {
 	conn := b.conn
 	live := conn != nil && b.converged && e.gate.isOpen()
-	err = tx(b, func(cs []Change) error {
+	results := make([]writeResult, len(reqs))
+	err := e.cfg.Store.Update(func(w *store.Writer) error {
+		var cs []Change
+		seen := map[string]bool{}
+		for i, r := range reqs {
+			res, err := r.op(w)
+			if err != nil {
+				return err
+			}
+			results[i].res = res
+			for _, c := range writeChanges(res.Changed, res.Removed) {
+				k := key(c.Kind, changeID(c))
+				if seen[k] {
+					return errOverlap
+				}
+				seen[k] = true
+				cs = append(cs, c)
+			}
+		}
 		if !live || len(cs) == 0 {
 			return nil
 		}
@@ -110,12 +204,28 @@ func (e *Engine) write(ctx context.Context, bridgeName string, tx func(b *bridge
 		return nil
 	})
 	if err != nil {
-		return false, err
+		return nil, err
+	}
+	for i, r := range reqs {
+		results[i].applied = live
+		b.unquarantineLocked(r.declared)
+		b.unquarantineLocked(results[i].res.Removed)
 	}
 	if !live {
 		b.requestReplay()
 	}
-	return live, nil
+	return results, nil
+}
+
+// changeID is the identity of the entry a change touches.
+func changeID(c Change) []byte {
+	if c.Op == OpDelete {
+		_, id, err := entry.Identify(c.Kind, c.Actual)
+		if err == nil {
+			return id
+		}
+	}
+	return c.Desired.ID
 }
 
 // rejection names the first refused entry of a write request.

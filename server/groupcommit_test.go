@@ -1,0 +1,95 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flowstate-io/flowstate/client"
+	"github.com/flowstate-io/flowstate/errdefs"
+	"github.com/flowstate-io/flowstate/server"
+)
+
+// TestGroupCommit: concurrent writers share transactions and bundles, and a
+// request the switch refuses fails alone, with its own entry index.
+func TestGroupCommit(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	e := newEnv(ctx, t, func(c *server.Config) { c.MetricsListen = "127.0.0.1:0" })
+	if out, err := e.sb.Vsctl(ctx, "--", "--id=@ft", "create", "Flow_Table", "flow_limit=1", "overflow_policy=refuse",
+		"--", "set", "Bridge", "br-int", "flow_tables:7=@ft"); err != nil {
+		t.Fatal(err, out)
+	}
+	e.startDaemon(ctx)
+	e.waitConverged(ctx)
+
+	const writers = 24
+	var (
+		wg     sync.WaitGroup
+		start  = make(chan struct{})
+		errs   = make([]error, writers+1)
+		expect []string
+	)
+	for w := range writers {
+		flows := make([]string, 5)
+		for i := range flows {
+			flows[i] = fmt.Sprintf("table=1,priority=%d,ip,nw_dst=10.%d.0.%d,actions=drop", 100+i, w, i)
+		}
+		expect = append(expect, flows...)
+		wg.Go(func() {
+			<-start
+			_, errs[w] = e.c.Put(ctx, "br-int", fmt.Sprintf("pod-%d", w), texts(flows)...)
+		})
+	}
+	// Table 7 takes one flow: this request's second entry is refused.
+	wg.Go(func() {
+		<-start
+		_, errs[writers] = e.c.Put(ctx, "br-int", "bad", texts([]string{"table=7,priority=1,actions=drop", "table=7,priority=2,actions=drop"})...)
+	})
+	close(start)
+	wg.Wait()
+	for w, err := range errs[:writers] {
+		if err != nil {
+			t.Fatalf("writer %d: %v", w, err)
+		}
+	}
+	var ee *errdefs.EntryError
+	if err := errs[writers]; !errors.As(err, &ee) || ee.Index != 1 || !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Fatalf("refused request: %v, want INVALID_ARGUMENT naming entry 1", err)
+	}
+	e.ofctlFlows(ctx, "replace-flows", expect)
+	if want, got := e.dump(ctx, "br-ref"), e.dump(ctx, "br-int"); !slices.Equal(got, want) {
+		t.Fatalf("br-int holds %d flows, want %d", len(got), len(want))
+	}
+
+	resp, err := http.Get("http://" + e.d.MetricsAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	metric := func(name string) int {
+		m := regexp.MustCompile(name + `\{bridge="br-int"\} (\d+)`).FindSubmatch(body)
+		if m == nil {
+			t.Fatalf("no %s in /metrics", name)
+		}
+		n, _ := strconv.Atoi(string(m[1]))
+		return n
+	}
+	reqs, batches := metric("flowstate_write_requests_total"), metric("flowstate_write_batches_total")
+	t.Logf("%d write requests in %d commits", reqs, batches)
+	if reqs != writers+1 || batches >= reqs {
+		t.Fatalf("%d requests in %d commits: want %d requests sharing commits", reqs, batches, writers+1)
+	}
+	if es, err := e.c.List(ctx, client.Filter{Module: "bad"}); err != nil || len(es) != 0 {
+		t.Fatalf("the refused request stored %d entries (%v)", len(es), err)
+	}
+}
