@@ -16,6 +16,8 @@ var (
 	// ErrFailedPrecondition: the request conflicts with the state, e.g. an
 	// identity owned by another module.
 	ErrFailedPrecondition = errors.New("failed precondition")
+	// ErrPermissionDenied: the caller may not write this module.
+	ErrPermissionDenied = errors.New("permission denied")
 	// ErrUnavailable: a dependency (OVS, the store) cannot be reached now;
 	// the caller may retry.
 	ErrUnavailable = errors.New("unavailable")
@@ -23,7 +25,7 @@ var (
 
 // Kind returns the kind sentinel err wraps, or nil.
 func Kind(err error) error {
-	for _, k := range []error{ErrInvalidArgument, ErrNotFound, ErrAlreadyExists, ErrFailedPrecondition, ErrUnavailable} {
+	for _, k := range []error{ErrInvalidArgument, ErrNotFound, ErrAlreadyExists, ErrFailedPrecondition, ErrPermissionDenied, ErrUnavailable} {
 		if errors.Is(err, k) {
 			return k
 		}

@@ -71,6 +71,9 @@ type Config struct {
 	AuditInterval time.Duration
 	// EventHeartbeat is the idle interval of Watch heartbeats. Default 10 s.
 	EventHeartbeat time.Duration
+	// Writers authorises writes per module by the peer's uid or gid; empty:
+	// any peer that can open the socket may write.
+	Writers Writers
 	// RearmFlowRestoreWait keeps flow-restore-wait armed while flowstated
 	// runs (see restore.Config.Rearm).
 	RearmFlowRestoreWait bool
@@ -145,6 +148,7 @@ func Run(ctx context.Context, cfg Config) error {
 	srvMetrics := grpcprom.NewServerMetrics()
 	reg.MustRegister(srvMetrics)
 	gs := grpc.NewServer(
+		grpc.Creds(newPeerCreds()),
 		// Detect silent clients: ping after 10 s idle, drop after 5 s more.
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
@@ -160,7 +164,7 @@ func Run(ctx context.Context, cfg Config) error {
 		),
 	)
 	flowstatev1.RegisterFlowStateServiceServer(gs, &service{
-		engine: engine, store: st, events: evlog, streamID: newStreamID(), bootID: bootID, coldStart: cold,
+		engine: engine, store: st, events: evlog, writers: cfg.Writers, streamID: newStreamID(), bootID: bootID, coldStart: cold,
 	})
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)

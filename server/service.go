@@ -28,6 +28,7 @@ type service struct {
 	engine    *restore.Engine
 	store     *store.Store
 	events    *events.Log
+	writers   Writers
 	streamID  string
 	bootID    string
 	coldStart bool
@@ -45,8 +46,17 @@ func validateTarget(bridge, module string) error {
 	return nil
 }
 
+// validateWrite checks the names of a write and that the peer may write the
+// module.
+func (s *service) validateWrite(ctx context.Context, bridge, module string) error {
+	if err := validateTarget(bridge, module); err != nil {
+		return err
+	}
+	return s.writers.authorize(ctx, module)
+}
+
 func (s *service) Put(ctx context.Context, req *flowstatev1.PutRequest) (*flowstatev1.PutResponse, error) {
-	if err := validateTarget(req.GetBridge(), req.GetModule()); err != nil {
+	if err := s.validateWrite(ctx, req.GetBridge(), req.GetModule()); err != nil {
 		return nil, toGRPC(err)
 	}
 	es, err := toEntries(req.GetModule(), req.GetEntries(), false)
@@ -61,7 +71,7 @@ func (s *service) Put(ctx context.Context, req *flowstatev1.PutRequest) (*flowst
 }
 
 func (s *service) Delete(ctx context.Context, req *flowstatev1.DeleteRequest) (*flowstatev1.DeleteResponse, error) {
-	if err := validateTarget(req.GetBridge(), req.GetModule()); err != nil {
+	if err := s.validateWrite(ctx, req.GetBridge(), req.GetModule()); err != nil {
 		return nil, toGRPC(err)
 	}
 	keys, err := toEntries(req.GetModule(), req.GetEntries(), true)
@@ -184,7 +194,7 @@ func (s *service) Sync(stream flowstatev1.FlowStateService_SyncServer) error {
 		}
 		if first {
 			bridge, module = req.GetBridge(), req.GetModule()
-			if err := validateTarget(bridge, module); err != nil {
+			if err := s.validateWrite(stream.Context(), bridge, module); err != nil {
 				return toGRPC(err)
 			}
 		} else if (req.GetBridge() != "" && req.GetBridge() != bridge) || (req.GetModule() != "" && req.GetModule() != module) {
@@ -213,9 +223,12 @@ func (s *service) Sync(stream flowstatev1.FlowStateService_SyncServer) error {
 	return stream.SendAndClose(&flowstatev1.SyncResponse{Applied: applied, Stored: uint32(len(es)), Removed: uint32(removed)})
 }
 
-func (s *service) MarkReady(_ context.Context, req *flowstatev1.MarkReadyRequest) (*flowstatev1.MarkReadyResponse, error) {
+func (s *service) MarkReady(ctx context.Context, req *flowstatev1.MarkReadyRequest) (*flowstatev1.MarkReadyResponse, error) {
 	if err := entry.ValidateName("module", req.GetModule()); err != nil {
 		return nil, toGRPC(fmt.Errorf("%w: %w", err, errdefs.ErrInvalidArgument))
+	}
+	if err := s.writers.authorize(ctx, req.GetModule()); err != nil {
+		return nil, toGRPC(err)
 	}
 	if err := s.engine.MarkReady(req.GetModule()); err != nil {
 		return nil, toGRPC(err)

@@ -34,6 +34,7 @@ func newCommand() *cobra.Command {
 		cfg       server.Config
 		logFormat string
 		logLevel  string
+		writers   []string
 	)
 	cmd := &cobra.Command{
 		Use:           "flowstated",
@@ -47,6 +48,12 @@ func newCommand() *cobra.Command {
 				return err
 			}
 			cfg.Logger = log
+			cfg.Writers = server.Writers{}
+			for _, w := range writers {
+				if err := cfg.Writers.ParseWriter(w); err != nil {
+					return fmt.Errorf("--module-writer: %w", err)
+				}
+			}
 			// libOpenflow logs through klog; keep one log stream.
 			klog.SetSlogLogger(log.With("component", "libOpenflow"))
 			cfg.Ready = func() { _, _ = daemon.SdNotify(false, daemon.SdNotifyReady) }
@@ -70,6 +77,7 @@ func newCommand() *cobra.Command {
 	f.DurationVar(&cfg.ReadinessTimeout, "readiness-timeout", 5*time.Minute, "after a cold start, replay the last known state if required modules are not ready by then")
 	f.DurationVar(&cfg.AuditInterval, "audit-interval", 0, "re-check every bridge against the desired state at this interval and correct drift (0 disables)")
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a graceful stop waits for in-flight calls")
+	f.StringArrayVar(&writers, "module-writer", nil, "MODULE=uid:N or MODULE=gid:N: only root and these peers may write MODULE (repeatable); without any, every peer that can open the socket may write every module")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	return cmd

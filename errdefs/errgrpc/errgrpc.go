@@ -25,6 +25,7 @@ var kinds = []struct {
 	{errdefs.ErrNotFound, codes.NotFound},
 	{errdefs.ErrAlreadyExists, codes.AlreadyExists},
 	{errdefs.ErrFailedPrecondition, codes.FailedPrecondition},
+	{errdefs.ErrPermissionDenied, codes.PermissionDenied},
 	{errdefs.ErrUnavailable, codes.Unavailable},
 }
 

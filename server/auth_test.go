@@ -1,0 +1,81 @@
+package server_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/flowstate-io/flowstate/server"
+)
+
+// TestModuleWriters: with --module-writer rules, a peer other than root may
+// write only the modules granted to its uid, as the kernel reports it
+// (SO_PEERCRED); reads stay open. The peer is flowctl run as nobody.
+func TestModuleWriters(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("running a client as another uid needs root; this test runs in CI, which runs as root")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	const nobody = 65534
+	writers := server.Writers{}
+	if err := writers.ParseWriter("pod=uid:65534"); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"pod", "pod=65534", "pod=user:1", "-x=uid:1", "pod=uid:-1"} {
+		if err := (server.Writers{}).ParseWriter(bad); err == nil {
+			t.Errorf("rule %q accepted", bad)
+		}
+	}
+	e := newEnv(ctx, t, func(c *server.Config) { c.Writers = writers })
+	e.startDaemon(ctx)
+	e.waitConverged(ctx)
+
+	// flowctl, somewhere nobody can run it, and a socket nobody can open.
+	binDir, err := os.MkdirTemp("", "flowctl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(binDir)
+	bin := filepath.Join(binDir, "flowctl")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "../cmd/flowctl").CombinedOutput(); err != nil {
+		t.Fatalf("go build flowctl: %v\n%s", err, out)
+	}
+	for _, p := range []string{binDir, e.dir} {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(strings.TrimPrefix(e.sock, "unix://"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	flowctl := func(stdin string, args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, bin, append([]string{"--server", e.sock, "--timeout", "20s"}, args...)...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := flowctl("table=0,priority=5,ip,actions=drop\n", "add-flows", "--module", "pod", "-"); err != nil {
+		t.Fatalf("nobody writing its own module: %v\n%s", err, out)
+	}
+	out, err := flowctl("table=0,priority=6,ip,actions=drop\n", "add-flows", "--module", "pipeline", "-")
+	if err == nil || !strings.Contains(out, "PermissionDenied") && !strings.Contains(out, "permission denied") || !strings.Contains(out, `module "pipeline"`) {
+		t.Fatalf("nobody writing another module: %v\n%s", err, out)
+	}
+	if out, err := flowctl("", "ready", "--module", "pipeline"); err == nil {
+		t.Fatalf("nobody marking another module ready succeeded:\n%s", out)
+	}
+	if out, err := flowctl("", "dump-flows"); err != nil || !strings.Contains(out, "priority=5") || strings.Contains(out, "priority=6") {
+		t.Fatalf("nobody reading: %v\n%s", err, out)
+	}
+	// Root (this test's own client) writes any module.
+	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
+		t.Fatal(err)
+	}
+}
