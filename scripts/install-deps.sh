@@ -30,7 +30,9 @@ fi
 if [ ! -x "$gobin/protoc-gen-doc" ]; then
 	go install "github.com/pseudomuto/protoc-gen-doc/cmd/protoc-gen-doc@${PROTOC_GEN_DOC_VERSION}"
 fi
-if ! command -v buf >/dev/null && [ ! -x "$gobin/buf" ]; then
-	npm install -g "@bufbuild/buf@${BUF_VERSION#v}" >/dev/null 2>&1 ||
-		go install "github.com/bufbuild/buf/cmd/buf@${BUF_VERSION}"
+if ! buf --version >/dev/null 2>&1 && ! "$gobin/buf" --version >/dev/null 2>&1; then
+	npm install -g "@bufbuild/buf@${BUF_VERSION#v}" >/dev/null 2>&1 || true
+	# The npm package may install without a working binary (blocked install
+	# scripts): fall back to building it.
+	buf --version >/dev/null 2>&1 || go install "github.com/bufbuild/buf/cmd/buf@${BUF_VERSION}"
 fi
