@@ -123,9 +123,10 @@ func (e *Engine) commitQueued(b *bridge) {
 }
 
 // commitBatch commits batch in one transaction and one bundle. If any
-// request of it fails (a conflict, a refusal by the switch), or two requests
-// change the same entry, the requests are committed one by one instead, so
-// that one bad request fails alone with its own error.
+// request of it fails (a conflict, a refusal by the switch), two requests
+// change the same entry, or a request changes a meter, the requests are
+// committed one by one instead, so that one bad request fails alone with its
+// own error.
 func (e *Engine) commitBatch(b *bridge, batch []*writeReq) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -154,7 +155,13 @@ func (e *Engine) commitBatch(b *bridge, batch []*writeReq) {
 // batchTimeout bounds a group-committed bundle.
 const batchTimeout = time.Minute
 
-var errOverlap = errors.New("requests of a batch change the same entry")
+var (
+	errOverlap = errors.New("requests of a batch change the same entry")
+	// Meters are sent before the bundle and stay on the switch if the bundle
+	// is refused: a request retried alone after its batch failed would then
+	// find its meter there already. Requests with meters commit alone.
+	errMeterInBatch = errors.New("meters are not group-committed")
+)
 
 // commitLocked runs reqs in one store transaction whose changes go to the
 // switch before the commit, when the bridge is live (connected, converged,
@@ -175,6 +182,9 @@ func (e *Engine) commitLocked(ctx context.Context, b *bridge, reqs []*writeReq) 
 			}
 			results[i].res = res
 			for _, c := range writeChanges(res.Changed, res.Removed) {
+				if len(reqs) > 1 && c.Kind == entry.KindMeter {
+					return errMeterInBatch
+				}
 				k := key(c.Kind, changeID(c))
 				if seen[k] {
 					return errOverlap
