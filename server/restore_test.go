@@ -390,29 +390,45 @@ func TestCrashProofGating(t *testing.T) {
 		if err := e.sb.KillVswitchd(ctx); err != nil {
 			t.Fatal(err)
 		}
+		// Hold flowstated off the new vswitchd (no OpenFlow 1.5) so the
+		// window before the restore can be observed, not raced.
+		if out, err := e.sb.Vsctl(ctx, "--no-wait", "set", "bridge", "br-int", "protocols=OpenFlow13"); err != nil {
+			t.Fatal(err, out)
+		}
 		if err := e.sb.StartVswitchd(ctx); err != nil { // plain start: nobody sets the flag
 			t.Fatal(err)
 		}
-		// Counters restart with vswitchd. Forbidden SYNs go in while the
-		// switch may still be gated and after it is restored.
+		// Counters restart with vswitchd. The switch came back gated by the
+		// re-armed flag: neither a forbidden nor an allowed SYN goes out,
+		// where the default NORMAL flow would have flooded both.
 		e.inject(ctx, forbidden)
+		e.inject(ctx, sandbox.Packet{SrcPort: uint16(42000 + round)})
+		if tx := e.txOf(ctx, "br-int", "p2"); tx != 0 {
+			t.Fatalf("round %d: a crash-restarted vswitchd forwarded %d packets before the restore", round, tx)
+		}
+		if on, err := e.sb.FlowRestoreWait(ctx); err != nil || !on {
+			t.Fatalf("round %d: flag %v (%v) while nobody restored", round, on, err)
+		}
+		if out, err := e.sb.Vsctl(ctx, "clear", "bridge", "br-int", "protocols"); err != nil {
+			t.Fatal(err, out)
+		}
 		poll(ctx, t, "restored", func() (bool, error) {
 			b := e.bridgeStatus(ctx, "br-int")
 			return b.GetConverged() && b.GetLastReplay().GetMessages() > 0, nil
 		})
-		e.inject(ctx, forbidden)
-		if tx := e.txOf(ctx, "br-int", "p2"); tx != 0 {
-			t.Fatalf("round %d: %d forbidden packets reached p2", round, tx)
-		}
 		e.assertExact(ctx, flows)
 		poll(ctx, t, "flag cleared then re-armed", func() (bool, error) {
 			on, err := e.sb.FlowRestoreWait(ctx)
 			return on && e.status(ctx).GetBridges()[0].GetConverged(), err
 		})
+		e.inject(ctx, forbidden)
+		if tx := e.txOf(ctx, "br-int", "p2"); tx != 0 {
+			t.Fatalf("round %d: %d forbidden packets reached p2", round, tx)
+		}
 		// Allowed traffic is forwarded once flowstated released the switch.
+		e.inject(ctx, sandbox.Packet{SrcPort: uint16(41000 + round)})
 		poll(ctx, t, "allowed SYN forwarded", func() (bool, error) {
-			e.inject(ctx, sandbox.Packet{SrcPort: uint16(41000 + round)})
-			return e.txOf(ctx, "br-int", "p2") > 0, nil
+			return e.txOf(ctx, "br-int", "p2") == 1, nil
 		})
 	}
 	// A graceful stop disarms the flag.

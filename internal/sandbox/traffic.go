@@ -111,7 +111,9 @@ func (s *Sandbox) InjectSYN(ctx context.Context, bridge, port string, p Packet) 
 // PortStats returns the packets port has received and sent, from
 // `ovs-ofctl dump-ports`. The counters restart from zero with vswitchd.
 func (s *Sandbox) PortStats(ctx context.Context, bridge, port string) (rx, tx uint64, err error) {
-	out, err := s.Ofctl(ctx, "dump-ports", bridge, port)
+	// Any OpenFlow version: counters must be readable from a bridge whose
+	// protocols exclude 1.5 too (a later -O overrides Ofctl's).
+	out, err := s.Ofctl(ctx, "-O", "OpenFlow10,OpenFlow11,OpenFlow12,OpenFlow13,OpenFlow14,OpenFlow15", "dump-ports", bridge, port)
 	if err != nil {
 		return 0, 0, err
 	}
