@@ -111,6 +111,16 @@ func New(cfg Config) (*Engine, error) {
 		converged: make(chan struct{}, 1),
 		gate:      newGate(),
 	}
+	if cfg.ColdStart && len(cfg.RequiredModules) > 0 {
+		// Status must show what the gate waits for from the first call on,
+		// not once runGate has looked.
+		missing, err := e.missing()
+		if err != nil {
+			return nil, fmt.Errorf("restore: %w", err)
+		}
+		e.gate.waitingFor = missing
+		e.gate.reason = "cold start: waiting for required modules"
+	}
 	for _, name := range cfg.Bridges {
 		if err := entry.ValidateName("bridge", name); err != nil {
 			return nil, fmt.Errorf("restore: %w", err)
