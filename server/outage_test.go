@@ -243,6 +243,9 @@ func TestOutageReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !st.GetVswitchdAcknowledged() || st.GetFlowRestoreWait() {
+		t.Fatalf("after restore: flag %v, acknowledged by vswitchd %v", st.GetFlowRestoreWait(), st.GetVswitchdAcknowledged())
+	}
 	if r := st.GetBridges()[0].GetLastReplay(); r.GetError() != "" || r.GetMessages() != uint32(len(pipeline)+1) {
 		t.Fatalf("last replay = %v, want %d adds + 1 delete of the default flow", r, len(pipeline))
 	}

@@ -142,6 +142,7 @@ func (s *service) Status(ctx context.Context, _ *flowstatev1.StatusRequest) (*fl
 		Gate: &flowstatev1.Gate{Open: g.Open, Reason: g.Reason, TimedOut: g.TimedOut, WaitingFor: g.WaitingFor},
 	}
 	resp.FlowRestoreWait, resp.OvsdbConnected = s.engine.FlowRestoreWait()
+	resp.VswitchdAcknowledged = s.engine.VswitchdAcknowledged()
 	perBridge := map[string]*flowstatev1.BridgeStatus{}
 	for _, bs := range s.engine.Status() {
 		pb := toBridgeStatus(bs)

@@ -52,7 +52,7 @@ func printStatus(w io.Writer, st *flowstatev1.StatusResponse) error {
 		start = "cold"
 	}
 	fmt.Fprintf(w, "boot id %s (%s start)\n", st.GetBootId(), start)
-	fmt.Fprintf(w, "ovsdb connected: %v, flow-restore-wait: %v\n", st.GetOvsdbConnected(), st.GetFlowRestoreWait())
+	fmt.Fprintf(w, "ovsdb connected: %v, flow-restore-wait: %v, read by vswitchd: %v\n", st.GetOvsdbConnected(), st.GetFlowRestoreWait(), st.GetVswitchdAcknowledged())
 	if g := st.GetGate(); g.GetOpen() {
 		fmt.Fprintf(w, "gate open: %s\n\n", g.GetReason())
 	} else {

@@ -268,6 +268,17 @@ func (e *Engine) rearmLocked(ctx context.Context, c *ovsconfig.Client) error {
 	return nil
 }
 
+// VswitchdAcknowledged reports whether vswitchd has read the latest change
+// to OVSDB (cur_cfg reached next_cfg).
+func (e *Engine) VswitchdAcknowledged() bool {
+	c := e.ovsdb.Load()
+	if c == nil || !c.Connected() {
+		return false
+	}
+	next, cur, err := c.Config()
+	return err == nil && cur >= next
+}
+
 // FlowRestoreWait returns the flag as stored in OVSDB; ok is false while OVSDB
 // is not connected.
 func (e *Engine) FlowRestoreWait() (on, ok bool) {

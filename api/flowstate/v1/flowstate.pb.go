@@ -737,9 +737,13 @@ type StatusResponse struct {
 	Gate *Gate `protobuf:"bytes,7,opt,name=gate,proto3" json:"gate,omitempty"`
 	// quarantined lists entries OVS refused during a replay; they are kept and
 	// left out until their module writes them again or the bridge reconnects.
-	Quarantined   []*QuarantinedEntry `protobuf:"bytes,8,rep,name=quarantined,proto3" json:"quarantined,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Quarantined []*QuarantinedEntry `protobuf:"bytes,8,rep,name=quarantined,proto3" json:"quarantined,omitempty"`
+	// vswitchd_acknowledged is true when ovs-vswitchd has read the latest
+	// change to the database (cur_cfg reached next_cfg), so the flag as stored
+	// is the flag as vswitchd sees it.
+	VswitchdAcknowledged bool `protobuf:"varint,9,opt,name=vswitchd_acknowledged,json=vswitchdAcknowledged,proto3" json:"vswitchd_acknowledged,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -826,6 +830,13 @@ func (x *StatusResponse) GetQuarantined() []*QuarantinedEntry {
 		return x.Quarantined
 	}
 	return nil
+}
+
+func (x *StatusResponse) GetVswitchdAcknowledged() bool {
+	if x != nil {
+		return x.VswitchdAcknowledged
+	}
+	return false
 }
 
 // Gate is the boot gating state.
@@ -1995,7 +2006,7 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x06_table\"C\n" +
 	"\fListResponse\x123\n" +
 	"\aentries\x18\x01 \x03(\v2\x19.flowstate.v1.StoredEntryR\aentries\"\x0f\n" +
-	"\rStatusRequest\"\xf3\x02\n" +
+	"\rStatusRequest\"\xa8\x03\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\aboot_id\x18\x01 \x01(\tR\x06bootId\x12\x1d\n" +
 	"\n" +
@@ -2005,7 +2016,8 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x11flow_restore_wait\x18\x05 \x01(\bR\x0fflowRestoreWait\x12'\n" +
 	"\x0fovsdb_connected\x18\x06 \x01(\bR\x0eovsdbConnected\x12&\n" +
 	"\x04gate\x18\a \x01(\v2\x12.flowstate.v1.GateR\x04gate\x12@\n" +
-	"\vquarantined\x18\b \x03(\v2\x1e.flowstate.v1.QuarantinedEntryR\vquarantined\"p\n" +
+	"\vquarantined\x18\b \x03(\v2\x1e.flowstate.v1.QuarantinedEntryR\vquarantined\x123\n" +
+	"\x15vswitchd_acknowledged\x18\t \x01(\bR\x14vswitchdAcknowledged\"p\n" +
 	"\x04Gate\x12\x12\n" +
 	"\x04open\x18\x01 \x01(\bR\x04open\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1b\n" +
