@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -171,10 +172,58 @@ func TestFlowctl(t *testing.T) {
 			t.Fatalf("wait with vswitchd down: %v", err)
 		}
 	})
+	t.Run("watch", func(t *testing.T) {
+		wctx, stop := context.WithCancel(ctx)
+		out := &lockedBuffer{}
+		root := newRoot()
+		root.SetOut(out)
+		root.SetArgs([]string{"--server", srv, "watch"})
+		done := make(chan error, 1)
+		go func() { done <- root.ExecuteContext(wctx) }()
+		// Watch streams events from now: mark ready until one shows up.
+		deadline := time.Now().Add(20 * time.Second)
+		for !strings.Contains(out.String(), "module_ready module=pipeline") {
+			if time.Now().After(deadline) {
+				stop()
+				t.Fatalf("no module_ready event; watch printed:\n%s", out.String())
+			}
+			if _, err := run(ctx, t, srv, "", "ready", "--module", "pipeline"); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-done:
+				t.Fatalf("watch ended: %v", err)
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		stop()
+		<-done
+		if !regexp.MustCompile(`#\d+ module_ready module=pipeline "module ready for this boot"`).MatchString(out.String()) {
+			t.Fatalf("watch line format:\n%s", out.String())
+		}
+	})
 	t.Run("status", func(t *testing.T) {
 		out, err := run(ctx, t, srv, "", "status")
 		if err != nil || !strings.Contains(out, "br-int") || !strings.Contains(out, "pipeline") {
 			t.Fatalf("status: %v\n%s", err, out)
 		}
 	})
+}
+
+// lockedBuffer is written by the command under test and read by the test.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
