@@ -5,21 +5,30 @@ import (
 	"encoding/hex"
 	"errors"
 	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 )
 
-const sharedCorpus = "/work/shared/corpus/antrea-v1.15/flows.txt"
+// sharedCorpusDir is the production corpus outside the repo (the same
+// FLOWSTATE_CORPUS the server's tests read); used when present.
+func sharedCorpusDir() string {
+	if dir := os.Getenv("FLOWSTATE_CORPUS"); dir != "" {
+		return dir
+	}
+	return filepath.Join("..", "..", "shared", "corpus", "antrea-v1.15")
+}
 
 // corpusFiles lists the flow files every oracle test runs over; the shared
 // production corpus is used when present.
 func corpusFiles(t *testing.T) []string {
 	files := []string{"testdata/flows.txt"}
-	if _, err := os.Stat(sharedCorpus); err == nil {
-		files = append(files, sharedCorpus)
+	shared := filepath.Join(sharedCorpusDir(), "flows.txt")
+	if _, err := os.Stat(shared); err == nil {
+		files = append(files, shared)
 	} else {
-		t.Logf("shared corpus %s absent; testing the package's own corpus only", sharedCorpus)
+		t.Logf("shared corpus %s absent; testing the package's own corpus only", shared)
 	}
 	return files
 }

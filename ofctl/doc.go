@@ -16,9 +16,7 @@
 // FormatFlow goes the other way and prints what `ovs-ofctl -O OpenFlow15
 // --no-stats dump-flows` prints for the same flow (without the leading
 // space); the text parses back to the same bytes. FormatFlowMod prints
-// encoded FLOW_MOD bytes, DecodeFlowMod decodes them without loss, and
-// FlowModFromStats builds the FlowMod of a flow-stats entry read from the
-// switch. Prefer these to libOpenflow's decoders, which (v0.15.0) turn
+// encoded FLOW_MOD bytes, and DecodeFlowMod decodes them without loss. Prefer these to libOpenflow's decoders, which (v0.15.0) turn
 // Ethernet addresses into zeros and fail on several Nicira actions.
 //
 // ParseGroup and ParseMeter do the same for add-group and add-meter syntax;

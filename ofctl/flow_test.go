@@ -104,7 +104,7 @@ func TestFormatDecodedFlowMods(t *testing.T) {
 }
 
 // TestLibOpenflowLosesMACs pins the libOpenflow v0.15.0 trap that
-// FlowModFromStats exists for: decoding drops Ethernet addresses.
+// DecodeFlowMod exists for: decoding drops Ethernet addresses.
 func TestLibOpenflowLosesMACs(t *testing.T) {
 	fm, err := ParseFlow("dl_src=00:11:22:33:44:55,actions=drop")
 	if err != nil {
@@ -123,7 +123,7 @@ func TestLibOpenflowLosesMACs(t *testing.T) {
 		t.Fatal(err)
 	}
 	if s != "dl_src=00:00:00:00:00:00 actions=drop" {
-		t.Logf("libOpenflow now keeps MACs (%q): FlowModFromStats's warning can go", s)
+		t.Logf("libOpenflow now keeps MACs (%q): DecodeFlowMod's warning can go", s)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -17,7 +18,7 @@ import (
 // production one when present.
 func groupCorpora(t *testing.T) []string {
 	files := []string{"testdata/groups.txt"}
-	if p := "/work/shared/corpus/antrea-v1.15/groups.txt"; fileExists(p) {
+	if p := filepath.Join(sharedCorpusDir(), "groups.txt"); fileExists(p) {
 		files = append(files, p)
 	} else {
 		t.Logf("shared corpus %s absent; testing the package's own groups only", p)

@@ -2,15 +2,21 @@ package ofctl
 
 import (
 	"bytes"
+	"context"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/internal/sandbox"
+	"github.com/flowstate-io/flowstate/server/ofconn"
 )
 
 // switchCorpus is a flow file with the groups and meters its flows use.
@@ -20,8 +26,8 @@ type switchCorpus struct {
 }
 
 // TestSwitchDump installs each corpus with ovs-ofctl into a private
-// vswitchd and checks that (1) the flow-stats entries vswitchd returns, read
-// as raw OpenFlow 1.5 bytes, equal our encoding of every line byte for byte
+// vswitchd and checks that (1) the flows vswitchd dumps, rebuilt as FLOW_MODs
+// from the raw OpenFlow 1.5 entries, equal our encoding of every line byte for byte
 // (match, instructions, table, priority, cookie, timeouts, flags,
 // importance), and (2) `ovs-ofctl --no-stats dump-flows` prints exactly what
 // FormatFlow prints.
@@ -44,8 +50,9 @@ func TestSwitchDump(t *testing.T) {
 		t.Fatalf("add bridge: %v", err)
 	}
 	corpora := []switchCorpus{{"own", "testdata/flows.txt", "testdata/groups.txt", "testdata/meters.txt"}}
-	shared := switchCorpus{"antrea", sharedCorpus,
-		"/work/shared/corpus/antrea-v1.15/groups.txt", "/work/shared/corpus/antrea-v1.15/meters.txt"}
+	dir := sharedCorpusDir()
+	shared := switchCorpus{"antrea", filepath.Join(dir, "flows.txt"),
+		filepath.Join(dir, "groups.txt"), filepath.Join(dir, "meters.txt")}
 	if _, err := os.Stat(shared.flows); err == nil {
 		corpora = append(corpora, shared)
 	} else {
@@ -70,7 +77,8 @@ func TestSwitchDump(t *testing.T) {
 				t.Fatalf("add-flows: %v %s", err, out)
 			}
 
-			checkGroupsAndMeters(t, sb, c)
+			got, gotGroups, gotMeters := dumpSwitch(ctx, t, sb)
+			checkGroupsAndMeters(t, sb, c, gotGroups, gotMeters)
 
 			f, err := os.Open(c.flows)
 			if err != nil {
@@ -104,10 +112,6 @@ func TestSwitchDump(t *testing.T) {
 				wantText = append(wantText, s)
 			}
 
-			got, err := dumpFlowStats(ctx, sb.MgmtPath("br0"))
-			if err != nil {
-				t.Fatalf("dump flow stats: %v", err)
-			}
 			t.Logf("switch flows %d, corpus flows %d, text lines %d", len(got), len(want), len(wantText))
 			if len(got) != len(want) {
 				t.Errorf("switch holds %d flows, corpus has %d", len(got), len(want))
@@ -128,28 +132,24 @@ func TestSwitchDump(t *testing.T) {
 				}
 			}
 
-			// The switch's own entries, turned into FlowMods without
-			// interpreting them, encode and print the same.
+			// The switch's own entries, decoded without loss, encode and
+			// print the same.
 			var fromSwitch []string
 			for _, g := range got {
-				fm, n, err := FlowModFromStats(g.raw)
-				if err != nil || n != len(g.raw) {
-					t.Fatalf("FlowModFromStats(%x) = %d, %v", g.raw, n, err)
+				fm, err := DecodeFlowMod(g.mod)
+				if err != nil {
+					t.Fatalf("DecodeFlowMod(%x): %v", g.mod, err)
 				}
 				b, err := fm.MarshalBinary()
 				if err != nil {
 					t.Fatal(err)
 				}
-				st, err := statFromFlowMod(b)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if st.key() != g.key() || !bytes.Equal(st.instructions, g.instructions) || st.cookie != g.cookie || st.flags != g.flags {
-					t.Errorf("FlowModFromStats changed entry %x into %x", g.raw, b)
+				if !bytes.Equal(b, g.mod) {
+					t.Errorf("DecodeFlowMod changed entry %x into %x", g.mod, b)
 				}
 				s, err := FormatFlow(fm)
 				if err != nil {
-					t.Fatalf("FormatFlow(FlowModFromStats(%x)): %v", g.raw, err)
+					t.Fatalf("FormatFlow(DecodeFlowMod(%x)): %v", g.mod, err)
 				}
 				fromSwitch = append(fromSwitch, s)
 			}
@@ -201,16 +201,12 @@ func diffSets(a, b []string) (onlyA, onlyB []string) {
 	return onlyA, onlyB
 }
 
-// checkGroupsAndMeters compares the switch's groups and meters, as raw
-// GROUP_DESC and METER_CONFIG entries and as ovs-ofctl prints them, with
-// ParseGroup/ParseMeter and FormatGroupMod/FormatMeterMod.
-func checkGroupsAndMeters(t *testing.T, sb *sandbox.Sandbox, c switchCorpus) {
+// checkGroupsAndMeters compares the switch's groups and meters, as the
+// GROUP_MOD/METER_MOD messages rebuilt from its dumps and as ovs-ofctl prints
+// them, with ParseGroup/ParseMeter and FormatGroupMod/FormatMeterMod.
+func checkGroupsAndMeters(t *testing.T, sb *sandbox.Sandbox, c switchCorpus, gotGroups, gotMeters map[uint32][]byte) {
 	t.Helper()
 	ctx := testCtx(t, 20*time.Second)
-	gotGroups, err := dumpGroupDescs(ctx, sb.MgmtPath("br0"))
-	if err != nil {
-		t.Fatalf("dump groups: %v", err)
-	}
 	var wantGroupText []string
 	groups := readCorpus(t, c.groups)
 	for _, l := range groups {
@@ -222,9 +218,8 @@ func checkGroupsAndMeters(t *testing.T, sb *sandbox.Sandbox, c switchCorpus) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, want := groupModKey(b)
-		if got, ok := gotGroups[id]; !ok || !bytes.Equal(got, want) {
-			t.Errorf("group %q: switch %x, ours %x", l, got, want)
+		if got, ok := gotGroups[gm.GroupId]; !ok || !bytes.Equal(got, b) {
+			t.Errorf("group %q: switch %x, ours %x", l, got, b)
 		}
 		text, err := FormatGroupMod(b)
 		if err != nil {
@@ -249,10 +244,6 @@ func checkGroupsAndMeters(t *testing.T, sb *sandbox.Sandbox, c switchCorpus) {
 			strings.Join(a, "\n    "), strings.Join(b, "\n    "))
 	}
 
-	gotMeters, err := dumpMeterConfigs(ctx, sb.MgmtPath("br0"))
-	if err != nil {
-		t.Fatalf("dump meters: %v", err)
-	}
 	meters := readCorpus(t, c.meters)
 	for _, l := range meters {
 		mm, err := ParseMeter(l)
@@ -263,11 +254,11 @@ func checkGroupsAndMeters(t *testing.T, sb *sandbox.Sandbox, c switchCorpus) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, want := meterModKey(b)
 		// The datapath stores a band's rate as its burst size when the
-		// burst flag is off, and dumps it so: compare without it.
-		if got, ok := gotMeters[id]; !ok || !bytes.Equal(meterWithoutBursts(got), meterWithoutBursts(want)) {
-			t.Errorf("meter %q: switch %x, ours %x", l, got, want)
+		// burst flag is off, and dumps it so: compare as the engine does.
+		if got, ok := gotMeters[mm.MeterId]; !ok ||
+			!bytes.Equal(entry.Comparable(entry.KindMeter, got), entry.Comparable(entry.KindMeter, b)) {
+			t.Errorf("meter %q: switch %x, ours %x", l, got, b)
 		}
 		text, err := FormatMeterMod(b)
 		if err != nil {
@@ -282,15 +273,87 @@ func checkGroupsAndMeters(t *testing.T, sb *sandbox.Sandbox, c switchCorpus) {
 	}
 }
 
-// meterWithoutBursts zeroes the burst sizes of a meterModKey value whose
-// burst flag is off.
-func meterWithoutBursts(k []byte) []byte {
-	c := append([]byte(nil), k...)
-	if len(c) < 2 || c[1]&4 != 0 {
-		return c
+// flowStat is what identifies and defines a flow, read from an encoded
+// FLOW_MOD.
+type flowStat struct {
+	table                            uint8
+	priority, idle, hard, flags, imp uint16
+	cookie                           uint64
+	match, instructions              []byte // match with its ofp_match header and padding
+	mod                              []byte // the FLOW_MOD itself
+}
+
+// key identifies a flow as OVS does with --strict: table, priority, match.
+func (f flowStat) key() string {
+	return fmt.Sprintf("%d/%d/%x", f.table, f.priority, f.match)
+}
+
+// statFromFlowMod extracts a flowStat from an encoded FLOW_MOD.
+func statFromFlowMod(b []byte) (flowStat, error) {
+	if len(b) < 56 {
+		return flowStat{}, fmt.Errorf("flow mod too short")
 	}
-	for b := c[2:]; len(b) >= 16; b = b[16:] {
-		copy(b[8:12], []byte{0, 0, 0, 0})
+	mlen := int(binary.BigEndian.Uint16(b[50:]))
+	end := 48 + (mlen+7)/8*8
+	if end > len(b) {
+		return flowStat{}, fmt.Errorf("bad match length")
 	}
-	return c
+	return flowStat{
+		cookie: binary.BigEndian.Uint64(b[8:]), table: b[24],
+		idle: binary.BigEndian.Uint16(b[26:]), hard: binary.BigEndian.Uint16(b[28:]),
+		priority: binary.BigEndian.Uint16(b[30:]), flags: binary.BigEndian.Uint16(b[44:]),
+		imp: binary.BigEndian.Uint16(b[46:]), match: b[48:end], instructions: b[end:], mod: b,
+	}, nil
+}
+
+// dumpSwitch reads br0's flows, groups and meters over OpenFlow 1.5 with
+// flowstate's own driver, as the ADD messages it rebuilds from the raw dump
+// entries (no libOpenflow decoding).
+func dumpSwitch(ctx context.Context, t *testing.T, sb *sandbox.Sandbox) (flows []flowStat, groups, meters map[uint32][]byte) {
+	t.Helper()
+	c, err := ofconn.Dial(ctx, sb.MgmtPath("br0"), ofconn.Options{})
+	if err != nil {
+		t.Fatalf("dial br0: %v", err)
+	}
+	defer c.Close()
+	fs, err := c.DumpFlowsRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fs {
+		m, err := f.FlowMod()
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := statFromFlowMod(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		flows = append(flows, st)
+	}
+	gs, err := c.DumpGroups(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups = map[uint32][]byte{}
+	for _, g := range gs {
+		m, err := g.GroupMod()
+		if err != nil {
+			t.Fatal(err)
+		}
+		groups[g.ID()] = m
+	}
+	ms, err := c.DumpMeters(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meters = map[uint32][]byte{}
+	for _, mt := range ms {
+		m, err := mt.MeterMod()
+		if err != nil {
+			t.Fatal(err)
+		}
+		meters[mt.ID()] = m
+	}
+	return flows, groups, meters
 }

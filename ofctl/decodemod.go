@@ -8,57 +8,6 @@ import (
 	"antrea.io/libOpenflow/openflow15"
 )
 
-// FlowModFromStats builds the ADD FlowMod of the flow described by the
-// OpenFlow 1.5 flow-stats entry (struct ofp_flow_stats, one element of a
-// FLOW_DESC multipart reply body) at the start of b, and returns it with the
-// entry's length so a caller can walk a reply body. Match and instructions
-// are kept byte for byte: the FlowMod marshals to exactly the switch's
-// encoding and compares with ParseFlow's output, and FormatFlow prints it.
-//
-// Use it rather than libOpenflow's decoding for comparisons: libOpenflow
-// v0.15.0 drops Ethernet addresses (eth_src, eth_dst, arp_sha, arp_tha,
-// nd_sll, nd_tll decode as zeros) and cannot decode every action OVS uses.
-func FlowModFromStats(b []byte) (*openflow15.FlowMod, int, error) {
-	if len(b) < 48 {
-		return nil, 0, errors.New("ofctl: flow stats entry too short")
-	}
-	n := int(binary.BigEndian.Uint16(b))
-	if n < 48 || n > len(b) {
-		return nil, 0, fmt.Errorf("ofctl: bad flow stats entry length %d", n)
-	}
-	e := b[:n]
-	mlen := int(binary.BigEndian.Uint16(e[26:]))
-	mend := 24 + (mlen+7)/8*8
-	if binary.BigEndian.Uint16(e[24:]) != openflow15.MatchType_OXM || mlen < 4 || mend+4 > n {
-		return nil, 0, errors.New("ofctl: bad match in flow stats entry")
-	}
-	slen := int(binary.BigEndian.Uint16(e[mend+2:]))
-	iend := mend + (slen+7)/8*8
-	if slen < 4 || iend > n {
-		return nil, 0, errors.New("ofctl: bad stats in flow stats entry")
-	}
-	fields, err := splitOXMs(e[28 : 24+mlen])
-	if err != nil {
-		return nil, 0, fmt.Errorf("ofctl: flow stats entry: %w", err)
-	}
-	ins, err := splitInstructions(e[iend:])
-	if err != nil {
-		return nil, 0, fmt.Errorf("ofctl: flow stats entry: %w", err)
-	}
-	fm := openflow15.NewFlowMod()
-	fm.Header.Xid = 0
-	fm.TableId = e[4]
-	fm.Priority = binary.BigEndian.Uint16(e[6:])
-	fm.IdleTimeout = binary.BigEndian.Uint16(e[8:])
-	fm.HardTimeout = binary.BigEndian.Uint16(e[10:])
-	fm.Flags = binary.BigEndian.Uint16(e[12:])
-	fm.Importance = binary.BigEndian.Uint16(e[14:])
-	fm.Cookie = binary.BigEndian.Uint64(e[16:])
-	fm.Match = buildMatch(fields)
-	fm.Instructions = ins
-	return fm, n, nil
-}
-
 // DecodeFlowMod decodes an encoded OpenFlow 1.5 FLOW_MOD without
 // interpreting match values or actions it does not need to: the result
 // marshals back to the same bytes (header xid included) and prints with
