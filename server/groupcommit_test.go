@@ -24,10 +24,7 @@ func TestGroupCommit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	e := newEnv(ctx, t, func(c *server.Config) { c.MetricsListen = "127.0.0.1:0" })
-	if out, err := e.sb.Vsctl(ctx, "--", "--id=@ft", "create", "Flow_Table", "flow_limit=1", "overflow_policy=refuse",
-		"--", "set", "Bridge", "br-int", "flow_tables:7=@ft"); err != nil {
-		t.Fatal(err, out)
-	}
+	e.limitTable7(ctx, true)
 	e.startDaemon(ctx)
 	e.waitConverged(ctx)
 

@@ -108,6 +108,22 @@ func (e *env) stopDaemon() {
 	e.d = nil
 }
 
+// limitTable7 makes br-int's table 7 hold one flow at most: OVS refuses the
+// second at commit (OFPFMFC_TABLE_FULL) whatever its syntax, a refusal the
+// parser cannot catch first. With vswitchd running it returns once vswitchd
+// applied the limit; with it down (running false) the limit waits in OVSDB.
+func (e *env) limitTable7(ctx context.Context, running bool) {
+	e.t.Helper()
+	args := []string{"--", "--id=@ft", "create", "Flow_Table", "flow_limit=1", "overflow_policy=refuse",
+		"--", "set", "Bridge", "br-int", "flow_tables:7=@ft"}
+	if !running {
+		args = append([]string{"--no-wait"}, args...)
+	}
+	if out, err := e.sb.Vsctl(ctx, args...); err != nil {
+		e.t.Fatal(err, out)
+	}
+}
+
 // oracle programs br-ref with `ovs-ofctl --bundle replace-flows` from the
 // same text.
 func (e *env) oracle(ctx context.Context, flows []string) {
@@ -272,10 +288,7 @@ func TestPutRejectedByOVS(t *testing.T) {
 	})
 	// Table 7 holds one flow at most: OVS refuses the second at commit,
 	// whatever its syntax.
-	if out, err := e.sb.Vsctl(ctx, "--", "--id=@ft", "create", "Flow_Table", "flow_limit=1", "overflow_policy=refuse",
-		"--", "set", "Bridge", "br-int", "flow_tables:7=@ft"); err != nil {
-		t.Fatal(err, out)
-	}
+	e.limitTable7(ctx, true)
 	_, err := e.c.Put(ctx, "br-int", "pod",
 		client.FlowText("table=7,priority=1,ip,actions=drop"), client.FlowText("table=7,priority=2,ip,actions=drop"))
 	var ee *errdefs.EntryError

@@ -205,10 +205,7 @@ func TestQuarantine(t *testing.T) {
 	// (as a newer OVS may refuse what an older one took). Table 7 takes one
 	// flow only: the second is refused at commit.
 	bad := client.MeterText("meter=7,kbps,band=type=dscp_remark,rate=100,prec_level=1")
-	if out, err := e.sb.Vsctl(ctx, "--no-wait", "--", "--id=@ft", "create", "Flow_Table", "flow_limit=1", "overflow_policy=refuse",
-		"--", "set", "Bridge", "br-int", "flow_tables:7=@ft"); err != nil {
-		t.Fatal(err, out)
-	}
+	e.limitTable7(ctx, false)
 	table7 := []string{"table=7,priority=1,ip,actions=drop", "table=7,priority=2,ip,actions=drop"}
 	// Flows that use the refused meter are left out with it.
 	var metered []string

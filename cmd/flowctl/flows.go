@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -103,17 +104,14 @@ func newAdd(g *globals, kind entry.Kind) *cobra.Command {
 			if len(lines) == 0 {
 				return fmt.Errorf("%s: no %s", args[0], noun)
 			}
-			c, ctx, done, err := g.dial(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer done()
-			applied, err := c.Put(ctx, g.bridge, module, toEntries(kind, lines)...)
-			if err != nil {
-				return lineError(args[0], lines, err)
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), appliedText(len(lines), noun, applied))
-			return nil
+			return g.run(cmd, func(ctx context.Context, c *client.Client) error {
+				applied, err := c.Put(ctx, g.bridge, module, toEntries(kind, lines)...)
+				if err != nil {
+					return lineError(args[0], lines, err)
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), appliedText(len(lines), noun, applied))
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&module, "module", "", "module that owns them (required)")
@@ -139,16 +137,13 @@ func newDel(g *globals, kind entry.Kind) *cobra.Command {
 			if len(lines) == 0 {
 				return fmt.Errorf("%s: no %s", args[0], noun)
 			}
-			c, ctx, done, err := g.dial(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer done()
-			if _, err := c.Delete(ctx, g.bridge, module, toEntries(kind, lines)...); err != nil {
-				return lineError(args[0], lines, err)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%d %s deleted\n", len(lines), noun)
-			return nil
+			return g.run(cmd, func(ctx context.Context, c *client.Client) error {
+				if _, err := c.Delete(ctx, g.bridge, module, toEntries(kind, lines)...); err != nil {
+					return lineError(args[0], lines, err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%d %s deleted\n", len(lines), noun)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&module, "module", "", "module that owns them (required)")
@@ -168,20 +163,17 @@ func newReplaceFlows(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, ctx, done, err := g.dial(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer done()
-			applied, err := c.Sync(ctx, g.bridge, module, ready, toEntries(entry.KindFlow, lines)...)
-			if err != nil {
-				return lineError(args[0], lines, err)
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), appliedText(len(lines), "flows", applied))
-			if ready {
-				fmt.Fprintf(cmd.OutOrStdout(), "module %s ready\n", module)
-			}
-			return nil
+			return g.run(cmd, func(ctx context.Context, c *client.Client) error {
+				applied, err := c.Sync(ctx, g.bridge, module, ready, toEntries(entry.KindFlow, lines)...)
+				if err != nil {
+					return lineError(args[0], lines, err)
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), appliedText(len(lines), "flows", applied))
+				if ready {
+					fmt.Fprintf(cmd.OutOrStdout(), "module %s ready\n", module)
+				}
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&module, "module", "", "module that owns the flows (required)")
@@ -200,27 +192,24 @@ func newDump(g *globals, kind entry.Kind) *cobra.Command {
 		Short: "Print the desired " + noun + " of the bridge in ovs-ofctl syntax",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, ctx, done, err := g.dial(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer done()
-			f := client.Filter{Bridge: g.bridge, Module: module, Kind: kind}
-			if table >= 0 {
-				if table > 254 {
-					return fmt.Errorf("--table %d: want 0-254", table)
+			return g.run(cmd, func(ctx context.Context, c *client.Client) error {
+				f := client.Filter{Bridge: g.bridge, Module: module, Kind: kind}
+				if table >= 0 {
+					if table > 254 {
+						return fmt.Errorf("--table %d: want 0-254", table)
+					}
+					t := uint8(table)
+					f.Table = &t
 				}
-				t := uint8(table)
-				f.Table = &t
-			}
-			es, err := c.List(ctx, f)
-			if err != nil {
-				return err
-			}
-			for _, e := range es {
-				fmt.Fprintln(cmd.OutOrStdout(), e.Text)
-			}
-			return nil
+				es, err := c.List(ctx, f)
+				if err != nil {
+					return err
+				}
+				for _, e := range es {
+					fmt.Fprintln(cmd.OutOrStdout(), e.Text)
+				}
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&module, "module", "", "only those of this module")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	flowstatev1 "github.com/flowstate-io/flowstate/api/flowstate/v1"
+	"github.com/flowstate-io/flowstate/client"
 )
 
 func newReady(g *globals) *cobra.Command {
@@ -18,16 +20,13 @@ func newReady(g *globals) *cobra.Command {
 		Short: "Mark a module ready for this boot without changing its entries",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, ctx, done, err := g.dial(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer done()
-			if err := c.MarkReady(ctx, module); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "module %s ready\n", module)
-			return nil
+			return g.run(cmd, func(ctx context.Context, c *client.Client) error {
+				if err := c.MarkReady(ctx, module); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "module %s ready\n", module)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&module, "module", "", "module (required)")
@@ -41,30 +40,27 @@ func newDiff(g *globals) *cobra.Command {
 		Short: "Print how the switch differs from the desired state (changes nothing); exit status 2 if it differs",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, ctx, done, err := g.dial(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer done()
-			changes, err := c.Diff(ctx, g.bridge)
-			if err != nil {
-				return err
-			}
-			w := cmd.OutOrStdout()
-			for _, ch := range changes {
-				switch ch.GetOp() {
-				case flowstatev1.Change_OP_ADD:
-					fmt.Fprintf(w, "+ %s\n", ch.GetDesired())
-				case flowstatev1.Change_OP_DELETE:
-					fmt.Fprintf(w, "- %s\n", ch.GetActual())
-				default:
-					fmt.Fprintf(w, "- %s\n+ %s\n", ch.GetActual(), ch.GetDesired())
+			return g.run(cmd, func(ctx context.Context, c *client.Client) error {
+				changes, err := c.Diff(ctx, g.bridge)
+				if err != nil {
+					return err
 				}
-			}
-			if len(changes) > 0 {
-				return exitCode{2, fmt.Sprintf("%d differences", len(changes))}
-			}
-			return nil
+				w := cmd.OutOrStdout()
+				for _, ch := range changes {
+					switch ch.GetOp() {
+					case flowstatev1.Change_OP_ADD:
+						fmt.Fprintf(w, "+ %s\n", ch.GetDesired())
+					case flowstatev1.Change_OP_DELETE:
+						fmt.Fprintf(w, "- %s\n", ch.GetActual())
+					default:
+						fmt.Fprintf(w, "- %s\n+ %s\n", ch.GetActual(), ch.GetDesired())
+					}
+				}
+				if len(changes) > 0 {
+					return exitCode{2, fmt.Sprintf("%d differences", len(changes))}
+				}
+				return nil
+			})
 		},
 	}
 }
@@ -76,24 +72,21 @@ func newReconcile(g *globals) *cobra.Command {
 		Short: "Make the bridge (or every bridge) hold exactly its desired state now",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, ctx, done, err := g.dial(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer done()
-			br := g.bridge
-			if all {
-				br = ""
-			}
-			resp, err := c.Reconcile(ctx, br)
-			if err != nil {
-				return err
-			}
-			for _, b := range resp.GetBridges() {
-				r := b.GetLastReplay()
-				fmt.Fprintf(cmd.OutOrStdout(), "%s: %d messages, %d bytes, %v\n", b.GetName(), r.GetMessages(), r.GetBytes(), r.GetDuration().AsDuration())
-			}
-			return nil
+			return g.run(cmd, func(ctx context.Context, c *client.Client) error {
+				br := g.bridge
+				if all {
+					br = ""
+				}
+				resp, err := c.Reconcile(ctx, br)
+				if err != nil {
+					return err
+				}
+				for _, b := range resp.GetBridges() {
+					r := b.GetLastReplay()
+					fmt.Fprintf(cmd.OutOrStdout(), "%s: %d messages, %d bytes, %v\n", b.GetName(), r.GetMessages(), r.GetBytes(), r.GetDuration().AsDuration())
+				}
+				return nil
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&all, "all", false, "every managed bridge")
@@ -159,33 +152,30 @@ func newWait(g *globals) *cobra.Command {
 		Short: "Wait until the boot gate is open and every bridge is connected and converged (bounded by --timeout)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, ctx, done, err := g.dial(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer done()
-			tick := time.NewTicker(100 * time.Millisecond)
-			defer tick.Stop()
-			var why string
-			for {
-				st, err := c.Status(ctx)
-				switch {
-				case err == nil && len(pendingBridges(st)) == 0:
-					fmt.Fprintln(cmd.OutOrStdout(), "converged")
-					return nil
-				case err == nil:
-					why = strings.Join(pendingBridges(st), "; ")
-				case why == "":
-					// Keep the last state seen over a later error: the
-					// last call usually fails on the deadline itself.
-					why = err.Error()
+			return g.run(cmd, func(ctx context.Context, c *client.Client) error {
+				tick := time.NewTicker(100 * time.Millisecond)
+				defer tick.Stop()
+				var why string
+				for {
+					st, err := c.Status(ctx)
+					switch {
+					case err == nil && len(pendingBridges(st)) == 0:
+						fmt.Fprintln(cmd.OutOrStdout(), "converged")
+						return nil
+					case err == nil:
+						why = strings.Join(pendingBridges(st), "; ")
+					case why == "":
+						// Keep the last state seen over a later error: the
+						// last call usually fails on the deadline itself.
+						why = err.Error()
+					}
+					select {
+					case <-ctx.Done():
+						return fmt.Errorf("not converged after %v: %s", g.timeout, why)
+					case <-tick.C:
+					}
 				}
-				select {
-				case <-ctx.Done():
-					return fmt.Errorf("not converged after %v: %s", g.timeout, why)
-				case <-tick.C:
-				}
-			}
+			})
 		},
 	}
 	return cmd

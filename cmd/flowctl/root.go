@@ -43,12 +43,14 @@ func newRoot() *cobra.Command {
 
 func newClient(g *globals) (*client.Client, error) { return client.New(g.server) }
 
-// dial connects and bounds the command with the timeout.
-func (g *globals) dial(ctx context.Context) (*client.Client, context.Context, context.CancelFunc, error) {
+// run connects, bounds the command with --timeout, and runs fn.
+func (g *globals) run(cmd *cobra.Command, fn func(ctx context.Context, c *client.Client) error) error {
 	c, err := newClient(g)
 	if err != nil {
-		return nil, nil, nil, err
+		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, g.timeout)
-	return c, ctx, func() { cancel(); _ = c.Close() }, nil
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
+	defer cancel()
+	return fn(ctx, c)
 }

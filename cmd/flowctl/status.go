@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	flowstatev1 "github.com/flowstate-io/flowstate/api/flowstate/v1"
+	"github.com/flowstate-io/flowstate/client"
 )
 
 func newStatus(g *globals) *cobra.Command {
@@ -22,24 +24,21 @@ func newStatus(g *globals) *cobra.Command {
 			if output != "text" && output != "json" {
 				return fmt.Errorf("-o %q: want text or json", output)
 			}
-			c, ctx, done, err := g.dial(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer done()
-			st, err := c.Status(ctx)
-			if err != nil {
-				return err
-			}
-			if output == "json" {
-				b, err := protojson.MarshalOptions{Multiline: true, EmitUnpopulated: true}.Marshal(st)
+			return g.run(cmd, func(ctx context.Context, c *client.Client) error {
+				st, err := c.Status(ctx)
 				if err != nil {
 					return err
 				}
-				_, err = fmt.Fprintln(cmd.OutOrStdout(), string(b))
-				return err
-			}
-			return printStatus(cmd.OutOrStdout(), st)
+				if output == "json" {
+					b, err := protojson.MarshalOptions{Multiline: true, EmitUnpopulated: true}.Marshal(st)
+					if err != nil {
+						return err
+					}
+					_, err = fmt.Fprintln(cmd.OutOrStdout(), string(b))
+					return err
+				}
+				return printStatus(cmd.OutOrStdout(), st)
+			})
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/flowstate-io/flowstate/entry"
@@ -348,9 +347,6 @@ func (e *Engine) Modules() (map[string]ModuleState, error) {
 	}
 	return out, nil
 }
-
-// Required reports whether module is required.
-func (e *Engine) Required(module string) bool { return slices.Contains(e.cfg.RequiredModules, module) }
 
 // Counts is store.Counts, for the status of modules.
 func (e *Engine) Counts() ([]store.Count, error) { return e.cfg.Store.Counts() }
