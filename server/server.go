@@ -31,6 +31,7 @@ import (
 
 	flowstatev1 "github.com/flowstate-io/flowstate/api/flowstate/v1"
 	"github.com/flowstate-io/flowstate/server/events"
+	"github.com/flowstate-io/flowstate/server/guard"
 	"github.com/flowstate-io/flowstate/server/restore"
 	"github.com/flowstate-io/flowstate/store"
 )
@@ -77,6 +78,15 @@ type Config struct {
 	// RearmFlowRestoreWait keeps flow-restore-wait armed while flowstated
 	// runs (see restore.Config.Rearm).
 	RearmFlowRestoreWait bool
+	// MaxHold bounds how long a managed bridge that cannot be restored holds
+	// flow-restore-wait for the others (restore.Config.MaxHold).
+	MaxHold time.Duration
+	// Guard releases the node when flowstated is dead or hung (GuardConfig).
+	Guard GuardConfig
+	// Liveness, when set, is called about every second with whether the
+	// engine is responsive and a one-line state (systemd WATCHDOG=1 and
+	// STATUS=).
+	Liveness func(healthy bool, status string)
 	// ShutdownTimeout bounds the graceful stop of gRPC. Default 10 s.
 	ShutdownTimeout time.Duration
 	Logger          *slog.Logger
@@ -107,6 +117,9 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.EchoTimeout = DefaultEchoTimeout
 	}
 	log := cfg.Logger
+	if err := cfg.Guard.validate(); err != nil {
+		return err
+	}
 	bootID, err := readBootID(cfg.BootIDFile)
 	if err != nil {
 		return err
@@ -116,24 +129,32 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer st.Close()
-	prev, err := st.SwapBootID(bootID)
+	boot, err := st.RecordBoot(bootID, time.Now())
 	if err != nil {
 		return err
 	}
-	cold := prev != bootID
-	log.Info("store opened", "path", cfg.DBPath, "boot_id", bootID, "cold_start", cold)
+	cold := boot.Cold()
+	log.Info("store opened", "path", cfg.DBPath, "boot_id", bootID, "cold_start", cold, "boot_since", boot.Since)
 
 	evlog := events.NewLog(events.Options{Heartbeat: cfg.EventHeartbeat, Logger: log})
 	defer evlog.Close()
+	keep := &keeper{cfg: cfg.Guard, ovsdb: cfg.OVSDB, log: log, notify: cfg.Liveness}
+	if cfg.Guard.Mode != GuardOff {
+		if keep.lease, err = guard.OpenLease(cfg.Guard.Lease); err != nil {
+			return err
+		}
+		defer keep.lease.Close()
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	engine, err := restore.New(restore.Config{
 		Store: st, RunDir: cfg.RunDir, OVSDB: cfg.OVSDB, Bridges: cfg.Bridges,
 		EchoInterval: cfg.EchoInterval, EchoTimeout: cfg.EchoTimeout,
 		Rearm:  cfg.RearmFlowRestoreWait,
-		BootID: bootID, ColdStart: cold,
+		BootID: bootID, ColdStart: cold, GateSince: boot.Since,
 		RequiredModules: cfg.RequiredModules, ReadinessTimeout: cfg.ReadinessTimeout,
 		AuditInterval: cfg.AuditInterval,
+		MaxHold:       cfg.MaxHold, GuardPresent: keep.guardPresent,
 		Events:        evlog,
 		Logger:        log, Metrics: restore.NewMetrics(reg),
 	})
@@ -171,8 +192,10 @@ func Run(ctx context.Context, cfg Config) error {
 	reflection.Register(gs)
 	srvMetrics.InitializeMetrics(gs)
 
+	keep.engine, keep.hs = engine, hs
 	runCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
+	wg.Go(func() { keep.run(runCtx) })
 	wg.Go(func() { engine.Run(runCtx) })
 	serveErr := make(chan error, 2)
 	wg.Go(func() { serveErr <- gs.Serve(lis) })
@@ -193,7 +216,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+		mux.HandleFunc("/healthz", keep.healthz)
 		hsrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		wg.Go(func() {
 			if err := hsrv.Serve(mlis); err != nil && !errors.Is(err, http.ErrServerClosed) {

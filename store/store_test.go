@@ -132,8 +132,20 @@ func TestReopenKeepsStateAndBootID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if prev, err := s.SwapBootID("boot-1"); err != nil || prev != "" {
-		t.Fatalf("first boot id: %q, %v", prev, err)
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	if b, err := s.RecordBoot("boot-1", t0); err != nil || !b.Cold() || !b.Since.Equal(t0) {
+		t.Fatalf("first boot: %+v, %v", b, err)
+	}
+	// A restart within the boot before the gate opened is still cold, and
+	// keeps the time the boot was first seen.
+	if b, err := s.RecordBoot("boot-1", t0.Add(time.Minute)); err != nil || !b.Cold() || !b.Since.Equal(t0) {
+		t.Fatalf("restart in the gate: %+v, %v", b, err)
+	}
+	if err := s.SetGateOpened("boot-1"); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := s.RecordBoot("boot-1", t0.Add(2*time.Minute)); err != nil || b.Cold() {
+		t.Fatalf("restart after the gate opened: %+v, %v", b, err)
 	}
 	if err := s.Put("br0", "m", []entry.Entry{flow("m", 1, 1, "z")}, nil); err != nil {
 		t.Fatal(err)
@@ -150,8 +162,9 @@ func TestReopenKeepsStateAndBootID(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if prev, err := s.SwapBootID("boot-2"); err != nil || prev != "boot-1" {
-		t.Fatalf("boot id after reopen: %q, %v", prev, err)
+	t1 := t0.Add(time.Hour)
+	if b, err := s.RecordBoot("boot-2", t1); err != nil || !b.Cold() || b.GateOpened != "boot-1" || !b.Since.Equal(t1) {
+		t.Fatalf("boot after reopen: %+v, %v", b, err)
 	}
 	if es, err := s.Entries("br0"); err != nil || len(es) != 1 {
 		t.Fatalf("entries after reopen: %v, %v", es, err)

@@ -17,6 +17,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/flowstate-io/flowstate/server"
+	"github.com/flowstate-io/flowstate/server/guard"
+	"github.com/flowstate-io/flowstate/server/restore"
 )
 
 func main() {
@@ -57,6 +59,7 @@ func newCommand() *cobra.Command {
 			// libOpenflow logs through klog; keep one log stream.
 			klog.SetSlogLogger(log.With("component", "libOpenflow"))
 			cfg.Ready = func() { _, _ = daemon.SdNotify(false, daemon.SdNotifyReady) }
+			cfg.Liveness = systemdLiveness()
 			err = server.Run(cmd.Context(), cfg)
 			_, _ = daemon.SdNotify(false, daemon.SdNotifyStopping)
 			return err
@@ -76,11 +79,75 @@ func newCommand() *cobra.Command {
 	f.StringArrayVar(&cfg.RequiredModules, "require-module", nil, "module that must be ready before a cold start replays (repeatable)")
 	f.DurationVar(&cfg.ReadinessTimeout, "readiness-timeout", 5*time.Minute, "after a cold start, replay the last known state if required modules are not ready by then")
 	f.DurationVar(&cfg.AuditInterval, "audit-interval", 0, "re-check every bridge against the desired state at this interval and correct drift (0 disables)")
+	f.DurationVar(&cfg.MaxHold, "max-hold", restore.DefaultMaxHold, "longest time one managed bridge that cannot be restored keeps flow-restore-wait set for the others")
+	f.StringVar(&cfg.Guard.Mode, "guard", server.GuardSpawn, "who releases the node if flowstated dies or hangs: spawn (start a guard process), external (a guard unit or container runs `flowstated guard`; without it the flag stays disarmed), off")
+	f.StringVar(&cfg.Guard.Lease, "guard-lease", defaultLease, "lease file flowstated renews and the guard watches")
+	f.DurationVar(&cfg.Guard.Grace, "guard-grace", guard.DefaultGrace, "how long flowstated may be dead or wedged before the guard clears flow-restore-wait")
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a graceful stop waits for in-flight calls")
 	f.StringArrayVar(&writers, "module-writer", nil, "MODULE=uid:N or MODULE=gid:N: only root and these peers may write MODULE (repeatable); without any, every peer that can open the socket may write every module")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	cmd.AddCommand(newGuardCommand())
 	return cmd
+}
+
+// defaultLease lives on a tmpfs: a reboot forgets it with the guard.
+const defaultLease = "/run/flowstate/flowstated.lease"
+
+func newGuardCommand() *cobra.Command {
+	var (
+		cfg       guard.Config
+		logFormat string
+	)
+	cmd := &cobra.Command{
+		Use:   "guard",
+		Short: "Release the node (clear flow-restore-wait) when flowstated is dead or hung",
+		Long: `Release the node (clear flow-restore-wait) when flowstated is dead or hung.
+
+flowstated renews a lease while it is healthy. The guard clears
+other_config:flow-restore-wait once the lease has not changed for --grace,
+so ovs-vswitchd forwards as plain Open vSwitch would. flowstated starts one
+by itself (--guard=spawn); under systemd and in Kubernetes run it as its own
+unit or container (--guard=external), which outlives flowstated's.`,
+		Example: `  flowstated guard --ovsdb unix:/var/run/openvswitch/db.sock --lease /run/flowstate/flowstated.lease`,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := newLogger(logFormat, "info")
+			if err != nil {
+				return err
+			}
+			cfg.Logger = log
+			return guard.Run(cmd.Context(), cfg)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.OVSDB, "ovsdb", "unix:/var/run/openvswitch/db.sock", "ovsdb-server address")
+	f.StringVar(&cfg.Lease, "lease", defaultLease, "lease file flowstated renews")
+	f.DurationVar(&cfg.Grace, "grace", guard.DefaultGrace, "how long the lease may go unrenewed before the node is released")
+	f.BoolVar(&cfg.ExitWhenIdle, "exit-when-idle", false, "exit once flowstated is gone and the flag is clear, or at once if another guard runs (set by flowstated for the guards it spawns)")
+	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	return cmd
+}
+
+// systemdLiveness sends WATCHDOG=1 while the engine is responsive (at most
+// every half watchdog interval) and STATUS= when the state line changes;
+// without systemd both are no-ops.
+func systemdLiveness() func(healthy bool, status string) {
+	interval, _ := daemon.SdWatchdogEnabled(false)
+	var lastPing time.Time
+	var lastStatus string
+	return func(healthy bool, status string) {
+		if healthy && interval > 0 && time.Since(lastPing) >= interval/2 {
+			_, _ = daemon.SdNotify(false, daemon.SdNotifyWatchdog)
+			lastPing = time.Now()
+		}
+		if status != lastStatus {
+			_, _ = daemon.SdNotify(false, "STATUS="+status)
+			lastStatus = status
+		}
+	}
 }
 
 func newLogger(format, level string) (*slog.Logger, error) {

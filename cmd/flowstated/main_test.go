@@ -49,7 +49,8 @@ func TestBinarySIGTERM(t *testing.T) {
 	cmd := exec.CommandContext(ctx, bin,
 		"--ovs-rundir", sb.RunDir(), "--ovsdb", sb.DBAddr(), "--bridge", "br-int",
 		"--db", filepath.Join(sb.Dir(), "state", "fs.db"), "--listen", "unix://"+sockPath,
-		"--boot-id-file", bootID, "--metrics-listen", "127.0.0.1:0", "--log-format", "json")
+		"--boot-id-file", bootID, "--metrics-listen", "127.0.0.1:0", "--log-format", "json",
+		"--guard-lease", filepath.Join(sb.Dir(), "run", "lease"))
 	logs := &syncBuffer{}
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {

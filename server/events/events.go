@@ -22,6 +22,9 @@ const (
 	DriftCorrected     Type = "drift_corrected"
 	EntryQuarantined   Type = "entry_quarantined"
 	ReadinessTimeout   Type = "readiness_timeout"
+	// BridgeNotRestored: flow-restore-wait was released without a bridge
+	// that is missing or could not be restored in time.
+	BridgeNotRestored Type = "bridge_not_restored"
 	// Heartbeat is generated per subscription and never stored; Publish
 	// ignores it.
 	Heartbeat Type = "heartbeat"

@@ -32,6 +32,10 @@ type bridge struct {
 	conn      *ofconn.Conn // nil while disconnected
 	converged bool
 	last      Replay
+	// since is when converged last changed; reason says why the bridge is
+	// not converged ("" when it is).
+	since  time.Time
+	reason string
 	// quarantine holds entries the switch refused in a replay of this
 	// connection, by key; they are retried on the next connection, or when
 	// their module writes them again.
@@ -40,6 +44,12 @@ type bridge struct {
 	// status is a copy of the fields above, published after every change, so
 	// Status never waits for a replay in progress.
 	status atomic.Pointer[BridgeStatus]
+	// excused says why the flag was cleared without this bridge (missing
+	// from OVSDB, or held the node for MaxHold); set by the flag logic.
+	excused atomic.Pointer[string]
+	// busySince is when the current replay or write started waiting for or
+	// holding mu (unix nanoseconds, 0 when idle), for Engine.Wedged.
+	busySince atomic.Int64
 }
 
 // Quarantined is an entry the switch refused during a replay.
@@ -52,9 +62,17 @@ type Quarantined struct {
 
 // BridgeStatus is the state of one bridge.
 type BridgeStatus struct {
-	Name        string
-	Connected   bool
-	Converged   bool
+	Name      string
+	Connected bool
+	Converged bool
+	// Since is when Converged last changed.
+	Since time.Time
+	// Reason says why the bridge is not converged: the dial error, the
+	// replay error, or that the gate holds replays.
+	Reason string
+	// Excused says why flow-restore-wait was cleared without waiting for
+	// this bridge (missing from OVSDB, or it held the node for MaxHold).
+	Excused     string
 	Last        Replay
 	Quarantined []Quarantined
 }
@@ -80,7 +98,14 @@ func (r Replay) Changes() int { return r.Adds + r.Modifies + r.Deletes }
 
 // publishLocked snapshots the state for readers; b.mu must be held.
 func (b *bridge) publishLocked() {
-	st := &BridgeStatus{Name: b.name, Connected: b.conn != nil, Converged: b.conn != nil && b.converged, Last: b.last}
+	converged := b.conn != nil && b.converged
+	if prev := b.status.Load(); prev == nil || prev.Converged != converged {
+		b.since = time.Now()
+	}
+	st := &BridgeStatus{Name: b.name, Connected: b.conn != nil, Converged: converged, Since: b.since, Last: b.last}
+	if !converged {
+		st.Reason = b.reason
+	}
 	for _, q := range b.quarantine {
 		st.Quarantined = append(st.Quarantined, q)
 	}
@@ -88,10 +113,31 @@ func (b *bridge) publishLocked() {
 }
 
 func (b *bridge) snapshot() BridgeStatus {
+	st := BridgeStatus{Name: b.name, Reason: "not connected yet"}
 	if s := b.status.Load(); s != nil {
-		return *s
+		st = *s
 	}
-	return BridgeStatus{Name: b.name}
+	if x := b.excused.Load(); x != nil && !st.Converged {
+		st.Excused = *x
+	}
+	return st
+}
+
+// setReason records why the bridge is not converged.
+func (b *bridge) setReason(reason string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.reason != reason {
+		b.reason = reason
+		b.publishLocked()
+	}
+}
+
+// busy marks the start of an operation on the switch, for Engine.Wedged;
+// call the returned function when it is over.
+func (b *bridge) busy() (done func()) {
+	b.busySince.CompareAndSwap(0, time.Now().UnixNano())
+	return func() { b.busySince.Store(0) }
 }
 
 func (b *bridge) setConn(c *ofconn.Conn) {
@@ -99,6 +145,9 @@ func (b *bridge) setConn(c *ofconn.Conn) {
 	defer b.mu.Unlock()
 	b.conn = c
 	b.converged = false
+	if c != nil {
+		b.reason = "connected, replay pending"
+	}
 	b.quarantine = nil // a new switch may accept what the old one refused
 	b.publishLocked()
 }
@@ -133,6 +182,7 @@ func (e *Engine) runBridge(ctx context.Context, b *bridge) {
 			if msg := err.Error(); msg != lastErr {
 				log.Warn("bridge unreachable, retrying", "path", path, "err", err)
 				lastErr = msg
+				b.setReason("OpenFlow connection: " + msg)
 			}
 			sleepCtx(ctx, delay)
 			if time.Since(lost) > fastFor {
@@ -145,8 +195,18 @@ func (e *Engine) runBridge(ctx context.Context, b *bridge) {
 		e.publish(events.Event{Type: events.BridgeConnected, Bridge: b.name, Message: "OpenFlow connection up"})
 		e.cfg.Metrics.connected.WithLabelValues(b.name).Set(1)
 		b.setConn(conn)
+		if !e.gate.isOpen() {
+			b.setReason("waiting for the cold-start gate: " + e.gate.status().Reason)
+		}
 		e.serveConn(ctx, b, conn, log)
+		if ctx.Err() != nil {
+			// Stopping: keep the last state, which Run reads to decide
+			// whether the node is still held.
+			_ = conn.Close()
+			break
+		}
 		b.setConn(nil)
+		b.setReason("OpenFlow connection lost: " + errString(conn.Err()))
 		_ = conn.Close()
 		lost = time.Now()
 		e.cfg.Metrics.connected.WithLabelValues(b.name).Set(0)
@@ -223,6 +283,7 @@ func (e *Engine) serveConn(ctx context.Context, b *bridge, conn *ofconn.Conn, lo
 //  5. If the switch refused entries, quarantine them and go back to 3 without
 //     them: one bad entry never leaves a node without flows.
 func (e *Engine) reconcile(ctx context.Context, b *bridge, conn *ofconn.Conn, log *slog.Logger) (Replay, error) {
+	defer b.busy()()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e.publish(events.Event{Type: events.ReplayStarted, Bridge: b.name, Message: "replay started"})
@@ -233,6 +294,10 @@ func (e *Engine) reconcile(ctx context.Context, b *bridge, conn *ofconn.Conn, lo
 	r.Err = err
 	b.last = r
 	b.converged = err == nil
+	b.reason = ""
+	if err != nil {
+		b.reason = "replay failed: " + err.Error()
+	}
 	b.publishLocked()
 	e.cfg.Metrics.observeReplay(b.name, r)
 	attrs := map[string]string{
@@ -418,6 +483,13 @@ func dumpAll(ctx context.Context, conn *ofconn.Conn) ([]actualEntry, error) {
 		}
 	}
 	return out, nil
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "closed"
+	}
+	return err.Error()
 }
 
 func errAttrs(err error) map[string]string {

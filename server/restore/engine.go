@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +18,9 @@ import (
 	"github.com/flowstate-io/flowstate/server/ovsconfig"
 	"github.com/flowstate-io/flowstate/store"
 )
+
+// DefaultMaxHold is the default of Config.MaxHold.
+const DefaultMaxHold = 60 * time.Second
 
 // Config wires an Engine. Store, RunDir, OVSDB and Bridges are required.
 type Config struct {
@@ -40,14 +45,30 @@ type Config struct {
 	// false, so re-arming never pauses a running switch. Run disarms it on
 	// the way out.
 	Rearm bool
-	// BootID is the host's boot id; ColdStart is true when it differs from
-	// the one the store last saw (the host rebooted).
+	// BootID is the host's boot id; ColdStart is true while the gate of this
+	// boot has not opened yet (the host rebooted, and no flowstated of this
+	// boot got past the gate). GateSince is when the boot was first seen,
+	// so a restarted flowstated keeps the readiness deadline.
 	BootID    string
 	ColdStart bool
+	GateSince time.Time
 	// RequiredModules gate replays after a cold start (see runGate), for at
-	// most ReadinessTimeout (default 5 min).
+	// most ReadinessTimeout (default 5 min) from GateSince.
 	RequiredModules  []string
 	ReadinessTimeout time.Duration
+	// MaxHold bounds how long one managed bridge that cannot be restored
+	// (not connected, or its replay failing) keeps flow-restore-wait set
+	// for the others, counted from when it stopped being converged, or
+	// from the gate's opening. Default 60 s.
+	MaxHold time.Duration
+	// WedgeAfter is how long one replay or write may run before the engine
+	// reports itself wedged (Wedged), which stops the guard lease and turns
+	// health to NOT_SERVING. Default 2 min.
+	WedgeAfter time.Duration
+	// GuardPresent reports whether a guard would release the node if this
+	// flowstated died (package guard). The flag is armed only while it
+	// returns true. Nil: always true (no guard configured).
+	GuardPresent func() bool
 	// AuditInterval, when positive, replays every bridge at that interval to
 	// correct drift (flows changed behind flowstate's back).
 	AuditInterval time.Duration
@@ -77,6 +98,15 @@ type Engine struct {
 	// re-checks whether all have.
 	converged chan struct{}
 	gate      *gate
+	// flagBusySince is when the running flag operation started (unix
+	// nanoseconds, 0 when idle), for Wedged.
+	flagBusySince atomic.Int64
+	// Guarded by flagMu: the vswitchd (vswitchdIdentity) last released, a
+	// clear whose acknowledgement never came, and whether the missing
+	// guard was logged.
+	releasedVswitchd string
+	unackedClear     bool
+	guardMissing     bool
 }
 
 // New validates cfg and returns an engine that is not running yet.
@@ -98,6 +128,18 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.ReadinessTimeout <= 0 {
 		cfg.ReadinessTimeout = 5 * time.Minute
+	}
+	if cfg.MaxHold <= 0 {
+		cfg.MaxHold = DefaultMaxHold
+	}
+	if cfg.WedgeAfter <= 0 {
+		cfg.WedgeAfter = 2 * time.Minute
+	}
+	if cfg.GuardPresent == nil {
+		cfg.GuardPresent = func() bool { return true }
+	}
+	if cfg.GateSince.IsZero() {
+		cfg.GateSince = time.Now()
 	}
 	for _, m := range cfg.RequiredModules {
 		if err := entry.ValidateName("module", m); err != nil {
@@ -151,13 +193,35 @@ func (e *Engine) Run(ctx context.Context) {
 		return
 	}
 	if e.cfg.Rearm {
-		e.disarm(c)
+		if why := e.holding(); why != "" {
+			// Disarming now would release a vswitchd that waits for
+			// a gate or a restore with a half-built pipeline: leave it
+			// to the next flowstated, or to the guard after its grace.
+			e.log.Warn("flow-restore-wait left armed on stop: the node is held; the guard releases it if no flowstated takes over within its grace", "held_by", why)
+		} else {
+			e.disarm(c)
+		}
 	}
 	c.Close()
 }
 
-// disarm clears the flag when flowstated stops: a flag left true with
-// nobody to clear it would keep the next vswitchd from forwarding.
+// holding says what the node waits for ("" for nothing): the cold-start gate,
+// or a bridge not restored yet that still holds it.
+func (e *Engine) holding() string {
+	if !e.gate.isOpen() {
+		return "the cold-start gate"
+	}
+	for _, name := range e.order {
+		st := e.bridges[name].snapshot()
+		if !st.Converged && st.Excused == "" {
+			return "bridge " + name
+		}
+	}
+	return ""
+}
+
+// disarm clears the flag when flowstated stops with nothing held: a flag left
+// true with nobody to clear it would keep the next vswitchd from forwarding.
 func (e *Engine) disarm(c *ovsconfig.Client) {
 	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.AckTimeout)
 	defer cancel()
@@ -190,19 +254,35 @@ func (e *Engine) runOVSDB(ctx context.Context) {
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
 	defer retry.Stop()
+	// The periodic check re-arms a flag the guard cleared while this
+	// flowstated was frozen, and disarms it when the guard is gone.
+	check := time.NewTicker(flagCheckInterval)
+	defer check.Stop()
+	release := false
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-e.converged:
+			release = true
 		case <-retry.C:
+		case <-check.C:
 		}
-		if err := e.releaseIfConverged(ctx); err != nil {
-			e.log.Error("clearing flow-restore-wait, retrying", "err", err)
+		recheck, err := e.syncFlag(ctx, release)
+		switch {
+		case err != nil:
+			e.log.Error("flow-restore-wait not in its intended state, retrying", "err", err)
 			retry.Reset(e.cfg.RetryInterval)
+		case recheck > 0:
+			retry.Reset(recheck) // a bridge's MaxHold runs out then
+		default:
+			release = false
 		}
 	}
 }
+
+// flagCheckInterval paces the periodic flag check of runOVSDB.
+const flagCheckInterval = time.Second
 
 func (e *Engine) signalConverged() {
 	select {
@@ -211,61 +291,215 @@ func (e *Engine) signalConverged() {
 	}
 }
 
-// releaseIfConverged clears flow-restore-wait once every bridge holds exactly
-// its desired state.
+// syncFlag brings flow-restore-wait to its intended state once nothing holds
+// the node any more:
 //
-//  1. Every managed bridge is connected and its last replay succeeded.
-//  2. One OVSDB transaction removes the flag and bumps next_cfg.
-//  3. Wait until cur_cfg reaches next_cfg: vswitchd has read the change and
-//     forwards through the restored pipeline from here on.
+//  1. Every managed bridge is converged, or excused: missing from OVSDB, or
+//     unconverged for longer than MaxHold (named in status, a metric, an
+//     event and an error log). Otherwise return the time until the next
+//     MaxHold expires.
+//  2. With release (a bridge converged after a new connection) and the flag
+//     set, clear it in one transaction that bumps next_cfg, and wait until
+//     cur_cfg reaches it: vswitchd forwards through the restored pipeline
+//     from here on. The clear is counted only if it released a vswitchd
+//     that had not been released yet.
+//  3. Arm it again (Rearm, and a guard is present) only once vswitchd has
+//     acknowledged every change so far, the clear included: a re-arm that
+//     overtook an unread clear would hold vswitchd for ever.
+//  4. Without a guard the flag is cleared instead: nobody would release the
+//     node if flowstated died.
 //
-// It runs only after the first replay of a connection: a flag armed later (by
-// the ovs-restart helper, before it restarts vswitchd) must stay armed.
-func (e *Engine) releaseIfConverged(ctx context.Context) error {
-	for _, name := range e.order {
-		if !e.bridges[name].isConverged() {
-			return nil
-		}
+// release is false for the periodic check, which never clears a flag that
+// is already armed with a guard present: an operator (ovs-restart) may have
+// armed it for a planned restart.
+func (e *Engine) syncFlag(ctx context.Context, release bool) (recheck time.Duration, err error) {
+	c := e.ovsdb.Load()
+	if c == nil {
+		return 0, nil
+	}
+	if wait := e.settle(c); wait > 0 {
+		return wait, nil
 	}
 	e.flagMu.Lock()
 	defer e.flagMu.Unlock()
-	c := e.ovsdb.Load()
-	if c == nil {
-		return nil
-	}
+	e.flagBusySince.Store(time.Now().UnixNano())
+	defer e.flagBusySince.Store(0)
 	on, err := c.FlowRestoreWait()
 	if err != nil {
-		return fmt.Errorf("reading flow-restore-wait: %w", err)
+		return 0, fmt.Errorf("reading flow-restore-wait: %w", err)
 	}
+	arm := e.cfg.Rearm && e.cfg.GuardPresent()
 	actx, cancel := context.WithTimeout(ctx, e.cfg.AckTimeout)
 	defer cancel()
-	if !on {
-		// vswitchd started without the flag: nothing to release, but arm
-		// it for the next start.
-		return e.rearmLocked(actx, c)
+	if on && (release || !arm) {
+		if err := e.clearLocked(actx, c, arm); err != nil {
+			return 0, err
+		}
+		on = false
 	}
-	start := time.Now()
-	if err := c.SetFlowRestoreWait(actx, false, true); err != nil {
-		return err
+	if e.cfg.Rearm && arm == e.guardMissing {
+		e.guardMissing = !arm
+		if !arm {
+			e.log.Error("flow-restore-wait is not armed: no guard is running that would release the node if flowstated died (see --guard)")
+		} else {
+			e.log.Info("a guard is running again: flow-restore-wait may be armed")
+		}
 	}
-	e.cfg.Metrics.flagCleared.Inc()
-	e.log.Info("flow-restore-wait cleared", "ack", time.Since(start))
-	e.publish(events.Event{Type: events.FlagCleared, Message: "flow-restore-wait cleared and acknowledged by vswitchd",
-		Attrs: map[string]string{"ack": time.Since(start).String()}})
-	return e.rearmLocked(actx, c)
-}
-
-func (e *Engine) rearmLocked(ctx context.Context, c *ovsconfig.Client) error {
-	if !e.cfg.Rearm {
-		return nil
+	if on || !arm {
+		return 0, nil
 	}
-	if err := c.SetFlowRestoreWait(ctx, true, false); err != nil {
-		return fmt.Errorf("re-arming flow-restore-wait: %w", err)
+	if e.unackedClear || e.anyConnected() {
+		// A running vswitchd must have read the clear before the flag
+		// comes back (one that is down reads the flag at its start).
+		if err := c.WaitConfigured(actx); err != nil {
+			return 0, fmt.Errorf("re-arming flow-restore-wait: %w", err)
+		}
+		e.unackedClear = false
+	}
+	if err := c.SetFlowRestoreWait(actx, true, false); err != nil {
+		return 0, fmt.Errorf("re-arming flow-restore-wait: %w", err)
 	}
 	e.cfg.Metrics.flagRearmed.Inc()
 	e.log.Info("flow-restore-wait re-armed for the next vswitchd start")
 	e.publish(events.Event{Type: events.FlagRearmed, Message: "flow-restore-wait re-armed for the next vswitchd start"})
+	return 0, nil
+}
+
+// clearLocked clears the flag and waits for vswitchd's acknowledgement.
+func (e *Engine) clearLocked(ctx context.Context, c *ovsconfig.Client, forRearm bool) error {
+	start := time.Now()
+	held := e.vswitchdIdentity()
+	if err := c.SetFlowRestoreWait(ctx, false, true); err != nil {
+		e.unackedClear = true
+		return err
+	}
+	e.unackedClear = false
+	ack := time.Since(start)
+	if held != "" && held == e.releasedVswitchd {
+		// The same vswitchd was released before: it ignores the flag
+		// (it reads it only until it first sees it false), so this
+		// clear, made to re-arm, released nothing.
+		e.log.Debug("flow-restore-wait cleared; vswitchd was not held", "ack", ack, "rearm", forRearm)
+		return nil
+	}
+	e.releasedVswitchd = held
+	e.cfg.Metrics.flagCleared.Inc()
+	e.log.Info("flow-restore-wait cleared", "ack", ack)
+	e.publish(events.Event{Type: events.FlagCleared, Message: "flow-restore-wait cleared and acknowledged by vswitchd",
+		Attrs: map[string]string{"ack": ack.String()}})
 	return nil
+}
+
+// settle reports how long the node must stay held for the managed bridges:
+// 0 when each is converged or excused (see syncFlag), else the time until
+// the first of them reaches MaxHold.
+func (e *Engine) settle(c *ovsconfig.Client) time.Duration {
+	present := map[string]bool{}
+	brs, err := c.Bridges()
+	for _, br := range brs {
+		present[br.Name] = true
+	}
+	gateOpened := e.gate.openedAt()
+	if gateOpened.IsZero() {
+		// The cold-start gate holds the node, bounded by its own timeout.
+		return e.cfg.RetryInterval
+	}
+	var wait time.Duration
+	for _, name := range e.order {
+		b := e.bridges[name]
+		st := b.snapshot()
+		var why string
+		switch {
+		case st.Converged:
+		case err == nil && !present[name]:
+			why = "bridge " + name + " does not exist in OVSDB"
+		default:
+			since := st.Since
+			if since.Before(gateOpened) {
+				since = gateOpened
+			}
+			left := e.cfg.MaxHold - time.Since(since)
+			if left > 0 {
+				if wait == 0 || left < wait {
+					wait = left
+				}
+				continue
+			}
+			why = fmt.Sprintf("bridge %s could not be restored within --max-hold %v (%s)", name, e.cfg.MaxHold, st.Reason)
+		}
+		e.excuse(b, why)
+	}
+	return wait
+}
+
+// excuse records why b does not hold the node ("" when it is converged), and
+// reports each new excuse loudly: log, event, metric.
+func (e *Engine) excuse(b *bridge, why string) {
+	prev := b.excused.Load()
+	if why == "" {
+		if prev != nil {
+			b.excused.Store(nil)
+			e.cfg.Metrics.notRestored.WithLabelValues(b.name).Set(0)
+		}
+		return
+	}
+	if prev != nil && *prev == why {
+		return
+	}
+	b.excused.Store(&why)
+	e.cfg.Metrics.notRestored.WithLabelValues(b.name).Set(1)
+	e.log.Error("releasing the node without this bridge", "bridge", b.name, "reason", why)
+	e.publish(events.Event{Type: events.BridgeNotRestored, Bridge: b.name,
+		Message: "flow-restore-wait released without this bridge: " + why})
+}
+
+func (e *Engine) anyConnected() bool {
+	for _, name := range e.order {
+		if e.bridges[name].snapshot().Connected {
+			return true
+		}
+	}
+	return false
+}
+
+// vswitchdIdentity names the running ovs-vswitchd by its pidfile (pid and
+// start time), "" when unknown.
+func (e *Engine) vswitchdIdentity() string {
+	path := filepath.Join(e.cfg.RunDir, "ovs-vswitchd.pid")
+	fi, err := os.Stat(path)
+	if err != nil {
+		return ""
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b)) + "@" + fi.ModTime().UTC().Format(time.RFC3339Nano)
+}
+
+// Wedged reports an operation on the switch or the flag that has run for
+// longer than WedgeAfter ("" when none has): a wedged engine stops renewing
+// the guard's lease and reports NOT_SERVING.
+func (e *Engine) Wedged() string {
+	now := time.Now()
+	check := func(what string, since int64) string {
+		if since == 0 {
+			return ""
+		}
+		if d := now.Sub(time.Unix(0, since)); d > e.cfg.WedgeAfter {
+			return fmt.Sprintf("%s busy for %v", what, d.Round(time.Second))
+		}
+		return ""
+	}
+	if w := check("flow-restore-wait update", e.flagBusySince.Load()); w != "" {
+		return w
+	}
+	for _, name := range e.order {
+		if w := check("bridge "+name, e.bridges[name].busySince.Load()); w != "" {
+			return w
+		}
+	}
+	return ""
 }
 
 // VswitchdAcknowledged reports whether vswitchd has read the latest change

@@ -19,6 +19,8 @@ type gate struct {
 	openC      chan struct{} // closed when open
 	reason     string
 	timedOut   bool
+	openedAtT  time.Time
+	deadline   time.Time // of the readiness timeout, while closed
 	waitingFor []string
 	changed    chan struct{} // a module became ready: re-evaluate
 }
@@ -29,6 +31,8 @@ type GateStatus struct {
 	Reason     string
 	TimedOut   bool
 	WaitingFor []string
+	// Deadline is when the readiness timeout opens a closed gate.
+	Deadline time.Time
 }
 
 func newGate() *gate {
@@ -40,7 +44,11 @@ func (g *gate) opened() <-chan struct{} { return g.openC }
 func (g *gate) status() GateStatus {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return GateStatus{Open: g.open, Reason: g.reason, TimedOut: g.timedOut, WaitingFor: slices.Clone(g.waitingFor)}
+	st := GateStatus{Open: g.open, Reason: g.reason, TimedOut: g.timedOut, WaitingFor: slices.Clone(g.waitingFor)}
+	if !g.open {
+		st.Deadline = g.deadline
+	}
+	return st
 }
 
 func (g *gate) isOpen() bool {
@@ -49,13 +57,20 @@ func (g *gate) isOpen() bool {
 	return g.open
 }
 
+// openedAt is when the gate opened (zero while closed).
+func (g *gate) openedAt() time.Time {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.openedAtT
+}
+
 func (g *gate) openWith(reason string, timedOut bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.open {
 		return
 	}
-	g.open, g.reason, g.timedOut = true, reason, timedOut
+	g.open, g.reason, g.timedOut, g.openedAtT = true, reason, timedOut, time.Now()
 	close(g.openC)
 }
 
@@ -83,23 +98,40 @@ func (e *Engine) missing() ([]string, error) {
 
 // runGate decides when the gate opens:
 //
-//  1. Warm start (same boot id) or no required module: open at once; the
-//     store is current, replay without waiting.
+//  1. Warm start (the gate of this boot opened before) or no required
+//     module: open at once; the store is current, replay without waiting.
 //  2. Cold start: wait until every required module has synced and marked
 //     itself ready for this boot.
-//  3. Or until the readiness timeout: then replay the last known state, and
-//     say so loudly (log, event, metric, status).
+//  3. Or until the readiness timeout, counted from the first start in this
+//     boot (a restarted flowstated keeps the deadline): then replay the last
+//     known state, and say so loudly (log, event, metric, status).
+//  4. Record in the store that this boot's gate opened, so a flowstated
+//     restarted later in the boot starts warm. Until then every restart
+//     stays cold and keeps waiting.
 func (e *Engine) runGate(ctx context.Context) {
 	g := e.gate
 	if !e.cfg.ColdStart {
 		g.openWith("warm start: the store is current", false)
 		return
 	}
+	defer func() {
+		if !g.isOpen() {
+			return
+		}
+		if err := e.cfg.Store.SetGateOpened(e.cfg.BootID); err != nil {
+			// Only costs a second wait for the modules after a restart.
+			e.log.Error("recording that the gate opened", "err", err)
+		}
+	}()
 	if len(e.cfg.RequiredModules) == 0 {
 		g.openWith("cold start, no required modules", false)
 		return
 	}
-	timeout := time.NewTimer(e.cfg.ReadinessTimeout)
+	deadline := e.cfg.GateSince.Add(e.cfg.ReadinessTimeout)
+	g.mu.Lock()
+	g.deadline = deadline
+	g.mu.Unlock()
+	timeout := time.NewTimer(time.Until(deadline))
 	defer timeout.Stop()
 	for {
 		missing, err := e.missing()

@@ -17,6 +17,7 @@ type Metrics struct {
 	readinessTimeouts prometheus.Counter
 	writeRequests     *prometheus.CounterVec
 	writeBatches      *prometheus.CounterVec
+	notRestored       *prometheus.GaugeVec
 }
 
 // NewMetrics creates the collectors and registers them with reg (nil: not
@@ -57,10 +58,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		writeBatches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flowstate_write_batches_total", Help: "Group commits of write requests (one transaction and one bundle each, when all succeed).",
 		}, []string{"bridge"}),
+		notRestored: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "flowstate_bridge_not_restored",
+			Help: "1 while flow-restore-wait was released without this bridge: missing from OVSDB, or not restored within --max-hold.",
+		}, []string{"bridge"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.connected, m.replays, m.replayDuration, m.replayMessages, m.flagCleared, m.flagRearmed,
-			m.drift, m.quarantined, m.readinessTimeouts, m.writeRequests, m.writeBatches)
+			m.drift, m.quarantined, m.readinessTimeouts, m.writeRequests, m.writeBatches, m.notRestored)
 	}
 	return m
 }

@@ -1,0 +1,218 @@
+package guard
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/flowstate-io/flowstate/server/ovsconfig"
+)
+
+// DefaultGrace is how long a lease may stay unrenewed before the guard
+// releases the node.
+const DefaultGrace = 10 * time.Second
+
+// Config configures Run.
+type Config struct {
+	// Lease is the lease file flowstated renews. Required.
+	Lease string
+	// OVSDB is the ovsdb-server address. Required.
+	OVSDB string
+	// Grace is how long the lease may go unrenewed. Default DefaultGrace.
+	Grace time.Duration
+	// ExitWhenIdle makes the guard exit once the lease is stale and the flag
+	// is clear (a guard flowstated spawned; flowstated spawns another when
+	// it comes back), and exit at once if another guard holds the lock.
+	// Without it the guard waits as a standby for the lock and runs until
+	// ctx ends (a systemd unit or a DaemonSet container).
+	ExitWhenIdle bool
+	Logger       *slog.Logger
+}
+
+// Run guards the node until ctx ends or, with ExitWhenIdle, until there is
+// nothing left to guard. See the package documentation for the protocol.
+//
+// When ctx ends while the lease is still fresh, Run keeps watching for up to
+// Grace, so that a guard stopped together with flowstated (a deleted pod)
+// still releases a flag the stopping flowstated leaves armed.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.Lease == "" || cfg.OVSDB == "" {
+		return errors.New("guard: lease and ovsdb are required")
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = DefaultGrace
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	log := cfg.Logger.With("component", "guard", "lease", cfg.Lease)
+	lock, err := acquire(ctx, cfg, log)
+	if err != nil || lock == nil {
+		return err
+	}
+	defer lock.Close()
+	_ = lock.Truncate(0)
+	_, _ = lock.WriteAt(fmt.Appendf(nil, "%d\n", os.Getpid()), 0)
+
+	g := &guard{cfg: cfg, log: log}
+	defer g.close()
+	interval := min(max(cfg.Grace/10, 20*time.Millisecond), time.Second)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	log.Info("guard active", "grace", cfg.Grace, "pid", os.Getpid())
+
+	var stopBy time.Time // set once ctx ended: watch at most Grace more
+	for {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			if stopBy.IsZero() {
+				stopBy = time.Now().Add(cfg.Grace)
+				log.Info("guard stopping: releasing the node if flowstated does not renew its lease", "within", cfg.Grace)
+			}
+			select {
+			case <-tick.C:
+			case <-time.After(interval):
+			}
+		}
+		stale, gone := g.observe()
+		stopping := !stopBy.IsZero()
+		if !stale && !(stopping && time.Now().After(stopBy)) {
+			continue
+		}
+		// Past here the node must not stay held: flowstated is silent (or
+		// the guard is going away and nobody would bound the flag).
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.Grace)
+		clear, err := g.release(rctx)
+		cancel()
+		if err != nil {
+			g.warn("guard: cannot release flow-restore-wait yet, retrying", err)
+		}
+		switch {
+		case stopping:
+			if err != nil && time.Now().Before(stopBy.Add(cfg.Grace)) {
+				continue // one more grace to reach ovsdb-server
+			}
+			return err
+		case gone:
+			log.Info("guard exiting: the lease file was removed")
+			return nil
+		case clear && cfg.ExitWhenIdle:
+			log.Info("guard exiting: flowstated is gone and the node is released")
+			return nil
+		}
+	}
+}
+
+// acquire takes the guard lock. Without ExitWhenIdle it waits for it as a
+// standby; it returns nil and no error when the guard should exit.
+func acquire(ctx context.Context, cfg Config, log *slog.Logger) (*os.File, error) {
+	path := LockPath(cfg.Lease)
+	logged := false
+	for {
+		f, ok, err := lockFile(path)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return f, nil
+		}
+		if cfg.ExitWhenIdle {
+			log.Info("another guard is active", "pid", ownerPID(path))
+			return nil, nil
+		}
+		if !logged {
+			log.Info("standing by: another guard is active", "pid", ownerPID(path))
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+type guard struct {
+	cfg Config
+	log *slog.Logger
+
+	last       []byte
+	seen       bool      // last holds a reading
+	lastChange time.Time // monotonic: when the content last changed
+	stale      bool      // logged as stale
+	lastWarn   string
+
+	ovsdb *ovsconfig.Client
+}
+
+// observe reads the lease; stale is true once its content has not changed for
+// Grace, gone when the file no longer exists.
+func (g *guard) observe() (stale, gone bool) {
+	b, err := os.ReadFile(g.cfg.Lease)
+	gone = errors.Is(err, fs.ErrNotExist)
+	if err != nil && !gone {
+		g.warn("guard: reading the lease", err)
+	}
+	now := time.Now()
+	if !g.seen || !bytes.Equal(b, g.last) {
+		if g.seen && g.stale {
+			g.log.Info("flowstated renews its lease again")
+		}
+		g.last, g.seen, g.lastChange, g.stale = b, true, now, false
+	}
+	silent := now.Sub(g.lastChange)
+	if silent < g.cfg.Grace && !gone {
+		return false, false
+	}
+	if !g.stale {
+		g.stale = true
+		g.log.Error("flowstated has not renewed its lease: releasing the node so ovs-vswitchd forwards as plain Open vSwitch would",
+			"silent_for", silent.Round(time.Millisecond), "grace", g.cfg.Grace)
+	}
+	return true, gone
+}
+
+// release makes sure flow-restore-wait is clear; clear reports that it is.
+func (g *guard) release(ctx context.Context) (clear bool, err error) {
+	if g.ovsdb == nil {
+		c, err := ovsconfig.Dial(ctx, g.cfg.OVSDB, ovsconfig.Options{Logger: g.log})
+		if err != nil {
+			return false, err
+		}
+		g.ovsdb = c
+	}
+	on, err := g.ovsdb.FlowRestoreWait()
+	if err != nil {
+		return false, err
+	}
+	if !on {
+		return true, nil
+	}
+	// Not waiting for cur_cfg: a vswitchd that is down reads the flag at
+	// its start, one that is up within milliseconds.
+	if err := g.ovsdb.SetFlowRestoreWait(ctx, false, false); err != nil {
+		return false, err
+	}
+	g.log.Warn("flow-restore-wait cleared by the guard: ovs-vswitchd forwards without waiting for flowstated")
+	return true, nil
+}
+
+// warn logs an error once until a different one occurs.
+func (g *guard) warn(msg string, err error) {
+	if s := err.Error(); s != g.lastWarn {
+		g.lastWarn = s
+		g.log.Warn(msg, "err", err)
+	}
+}
+
+func (g *guard) close() {
+	if g.ovsdb != nil {
+		g.ovsdb.Close()
+	}
+}

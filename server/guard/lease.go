@@ -1,0 +1,100 @@
+package guard
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// Lease is flowstated's side: a file whose content changes at every renewal.
+// It is not safe for concurrent use; one goroutine renews it.
+type Lease struct {
+	f   *os.File
+	seq uint64
+}
+
+// OpenLease creates or opens the lease file at path (mode 0640), creating its
+// directory.
+func OpenLease(path string) (*Lease, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return nil, fmt.Errorf("guard: lease: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o640)
+	if err != nil {
+		return nil, fmt.Errorf("guard: lease: %w", err)
+	}
+	return &Lease{f: f}, nil
+}
+
+// Renew writes a new lease content. The guard only compares contents, so the
+// sequence number is what matters; the pid is for people reading the file.
+func (l *Lease) Renew() error {
+	l.seq++
+	b := fmt.Appendf(nil, "flowstated pid=%d seq=%d\n", os.Getpid(), l.seq)
+	if _, err := l.f.WriteAt(b, 0); err != nil {
+		return fmt.Errorf("guard: renew lease: %w", err)
+	}
+	return nil
+}
+
+// Close closes the file, leaving it in place: a lease that stops changing is
+// what tells the guard flowstated is gone.
+func (l *Lease) Close() error { return l.f.Close() }
+
+// LockPath is the file a running guard holds locked, beside the lease.
+func LockPath(lease string) string { return lease + ".lock" }
+
+// lockFile takes an exclusive, non-blocking flock on path. ok is false when
+// another process holds it. The returned file keeps the lock until closed or
+// until the process exits, however it exits.
+func lockFile(path string) (f *os.File, ok bool, err error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return nil, false, fmt.Errorf("guard: lock: %w", err)
+	}
+	f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o640)
+	if err != nil {
+		return nil, false, fmt.Errorf("guard: lock: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		_ = f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, false, nil
+		}
+		return nil, false, fmt.Errorf("guard: lock %s: %w", path, err)
+	}
+	return f, true, nil
+}
+
+// Present reports whether a guard process holds the lock of lease.
+func Present(lease string) (bool, error) {
+	f, ok, err := lockFile(LockPath(lease))
+	if err != nil {
+		return false, err
+	}
+	if ok {
+		_ = f.Close() // nobody held it: let it go again
+		return false, nil
+	}
+	return true, nil
+}
+
+// ownerPID reads the pid a guard wrote into its lock file, for messages.
+func ownerPID(lock string) int {
+	b, err := os.ReadFile(lock)
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(string(trimNL(b)))
+	return pid
+}
+
+func trimNL(b []byte) []byte {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == 0) {
+		b = b[:len(b)-1]
+	}
+	return b
+}
