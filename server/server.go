@@ -155,8 +155,8 @@ func Run(ctx context.Context, cfg Config) error {
 		RequiredModules: cfg.RequiredModules, ReadinessTimeout: cfg.ReadinessTimeout,
 		AuditInterval: cfg.AuditInterval,
 		MaxHold:       cfg.MaxHold, GuardPresent: keep.guardPresent,
-		Events:        evlog,
-		Logger:        log, Metrics: restore.NewMetrics(reg),
+		Events: evlog,
+		Logger: log, Metrics: restore.NewMetrics(reg),
 	})
 	if err != nil {
 		return err

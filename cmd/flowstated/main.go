@@ -109,7 +109,7 @@ other_config:flow-restore-wait once the lease has not changed for --grace,
 so ovs-vswitchd forwards as plain Open vSwitch would. flowstated starts one
 by itself (--guard=spawn); under systemd and in Kubernetes run it as its own
 unit or container (--guard=external), which outlives flowstated's.`,
-		Example: `  flowstated guard --ovsdb unix:/var/run/openvswitch/db.sock --lease /run/flowstate/flowstated.lease`,
+		Example:       `  flowstated guard --ovsdb unix:/var/run/openvswitch/db.sock --lease /run/flowstate/flowstated.lease`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
