@@ -185,7 +185,11 @@ func formatEntry(kind entry.Kind, payload []byte) string {
 }
 
 func toBridgeStatus(bs restore.BridgeStatus) *flowstatev1.BridgeStatus {
-	pb := &flowstatev1.BridgeStatus{Name: bs.Name, Connected: bs.Connected, Converged: bs.Converged}
+	pb := &flowstatev1.BridgeStatus{Name: bs.Name, Connected: bs.Connected, Converged: bs.Converged,
+		Reason: bs.Reason, Excused: bs.Excused}
+	if !bs.Since.IsZero() {
+		pb.Since = timestamppb.New(bs.Since)
+	}
 	if r := bs.Last; !r.Finished.IsZero() {
 		pb.LastReplay = &flowstatev1.Replay{
 			FinishedAt: timestamppb.New(r.Finished),

@@ -14,6 +14,9 @@ import (
 
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	flowstatev1 "github.com/flowstate-io/flowstate/api/flowstate/v1"
 
 	"github.com/flowstate-io/flowstate/server/guard"
 	"github.com/flowstate-io/flowstate/server/restore"
@@ -209,11 +212,25 @@ func (k *keeper) statusLine(wedged string) string {
 	return "all bridges converged"
 }
 
+// status is the guard's part of Status.
+func (k *keeper) status() *flowstatev1.Guard {
+	return &flowstatev1.Guard{Mode: k.cfg.Mode, Running: k.cfg.Mode != GuardOff && k.present.Load(),
+		Grace: durationpb.New(k.cfg.Grace), Lease: k.cfg.Lease}
+}
+
+// wedgedReason is the engine's last Wedged answer.
+func (k *keeper) wedgedReason() string {
+	if p := k.wedged.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
 // healthz serves /healthz: 200 while the engine is responsive, 503 with the
 // reason while it is wedged.
 func (k *keeper) healthz(w http.ResponseWriter, _ *http.Request) {
-	if p := k.wedged.Load(); p != nil && *p != "" {
-		http.Error(w, "wedged: "+*p, http.StatusServiceUnavailable)
+	if w2 := k.wedgedReason(); w2 != "" {
+		http.Error(w, "wedged: "+w2, http.StatusServiceUnavailable)
 		return
 	}
 	_, _ = w.Write([]byte("ok\n"))

@@ -185,7 +185,7 @@ func Run(ctx context.Context, cfg Config) error {
 		),
 	)
 	flowstatev1.RegisterFlowStateServiceServer(gs, &service{
-		engine: engine, store: st, events: evlog, writers: cfg.Writers, streamID: newStreamID(), bootID: bootID, coldStart: cold,
+		engine: engine, store: st, events: evlog, writers: cfg.Writers, streamID: newStreamID(), bootID: bootID, coldStart: cold, keep: keep,
 	})
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)

@@ -32,6 +32,7 @@ type service struct {
 	streamID  string
 	bootID    string
 	coldStart bool
+	keep      *keeper
 }
 
 var _ flowstatev1.FlowStateServiceServer = (*service)(nil)
@@ -139,7 +140,12 @@ func (s *service) Status(ctx context.Context, _ *flowstatev1.StatusRequest) (*fl
 	g := s.engine.Gate()
 	resp := &flowstatev1.StatusResponse{
 		BootId: s.bootID, ColdStart: s.coldStart,
-		Gate: &flowstatev1.Gate{Open: g.Open, Reason: g.Reason, TimedOut: g.TimedOut, WaitingFor: g.WaitingFor},
+		Gate:   &flowstatev1.Gate{Open: g.Open, Reason: g.Reason, TimedOut: g.TimedOut, WaitingFor: g.WaitingFor},
+		Guard:  s.keep.status(),
+		Wedged: s.keep.wedgedReason(),
+	}
+	if !g.Deadline.IsZero() {
+		resp.Gate.Deadline = timestamppb.New(g.Deadline)
 	}
 	resp.FlowRestoreWait, resp.OvsdbConnected = s.engine.FlowRestoreWait()
 	resp.VswitchdAcknowledged = s.engine.VswitchdAcknowledged()

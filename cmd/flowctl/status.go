@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -45,6 +46,11 @@ func newStatus(g *globals) *cobra.Command {
 	return cmd
 }
 
+// stamp renders t in RFC 3339 with its age.
+func stamp(t time.Time) string {
+	return fmt.Sprintf("%s (%v ago)", t.Local().Format(time.RFC3339), time.Since(t).Round(time.Second))
+}
+
 func printStatus(w io.Writer, st *flowstatev1.StatusResponse) error {
 	start := "warm"
 	if st.GetColdStart() {
@@ -53,21 +59,52 @@ func printStatus(w io.Writer, st *flowstatev1.StatusResponse) error {
 	fmt.Fprintf(w, "boot id %s (%s start)\n", st.GetBootId(), start)
 	fmt.Fprintf(w, "ovsdb connected: %v, flow-restore-wait: %v, read by vswitchd: %v\n", st.GetOvsdbConnected(), st.GetFlowRestoreWait(), st.GetVswitchdAcknowledged())
 	if g := st.GetGate(); g.GetOpen() {
-		fmt.Fprintf(w, "gate open: %s\n\n", g.GetReason())
+		fmt.Fprintf(w, "gate open: %s\n", g.GetReason())
 	} else {
-		fmt.Fprintf(w, "gate CLOSED: waiting for modules %s\n\n", strings.Join(g.GetWaitingFor(), ", "))
+		fmt.Fprintf(w, "gate CLOSED: waiting for modules %s", strings.Join(g.GetWaitingFor(), ", "))
+		if d := g.GetDeadline(); d != nil {
+			fmt.Fprintf(w, "; readiness timeout in %v (%s)", time.Until(d.AsTime()).Round(time.Second), stamp(d.AsTime()))
+		}
+		fmt.Fprintln(w)
 	}
+	switch gd := st.GetGuard(); {
+	case gd.GetMode() == "off":
+		fmt.Fprintln(w, "guard: off (a dead flowstated would leave flow-restore-wait set)")
+	case gd.GetRunning():
+		fmt.Fprintf(w, "guard: %s, running; releases the node %v after flowstated stops renewing %s\n", gd.GetMode(),
+			gd.GetGrace().AsDuration(), gd.GetLease())
+	default:
+		fmt.Fprintf(w, "guard: %s, NOT RUNNING: flow-restore-wait stays disarmed until a guard holds %s.lock\n", gd.GetMode(), gd.GetLease())
+	}
+	if wd := st.GetWedged(); wd != "" {
+		fmt.Fprintf(w, "ENGINE WEDGED: %s (health NOT_SERVING, guard lease not renewed)\n", wd)
+	}
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "BRIDGE\tCONNECTED\tCONVERGED\tFLOWS\tLAST REPLAY\tMESSAGES\tDURATION\tERROR")
+	fmt.Fprintln(tw, "BRIDGE\tCONNECTED\tCONVERGED\tSINCE\tFLOWS\tLAST REPLAY\tMESSAGES\tDURATION\tERROR")
 	for _, b := range st.GetBridges() {
 		r := b.GetLastReplay()
-		last, dur := "-", "-"
+		last, dur, since := "-", "-", "-"
 		if r != nil {
-			last = r.GetFinishedAt().AsTime().Local().Format("15:04:05")
+			last = stamp(r.GetFinishedAt().AsTime())
 			dur = r.GetDuration().AsDuration().String()
 		}
-		fmt.Fprintf(tw, "%s\t%v\t%v\t%d\t%s\t%d\t%s\t%s\n", b.GetName(), b.GetConnected(), b.GetConverged(),
+		if b.GetSince() != nil {
+			since = stamp(b.GetSince().AsTime())
+		}
+		fmt.Fprintf(tw, "%s\t%v\t%v\t%s\t%d\t%s\t%d\t%s\t%s\n", b.GetName(), b.GetConnected(), b.GetConverged(), since,
 			b.GetFlows(), last, r.GetMessages(), dur, r.GetError())
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, b := range st.GetBridges() {
+		if b.GetReason() != "" {
+			fmt.Fprintf(w, "  %s not converged: %s\n", b.GetName(), b.GetReason())
+		}
+		if b.GetExcused() != "" {
+			fmt.Fprintf(w, "  %s NOT RESTORED, node released without it: %s\n", b.GetName(), b.GetExcused())
+		}
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "BRIDGE\tMODULE\tFLOWS\tGROUPS\tMETERS\tREQUIRED\tREADY")

@@ -138,7 +138,7 @@ func (x Change_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Change_Op.Descriptor instead.
 func (Change_Op) EnumDescriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{23, 0}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{24, 0}
 }
 
 // Entry is one desired entry as a controller declares it.
@@ -742,8 +742,13 @@ type StatusResponse struct {
 	// change to the database (cur_cfg reached next_cfg), so the flag as stored
 	// is the flag as vswitchd sees it.
 	VswitchdAcknowledged bool `protobuf:"varint,9,opt,name=vswitchd_acknowledged,json=vswitchdAcknowledged,proto3" json:"vswitchd_acknowledged,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// guard is the process that releases the node if flowstated dies or hangs.
+	Guard *Guard `protobuf:"bytes,10,opt,name=guard,proto3" json:"guard,omitempty"`
+	// wedged is non-empty while an operation on the switch or the flag has run
+	// for longer than --wedge-after; health then reports NOT_SERVING.
+	Wedged        string `protobuf:"bytes,11,opt,name=wedged,proto3" json:"wedged,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -839,6 +844,94 @@ func (x *StatusResponse) GetVswitchdAcknowledged() bool {
 	return false
 }
 
+func (x *StatusResponse) GetGuard() *Guard {
+	if x != nil {
+		return x.Guard
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetWedged() string {
+	if x != nil {
+		return x.Wedged
+	}
+	return ""
+}
+
+// Guard is the state of the guard that clears flow-restore-wait when
+// flowstated is dead or hung.
+type Guard struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// mode is off, spawn or external (flowstated --guard).
+	Mode string `protobuf:"bytes,1,opt,name=mode,proto3" json:"mode,omitempty"`
+	// running is true while a guard holds the lease lock.
+	Running bool `protobuf:"varint,2,opt,name=running,proto3" json:"running,omitempty"`
+	// grace is how long flowstated may be silent before the guard acts.
+	Grace *durationpb.Duration `protobuf:"bytes,3,opt,name=grace,proto3" json:"grace,omitempty"`
+	// lease is the lease file.
+	Lease         string `protobuf:"bytes,4,opt,name=lease,proto3" json:"lease,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Guard) Reset() {
+	*x = Guard{}
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Guard) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Guard) ProtoMessage() {}
+
+func (x *Guard) ProtoReflect() protoreflect.Message {
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Guard.ProtoReflect.Descriptor instead.
+func (*Guard) Descriptor() ([]byte, []int) {
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *Guard) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *Guard) GetRunning() bool {
+	if x != nil {
+		return x.Running
+	}
+	return false
+}
+
+func (x *Guard) GetGrace() *durationpb.Duration {
+	if x != nil {
+		return x.Grace
+	}
+	return nil
+}
+
+func (x *Guard) GetLease() string {
+	if x != nil {
+		return x.Lease
+	}
+	return ""
+}
+
 // Gate is the boot gating state.
 type Gate struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -850,14 +943,16 @@ type Gate struct {
 	// before every required module was ready.
 	TimedOut bool `protobuf:"varint,3,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`
 	// waiting_for lists required modules not ready for this boot yet.
-	WaitingFor    []string `protobuf:"bytes,4,rep,name=waiting_for,json=waitingFor,proto3" json:"waiting_for,omitempty"`
+	WaitingFor []string `protobuf:"bytes,4,rep,name=waiting_for,json=waitingFor,proto3" json:"waiting_for,omitempty"`
+	// deadline is when the readiness timeout opens a closed gate.
+	Deadline      *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=deadline,proto3" json:"deadline,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Gate) Reset() {
 	*x = Gate{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[10]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -869,7 +964,7 @@ func (x *Gate) String() string {
 func (*Gate) ProtoMessage() {}
 
 func (x *Gate) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[10]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -882,7 +977,7 @@ func (x *Gate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gate.ProtoReflect.Descriptor instead.
 func (*Gate) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{10}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Gate) GetOpen() bool {
@@ -913,6 +1008,13 @@ func (x *Gate) GetWaitingFor() []string {
 	return nil
 }
 
+func (x *Gate) GetDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
+}
+
 // QuarantinedEntry is an entry OVS refused during a replay.
 type QuarantinedEntry struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -928,7 +1030,7 @@ type QuarantinedEntry struct {
 
 func (x *QuarantinedEntry) Reset() {
 	*x = QuarantinedEntry{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[11]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -940,7 +1042,7 @@ func (x *QuarantinedEntry) String() string {
 func (*QuarantinedEntry) ProtoMessage() {}
 
 func (x *QuarantinedEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[11]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -953,7 +1055,7 @@ func (x *QuarantinedEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuarantinedEntry.ProtoReflect.Descriptor instead.
 func (*QuarantinedEntry) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{11}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *QuarantinedEntry) GetEntry() *StoredEntry {
@@ -993,14 +1095,22 @@ type BridgeStatus struct {
 	// meters is the number of desired meters.
 	Meters uint32 `protobuf:"varint,6,opt,name=meters,proto3" json:"meters,omitempty"`
 	// last_replay describes the most recent replay, if any.
-	LastReplay    *Replay `protobuf:"bytes,7,opt,name=last_replay,json=lastReplay,proto3" json:"last_replay,omitempty"`
+	LastReplay *Replay `protobuf:"bytes,7,opt,name=last_replay,json=lastReplay,proto3" json:"last_replay,omitempty"`
+	// reason says why the bridge is not converged (the dial error, the replay
+	// error, the gate); empty when converged.
+	Reason string `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`
+	// since is when converged last changed.
+	Since *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=since,proto3" json:"since,omitempty"`
+	// excused says why flow-restore-wait was released without this bridge:
+	// it is missing from OVSDB, or could not be restored within --max-hold.
+	Excused       string `protobuf:"bytes,10,opt,name=excused,proto3" json:"excused,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BridgeStatus) Reset() {
 	*x = BridgeStatus{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[12]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1012,7 +1122,7 @@ func (x *BridgeStatus) String() string {
 func (*BridgeStatus) ProtoMessage() {}
 
 func (x *BridgeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[12]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1025,7 +1135,7 @@ func (x *BridgeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BridgeStatus.ProtoReflect.Descriptor instead.
 func (*BridgeStatus) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{12}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *BridgeStatus) GetName() string {
@@ -1077,6 +1187,27 @@ func (x *BridgeStatus) GetLastReplay() *Replay {
 	return nil
 }
 
+func (x *BridgeStatus) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *BridgeStatus) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *BridgeStatus) GetExcused() string {
+	if x != nil {
+		return x.Excused
+	}
+	return ""
+}
+
 // Replay describes one reconciliation of a bridge with its desired state.
 type Replay struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1098,7 +1229,7 @@ type Replay struct {
 
 func (x *Replay) Reset() {
 	*x = Replay{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[13]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1110,7 +1241,7 @@ func (x *Replay) String() string {
 func (*Replay) ProtoMessage() {}
 
 func (x *Replay) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[13]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1123,7 +1254,7 @@ func (x *Replay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replay.ProtoReflect.Descriptor instead.
 func (*Replay) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{13}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Replay) GetFinishedAt() *timestamppb.Timestamp {
@@ -1191,7 +1322,7 @@ type ModuleStatus struct {
 
 func (x *ModuleStatus) Reset() {
 	*x = ModuleStatus{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[14]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1203,7 +1334,7 @@ func (x *ModuleStatus) String() string {
 func (*ModuleStatus) ProtoMessage() {}
 
 func (x *ModuleStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[14]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1216,7 +1347,7 @@ func (x *ModuleStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModuleStatus.ProtoReflect.Descriptor instead.
 func (*ModuleStatus) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{14}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ModuleStatus) GetBridge() string {
@@ -1286,7 +1417,7 @@ type SyncRequest struct {
 
 func (x *SyncRequest) Reset() {
 	*x = SyncRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[15]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1298,7 +1429,7 @@ func (x *SyncRequest) String() string {
 func (*SyncRequest) ProtoMessage() {}
 
 func (x *SyncRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[15]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1311,7 +1442,7 @@ func (x *SyncRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncRequest.ProtoReflect.Descriptor instead.
 func (*SyncRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{15}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SyncRequest) GetBridge() string {
@@ -1357,7 +1488,7 @@ type SyncResponse struct {
 
 func (x *SyncResponse) Reset() {
 	*x = SyncResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[16]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1369,7 +1500,7 @@ func (x *SyncResponse) String() string {
 func (*SyncResponse) ProtoMessage() {}
 
 func (x *SyncResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[16]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1382,7 +1513,7 @@ func (x *SyncResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncResponse.ProtoReflect.Descriptor instead.
 func (*SyncResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{16}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SyncResponse) GetApplied() bool {
@@ -1417,7 +1548,7 @@ type MarkReadyRequest struct {
 
 func (x *MarkReadyRequest) Reset() {
 	*x = MarkReadyRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[17]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1429,7 +1560,7 @@ func (x *MarkReadyRequest) String() string {
 func (*MarkReadyRequest) ProtoMessage() {}
 
 func (x *MarkReadyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[17]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1442,7 +1573,7 @@ func (x *MarkReadyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkReadyRequest.ProtoReflect.Descriptor instead.
 func (*MarkReadyRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{17}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *MarkReadyRequest) GetModule() string {
@@ -1461,7 +1592,7 @@ type MarkReadyResponse struct {
 
 func (x *MarkReadyResponse) Reset() {
 	*x = MarkReadyResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[18]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1473,7 +1604,7 @@ func (x *MarkReadyResponse) String() string {
 func (*MarkReadyResponse) ProtoMessage() {}
 
 func (x *MarkReadyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[18]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1486,7 +1617,7 @@ func (x *MarkReadyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkReadyResponse.ProtoReflect.Descriptor instead.
 func (*MarkReadyResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{18}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{19}
 }
 
 // ReconcileRequest asks for a reconciliation.
@@ -1500,7 +1631,7 @@ type ReconcileRequest struct {
 
 func (x *ReconcileRequest) Reset() {
 	*x = ReconcileRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[19]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1512,7 +1643,7 @@ func (x *ReconcileRequest) String() string {
 func (*ReconcileRequest) ProtoMessage() {}
 
 func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[19]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1525,7 +1656,7 @@ func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRequest.ProtoReflect.Descriptor instead.
 func (*ReconcileRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{19}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReconcileRequest) GetBridge() string {
@@ -1546,7 +1677,7 @@ type ReconcileResponse struct {
 
 func (x *ReconcileResponse) Reset() {
 	*x = ReconcileResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[20]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1558,7 +1689,7 @@ func (x *ReconcileResponse) String() string {
 func (*ReconcileResponse) ProtoMessage() {}
 
 func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[20]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1571,7 +1702,7 @@ func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileResponse.ProtoReflect.Descriptor instead.
 func (*ReconcileResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{20}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReconcileResponse) GetBridges() []*BridgeStatus {
@@ -1592,7 +1723,7 @@ type DiffRequest struct {
 
 func (x *DiffRequest) Reset() {
 	*x = DiffRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[21]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1604,7 +1735,7 @@ func (x *DiffRequest) String() string {
 func (*DiffRequest) ProtoMessage() {}
 
 func (x *DiffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[21]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1617,7 +1748,7 @@ func (x *DiffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffRequest.ProtoReflect.Descriptor instead.
 func (*DiffRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{21}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DiffRequest) GetBridge() string {
@@ -1638,7 +1769,7 @@ type DiffResponse struct {
 
 func (x *DiffResponse) Reset() {
 	*x = DiffResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[22]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1650,7 +1781,7 @@ func (x *DiffResponse) String() string {
 func (*DiffResponse) ProtoMessage() {}
 
 func (x *DiffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[22]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1663,7 +1794,7 @@ func (x *DiffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffResponse.ProtoReflect.Descriptor instead.
 func (*DiffResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{22}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DiffResponse) GetChanges() []*Change {
@@ -1692,7 +1823,7 @@ type Change struct {
 
 func (x *Change) Reset() {
 	*x = Change{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[23]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1704,7 +1835,7 @@ func (x *Change) String() string {
 func (*Change) ProtoMessage() {}
 
 func (x *Change) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[23]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1717,7 +1848,7 @@ func (x *Change) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Change.ProtoReflect.Descriptor instead.
 func (*Change) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{23}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Change) GetOp() Change_Op {
@@ -1769,7 +1900,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[24]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1781,7 +1912,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[24]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1794,7 +1925,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{24}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *WatchRequest) GetFromRevision() uint64 {
@@ -1822,7 +1953,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[25]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1834,7 +1965,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[25]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1847,7 +1978,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{25}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *WatchResponse) GetEvent() *Event {
@@ -1883,7 +2014,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[26]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1895,7 +2026,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[26]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1908,7 +2039,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{26}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Event) GetRevision() uint64 {
@@ -2006,7 +2137,7 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x06_table\"C\n" +
 	"\fListResponse\x123\n" +
 	"\aentries\x18\x01 \x03(\v2\x19.flowstate.v1.StoredEntryR\aentries\"\x0f\n" +
-	"\rStatusRequest\"\xa8\x03\n" +
+	"\rStatusRequest\"\xeb\x03\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\aboot_id\x18\x01 \x01(\tR\x06bootId\x12\x1d\n" +
 	"\n" +
@@ -2017,17 +2148,26 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x0fovsdb_connected\x18\x06 \x01(\bR\x0eovsdbConnected\x12&\n" +
 	"\x04gate\x18\a \x01(\v2\x12.flowstate.v1.GateR\x04gate\x12@\n" +
 	"\vquarantined\x18\b \x03(\v2\x1e.flowstate.v1.QuarantinedEntryR\vquarantined\x123\n" +
-	"\x15vswitchd_acknowledged\x18\t \x01(\bR\x14vswitchdAcknowledged\"p\n" +
+	"\x15vswitchd_acknowledged\x18\t \x01(\bR\x14vswitchdAcknowledged\x12)\n" +
+	"\x05guard\x18\n" +
+	" \x01(\v2\x13.flowstate.v1.GuardR\x05guard\x12\x16\n" +
+	"\x06wedged\x18\v \x01(\tR\x06wedged\"|\n" +
+	"\x05Guard\x12\x12\n" +
+	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x18\n" +
+	"\arunning\x18\x02 \x01(\bR\arunning\x12/\n" +
+	"\x05grace\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x05grace\x12\x14\n" +
+	"\x05lease\x18\x04 \x01(\tR\x05lease\"\xa8\x01\n" +
 	"\x04Gate\x12\x12\n" +
 	"\x04open\x18\x01 \x01(\bR\x04open\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1b\n" +
 	"\ttimed_out\x18\x03 \x01(\bR\btimedOut\x12\x1f\n" +
 	"\vwaiting_for\x18\x04 \x03(\tR\n" +
-	"waitingFor\"\x8b\x01\n" +
+	"waitingFor\x126\n" +
+	"\bdeadline\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\x8b\x01\n" +
 	"\x10QuarantinedEntry\x12/\n" +
 	"\x05entry\x18\x01 \x01(\v2\x19.flowstate.v1.StoredEntryR\x05entry\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\x120\n" +
-	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\xdb\x01\n" +
+	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\xbf\x02\n" +
 	"\fBridgeStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\tconnected\x18\x02 \x01(\bR\tconnected\x12\x1c\n" +
@@ -2036,7 +2176,11 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x06groups\x18\x05 \x01(\rR\x06groups\x12\x16\n" +
 	"\x06meters\x18\x06 \x01(\rR\x06meters\x125\n" +
 	"\vlast_replay\x18\a \x01(\v2\x14.flowstate.v1.ReplayR\n" +
-	"lastReplay\"\xde\x01\n" +
+	"lastReplay\x12\x16\n" +
+	"\x06reason\x18\b \x01(\tR\x06reason\x120\n" +
+	"\x05since\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x18\n" +
+	"\aexcused\x18\n" +
+	" \x01(\tR\aexcused\"\xde\x01\n" +
 	"\x06Replay\x12;\n" +
 	"\vfinished_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"finishedAt\x125\n" +
@@ -2132,7 +2276,7 @@ func file_flowstate_v1_flowstate_proto_rawDescGZIP() []byte {
 }
 
 var file_flowstate_v1_flowstate_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_flowstate_v1_flowstate_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_flowstate_v1_flowstate_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_flowstate_v1_flowstate_proto_goTypes = []any{
 	(EntryKind)(0),                // 0: flowstate.v1.EntryKind
 	(Change_Op)(0),                // 1: flowstate.v1.Change.Op
@@ -2146,26 +2290,27 @@ var file_flowstate_v1_flowstate_proto_goTypes = []any{
 	(*ListResponse)(nil),          // 9: flowstate.v1.ListResponse
 	(*StatusRequest)(nil),         // 10: flowstate.v1.StatusRequest
 	(*StatusResponse)(nil),        // 11: flowstate.v1.StatusResponse
-	(*Gate)(nil),                  // 12: flowstate.v1.Gate
-	(*QuarantinedEntry)(nil),      // 13: flowstate.v1.QuarantinedEntry
-	(*BridgeStatus)(nil),          // 14: flowstate.v1.BridgeStatus
-	(*Replay)(nil),                // 15: flowstate.v1.Replay
-	(*ModuleStatus)(nil),          // 16: flowstate.v1.ModuleStatus
-	(*SyncRequest)(nil),           // 17: flowstate.v1.SyncRequest
-	(*SyncResponse)(nil),          // 18: flowstate.v1.SyncResponse
-	(*MarkReadyRequest)(nil),      // 19: flowstate.v1.MarkReadyRequest
-	(*MarkReadyResponse)(nil),     // 20: flowstate.v1.MarkReadyResponse
-	(*ReconcileRequest)(nil),      // 21: flowstate.v1.ReconcileRequest
-	(*ReconcileResponse)(nil),     // 22: flowstate.v1.ReconcileResponse
-	(*DiffRequest)(nil),           // 23: flowstate.v1.DiffRequest
-	(*DiffResponse)(nil),          // 24: flowstate.v1.DiffResponse
-	(*Change)(nil),                // 25: flowstate.v1.Change
-	(*WatchRequest)(nil),          // 26: flowstate.v1.WatchRequest
-	(*WatchResponse)(nil),         // 27: flowstate.v1.WatchResponse
-	(*Event)(nil),                 // 28: flowstate.v1.Event
-	nil,                           // 29: flowstate.v1.Event.AttrsEntry
-	(*timestamppb.Timestamp)(nil), // 30: google.protobuf.Timestamp
+	(*Guard)(nil),                 // 12: flowstate.v1.Guard
+	(*Gate)(nil),                  // 13: flowstate.v1.Gate
+	(*QuarantinedEntry)(nil),      // 14: flowstate.v1.QuarantinedEntry
+	(*BridgeStatus)(nil),          // 15: flowstate.v1.BridgeStatus
+	(*Replay)(nil),                // 16: flowstate.v1.Replay
+	(*ModuleStatus)(nil),          // 17: flowstate.v1.ModuleStatus
+	(*SyncRequest)(nil),           // 18: flowstate.v1.SyncRequest
+	(*SyncResponse)(nil),          // 19: flowstate.v1.SyncResponse
+	(*MarkReadyRequest)(nil),      // 20: flowstate.v1.MarkReadyRequest
+	(*MarkReadyResponse)(nil),     // 21: flowstate.v1.MarkReadyResponse
+	(*ReconcileRequest)(nil),      // 22: flowstate.v1.ReconcileRequest
+	(*ReconcileResponse)(nil),     // 23: flowstate.v1.ReconcileResponse
+	(*DiffRequest)(nil),           // 24: flowstate.v1.DiffRequest
+	(*DiffResponse)(nil),          // 25: flowstate.v1.DiffResponse
+	(*Change)(nil),                // 26: flowstate.v1.Change
+	(*WatchRequest)(nil),          // 27: flowstate.v1.WatchRequest
+	(*WatchResponse)(nil),         // 28: flowstate.v1.WatchResponse
+	(*Event)(nil),                 // 29: flowstate.v1.Event
+	nil,                           // 30: flowstate.v1.Event.AttrsEntry
 	(*durationpb.Duration)(nil),   // 31: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 32: google.protobuf.Timestamp
 }
 var file_flowstate_v1_flowstate_proto_depIdxs = []int32{
 	0,  // 0: flowstate.v1.Entry.kind:type_name -> flowstate.v1.EntryKind
@@ -2174,46 +2319,50 @@ var file_flowstate_v1_flowstate_proto_depIdxs = []int32{
 	2,  // 3: flowstate.v1.DeleteRequest.entries:type_name -> flowstate.v1.Entry
 	0,  // 4: flowstate.v1.ListRequest.kind:type_name -> flowstate.v1.EntryKind
 	3,  // 5: flowstate.v1.ListResponse.entries:type_name -> flowstate.v1.StoredEntry
-	14, // 6: flowstate.v1.StatusResponse.bridges:type_name -> flowstate.v1.BridgeStatus
-	16, // 7: flowstate.v1.StatusResponse.modules:type_name -> flowstate.v1.ModuleStatus
-	12, // 8: flowstate.v1.StatusResponse.gate:type_name -> flowstate.v1.Gate
-	13, // 9: flowstate.v1.StatusResponse.quarantined:type_name -> flowstate.v1.QuarantinedEntry
-	3,  // 10: flowstate.v1.QuarantinedEntry.entry:type_name -> flowstate.v1.StoredEntry
-	30, // 11: flowstate.v1.QuarantinedEntry.since:type_name -> google.protobuf.Timestamp
-	15, // 12: flowstate.v1.BridgeStatus.last_replay:type_name -> flowstate.v1.Replay
-	30, // 13: flowstate.v1.Replay.finished_at:type_name -> google.protobuf.Timestamp
-	31, // 14: flowstate.v1.Replay.duration:type_name -> google.protobuf.Duration
-	2,  // 15: flowstate.v1.SyncRequest.entries:type_name -> flowstate.v1.Entry
-	14, // 16: flowstate.v1.ReconcileResponse.bridges:type_name -> flowstate.v1.BridgeStatus
-	25, // 17: flowstate.v1.DiffResponse.changes:type_name -> flowstate.v1.Change
-	1,  // 18: flowstate.v1.Change.op:type_name -> flowstate.v1.Change.Op
-	0,  // 19: flowstate.v1.Change.kind:type_name -> flowstate.v1.EntryKind
-	28, // 20: flowstate.v1.WatchResponse.event:type_name -> flowstate.v1.Event
-	30, // 21: flowstate.v1.Event.time:type_name -> google.protobuf.Timestamp
-	29, // 22: flowstate.v1.Event.attrs:type_name -> flowstate.v1.Event.AttrsEntry
-	4,  // 23: flowstate.v1.FlowStateService.Put:input_type -> flowstate.v1.PutRequest
-	6,  // 24: flowstate.v1.FlowStateService.Delete:input_type -> flowstate.v1.DeleteRequest
-	8,  // 25: flowstate.v1.FlowStateService.List:input_type -> flowstate.v1.ListRequest
-	10, // 26: flowstate.v1.FlowStateService.Status:input_type -> flowstate.v1.StatusRequest
-	17, // 27: flowstate.v1.FlowStateService.Sync:input_type -> flowstate.v1.SyncRequest
-	19, // 28: flowstate.v1.FlowStateService.MarkReady:input_type -> flowstate.v1.MarkReadyRequest
-	21, // 29: flowstate.v1.FlowStateService.Reconcile:input_type -> flowstate.v1.ReconcileRequest
-	23, // 30: flowstate.v1.FlowStateService.Diff:input_type -> flowstate.v1.DiffRequest
-	26, // 31: flowstate.v1.FlowStateService.Watch:input_type -> flowstate.v1.WatchRequest
-	5,  // 32: flowstate.v1.FlowStateService.Put:output_type -> flowstate.v1.PutResponse
-	7,  // 33: flowstate.v1.FlowStateService.Delete:output_type -> flowstate.v1.DeleteResponse
-	9,  // 34: flowstate.v1.FlowStateService.List:output_type -> flowstate.v1.ListResponse
-	11, // 35: flowstate.v1.FlowStateService.Status:output_type -> flowstate.v1.StatusResponse
-	18, // 36: flowstate.v1.FlowStateService.Sync:output_type -> flowstate.v1.SyncResponse
-	20, // 37: flowstate.v1.FlowStateService.MarkReady:output_type -> flowstate.v1.MarkReadyResponse
-	22, // 38: flowstate.v1.FlowStateService.Reconcile:output_type -> flowstate.v1.ReconcileResponse
-	24, // 39: flowstate.v1.FlowStateService.Diff:output_type -> flowstate.v1.DiffResponse
-	27, // 40: flowstate.v1.FlowStateService.Watch:output_type -> flowstate.v1.WatchResponse
-	32, // [32:41] is the sub-list for method output_type
-	23, // [23:32] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	15, // 6: flowstate.v1.StatusResponse.bridges:type_name -> flowstate.v1.BridgeStatus
+	17, // 7: flowstate.v1.StatusResponse.modules:type_name -> flowstate.v1.ModuleStatus
+	13, // 8: flowstate.v1.StatusResponse.gate:type_name -> flowstate.v1.Gate
+	14, // 9: flowstate.v1.StatusResponse.quarantined:type_name -> flowstate.v1.QuarantinedEntry
+	12, // 10: flowstate.v1.StatusResponse.guard:type_name -> flowstate.v1.Guard
+	31, // 11: flowstate.v1.Guard.grace:type_name -> google.protobuf.Duration
+	32, // 12: flowstate.v1.Gate.deadline:type_name -> google.protobuf.Timestamp
+	3,  // 13: flowstate.v1.QuarantinedEntry.entry:type_name -> flowstate.v1.StoredEntry
+	32, // 14: flowstate.v1.QuarantinedEntry.since:type_name -> google.protobuf.Timestamp
+	16, // 15: flowstate.v1.BridgeStatus.last_replay:type_name -> flowstate.v1.Replay
+	32, // 16: flowstate.v1.BridgeStatus.since:type_name -> google.protobuf.Timestamp
+	32, // 17: flowstate.v1.Replay.finished_at:type_name -> google.protobuf.Timestamp
+	31, // 18: flowstate.v1.Replay.duration:type_name -> google.protobuf.Duration
+	2,  // 19: flowstate.v1.SyncRequest.entries:type_name -> flowstate.v1.Entry
+	15, // 20: flowstate.v1.ReconcileResponse.bridges:type_name -> flowstate.v1.BridgeStatus
+	26, // 21: flowstate.v1.DiffResponse.changes:type_name -> flowstate.v1.Change
+	1,  // 22: flowstate.v1.Change.op:type_name -> flowstate.v1.Change.Op
+	0,  // 23: flowstate.v1.Change.kind:type_name -> flowstate.v1.EntryKind
+	29, // 24: flowstate.v1.WatchResponse.event:type_name -> flowstate.v1.Event
+	32, // 25: flowstate.v1.Event.time:type_name -> google.protobuf.Timestamp
+	30, // 26: flowstate.v1.Event.attrs:type_name -> flowstate.v1.Event.AttrsEntry
+	4,  // 27: flowstate.v1.FlowStateService.Put:input_type -> flowstate.v1.PutRequest
+	6,  // 28: flowstate.v1.FlowStateService.Delete:input_type -> flowstate.v1.DeleteRequest
+	8,  // 29: flowstate.v1.FlowStateService.List:input_type -> flowstate.v1.ListRequest
+	10, // 30: flowstate.v1.FlowStateService.Status:input_type -> flowstate.v1.StatusRequest
+	18, // 31: flowstate.v1.FlowStateService.Sync:input_type -> flowstate.v1.SyncRequest
+	20, // 32: flowstate.v1.FlowStateService.MarkReady:input_type -> flowstate.v1.MarkReadyRequest
+	22, // 33: flowstate.v1.FlowStateService.Reconcile:input_type -> flowstate.v1.ReconcileRequest
+	24, // 34: flowstate.v1.FlowStateService.Diff:input_type -> flowstate.v1.DiffRequest
+	27, // 35: flowstate.v1.FlowStateService.Watch:input_type -> flowstate.v1.WatchRequest
+	5,  // 36: flowstate.v1.FlowStateService.Put:output_type -> flowstate.v1.PutResponse
+	7,  // 37: flowstate.v1.FlowStateService.Delete:output_type -> flowstate.v1.DeleteResponse
+	9,  // 38: flowstate.v1.FlowStateService.List:output_type -> flowstate.v1.ListResponse
+	11, // 39: flowstate.v1.FlowStateService.Status:output_type -> flowstate.v1.StatusResponse
+	19, // 40: flowstate.v1.FlowStateService.Sync:output_type -> flowstate.v1.SyncResponse
+	21, // 41: flowstate.v1.FlowStateService.MarkReady:output_type -> flowstate.v1.MarkReadyResponse
+	23, // 42: flowstate.v1.FlowStateService.Reconcile:output_type -> flowstate.v1.ReconcileResponse
+	25, // 43: flowstate.v1.FlowStateService.Diff:output_type -> flowstate.v1.DiffResponse
+	28, // 44: flowstate.v1.FlowStateService.Watch:output_type -> flowstate.v1.WatchResponse
+	36, // [36:45] is the sub-list for method output_type
+	27, // [27:36] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_flowstate_v1_flowstate_proto_init() }
@@ -2232,7 +2381,7 @@ func file_flowstate_v1_flowstate_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_flowstate_v1_flowstate_proto_rawDesc), len(file_flowstate_v1_flowstate_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   28,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
