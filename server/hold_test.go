@@ -1,0 +1,109 @@
+package server_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flowstate-io/flowstate/internal/sandbox"
+	"github.com/flowstate-io/flowstate/server"
+)
+
+// TestNothingHoldsTheOthers: a managed bridge that is missing from OVSDB
+// holds nothing, and one that cannot be restored (its protocols lack
+// OpenFlow 1.5) holds the others at most --max-hold; status names both.
+func TestNothingHoldsTheOthers(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		bridge  string
+		maxHold time.Duration
+		setup   func(ctx context.Context, e *env)
+		// heldFor bounds how long br-int may stay held after the restart.
+		minHeld, maxHeld time.Duration
+		excused, reason  string
+	}{{
+		name: "missing", bridge: "br-gone", maxHold: time.Minute,
+		setup:   func(context.Context, *env) {},
+		maxHeld: 10 * time.Second,
+		excused: "does not exist in OVSDB", reason: "OpenFlow connection",
+	}, {
+		name: "no OpenFlow 1.5", bridge: "br-ref", maxHold: 3 * time.Second,
+		setup: func(ctx context.Context, e *env) {
+			if out, err := e.sb.Vsctl(ctx, "set", "bridge", "br-ref", "protocols=OpenFlow13"); err != nil {
+				t.Fatal(err, out)
+			}
+		},
+		minHeld: 2 * time.Second, maxHeld: 3*time.Second + 10*time.Second,
+		excused: "could not be restored within --max-hold 3s", reason: "OpenFlow",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			e := newEnv(ctx, t, func(c *server.Config) {
+				c.Bridges = []string{"br-int", tc.bridge}
+				c.MaxHold = tc.maxHold
+				c.RearmFlowRestoreWait = true
+				c.MetricsListen = "127.0.0.1:0"
+			})
+			tc.setup(ctx, e)
+			e.startDaemon(ctx)
+			if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
+				t.Fatal(err)
+			}
+			// The first start may itself be held for max-hold: wait for it.
+			poll(ctx, t, "flag re-armed", func() (bool, error) { return e.sb.FlowRestoreWait(ctx) })
+
+			e.stopDaemon()
+			if err := e.sb.RestartVswitchd(ctx, true); err != nil {
+				t.Fatal(err)
+			}
+			e.startDaemon(ctx)
+			start := time.Now()
+			poll(ctx, t, "br-int converged", func() (bool, error) { return e.bridgeStatus(ctx, "br-int").GetConverged(), nil })
+			var held time.Duration
+			tx0 := e.txOf(ctx, "br-int", "p2")
+			poll(ctx, t, "br-int forwards", func() (bool, error) {
+				held = time.Since(start)
+				e.inject(ctx, sandbox.Packet{SrcPort: uint16(40000 + time.Now().UnixMilli()%1000)})
+				return e.txOf(ctx, "br-int", "p2") > tx0, nil
+			})
+			t.Logf("br-int forwarded %v after flowstated started (max-hold %v)", held.Round(time.Millisecond), tc.maxHold)
+			if held < tc.minHeld || held > tc.maxHeld {
+				t.Fatalf("br-int held for %v, want between %v and %v", held, tc.minHeld, tc.maxHeld)
+			}
+			st := e.bridgeStatus(ctx, tc.bridge)
+			if st.GetConverged() || !strings.Contains(st.GetExcused(), tc.excused) || !strings.Contains(st.GetReason(), tc.reason) {
+				t.Fatalf("status of %s: excused %q reason %q; want %q and %q", tc.bridge, st.GetExcused(), st.GetReason(), tc.excused, tc.reason)
+			}
+			if ex := e.bridgeStatus(ctx, "br-int").GetExcused(); ex != "" {
+				t.Fatalf("br-int is converged but excused: %q", ex)
+			}
+			body := e.metrics(ctx)
+			if want := `flowstate_bridge_not_restored{bridge="` + tc.bridge + `"} 1`; !strings.Contains(body, want) {
+				t.Fatalf("metrics lack %s", want)
+			}
+		})
+	}
+}
+
+// metrics scrapes the daemon's /metrics.
+func (e *env) metrics(ctx context.Context) string {
+	e.t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+e.d.MetricsAddr()+"/metrics", nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return string(b)
+}
