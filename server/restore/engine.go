@@ -107,6 +107,10 @@ type Engine struct {
 	releasedVswitchd string
 	unackedClear     bool
 	guardMissing     bool
+
+	// beforeClear, when set, runs before each clear of the flag: fault
+	// injection for tests (flag_test.go).
+	beforeClear func()
 }
 
 // New validates cfg and returns an engine that is not running yet.
@@ -369,6 +373,9 @@ func (e *Engine) syncFlag(ctx context.Context, release bool) (recheck time.Durat
 func (e *Engine) clearLocked(ctx context.Context, c *ovsconfig.Client, forRearm bool) error {
 	start := time.Now()
 	held := e.vswitchdIdentity()
+	if e.beforeClear != nil {
+		e.beforeClear()
+	}
 	if err := c.SetFlowRestoreWait(ctx, false, true); err != nil {
 		e.unackedClear = true
 		return err
