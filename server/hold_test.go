@@ -3,13 +3,20 @@ package server_test
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
 	"github.com/flowstate-io/flowstate/internal/sandbox"
 	"github.com/flowstate-io/flowstate/server"
+	"github.com/flowstate-io/flowstate/server/guard"
 )
 
 // TestNothingHoldsTheOthers: a managed bridge that is missing from OVSDB
@@ -106,4 +113,101 @@ func (e *env) metrics(ctx context.Context) string {
 		e.t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestWedgedEngine: an operation on the switch that hangs (vswitchd frozen
+// during a replay) makes the engine wedged: health NOT_SERVING, /healthz
+// 503, status says why, and the guard lease is no longer renewed, so the
+// guard releases the node. Once the operation ends everything recovers and
+// the flag is armed again.
+func TestWedgedEngine(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var lease string
+	e := newEnv(ctx, t, func(c *server.Config) {
+		lease = filepath.Join(filepath.Dir(c.DBPath), "run", "lease")
+		c.RearmFlowRestoreWait = true
+		c.MetricsListen = "127.0.0.1:0"
+		c.WedgeAfter = 300 * time.Millisecond
+		c.EchoInterval, c.EchoTimeout = time.Second, 3*time.Second
+		c.Guard = server.GuardConfig{Mode: server.GuardExternal, Lease: lease, Grace: time.Second}
+	})
+	gctx, stopGuard := context.WithCancel(ctx)
+	guardDone := make(chan error, 1)
+	go func() {
+		guardDone <- guard.Run(gctx, guard.Config{Lease: lease, OVSDB: e.sb.DBAddr(), Grace: time.Second,
+			Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
+	}()
+	defer func() {
+		stopGuard()
+		<-guardDone
+	}()
+	e.startDaemon(ctx)
+	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
+		t.Fatal(err)
+	}
+	poll(ctx, t, "armed with a guard", func() (bool, error) {
+		st := e.status(ctx)
+		return st.GetGuard().GetRunning() && st.GetFlowRestoreWait() && st.GetBridges()[0].GetConverged(), nil
+	})
+	hc := healthpb.NewHealthClient(e.conn(ctx))
+	serving := func() healthpb.HealthCheckResponse_ServingStatus {
+		r, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.GetStatus()
+	}
+	if s := serving(); s != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health %v before the fault", s)
+	}
+
+	if err := e.sb.FreezeVswitchd(); err != nil {
+		t.Fatal(err)
+	}
+	reconciled := make(chan error, 1)
+	go func() { _, err := e.c.Reconcile(ctx, "br-int"); reconciled <- err }()
+	poll(ctx, t, "wedged: NOT_SERVING, /healthz 503, status says why", func() (bool, error) {
+		code := e.healthz(ctx)
+		return serving() == healthpb.HealthCheckResponse_NOT_SERVING && code == http.StatusServiceUnavailable &&
+			strings.Contains(e.status(ctx).GetWedged(), "bridge br-int busy"), nil
+	})
+	poll(ctx, t, "the guard released the node", func() (bool, error) {
+		on, err := e.sb.FlowRestoreWait(ctx)
+		return !on, err
+	})
+	if err := e.sb.ThawVswitchd(); err != nil {
+		t.Fatal(err)
+	}
+	<-reconciled // fails or succeeds: the connection may have died meanwhile
+	poll(ctx, t, "recovered: SERVING, converged, re-armed", func() (bool, error) {
+		st := e.status(ctx)
+		return serving() == healthpb.HealthCheckResponse_SERVING && e.healthz(ctx) == http.StatusOK && st.GetWedged() == "" &&
+			st.GetBridges()[0].GetConverged() && st.GetFlowRestoreWait(), nil
+	})
+}
+
+func (e *env) healthz(ctx context.Context) int {
+	e.t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+e.d.MetricsAddr()+"/healthz", nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}
+
+// conn is a raw gRPC connection to the daemon, for the health service.
+func (e *env) conn(ctx context.Context) *grpc.ClientConn {
+	e.t.Helper()
+	cc, err := grpc.NewClient(e.sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = cc.Close() })
+	return cc
 }

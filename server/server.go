@@ -81,6 +81,9 @@ type Config struct {
 	// MaxHold bounds how long a managed bridge that cannot be restored holds
 	// flow-restore-wait for the others (restore.Config.MaxHold).
 	MaxHold time.Duration
+	// WedgeAfter is how long one operation on the switch may run before the
+	// engine counts as wedged (restore.Config.WedgeAfter).
+	WedgeAfter time.Duration
 	// Guard releases the node when flowstated is dead or hung (GuardConfig).
 	Guard GuardConfig
 	// Liveness, when set, is called about every second with whether the
@@ -154,7 +157,7 @@ func Run(ctx context.Context, cfg Config) error {
 		BootID: bootID, ColdStart: cold, GateSince: boot.Since,
 		RequiredModules: cfg.RequiredModules, ReadinessTimeout: cfg.ReadinessTimeout,
 		AuditInterval: cfg.AuditInterval,
-		MaxHold:       cfg.MaxHold, GuardPresent: keep.guardPresent,
+		MaxHold:       cfg.MaxHold, WedgeAfter: cfg.WedgeAfter, GuardPresent: keep.guardPresent,
 		Events: evlog,
 		Logger: log, Metrics: restore.NewMetrics(reg),
 	})
