@@ -291,7 +291,8 @@ func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) (
 	}()
 
 	conn := b.conn
-	live := conn != nil && b.converged && e.gate.isOpen()
+	// Once Run is stopping, writes are only stored: the next start replays.
+	live := conn != nil && b.converged && e.gate.isOpen() && ctx.Err() == nil
 	var unknown error // the switch failed with an unknown outcome
 	results = make([]writeResult, len(reqs))
 	err = e.cfg.Store.Update(func(w *store.Writer) error {
