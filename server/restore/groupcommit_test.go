@@ -65,6 +65,10 @@ func startEngine(ctx context.Context, t *testing.T, faults writeFaults) *testEng
 		<-done
 	})
 	poll(ctx, t, "bridge converged", func() bool { return e.bridges[testBridge].isConverged() })
+	// Stopping while the OVSDB dial is in its monitor call trips a data race
+	// inside libovsdb v0.7.0 (the reply is written after the cancelled call
+	// read it): let the dial finish.
+	poll(ctx, t, "ovsdb connected", func() bool { return e.ovsdb.Load() != nil })
 	return te
 }
 
@@ -120,7 +124,7 @@ func flow(t *testing.T, n int) []entry.Entry {
 }
 
 // hold makes the owner wait at the batches whose numbers (from 1) are held,
-// until released; cleanup releases everything, so Run can stop.
+// until released.
 type hold struct {
 	batches atomic.Int32
 	held    map[int32]*heldBatch
@@ -132,17 +136,23 @@ type heldBatch struct {
 	size             atomic.Int32
 }
 
-func newHold(t *testing.T, batches ...int32) *hold {
+// startHeld starts an engine that holds the given batches, and bounds the
+// test.
+func startHeld(t *testing.T, batches ...int32) (context.Context, *testEngine, *hold) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
 	h := &hold{held: map[int32]*heldBatch{}}
 	for _, n := range batches {
 		h.held[n] = &heldBatch{entered: make(chan struct{}), release: make(chan struct{})}
 	}
+	e := startEngine(ctx, t, writeFaults{taken: h.taken})
+	// Registered after the engine's stop, so it runs before it.
 	t.Cleanup(func() {
 		for _, g := range h.held {
 			g.open()
 		}
 	})
-	return h
+	return ctx, e, h
 }
 
 func (g *heldBatch) open() { g.once.Do(func() { close(g.release) }) }
@@ -215,10 +225,7 @@ func stored(t *testing.T, e *testEngine, module string) int {
 // TestWritePanicDoesNotWedge: a panic in a request's op fails the requests of
 // its transaction with ErrInternal, and the bridge takes later writes.
 func TestWritePanicDoesNotWedge(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	h := newHold(t, 1)
-	e := startEngine(ctx, t, writeFaults{taken: h.taken})
+	ctx, e, h := startHeld(t, 1)
 	b := e.bridges[testBridge]
 
 	first := goPut(ctx, e, "first", flow(t, 1))
@@ -260,10 +267,7 @@ func TestWritePanicDoesNotWedge(t *testing.T) {
 // runs; a caller whose request was taken returns at once too, told the
 // outcome is unknown, and its request is committed without it.
 func TestWriteFollowerGivesUp(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	h := newHold(t, 1)
-	e := startEngine(ctx, t, writeFaults{taken: h.taken})
+	ctx, e, h := startHeld(t, 1)
 	b := e.bridges[testBridge]
 
 	takenCtx, cancelTaken := context.WithCancel(ctx)
@@ -302,10 +306,7 @@ func TestWriteFollowerGivesUp(t *testing.T) {
 // TestWriteCallerReturnsWhenDone: a caller returns once its own request is
 // committed, while later requests are queued and the next batch is stuck.
 func TestWriteCallerReturnsWhenDone(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	h := newHold(t, 1, 2)
-	e := startEngine(ctx, t, writeFaults{taken: h.taken})
+	ctx, e, h := startHeld(t, 1, 2)
 	b := e.bridges[testBridge]
 
 	first := goPut(ctx, e, "first", flow(t, 1))
@@ -337,10 +338,7 @@ func TestWriteCallerReturnsWhenDone(t *testing.T) {
 // rest commit together in one more transaction, and it runs alone; two
 // requests changing one entry never share a batch.
 func TestGroupCommitTrySolo(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	h := newHold(t, 1)
-	e := startEngine(ctx, t, writeFaults{taken: h.taken})
+	ctx, e, h := startHeld(t, 1)
 	b := e.bridges[testBridge]
 	batches := func() float64 {
 		mfs, err := e.registry.Gather()
