@@ -21,11 +21,14 @@ var (
 	// ErrUnavailable: a dependency (OVS, the store) cannot be reached now;
 	// the caller may retry.
 	ErrUnavailable = errors.New("unavailable")
+	// ErrInternal: a bug in flowstated (a recovered panic); the request did
+	// not complete and retrying it may fail the same way.
+	ErrInternal = errors.New("internal error")
 )
 
 // Kind returns the kind sentinel err wraps, or nil.
 func Kind(err error) error {
-	for _, k := range []error{ErrInvalidArgument, ErrNotFound, ErrAlreadyExists, ErrFailedPrecondition, ErrPermissionDenied, ErrUnavailable} {
+	for _, k := range []error{ErrInvalidArgument, ErrNotFound, ErrAlreadyExists, ErrFailedPrecondition, ErrPermissionDenied, ErrUnavailable, ErrInternal} {
 		if errors.Is(err, k) {
 			return k
 		}

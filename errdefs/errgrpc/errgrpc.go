@@ -27,6 +27,7 @@ var kinds = []struct {
 	{errdefs.ErrFailedPrecondition, codes.FailedPrecondition},
 	{errdefs.ErrPermissionDenied, codes.PermissionDenied},
 	{errdefs.ErrUnavailable, codes.Unavailable},
+	{errdefs.ErrInternal, codes.Internal},
 }
 
 // ToGRPC maps err to a gRPC status error: the first kind in its wrap chain

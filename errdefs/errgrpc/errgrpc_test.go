@@ -43,7 +43,7 @@ func TestUnknownAndNil(t *testing.T) {
 	if c := status.Code(ToGRPC(errors.New("boom"))); c != codes.Unknown {
 		t.Fatalf("code %v", c)
 	}
-	if n := ToNative(status.Error(codes.Internal, "x")); errdefs.Kind(n) != nil || errors.Is(n, context.Canceled) {
-		t.Fatalf("internal mapped to a kind: %v", n)
+	if n := ToNative(status.Error(codes.DataLoss, "x")); errdefs.Kind(n) != nil || errors.Is(n, context.Canceled) {
+		t.Fatalf("data loss mapped to a kind: %v", n)
 	}
 }

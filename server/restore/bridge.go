@@ -22,11 +22,8 @@ type bridge struct {
 	name string
 	kick chan struct{}
 
-	// qmu guards the write queue (see Engine.write); committing is true
-	// while a writer commits queued requests.
-	qmu        sync.Mutex
-	queue      []*writeReq
-	committing bool
+	// writes is the group-commit queue (groupcommit.go).
+	writes writeQueue
 
 	mu        sync.Mutex
 	conn      *ofconn.Conn // nil while disconnected

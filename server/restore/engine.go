@@ -72,6 +72,10 @@ type Config struct {
 	// AuditInterval, when positive, replays every bridge at that interval to
 	// correct drift (flows changed behind flowstate's back).
 	AuditInterval time.Duration
+	// WriteTimeout bounds the switch I/O of one group commit of writes
+	// (meters and bundle); it runs under the engine's context, never a
+	// caller's. Default 1 min.
+	WriteTimeout time.Duration
 	// Events receives the engine's events (optional).
 	Events  *events.Log
 	Logger  *slog.Logger
@@ -80,9 +84,10 @@ type Config struct {
 
 // Engine keeps every managed bridge equal to its desired state.
 //
-// It owns one goroutine per bridge (dial, reconcile on every connection, wait
-// for the connection to die, repeat) and one for OVSDB. Run starts them and
-// returns when ctx is cancelled and all of them have stopped.
+// It owns two goroutines per bridge (one dials, reconciles on every
+// connection, waits for the connection to die, repeats; one group-commits
+// writes) and one for OVSDB. Run starts them and returns when ctx is
+// cancelled and all of them have stopped.
 type Engine struct {
 	cfg     Config
 	log     *slog.Logger
@@ -111,6 +116,8 @@ type Engine struct {
 	// beforeClear, when set, runs before each clear of the flag: fault
 	// injection for tests (flag_test.go).
 	beforeClear func()
+	// faults are set by tests only (groupcommit.go).
+	faults writeFaults
 }
 
 // New validates cfg and returns an engine that is not running yet.
@@ -129,6 +136,9 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = time.Minute
 	}
 	if cfg.ReadinessTimeout <= 0 {
 		cfg.ReadinessTimeout = 5 * time.Minute
@@ -174,7 +184,7 @@ func New(cfg Config) (*Engine, error) {
 		if _, dup := e.bridges[name]; dup {
 			return nil, fmt.Errorf("restore: bridge %q given twice", name)
 		}
-		e.bridges[name] = &bridge{name: name, kick: make(chan struct{}, 1)}
+		e.bridges[name] = &bridge{name: name, kick: make(chan struct{}, 1), writes: newWriteQueue()}
 		e.order = append(e.order, name)
 	}
 	return e, nil
@@ -188,6 +198,7 @@ func (e *Engine) Run(ctx context.Context) {
 	for _, name := range e.order {
 		b := e.bridges[name]
 		wg.Go(func() { e.runBridge(ctx, b) })
+		wg.Go(func() { e.runWrites(ctx, b) })
 	}
 	wg.Wait()
 	e.flagMu.Lock()

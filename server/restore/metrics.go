@@ -56,7 +56,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "flowstate_write_requests_total", Help: "Write requests (Put, Sync, Delete) committed or refused, by bridge.",
 		}, []string{"bridge"}),
 		writeBatches: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "flowstate_write_batches_total", Help: "Group commits of write requests (one transaction and one bundle each, when all succeed).",
+			Name: "flowstate_write_batches_total", Help: "Store transactions run for write requests, one bundle each when the bridge is live; requests share them (group commit), and a batch with a failing request runs again without it.",
 		}, []string{"bridge"}),
 		notRestored: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "flowstate_bridge_not_restored",

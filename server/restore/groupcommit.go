@@ -1,0 +1,411 @@
+package restore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"slices"
+	"sync"
+
+	"github.com/flowstate-io/flowstate/entry"
+	"github.com/flowstate-io/flowstate/errdefs"
+	"github.com/flowstate-io/flowstate/store"
+)
+
+// Group commit
+//
+// Writes to one bridge are group-committed by one owner goroutine per bridge
+// (runWrites, started by Run), as etcd's backend.run batches for its
+// callers:
+//
+//  1. write queues the request and waits for its own result or its own ctx,
+//     whichever comes first. A caller never commits anyone else's request.
+//  2. The owner takes every queued request (a batch) and runs them in one
+//     store transaction whose changes go to the switch in one bundle before
+//     the commit (commitGroup). Each caller gets its result as soon as its
+//     request is decided.
+//  3. A request that fails in a batch (its op, the switch's refusal of one of
+//     its entries, a change to an entry another request of the batch also
+//     changes, a meter) is taken out, the rest re-run together, and the
+//     request taken out then runs alone, so it fails (or succeeds) with its own
+//     error, as bbolt's DB.Batch does with trySolo. A failure that names no
+//     request sends every request of the batch alone.
+//  4. Switch I/O runs under a context derived from Run's, bounded by
+//     Config.WriteTimeout: a caller that gives up can neither abandon a
+//     bundle half way nor kill the OpenFlow connection (ofconn closes it when
+//     a write is interrupted).
+//  5. Whenever the switch may hold what the store does not (the outcome of a
+//     bundle is unknown, the store failed after the switch accepted, a panic
+//     after the bundle), the bridge is marked unconverged and replays, which
+//     makes the switch equal to the store again.
+
+// ErrOutcomeUnknown is wrapped (with the caller's ctx error) by the error of a
+// write whose caller gave up after the owner had taken the request into a
+// commit: it may have been stored and applied, or not. Read the state back
+// (List, Diff) to find out; rewriting the same entries is idempotent.
+var ErrOutcomeUnknown = errors.New("restore: write outcome unknown")
+
+// writeQueue is the group-commit queue of one bridge. Its owner is runWrites.
+type writeQueue struct {
+	mu   sync.Mutex
+	reqs []*writeReq
+	// stopped is set when runWrites has returned: nobody takes requests any
+	// more.
+	stopped bool
+	wake    chan struct{} // cap 1: a request was queued
+}
+
+func newWriteQueue() writeQueue { return writeQueue{wake: make(chan struct{}, 1)} }
+
+// writeReq is one write waiting for its bridge.
+type writeReq struct {
+	op func(w *store.Writer) (store.Result, error)
+	// declared are the entries the request declares (their quarantine is
+	// lifted: the write itself tells whether the switch takes them now).
+	declared []entry.Entry
+	// taken is set (under writeQueue.mu) when the owner takes the request
+	// into a batch; from then on its outcome no longer depends on its caller.
+	taken bool
+	// done receives the one result; buffered, so the owner never blocks on a
+	// caller that gave up.
+	done chan writeResult
+}
+
+type writeResult struct {
+	applied bool
+	res     store.Result
+	err     error
+}
+
+func (q *writeQueue) push(r *writeReq) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.stopped {
+		return fmt.Errorf("flowstated is stopping: %w", errdefs.ErrUnavailable)
+	}
+	q.reqs = append(q.reqs, r)
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// take returns every queued request, marked taken.
+func (q *writeQueue) take() []*writeReq {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	batch := q.reqs
+	q.reqs = nil
+	for _, r := range batch {
+		r.taken = true
+	}
+	return batch
+}
+
+// drop removes r from the queue unless it was taken; it reports whether it
+// did.
+func (q *writeQueue) drop(r *writeReq) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if r.taken {
+		return false
+	}
+	q.reqs = slices.DeleteFunc(q.reqs, func(x *writeReq) bool { return x == r })
+	return true
+}
+
+// stop refuses later requests and returns the queued ones.
+func (q *writeQueue) stop() []*writeReq {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.stopped = true
+	rest := q.reqs
+	q.reqs = nil
+	for _, r := range rest {
+		r.taken = true
+	}
+	return rest
+}
+
+// write queues a store operation for bridgeName and waits for its outcome or
+// for ctx. If ctx ends first: a request still queued is dropped and the
+// error is ctx's; a request already taken into a commit goes on without its
+// caller, whose error then wraps ErrOutcomeUnknown and ctx's error.
+func (e *Engine) write(ctx context.Context, bridgeName string, declared []entry.Entry, op func(w *store.Writer) (store.Result, error)) (bool, store.Result, error) {
+	b, err := e.bridge(bridgeName)
+	if err != nil {
+		return false, store.Result{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return false, store.Result{}, err
+	}
+	req := &writeReq{op: op, declared: declared, done: make(chan writeResult, 1)}
+	if err := b.writes.push(req); err != nil {
+		return false, store.Result{}, fmt.Errorf("bridge %s: %w", b.name, err)
+	}
+	select {
+	case r := <-req.done:
+		return r.applied, r.res, r.err
+	case <-ctx.Done():
+	}
+	if b.writes.drop(req) {
+		return false, store.Result{}, ctx.Err()
+	}
+	select {
+	case r := <-req.done: // decided while ctx ended
+		return r.applied, r.res, r.err
+	default:
+	}
+	return false, store.Result{}, fmt.Errorf("bridge %s: caller gone while its write was being committed: %w: %w", b.name, ErrOutcomeUnknown, ctx.Err())
+}
+
+// runWrites is the owner of b's write queue: it commits queued requests
+// until ctx ends, then fails those still queued with ErrUnavailable. A batch
+// under way when ctx ends finishes (its switch I/O is cut short, so its
+// requests are stored for the next replay).
+func (e *Engine) runWrites(ctx context.Context, b *bridge) {
+	defer func() {
+		err := fmt.Errorf("bridge %s: flowstated stopped before the write was committed: %w", b.name, errdefs.ErrUnavailable)
+		for _, r := range b.writes.stop() {
+			r.done <- writeResult{err: err}
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-b.writes.wake:
+		}
+		for ctx.Err() == nil {
+			batch := b.writes.take()
+			if len(batch) == 0 {
+				break
+			}
+			if f := e.faults.taken; f != nil {
+				f(len(batch))
+			}
+			e.commitBatch(ctx, b, batch)
+		}
+	}
+}
+
+// commitBatch commits batch, taking failing requests out and running them
+// alone (see Group commit above). Every request gets exactly one result.
+func (e *Engine) commitBatch(ctx context.Context, b *bridge, batch []*writeReq) {
+	e.cfg.Metrics.writeRequests.WithLabelValues(b.name).Add(float64(len(batch)))
+	group, solo := batch, []*writeReq(nil)
+	for len(group) > 0 {
+		results, err := e.commitGroup(ctx, b, group)
+		if err == nil {
+			for i, r := range group {
+				r.done <- results[i]
+			}
+			break
+		}
+		var fe *failedError
+		switch {
+		case len(group) == 1:
+			group[0].done <- writeResult{err: err}
+			group = nil
+		case errors.Is(err, errdefs.ErrInternal):
+			// A panic: the requests of this transaction fail with it.
+			for _, r := range group {
+				r.done <- writeResult{err: err}
+			}
+			group = nil
+		case errors.As(err, &fe):
+			var rest []*writeReq
+			for i, r := range group {
+				if fe.reqs[i] {
+					solo = append(solo, r)
+				} else {
+					rest = append(rest, r)
+				}
+			}
+			group = rest
+		default:
+			// Nothing names the culprit: everyone alone.
+			solo = append(solo, group...)
+			group = nil
+		}
+	}
+	for _, r := range solo {
+		results, err := e.commitGroup(ctx, b, []*writeReq{r})
+		if err != nil {
+			r.done <- writeResult{err: err}
+			continue
+		}
+		r.done <- results[0]
+	}
+}
+
+// failedError names the requests of a group that made its transaction fail.
+type failedError struct {
+	reqs map[int]bool
+	err  error
+}
+
+func (e *failedError) Error() string { return e.err.Error() }
+func (e *failedError) Unwrap() error { return e.err }
+
+func failed(i int, err error) *failedError {
+	return &failedError{reqs: map[int]bool{i: true}, err: err}
+}
+
+var (
+	errOverlap = errors.New("requests of a batch change the same entry")
+	// Meters are sent before the bundle and stay on the switch if the bundle
+	// is refused: a request retried alone after its batch failed would then
+	// find its meter there already. Requests with meters commit alone.
+	errMeterInBatch = errors.New("meters are not group-committed")
+)
+
+// commitGroup runs reqs in one store transaction whose changes go to the
+// switch before the commit, when the bridge is live (connected, converged,
+// gate open). A switch that fails otherwise than by refusing entries (the
+// connection died, the reply to COMMIT never came) does not fail the write:
+// it is stored unapplied and the bridge replays, so controllers are never
+// blocked by an OVS restart. Taking b.mu keeps a replay from slipping
+// between the transaction's read of the store and its bundle.
+//
+// With more than one request, an error that names requests is a
+// *failedError. A panic is recovered and returned as ErrInternal.
+func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) (results []writeResult, err error) {
+	e.cfg.Metrics.writeBatches.WithLabelValues(b.name).Inc()
+	defer b.busy()()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	// touched is true once the switch may hold changes of this transaction;
+	// stored once the transaction committed.
+	var touched, stored bool
+	defer func() {
+		if p := recover(); p != nil {
+			e.log.Error("panic in a write transaction; its requests fail, the bridge goes on",
+				"bridge", b.name, "requests", len(reqs), "panic", p, "stack", string(debug.Stack()))
+			results, err = nil, fmt.Errorf("bridge %s: write failed: %v: %w", b.name, p, errdefs.ErrInternal)
+		}
+		if touched && !stored {
+			e.divergedLocked(b, "the switch may hold a write the store does not", err)
+		}
+	}()
+
+	conn := b.conn
+	// Once Run is stopping, writes are only stored: the next start replays.
+	live := conn != nil && b.converged && e.gate.isOpen() && ctx.Err() == nil
+	var unknown error // the switch failed with an unknown outcome
+	results = make([]writeResult, len(reqs))
+	err = e.cfg.Store.Update(func(w *store.Writer) error {
+		var cs []Change
+		owner := map[string]int{}
+		for i, r := range reqs {
+			res, err := r.op(w)
+			if err != nil {
+				return failed(i, err)
+			}
+			results[i].res = res
+			for _, c := range writeChanges(res.Changed, res.Removed) {
+				if len(reqs) > 1 && c.Kind == entry.KindMeter {
+					return failed(i, errMeterInBatch)
+				}
+				k := key(c.Kind, changeID(c))
+				if j, dup := owner[k]; dup && j != i {
+					return failed(i, errOverlap)
+				}
+				owner[k] = i
+				cs = append(cs, c)
+			}
+		}
+		if live && len(cs) > 0 {
+			p := newPlan(cs)
+			touched = true
+			sctx, cancel := context.WithTimeout(ctx, e.cfg.WriteTimeout)
+			_, err := applyPlan(sctx, conn, p)
+			cancel()
+			if err == nil && e.faults.afterBundle != nil {
+				err = e.faults.afterBundle()
+			}
+			var re *RejectedError
+			switch {
+			case errors.As(err, &re):
+				// A refused bundle installs nothing; meters sent around it
+				// may have stayed.
+				touched = len(p.pre)+len(p.post) > 0
+				return refused(re, owner, len(reqs))
+			case err != nil:
+				unknown = err
+				live = false
+			case e.faults.beforeStoreCommit != nil:
+				return e.faults.beforeStoreCommit()
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		if len(reqs) == 1 {
+			var fe *failedError
+			if errors.As(err, &fe) {
+				err = fe.err
+			}
+		}
+		return nil, err
+	}
+	stored = true
+	for i, r := range reqs {
+		results[i].applied = live
+		b.unquarantineLocked(r.declared)
+		b.unquarantineLocked(results[i].res.Removed)
+	}
+	if unknown != nil {
+		e.divergedLocked(b, "write stored, its outcome on the switch is unknown", unknown)
+	} else if !live {
+		b.requestReplay()
+	}
+	return results, nil
+}
+
+// refused turns the switch's refusal into the error of the requests whose
+// changes it names (owner maps a change's key to its request). With one
+// request it is that request's error, naming the entry.
+func refused(re *RejectedError, owner map[string]int, n int) error {
+	if n == 1 {
+		return rejection(re)
+	}
+	fe := &failedError{reqs: map[int]bool{}, err: re}
+	for _, c := range re.Changes {
+		i, ok := owner[key(c.Kind, changeID(c))]
+		if !ok {
+			return re
+		}
+		fe.reqs[i] = true
+	}
+	if len(fe.reqs) == 0 {
+		return re
+	}
+	return fe
+}
+
+// divergedLocked records that the switch may differ from the store after a
+// write: the bridge is unconverged until a replay makes them equal again,
+// and one is requested. b.mu must be held.
+func (e *Engine) divergedLocked(b *bridge, what string, err error) {
+	e.log.Error(what+"; replaying the bridge", "bridge", b.name, "err", err)
+	b.converged = false
+	b.publishLocked()
+	b.requestReplay()
+}
+
+// writeFaults inject faults into group commit, for tests in this package;
+// all nil in production.
+type writeFaults struct {
+	// taken runs when the owner has taken a batch of n requests, before it
+	// commits them; it may block.
+	taken func(n int)
+	// afterBundle runs when the switch accepted a write's changes; its error
+	// stands for the bundle's outcome (a reply lost after COMMIT).
+	afterBundle func() error
+	// beforeStoreCommit runs at the end of a write's transaction, after the
+	// switch accepted it; its error rolls the transaction back.
+	beforeStoreCommit func() error
+}
