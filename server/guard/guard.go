@@ -99,8 +99,11 @@ func Run(ctx context.Context, cfg Config) error {
 				continue // one more grace to reach ovsdb-server
 			}
 			return err
-		case gone:
-			log.Info("guard exiting: the lease file was removed")
+		case gone && cfg.ExitWhenIdle:
+			// The runtime directory was cleaned up (a sandbox, a
+			// reboot's tmpfs): no flowstated renews a lease here any
+			// more, and nothing is left to watch.
+			log.Info("guard exiting: the lease file is gone", "released", clear)
 			return nil
 		case clear && cfg.ExitWhenIdle:
 			log.Info("guard exiting: flowstated is gone and the node is released")
@@ -152,7 +155,9 @@ type guard struct {
 }
 
 // observe reads the lease; stale is true once its content has not changed for
-// Grace, gone when the file no longer exists.
+// Grace, gone when the file no longer exists. A removed file counts as a
+// change (to empty content): it goes stale after Grace like any other, so a
+// runtime directory removed by a restarting unit releases nothing early.
 func (g *guard) observe() (stale, gone bool) {
 	b, err := os.ReadFile(g.cfg.Lease)
 	gone = errors.Is(err, fs.ErrNotExist)
@@ -167,7 +172,7 @@ func (g *guard) observe() (stale, gone bool) {
 		g.last, g.seen, g.lastChange, g.stale = b, true, now, false
 	}
 	silent := now.Sub(g.lastChange)
-	if silent < g.cfg.Grace && !gone {
+	if silent < g.cfg.Grace {
 		return false, false
 	}
 	if !g.stale {
