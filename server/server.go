@@ -74,6 +74,16 @@ type Config struct {
 	// Writers authorises writes per module by the peer's uid or gid; empty:
 	// any peer that can open the socket may write.
 	Writers Writers
+	// UnmanagedBridges is what flowstated does with the bridges of vswitchd
+	// not in Bridges: "preserve" (default) mirrors them and restores them
+	// after a gated restart, "ignore" leaves them alone.
+	UnmanagedBridges string
+	// MirrorInterval is the pause between dumps of an unmanaged bridge.
+	// Default restore.DefaultMirrorInterval.
+	MirrorInterval time.Duration
+	// MaxHold bounds how long an unmanaged bridge not yet restored keeps
+	// flow-restore-wait set. Default restore.DefaultMaxHold.
+	MaxHold time.Duration
 	// RearmFlowRestoreWait keeps flow-restore-wait armed while flowstated
 	// runs (see restore.Config.Rearm).
 	RearmFlowRestoreWait bool
@@ -85,6 +95,8 @@ type Config struct {
 
 	// metricsBound receives the bound metrics address (Daemon.MetricsAddr).
 	metricsBound func(addr string)
+	// engineBound receives the engine before the API serves (Daemon.Mirrors).
+	engineBound func(e *restore.Engine)
 }
 
 // Run serves until ctx is cancelled, then stops gracefully: gRPC first (with a
@@ -133,12 +145,16 @@ func Run(ctx context.Context, cfg Config) error {
 		Rearm:  cfg.RearmFlowRestoreWait,
 		BootID: bootID, ColdStart: cold,
 		RequiredModules: cfg.RequiredModules, ReadinessTimeout: cfg.ReadinessTimeout,
+		Unmanaged: restore.UnmanagedPolicy(cfg.UnmanagedBridges), MirrorInterval: cfg.MirrorInterval, MaxHold: cfg.MaxHold,
 		AuditInterval: cfg.AuditInterval,
 		Events:        evlog,
 		Logger:        log, Metrics: restore.NewMetrics(reg),
 	})
 	if err != nil {
 		return err
+	}
+	if cfg.engineBound != nil {
+		cfg.engineBound(engine)
 	}
 
 	lis, err := listenUnix(cfg.Listen)

@@ -57,6 +57,8 @@ type BridgeStatus struct {
 	Converged   bool
 	Last        Replay
 	Quarantined []Quarantined
+	// Mirror is set for an unmanaged bridge the engine mirrors (mirror.go).
+	Mirror *MirrorState
 }
 
 // Replay describes one reconciliation of a bridge.
@@ -117,30 +119,12 @@ func (b *bridge) requestReplay() {
 func (e *Engine) runBridge(ctx context.Context, b *bridge) {
 	path := e.mgmtPath(b.name)
 	log := e.log.With("bridge", b.name)
-	var lastErr string
-	// A restarting vswitchd is back within a fraction of a second and every
-	// millisecond of it is a gated switch: redial every 20 ms for the first
-	// seconds, then back off to RetryInterval.
-	const firstRetry, fastFor = 20 * time.Millisecond, 3 * time.Second
-	delay := firstRetry
 	lost := time.Now()
-	for ctx.Err() == nil {
-		conn, err := ofconn.Dial(ctx, path, ofconn.Options{
-			EchoInterval: e.cfg.EchoInterval, EchoTimeout: e.cfg.EchoTimeout, Logger: log,
-		})
+	for {
+		conn, err := e.redial(ctx, path, lost, log)
 		if err != nil {
-			// Log a failure once, not at every retry.
-			if msg := err.Error(); msg != lastErr {
-				log.Warn("bridge unreachable, retrying", "path", path, "err", err)
-				lastErr = msg
-			}
-			sleepCtx(ctx, delay)
-			if time.Since(lost) > fastFor {
-				delay = min(delay*2, e.cfg.RetryInterval)
-			}
-			continue
+			return
 		}
-		lastErr, delay = "", firstRetry
 		log.Info("bridge connected")
 		e.publish(events.Event{Type: events.BridgeConnected, Bridge: b.name, Message: "OpenFlow connection up"})
 		e.cfg.Metrics.connected.WithLabelValues(b.name).Set(1)

@@ -51,6 +51,17 @@ type Config struct {
 	// AuditInterval, when positive, replays every bridge at that interval to
 	// correct drift (flows changed behind flowstate's back).
 	AuditInterval time.Duration
+	// Unmanaged says what happens to the bridges of vswitchd not in
+	// Bridges: preserve ("" too) mirrors them and restores them after a
+	// gated restart, ignore leaves them alone (mirror.go).
+	Unmanaged UnmanagedPolicy
+	// MirrorInterval is the pause between dumps of an unmanaged bridge.
+	// Default DefaultMirrorInterval.
+	MirrorInterval time.Duration
+	// MaxHold bounds how long an unmanaged bridge that is not restored yet
+	// keeps flow-restore-wait set once every managed bridge converged.
+	// Default DefaultMaxHold.
+	MaxHold time.Duration
 	// Events receives the engine's events (optional).
 	Events  *events.Log
 	Logger  *slog.Logger
@@ -77,6 +88,7 @@ type Engine struct {
 	// re-checks whether all have.
 	converged chan struct{}
 	gate      *gate
+	mirrors   *mirrorSet // unmanaged bridges (mirror.go)
 }
 
 // New validates cfg and returns an engine that is not running yet.
@@ -99,6 +111,17 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.ReadinessTimeout <= 0 {
 		cfg.ReadinessTimeout = 5 * time.Minute
 	}
+	unmanaged, err := ParseUnmanagedPolicy(string(cfg.Unmanaged))
+	if err != nil {
+		return nil, fmt.Errorf("restore: %w", err)
+	}
+	cfg.Unmanaged = unmanaged
+	if cfg.MirrorInterval <= 0 {
+		cfg.MirrorInterval = DefaultMirrorInterval
+	}
+	if cfg.MaxHold <= 0 {
+		cfg.MaxHold = DefaultMaxHold
+	}
 	for _, m := range cfg.RequiredModules {
 		if err := entry.ValidateName("module", m); err != nil {
 			return nil, fmt.Errorf("restore: required %w", err)
@@ -110,6 +133,7 @@ func New(cfg Config) (*Engine, error) {
 		bridges:   make(map[string]*bridge, len(cfg.Bridges)),
 		converged: make(chan struct{}, 1),
 		gate:      newGate(),
+		mirrors:   newMirrorSet(),
 	}
 	if cfg.ColdStart && len(cfg.RequiredModules) > 0 {
 		// Status must show what the gate waits for from the first call on,
@@ -139,6 +163,7 @@ func (e *Engine) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { e.runGate(ctx) })
 	wg.Go(func() { e.runOVSDB(ctx) })
+	wg.Go(func() { e.runMirrors(ctx) })
 	for _, name := range e.order {
 		b := e.bridges[name]
 		wg.Go(func() { e.runBridge(ctx, b) })
@@ -233,6 +258,9 @@ func (e *Engine) releaseIfConverged(ctx context.Context) error {
 	if c == nil {
 		return nil
 	}
+	if !e.mirrorsSettled(c) { // unmanaged bridges come back first (mirror.go)
+		return nil
+	}
 	on, err := c.FlowRestoreWait()
 	if err != nil {
 		return fmt.Errorf("reading flow-restore-wait: %w", err)
@@ -242,6 +270,7 @@ func (e *Engine) releaseIfConverged(ctx context.Context) error {
 	if !on {
 		// vswitchd started without the flag: nothing to release, but arm
 		// it for the next start.
+		e.noteReleased()
 		return e.rearmLocked(actx, c)
 	}
 	start := time.Now()
@@ -249,6 +278,7 @@ func (e *Engine) releaseIfConverged(ctx context.Context) error {
 		return err
 	}
 	e.cfg.Metrics.flagCleared.Inc()
+	e.noteReleased()
 	e.log.Info("flow-restore-wait cleared", "ack", time.Since(start))
 	e.publish(events.Event{Type: events.FlagCleared, Message: "flow-restore-wait cleared and acknowledged by vswitchd",
 		Attrs: map[string]string{"ack": time.Since(start).String()}})
