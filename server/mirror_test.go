@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -245,4 +246,72 @@ func TestMirrorPersisted(t *testing.T) {
 		t.Fatalf("br-ex mirror state %+v, want restored with 3 adds (2 flows, the group; the default flow stays)", m)
 	}
 	e.checkExForwarding(ctx)
+}
+
+// TestUnmanagedMaxHold: an unmanaged bridge that never comes back holds the
+// flag for MaxHold at most, then the switch is released without it.
+func TestUnmanagedMaxHold(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const maxHold = time.Second
+	e := newExEnv(ctx, t, func(c *server.Config) { c.RearmFlowRestoreWait, c.MaxHold = false, maxHold })
+	e.startDaemon(ctx)
+	e.waitConverged(ctx)
+	e.waitMirrored(ctx, 4)
+	e.stopDaemon()
+	if err := e.sb.RestartVswitchd(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	// br-ex's management socket is gone: flowstated cannot reach it.
+	if err := os.Remove(e.sb.MgmtPath("br-ex")); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	e.startDaemon(ctx)
+	e.waitRestored(ctx)
+	if held := time.Since(start); held < maxHold {
+		t.Fatalf("flag cleared after %v, before br-ex's max hold of %v", held, maxHold)
+	}
+	if m, ok := e.mirrorOf("br-ex"); !ok || m.Connected || m.Converged {
+		t.Fatalf("br-ex state %+v, want mirrored, not connected", m)
+	}
+}
+
+// TestUnmanagedRestoreRefused: a mirror the switch refuses is given up at
+// once (no max hold): br-ex forwards as vswitchd made it.
+func TestUnmanagedRestoreRefused(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	e := newExEnv(ctx, t, func(c *server.Config) { c.RearmFlowRestoreWait, c.MaxHold = false, time.Minute })
+	e.startDaemon(ctx)
+	e.waitConverged(ctx)
+	e.waitMirrored(ctx, 4)
+	e.stopDaemon()
+	if err := e.sb.StopVswitchd(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Table 0 of br-ex now takes one flow: the default one fills it.
+	if out, err := e.sb.Vsctl(ctx, "--no-wait", "--", "--id=@ft", "create", "Flow_Table", "flow_limit=1", "overflow_policy=refuse",
+		"--", "set", "Bridge", "br-ex", "flow_tables:0=@ft"); err != nil {
+		t.Fatal(err, out)
+	}
+	if err := e.sb.SetFlowRestoreWait(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.sb.StartVswitchd(ctx); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	e.startDaemon(ctx)
+	e.waitRestored(ctx)
+	if held := time.Since(start); held > 30*time.Second {
+		t.Fatalf("a refused mirror held the flag for %v", held)
+	}
+	m, ok := e.mirrorOf("br-ex")
+	if !ok || m.Mirror.Restored || m.Last.Err == nil || !strings.Contains(m.Last.Err.Error(), "TABLE_FULL") {
+		t.Fatalf("br-ex state %+v, want a refused restore naming OFPFMFC_TABLE_FULL", m)
+	}
+	if got := e.exState(ctx); !slices.Equal(got, []string{"priority=0 actions=NORMAL"}) {
+		t.Fatalf("br-ex after a refused restore holds %q, want what vswitchd made", got)
+	}
 }
