@@ -83,30 +83,18 @@ func (e *env) waitMirrored(ctx context.Context, n int) {
 	})
 }
 
-// injectEx sends a SYN into br-ex's p1 and waits until p1 counted it.
-func (e *env) injectEx(ctx context.Context, pkt sandbox.Packet) {
-	e.t.Helper()
-	rx0 := e.rxOf(ctx, "br-ex", "p1")
-	if err := e.sb.InjectSYN(ctx, "br-ex", "br-ex-p1", pkt); err != nil {
-		e.t.Fatal(err)
-	}
-	poll(ctx, e.t, "br-ex p1 received the SYN", func() (bool, error) {
-		return e.rxOf(ctx, "br-ex", "p1") > rx0, nil
-	})
-}
-
 // checkExForwarding shows the operator's flows at work: the forbidden SYN
 // goes nowhere, the group sends to p3 only, NORMAL floods the rest.
 func (e *env) checkExForwarding(ctx context.Context) {
 	e.t.Helper()
 	tx2, tx3 := e.txOf(ctx, "br-ex", "p2"), e.txOf(ctx, "br-ex", "p3")
-	e.injectEx(ctx, forbidden)
-	e.injectEx(ctx, viaGroup)
+	e.injectOn(ctx, "br-ex", forbidden)
+	e.injectOn(ctx, "br-ex", viaGroup)
 	poll(ctx, e.t, "SYN through group 1 to p3", func() (bool, error) { return e.txOf(ctx, "br-ex", "p3") == tx3+1, nil })
 	if got := e.txOf(ctx, "br-ex", "p2"); got != tx2 {
 		e.t.Fatalf("br-ex forwarded the forbidden SYN to p2 (tx %d -> %d)", tx2, got)
 	}
-	e.injectEx(ctx, sandbox.Packet{SrcPort: 43000})
+	e.injectOn(ctx, "br-ex", sandbox.Packet{SrcPort: 43000})
 	poll(ctx, e.t, "NORMAL floods to p2", func() (bool, error) { return e.txOf(ctx, "br-ex", "p2") == tx2+1, nil })
 }
 
@@ -156,8 +144,8 @@ func TestUnmanagedBridgeRestored(t *testing.T) {
 			if got := e.exState(ctx); !slices.Equal(got, before) {
 				t.Fatalf("round %d: br-ex restored as\n%s\nwant\n%s", round, strings.Join(got, "\n"), strings.Join(before, "\n"))
 			}
-			e.injectEx(ctx, forbidden)
-			e.injectEx(ctx, viaGroup)
+			e.injectOn(ctx, "br-ex", forbidden)
+			e.injectOn(ctx, "br-ex", viaGroup)
 			if tx2, tx3 := e.txOf(ctx, "br-ex", "p2"), e.txOf(ctx, "br-ex", "p3"); tx2+tx3 != 0 {
 				t.Fatalf("held vswitchd forwarded on br-ex (p2 %d, p3 %d)", tx2, tx3)
 			}
@@ -169,15 +157,15 @@ func TestUnmanagedBridgeRestored(t *testing.T) {
 		// vswitchd forwards again. p2 would see the forbidden ones if
 		// NORMAL had switched them at any point.
 		poll(ctx, t, "br-ex forwards again", func() (bool, error) {
-			e.injectEx(ctx, forbidden)
-			e.injectEx(ctx, viaGroup)
+			e.injectOn(ctx, "br-ex", forbidden)
+			e.injectOn(ctx, "br-ex", viaGroup)
 			if tx := e.txOf(ctx, "br-ex", "p2"); tx != 0 {
 				t.Fatalf("round %d: a forbidden SYN reached p2 (%d)", round, tx)
 			}
 			return e.txOf(ctx, "br-ex", "p3") > 0, nil
 		})
 		for range 3 {
-			e.injectEx(ctx, forbidden)
+			e.injectOn(ctx, "br-ex", forbidden)
 		}
 		if tx := e.txOf(ctx, "br-ex", "p2"); tx != 0 {
 			t.Fatalf("round %d: a forbidden SYN reached p2 after the restore (%d)", round, tx)
@@ -210,7 +198,7 @@ func TestUnmanagedIgnore(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll(ctx, t, "br-ex forwards again (NORMAL)", func() (bool, error) {
-		e.injectEx(ctx, sandbox.Packet{})
+		e.injectOn(ctx, "br-ex", sandbox.Packet{})
 		return e.txOf(ctx, "br-ex", "p2") > 0, nil
 	})
 	if got := e.exState(ctx); !slices.Equal(got, []string{"priority=0 actions=NORMAL"}) {

@@ -117,29 +117,8 @@ func (b *bridge) requestReplay() {
 
 // runBridge owns the OpenFlow connection of one bridge: dial, serve, repeat.
 func (e *Engine) runBridge(ctx context.Context, b *bridge) {
-	path := e.mgmtPath(b.name)
 	log := e.log.With("bridge", b.name)
-	lost := time.Now()
-	for {
-		conn, err := e.redial(ctx, path, lost, log)
-		if err != nil {
-			return
-		}
-		log.Info("bridge connected")
-		e.publish(events.Event{Type: events.BridgeConnected, Bridge: b.name, Message: "OpenFlow connection up"})
-		e.cfg.Metrics.connected.WithLabelValues(b.name).Set(1)
-		b.setConn(conn)
-		e.serveConn(ctx, b, conn, log)
-		b.setConn(nil)
-		_ = conn.Close()
-		lost = time.Now()
-		e.cfg.Metrics.connected.WithLabelValues(b.name).Set(0)
-		if ctx.Err() == nil {
-			log.Warn("bridge disconnected", "err", conn.Err())
-			e.publish(events.Event{Type: events.BridgeDisconnected, Bridge: b.name, Message: "OpenFlow connection lost",
-				Attrs: errAttrs(conn.Err())})
-		}
-	}
+	e.keepConnected(ctx, b.name, log, b.setConn, func(conn *ofconn.Conn) { e.serveConn(ctx, b, conn, log) })
 }
 
 // serveConn replays once the gate is open, then again when kicked or at
@@ -258,17 +237,7 @@ func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn,
 		// r.Quarantined (logged and reported) counts the dependents too.
 		skip, _ := quarantineSkips(b.quarantine, desired)
 		p := newPlan(diff(desired, actual, skip))
-		r.Adds, r.Modifies, r.Deletes = 0, 0, 0
-		for _, c := range p.changes() {
-			switch c.Op {
-			case OpAdd:
-				r.Adds++
-			case OpModify:
-				r.Modifies++
-			case OpDelete:
-				r.Deletes++
-			}
-		}
+		r.count(p.changes())
 		r.Quarantined = len(skip)
 		if p.len() == 0 {
 			return r, nil

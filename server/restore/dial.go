@@ -5,14 +5,43 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/ofconn"
 )
+
+// keepConnected owns the OpenFlow connection of one bridge, managed or
+// mirrored: dial, record it with set, serve it until it dies, record nil,
+// repeat until ctx ends.
+func (e *Engine) keepConnected(ctx context.Context, name string, log *slog.Logger, set func(*ofconn.Conn), serve func(*ofconn.Conn)) {
+	path := e.mgmtPath(name)
+	lost := time.Now()
+	for {
+		conn, err := e.redial(ctx, path, lost, log)
+		if err != nil {
+			return
+		}
+		log.Info("bridge connected")
+		e.publish(events.Event{Type: events.BridgeConnected, Bridge: name, Message: "OpenFlow connection up"})
+		e.cfg.Metrics.connected.WithLabelValues(name).Set(1)
+		set(conn)
+		serve(conn)
+		set(nil)
+		_ = conn.Close()
+		lost = time.Now()
+		e.cfg.Metrics.connected.WithLabelValues(name).Set(0)
+		if ctx.Err() == nil {
+			log.Warn("bridge disconnected", "err", conn.Err())
+			e.publish(events.Event{Type: events.BridgeDisconnected, Bridge: name, Message: "OpenFlow connection lost",
+				Attrs: errAttrs(conn.Err())})
+		}
+	}
+}
 
 // redial dials the management socket at path until it answers or ctx ends.
 // A restarting vswitchd is back within a fraction of a second and every
 // millisecond of it is a gated switch: it redials every 20 ms for the first
 // seconds after lost, then backs off to RetryInterval. A failure is logged
-// once, not at every retry. Managed and mirrored bridges dial alike.
+// once, not at every retry.
 func (e *Engine) redial(ctx context.Context, path string, lost time.Time, log *slog.Logger) (*ofconn.Conn, error) {
 	const firstRetry, fastFor = 20 * time.Millisecond, 3 * time.Second
 	delay := firstRetry

@@ -1,6 +1,7 @@
 package restore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -179,18 +180,8 @@ func (e *Engine) Mirrors() []BridgeStatus {
 	for _, m := range ms {
 		out = append(out, m.status())
 	}
-	slices.SortFunc(out, func(a, b BridgeStatus) int { return cmpString(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b BridgeStatus) int { return cmp.Compare(a.Name, b.Name) })
 	return out
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // unmanaged returns the bridges of OVSDB this engine mirrors: not managed,
@@ -309,28 +300,15 @@ func (e *Engine) syncMirrors(ctx context.Context, wg *sync.WaitGroup, bridges []
 
 // runMirror owns the OpenFlow connection of one unmanaged bridge.
 func (e *Engine) runMirror(ctx context.Context, m *mirror) {
-	path := e.mgmtPath(m.name)
 	log := e.log.With("bridge", m.name, "unmanaged", true)
-	lost := time.Now()
-	for {
-		conn, err := e.redial(ctx, path, lost, log)
-		if err != nil {
-			return
+	set := func(c *ofconn.Conn) {
+		m.setConn(c)
+		if c == nil {
+			// A release may be waiting on this mirror's next connection.
+			e.signalConverged()
 		}
-		log.Info("unmanaged bridge connected: mirroring it")
-		e.cfg.Metrics.connected.WithLabelValues(m.name).Set(1)
-		m.setConn(conn)
-		e.serveMirror(ctx, m, conn, log)
-		m.setConn(nil)
-		_ = conn.Close()
-		lost = time.Now()
-		e.cfg.Metrics.connected.WithLabelValues(m.name).Set(0)
-		if ctx.Err() == nil {
-			log.Warn("unmanaged bridge disconnected", "err", conn.Err())
-		}
-		// A release may be waiting on this mirror's next connection.
-		e.signalConverged()
 	}
+	e.keepConnected(ctx, m.name, log, set, func(conn *ofconn.Conn) { e.serveMirror(ctx, m, conn, log) })
 }
 
 // serveMirror dumps the bridge every MirrorInterval until the connection
