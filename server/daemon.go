@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"errors"
+
+	"github.com/flowstate-io/flowstate/server/restore"
 )
 
 // Daemon is a flowstated running in this process (tests, the demo).
@@ -11,7 +13,12 @@ type Daemon struct {
 	done        chan struct{}
 	err         error
 	metricsAddr string // set before Start returns
+	engine      *restore.Engine
 }
+
+// Mirrors is the state of the unmanaged bridges the engine mirrors (see
+// restore.Engine.Mirrors); the API does not carry it yet.
+func (d *Daemon) Mirrors() []restore.BridgeStatus { return d.engine.Mirrors() }
 
 // MetricsAddr is the bound address of the metrics listener ("" if disabled),
 // useful with a MetricsListen of port 0.
@@ -24,6 +31,7 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 	d := &Daemon{cancel: cancel, done: make(chan struct{})}
 	ready := make(chan struct{})
 	cfg.metricsBound = func(addr string) { d.metricsAddr = addr }
+	cfg.engineBound = func(e *restore.Engine) { d.engine = e }
 	userReady := cfg.Ready
 	cfg.Ready = func() {
 		if userReady != nil {

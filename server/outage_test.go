@@ -193,12 +193,18 @@ func (e *env) rxOf(ctx context.Context, br, p string) uint64 {
 // inject sends one SYN into p1 of br-int and waits until p1 counted it.
 func (e *env) inject(ctx context.Context, pkt sandbox.Packet) {
 	e.t.Helper()
-	rx0 := e.rxOf(ctx, "br-int", "p1")
-	if err := e.sb.InjectSYN(ctx, "br-int", "br-int-p1", pkt); err != nil {
+	e.injectOn(ctx, "br-int", pkt)
+}
+
+// injectOn sends one SYN into p1 of br and waits until p1 counted it.
+func (e *env) injectOn(ctx context.Context, br string, pkt sandbox.Packet) {
+	e.t.Helper()
+	rx0 := e.rxOf(ctx, br, "p1")
+	if err := e.sb.InjectSYN(ctx, br, br+"-p1", pkt); err != nil {
 		e.t.Fatal(err)
 	}
-	poll(ctx, e.t, "p1 received the SYN", func() (bool, error) {
-		return e.rxOf(ctx, "br-int", "p1") > rx0, nil
+	poll(ctx, e.t, br+" p1 received the SYN", func() (bool, error) {
+		return e.rxOf(ctx, br, "p1") > rx0, nil
 	})
 }
 

@@ -75,10 +75,17 @@ type Config struct {
 	// Writers authorises writes per module by the peer's uid or gid; empty:
 	// any peer that can open the socket may write.
 	Writers Writers
+	// UnmanagedBridges is what flowstated does with the bridges of vswitchd
+	// not in Bridges: "preserve" (default) mirrors them and restores them
+	// after a gated restart, "ignore" leaves them alone.
+	UnmanagedBridges string
+	// MirrorInterval is the pause between dumps of an unmanaged bridge.
+	// Default restore.DefaultMirrorInterval.
+	MirrorInterval time.Duration
 	// RearmFlowRestoreWait keeps flow-restore-wait armed while flowstated
 	// runs (see restore.Config.Rearm).
 	RearmFlowRestoreWait bool
-	// MaxHold bounds how long a managed bridge that cannot be restored holds
+	// MaxHold bounds how long a bridge that cannot be restored holds
 	// flow-restore-wait for the others (restore.Config.MaxHold).
 	MaxHold time.Duration
 	// WedgeAfter is how long one operation on the switch may run before the
@@ -98,6 +105,8 @@ type Config struct {
 
 	// metricsBound receives the bound metrics address (Daemon.MetricsAddr).
 	metricsBound func(addr string)
+	// engineBound receives the engine before the API serves (Daemon.Mirrors).
+	engineBound func(e *restore.Engine)
 }
 
 // Run serves until ctx is cancelled, then stops gracefully: gRPC first (with a
@@ -156,6 +165,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Rearm:  cfg.RearmFlowRestoreWait,
 		BootID: bootID, ColdStart: cold, GateSince: boot.Since,
 		RequiredModules: cfg.RequiredModules, ReadinessTimeout: cfg.ReadinessTimeout,
+		Unmanaged: restore.UnmanagedPolicy(cfg.UnmanagedBridges), MirrorInterval: cfg.MirrorInterval,
 		AuditInterval: cfg.AuditInterval,
 		MaxHold:       cfg.MaxHold, WedgeAfter: cfg.WedgeAfter, GuardPresent: keep.guardPresent,
 		Events: evlog,
@@ -163,6 +173,9 @@ func Run(ctx context.Context, cfg Config) error {
 	})
 	if err != nil {
 		return err
+	}
+	if cfg.engineBound != nil {
+		cfg.engineBound(engine)
 	}
 
 	lis, err := listenUnix(cfg.Listen)

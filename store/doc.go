@@ -11,17 +11,26 @@
 //	│   └── "gate_opened"  the boot id whose cold-start gate last opened
 //	├── modules
 //	│   └── <module>   the boot id the module last marked itself ready for
-//	└── bridges
-//	    └── <bridge>
-//	        ├── flow   identity -> record
-//	        ├── group  identity -> record
-//	        └── meter  identity -> record
+//	├── bridges
+//	│   └── <bridge>
+//	│       ├── flow   identity -> record
+//	│       ├── group  identity -> record
+//	│       └── meter  identity -> record
+//	└── mirror         (created by the first SetMirror)
+//	    └── <bridge>   an unmanaged bridge, as last dumped
+//	        ├── "hash" SHA-256 of the entries: an unchanged dump is not rewritten
+//	        ├── flow   identity -> payload
+//	        ├── group  identity -> payload
+//	        └── meter  identity -> payload
 //
 // Identities are those of package entry. A record is
 //
 //	version (1 byte, 1) | len(module) (1 byte) | module | payload
 //
-// where payload is the canonical OpenFlow 1.5 message of the entry.
+// where payload is the canonical OpenFlow 1.5 message of the entry. Mirrors
+// hold bare payloads: no module owns what flowstated only copies. Adding the
+// mirror bucket left the schema at version 1: a store without it reads as
+// one without mirrors, and an older flowstated ignores it.
 //
 // # Transactions
 //

@@ -72,6 +72,8 @@ type BridgeStatus struct {
 	Excused     string
 	Last        Replay
 	Quarantined []Quarantined
+	// Mirror is set for an unmanaged bridge the engine mirrors (mirror.go).
+	Mirror *MirrorState
 }
 
 // Replay describes one reconciliation of a bridge.
@@ -161,58 +163,20 @@ func (b *bridge) requestReplay() {
 
 // runBridge owns the OpenFlow connection of one bridge: dial, serve, repeat.
 func (e *Engine) runBridge(ctx context.Context, b *bridge) {
-	path := e.mgmtPath(b.name)
 	log := e.log.With("bridge", b.name)
-	var lastErr string
-	// A restarting vswitchd is back within a fraction of a second and every
-	// millisecond of it is a gated switch: redial every 20 ms for the first
-	// seconds, then back off to RetryInterval.
-	const firstRetry, fastFor = 20 * time.Millisecond, 3 * time.Second
-	delay := firstRetry
-	lost := time.Now()
-	for ctx.Err() == nil {
-		conn, err := ofconn.Dial(ctx, path, ofconn.Options{
-			EchoInterval: e.cfg.EchoInterval, EchoTimeout: e.cfg.EchoTimeout, Logger: log,
-		})
-		if err != nil {
-			// Log a failure once, not at every retry.
-			if msg := err.Error(); msg != lastErr {
-				log.Warn("bridge unreachable, retrying", "path", path, "err", err)
-				lastErr = msg
-				b.setReason("OpenFlow connection: " + msg)
+	e.keepConnected(ctx, b.name, log, connHooks{
+		set: func(conn *ofconn.Conn, why string) {
+			b.setConn(conn)
+			switch {
+			case conn == nil:
+				b.setReason(why)
+			case !e.gate.isOpen():
+				b.setReason("waiting for the cold-start gate: " + e.gate.status().Reason)
 			}
-			sleepCtx(ctx, delay)
-			if time.Since(lost) > fastFor {
-				delay = min(delay*2, e.cfg.RetryInterval)
-			}
-			continue
-		}
-		lastErr, delay = "", firstRetry
-		log.Info("bridge connected")
-		e.publish(events.Event{Type: events.BridgeConnected, Bridge: b.name, Message: "OpenFlow connection up"})
-		e.cfg.Metrics.connected.WithLabelValues(b.name).Set(1)
-		b.setConn(conn)
-		if !e.gate.isOpen() {
-			b.setReason("waiting for the cold-start gate: " + e.gate.status().Reason)
-		}
-		e.serveConn(ctx, b, conn, log)
-		if ctx.Err() != nil {
-			// Stopping: keep the last state, which Run reads to decide
-			// whether the node is still held.
-			_ = conn.Close()
-			break
-		}
-		b.setConn(nil)
-		b.setReason("OpenFlow connection lost: " + errString(conn.Err()))
-		_ = conn.Close()
-		lost = time.Now()
-		e.cfg.Metrics.connected.WithLabelValues(b.name).Set(0)
-		if ctx.Err() == nil {
-			log.Warn("bridge disconnected", "err", conn.Err())
-			e.publish(events.Event{Type: events.BridgeDisconnected, Bridge: b.name, Message: "OpenFlow connection lost",
-				Attrs: errAttrs(conn.Err())})
-		}
-	}
+		},
+		serve:       func(conn *ofconn.Conn) { e.serveConn(ctx, b, conn, log) },
+		unreachable: b.setReason,
+	})
 }
 
 // serveConn replays once the gate is open, then again when kicked or at
@@ -336,17 +300,7 @@ func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn,
 		// r.Quarantined (logged and reported) counts the dependents too.
 		skip, _ := quarantineSkips(b.quarantine, desired)
 		p := newPlan(diff(desired, actual, skip))
-		r.Adds, r.Modifies, r.Deletes = 0, 0, 0
-		for _, c := range p.changes() {
-			switch c.Op {
-			case OpAdd:
-				r.Adds++
-			case OpModify:
-				r.Modifies++
-			case OpDelete:
-				r.Deletes++
-			}
-		}
+		r.count(p.changes())
 		r.Quarantined = len(skip)
 		if p.len() == 0 {
 			return r, nil

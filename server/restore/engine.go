@@ -20,7 +20,7 @@ import (
 )
 
 // DefaultMaxHold is the default of Config.MaxHold.
-const DefaultMaxHold = 60 * time.Second
+const DefaultMaxHold = 30 * time.Second
 
 // Config wires an Engine. Store, RunDir, OVSDB and Bridges are required.
 type Config struct {
@@ -56,10 +56,11 @@ type Config struct {
 	// most ReadinessTimeout (default 5 min) from GateSince.
 	RequiredModules  []string
 	ReadinessTimeout time.Duration
-	// MaxHold bounds how long one managed bridge that cannot be restored
-	// (not connected, or its replay failing) keeps flow-restore-wait set
-	// for the others, counted from when it stopped being converged, or
-	// from the gate's opening. Default 60 s.
+	// MaxHold bounds how long one bridge that cannot be restored keeps
+	// flow-restore-wait set for the others: a managed bridge not connected
+	// or whose replay fails, counted from when it stopped being converged
+	// or from the gate's opening; an unmanaged bridge whose mirror is not
+	// restored (mirror.go). Default DefaultMaxHold.
 	MaxHold time.Duration
 	// WedgeAfter is how long one replay or write may run before the engine
 	// reports itself wedged (Wedged), which stops the guard lease and turns
@@ -76,6 +77,13 @@ type Config struct {
 	// (meters and bundle); it runs under the engine's context, never a
 	// caller's. Default 1 min.
 	WriteTimeout time.Duration
+	// Unmanaged says what happens to the bridges of vswitchd not in
+	// Bridges: preserve ("" too) mirrors them and restores them after a
+	// gated restart, ignore leaves them alone (mirror.go).
+	Unmanaged UnmanagedPolicy
+	// MirrorInterval is the pause between dumps of an unmanaged bridge.
+	// Default DefaultMirrorInterval.
+	MirrorInterval time.Duration
 	// Events receives the engine's events (optional).
 	Events  *events.Log
 	Logger  *slog.Logger
@@ -117,7 +125,8 @@ type Engine struct {
 	// injection for tests (flag_test.go).
 	beforeClear func()
 	// faults are set by tests only (groupcommit.go).
-	faults writeFaults
+	faults  writeFaults
+	mirrors *mirrorSet // unmanaged bridges (mirror.go)
 }
 
 // New validates cfg and returns an engine that is not running yet.
@@ -155,6 +164,14 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.GateSince.IsZero() {
 		cfg.GateSince = time.Now()
 	}
+	unmanaged, err := ParseUnmanagedPolicy(string(cfg.Unmanaged))
+	if err != nil {
+		return nil, fmt.Errorf("restore: %w", err)
+	}
+	cfg.Unmanaged = unmanaged
+	if cfg.MirrorInterval <= 0 {
+		cfg.MirrorInterval = DefaultMirrorInterval
+	}
 	for _, m := range cfg.RequiredModules {
 		if err := entry.ValidateName("module", m); err != nil {
 			return nil, fmt.Errorf("restore: required %w", err)
@@ -166,6 +183,7 @@ func New(cfg Config) (*Engine, error) {
 		bridges:   make(map[string]*bridge, len(cfg.Bridges)),
 		converged: make(chan struct{}, 1),
 		gate:      newGate(),
+		mirrors:   newMirrorSet(),
 	}
 	if cfg.ColdStart && len(cfg.RequiredModules) > 0 {
 		// Status must show what the gate waits for from the first call on,
@@ -195,6 +213,7 @@ func (e *Engine) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { e.runGate(ctx) })
 	wg.Go(func() { e.runOVSDB(ctx) })
+	wg.Go(func() { e.runMirrors(ctx) })
 	for _, name := range e.order {
 		b := e.bridges[name]
 		wg.Go(func() { e.runBridge(ctx, b) })
@@ -347,10 +366,18 @@ func (e *Engine) syncFlag(ctx context.Context, release bool) (recheck time.Durat
 	actx, cancel := context.WithTimeout(ctx, e.cfg.AckTimeout)
 	defer cancel()
 	if on && (release || !arm) {
+		if release && !e.mirrorsSettled(c) {
+			// Unmanaged bridges come back first (mirror.go); its hold
+			// timer bounds the wait.
+			return e.cfg.RetryInterval, nil
+		}
 		if err := e.clearLocked(actx, c, arm); err != nil {
 			return 0, err
 		}
 		on = false
+	}
+	if !on {
+		e.noteReleased()
 	}
 	if e.cfg.Rearm && arm == e.guardMissing {
 		e.guardMissing = !arm

@@ -1,0 +1,88 @@
+package restore
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/flowstate-io/flowstate/server/events"
+	"github.com/flowstate-io/flowstate/server/ofconn"
+)
+
+// connHooks are what keepConnected does for one kind of bridge.
+type connHooks struct {
+	// set records the connection, or its loss (nil, with why).
+	set func(conn *ofconn.Conn, why string)
+	// serve uses the connection until it dies or ctx ends.
+	serve func(conn *ofconn.Conn)
+	// unreachable, when set, learns each new dial error.
+	unreachable func(err string)
+}
+
+// keepConnected owns the OpenFlow connection of one bridge, managed or
+// mirrored: dial, record it, serve it until it dies, record the loss, repeat
+// until ctx ends. A connection that ends because ctx did is not recorded as
+// lost: Run reads the last state to decide whether the node is still held.
+func (e *Engine) keepConnected(ctx context.Context, name string, log *slog.Logger, h connHooks) {
+	path := e.mgmtPath(name)
+	lost := time.Now()
+	for {
+		conn, err := e.redial(ctx, path, lost, log, h.unreachable)
+		if err != nil {
+			return
+		}
+		log.Info("bridge connected")
+		e.publish(events.Event{Type: events.BridgeConnected, Bridge: name, Message: "OpenFlow connection up"})
+		e.cfg.Metrics.connected.WithLabelValues(name).Set(1)
+		h.set(conn, "")
+		h.serve(conn)
+		if ctx.Err() != nil {
+			_ = conn.Close()
+			return
+		}
+		h.set(nil, "OpenFlow connection lost: "+errString(conn.Err()))
+		_ = conn.Close()
+		lost = time.Now()
+		e.cfg.Metrics.connected.WithLabelValues(name).Set(0)
+		if ctx.Err() == nil {
+			log.Warn("bridge disconnected", "err", conn.Err())
+			e.publish(events.Event{Type: events.BridgeDisconnected, Bridge: name, Message: "OpenFlow connection lost",
+				Attrs: errAttrs(conn.Err())})
+		}
+	}
+}
+
+// redial dials the management socket at path until it answers or ctx ends.
+// A restarting vswitchd is back within a fraction of a second and every
+// millisecond of it is a gated switch: it redials every 20 ms for the first
+// seconds after lost, then backs off to RetryInterval. A failure is logged
+// once, not at every retry.
+func (e *Engine) redial(ctx context.Context, path string, lost time.Time, log *slog.Logger, unreachable func(string)) (*ofconn.Conn, error) {
+	const firstRetry, fastFor = 20 * time.Millisecond, 3 * time.Second
+	delay := firstRetry
+	var lastErr string
+	for {
+		conn, err := ofconn.Dial(ctx, path, ofconn.Options{
+			EchoInterval: e.cfg.EchoInterval, EchoTimeout: e.cfg.EchoTimeout, Logger: log,
+		})
+		if err == nil {
+			return conn, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if msg := err.Error(); msg != lastErr {
+			log.Warn("bridge unreachable, retrying", "path", path, "err", err)
+			lastErr = msg
+			if unreachable != nil {
+				unreachable("OpenFlow connection: " + msg)
+			}
+		}
+		if !sleepCtx(ctx, delay) {
+			return nil, ctx.Err()
+		}
+		if time.Since(lost) > fastFor {
+			delay = min(delay*2, e.cfg.RetryInterval)
+		}
+	}
+}

@@ -1,0 +1,82 @@
+package restore
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/flowstate-io/flowstate/entry"
+	"github.com/flowstate-io/flowstate/internal/sandbox"
+	"github.com/flowstate-io/flowstate/server/ofconn"
+	"github.com/flowstate-io/flowstate/store"
+)
+
+// BenchmarkMirrorRefresh1k is one refresh of the mirror of an unmanaged
+// bridge holding 1,000 flows: dump flows, groups and meters, canonicalise,
+// hash and compare with the stored mirror (unchanged: no write). It reports
+// flowstated's CPU per refresh too; docs/operations.md quotes the figures.
+func BenchmarkMirrorRefresh1k(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sb, err := sandbox.Start(ctx, sandbox.Options{})
+	if err != nil {
+		b.Fatalf("start OVS sandbox (%s): %v", sandbox.InstallHint, err)
+	}
+	defer sb.Close()
+	if err := sb.AddBridge(ctx, "br-ex"); err != nil {
+		b.Fatal(err)
+	}
+	var flows strings.Builder
+	for i := range 1000 {
+		fmt.Fprintf(&flows, "priority=100,tcp,nw_dst=10.%d.%d.1,tp_dst=%d,actions=drop\n", i/256, i%256, 1000+i)
+	}
+	file := filepath.Join(sb.Dir(), "flows.txt")
+	if err := os.WriteFile(file, []byte(flows.String()), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	if out, err := sb.Ofctl(ctx, "add-flows", "br-ex", file); err != nil {
+		b.Fatal(err, out)
+	}
+	st, err := store.Open(filepath.Join(b.TempDir(), "flowstate.db"), store.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	conn, err := ofconn.Dial(ctx, sb.MgmtPath("br-ex"), ofconn.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	refresh := func() int {
+		actual, err := dumpAll(ctx, conn)
+		if err != nil {
+			b.Fatal(err)
+		}
+		es := make([]entry.Entry, len(actual))
+		for i, a := range actual {
+			es[i] = entry.Entry{Kind: a.kind, ID: a.id, Payload: a.payload}
+		}
+		if _, err := st.SetMirror("br-ex", es); err != nil {
+			b.Fatal(err)
+		}
+		return len(es)
+	}
+	if n := refresh(); n != 1001 {
+		b.Fatalf("mirrored %d entries, want 1,000 flows and the default one", n)
+	}
+	var r0 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &r0)
+	b.ResetTimer()
+	for b.Loop() {
+		refresh()
+	}
+	var r1 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &r1)
+	cpu := time.Duration(r1.Utime.Nano()+r1.Stime.Nano()-r0.Utime.Nano()-r0.Stime.Nano()) / time.Duration(b.N)
+	b.ReportMetric(float64(cpu.Microseconds()), "cpu-µs/op")
+}
