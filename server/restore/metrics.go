@@ -38,7 +38,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "flowstate_replay_messages_total", Help: "Messages sent in replay bundles, by operation.",
 		}, []string{"bridge", "op"}),
 		flagCleared: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "flowstate_flow_restore_wait_cleared_total", Help: "Times flow-restore-wait was cleared and acknowledged by vswitchd.",
+			Name: "flowstate_flow_restore_wait_cleared_total", Help: "Times flow-restore-wait was cleared, acknowledged by vswitchd, and released a vswitchd that had not been released before.",
 		}),
 		flagRearmed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "flowstate_flow_restore_wait_rearmed_total", Help: "Times flow-restore-wait was set back to true after a restore.",
