@@ -54,6 +54,22 @@ func (w Writers) ParseWriter(rule string) error {
 	return nil
 }
 
+// authorizeRoot checks that the peer of ctx is root, for calls that change
+// the whole node (the flag); without rules every peer may.
+func (w Writers) authorizeRoot(ctx context.Context, what string) error {
+	if len(w) == 0 {
+		return nil
+	}
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return fmt.Errorf("no peer credentials: %w", errdefs.ErrPermissionDenied)
+	}
+	if cred, ok := p.AuthInfo.(peerCred); !ok || cred.uid != 0 {
+		return fmt.Errorf("only root may %s when --module-writer rules are set: %w", what, errdefs.ErrPermissionDenied)
+	}
+	return nil
+}
+
 // authorize checks that the peer of ctx may write module.
 func (w Writers) authorize(ctx context.Context, module string) error {
 	if len(w) == 0 {

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/internal/sandbox"
 	"github.com/flowstate-io/flowstate/server"
 	"github.com/flowstate-io/flowstate/server/guard"
@@ -210,4 +212,48 @@ func (e *env) conn(ctx context.Context) *grpc.ClientConn {
 	}
 	e.t.Cleanup(func() { _ = cc.Close() })
 	return cc
+}
+
+// TestArmAndRelease: Arm sets the flag only when a guard would release the
+// node; Release clears it and returns once vswitchd has read it.
+func TestArmAndRelease(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var lease string
+	e := newEnv(ctx, t, func(c *server.Config) {
+		lease = filepath.Join(filepath.Dir(c.DBPath), "run", "lease")
+		c.Guard = server.GuardConfig{Mode: server.GuardExternal, Lease: lease, Grace: time.Second}
+	})
+	e.startDaemon(ctx)
+	e.waitConverged(ctx)
+	if _, err := e.c.Arm(ctx); !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "no guard") {
+		t.Fatalf("arm without a guard: %v, want FAILED_PRECONDITION naming the missing guard", err)
+	}
+	if on, err := e.sb.FlowRestoreWait(ctx); err != nil || on {
+		t.Fatalf("flag after a refused arm: %v %v", on, err)
+	}
+	gctx, stopGuard := context.WithCancel(ctx)
+	guardDone := make(chan error, 1)
+	go func() {
+		guardDone <- guard.Run(gctx, guard.Config{Lease: lease, OVSDB: e.sb.DBAddr(), Grace: time.Second,
+			Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
+	}()
+	defer func() { stopGuard(); <-guardDone }()
+	poll(ctx, t, "guard seen", func() (bool, error) { return e.status(ctx).GetGuard().GetRunning(), nil })
+	if was, err := e.c.Arm(ctx); err != nil || was {
+		t.Fatalf("arm: was %v, %v", was, err)
+	}
+	if on, err := e.sb.FlowRestoreWait(ctx); err != nil || !on {
+		t.Fatalf("flag after arm: %v %v", on, err)
+	}
+	was, ack, err := e.c.Release(ctx)
+	if err != nil || !was {
+		t.Fatalf("release: was %v, %v", was, err)
+	}
+	if on, err := e.sb.FlowRestoreWait(ctx); err != nil || on {
+		t.Fatalf("flag after release: %v %v", on, err)
+	}
+	if next, cur, err := e.sb.Cfg(ctx); err != nil || cur < next {
+		t.Fatalf("release returned (ack %v) before vswitchd read it: next_cfg %d cur_cfg %d %v", ack, next, cur, err)
+	}
 }

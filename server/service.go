@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	flowstatev1 "github.com/flowstate-io/flowstate/api/flowstate/v1"
@@ -147,6 +148,9 @@ func (s *service) Status(ctx context.Context, _ *flowstatev1.StatusRequest) (*fl
 	if !g.Deadline.IsZero() {
 		resp.Gate.Deadline = timestamppb.New(g.Deadline)
 	}
+	if t := s.engine.LastRelease(); !t.IsZero() {
+		resp.LastRelease = timestamppb.New(t)
+	}
 	resp.FlowRestoreWait, resp.OvsdbConnected = s.engine.FlowRestoreWait()
 	resp.VswitchdAcknowledged = s.engine.VswitchdAcknowledged()
 	perBridge := map[string]*flowstatev1.BridgeStatus{}
@@ -257,6 +261,28 @@ func (s *service) Reconcile(ctx context.Context, req *flowstatev1.ReconcileReque
 		resp.Bridges = append(resp.Bridges, toBridgeStatus(bs))
 	}
 	return resp, nil
+}
+
+func (s *service) Arm(ctx context.Context, _ *flowstatev1.ArmRequest) (*flowstatev1.ArmResponse, error) {
+	if err := s.writers.authorizeRoot(ctx, "arm flow-restore-wait"); err != nil {
+		return nil, toGRPC(err)
+	}
+	was, err := s.engine.Arm(ctx)
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &flowstatev1.ArmResponse{WasSet: was}, nil
+}
+
+func (s *service) Release(ctx context.Context, _ *flowstatev1.ReleaseRequest) (*flowstatev1.ReleaseResponse, error) {
+	if err := s.writers.authorizeRoot(ctx, "release flow-restore-wait"); err != nil {
+		return nil, toGRPC(err)
+	}
+	was, ack, err := s.engine.Release(ctx)
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &flowstatev1.ReleaseResponse{WasSet: was, AcknowledgedAfter: durationpb.New(ack)}, nil
 }
 
 func (s *service) Diff(ctx context.Context, req *flowstatev1.DiffRequest) (*flowstatev1.DiffResponse, error) {

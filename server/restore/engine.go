@@ -120,6 +120,9 @@ type Engine struct {
 	releasedVswitchd string
 	unackedClear     bool
 	guardMissing     bool
+	// lastRelease is when a clear last released a held vswitchd (unix
+	// nanoseconds), for Status.
+	lastRelease atomic.Int64
 
 	// beforeClear, when set, runs before each clear of the flag: fault
 	// injection for tests (flag_test.go).
@@ -340,12 +343,12 @@ func (e *Engine) signalConverged() {
 //  3. Arm it again (Rearm, and a guard is present) only once vswitchd has
 //     acknowledged every change so far, the clear included: a re-arm that
 //     overtook an unread clear would hold vswitchd for ever.
-//  4. Without a guard the flag is cleared instead: nobody would release the
-//     node if flowstated died.
+//  4. Without a guard the flag is cleared instead, whoever set it: nobody
+//     would release the node if flowstated died.
 //
 // release is false for the periodic check, which never clears a flag that
-// is already armed with a guard present: an operator (ovs-restart) may have
-// armed it for a planned restart.
+// is armed with a guard present: an operator (ovs-restart) may have armed it
+// for a planned restart.
 func (e *Engine) syncFlag(ctx context.Context, release bool) (recheck time.Duration, err error) {
 	c := e.ovsdb.Load()
 	if c == nil {
@@ -362,10 +365,11 @@ func (e *Engine) syncFlag(ctx context.Context, release bool) (recheck time.Durat
 	if err != nil {
 		return 0, fmt.Errorf("reading flow-restore-wait: %w", err)
 	}
-	arm := e.cfg.Rearm && e.cfg.GuardPresent()
+	guarded := e.cfg.GuardPresent()
+	arm := e.cfg.Rearm && guarded
 	actx, cancel := context.WithTimeout(ctx, e.cfg.AckTimeout)
 	defer cancel()
-	if on && (release || !arm) {
+	if on && (release || !guarded) {
 		if release && !e.mirrorsSettled(c) {
 			// Unmanaged bridges come back first (mirror.go); its hold
 			// timer bounds the wait.
@@ -379,9 +383,9 @@ func (e *Engine) syncFlag(ctx context.Context, release bool) (recheck time.Durat
 	if !on {
 		e.noteReleased()
 	}
-	if e.cfg.Rearm && arm == e.guardMissing {
-		e.guardMissing = !arm
-		if !arm {
+	if e.cfg.Rearm && guarded == e.guardMissing {
+		e.guardMissing = !guarded
+		if !guarded {
 			e.log.Error("flow-restore-wait is not armed: no guard is running that would release the node if flowstated died (see --guard)")
 		} else {
 			e.log.Info("a guard is running again: flow-restore-wait may be armed")
@@ -428,11 +432,68 @@ func (e *Engine) clearLocked(ctx context.Context, c *ovsconfig.Client, forRearm 
 		return nil
 	}
 	e.releasedVswitchd = held
+	e.lastRelease.Store(time.Now().UnixNano())
 	e.cfg.Metrics.flagCleared.Inc()
 	e.log.Info("flow-restore-wait cleared", "ack", ack)
 	e.publish(events.Event{Type: events.FlagCleared, Message: "flow-restore-wait cleared and acknowledged by vswitchd",
 		Attrs: map[string]string{"ack": ack.String()}})
 	return nil
+}
+
+// LastRelease is when a clear last released a held vswitchd (zero if never
+// since start).
+func (e *Engine) LastRelease() time.Time {
+	if n := e.lastRelease.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
+}
+
+// Arm sets flow-restore-wait for a planned restart of vswitchd, only if this
+// flowstated can restore and release the switch afterwards.
+func (e *Engine) Arm(ctx context.Context) (wasSet bool, err error) {
+	if w := e.Wedged(); w != "" {
+		return false, fmt.Errorf("not arming flow-restore-wait: the engine is wedged (%s): %w", w, errdefs.ErrFailedPrecondition)
+	}
+	if !e.cfg.GuardPresent() {
+		return false, fmt.Errorf("not arming flow-restore-wait: no guard runs that would release the node if flowstated died: %w", errdefs.ErrFailedPrecondition)
+	}
+	c := e.ovsdb.Load()
+	if c == nil || !c.Connected() {
+		return false, fmt.Errorf("not arming flow-restore-wait: OVSDB is not connected: %w", errdefs.ErrUnavailable)
+	}
+	e.flagMu.Lock()
+	defer e.flagMu.Unlock()
+	on, err := c.FlowRestoreWait()
+	if err != nil || on {
+		return on, err
+	}
+	if err := c.SetFlowRestoreWait(ctx, true, false); err != nil {
+		return false, err
+	}
+	e.log.Info("flow-restore-wait armed on request")
+	return false, nil
+}
+
+// Release clears flow-restore-wait and waits until vswitchd has read it.
+func (e *Engine) Release(ctx context.Context) (wasSet bool, ack time.Duration, err error) {
+	c := e.ovsdb.Load()
+	if c == nil || !c.Connected() {
+		return false, 0, fmt.Errorf("OVSDB is not connected: %w", errdefs.ErrUnavailable)
+	}
+	e.flagMu.Lock()
+	defer e.flagMu.Unlock()
+	if wasSet, err = c.FlowRestoreWait(); err != nil {
+		return false, 0, err
+	}
+	start := time.Now()
+	if err := c.SetFlowRestoreWait(ctx, false, true); err != nil {
+		e.unackedClear = true
+		return wasSet, 0, err
+	}
+	e.unackedClear = false
+	e.log.Warn("flow-restore-wait cleared on request", "was_set", wasSet, "ack", time.Since(start))
+	return wasSet, time.Since(start), nil
 }
 
 // settle reports how long the node must stay held for the managed bridges:

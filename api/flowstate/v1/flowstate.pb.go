@@ -138,7 +138,7 @@ func (x Change_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Change_Op.Descriptor instead.
 func (Change_Op) EnumDescriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{24, 0}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{28, 0}
 }
 
 // Entry is one desired entry as a controller declares it.
@@ -746,7 +746,10 @@ type StatusResponse struct {
 	Guard *Guard `protobuf:"bytes,10,opt,name=guard,proto3" json:"guard,omitempty"`
 	// wedged is non-empty while an operation on the switch or the flag has run
 	// for longer than --wedge-after; health then reports NOT_SERVING.
-	Wedged        string `protobuf:"bytes,11,opt,name=wedged,proto3" json:"wedged,omitempty"`
+	Wedged string `protobuf:"bytes,11,opt,name=wedged,proto3" json:"wedged,omitempty"`
+	// last_release is when flowstated last cleared flow-restore-wait under a
+	// vswitchd that was held (a restore completed); unset if never since start.
+	LastRelease   *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=last_release,json=lastRelease,proto3" json:"last_release,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -856,6 +859,13 @@ func (x *StatusResponse) GetWedged() string {
 		return x.Wedged
 	}
 	return ""
+}
+
+func (x *StatusResponse) GetLastRelease() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastRelease
+	}
+	return nil
 }
 
 // Guard is the state of the guard that clears flow-restore-wait when
@@ -1620,6 +1630,181 @@ func (*MarkReadyResponse) Descriptor() ([]byte, []int) {
 	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{19}
 }
 
+// ArmRequest asks to set flow-restore-wait.
+type ArmRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ArmRequest) Reset() {
+	*x = ArmRequest{}
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ArmRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ArmRequest) ProtoMessage() {}
+
+func (x *ArmRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ArmRequest.ProtoReflect.Descriptor instead.
+func (*ArmRequest) Descriptor() ([]byte, []int) {
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{20}
+}
+
+// ArmResponse reports the flag set.
+type ArmResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// was_set is true when the flag was already set.
+	WasSet        bool `protobuf:"varint,1,opt,name=was_set,json=wasSet,proto3" json:"was_set,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ArmResponse) Reset() {
+	*x = ArmResponse{}
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ArmResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ArmResponse) ProtoMessage() {}
+
+func (x *ArmResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ArmResponse.ProtoReflect.Descriptor instead.
+func (*ArmResponse) Descriptor() ([]byte, []int) {
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ArmResponse) GetWasSet() bool {
+	if x != nil {
+		return x.WasSet
+	}
+	return false
+}
+
+// ReleaseRequest asks to clear flow-restore-wait.
+type ReleaseRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseRequest) Reset() {
+	*x = ReleaseRequest{}
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseRequest) ProtoMessage() {}
+
+func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
+func (*ReleaseRequest) Descriptor() ([]byte, []int) {
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{22}
+}
+
+// ReleaseResponse reports the release.
+type ReleaseResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// was_set is true when the flag was set before the call.
+	WasSet bool `protobuf:"varint,1,opt,name=was_set,json=wasSet,proto3" json:"was_set,omitempty"`
+	// acknowledged_after is the time ovs-vswitchd took to read the change.
+	AcknowledgedAfter *durationpb.Duration `protobuf:"bytes,2,opt,name=acknowledged_after,json=acknowledgedAfter,proto3" json:"acknowledged_after,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *ReleaseResponse) Reset() {
+	*x = ReleaseResponse{}
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseResponse) ProtoMessage() {}
+
+func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
+func (*ReleaseResponse) Descriptor() ([]byte, []int) {
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ReleaseResponse) GetWasSet() bool {
+	if x != nil {
+		return x.WasSet
+	}
+	return false
+}
+
+func (x *ReleaseResponse) GetAcknowledgedAfter() *durationpb.Duration {
+	if x != nil {
+		return x.AcknowledgedAfter
+	}
+	return nil
+}
+
 // ReconcileRequest asks for a reconciliation.
 type ReconcileRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1631,7 +1816,7 @@ type ReconcileRequest struct {
 
 func (x *ReconcileRequest) Reset() {
 	*x = ReconcileRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[20]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1643,7 +1828,7 @@ func (x *ReconcileRequest) String() string {
 func (*ReconcileRequest) ProtoMessage() {}
 
 func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[20]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1656,7 +1841,7 @@ func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRequest.ProtoReflect.Descriptor instead.
 func (*ReconcileRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{20}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ReconcileRequest) GetBridge() string {
@@ -1677,7 +1862,7 @@ type ReconcileResponse struct {
 
 func (x *ReconcileResponse) Reset() {
 	*x = ReconcileResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[21]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1689,7 +1874,7 @@ func (x *ReconcileResponse) String() string {
 func (*ReconcileResponse) ProtoMessage() {}
 
 func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[21]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1702,7 +1887,7 @@ func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileResponse.ProtoReflect.Descriptor instead.
 func (*ReconcileResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{21}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ReconcileResponse) GetBridges() []*BridgeStatus {
@@ -1723,7 +1908,7 @@ type DiffRequest struct {
 
 func (x *DiffRequest) Reset() {
 	*x = DiffRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[22]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1735,7 +1920,7 @@ func (x *DiffRequest) String() string {
 func (*DiffRequest) ProtoMessage() {}
 
 func (x *DiffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[22]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1748,7 +1933,7 @@ func (x *DiffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffRequest.ProtoReflect.Descriptor instead.
 func (*DiffRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{22}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DiffRequest) GetBridge() string {
@@ -1769,7 +1954,7 @@ type DiffResponse struct {
 
 func (x *DiffResponse) Reset() {
 	*x = DiffResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[23]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1781,7 +1966,7 @@ func (x *DiffResponse) String() string {
 func (*DiffResponse) ProtoMessage() {}
 
 func (x *DiffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[23]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1794,7 +1979,7 @@ func (x *DiffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffResponse.ProtoReflect.Descriptor instead.
 func (*DiffResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{23}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DiffResponse) GetChanges() []*Change {
@@ -1823,7 +2008,7 @@ type Change struct {
 
 func (x *Change) Reset() {
 	*x = Change{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[24]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1835,7 +2020,7 @@ func (x *Change) String() string {
 func (*Change) ProtoMessage() {}
 
 func (x *Change) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[24]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1848,7 +2033,7 @@ func (x *Change) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Change.ProtoReflect.Descriptor instead.
 func (*Change) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{24}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Change) GetOp() Change_Op {
@@ -1900,7 +2085,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[25]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1912,7 +2097,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[25]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1925,7 +2110,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{25}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *WatchRequest) GetFromRevision() uint64 {
@@ -1953,7 +2138,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[26]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1965,7 +2150,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[26]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1978,7 +2163,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{26}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *WatchResponse) GetEvent() *Event {
@@ -2014,7 +2199,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[27]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2026,7 +2211,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[27]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2039,7 +2224,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{27}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Event) GetRevision() uint64 {
@@ -2137,7 +2322,7 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x06_table\"C\n" +
 	"\fListResponse\x123\n" +
 	"\aentries\x18\x01 \x03(\v2\x19.flowstate.v1.StoredEntryR\aentries\"\x0f\n" +
-	"\rStatusRequest\"\xeb\x03\n" +
+	"\rStatusRequest\"\xaa\x04\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\aboot_id\x18\x01 \x01(\tR\x06bootId\x12\x1d\n" +
 	"\n" +
@@ -2151,7 +2336,8 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x15vswitchd_acknowledged\x18\t \x01(\bR\x14vswitchdAcknowledged\x12)\n" +
 	"\x05guard\x18\n" +
 	" \x01(\v2\x13.flowstate.v1.GuardR\x05guard\x12\x16\n" +
-	"\x06wedged\x18\v \x01(\tR\x06wedged\"|\n" +
+	"\x06wedged\x18\v \x01(\tR\x06wedged\x12=\n" +
+	"\flast_release\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\vlastRelease\"|\n" +
 	"\x05Guard\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x18\n" +
 	"\arunning\x18\x02 \x01(\bR\arunning\x12/\n" +
@@ -2208,7 +2394,15 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\aremoved\x18\x03 \x01(\rR\aremoved\"*\n" +
 	"\x10MarkReadyRequest\x12\x16\n" +
 	"\x06module\x18\x01 \x01(\tR\x06module\"\x13\n" +
-	"\x11MarkReadyResponse\"*\n" +
+	"\x11MarkReadyResponse\"\f\n" +
+	"\n" +
+	"ArmRequest\"&\n" +
+	"\vArmResponse\x12\x17\n" +
+	"\awas_set\x18\x01 \x01(\bR\x06wasSet\"\x10\n" +
+	"\x0eReleaseRequest\"t\n" +
+	"\x0fReleaseResponse\x12\x17\n" +
+	"\awas_set\x18\x01 \x01(\bR\x06wasSet\x12H\n" +
+	"\x12acknowledged_after\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x11acknowledgedAfter\"*\n" +
 	"\x10ReconcileRequest\x12\x16\n" +
 	"\x06bridge\x18\x01 \x01(\tR\x06bridge\"I\n" +
 	"\x11ReconcileResponse\x124\n" +
@@ -2251,7 +2445,7 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x16ENTRY_KIND_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fENTRY_KIND_FLOW\x10\x01\x12\x14\n" +
 	"\x10ENTRY_KIND_GROUP\x10\x02\x12\x14\n" +
-	"\x10ENTRY_KIND_METER\x10\x032\xf9\x04\n" +
+	"\x10ENTRY_KIND_METER\x10\x032\xfd\x05\n" +
 	"\x10FlowStateService\x12:\n" +
 	"\x03Put\x12\x18.flowstate.v1.PutRequest\x1a\x19.flowstate.v1.PutResponse\x12C\n" +
 	"\x06Delete\x12\x1b.flowstate.v1.DeleteRequest\x1a\x1c.flowstate.v1.DeleteResponse\x12?\n" +
@@ -2261,7 +2455,9 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\tMarkReady\x12\x1e.flowstate.v1.MarkReadyRequest\x1a\x1f.flowstate.v1.MarkReadyResponse\x12L\n" +
 	"\tReconcile\x12\x1e.flowstate.v1.ReconcileRequest\x1a\x1f.flowstate.v1.ReconcileResponse\x12=\n" +
 	"\x04Diff\x12\x19.flowstate.v1.DiffRequest\x1a\x1a.flowstate.v1.DiffResponse\x12B\n" +
-	"\x05Watch\x12\x1a.flowstate.v1.WatchRequest\x1a\x1b.flowstate.v1.WatchResponse0\x01B@Z>github.com/flowstate-io/flowstate/api/flowstate/v1;flowstatev1b\x06proto3"
+	"\x05Watch\x12\x1a.flowstate.v1.WatchRequest\x1a\x1b.flowstate.v1.WatchResponse0\x01\x12:\n" +
+	"\x03Arm\x12\x18.flowstate.v1.ArmRequest\x1a\x19.flowstate.v1.ArmResponse\x12F\n" +
+	"\aRelease\x12\x1c.flowstate.v1.ReleaseRequest\x1a\x1d.flowstate.v1.ReleaseResponseB@Z>github.com/flowstate-io/flowstate/api/flowstate/v1;flowstatev1b\x06proto3"
 
 var (
 	file_flowstate_v1_flowstate_proto_rawDescOnce sync.Once
@@ -2276,7 +2472,7 @@ func file_flowstate_v1_flowstate_proto_rawDescGZIP() []byte {
 }
 
 var file_flowstate_v1_flowstate_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_flowstate_v1_flowstate_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_flowstate_v1_flowstate_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_flowstate_v1_flowstate_proto_goTypes = []any{
 	(EntryKind)(0),                // 0: flowstate.v1.EntryKind
 	(Change_Op)(0),                // 1: flowstate.v1.Change.Op
@@ -2300,17 +2496,21 @@ var file_flowstate_v1_flowstate_proto_goTypes = []any{
 	(*SyncResponse)(nil),          // 19: flowstate.v1.SyncResponse
 	(*MarkReadyRequest)(nil),      // 20: flowstate.v1.MarkReadyRequest
 	(*MarkReadyResponse)(nil),     // 21: flowstate.v1.MarkReadyResponse
-	(*ReconcileRequest)(nil),      // 22: flowstate.v1.ReconcileRequest
-	(*ReconcileResponse)(nil),     // 23: flowstate.v1.ReconcileResponse
-	(*DiffRequest)(nil),           // 24: flowstate.v1.DiffRequest
-	(*DiffResponse)(nil),          // 25: flowstate.v1.DiffResponse
-	(*Change)(nil),                // 26: flowstate.v1.Change
-	(*WatchRequest)(nil),          // 27: flowstate.v1.WatchRequest
-	(*WatchResponse)(nil),         // 28: flowstate.v1.WatchResponse
-	(*Event)(nil),                 // 29: flowstate.v1.Event
-	nil,                           // 30: flowstate.v1.Event.AttrsEntry
-	(*durationpb.Duration)(nil),   // 31: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 32: google.protobuf.Timestamp
+	(*ArmRequest)(nil),            // 22: flowstate.v1.ArmRequest
+	(*ArmResponse)(nil),           // 23: flowstate.v1.ArmResponse
+	(*ReleaseRequest)(nil),        // 24: flowstate.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),       // 25: flowstate.v1.ReleaseResponse
+	(*ReconcileRequest)(nil),      // 26: flowstate.v1.ReconcileRequest
+	(*ReconcileResponse)(nil),     // 27: flowstate.v1.ReconcileResponse
+	(*DiffRequest)(nil),           // 28: flowstate.v1.DiffRequest
+	(*DiffResponse)(nil),          // 29: flowstate.v1.DiffResponse
+	(*Change)(nil),                // 30: flowstate.v1.Change
+	(*WatchRequest)(nil),          // 31: flowstate.v1.WatchRequest
+	(*WatchResponse)(nil),         // 32: flowstate.v1.WatchResponse
+	(*Event)(nil),                 // 33: flowstate.v1.Event
+	nil,                           // 34: flowstate.v1.Event.AttrsEntry
+	(*timestamppb.Timestamp)(nil), // 35: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 36: google.protobuf.Duration
 }
 var file_flowstate_v1_flowstate_proto_depIdxs = []int32{
 	0,  // 0: flowstate.v1.Entry.kind:type_name -> flowstate.v1.EntryKind
@@ -2324,45 +2524,51 @@ var file_flowstate_v1_flowstate_proto_depIdxs = []int32{
 	13, // 8: flowstate.v1.StatusResponse.gate:type_name -> flowstate.v1.Gate
 	14, // 9: flowstate.v1.StatusResponse.quarantined:type_name -> flowstate.v1.QuarantinedEntry
 	12, // 10: flowstate.v1.StatusResponse.guard:type_name -> flowstate.v1.Guard
-	31, // 11: flowstate.v1.Guard.grace:type_name -> google.protobuf.Duration
-	32, // 12: flowstate.v1.Gate.deadline:type_name -> google.protobuf.Timestamp
-	3,  // 13: flowstate.v1.QuarantinedEntry.entry:type_name -> flowstate.v1.StoredEntry
-	32, // 14: flowstate.v1.QuarantinedEntry.since:type_name -> google.protobuf.Timestamp
-	16, // 15: flowstate.v1.BridgeStatus.last_replay:type_name -> flowstate.v1.Replay
-	32, // 16: flowstate.v1.BridgeStatus.since:type_name -> google.protobuf.Timestamp
-	32, // 17: flowstate.v1.Replay.finished_at:type_name -> google.protobuf.Timestamp
-	31, // 18: flowstate.v1.Replay.duration:type_name -> google.protobuf.Duration
-	2,  // 19: flowstate.v1.SyncRequest.entries:type_name -> flowstate.v1.Entry
-	15, // 20: flowstate.v1.ReconcileResponse.bridges:type_name -> flowstate.v1.BridgeStatus
-	26, // 21: flowstate.v1.DiffResponse.changes:type_name -> flowstate.v1.Change
-	1,  // 22: flowstate.v1.Change.op:type_name -> flowstate.v1.Change.Op
-	0,  // 23: flowstate.v1.Change.kind:type_name -> flowstate.v1.EntryKind
-	29, // 24: flowstate.v1.WatchResponse.event:type_name -> flowstate.v1.Event
-	32, // 25: flowstate.v1.Event.time:type_name -> google.protobuf.Timestamp
-	30, // 26: flowstate.v1.Event.attrs:type_name -> flowstate.v1.Event.AttrsEntry
-	4,  // 27: flowstate.v1.FlowStateService.Put:input_type -> flowstate.v1.PutRequest
-	6,  // 28: flowstate.v1.FlowStateService.Delete:input_type -> flowstate.v1.DeleteRequest
-	8,  // 29: flowstate.v1.FlowStateService.List:input_type -> flowstate.v1.ListRequest
-	10, // 30: flowstate.v1.FlowStateService.Status:input_type -> flowstate.v1.StatusRequest
-	18, // 31: flowstate.v1.FlowStateService.Sync:input_type -> flowstate.v1.SyncRequest
-	20, // 32: flowstate.v1.FlowStateService.MarkReady:input_type -> flowstate.v1.MarkReadyRequest
-	22, // 33: flowstate.v1.FlowStateService.Reconcile:input_type -> flowstate.v1.ReconcileRequest
-	24, // 34: flowstate.v1.FlowStateService.Diff:input_type -> flowstate.v1.DiffRequest
-	27, // 35: flowstate.v1.FlowStateService.Watch:input_type -> flowstate.v1.WatchRequest
-	5,  // 36: flowstate.v1.FlowStateService.Put:output_type -> flowstate.v1.PutResponse
-	7,  // 37: flowstate.v1.FlowStateService.Delete:output_type -> flowstate.v1.DeleteResponse
-	9,  // 38: flowstate.v1.FlowStateService.List:output_type -> flowstate.v1.ListResponse
-	11, // 39: flowstate.v1.FlowStateService.Status:output_type -> flowstate.v1.StatusResponse
-	19, // 40: flowstate.v1.FlowStateService.Sync:output_type -> flowstate.v1.SyncResponse
-	21, // 41: flowstate.v1.FlowStateService.MarkReady:output_type -> flowstate.v1.MarkReadyResponse
-	23, // 42: flowstate.v1.FlowStateService.Reconcile:output_type -> flowstate.v1.ReconcileResponse
-	25, // 43: flowstate.v1.FlowStateService.Diff:output_type -> flowstate.v1.DiffResponse
-	28, // 44: flowstate.v1.FlowStateService.Watch:output_type -> flowstate.v1.WatchResponse
-	36, // [36:45] is the sub-list for method output_type
-	27, // [27:36] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	35, // 11: flowstate.v1.StatusResponse.last_release:type_name -> google.protobuf.Timestamp
+	36, // 12: flowstate.v1.Guard.grace:type_name -> google.protobuf.Duration
+	35, // 13: flowstate.v1.Gate.deadline:type_name -> google.protobuf.Timestamp
+	3,  // 14: flowstate.v1.QuarantinedEntry.entry:type_name -> flowstate.v1.StoredEntry
+	35, // 15: flowstate.v1.QuarantinedEntry.since:type_name -> google.protobuf.Timestamp
+	16, // 16: flowstate.v1.BridgeStatus.last_replay:type_name -> flowstate.v1.Replay
+	35, // 17: flowstate.v1.BridgeStatus.since:type_name -> google.protobuf.Timestamp
+	35, // 18: flowstate.v1.Replay.finished_at:type_name -> google.protobuf.Timestamp
+	36, // 19: flowstate.v1.Replay.duration:type_name -> google.protobuf.Duration
+	2,  // 20: flowstate.v1.SyncRequest.entries:type_name -> flowstate.v1.Entry
+	36, // 21: flowstate.v1.ReleaseResponse.acknowledged_after:type_name -> google.protobuf.Duration
+	15, // 22: flowstate.v1.ReconcileResponse.bridges:type_name -> flowstate.v1.BridgeStatus
+	30, // 23: flowstate.v1.DiffResponse.changes:type_name -> flowstate.v1.Change
+	1,  // 24: flowstate.v1.Change.op:type_name -> flowstate.v1.Change.Op
+	0,  // 25: flowstate.v1.Change.kind:type_name -> flowstate.v1.EntryKind
+	33, // 26: flowstate.v1.WatchResponse.event:type_name -> flowstate.v1.Event
+	35, // 27: flowstate.v1.Event.time:type_name -> google.protobuf.Timestamp
+	34, // 28: flowstate.v1.Event.attrs:type_name -> flowstate.v1.Event.AttrsEntry
+	4,  // 29: flowstate.v1.FlowStateService.Put:input_type -> flowstate.v1.PutRequest
+	6,  // 30: flowstate.v1.FlowStateService.Delete:input_type -> flowstate.v1.DeleteRequest
+	8,  // 31: flowstate.v1.FlowStateService.List:input_type -> flowstate.v1.ListRequest
+	10, // 32: flowstate.v1.FlowStateService.Status:input_type -> flowstate.v1.StatusRequest
+	18, // 33: flowstate.v1.FlowStateService.Sync:input_type -> flowstate.v1.SyncRequest
+	20, // 34: flowstate.v1.FlowStateService.MarkReady:input_type -> flowstate.v1.MarkReadyRequest
+	26, // 35: flowstate.v1.FlowStateService.Reconcile:input_type -> flowstate.v1.ReconcileRequest
+	28, // 36: flowstate.v1.FlowStateService.Diff:input_type -> flowstate.v1.DiffRequest
+	31, // 37: flowstate.v1.FlowStateService.Watch:input_type -> flowstate.v1.WatchRequest
+	22, // 38: flowstate.v1.FlowStateService.Arm:input_type -> flowstate.v1.ArmRequest
+	24, // 39: flowstate.v1.FlowStateService.Release:input_type -> flowstate.v1.ReleaseRequest
+	5,  // 40: flowstate.v1.FlowStateService.Put:output_type -> flowstate.v1.PutResponse
+	7,  // 41: flowstate.v1.FlowStateService.Delete:output_type -> flowstate.v1.DeleteResponse
+	9,  // 42: flowstate.v1.FlowStateService.List:output_type -> flowstate.v1.ListResponse
+	11, // 43: flowstate.v1.FlowStateService.Status:output_type -> flowstate.v1.StatusResponse
+	19, // 44: flowstate.v1.FlowStateService.Sync:output_type -> flowstate.v1.SyncResponse
+	21, // 45: flowstate.v1.FlowStateService.MarkReady:output_type -> flowstate.v1.MarkReadyResponse
+	27, // 46: flowstate.v1.FlowStateService.Reconcile:output_type -> flowstate.v1.ReconcileResponse
+	29, // 47: flowstate.v1.FlowStateService.Diff:output_type -> flowstate.v1.DiffResponse
+	32, // 48: flowstate.v1.FlowStateService.Watch:output_type -> flowstate.v1.WatchResponse
+	23, // 49: flowstate.v1.FlowStateService.Arm:output_type -> flowstate.v1.ArmResponse
+	25, // 50: flowstate.v1.FlowStateService.Release:output_type -> flowstate.v1.ReleaseResponse
+	40, // [40:51] is the sub-list for method output_type
+	29, // [29:40] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_flowstate_v1_flowstate_proto_init() }
@@ -2381,7 +2587,7 @@ func file_flowstate_v1_flowstate_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_flowstate_v1_flowstate_proto_rawDesc), len(file_flowstate_v1_flowstate_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   29,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

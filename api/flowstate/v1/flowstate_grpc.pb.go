@@ -32,6 +32,8 @@ const (
 	FlowStateService_Reconcile_FullMethodName = "/flowstate.v1.FlowStateService/Reconcile"
 	FlowStateService_Diff_FullMethodName      = "/flowstate.v1.FlowStateService/Diff"
 	FlowStateService_Watch_FullMethodName     = "/flowstate.v1.FlowStateService/Watch"
+	FlowStateService_Arm_FullMethodName       = "/flowstate.v1.FlowStateService/Arm"
+	FlowStateService_Release_FullMethodName   = "/flowstate.v1.FlowStateService/Release"
 )
 
 // FlowStateServiceClient is the client API for FlowStateService service.
@@ -71,6 +73,18 @@ type FlowStateServiceClient interface {
 	// revision is gone it gets FAILED_PRECONDITION and must resync (Status,
 	// List) and watch again from revision 0.
 	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error)
+	// Arm sets flow-restore-wait before a planned restart of ovs-vswitchd, but
+	// only if flowstated can restore and release the switch afterwards: its
+	// engine is responsive, OVSDB is connected and a guard runs (or the guard
+	// is off). Otherwise FAILED_PRECONDITION or UNAVAILABLE says why, and the
+	// flag is left as it is. Only root may call it when --module-writer rules
+	// are set.
+	Arm(ctx context.Context, in *ArmRequest, opts ...grpc.CallOption) (*ArmResponse, error)
+	// Release clears flow-restore-wait and returns once ovs-vswitchd has read
+	// the change (cur_cfg caught up), or fails when the deadline passes first.
+	// A vswitchd waiting for its restore then forwards with whatever it holds.
+	// Only root may call it when --module-writer rules are set.
+	Release(ctx context.Context, in *ReleaseRequest, opts ...grpc.CallOption) (*ReleaseResponse, error)
 }
 
 type flowStateServiceClient struct {
@@ -192,6 +206,26 @@ func (c *flowStateServiceClient) Watch(ctx context.Context, in *WatchRequest, op
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type FlowStateService_WatchClient = grpc.ServerStreamingClient[WatchResponse]
 
+func (c *flowStateServiceClient) Arm(ctx context.Context, in *ArmRequest, opts ...grpc.CallOption) (*ArmResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ArmResponse)
+	err := c.cc.Invoke(ctx, FlowStateService_Arm_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *flowStateServiceClient) Release(ctx context.Context, in *ReleaseRequest, opts ...grpc.CallOption) (*ReleaseResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReleaseResponse)
+	err := c.cc.Invoke(ctx, FlowStateService_Release_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // FlowStateServiceServer is the server API for FlowStateService service.
 // All implementations must embed UnimplementedFlowStateServiceServer
 // for forward compatibility.
@@ -229,6 +263,18 @@ type FlowStateServiceServer interface {
 	// revision is gone it gets FAILED_PRECONDITION and must resync (Status,
 	// List) and watch again from revision 0.
 	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error
+	// Arm sets flow-restore-wait before a planned restart of ovs-vswitchd, but
+	// only if flowstated can restore and release the switch afterwards: its
+	// engine is responsive, OVSDB is connected and a guard runs (or the guard
+	// is off). Otherwise FAILED_PRECONDITION or UNAVAILABLE says why, and the
+	// flag is left as it is. Only root may call it when --module-writer rules
+	// are set.
+	Arm(context.Context, *ArmRequest) (*ArmResponse, error)
+	// Release clears flow-restore-wait and returns once ovs-vswitchd has read
+	// the change (cur_cfg caught up), or fails when the deadline passes first.
+	// A vswitchd waiting for its restore then forwards with whatever it holds.
+	// Only root may call it when --module-writer rules are set.
+	Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error)
 	mustEmbedUnimplementedFlowStateServiceServer()
 }
 
@@ -265,6 +311,12 @@ func (UnimplementedFlowStateServiceServer) Diff(context.Context, *DiffRequest) (
 }
 func (UnimplementedFlowStateServiceServer) Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error {
 	return status.Error(codes.Unimplemented, "method Watch not implemented")
+}
+func (UnimplementedFlowStateServiceServer) Arm(context.Context, *ArmRequest) (*ArmResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Arm not implemented")
+}
+func (UnimplementedFlowStateServiceServer) Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Release not implemented")
 }
 func (UnimplementedFlowStateServiceServer) mustEmbedUnimplementedFlowStateServiceServer() {}
 func (UnimplementedFlowStateServiceServer) testEmbeddedByValue()                          {}
@@ -424,6 +476,42 @@ func _FlowStateService_Watch_Handler(srv interface{}, stream grpc.ServerStream) 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type FlowStateService_WatchServer = grpc.ServerStreamingServer[WatchResponse]
 
+func _FlowStateService_Arm_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ArmRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FlowStateServiceServer).Arm(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FlowStateService_Arm_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FlowStateServiceServer).Arm(ctx, req.(*ArmRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _FlowStateService_Release_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReleaseRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FlowStateServiceServer).Release(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FlowStateService_Release_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FlowStateServiceServer).Release(ctx, req.(*ReleaseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // FlowStateService_ServiceDesc is the grpc.ServiceDesc for FlowStateService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -454,6 +542,14 @@ var FlowStateService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Diff",
 			Handler:    _FlowStateService_Diff_Handler,
+		},
+		{
+			MethodName: "Arm",
+			Handler:    _FlowStateService_Arm_Handler,
+		},
+		{
+			MethodName: "Release",
+			Handler:    _FlowStateService_Release_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
