@@ -333,8 +333,28 @@ func readBootID(path string) (string, error) {
 
 func interceptorLogger(l *slog.Logger) logging.Logger {
 	return logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
+		if lvl == logging.LevelInfo && isPoll(fields) {
+			// Probes and status polls would drown the log.
+			lvl = logging.LevelDebug
+		}
 		l.Log(ctx, slog.Level(lvl), msg, fields...)
 	})
+}
+
+// isPoll reports whether the call's fields name a health probe or a Status
+// call.
+func isPoll(fields []any) bool {
+	for i := 0; i+1 < len(fields); i += 2 {
+		k, _ := fields[i].(string)
+		v, _ := fields[i+1].(string)
+		switch {
+		case k == "grpc.service" && v == healthpb.Health_ServiceDesc.ServiceName:
+			return true
+		case k == "grpc.method" && v == "Status":
+			return true
+		}
+	}
+	return false
 }
 
 func panicToStatus(log *slog.Logger) recovery.RecoveryHandlerFunc {
