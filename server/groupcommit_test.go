@@ -73,18 +73,20 @@ func TestGroupCommit(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
-	metric := func(name string) int {
-		m := regexp.MustCompile(name + `\{bridge="br-int"\} (\d+)`).FindSubmatch(body)
+	metric := func(series string) int {
+		m := regexp.MustCompile(regexp.QuoteMeta(series) + ` (\d+)`).FindSubmatch(body)
 		if m == nil {
-			t.Fatalf("no %s in /metrics", name)
+			t.Fatalf("no %s in /metrics", series)
 		}
 		n, _ := strconv.Atoi(string(m[1]))
 		return n
 	}
-	reqs, batches := metric("flowstate_write_requests_total"), metric("flowstate_write_batches_total")
-	t.Logf("%d write requests in %d commits", reqs, batches)
-	if reqs != writers+1 || batches >= reqs {
-		t.Fatalf("%d requests in %d commits: want %d requests sharing commits", reqs, batches, writers+1)
+	ok := metric(`flowstate_write_requests_total{bridge="br-int",result="ok"}`)
+	refused := metric(`flowstate_write_requests_total{bridge="br-int",result="invalid_argument"}`)
+	batches := metric(`flowstate_write_batches_total{bridge="br-int"}`)
+	t.Logf("%d write requests (%d refused) in %d commits", ok+refused, refused, batches)
+	if ok != writers || refused != 1 || batches >= ok+refused {
+		t.Fatalf("%d ok and %d refused requests in %d commits: want %d ok and 1 refused sharing commits", ok, refused, batches, writers)
 	}
 	if es, err := e.c.List(ctx, client.Filter{Module: "bad"}); err != nil || len(es) != 0 {
 		t.Fatalf("the refused request stored %d entries (%v)", len(es), err)

@@ -257,3 +257,39 @@ func TestArmAndRelease(t *testing.T) {
 		t.Fatalf("release returned (ack %v) before vswitchd read it: next_cfg %d cur_cfg %d %v", ack, next, cur, err)
 	}
 }
+
+// TestMetricsFromTheStart: every state gauge exists from the first scrape,
+// for a bridge that never connected too.
+func TestMetricsFromTheStart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	e := newEnv(ctx, t, func(c *server.Config) {
+		c.Bridges = []string{"br-int", "br-never"}
+		c.MetricsListen = "127.0.0.1:0"
+		c.RequiredModules = []string{"pipeline"}
+	})
+	e.startDaemon(ctx)
+	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
+		t.Fatal(err)
+	}
+	body := e.metrics(ctx)
+	for _, want := range []string{
+		`flowstate_bridge_connected{bridge="br-never"} 0`,
+		`flowstate_bridge_not_restored{bridge="br-never"} 0`,
+		`flowstate_replays_total{bridge="br-never",result="error"} 0`,
+		`flowstate_flow_restore_wait `,
+		`flowstate_ovsdb_connected `,
+		`flowstate_vswitchd_acknowledged `,
+		`flowstate_gate{state="waiting"} 1`,
+		`flowstate_gate{state="open"} 0`,
+		`flowstate_module_ready{module="pipeline",required="true"} 0`,
+		`flowstate_desired_entries{bridge="br-int",kind="flow",module="pipeline"} 6`,
+		`flowstate_guard_running 1`,
+		`flowstate_engine_wedged 0`,
+		`flowstate_build_info{`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}

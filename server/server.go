@@ -209,6 +209,7 @@ func Run(ctx context.Context, cfg Config) error {
 	srvMetrics.InitializeMetrics(gs)
 
 	keep.engine, keep.hs = engine, hs
+	reg.MustRegister(&stateCollector{engine: engine, keep: keep, store: st, log: log})
 	runCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Go(func() { keep.run(runCtx) })

@@ -205,6 +205,7 @@ func New(cfg Config) (*Engine, error) {
 		if _, dup := e.bridges[name]; dup {
 			return nil, fmt.Errorf("restore: bridge %q given twice", name)
 		}
+		cfg.Metrics.initBridge(name)
 		e.bridges[name] = &bridge{name: name, kick: make(chan struct{}, 1), writes: newWriteQueue()}
 		e.order = append(e.order, name)
 	}

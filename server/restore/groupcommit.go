@@ -133,11 +133,12 @@ func (q *writeQueue) stop() []*writeReq {
 // for ctx. If ctx ends first: a request still queued is dropped and the
 // error is ctx's; a request already taken into a commit goes on without its
 // caller, whose error then wraps ErrOutcomeUnknown and ctx's error.
-func (e *Engine) write(ctx context.Context, bridgeName string, declared []entry.Entry, op func(w *store.Writer) (store.Result, error)) (bool, store.Result, error) {
+func (e *Engine) write(ctx context.Context, bridgeName string, declared []entry.Entry, op func(w *store.Writer) (store.Result, error)) (applied bool, res store.Result, err error) {
 	b, err := e.bridge(bridgeName)
 	if err != nil {
 		return false, store.Result{}, err
 	}
+	defer func() { e.cfg.Metrics.writeRequests.WithLabelValues(b.name, resultLabel(err)).Inc() }()
 	if err := ctx.Err(); err != nil {
 		return false, store.Result{}, err
 	}
@@ -194,7 +195,6 @@ func (e *Engine) runWrites(ctx context.Context, b *bridge) {
 // commitBatch commits batch, taking failing requests out and running them
 // alone (see Group commit above). Every request gets exactly one result.
 func (e *Engine) commitBatch(ctx context.Context, b *bridge, batch []*writeReq) {
-	e.cfg.Metrics.writeRequests.WithLabelValues(b.name).Add(float64(len(batch)))
 	group, solo := batch, []*writeReq(nil)
 	for len(group) > 0 {
 		results, err := e.commitGroup(ctx, b, group)

@@ -1,7 +1,13 @@
 package restore
 
 import (
+	"context"
+	"errors"
+	"strings"
+
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/flowstate-io/flowstate/errdefs"
 )
 
 // Metrics are the engine's Prometheus collectors.
@@ -53,8 +59,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "flowstate_readiness_timeouts_total", Help: "Cold starts where the readiness timeout expired before every required module was ready.",
 		}),
 		writeRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "flowstate_write_requests_total", Help: "Write requests (Put, Sync, Delete) committed or refused, by bridge.",
-		}, []string{"bridge"}),
+			Name: "flowstate_write_requests_total", Help: "Write requests (Put, Sync, Delete) by bridge and result: ok, an error kind (invalid_argument, failed_precondition, unavailable, ...), outcome_unknown or canceled.",
+		}, []string{"bridge", "result"}),
 		writeBatches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flowstate_write_batches_total", Help: "Store transactions run for write requests, one bundle each when the bridge is live; requests share them (group commit), and a batch with a failing request runs again without it.",
 		}, []string{"bridge"}),
@@ -68,6 +74,36 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			m.drift, m.quarantined, m.readinessTimeouts, m.writeRequests, m.writeBatches, m.notRestored)
 	}
 	return m
+}
+
+// initBridge creates the series of a managed bridge at zero, so alerts on
+// them (flowstate_bridge_connected == 0) fire for a bridge that never
+// connected.
+func (m *Metrics) initBridge(bridge string) {
+	m.connected.WithLabelValues(bridge).Set(0)
+	m.notRestored.WithLabelValues(bridge).Set(0)
+	m.replays.WithLabelValues(bridge, "ok")
+	m.replays.WithLabelValues(bridge, "error")
+	m.drift.WithLabelValues(bridge)
+	m.quarantined.WithLabelValues(bridge)
+	m.writeRequests.WithLabelValues(bridge, "ok")
+	m.writeBatches.WithLabelValues(bridge)
+}
+
+// resultLabel names the outcome of a write for flowstate_write_requests_total.
+func resultLabel(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, ErrOutcomeUnknown):
+		return "outcome_unknown"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return "canceled"
+	}
+	if k := errdefs.Kind(err); k != nil {
+		return strings.ReplaceAll(k.Error(), " ", "_")
+	}
+	return "unknown"
 }
 
 func (m *Metrics) observeReplay(bridge string, r Replay) {
