@@ -293,3 +293,62 @@ func TestMetricsFromTheStart(t *testing.T) {
 		}
 	}
 }
+
+// TestClearCountsReleases: flowstate_flow_restore_wait_cleared_total and
+// last_release count only clears that released a held vswitchd, not the
+// clear a restarted flowstated makes beside a running one to re-arm.
+func TestClearCountsReleases(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	e := newEnv(ctx, t, func(c *server.Config) {
+		c.RearmFlowRestoreWait = true
+		c.MetricsListen = "127.0.0.1:0"
+	})
+	cleared := func() string {
+		for _, l := range strings.Split(e.metrics(ctx), "\n") {
+			if strings.HasPrefix(l, "flowstate_flow_restore_wait_cleared_total ") {
+				return strings.TrimPrefix(l, "flowstate_flow_restore_wait_cleared_total ")
+			}
+		}
+		t.Fatal("no flowstate_flow_restore_wait_cleared_total")
+		return ""
+	}
+	e.startDaemon(ctx)
+	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
+		t.Fatal(err)
+	}
+	e.stopDaemon()
+	if err := e.sb.RestartVswitchd(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	e.startDaemon(ctx)
+	poll(ctx, t, "restored and re-armed", func() (bool, error) {
+		st := e.status(ctx)
+		return st.GetBridges()[0].GetConverged() && st.GetFlowRestoreWait() && st.GetLastRelease() != nil, nil
+	})
+	if n := cleared(); n != "1" {
+		t.Fatalf("cleared_total %s after releasing a gated vswitchd, want 1", n)
+	}
+	// flowstated restarts beside the same running vswitchd, the flag still
+	// armed (as a crash leaves it): it clears and re-arms, releasing nothing.
+	e.stopDaemon()
+	if err := e.sb.SetFlowRestoreWait(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	next0, _, err := e.sb.Cfg(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.startDaemon(ctx)
+	poll(ctx, t, "cleared and re-armed", func() (bool, error) {
+		next, _, err := e.sb.Cfg(ctx)
+		on, _ := e.sb.FlowRestoreWait(ctx)
+		return err == nil && next >= next0+2 && on, err
+	})
+	if n := cleared(); n != "0" {
+		t.Fatalf("cleared_total %s after a clear beside a running vswitchd, want 0", n)
+	}
+	if lr := e.status(ctx).GetLastRelease(); lr != nil {
+		t.Fatalf("last_release %v, want unset: nothing was released", lr.AsTime())
+	}
+}

@@ -8,7 +8,8 @@
 //	│   ├── "schema"   uint32 big endian: the schema version (SchemaVersion)
 //	│   ├── "boot_id"      the host boot id when the store was last opened
 //	│   ├── "boot_since"   RFC 3339: when flowstated first started in that boot
-//	│   └── "gate_opened"  the boot id whose cold-start gate last opened
+//	│   ├── "gate_opened"  the boot id whose cold-start gate last opened
+//	│   └── "released_vswitchd"  pid@start of the vswitchd last released
 //	├── modules
 //	│   └── <module>   the boot id the module last marked itself ready for
 //	├── bridges

@@ -425,6 +425,11 @@ func (e *Engine) clearLocked(ctx context.Context, c *ovsconfig.Client, forRearm 
 	}
 	e.unackedClear = false
 	ack := time.Since(start)
+	if e.releasedVswitchd == "" {
+		// The first clear of this process: the last release may have
+		// been a previous flowstated's.
+		e.releasedVswitchd, _ = e.cfg.Store.ReleasedVswitchd()
+	}
 	if held != "" && held == e.releasedVswitchd {
 		// The same vswitchd was released before: it ignores the flag
 		// (it reads it only until it first sees it false), so this
@@ -433,6 +438,9 @@ func (e *Engine) clearLocked(ctx context.Context, c *ovsconfig.Client, forRearm 
 		return nil
 	}
 	e.releasedVswitchd = held
+	if err := e.cfg.Store.SetReleasedVswitchd(held); err != nil {
+		e.log.Warn("recording the released vswitchd; a restarted flowstated may count this release again", "err", err)
+	}
 	e.lastRelease.Store(time.Now().UnixNano())
 	e.cfg.Metrics.flagCleared.Inc()
 	e.log.Info("flow-restore-wait cleared", "ack", ack)
