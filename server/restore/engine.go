@@ -110,7 +110,10 @@ type Engine struct {
 	// converged is signalled when a bridge converges, so the flag goroutine
 	// re-checks whether all have.
 	converged chan struct{}
-	gate      *gate
+	// recheck asks the flag goroutine to re-evaluate a pending release
+	// (a mirror settled, a hold ran out) without starting one.
+	recheck chan struct{}
+	gate    *gate
 	// flagBusySince is when the running flag operation started (unix
 	// nanoseconds, 0 when idle), for Wedged.
 	flagBusySince atomic.Int64
@@ -185,6 +188,7 @@ func New(cfg Config) (*Engine, error) {
 		log:       cfg.Logger,
 		bridges:   make(map[string]*bridge, len(cfg.Bridges)),
 		converged: make(chan struct{}, 1),
+		recheck:   make(chan struct{}, 1),
 		gate:      newGate(),
 		mirrors:   newMirrorSet(),
 	}
@@ -303,6 +307,7 @@ func (e *Engine) runOVSDB(ctx context.Context) {
 			return
 		case <-e.converged:
 			release = true
+		case <-e.recheck:
 		case <-retry.C:
 		case <-check.C:
 		}
@@ -325,6 +330,13 @@ const flagCheckInterval = time.Second
 func (e *Engine) signalConverged() {
 	select {
 	case e.converged <- struct{}{}:
+	default:
+	}
+}
+
+func (e *Engine) signalRecheck() {
+	select {
+	case e.recheck <- struct{}{}:
 	default:
 	}
 }
@@ -376,10 +388,11 @@ func (e *Engine) syncFlag(ctx context.Context, release bool) (recheck time.Durat
 			// timer bounds the wait.
 			return e.cfg.RetryInterval, nil
 		}
-		if err := e.clearLocked(actx, c, arm); err != nil {
+		cleared, err := e.clearLocked(actx, c, arm)
+		if err != nil {
 			return 0, err
 		}
-		on = false
+		on = !cleared
 	}
 	if !on {
 		e.noteReleased()
@@ -413,29 +426,36 @@ func (e *Engine) syncFlag(ctx context.Context, release bool) (recheck time.Durat
 }
 
 // clearLocked clears the flag and waits for vswitchd's acknowledgement.
-func (e *Engine) clearLocked(ctx context.Context, c *ovsconfig.Client, forRearm bool) error {
+// With keepIfReleased it leaves the flag alone (cleared false) when the
+// running vswitchd was released before: vswitchd reads the flag only until
+// it first sees it false, so it is not held, and a clear followed by a
+// re-arm would only open a window in which a vswitchd restart comes back
+// ungated.
+func (e *Engine) clearLocked(ctx context.Context, c *ovsconfig.Client, keepIfReleased bool) (cleared bool, err error) {
 	start := time.Now()
 	held := e.vswitchdIdentity()
-	if e.beforeClear != nil {
-		e.beforeClear()
-	}
-	if err := c.SetFlowRestoreWait(ctx, false, true); err != nil {
-		e.unackedClear = true
-		return err
-	}
-	e.unackedClear = false
-	ack := time.Since(start)
 	if e.releasedVswitchd == "" {
 		// The first clear of this process: the last release may have
 		// been a previous flowstated's.
 		e.releasedVswitchd, _ = e.cfg.Store.ReleasedVswitchd()
 	}
-	if held != "" && held == e.releasedVswitchd {
-		// The same vswitchd was released before: it ignores the flag
-		// (it reads it only until it first sees it false), so this
-		// clear, made to re-arm, released nothing.
-		e.log.Debug("flow-restore-wait cleared; vswitchd was not held", "ack", ack, "rearm", forRearm)
-		return nil
+	known := held != "" && held == e.releasedVswitchd
+	if known && keepIfReleased {
+		e.log.Debug("flow-restore-wait left armed: this vswitchd was released before", "vswitchd", held)
+		return false, nil
+	}
+	if e.beforeClear != nil {
+		e.beforeClear()
+	}
+	if err := c.SetFlowRestoreWait(ctx, false, true); err != nil {
+		e.unackedClear = true
+		return false, err
+	}
+	e.unackedClear = false
+	ack := time.Since(start)
+	if known {
+		e.log.Info("flow-restore-wait cleared: no guard runs", "ack", ack)
+		return true, nil
 	}
 	e.releasedVswitchd = held
 	if err := e.cfg.Store.SetReleasedVswitchd(held); err != nil {
@@ -446,7 +466,7 @@ func (e *Engine) clearLocked(ctx context.Context, c *ovsconfig.Client, forRearm 
 	e.log.Info("flow-restore-wait cleared", "ack", ack)
 	e.publish(events.Event{Type: events.FlagCleared, Message: "flow-restore-wait cleared and acknowledged by vswitchd",
 		Attrs: map[string]string{"ack": ack.String()}})
-	return nil
+	return true, nil
 }
 
 // LastRelease is when a clear last released a held vswitchd (zero if never

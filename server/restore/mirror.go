@@ -304,7 +304,7 @@ func (e *Engine) runMirror(ctx context.Context, m *mirror) {
 		m.setConn(c)
 		if c == nil {
 			// A release may be waiting on this mirror's next connection.
-			e.signalConverged()
+			e.signalRecheck()
 		}
 	}
 	e.keepConnected(ctx, m.name, log, connHooks{
@@ -330,7 +330,7 @@ func (e *Engine) serveMirror(ctx context.Context, m *mirror, conn *ofconn.Conn, 
 			settled, restored := e.restoreMirror(ctx, m, conn, actual, log)
 			if settled {
 				first = false
-				e.signalConverged()
+				e.signalRecheck()
 			}
 			if !restored && settled {
 				e.saveMirror(m, actual, log)
@@ -537,7 +537,7 @@ func (e *Engine) mirrorsSettled(c *ovsconfig.Client) bool {
 	}
 	if !e.mirrors.closed {
 		if e.mirrors.holdTimer == nil {
-			e.mirrors.holdTimer = time.AfterFunc(wait, e.signalConverged)
+			e.mirrors.holdTimer = time.AfterFunc(wait, e.signalRecheck)
 		} else {
 			e.mirrors.holdTimer.Reset(wait)
 		}
