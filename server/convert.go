@@ -263,6 +263,16 @@ func toChange(c restore.Change) *flowstatev1.Change {
 func toEvent(streamID string, ev events.Event) *flowstatev1.Event {
 	return &flowstatev1.Event{
 		Revision: ev.Revision, StreamId: streamID, Time: timestamppb.New(ev.Time), Type: string(ev.Type),
-		Bridge: ev.Bridge, Module: ev.Module, Message: ev.Message, Attrs: ev.Attrs,
+		EventType: eventTypes[ev.Type],
+		Bridge:    ev.Bridge, Module: ev.Module, Message: ev.Message, Attrs: ev.Attrs,
 	}
 }
+
+// eventTypes maps events.Types onto the enum by position (TestEventTypes).
+var eventTypes = func() map[events.Type]flowstatev1.EventType {
+	m := make(map[events.Type]flowstatev1.EventType, len(events.Types))
+	for i, t := range events.Types {
+		m[t] = flowstatev1.EventType(i + 1)
+	}
+	return m
+}()

@@ -30,6 +30,10 @@ const (
 	Heartbeat Type = "heartbeat"
 )
 
+// Types lists every type, in the order of the API's EventType enum.
+var Types = []Type{BridgeConnected, BridgeDisconnected, ReplayStarted, ReplayFinished, FlagCleared, FlagRearmed,
+	ModuleReady, DriftCorrected, EntryQuarantined, ReadinessTimeout, BridgeNotRestored, Heartbeat}
+
 // Event is one entry of the log.
 type Event struct {
 	Revision uint64    // assigned by Publish

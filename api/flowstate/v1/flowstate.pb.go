@@ -84,6 +84,102 @@ func (EntryKind) EnumDescriptor() ([]byte, []int) {
 	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{0}
 }
 
+// EventType says what an event reports.
+type EventType int32
+
+const (
+	// EVENT_TYPE_UNSPECIFIED: a type newer than this API version.
+	EventType_EVENT_TYPE_UNSPECIFIED EventType = 0
+	// EVENT_TYPE_BRIDGE_CONNECTED: the OpenFlow connection to a bridge is up.
+	EventType_EVENT_TYPE_BRIDGE_CONNECTED EventType = 1
+	// EVENT_TYPE_BRIDGE_DISCONNECTED: the OpenFlow connection was lost.
+	EventType_EVENT_TYPE_BRIDGE_DISCONNECTED EventType = 2
+	// EVENT_TYPE_REPLAY_STARTED: a reconciliation of a bridge began.
+	EventType_EVENT_TYPE_REPLAY_STARTED EventType = 3
+	// EVENT_TYPE_REPLAY_FINISHED: a reconciliation ended (attrs say how).
+	EventType_EVENT_TYPE_REPLAY_FINISHED EventType = 4
+	// EVENT_TYPE_FLAG_CLEARED: flow-restore-wait was cleared and released a
+	// held ovs-vswitchd.
+	EventType_EVENT_TYPE_FLAG_CLEARED EventType = 5
+	// EVENT_TYPE_FLAG_REARMED: flow-restore-wait was set again for the next
+	// ovs-vswitchd start.
+	EventType_EVENT_TYPE_FLAG_REARMED EventType = 6
+	// EVENT_TYPE_MODULE_READY: a module marked itself ready for this boot.
+	EventType_EVENT_TYPE_MODULE_READY EventType = 7
+	// EVENT_TYPE_DRIFT_CORRECTED: the audit found and corrected differences.
+	EventType_EVENT_TYPE_DRIFT_CORRECTED EventType = 8
+	// EVENT_TYPE_ENTRY_QUARANTINED: the switch refused an entry in a replay.
+	EventType_EVENT_TYPE_ENTRY_QUARANTINED EventType = 9
+	// EVENT_TYPE_READINESS_TIMEOUT: a cold start was released by the timeout.
+	EventType_EVENT_TYPE_READINESS_TIMEOUT EventType = 10
+	// EVENT_TYPE_BRIDGE_NOT_RESTORED: flow-restore-wait was released without
+	// a bridge that is missing or could not be restored in time.
+	EventType_EVENT_TYPE_BRIDGE_NOT_RESTORED EventType = 11
+	// EVENT_TYPE_HEARTBEAT: nothing happened for a while; the stream is alive.
+	EventType_EVENT_TYPE_HEARTBEAT EventType = 12
+)
+
+// Enum value maps for EventType.
+var (
+	EventType_name = map[int32]string{
+		0:  "EVENT_TYPE_UNSPECIFIED",
+		1:  "EVENT_TYPE_BRIDGE_CONNECTED",
+		2:  "EVENT_TYPE_BRIDGE_DISCONNECTED",
+		3:  "EVENT_TYPE_REPLAY_STARTED",
+		4:  "EVENT_TYPE_REPLAY_FINISHED",
+		5:  "EVENT_TYPE_FLAG_CLEARED",
+		6:  "EVENT_TYPE_FLAG_REARMED",
+		7:  "EVENT_TYPE_MODULE_READY",
+		8:  "EVENT_TYPE_DRIFT_CORRECTED",
+		9:  "EVENT_TYPE_ENTRY_QUARANTINED",
+		10: "EVENT_TYPE_READINESS_TIMEOUT",
+		11: "EVENT_TYPE_BRIDGE_NOT_RESTORED",
+		12: "EVENT_TYPE_HEARTBEAT",
+	}
+	EventType_value = map[string]int32{
+		"EVENT_TYPE_UNSPECIFIED":         0,
+		"EVENT_TYPE_BRIDGE_CONNECTED":    1,
+		"EVENT_TYPE_BRIDGE_DISCONNECTED": 2,
+		"EVENT_TYPE_REPLAY_STARTED":      3,
+		"EVENT_TYPE_REPLAY_FINISHED":     4,
+		"EVENT_TYPE_FLAG_CLEARED":        5,
+		"EVENT_TYPE_FLAG_REARMED":        6,
+		"EVENT_TYPE_MODULE_READY":        7,
+		"EVENT_TYPE_DRIFT_CORRECTED":     8,
+		"EVENT_TYPE_ENTRY_QUARANTINED":   9,
+		"EVENT_TYPE_READINESS_TIMEOUT":   10,
+		"EVENT_TYPE_BRIDGE_NOT_RESTORED": 11,
+		"EVENT_TYPE_HEARTBEAT":           12,
+	}
+)
+
+func (x EventType) Enum() *EventType {
+	p := new(EventType)
+	*p = x
+	return p
+}
+
+func (x EventType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (EventType) Descriptor() protoreflect.EnumDescriptor {
+	return file_flowstate_v1_flowstate_proto_enumTypes[1].Descriptor()
+}
+
+func (EventType) Type() protoreflect.EnumType {
+	return &file_flowstate_v1_flowstate_proto_enumTypes[1]
+}
+
+func (x EventType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use EventType.Descriptor instead.
+func (EventType) EnumDescriptor() ([]byte, []int) {
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{1}
+}
+
 // Op is what a replay would do.
 type Change_Op int32
 
@@ -125,11 +221,11 @@ func (x Change_Op) String() string {
 }
 
 func (Change_Op) Descriptor() protoreflect.EnumDescriptor {
-	return file_flowstate_v1_flowstate_proto_enumTypes[1].Descriptor()
+	return file_flowstate_v1_flowstate_proto_enumTypes[2].Descriptor()
 }
 
 func (Change_Op) Type() protoreflect.EnumType {
-	return &file_flowstate_v1_flowstate_proto_enumTypes[1]
+	return &file_flowstate_v1_flowstate_proto_enumTypes[2]
 }
 
 func (x Change_Op) Number() protoreflect.EnumNumber {
@@ -2183,7 +2279,8 @@ type Event struct {
 	StreamId string `protobuf:"bytes,2,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"`
 	// time of the event.
 	Time *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=time,proto3" json:"time,omitempty"`
-	// type, e.g. "replay_finished", "flag_cleared", "heartbeat".
+	// type in snake case, e.g. "replay_finished", "flag_cleared",
+	// "heartbeat": the same as event_type, for readers of JSON.
 	Type string `protobuf:"bytes,4,opt,name=type,proto3" json:"type,omitempty"`
 	// bridge concerned, if any.
 	Bridge string `protobuf:"bytes,5,opt,name=bridge,proto3" json:"bridge,omitempty"`
@@ -2192,7 +2289,10 @@ type Event struct {
 	// message is a human-readable summary.
 	Message string `protobuf:"bytes,7,opt,name=message,proto3" json:"message,omitempty"`
 	// attrs are details (entries, error, duration, ...).
-	Attrs         map[string]string `protobuf:"bytes,8,rep,name=attrs,proto3" json:"attrs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Attrs map[string]string `protobuf:"bytes,8,rep,name=attrs,proto3" json:"attrs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// event_type says what happened; EVENT_TYPE_UNSPECIFIED for a type this
+	// client's API version does not know (type still names it).
+	EventType     EventType `protobuf:"varint,9,opt,name=event_type,json=eventType,proto3,enum=flowstate.v1.EventType" json:"event_type,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2281,6 +2381,13 @@ func (x *Event) GetAttrs() map[string]string {
 		return x.Attrs
 	}
 	return nil
+}
+
+func (x *Event) GetEventType() EventType {
+	if x != nil {
+		return x.EventType
+	}
+	return EventType_EVENT_TYPE_UNSPECIFIED
 }
 
 var File_flowstate_v1_flowstate_proto protoreflect.FileDescriptor
@@ -2427,7 +2534,7 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\rfrom_revision\x18\x01 \x01(\x04R\ffromRevision\x12\x1b\n" +
 	"\tstream_id\x18\x02 \x01(\tR\bstreamId\":\n" +
 	"\rWatchResponse\x12)\n" +
-	"\x05event\x18\x01 \x01(\v2\x13.flowstate.v1.EventR\x05event\"\xbe\x02\n" +
+	"\x05event\x18\x01 \x01(\v2\x13.flowstate.v1.EventR\x05event\"\xf6\x02\n" +
 	"\x05Event\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\x12\x1b\n" +
 	"\tstream_id\x18\x02 \x01(\tR\bstreamId\x12.\n" +
@@ -2436,7 +2543,9 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x06bridge\x18\x05 \x01(\tR\x06bridge\x12\x16\n" +
 	"\x06module\x18\x06 \x01(\tR\x06module\x12\x18\n" +
 	"\amessage\x18\a \x01(\tR\amessage\x124\n" +
-	"\x05attrs\x18\b \x03(\v2\x1e.flowstate.v1.Event.AttrsEntryR\x05attrs\x1a8\n" +
+	"\x05attrs\x18\b \x03(\v2\x1e.flowstate.v1.Event.AttrsEntryR\x05attrs\x126\n" +
+	"\n" +
+	"event_type\x18\t \x01(\x0e2\x17.flowstate.v1.EventTypeR\teventType\x1a8\n" +
 	"\n" +
 	"AttrsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
@@ -2445,7 +2554,22 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x16ENTRY_KIND_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fENTRY_KIND_FLOW\x10\x01\x12\x14\n" +
 	"\x10ENTRY_KIND_GROUP\x10\x02\x12\x14\n" +
-	"\x10ENTRY_KIND_METER\x10\x032\xfd\x05\n" +
+	"\x10ENTRY_KIND_METER\x10\x03*\xa4\x03\n" +
+	"\tEventType\x12\x1a\n" +
+	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1f\n" +
+	"\x1bEVENT_TYPE_BRIDGE_CONNECTED\x10\x01\x12\"\n" +
+	"\x1eEVENT_TYPE_BRIDGE_DISCONNECTED\x10\x02\x12\x1d\n" +
+	"\x19EVENT_TYPE_REPLAY_STARTED\x10\x03\x12\x1e\n" +
+	"\x1aEVENT_TYPE_REPLAY_FINISHED\x10\x04\x12\x1b\n" +
+	"\x17EVENT_TYPE_FLAG_CLEARED\x10\x05\x12\x1b\n" +
+	"\x17EVENT_TYPE_FLAG_REARMED\x10\x06\x12\x1b\n" +
+	"\x17EVENT_TYPE_MODULE_READY\x10\a\x12\x1e\n" +
+	"\x1aEVENT_TYPE_DRIFT_CORRECTED\x10\b\x12 \n" +
+	"\x1cEVENT_TYPE_ENTRY_QUARANTINED\x10\t\x12 \n" +
+	"\x1cEVENT_TYPE_READINESS_TIMEOUT\x10\n" +
+	"\x12\"\n" +
+	"\x1eEVENT_TYPE_BRIDGE_NOT_RESTORED\x10\v\x12\x18\n" +
+	"\x14EVENT_TYPE_HEARTBEAT\x10\f2\xfd\x05\n" +
 	"\x10FlowStateService\x12:\n" +
 	"\x03Put\x12\x18.flowstate.v1.PutRequest\x1a\x19.flowstate.v1.PutResponse\x12C\n" +
 	"\x06Delete\x12\x1b.flowstate.v1.DeleteRequest\x1a\x1c.flowstate.v1.DeleteResponse\x12?\n" +
@@ -2471,104 +2595,106 @@ func file_flowstate_v1_flowstate_proto_rawDescGZIP() []byte {
 	return file_flowstate_v1_flowstate_proto_rawDescData
 }
 
-var file_flowstate_v1_flowstate_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_flowstate_v1_flowstate_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
 var file_flowstate_v1_flowstate_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_flowstate_v1_flowstate_proto_goTypes = []any{
 	(EntryKind)(0),                // 0: flowstate.v1.EntryKind
-	(Change_Op)(0),                // 1: flowstate.v1.Change.Op
-	(*Entry)(nil),                 // 2: flowstate.v1.Entry
-	(*StoredEntry)(nil),           // 3: flowstate.v1.StoredEntry
-	(*PutRequest)(nil),            // 4: flowstate.v1.PutRequest
-	(*PutResponse)(nil),           // 5: flowstate.v1.PutResponse
-	(*DeleteRequest)(nil),         // 6: flowstate.v1.DeleteRequest
-	(*DeleteResponse)(nil),        // 7: flowstate.v1.DeleteResponse
-	(*ListRequest)(nil),           // 8: flowstate.v1.ListRequest
-	(*ListResponse)(nil),          // 9: flowstate.v1.ListResponse
-	(*StatusRequest)(nil),         // 10: flowstate.v1.StatusRequest
-	(*StatusResponse)(nil),        // 11: flowstate.v1.StatusResponse
-	(*Guard)(nil),                 // 12: flowstate.v1.Guard
-	(*Gate)(nil),                  // 13: flowstate.v1.Gate
-	(*QuarantinedEntry)(nil),      // 14: flowstate.v1.QuarantinedEntry
-	(*BridgeStatus)(nil),          // 15: flowstate.v1.BridgeStatus
-	(*Replay)(nil),                // 16: flowstate.v1.Replay
-	(*ModuleStatus)(nil),          // 17: flowstate.v1.ModuleStatus
-	(*SyncRequest)(nil),           // 18: flowstate.v1.SyncRequest
-	(*SyncResponse)(nil),          // 19: flowstate.v1.SyncResponse
-	(*MarkReadyRequest)(nil),      // 20: flowstate.v1.MarkReadyRequest
-	(*MarkReadyResponse)(nil),     // 21: flowstate.v1.MarkReadyResponse
-	(*ArmRequest)(nil),            // 22: flowstate.v1.ArmRequest
-	(*ArmResponse)(nil),           // 23: flowstate.v1.ArmResponse
-	(*ReleaseRequest)(nil),        // 24: flowstate.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),       // 25: flowstate.v1.ReleaseResponse
-	(*ReconcileRequest)(nil),      // 26: flowstate.v1.ReconcileRequest
-	(*ReconcileResponse)(nil),     // 27: flowstate.v1.ReconcileResponse
-	(*DiffRequest)(nil),           // 28: flowstate.v1.DiffRequest
-	(*DiffResponse)(nil),          // 29: flowstate.v1.DiffResponse
-	(*Change)(nil),                // 30: flowstate.v1.Change
-	(*WatchRequest)(nil),          // 31: flowstate.v1.WatchRequest
-	(*WatchResponse)(nil),         // 32: flowstate.v1.WatchResponse
-	(*Event)(nil),                 // 33: flowstate.v1.Event
-	nil,                           // 34: flowstate.v1.Event.AttrsEntry
-	(*timestamppb.Timestamp)(nil), // 35: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 36: google.protobuf.Duration
+	(EventType)(0),                // 1: flowstate.v1.EventType
+	(Change_Op)(0),                // 2: flowstate.v1.Change.Op
+	(*Entry)(nil),                 // 3: flowstate.v1.Entry
+	(*StoredEntry)(nil),           // 4: flowstate.v1.StoredEntry
+	(*PutRequest)(nil),            // 5: flowstate.v1.PutRequest
+	(*PutResponse)(nil),           // 6: flowstate.v1.PutResponse
+	(*DeleteRequest)(nil),         // 7: flowstate.v1.DeleteRequest
+	(*DeleteResponse)(nil),        // 8: flowstate.v1.DeleteResponse
+	(*ListRequest)(nil),           // 9: flowstate.v1.ListRequest
+	(*ListResponse)(nil),          // 10: flowstate.v1.ListResponse
+	(*StatusRequest)(nil),         // 11: flowstate.v1.StatusRequest
+	(*StatusResponse)(nil),        // 12: flowstate.v1.StatusResponse
+	(*Guard)(nil),                 // 13: flowstate.v1.Guard
+	(*Gate)(nil),                  // 14: flowstate.v1.Gate
+	(*QuarantinedEntry)(nil),      // 15: flowstate.v1.QuarantinedEntry
+	(*BridgeStatus)(nil),          // 16: flowstate.v1.BridgeStatus
+	(*Replay)(nil),                // 17: flowstate.v1.Replay
+	(*ModuleStatus)(nil),          // 18: flowstate.v1.ModuleStatus
+	(*SyncRequest)(nil),           // 19: flowstate.v1.SyncRequest
+	(*SyncResponse)(nil),          // 20: flowstate.v1.SyncResponse
+	(*MarkReadyRequest)(nil),      // 21: flowstate.v1.MarkReadyRequest
+	(*MarkReadyResponse)(nil),     // 22: flowstate.v1.MarkReadyResponse
+	(*ArmRequest)(nil),            // 23: flowstate.v1.ArmRequest
+	(*ArmResponse)(nil),           // 24: flowstate.v1.ArmResponse
+	(*ReleaseRequest)(nil),        // 25: flowstate.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),       // 26: flowstate.v1.ReleaseResponse
+	(*ReconcileRequest)(nil),      // 27: flowstate.v1.ReconcileRequest
+	(*ReconcileResponse)(nil),     // 28: flowstate.v1.ReconcileResponse
+	(*DiffRequest)(nil),           // 29: flowstate.v1.DiffRequest
+	(*DiffResponse)(nil),          // 30: flowstate.v1.DiffResponse
+	(*Change)(nil),                // 31: flowstate.v1.Change
+	(*WatchRequest)(nil),          // 32: flowstate.v1.WatchRequest
+	(*WatchResponse)(nil),         // 33: flowstate.v1.WatchResponse
+	(*Event)(nil),                 // 34: flowstate.v1.Event
+	nil,                           // 35: flowstate.v1.Event.AttrsEntry
+	(*timestamppb.Timestamp)(nil), // 36: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 37: google.protobuf.Duration
 }
 var file_flowstate_v1_flowstate_proto_depIdxs = []int32{
 	0,  // 0: flowstate.v1.Entry.kind:type_name -> flowstate.v1.EntryKind
 	0,  // 1: flowstate.v1.StoredEntry.kind:type_name -> flowstate.v1.EntryKind
-	2,  // 2: flowstate.v1.PutRequest.entries:type_name -> flowstate.v1.Entry
-	2,  // 3: flowstate.v1.DeleteRequest.entries:type_name -> flowstate.v1.Entry
+	3,  // 2: flowstate.v1.PutRequest.entries:type_name -> flowstate.v1.Entry
+	3,  // 3: flowstate.v1.DeleteRequest.entries:type_name -> flowstate.v1.Entry
 	0,  // 4: flowstate.v1.ListRequest.kind:type_name -> flowstate.v1.EntryKind
-	3,  // 5: flowstate.v1.ListResponse.entries:type_name -> flowstate.v1.StoredEntry
-	15, // 6: flowstate.v1.StatusResponse.bridges:type_name -> flowstate.v1.BridgeStatus
-	17, // 7: flowstate.v1.StatusResponse.modules:type_name -> flowstate.v1.ModuleStatus
-	13, // 8: flowstate.v1.StatusResponse.gate:type_name -> flowstate.v1.Gate
-	14, // 9: flowstate.v1.StatusResponse.quarantined:type_name -> flowstate.v1.QuarantinedEntry
-	12, // 10: flowstate.v1.StatusResponse.guard:type_name -> flowstate.v1.Guard
-	35, // 11: flowstate.v1.StatusResponse.last_release:type_name -> google.protobuf.Timestamp
-	36, // 12: flowstate.v1.Guard.grace:type_name -> google.protobuf.Duration
-	35, // 13: flowstate.v1.Gate.deadline:type_name -> google.protobuf.Timestamp
-	3,  // 14: flowstate.v1.QuarantinedEntry.entry:type_name -> flowstate.v1.StoredEntry
-	35, // 15: flowstate.v1.QuarantinedEntry.since:type_name -> google.protobuf.Timestamp
-	16, // 16: flowstate.v1.BridgeStatus.last_replay:type_name -> flowstate.v1.Replay
-	35, // 17: flowstate.v1.BridgeStatus.since:type_name -> google.protobuf.Timestamp
-	35, // 18: flowstate.v1.Replay.finished_at:type_name -> google.protobuf.Timestamp
-	36, // 19: flowstate.v1.Replay.duration:type_name -> google.protobuf.Duration
-	2,  // 20: flowstate.v1.SyncRequest.entries:type_name -> flowstate.v1.Entry
-	36, // 21: flowstate.v1.ReleaseResponse.acknowledged_after:type_name -> google.protobuf.Duration
-	15, // 22: flowstate.v1.ReconcileResponse.bridges:type_name -> flowstate.v1.BridgeStatus
-	30, // 23: flowstate.v1.DiffResponse.changes:type_name -> flowstate.v1.Change
-	1,  // 24: flowstate.v1.Change.op:type_name -> flowstate.v1.Change.Op
+	4,  // 5: flowstate.v1.ListResponse.entries:type_name -> flowstate.v1.StoredEntry
+	16, // 6: flowstate.v1.StatusResponse.bridges:type_name -> flowstate.v1.BridgeStatus
+	18, // 7: flowstate.v1.StatusResponse.modules:type_name -> flowstate.v1.ModuleStatus
+	14, // 8: flowstate.v1.StatusResponse.gate:type_name -> flowstate.v1.Gate
+	15, // 9: flowstate.v1.StatusResponse.quarantined:type_name -> flowstate.v1.QuarantinedEntry
+	13, // 10: flowstate.v1.StatusResponse.guard:type_name -> flowstate.v1.Guard
+	36, // 11: flowstate.v1.StatusResponse.last_release:type_name -> google.protobuf.Timestamp
+	37, // 12: flowstate.v1.Guard.grace:type_name -> google.protobuf.Duration
+	36, // 13: flowstate.v1.Gate.deadline:type_name -> google.protobuf.Timestamp
+	4,  // 14: flowstate.v1.QuarantinedEntry.entry:type_name -> flowstate.v1.StoredEntry
+	36, // 15: flowstate.v1.QuarantinedEntry.since:type_name -> google.protobuf.Timestamp
+	17, // 16: flowstate.v1.BridgeStatus.last_replay:type_name -> flowstate.v1.Replay
+	36, // 17: flowstate.v1.BridgeStatus.since:type_name -> google.protobuf.Timestamp
+	36, // 18: flowstate.v1.Replay.finished_at:type_name -> google.protobuf.Timestamp
+	37, // 19: flowstate.v1.Replay.duration:type_name -> google.protobuf.Duration
+	3,  // 20: flowstate.v1.SyncRequest.entries:type_name -> flowstate.v1.Entry
+	37, // 21: flowstate.v1.ReleaseResponse.acknowledged_after:type_name -> google.protobuf.Duration
+	16, // 22: flowstate.v1.ReconcileResponse.bridges:type_name -> flowstate.v1.BridgeStatus
+	31, // 23: flowstate.v1.DiffResponse.changes:type_name -> flowstate.v1.Change
+	2,  // 24: flowstate.v1.Change.op:type_name -> flowstate.v1.Change.Op
 	0,  // 25: flowstate.v1.Change.kind:type_name -> flowstate.v1.EntryKind
-	33, // 26: flowstate.v1.WatchResponse.event:type_name -> flowstate.v1.Event
-	35, // 27: flowstate.v1.Event.time:type_name -> google.protobuf.Timestamp
-	34, // 28: flowstate.v1.Event.attrs:type_name -> flowstate.v1.Event.AttrsEntry
-	4,  // 29: flowstate.v1.FlowStateService.Put:input_type -> flowstate.v1.PutRequest
-	6,  // 30: flowstate.v1.FlowStateService.Delete:input_type -> flowstate.v1.DeleteRequest
-	8,  // 31: flowstate.v1.FlowStateService.List:input_type -> flowstate.v1.ListRequest
-	10, // 32: flowstate.v1.FlowStateService.Status:input_type -> flowstate.v1.StatusRequest
-	18, // 33: flowstate.v1.FlowStateService.Sync:input_type -> flowstate.v1.SyncRequest
-	20, // 34: flowstate.v1.FlowStateService.MarkReady:input_type -> flowstate.v1.MarkReadyRequest
-	26, // 35: flowstate.v1.FlowStateService.Reconcile:input_type -> flowstate.v1.ReconcileRequest
-	28, // 36: flowstate.v1.FlowStateService.Diff:input_type -> flowstate.v1.DiffRequest
-	31, // 37: flowstate.v1.FlowStateService.Watch:input_type -> flowstate.v1.WatchRequest
-	22, // 38: flowstate.v1.FlowStateService.Arm:input_type -> flowstate.v1.ArmRequest
-	24, // 39: flowstate.v1.FlowStateService.Release:input_type -> flowstate.v1.ReleaseRequest
-	5,  // 40: flowstate.v1.FlowStateService.Put:output_type -> flowstate.v1.PutResponse
-	7,  // 41: flowstate.v1.FlowStateService.Delete:output_type -> flowstate.v1.DeleteResponse
-	9,  // 42: flowstate.v1.FlowStateService.List:output_type -> flowstate.v1.ListResponse
-	11, // 43: flowstate.v1.FlowStateService.Status:output_type -> flowstate.v1.StatusResponse
-	19, // 44: flowstate.v1.FlowStateService.Sync:output_type -> flowstate.v1.SyncResponse
-	21, // 45: flowstate.v1.FlowStateService.MarkReady:output_type -> flowstate.v1.MarkReadyResponse
-	27, // 46: flowstate.v1.FlowStateService.Reconcile:output_type -> flowstate.v1.ReconcileResponse
-	29, // 47: flowstate.v1.FlowStateService.Diff:output_type -> flowstate.v1.DiffResponse
-	32, // 48: flowstate.v1.FlowStateService.Watch:output_type -> flowstate.v1.WatchResponse
-	23, // 49: flowstate.v1.FlowStateService.Arm:output_type -> flowstate.v1.ArmResponse
-	25, // 50: flowstate.v1.FlowStateService.Release:output_type -> flowstate.v1.ReleaseResponse
-	40, // [40:51] is the sub-list for method output_type
-	29, // [29:40] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	34, // 26: flowstate.v1.WatchResponse.event:type_name -> flowstate.v1.Event
+	36, // 27: flowstate.v1.Event.time:type_name -> google.protobuf.Timestamp
+	35, // 28: flowstate.v1.Event.attrs:type_name -> flowstate.v1.Event.AttrsEntry
+	1,  // 29: flowstate.v1.Event.event_type:type_name -> flowstate.v1.EventType
+	5,  // 30: flowstate.v1.FlowStateService.Put:input_type -> flowstate.v1.PutRequest
+	7,  // 31: flowstate.v1.FlowStateService.Delete:input_type -> flowstate.v1.DeleteRequest
+	9,  // 32: flowstate.v1.FlowStateService.List:input_type -> flowstate.v1.ListRequest
+	11, // 33: flowstate.v1.FlowStateService.Status:input_type -> flowstate.v1.StatusRequest
+	19, // 34: flowstate.v1.FlowStateService.Sync:input_type -> flowstate.v1.SyncRequest
+	21, // 35: flowstate.v1.FlowStateService.MarkReady:input_type -> flowstate.v1.MarkReadyRequest
+	27, // 36: flowstate.v1.FlowStateService.Reconcile:input_type -> flowstate.v1.ReconcileRequest
+	29, // 37: flowstate.v1.FlowStateService.Diff:input_type -> flowstate.v1.DiffRequest
+	32, // 38: flowstate.v1.FlowStateService.Watch:input_type -> flowstate.v1.WatchRequest
+	23, // 39: flowstate.v1.FlowStateService.Arm:input_type -> flowstate.v1.ArmRequest
+	25, // 40: flowstate.v1.FlowStateService.Release:input_type -> flowstate.v1.ReleaseRequest
+	6,  // 41: flowstate.v1.FlowStateService.Put:output_type -> flowstate.v1.PutResponse
+	8,  // 42: flowstate.v1.FlowStateService.Delete:output_type -> flowstate.v1.DeleteResponse
+	10, // 43: flowstate.v1.FlowStateService.List:output_type -> flowstate.v1.ListResponse
+	12, // 44: flowstate.v1.FlowStateService.Status:output_type -> flowstate.v1.StatusResponse
+	20, // 45: flowstate.v1.FlowStateService.Sync:output_type -> flowstate.v1.SyncResponse
+	22, // 46: flowstate.v1.FlowStateService.MarkReady:output_type -> flowstate.v1.MarkReadyResponse
+	28, // 47: flowstate.v1.FlowStateService.Reconcile:output_type -> flowstate.v1.ReconcileResponse
+	30, // 48: flowstate.v1.FlowStateService.Diff:output_type -> flowstate.v1.DiffResponse
+	33, // 49: flowstate.v1.FlowStateService.Watch:output_type -> flowstate.v1.WatchResponse
+	24, // 50: flowstate.v1.FlowStateService.Arm:output_type -> flowstate.v1.ArmResponse
+	26, // 51: flowstate.v1.FlowStateService.Release:output_type -> flowstate.v1.ReleaseResponse
+	41, // [41:52] is the sub-list for method output_type
+	30, // [30:41] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_flowstate_v1_flowstate_proto_init() }
@@ -2586,7 +2712,7 @@ func file_flowstate_v1_flowstate_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_flowstate_v1_flowstate_proto_rawDesc), len(file_flowstate_v1_flowstate_proto_rawDesc)),
-			NumEnums:      2,
+			NumEnums:      3,
 			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
