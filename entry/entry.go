@@ -43,11 +43,10 @@ type Entry struct {
 	Module string
 	// ID is the identity within (bridge, kind); derived from Payload.
 	ID []byte
-	// Payload is the canonical OpenFlow 1.5 message, command ADD, xid 0.
+	// Payload is the canonical OpenFlow 1.5 message, command ADD, xid 0. The
+	// groups and meters a flow uses (FlowRefs) must be declared on the same
+	// bridge.
 	Payload []byte
-	// Refs are the groups and meters a flow uses; they must be declared on
-	// the same bridge. Derived from Payload; not stored.
-	Refs []Ref
 }
 
 // Equal reports whether a and b describe the same entry with the same content.

@@ -85,11 +85,7 @@ func toEntry(pe *flowstatev1.Entry, identityOnly bool) (entry.Entry, error) {
 	if err != nil {
 		return entry.Entry{}, err
 	}
-	e := entry.Entry{Kind: kind, ID: id, Payload: payload}
-	if !identityOnly {
-		e.Refs = entry.FlowRefs(payload)
-	}
-	return e, nil
+	return entry.Entry{Kind: kind, ID: id, Payload: payload}, nil
 }
 
 // toGroupOrMeter accepts groups and meters as encoded GROUP_MOD / METER_MOD.

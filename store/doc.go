@@ -5,7 +5,8 @@
 //
 //	root
 //	├── meta
-//	│   ├── "schema"   uint32 big endian: the schema version (SchemaVersion)
+//	│   ├── "schema"   uint32 big endian: the schema version (SchemaVersion);
+//	│   │              older stores are migrated at Open (migrations, in order)
 //	│   ├── "boot_id"      the host boot id when the store was last opened
 //	│   ├── "boot_since"   RFC 3339: when flowstated first started in that boot
 //	│   └── "gate_opened"  the boot id whose cold-start gate last opened
@@ -15,9 +16,13 @@
 //	    └── <bridge>
 //	        ├── flow   identity -> record
 //	        ├── group  identity -> record
-//	        └── meter  identity -> record
+//	        ├── meter  identity -> record
+//	        └── refs   kind | group or meter id | flow identity -> module
 //
-// Identities are those of package entry. A record is
+// Identities are those of package entry. refs indexes which flows use which
+// group or meter (schema 2), kept in the transaction that writes the flows:
+// a group or meter in use cannot be removed (InUseError), and checking
+// costs one seek whatever the number of users. A record is
 //
 //	version (1 byte, 1) | len(module) (1 byte) | module | payload
 //
