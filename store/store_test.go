@@ -52,7 +52,7 @@ func flowModUsing(tag []byte, refs ...entry.Ref) []byte {
 	b := make([]byte, 48, 64+8*len(refs))
 	b[0], b[1] = 6, 14
 	copy(b[8:16], tag)
-	b = append(b, 0, 1, 0, 4, 0, 0, 0, 0) // OXM match, no fields
+	b = append(b, 0, 1, 0, 4, 0, 0, 0, 0)   // OXM match, no fields
 	b = binary.BigEndian.AppendUint16(b, 4) // apply_actions
 	b = binary.BigEndian.AppendUint16(b, uint16(8+8*len(refs)))
 	b = append(b, 0, 0, 0, 0)
