@@ -78,12 +78,24 @@ func toEntry(pe *flowstatev1.Entry, identityOnly bool) (entry.Entry, error) {
 		if fm, raw, err = canonicalFlowMod(body.Openflow); err != nil {
 			return entry.Entry{}, err
 		}
+		// Checked as sent: canonicalising goes through the text form,
+		// which does not carry every field (buffer_id).
+		if !identityOnly {
+			if err := entry.CheckDesiredFlow(body.Openflow); err != nil {
+				return entry.Entry{}, err
+			}
+		}
 	default:
 		return entry.Entry{}, fmt.Errorf("no body: give text or openflow")
 	}
 	payload, id, err := entry.Identify(kind, raw)
 	if err != nil {
 		return entry.Entry{}, err
+	}
+	if !identityOnly {
+		if err := entry.CheckDesiredFlow(payload); err != nil {
+			return entry.Entry{}, err
+		}
 	}
 	return entry.Entry{Kind: kind, ID: id, Payload: payload}, nil
 }

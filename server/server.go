@@ -187,7 +187,7 @@ func Run(ctx context.Context, cfg Config) error {
 			recovery.StreamServerInterceptor(recovery.WithRecoveryHandler(panicToStatus(log))),
 		),
 	)
-	flowstatev1.RegisterFlowStateServiceServer(gs, &service{
+	gs.RegisterService(withDecodeErrors(&flowstatev1.FlowStateService_ServiceDesc), &service{
 		engine: engine, store: st, events: evlog, writers: cfg.Writers, streamID: newStreamID(), bootID: bootID, coldStart: cold, keep: keep,
 	})
 	hs := health.NewServer()

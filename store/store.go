@@ -75,7 +75,7 @@ func Open(path string, opts Options) (*Store, error) {
 }
 
 func (s *Store) init() error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.update(func(tx *bolt.Tx) error {
 		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
 		if err != nil {
 			return err
@@ -128,7 +128,7 @@ func (b Boot) Cold() bool { return b.GateOpened != b.ID }
 // knows of it. Since is kept across restarts within one boot.
 func (s *Store) RecordBoot(id string, now time.Time) (Boot, error) {
 	var b Boot
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		prev := string(meta.Get(keyBootID))
 		if v := meta.Get(keyGateOpened); v != nil {
@@ -159,7 +159,7 @@ func (s *Store) RecordBoot(id string, now time.Time) (Boot, error) {
 
 // SetGateOpened records that the gate of boot id has opened.
 func (s *Store) SetGateOpened(id string) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketMeta).Put(keyGateOpened, []byte(id))
 	})
 	if err != nil {
@@ -187,7 +187,7 @@ type Result struct {
 // is committed, or nothing if fn returns an error. Several requests written
 // in one Update share one commit and one fsync (group commit).
 func (s *Store) Update(fn func(w *Writer) error) error {
-	return s.db.Update(func(tx *bolt.Tx) error { return fn(&Writer{tx: tx}) })
+	return s.update(func(tx *bolt.Tx) error { return fn(&Writer{tx: tx}) })
 }
 
 // Put stores es as entries of module on bridge, replacing entries of the same
@@ -375,7 +375,7 @@ func (s *Store) Delete(bridge, module string, keys []entry.Entry, apply func(rem
 
 // SetReady records that module is ready for boot bootID.
 func (s *Store) SetReady(module, bootID string) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketModules).Put([]byte(module), []byte(bootID))
 	})
 	if err != nil {
