@@ -171,6 +171,12 @@ func toStored(bridge string, e entry.Entry) *flowstatev1.StoredEntry {
 	}
 }
 
+// describeEntry prints an entry for the store's error messages: its module
+// and its ovs-ofctl text.
+func describeEntry(e entry.Entry) string {
+	return fmt.Sprintf("%s (module %s)", formatEntry(e.Kind, e.Payload), e.Module)
+}
+
 // formatEntry prints a canonical entry in ovs-ofctl syntax; an entry the
 // printer cannot render is shown as hex rather than hidden.
 func formatEntry(kind entry.Kind, payload []byte) string {

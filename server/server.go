@@ -127,7 +127,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	st, err := store.Open(cfg.DBPath, store.Options{})
+	st, err := store.Open(cfg.DBPath, store.Options{Describe: describeEntry})
 	if err != nil {
 		return err
 	}

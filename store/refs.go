@@ -88,8 +88,8 @@ type InUseError struct {
 	Modules []string
 	// First is one of the flows (its identity, owner and payload).
 	First entry.Entry
-	// FirstText is First in ovs-ofctl syntax, set by a caller that can print
-	// it (the server); empty, the message gives First's table and priority.
+	// FirstText is First as Options.Describe prints it; empty, the message
+	// gives First's table and priority.
 	FirstText string
 }
 
@@ -112,9 +112,9 @@ func (e *InUseError) Error() string {
 func (e *InUseError) Unwrap() error { return errdefs.ErrFailedPrecondition }
 
 // checkUsers fails when a group or meter of removed is gone from the bridge
-// (after the request's own writes) while a flow still uses it. i is the
-// request index of removed[j] given by index (nil: no index).
-func checkUsers(br *bolt.Bucket, removed []entry.Entry, index func(j int) int) error {
+// (after the request's own writes) while a flow still uses it. index gives
+// the request index of removed[j] (nil: no index).
+func checkUsers(br *bolt.Bucket, removed []entry.Entry, index func(j int) int, describe func(entry.Entry) string) error {
 	rb := br.Bucket(bucketRefs)
 	if rb == nil {
 		return nil
@@ -132,7 +132,7 @@ func checkUsers(br *bolt.Bucket, removed []entry.Entry, index func(j int) int) e
 		if k == nil || !bytes.HasPrefix(k, prefix) {
 			continue
 		}
-		err := usersError(br, c, prefix, r)
+		err := usersError(br, c, prefix, r, describe)
 		if index != nil {
 			return &errdefs.EntryError{Index: index(j), Err: err}
 		}
@@ -142,7 +142,7 @@ func checkUsers(br *bolt.Bucket, removed []entry.Entry, index func(j int) int) e
 }
 
 // usersError reads every user of r, from the cursor positioned at the first.
-func usersError(br *bolt.Bucket, c *bolt.Cursor, prefix []byte, r entry.Entry) error {
+func usersError(br *bolt.Bucket, c *bolt.Cursor, prefix []byte, r entry.Entry, describe func(entry.Entry) string) error {
 	e := &InUseError{Ref: entry.Ref{Kind: r.Kind}}
 	if len(r.ID) == 4 {
 		e.Ref.ID = uint32(r.ID[0])<<24 | uint32(r.ID[1])<<16 | uint32(r.ID[2])<<8 | uint32(r.ID[3])
@@ -164,6 +164,9 @@ func usersError(br *bolt.Bucket, c *bolt.Cursor, prefix []byte, r entry.Entry) e
 	}
 	for m := range mods {
 		e.Modules = append(e.Modules, m)
+	}
+	if describe != nil && e.First.Payload != nil {
+		e.FirstText = describe(e.First)
 	}
 	slices.Sort(e.Modules)
 	return e

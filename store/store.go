@@ -44,11 +44,15 @@ type Options struct {
 	// Timeout bounds the wait for the file lock held by another process.
 	// Default 5 s.
 	Timeout time.Duration
+	// Describe, optional, prints an entry for error messages (the server
+	// gives ovs-ofctl syntax); without it they name table and priority.
+	Describe func(entry.Entry) string
 }
 
 // Store is the desired state on disk. It is safe for concurrent use.
 type Store struct {
-	db *bolt.DB
+	db       *bolt.DB
+	describe func(entry.Entry) string
 }
 
 // Open opens or creates the store at path, creating its directory (mode 0750).
@@ -66,7 +70,7 @@ func Open(path string, opts Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	s := &Store{db: db}
+	s := &Store{db: db, describe: opts.Describe}
 	if err := s.init(); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
@@ -171,7 +175,8 @@ func (s *Store) SetGateOpened(id string) error {
 // Writer makes writes inside one read-write transaction (Store.Update). A
 // write that fails leaves the transaction to be aborted by the caller.
 type Writer struct {
-	tx *bolt.Tx
+	tx       *bolt.Tx
+	describe func(entry.Entry) string
 }
 
 // Result is what one write changed.
@@ -187,7 +192,7 @@ type Result struct {
 // is committed, or nothing if fn returns an error. Several requests written
 // in one Update share one commit and one fsync (group commit).
 func (s *Store) Update(fn func(w *Writer) error) error {
-	return s.update(func(tx *bolt.Tx) error { return fn(&Writer{tx: tx}) })
+	return s.update(func(tx *bolt.Tx) error { return fn(&Writer{tx: tx, describe: s.describe}) })
 }
 
 // Put stores es as entries of module on bridge, replacing entries of the same
@@ -287,7 +292,7 @@ func (w *Writer) sync(bridge, module string, es []entry.Entry) (Result, error) {
 	if err := checkRefs(br, es); err != nil {
 		return r, err
 	}
-	return r, checkUsers(br, r.Removed, nil)
+	return r, checkUsers(br, r.Removed, nil, w.describe)
 }
 
 // Delete removes the entries of module on bridge named by keys (Kind and
@@ -336,7 +341,7 @@ func (w *Writer) delete(bridge, module string, keys []entry.Entry) (Result, erro
 			}
 		}
 	}
-	return r, checkUsers(br, r.Removed, func(j int) int { return index[j] })
+	return r, checkUsers(br, r.Removed, func(j int) int { return index[j] }, w.describe)
 }
 
 // Put is one Update with one Writer.Put; apply, when not nil, runs before the
