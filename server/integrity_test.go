@@ -11,7 +11,9 @@ import (
 	"antrea.io/libOpenflow/openflow15"
 
 	"github.com/flowstate-io/flowstate/client"
+	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/errdefs"
+	"github.com/flowstate-io/flowstate/ofctl"
 )
 
 // wantNoDiff checks that the switch holds what the store says.
@@ -214,4 +216,38 @@ func TestOnlyDesiredState(t *testing.T) {
 		t.Fatalf("br-int holds\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	e.wantNoDiff(ctx, "flags OVS keeps")
+}
+
+// desiredOnly splits corpus flows into those flowstate takes as desired
+// state and those it refuses (timeouts, flags that are not state): a corpus
+// dumped from a live switch holds learned flows with a hard_timeout.
+func desiredOnly(t *testing.T, flows []string) (desired, refused []string) {
+	t.Helper()
+	for _, l := range flows {
+		fm, err := ofctl.ParseFlow(l)
+		if err != nil {
+			t.Fatalf("%s: %v", l, err)
+		}
+		raw, err := fm.MarshalBinary()
+		if err != nil {
+			t.Fatalf("%s: %v", l, err)
+		}
+		if entry.CheckDesiredFlow(raw) != nil {
+			refused = append(refused, l)
+		} else {
+			desired = append(desired, l)
+		}
+	}
+	return desired, refused
+}
+
+// wantRefused checks that every flow of refused is refused alone, as
+// INVALID_ARGUMENT.
+func (e *env) wantRefused(ctx context.Context, refused []string) {
+	e.t.Helper()
+	for _, l := range refused {
+		if _, err := e.c.Put(ctx, "br-int", "corpus", client.FlowText(l)); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			e.t.Fatalf("%s: %v, want INVALID_ARGUMENT (not desired state)", l, err)
+		}
+	}
 }
