@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"syscall"
 
 	bolt "go.etcd.io/bbolt"
@@ -26,7 +27,9 @@ func (s *Store) writeError(err error) error {
 		return nil
 	}
 	switch {
-	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+	// bbolt formats some file errors with %s (growing the file): match
+	// those by text.
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT), strings.Contains(err.Error(), syscall.ENOSPC.Error()):
 		return fmt.Errorf("store: %s: the disk is full, nothing of this write was stored (make room on its file system): %w: %w",
 			s.Path(), err, errdefs.ErrResourceExhausted)
 	case errors.Is(err, syscall.EROFS), errors.Is(err, syscall.EIO), errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
