@@ -172,6 +172,7 @@ func Run(ctx context.Context, cfg Config) error {
 	srvMetrics := grpcprom.NewServerMetrics()
 	reg.MustRegister(srvMetrics)
 	gs := grpc.NewServer(
+		grpc.ForceServerCodec(utf8Codec{}),
 		grpc.Creds(newPeerCreds()),
 		// Detect silent clients: ping after 10 s idle, drop after 5 s more.
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}),
