@@ -245,12 +245,13 @@ func TestQuarantine(t *testing.T) {
 	if bs := e.bridgeStatus(ctx, "br-int"); bs.GetFlows() != uint32(len(pipeline)+len(table7)+len(metered)) {
 		t.Fatalf("desired flows %d: quarantined entries must stay declared", bs.GetFlows())
 	}
-	// The module fixes it: the quarantine is lifted by the new write.
-	if _, err := e.c.Delete(ctx, "br-int", "pipeline", client.MeterText("meter=7")); err != nil {
+	// The module fixes it (flows use the meter: it cannot be deleted, only
+	// replaced): the quarantine is lifted by the new write.
+	if _, err := e.c.Put(ctx, "br-int", "pipeline", client.MeterText("meter=7,kbps,band=type=drop,rate=100")); err != nil {
 		t.Fatal(err)
 	}
 	if q := e.status(ctx).GetQuarantined(); len(q) != 1 || !strings.Contains(q[0].GetEntry().GetText(), "priority=2") {
-		t.Fatalf("quarantine after deleting the meter = %v", q)
+		t.Fatalf("quarantine after replacing the meter = %v", q)
 	}
 }
 

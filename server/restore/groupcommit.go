@@ -314,6 +314,11 @@ func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) (
 				if j, dup := owner[k]; dup && j != i {
 					return failed(i, errOverlap)
 				}
+				if _, q := b.quarantine[k]; q && c.Op == OpModify {
+					// A quarantined entry is not on the switch: a
+					// MODIFY of a group or meter would be refused.
+					c.Op, c.Actual = OpAdd, nil
+				}
 				owner[k] = i
 				cs = append(cs, c)
 			}
