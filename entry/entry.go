@@ -3,6 +3,7 @@ package entry
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"regexp"
 )
@@ -43,11 +44,10 @@ type Entry struct {
 	Module string
 	// ID is the identity within (bridge, kind); derived from Payload.
 	ID []byte
-	// Payload is the canonical OpenFlow 1.5 message, command ADD, xid 0.
+	// Payload is the canonical OpenFlow 1.5 message, command ADD, xid 0. The
+	// groups and meters a flow uses (FlowRefs) must be declared on the same
+	// bridge.
 	Payload []byte
-	// Refs are the groups and meters a flow uses; they must be declared on
-	// the same bridge. Derived from Payload; not stored.
-	Refs []Ref
 }
 
 // Equal reports whether a and b describe the same entry with the same content.
@@ -300,4 +300,48 @@ func FlowRefs(payload []byte) []Ref {
 		b = b[n:]
 	}
 	return refs
+}
+
+// OpenFlow 1.5 flow_mod flags (OFPFF_*).
+const (
+	ffSendFlowRem  = 1 << 0
+	ffCheckOverlap = 1 << 1
+	ffResetCounts  = 1 << 2
+	ffNoPktCounts  = 1 << 3
+	ffNoBytCounts  = 1 << 4
+	noBuffer       = 0xffffffff
+)
+
+// CheckDesiredFlow refuses the parts of a FLOW_MOD ADD that are not desired
+// state: what would make the switch drop or change the flow by itself, or
+// is an instruction for the one modification rather than a property of the
+// flow. A desired flow must stay on the switch as declared, or flowstate
+// would report drift for ever (or restore it for ever). Kept: cookie,
+// importance, no_packet_counts and no_byte_counts (OVS stores them and dumps
+// them back). payload must have passed Identify as a flow.
+func CheckDesiredFlow(payload []byte) error {
+	if len(payload) < flowModFixed {
+		return fmt.Errorf("FLOW_MOD of %d bytes is truncated", len(payload))
+	}
+	if v := binary.BigEndian.Uint16(payload[26:]); v != 0 {
+		return fmt.Errorf("idle_timeout=%d: flows that expire are not desired state: the switch would lose them and flowstate would report drift for ever", v)
+	}
+	if v := binary.BigEndian.Uint16(payload[28:]); v != 0 {
+		return fmt.Errorf("hard_timeout=%d: flows that expire are not desired state: the switch would lose them and flowstate would report drift for ever", v)
+	}
+	if v := binary.BigEndian.Uint32(payload[32:]); v != noBuffer {
+		return fmt.Errorf("buffer_id=%d: a buffered packet belongs to one packet-in, not to desired state: want none (0xffffffff)", v)
+	}
+	flags := binary.BigEndian.Uint16(payload[44:])
+	switch {
+	case flags&ffSendFlowRem != 0:
+		return errors.New("send_flow_rem: flow-removed messages would go to flowstated, which has no use for them: desired flows are removed only by their module")
+	case flags&ffCheckOverlap != 0:
+		return errors.New("check_overlap: an add-time check, not state: a replay would be refused whenever another flow overlaps, and the flow would be missing")
+	case flags&ffResetCounts != 0:
+		return errors.New("reset_counts: an instruction for one modification, not state: every replay that modifies the flow would reset its counters")
+	case flags&^(ffNoPktCounts|ffNoBytCounts) != 0:
+		return fmt.Errorf("flags 0x%x: not OpenFlow 1.5 flow_mod flags", flags&^(ffNoPktCounts|ffNoBytCounts))
+	}
+	return nil
 }

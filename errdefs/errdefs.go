@@ -21,6 +21,9 @@ var (
 	// ErrUnavailable: a dependency (OVS, the store) cannot be reached now;
 	// the caller may retry.
 	ErrUnavailable = errors.New("unavailable")
+	// ErrResourceExhausted: the store cannot grow (its disk or quota is
+	// full); the caller may retry once an operator made room.
+	ErrResourceExhausted = errors.New("resource exhausted")
 	// ErrInternal: a bug in flowstated (a recovered panic); the request did
 	// not complete and retrying it may fail the same way.
 	ErrInternal = errors.New("internal error")
@@ -28,7 +31,7 @@ var (
 
 // Kind returns the kind sentinel err wraps, or nil.
 func Kind(err error) error {
-	for _, k := range []error{ErrInvalidArgument, ErrNotFound, ErrAlreadyExists, ErrFailedPrecondition, ErrPermissionDenied, ErrUnavailable, ErrInternal} {
+	for _, k := range []error{ErrInvalidArgument, ErrNotFound, ErrAlreadyExists, ErrFailedPrecondition, ErrPermissionDenied, ErrUnavailable, ErrResourceExhausted, ErrInternal} {
 		if errors.Is(err, k) {
 			return k
 		}

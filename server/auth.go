@@ -72,26 +72,52 @@ func (w Writers) authorizeRoot(ctx context.Context, what string) error {
 
 // authorize checks that the peer of ctx may write module.
 func (w Writers) authorize(ctx context.Context, module string) error {
-	if len(w) == 0 {
-		return nil
+	cred, root, err := w.caller(ctx)
+	if err != nil || root {
+		return err
 	}
-	p, ok := peer.FromContext(ctx)
-	if !ok {
-		return fmt.Errorf("no peer credentials: %w", errdefs.ErrPermissionDenied)
-	}
-	cred, ok := p.AuthInfo.(peerCred)
-	if !ok {
-		return fmt.Errorf("peer credentials unknown on this listener: %w", errdefs.ErrPermissionDenied)
-	}
-	if cred.uid == 0 {
-		return nil
-	}
-	if slices.ContainsFunc(w[module], func(pr Principal) bool {
-		return (!pr.Group && pr.ID == cred.uid) || (pr.Group && pr.ID == cred.gid)
-	}) {
+	if slices.ContainsFunc(w[module], cred.is) {
 		return nil
 	}
 	return fmt.Errorf("uid %d (gid %d) may not write module %q (see --module-writer): %w", cred.uid, cred.gid, module, errdefs.ErrPermissionDenied)
+}
+
+// authorizeAny checks that the peer of ctx may write some module: calls that
+// change the switch without naming a module (Reconcile) are open to those
+// peers, and to root.
+func (w Writers) authorizeAny(ctx context.Context) error {
+	cred, root, err := w.caller(ctx)
+	if err != nil || root {
+		return err
+	}
+	for _, who := range w {
+		if slices.ContainsFunc(who, cred.is) {
+			return nil
+		}
+	}
+	return fmt.Errorf("uid %d (gid %d) may write no module, so may not change the switch (see --module-writer): %w", cred.uid, cred.gid, errdefs.ErrPermissionDenied)
+}
+
+// caller returns the peer's credentials; root is true when every write is
+// allowed (no rules, or uid 0).
+func (w Writers) caller(ctx context.Context) (cred peerCred, root bool, err error) {
+	if len(w) == 0 {
+		return peerCred{}, true, nil
+	}
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return peerCred{}, false, fmt.Errorf("no peer credentials: %w", errdefs.ErrPermissionDenied)
+	}
+	cred, ok = p.AuthInfo.(peerCred)
+	if !ok {
+		return peerCred{}, false, fmt.Errorf("peer credentials unknown on this listener: %w", errdefs.ErrPermissionDenied)
+	}
+	return cred, cred.uid == 0, nil
+}
+
+// is reports whether the peer is pr.
+func (c peerCred) is(pr Principal) bool {
+	return (!pr.Group && pr.ID == c.uid) || (pr.Group && pr.ID == c.gid)
 }
 
 // peerCred is the AuthInfo of a unix socket peer.

@@ -54,13 +54,14 @@ func TestModuleWriters(t *testing.T) {
 	if err := os.Chmod(strings.TrimPrefix(e.sock, "unix://"), 0o666); err != nil {
 		t.Fatal(err)
 	}
-	flowctl := func(stdin string, args ...string) (string, error) {
+	flowctlAs := func(uid uint32, stdin string, args ...string) (string, error) {
 		cmd := exec.CommandContext(ctx, bin, append([]string{"--server", e.sock, "--timeout", "20s"}, args...)...)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
 		cmd.Stdin = strings.NewReader(stdin)
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
+	flowctl := func(stdin string, args ...string) (string, error) { return flowctlAs(nobody, stdin, args...) }
 	if out, err := flowctl("table=0,priority=5,ip,actions=drop\n", "add-flows", "--module", "pod", "-"); err != nil {
 		t.Fatalf("nobody writing its own module: %v\n%s", err, out)
 	}
@@ -73,6 +74,18 @@ func TestModuleWriters(t *testing.T) {
 	}
 	if out, err := flowctl("", "dump-flows"); err != nil || !strings.Contains(out, "priority=5") || strings.Contains(out, "priority=6") {
 		t.Fatalf("nobody reading: %v\n%s", err, out)
+	}
+	// Reconcile rewrites the bridge: open to peers that may write some
+	// module, not to the others (uid 65533 has no rule), which still read.
+	if out, err := flowctl("", "reconcile"); err != nil {
+		t.Fatalf("a writer reconciling: %v\n%s", err, out)
+	}
+	out, err = flowctlAs(nobody-1, "", "reconcile")
+	if err == nil || !strings.Contains(out, "may write no module") || strings.Count(out, "permission denied") != 1 {
+		t.Fatalf("a peer that may write nothing reconciling: %v\n%s", err, out)
+	}
+	if out, err := flowctlAs(nobody-1, "", "dump-flows"); err != nil || !strings.Contains(out, "priority=5") {
+		t.Fatalf("a peer that may write nothing reading: %v\n%s", err, out)
 	}
 	// Root (this test's own client) writes any module.
 	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {

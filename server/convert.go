@@ -78,6 +78,13 @@ func toEntry(pe *flowstatev1.Entry, identityOnly bool) (entry.Entry, error) {
 		if fm, raw, err = canonicalFlowMod(body.Openflow); err != nil {
 			return entry.Entry{}, err
 		}
+		// Checked as sent: canonicalising goes through the text form,
+		// which does not carry every field (buffer_id).
+		if !identityOnly {
+			if err := entry.CheckDesiredFlow(body.Openflow); err != nil {
+				return entry.Entry{}, err
+			}
+		}
 	default:
 		return entry.Entry{}, fmt.Errorf("no body: give text or openflow")
 	}
@@ -85,11 +92,12 @@ func toEntry(pe *flowstatev1.Entry, identityOnly bool) (entry.Entry, error) {
 	if err != nil {
 		return entry.Entry{}, err
 	}
-	e := entry.Entry{Kind: kind, ID: id, Payload: payload}
 	if !identityOnly {
-		e.Refs = entry.FlowRefs(payload)
+		if err := entry.CheckDesiredFlow(payload); err != nil {
+			return entry.Entry{}, err
+		}
 	}
-	return e, nil
+	return entry.Entry{Kind: kind, ID: id, Payload: payload}, nil
 }
 
 // toGroupOrMeter accepts groups and meters as encoded GROUP_MOD / METER_MOD.
@@ -161,6 +169,12 @@ func toStored(bridge string, e entry.Entry) *flowstatev1.StoredEntry {
 		Text:     formatEntry(e.Kind, e.Payload),
 		Openflow: e.Payload,
 	}
+}
+
+// describeEntry prints an entry for the store's error messages: its module
+// and its ovs-ofctl text.
+func describeEntry(e entry.Entry) string {
+	return fmt.Sprintf("%s (module %s)", formatEntry(e.Kind, e.Payload), e.Module)
 }
 
 // formatEntry prints a canonical entry in ovs-ofctl syntax; an entry the

@@ -78,7 +78,10 @@ func (e *env) assertExact(ctx context.Context, flows []string) {
 func TestReconcileIsIdempotent(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	corpus := readCorpus(t, "../ofctl/testdata/flows.txt")
+	corpus, refused := desiredOnly(t, readCorpus(t, "../ofctl/testdata/flows.txt"))
+	if len(refused) == 0 {
+		t.Fatal("the corpus holds no flow that is not desired state: the refusal is not shown")
+	}
 	var es []client.Entry
 	for _, m := range readCorpus(t, "../ofctl/testdata/meters.txt") {
 		es = append(es, client.MeterText(m))
@@ -92,6 +95,7 @@ func TestReconcileIsIdempotent(t *testing.T) {
 	if _, err := e.c.Put(ctx, "br-int", "corpus", append(es, texts(corpus)...)...); err != nil {
 		t.Fatal(err)
 	}
+	e.wantRefused(ctx, refused)
 	// The oracle gets the same groups and meters first.
 	for _, m := range readCorpus(t, "../ofctl/testdata/meters.txt") {
 		if out, err := e.sb.Ofctl(ctx, "add-meter", "br-ref", m); err != nil {
@@ -241,12 +245,13 @@ func TestQuarantine(t *testing.T) {
 	if bs := e.bridgeStatus(ctx, "br-int"); bs.GetFlows() != uint32(len(pipeline)+len(table7)+len(metered)) {
 		t.Fatalf("desired flows %d: quarantined entries must stay declared", bs.GetFlows())
 	}
-	// The module fixes it: the quarantine is lifted by the new write.
-	if _, err := e.c.Delete(ctx, "br-int", "pipeline", client.MeterText("meter=7")); err != nil {
+	// The module fixes it (flows use the meter: it cannot be deleted, only
+	// replaced): the quarantine is lifted by the new write.
+	if _, err := e.c.Put(ctx, "br-int", "pipeline", client.MeterText("meter=7,kbps,band=type=drop,rate=100")); err != nil {
 		t.Fatal(err)
 	}
 	if q := e.status(ctx).GetQuarantined(); len(q) != 1 || !strings.Contains(q[0].GetEntry().GetText(), "priority=2") {
-		t.Fatalf("quarantine after deleting the meter = %v", q)
+		t.Fatalf("quarantine after replacing the meter = %v", q)
 	}
 }
 

@@ -136,7 +136,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	st, err := store.Open(cfg.DBPath, store.Options{})
+	st, err := store.Open(cfg.DBPath, store.Options{Describe: describeEntry})
 	if err != nil {
 		return err
 	}
@@ -185,6 +185,7 @@ func Run(ctx context.Context, cfg Config) error {
 	srvMetrics := grpcprom.NewServerMetrics()
 	reg.MustRegister(srvMetrics)
 	gs := grpc.NewServer(
+		grpc.ForceServerCodec(utf8Codec{}),
 		grpc.Creds(newPeerCreds()),
 		// Detect silent clients: ping after 10 s idle, drop after 5 s more.
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}),
@@ -200,7 +201,7 @@ func Run(ctx context.Context, cfg Config) error {
 			recovery.StreamServerInterceptor(recovery.WithRecoveryHandler(panicToStatus(log))),
 		),
 	)
-	flowstatev1.RegisterFlowStateServiceServer(gs, &service{
+	gs.RegisterService(withDecodeErrors(&flowstatev1.FlowStateService_ServiceDesc), &service{
 		engine: engine, store: st, events: evlog, writers: cfg.Writers, streamID: newStreamID(), bootID: bootID, coldStart: cold, keep: keep,
 	})
 	hs := health.NewServer()

@@ -248,6 +248,11 @@ func (s *service) MarkReady(ctx context.Context, req *flowstatev1.MarkReadyReque
 }
 
 func (s *service) Reconcile(ctx context.Context, req *flowstatev1.ReconcileRequest) (*flowstatev1.ReconcileResponse, error) {
+	// A replay rewrites the bridge: only peers that may write (some module)
+	// may ask for one, or a peer could keep the switch busy replaying.
+	if err := s.writers.authorizeAny(ctx); err != nil {
+		return nil, toGRPC(err)
+	}
 	names := s.engine.Bridges()
 	if req.GetBridge() != "" {
 		names = []string{req.GetBridge()}

@@ -5,7 +5,8 @@
 //
 //	root
 //	├── meta
-//	│   ├── "schema"   uint32 big endian: the schema version (SchemaVersion)
+//	│   ├── "schema"   uint32 big endian: the schema version (SchemaVersion);
+//	│   │              older stores are migrated at Open (migrations, in order)
 //	│   ├── "boot_id"      the host boot id when the store was last opened
 //	│   ├── "boot_since"   RFC 3339: when flowstated first started in that boot
 //	│   ├── "gate_opened"  the boot id whose cold-start gate last opened
@@ -16,7 +17,8 @@
 //	│   └── <bridge>
 //	│       ├── flow   identity -> record
 //	│       ├── group  identity -> record
-//	│       └── meter  identity -> record
+//	│       ├── meter  identity -> record
+//	│       └── refs   kind | group or meter id | flow identity -> module
 //	└── mirror         (created by the first SetMirror)
 //	    └── <bridge>   an unmanaged bridge, as last dumped
 //	        ├── "hash" SHA-256 of the entries: an unchanged dump is not rewritten
@@ -24,13 +26,16 @@
 //	        ├── group  identity -> payload
 //	        └── meter  identity -> payload
 //
-// Identities are those of package entry. A record is
+// Identities are those of package entry. refs indexes which flows use which
+// group or meter (schema 2), kept in the transaction that writes the flows:
+// a group or meter in use cannot be removed (InUseError), and checking
+// costs one seek whatever the number of users. A record is
 //
 //	version (1 byte, 1) | len(module) (1 byte) | module | payload
 //
 // where payload is the canonical OpenFlow 1.5 message of the entry. Mirrors
 // hold bare payloads: no module owns what flowstated only copies. Adding the
-// mirror bucket left the schema at version 1: a store without it reads as
+// mirror bucket needed no new schema version: a store without it reads as
 // one without mirrors, and an older flowstated ignores it.
 //
 // # Transactions

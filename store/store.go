@@ -19,7 +19,7 @@ import (
 )
 
 // SchemaVersion is the layout version this code reads and writes.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // Bucket and key names, declared once.
 var (
@@ -44,11 +44,15 @@ type Options struct {
 	// Timeout bounds the wait for the file lock held by another process.
 	// Default 5 s.
 	Timeout time.Duration
+	// Describe, optional, prints an entry for error messages (the server
+	// gives ovs-ofctl syntax); without it they name table and priority.
+	Describe func(entry.Entry) string
 }
 
 // Store is the desired state on disk. It is safe for concurrent use.
 type Store struct {
-	db *bolt.DB
+	db       *bolt.DB
+	describe func(entry.Entry) string
 }
 
 // Open opens or creates the store at path, creating its directory (mode 0750).
@@ -66,7 +70,7 @@ func Open(path string, opts Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	s := &Store{db: db}
+	s := &Store{db: db, describe: opts.Describe}
 	if err := s.init(); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
@@ -75,7 +79,7 @@ func Open(path string, opts Options) (*Store, error) {
 }
 
 func (s *Store) init() error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.update(func(tx *bolt.Tx) error {
 		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
 		if err != nil {
 			return err
@@ -90,11 +94,13 @@ func (s *Store) init() error {
 			if len(v) != 4 {
 				return fmt.Errorf("corrupt schema version (%d bytes)", len(v))
 			}
-			if got := binary.BigEndian.Uint32(v); got != SchemaVersion {
-				// Migrations go here, in order, when the layout changes.
-				return fmt.Errorf("schema version %d, this flowstated understands %d", got, SchemaVersion)
+			got := binary.BigEndian.Uint32(v)
+			if got == SchemaVersion {
+				return nil
 			}
-			return nil
+			if err := migrate(tx, got); err != nil {
+				return err
+			}
 		}
 		return meta.Put(keySchema, binary.BigEndian.AppendUint32(nil, SchemaVersion))
 	})
@@ -126,7 +132,7 @@ func (b Boot) Cold() bool { return b.GateOpened != b.ID }
 // knows of it. Since is kept across restarts within one boot.
 func (s *Store) RecordBoot(id string, now time.Time) (Boot, error) {
 	var b Boot
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		prev := string(meta.Get(keyBootID))
 		if v := meta.Get(keyGateOpened); v != nil {
@@ -157,7 +163,7 @@ func (s *Store) RecordBoot(id string, now time.Time) (Boot, error) {
 
 // SetGateOpened records that the gate of boot id has opened.
 func (s *Store) SetGateOpened(id string) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketMeta).Put(keyGateOpened, []byte(id))
 	})
 	if err != nil {
@@ -169,7 +175,8 @@ func (s *Store) SetGateOpened(id string) error {
 // Writer makes writes inside one read-write transaction (Store.Update). A
 // write that fails leaves the transaction to be aborted by the caller.
 type Writer struct {
-	tx *bolt.Tx
+	tx       *bolt.Tx
+	describe func(entry.Entry) string
 }
 
 // Result is what one write changed.
@@ -185,7 +192,7 @@ type Result struct {
 // is committed, or nothing if fn returns an error. Several requests written
 // in one Update share one commit and one fsync (group commit).
 func (s *Store) Update(fn func(w *Writer) error) error {
-	return s.db.Update(func(tx *bolt.Tx) error { return fn(&Writer{tx: tx}) })
+	return s.update(func(tx *bolt.Tx) error { return fn(&Writer{tx: tx, describe: s.describe}) })
 }
 
 // Put stores es as entries of module on bridge, replacing entries of the same
@@ -203,12 +210,12 @@ func (w *Writer) Put(bridge, module string, es []entry.Entry) (Result, error) {
 		return r, fmt.Errorf("store: put %s/%s: %w", bridge, module, err)
 	}
 	for i, e := range es {
-		existed, same, err := putOwned(br, module, i, e)
+		prev, existed, same, err := putOwned(br, module, i, e)
 		if err != nil {
 			return r, fmt.Errorf("store: put %s/%s: %w", bridge, module, err)
 		}
 		if !same {
-			r.Changed = append(r.Changed, Change{Entry: e, Index: i, Existed: existed})
+			r.Changed = append(r.Changed, Change{Entry: e, Index: i, Existed: existed, Old: prev})
 		}
 	}
 	if err := checkRefs(br, es); err != nil {
@@ -218,7 +225,8 @@ func (w *Writer) Put(bridge, module string, es []entry.Entry) (Result, error) {
 }
 
 // Sync makes es the complete set of module's entries on bridge: entries of
-// module absent from es are removed, the others stored as in Put.
+// module absent from es are removed, the others stored as in Put. Removing a
+// group or meter that flows still use fails with an *InUseError.
 func (w *Writer) Sync(bridge, module string, es []entry.Entry) (Result, error) {
 	r, err := w.sync(bridge, module, es)
 	if err != nil {
@@ -239,12 +247,12 @@ func (w *Writer) sync(bridge, module string, es []entry.Entry) (Result, error) {
 	keep := make(map[string]bool, len(es))
 	for i, e := range es {
 		keep[string([]byte{byte(e.Kind)})+string(e.ID)] = true
-		existed, same, err := putOwned(br, module, i, e)
+		prev, existed, same, err := putOwned(br, module, i, e)
 		if err != nil {
 			return r, err
 		}
 		if !same {
-			r.Changed = append(r.Changed, Change{Entry: e, Index: i, Existed: existed})
+			r.Changed = append(r.Changed, Change{Entry: e, Index: i, Existed: existed, Old: prev})
 		}
 	}
 	for _, kind := range entry.Kinds {
@@ -274,12 +282,23 @@ func (w *Writer) sync(bridge, module string, es []entry.Entry) (Result, error) {
 			}
 		}
 	}
-	return r, checkRefs(br, es)
+	for _, e := range r.Removed {
+		if e.Kind == entry.KindFlow {
+			if err := unindexRefs(br, e.ID, e.Payload); err != nil {
+				return r, err
+			}
+		}
+	}
+	if err := checkRefs(br, es); err != nil {
+		return r, err
+	}
+	return r, checkUsers(br, r.Removed, nil, w.describe)
 }
 
 // Delete removes the entries of module on bridge named by keys (Kind and
 // ID). An identity that is not stored fails with ErrNotFound, one owned by
-// another module with ErrFailedPrecondition.
+// another module with ErrFailedPrecondition, a group or meter that flows
+// still use (after the request's own removals) with an *InUseError.
 func (w *Writer) Delete(bridge, module string, keys []entry.Entry) (Result, error) {
 	r, err := w.delete(bridge, module, keys)
 	if err != nil {
@@ -294,6 +313,7 @@ func (w *Writer) delete(bridge, module string, keys []entry.Entry) (Result, erro
 	if err != nil {
 		return r, err
 	}
+	var index []int // request index of r.Removed[j]
 	for i, k := range keys {
 		var old []byte
 		kb, _ := kindBucket(br, k.Kind, false)
@@ -311,11 +331,17 @@ func (w *Writer) delete(bridge, module string, keys []entry.Entry) (Result, erro
 			return r, &errdefs.EntryError{Index: i, Err: fmt.Errorf("%s is owned by module %q: %w", k.Kind, owner, errdefs.ErrFailedPrecondition)}
 		}
 		r.Removed = append(r.Removed, entry.Entry{Kind: k.Kind, Module: owner, ID: bytes.Clone(k.ID), Payload: payload})
+		index = append(index, i)
 		if err := kb.Delete(k.ID); err != nil {
 			return r, &errdefs.EntryError{Index: i, Err: err}
 		}
+		if k.Kind == entry.KindFlow {
+			if err := unindexRefs(br, k.ID, payload); err != nil {
+				return r, &errdefs.EntryError{Index: i, Err: err}
+			}
+		}
 	}
-	return r, nil
+	return r, checkUsers(br, r.Removed, func(j int) int { return index[j] }, w.describe)
 }
 
 // Put is one Update with one Writer.Put; apply, when not nil, runs before the
@@ -354,7 +380,7 @@ func (s *Store) Delete(bridge, module string, keys []entry.Entry, apply func(rem
 
 // SetReady records that module is ready for boot bootID.
 func (s *Store) SetReady(module, bootID string) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketModules).Put([]byte(module), []byte(bootID))
 	})
 	if err != nil {
@@ -515,42 +541,56 @@ type Change struct {
 	Entry entry.Entry
 	// Index is the entry's position in the request.
 	Index int
-	// Existed is true when an older content was replaced.
+	// Existed is true when an older content was replaced; Old is that
+	// content (the switch holds it while the write is under way).
 	Existed bool
+	Old     []byte
 }
 
 // putOwned writes e (entry i of a request) for module, refusing an identity
 // another module owns. existed reports an older content; same that it was
 // identical (nothing written).
-func putOwned(br *bolt.Bucket, module string, i int, e entry.Entry) (existed, same bool, err error) {
+func putOwned(br *bolt.Bucket, module string, i int, e entry.Entry) (prev []byte, existed, same bool, err error) {
 	kb, err := kindBucket(br, e.Kind, true)
 	if err != nil {
-		return false, false, err
+		return nil, false, false, err
 	}
 	if old := kb.Get(e.ID); old != nil {
 		owner, payload, err := decodeRecord(old)
 		if err != nil {
-			return false, false, &errdefs.EntryError{Index: i, Err: err}
+			return nil, false, false, &errdefs.EntryError{Index: i, Err: err}
 		}
 		if owner != module {
-			return false, false, &errdefs.EntryError{Index: i, Err: fmt.Errorf("%s is owned by module %q: %w", e.Kind, owner, errdefs.ErrFailedPrecondition)}
+			return nil, false, false, &errdefs.EntryError{Index: i, Err: fmt.Errorf("%s is owned by module %q: %w", e.Kind, owner, errdefs.ErrFailedPrecondition)}
 		}
 		if bytes.Equal(payload, e.Payload) {
-			return true, true, nil
+			return payload, true, true, nil
 		}
-		existed = true
+		prev, existed = payload, true
 	}
 	if err := kb.Put(e.ID, encodeRecord(module, e.Payload)); err != nil {
-		return false, false, &errdefs.EntryError{Index: i, Err: err}
+		return nil, false, false, &errdefs.EntryError{Index: i, Err: err}
 	}
-	return existed, false, nil
+	if e.Kind == entry.KindFlow {
+		err := unindexRefs(br, e.ID, prev)
+		if err == nil {
+			err = indexRefs(br, module, e.ID, e.Payload)
+		}
+		if err != nil {
+			return nil, false, false, &errdefs.EntryError{Index: i, Err: err}
+		}
+	}
+	return prev, existed, false, nil
 }
 
 // checkRefs fails when a flow of es uses a group or meter the bridge does not
 // declare (after the request's own writes).
 func checkRefs(br *bolt.Bucket, es []entry.Entry) error {
 	for i, e := range es {
-		for _, r := range e.Refs {
+		if e.Kind != entry.KindFlow {
+			continue
+		}
+		for _, r := range flowRefs(e.Payload) {
 			kb := br.Bucket(kindBuckets[r.Kind])
 			if kb == nil || kb.Get(r.Key()) == nil {
 				return &errdefs.EntryError{Index: i, Err: fmt.Errorf("flow uses %s, which no module declared on this bridge: %w", r, errdefs.ErrFailedPrecondition)}

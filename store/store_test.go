@@ -39,9 +39,34 @@ func flow(module string, table, prio byte, match string) entry.Entry {
 	return entry.Entry{Kind: entry.KindFlow, Module: module, ID: id, Payload: []byte("payload-" + match)}
 }
 
+// withRef gives e a FLOW_MOD payload whose apply_actions use the group or
+// meter: the store reads references from the payload.
 func withRef(e entry.Entry, k entry.Kind, id uint32) entry.Entry {
-	e.Refs = []entry.Ref{{Kind: k, ID: id}}
+	e.Payload = flowModUsing(e.ID, entry.Ref{Kind: k, ID: id})
 	return e
+}
+
+// flowModUsing is a minimal OpenFlow 1.5 FLOW_MOD (an empty match, made
+// distinct by a cookie from tag) whose apply_actions use refs.
+func flowModUsing(tag []byte, refs ...entry.Ref) []byte {
+	b := make([]byte, 48, 64+8*len(refs))
+	b[0], b[1] = 6, 14
+	copy(b[8:16], tag)
+	b = append(b, 0, 1, 0, 4, 0, 0, 0, 0)   // OXM match, no fields
+	b = binary.BigEndian.AppendUint16(b, 4) // apply_actions
+	b = binary.BigEndian.AppendUint16(b, uint16(8+8*len(refs)))
+	b = append(b, 0, 0, 0, 0)
+	for _, r := range refs {
+		typ := uint16(22) // group
+		if r.Kind == entry.KindMeter {
+			typ = 29
+		}
+		b = binary.BigEndian.AppendUint16(b, typ)
+		b = binary.BigEndian.AppendUint16(b, 8)
+		b = binary.BigEndian.AppendUint32(b, r.ID)
+	}
+	binary.BigEndian.PutUint16(b[2:], uint16(len(b)))
+	return b
 }
 
 func list(t *testing.T, s *Store, f Filter) []entry.Entry {

@@ -27,6 +27,7 @@ var kinds = []struct {
 	{errdefs.ErrFailedPrecondition, codes.FailedPrecondition},
 	{errdefs.ErrPermissionDenied, codes.PermissionDenied},
 	{errdefs.ErrUnavailable, codes.Unavailable},
+	{errdefs.ErrResourceExhausted, codes.ResourceExhausted},
 	{errdefs.ErrInternal, codes.Internal},
 }
 
@@ -60,7 +61,8 @@ func ToGRPC(err error) error {
 }
 
 // ToNative maps a gRPC status error back to an error wrapping its kind, and a
-// field violation "entries[N]" to an *errdefs.EntryError.
+// field violation "entries[N]" to an *errdefs.EntryError. The message is the
+// server's, which already states its kind and entry: they are not repeated.
 func ToNative(err error) error {
 	if err == nil {
 		return nil
@@ -79,7 +81,7 @@ func ToNative(err error) error {
 	if kind == nil {
 		return fmt.Errorf("flowstated: %s (%s)", st.Message(), st.Code())
 	}
-	out := fmt.Errorf("flowstated: %s: %w", st.Message(), kind)
+	msg := st.Message()
 	for _, d := range st.Details() {
 		br, ok := d.(*errdetails.BadRequest)
 		if !ok {
@@ -87,12 +89,30 @@ func ToNative(err error) error {
 		}
 		for _, v := range br.GetFieldViolations() {
 			if i, ok := entryIndex(v.GetField()); ok {
-				return &errdefs.EntryError{Index: i, Err: out}
+				// EntryError prints "entry N: " itself.
+				msg = strings.Replace(msg, fmt.Sprintf("entry %d: ", i), "", 1)
+				return &errdefs.EntryError{Index: i, Err: &kindError{msg: msg, kind: kind}}
 			}
 		}
 	}
-	return out
+	return &kindError{msg: msg, kind: kind}
 }
+
+// kindError is a server's error message that wraps its kind without
+// repeating it.
+type kindError struct {
+	msg  string
+	kind error
+}
+
+func (e *kindError) Error() string {
+	if strings.Contains(e.msg, e.kind.Error()) {
+		return "flowstated: " + e.msg
+	}
+	return "flowstated: " + e.msg + ": " + e.kind.Error()
+}
+
+func (e *kindError) Unwrap() error { return e.kind }
 
 func entryIndex(field string) (int, bool) {
 	s, ok := strings.CutPrefix(field, "entries[")

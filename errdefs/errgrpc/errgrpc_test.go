@@ -47,3 +47,16 @@ func TestUnknownAndNil(t *testing.T) {
 		t.Fatalf("data loss mapped to a kind: %v", n)
 	}
 }
+
+// TestKindStatedOnce: the client's error says its kind and entry once, as the
+// server's message did.
+func TestKindStatedOnce(t *testing.T) {
+	err := fmt.Errorf("store: put br0/pod: %w", &errdefs.EntryError{Index: 3, Err: fmt.Errorf("nw_srcc: unknown field: %w", errdefs.ErrInvalidArgument)})
+	got := ToNative(ToGRPC(err)).Error()
+	if want := "entry 3: flowstated: store: put br0/pod: nw_srcc: unknown field: invalid argument"; got != want {
+		t.Fatalf("native error %q, want %q", got, want)
+	}
+	if got := ToNative(status.Error(codes.Unavailable, "bridge br0 is not connected")).Error(); got != "flowstated: bridge br0 is not connected: unavailable" {
+		t.Fatalf("native error without its kind in the message: %q", got)
+	}
+}

@@ -256,9 +256,10 @@ func failed(i int, err error) *failedError {
 
 var (
 	errOverlap = errors.New("requests of a batch change the same entry")
-	// Meters are sent before the bundle and stay on the switch if the bundle
-	// is refused: a request retried alone after its batch failed would then
-	// find its meter there already. Requests with meters commit alone.
+	// Meters are sent before the bundle, one by one, and undone when the
+	// switch refuses the plan; an undo that fails would leave a request
+	// retried alone to find its meter there already. Requests with meters
+	// commit alone.
 	errMeterInBatch = errors.New("meters are not group-committed")
 )
 
@@ -313,6 +314,11 @@ func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) (
 				if j, dup := owner[k]; dup && j != i {
 					return failed(i, errOverlap)
 				}
+				if _, q := b.quarantine[k]; q && c.Op == OpModify {
+					// A quarantined entry is not on the switch: a
+					// MODIFY of a group or meter would be refused.
+					c.Op, c.Actual = OpAdd, nil
+				}
 				owner[k] = i
 				cs = append(cs, c)
 			}
@@ -329,9 +335,9 @@ func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) (
 			var re *RejectedError
 			switch {
 			case errors.As(err, &re):
-				// A refused bundle installs nothing; meters sent around it
-				// may have stayed.
-				touched = len(p.pre)+len(p.post) > 0
+				// A refused plan leaves nothing, unless undoing its meters
+				// failed or the refusal came after the bundle.
+				touched = re.SwitchChanged
 				return refused(re, owner, len(reqs))
 			case err != nil:
 				unknown = err

@@ -114,7 +114,7 @@ func flows(t *testing.T, lines ...string) []entry.Entry {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[i] = entry.Entry{Kind: entry.KindFlow, ID: id, Payload: payload, Refs: entry.FlowRefs(payload)}
+		out[i] = entry.Entry{Kind: entry.KindFlow, ID: id, Payload: payload}
 	}
 	return out
 }

@@ -37,7 +37,8 @@ type Change struct {
 	Kind entry.Kind
 	// Desired is the declared entry (zero for OpDelete).
 	Desired entry.Entry
-	// Actual is the canonical ADD of what the switch holds (nil for OpAdd).
+	// Actual is the canonical ADD of what the switch holds (nil for OpAdd);
+	// for a write, what the store held before it.
 	Actual []byte
 	// Index is the entry's position in a write request, -1 in a replay.
 	Index int
@@ -169,7 +170,7 @@ func writeChanges(changed []store.Change, removed []entry.Entry) []Change {
 		if c.Existed {
 			op = OpModify
 		}
-		cs = append(cs, Change{Op: op, Kind: c.Entry.Kind, Desired: c.Entry, Index: c.Index})
+		cs = append(cs, Change{Op: op, Kind: c.Entry.Kind, Desired: c.Entry, Actual: c.Old, Index: c.Index})
 	}
 	return cs
 }

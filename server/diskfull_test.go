@@ -1,0 +1,101 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/flowstate-io/flowstate/client"
+	"github.com/flowstate-io/flowstate/errdefs"
+	"github.com/flowstate-io/flowstate/server"
+)
+
+// mountTmpfs mounts a tmpfs of size on a new directory, unmounted in
+// cleanup. It needs root; without it the test fails, saying so.
+func mountTmpfs(t *testing.T, size string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "fsfull")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
+		_ = os.Remove(dir)
+		t.Fatalf("this test needs root to mount a tmpfs (a small file system to fill up): mount: %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", dir, err, out)
+			return
+		}
+		_ = os.Remove(dir)
+	})
+	return dir
+}
+
+// fill writes a file in dir until its file system is full.
+func fill(t *testing.T, dir string) (remove func()) {
+	t.Helper()
+	path := filepath.Join(dir, "filler")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	chunk := make([]byte, 4096)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatal(err)
+			}
+			return func() { _ = os.Remove(path) }
+		}
+	}
+}
+
+// TestDiskFull: with the store's file system full, a write answers
+// RESOURCE_EXHAUSTED naming the disk and the file, nothing of it stays on
+// the switch (Diff is empty), and the daemon goes on serving; once there is
+// room the same write succeeds.
+func TestDiskFull(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	mnt := mountTmpfs(t, "2m")
+	e := newEnv(ctx, t, func(c *server.Config) { c.DBPath = filepath.Join(mnt, "flowstate.db") })
+	e.startDaemon(ctx)
+	e.waitConverged(ctx)
+	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
+		t.Fatal(err)
+	}
+	room := fill(t, mnt)
+	var flows []client.Entry
+	for i := range 500 {
+		flows = append(flows, client.FlowText(fmt.Sprintf("table=5,priority=%d,ip,nw_dst=10.1.%d.%d,actions=drop", 100+i, i/250, i%250)))
+	}
+	_, err := e.c.Put(ctx, "br-int", "pod", flows...)
+	if !errors.Is(err, errdefs.ErrResourceExhausted) || !strings.Contains(err.Error(), "the disk is full") ||
+		!strings.Contains(err.Error(), e.cfg.DBPath) || strings.Count(err.Error(), "resource exhausted") != 1 {
+		t.Fatalf("put on a full disk: %v, want RESOURCE_EXHAUSTED saying the disk is full, naming %s", err, e.cfg.DBPath)
+	}
+	// The bundle went to the switch before the commit failed: the bridge
+	// replays the store, which takes it back.
+	poll(ctx, t, "switch back to the store", func() (bool, error) {
+		changes, err := e.c.Diff(ctx, "br-int")
+		return err == nil && len(changes) == 0 && e.bridgeStatus(ctx, "br-int").GetConverged(), nil
+	})
+	e.assertExact(ctx, pipeline)
+	if es, err := e.c.List(ctx, client.Filter{Module: "pod"}); err != nil || len(es) != 0 {
+		t.Fatalf("after the failed write the store holds %d pod entries (%v)", len(es), err)
+	}
+	room()
+	if applied, err := e.c.Put(ctx, "br-int", "pod", flows...); err != nil || !applied {
+		t.Fatalf("put with room again: applied=%v err=%v", applied, err)
+	}
+	e.wantNoDiff(ctx, "after the put with room")
+}

@@ -1,0 +1,173 @@
+package store
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"strings"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/flowstate-io/flowstate/entry"
+	"github.com/flowstate-io/flowstate/errdefs"
+)
+
+// The refs bucket of a bridge indexes which flows use which group or meter:
+//
+//	kind (1 byte) | group or meter id (4 bytes) | flow identity  ->  module
+//
+// It is kept in the transaction that changes the flows, so "is group 5 used"
+// is one cursor seek, whatever the number of flows: a delete of a group that
+// 30,000 flows use costs what a delete of an unused one does, and only a
+// refusal reads the users (to name them).
+var bucketRefs = []byte("refs")
+
+// refKey is the index key of flow flowID using r.
+func refKey(r entry.Ref, flowID []byte) []byte {
+	k := make([]byte, 0, 5+len(flowID))
+	k = append(k, byte(r.Kind))
+	k = append(k, r.Key()...)
+	return append(k, flowID...)
+}
+
+func refPrefix(kind entry.Kind, id []byte) []byte { return append([]byte{byte(kind)}, id...) }
+
+// flowRefs are the groups and meters a flow's payload uses, each once. The
+// payload is the truth: a caller cannot make the store forget a reference.
+func flowRefs(payload []byte) []entry.Ref {
+	refs := entry.FlowRefs(payload)
+	slices.SortFunc(refs, func(a, b entry.Ref) int {
+		if a.Kind != b.Kind {
+			return int(a.Kind) - int(b.Kind)
+		}
+		return int(int64(a.ID) - int64(b.ID))
+	})
+	return slices.Compact(refs)
+}
+
+// indexRefs records the references of flow id (owned by module).
+func indexRefs(br *bolt.Bucket, module string, id, payload []byte) error {
+	refs := flowRefs(payload)
+	if len(refs) == 0 {
+		return nil
+	}
+	rb, err := br.CreateBucketIfNotExists(bucketRefs)
+	if err != nil {
+		return err
+	}
+	for _, r := range refs {
+		if err := rb.Put(refKey(r, id), []byte(module)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// unindexRefs forgets the references of flow id whose payload was payload.
+func unindexRefs(br *bolt.Bucket, id, payload []byte) error {
+	refs := flowRefs(payload)
+	rb := br.Bucket(bucketRefs)
+	if rb == nil || len(refs) == 0 {
+		return nil
+	}
+	for _, r := range refs {
+		if err := rb.Delete(refKey(r, id)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// InUseError refuses the removal of a group or meter that declared flows
+// still use. It wraps ErrFailedPrecondition.
+type InUseError struct {
+	// Ref is the group or meter.
+	Ref entry.Ref
+	// Flows is the number of flows that use it; Modules their owners, sorted.
+	Flows   int
+	Modules []string
+	// First is one of the flows (its identity, owner and payload).
+	First entry.Entry
+	// FirstText is First as Options.Describe prints it; empty, the message
+	// gives First's table and priority.
+	FirstText string
+}
+
+func (e *InUseError) Error() string {
+	flows, mods := "flows", "modules"
+	if e.Flows == 1 {
+		flows = "flow"
+	}
+	if len(e.Modules) == 1 {
+		mods = "module"
+	}
+	first := e.FirstText
+	if first == "" && len(e.First.ID) >= 3 {
+		first = fmt.Sprintf("table=%d,priority=%d (module %s)", e.First.ID[0], int(e.First.ID[1])<<8|int(e.First.ID[2]), e.First.Module)
+	}
+	return fmt.Sprintf("%s is used by %d %s of %s %s: first: %s: delete or change those flows in the same request: %v",
+		e.Ref, e.Flows, flows, mods, strings.Join(e.Modules, ", "), first, errdefs.ErrFailedPrecondition)
+}
+
+func (e *InUseError) Unwrap() error { return errdefs.ErrFailedPrecondition }
+
+// checkUsers fails when a group or meter of removed is gone from the bridge
+// (after the request's own writes) while a flow still uses it. index gives
+// the request index of removed[j] (nil: no index).
+func checkUsers(br *bolt.Bucket, removed []entry.Entry, index func(j int) int, describe func(entry.Entry) string) error {
+	rb := br.Bucket(bucketRefs)
+	if rb == nil {
+		return nil
+	}
+	for j, r := range removed {
+		if r.Kind != entry.KindGroup && r.Kind != entry.KindMeter {
+			continue
+		}
+		if kb := br.Bucket(kindBuckets[r.Kind]); kb != nil && kb.Get(r.ID) != nil {
+			continue // declared again by the same request
+		}
+		prefix := refPrefix(r.Kind, r.ID)
+		c := rb.Cursor()
+		k, _ := c.Seek(prefix)
+		if k == nil || !bytes.HasPrefix(k, prefix) {
+			continue
+		}
+		err := usersError(br, c, prefix, r, describe)
+		if index != nil {
+			return &errdefs.EntryError{Index: index(j), Err: err}
+		}
+		return err
+	}
+	return nil
+}
+
+// usersError reads every user of r, from the cursor positioned at the first.
+func usersError(br *bolt.Bucket, c *bolt.Cursor, prefix []byte, r entry.Entry, describe func(entry.Entry) string) error {
+	e := &InUseError{Ref: entry.Ref{Kind: r.Kind}}
+	if len(r.ID) == 4 {
+		e.Ref.ID = uint32(r.ID[0])<<24 | uint32(r.ID[1])<<16 | uint32(r.ID[2])<<8 | uint32(r.ID[3])
+	}
+	mods := map[string]bool{}
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		if e.Flows == 0 {
+			e.First = entry.Entry{Kind: entry.KindFlow, Module: string(v), ID: bytes.Clone(k[len(prefix):])}
+			if fb := br.Bucket(kindBuckets[entry.KindFlow]); fb != nil {
+				if rec := fb.Get(e.First.ID); rec != nil {
+					if _, payload, err := decodeRecord(rec); err == nil {
+						e.First.Payload = payload
+					}
+				}
+			}
+		}
+		e.Flows++
+		mods[string(v)] = true
+	}
+	for m := range mods {
+		e.Modules = append(e.Modules, m)
+	}
+	if describe != nil && e.First.Payload != nil {
+		e.FirstText = describe(e.First)
+	}
+	slices.Sort(e.Modules)
+	return e
+}
