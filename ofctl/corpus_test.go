@@ -11,26 +11,24 @@ import (
 	"time"
 )
 
-// sharedCorpusDir is the production corpus outside the repo (the same
-// FLOWSTATE_CORPUS the server's tests read); used when present.
-func sharedCorpusDir() string {
+// productionCorpusDir is the Antrea pipeline kept with the server's tests
+// (FLOWSTATE_CORPUS names another directory of the same shape).
+func productionCorpusDir() string {
 	if dir := os.Getenv("FLOWSTATE_CORPUS"); dir != "" {
 		return dir
 	}
-	return filepath.Join("..", "..", "shared", "corpus", "antrea-v1.15")
+	return filepath.Join("..", "server", "testdata", "antrea-v1.15")
 }
 
-// corpusFiles lists the flow files every oracle test runs over; the shared
-// production corpus is used when present.
+// corpusFiles lists the flow files every oracle test runs over: the
+// package's own corpus and the production one.
 func corpusFiles(t *testing.T) []string {
-	files := []string{"testdata/flows.txt"}
-	shared := filepath.Join(sharedCorpusDir(), "flows.txt")
-	if _, err := os.Stat(shared); err == nil {
-		files = append(files, shared)
-	} else {
-		t.Logf("shared corpus %s absent; testing the package's own corpus only", shared)
+	t.Helper()
+	prod := filepath.Join(productionCorpusDir(), "flows.txt")
+	if _, err := os.Stat(prod); err != nil {
+		t.Fatalf("production corpus: %v", err)
 	}
-	return files
+	return []string{"testdata/flows.txt", prod}
 }
 
 // withoutXid blanks the xid of an OpenFlow message.

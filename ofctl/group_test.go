@@ -14,16 +14,15 @@ import (
 	"time"
 )
 
-// groupCorpora lists the group files: the package's own, and the shared
-// production one when present.
+// groupCorpora lists the group files: the package's own and the production
+// one.
 func groupCorpora(t *testing.T) []string {
-	files := []string{"testdata/groups.txt"}
-	if p := filepath.Join(sharedCorpusDir(), "groups.txt"); fileExists(p) {
-		files = append(files, p)
-	} else {
-		t.Logf("shared corpus %s absent; testing the package's own groups only", p)
+	t.Helper()
+	p := filepath.Join(productionCorpusDir(), "groups.txt")
+	if !fileExists(p) {
+		t.Fatalf("production corpus: %s is missing", p)
 	}
-	return files
+	return []string{"testdata/groups.txt", p}
 }
 
 func fileExists(p string) bool {

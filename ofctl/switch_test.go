@@ -50,14 +50,9 @@ func TestSwitchDump(t *testing.T) {
 		t.Fatalf("add bridge: %v", err)
 	}
 	corpora := []switchCorpus{{"own", "testdata/flows.txt", "testdata/groups.txt", "testdata/meters.txt"}}
-	dir := sharedCorpusDir()
-	shared := switchCorpus{"antrea", filepath.Join(dir, "flows.txt"),
-		filepath.Join(dir, "groups.txt"), filepath.Join(dir, "meters.txt")}
-	if _, err := os.Stat(shared.flows); err == nil {
-		corpora = append(corpora, shared)
-	} else {
-		t.Logf("skipping the shared corpus: %s is absent", shared.flows)
-	}
+	dir := productionCorpusDir()
+	corpora = append(corpora, switchCorpus{"antrea", filepath.Join(dir, "flows.txt"),
+		filepath.Join(dir, "groups.txt"), filepath.Join(dir, "meters.txt")})
 	for _, c := range corpora {
 		t.Run(c.name, func(t *testing.T) {
 			for _, args := range [][]string{{"del-flows", "br0"}, {"del-groups", "br0"}, {"del-meters", "br0"}} {

@@ -15,16 +15,13 @@ import (
 // TestProductionCorpus puts a real CNI pipeline (Antrea v1.15: 167 flows,
 // groups, a meter) through flowstate and checks that the bridge then holds
 // exactly what ovs-ofctl installs from the same text on a second bridge, and
-// that a reconcile finds nothing to change. The corpus lives outside the repo
-// (FLOWSTATE_CORPUS, default ../../shared/corpus/antrea-v1.15); the project's
-// own corpus is exercised by TestReconcileIsIdempotent.
+// that a reconcile finds nothing to change. The corpus is in
+// testdata/antrea-v1.15; FLOWSTATE_CORPUS names another directory of the same
+// shape.
 func TestProductionCorpus(t *testing.T) {
 	dir := os.Getenv("FLOWSTATE_CORPUS")
 	if dir == "" {
-		dir = filepath.Join("..", "..", "shared", "corpus", "antrea-v1.15")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "flows.txt")); err != nil {
-		t.Skipf("production corpus not present at %s (set FLOWSTATE_CORPUS): %v", dir, err)
+		dir = filepath.Join("testdata", "antrea-v1.15")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
