@@ -81,6 +81,7 @@ func newCommand() *cobra.Command {
 	f.DurationVar(&cfg.AuditInterval, "audit-interval", 0, "re-check every bridge against the desired state at this interval and correct drift (0 disables)")
 	f.DurationVar(&cfg.MaxHold, "max-hold", restore.DefaultMaxHold, "longest time one managed bridge that cannot be restored keeps flow-restore-wait set for the others")
 	f.DurationVar(&cfg.WedgeAfter, "wedge-after", 2*time.Minute, "an operation on the switch running this long counts as wedged: health turns NOT_SERVING, the systemd watchdog and the guard lease stop")
+	f.BoolVar(&cfg.TakeOver, "take-over", false, "manage bridges that another flowstate store managed, or that hold flows this store never declared, deleting those flows at the first replay (use once, to adopt a bridge; see docs/operations.md)")
 	f.StringVar(&cfg.Guard.Mode, "guard", server.GuardSpawn, "who releases the node if flowstated dies or hangs: spawn (start a guard process), external (a guard unit or container runs `flowstated guard`; without it the flag stays disarmed), off")
 	f.StringVar(&cfg.Guard.Lease, "guard-lease", defaultLease, "lease file flowstated renews and the guard watches")
 	f.DurationVar(&cfg.Guard.Grace, "guard-grace", guard.DefaultGrace, "how long flowstated may be dead or wedged before the guard clears flow-restore-wait")

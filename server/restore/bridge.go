@@ -47,6 +47,8 @@ type bridge struct {
 	// busySince is when the current replay or write started waiting for or
 	// holding mu (unix nanoseconds, 0 when idle), for Engine.Wedged.
 	busySince atomic.Int64
+	// owner says whether this engine may change the bridge (owner.go).
+	owner ownerState
 }
 
 // Quarantined is an entry the switch refused during a replay.
@@ -225,6 +227,10 @@ func (e *Engine) serveConn(ctx context.Context, b *bridge, conn *ofconn.Conn, lo
 	case <-conn.Done():
 		return
 	}
+	// Store identity: nothing is sent before this store may manage the bridge.
+	if !e.claim(ctx, b, conn, log) {
+		return
+	}
 	retry := time.NewTimer(0)
 	defer retry.Stop()
 	var audit <-chan time.Time
@@ -280,6 +286,9 @@ func (e *Engine) serveConn(ctx context.Context, b *bridge, conn *ofconn.Conn, lo
 //  5. If the switch refused entries, quarantine them and go back to 3 without
 //     them: one bad entry never leaves a node without flows.
 func (e *Engine) reconcile(ctx context.Context, b *bridge, conn *ofconn.Conn, log *slog.Logger) (Replay, error) {
+	if err := b.owner.check(b.name); err != nil {
+		return Replay{}, err
+	}
 	defer b.busy()()
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -76,6 +76,13 @@ type Config struct {
 	// (meters and bundle); it runs under the engine's context, never a
 	// caller's. Default 1 min.
 	WriteTimeout time.Duration
+	// TakeOver lets this engine manage bridges that OVSDB records as
+	// managed by another store, or that hold flows this store never
+	// declared (owner.go); their undeclared flows are deleted.
+	TakeOver bool
+	// Instance describes this flowstated in the bridges' OVSDB
+	// external_ids (Instance.String), for messages.
+	Instance string
 	// Events receives the engine's events (optional).
 	Events  *events.Log
 	Logger  *slog.Logger

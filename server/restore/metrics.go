@@ -18,6 +18,7 @@ type Metrics struct {
 	writeRequests     *prometheus.CounterVec
 	writeBatches      *prometheus.CounterVec
 	notRestored       *prometheus.GaugeVec
+	standingAside     *prometheus.GaugeVec
 }
 
 // NewMetrics creates the collectors and registers them with reg (nil: not
@@ -62,10 +63,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "flowstate_bridge_not_restored",
 			Help: "1 while flow-restore-wait was released without this bridge: missing from OVSDB, or not restored within --max-hold.",
 		}, []string{"bridge"}),
+		standingAside: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "flowstate_bridge_standing_aside",
+			Help: "1 while flowstated leaves the bridge alone because another store manages it, or it holds flows this store never declared (see the bridge's status).",
+		}, []string{"bridge"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.connected, m.replays, m.replayDuration, m.replayMessages, m.flagCleared, m.flagRearmed,
-			m.drift, m.quarantined, m.readinessTimeouts, m.writeRequests, m.writeBatches, m.notRestored)
+			m.drift, m.quarantined, m.readinessTimeouts, m.writeRequests, m.writeBatches, m.notRestored, m.standingAside)
 	}
 	return m
 }
