@@ -78,7 +78,7 @@ func newCommand() *cobra.Command {
 	f.BoolVar(&cfg.RearmFlowRestoreWait, "rearm-flow-restore-wait", true, "set flow-restore-wait back to true after each restore, so a crashed vswitchd also restarts gated (cleared again on a graceful stop)")
 	f.StringArrayVar(&cfg.RequiredModules, "require-module", nil, "module that must be ready before a cold start replays (repeatable)")
 	f.DurationVar(&cfg.ReadinessTimeout, "readiness-timeout", 5*time.Minute, "after a cold start, replay the last known state if required modules are not ready by then")
-	f.DurationVar(&cfg.AuditInterval, "audit-interval", 0, "re-check every bridge against the desired state at this interval and correct drift (0 disables)")
+	f.DurationVar(&cfg.AuditInterval, "audit-interval", 30*time.Second, "compare every bridge with the desired state at this interval; drift (flows deleted or changed behind flowstate's back) marks the bridge unconverged and is corrected (0 disables)")
 	f.DurationVar(&cfg.MaxHold, "max-hold", restore.DefaultMaxHold, "longest time one managed bridge that cannot be restored keeps flow-restore-wait set for the others")
 	f.DurationVar(&cfg.WedgeAfter, "wedge-after", 2*time.Minute, "an operation on the switch running this long counts as wedged: health turns NOT_SERVING, the systemd watchdog and the guard lease stop")
 	f.BoolVar(&cfg.TakeOver, "take-over", false, "manage bridges that another flowstate store managed, or that hold flows this store never declared, deleting those flows at the first replay (use once, to adopt a bridge; see docs/operations.md)")

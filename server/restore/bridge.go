@@ -49,6 +49,8 @@ type bridge struct {
 	busySince atomic.Int64
 	// owner says whether this engine may change the bridge (owner.go).
 	owner ownerState
+	// drift is what the audits found (audit.go); guarded by mu.
+	drift driftState
 }
 
 // Quarantined is an entry the switch refused during a replay.
@@ -74,6 +76,10 @@ type BridgeStatus struct {
 	Excused     string
 	Last        Replay
 	Quarantined []Quarantined
+	// DriftFound counts the audits that found the switch different from
+	// the store since flowstated started; LastDrift is the last one.
+	DriftFound int
+	LastDrift  time.Time
 }
 
 // Replay describes one reconciliation of a bridge.
@@ -101,7 +107,8 @@ func (b *bridge) publishLocked() {
 	if prev := b.status.Load(); prev == nil || prev.Converged != converged {
 		b.since = time.Now()
 	}
-	st := &BridgeStatus{Name: b.name, Connected: b.conn != nil, Converged: converged, Since: b.since, Last: b.last}
+	st := &BridgeStatus{Name: b.name, Connected: b.conn != nil, Converged: converged, Since: b.since, Last: b.last,
+		DriftFound: b.drift.found, LastDrift: b.drift.last}
 	if !converged {
 		st.Reason = b.reason
 	}
@@ -250,6 +257,9 @@ func (e *Engine) serveConn(ctx context.Context, b *bridge, conn *ofconn.Conn, lo
 		case <-b.kick:
 		case <-retry.C:
 		case <-audit:
+			if !e.audit(ctx, b, conn, log) {
+				continue // the switch holds what the store says
+			}
 			auditing = true
 		}
 		r, err := e.reconcile(ctx, b, conn, log)

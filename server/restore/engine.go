@@ -123,6 +123,9 @@ type Engine struct {
 	// beforeClear, when set, runs before each clear of the flag: fault
 	// injection for tests (flag_test.go).
 	beforeClear func()
+	// afterDriftFound, when set, runs after an audit marked a bridge
+	// unconverged and before the replay that corrects it (tests only).
+	afterDriftFound func()
 	// faults are set by tests only (groupcommit.go).
 	faults writeFaults
 }
