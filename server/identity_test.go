@@ -19,11 +19,7 @@ import (
 // putPipeline declares the pipeline on a live br-int and returns the dump.
 func (e *env) putPipeline(ctx context.Context) []string {
 	e.t.Helper()
-	entries := make([]client.Entry, len(pipeline))
-	for i, l := range pipeline {
-		entries[i] = client.FlowText(l)
-	}
-	if applied, err := e.c.Put(ctx, "br-int", "pipeline", entries...); err != nil || !applied {
+	if applied, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil || !applied {
 		e.t.Fatalf("put: applied=%v err=%v", applied, err)
 	}
 	got := e.dump(ctx, "br-int")
@@ -89,11 +85,7 @@ func TestStoreLost(t *testing.T) {
 			func(ctx context.Context, e *env, _ []byte, reason string) {
 				// Controllers re-sync into the new store (stored, not
 				// applied), then the operator adopts the bridge.
-				entries := make([]client.Entry, len(pipeline))
-				for i, l := range pipeline {
-					entries[i] = client.FlowText(l)
-				}
-				if applied, err := e.c.Put(ctx, "br-int", "pipeline", entries...); err != nil || applied {
+				if applied, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil || applied {
 					e.t.Fatalf("put while standing aside: applied=%v err=%v, want stored only", applied, err)
 				}
 				m := storeIDInReason.FindStringSubmatch(reason)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/ovn-org/libovsdb/client"
 	"github.com/ovn-org/libovsdb/model"
 	"github.com/ovn-org/libovsdb/ovsdb"
 )
@@ -35,7 +34,7 @@ func (c *Client) setBridgeExternalIDs(ctx context.Context, name string, set map[
 		uuid = bridges[i].uuid
 	}
 	if uuid == "" {
-		return fmt.Errorf("no such bridge in OVSDB")
+		return errors.New("no such bridge in OVSDB")
 	}
 	keys := make([]string, 0, len(set))
 	for k := range set {
@@ -53,21 +52,9 @@ func (c *Client) setBridgeExternalIDs(ctx context.Context, name string, set map[
 	if len(ops) != 1 || len(ops[0].Where) == 0 {
 		return fmt.Errorf("build mutate: expected one operation on row %s, got %d", uuid, len(ops))
 	}
-	tctx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
-	defer cancel()
-	results, err := ovs.Transact(tctx, ops...)
+	results, err := c.transact(ctx, ovs, ops)
 	if err != nil {
-		if errors.Is(err, client.ErrNotConnected) {
-			err = fmt.Errorf("%w: %w", ErrNotConnected, err)
-		}
-		return fmt.Errorf("transact: %w", err)
-	}
-	if opErrs, err := ovsdb.CheckOperationResults(results, ops); err != nil {
-		errs := []error{err}
-		for _, e := range opErrs {
-			errs = append(errs, e)
-		}
-		return fmt.Errorf("transact: %w", errors.Join(errs...))
+		return err
 	}
 	if results[0].Count != 1 {
 		return fmt.Errorf("transact: mutate matched %d rows, want 1", results[0].Count)
