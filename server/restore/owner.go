@@ -17,7 +17,6 @@ import (
 	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/ofconn"
-	"github.com/flowstate-io/flowstate/server/ovsconfig"
 )
 
 // Keys of a managed bridge's OVSDB external_ids.
@@ -116,10 +115,10 @@ func (e *Engine) claimOnce(ctx context.Context, b *bridge, conn *ofconn.Conn, ou
 	if err != nil {
 		return "", err
 	}
-	recorded, found := "", false
+	recorded, instance, found := "", "", false
 	for _, br := range brs {
 		if br.Name == b.name {
-			recorded, found = br.ExternalIDs[ExternalIDStore], true
+			recorded, instance, found = br.ExternalIDs[ExternalIDStore], br.ExternalIDs[ExternalIDInstance], true
 		}
 	}
 	if !found {
@@ -136,9 +135,12 @@ func (e *Engine) claimOnce(ctx context.Context, b *bridge, conn *ofconn.Conn, ou
 		e.log.Warn("taking over the bridge (--take-over): flows this store does not declare will be deleted",
 			"bridge", b.name, "previous_store", recorded, "store", ours)
 	case recorded != "":
+		if instance == "" {
+			instance = "an unknown instance"
+		}
 		return fmt.Sprintf("bridge %s was last managed by another flowstate store (%s, by %s), not this one (%s): "+
 			"the store is new, was lost, or is another instance's; flowstated stands aside and deletes nothing there. %s",
-			b.name, recorded, instanceOf(brs, b.name), ours, howTo), nil
+			b.name, recorded, instance, ours, howTo), nil
 	default:
 		managed, err := e.cfg.Store.Managed(b.name)
 		if err != nil {
@@ -158,7 +160,7 @@ func (e *Engine) claimOnce(ctx context.Context, b *bridge, conn *ofconn.Conn, ou
 			}
 		}
 	}
-	if recorded != ours {
+	if recorded != ours || instance != e.cfg.Instance {
 		err := c.SetBridgeExternalIDs(ctx, b.name, map[string]string{ExternalIDStore: ours, ExternalIDInstance: e.cfg.Instance})
 		if err != nil {
 			return "", err
@@ -170,17 +172,6 @@ func (e *Engine) claimOnce(ctx context.Context, b *bridge, conn *ofconn.Conn, ou
 	b.owner.claimed.Store(true)
 	e.cfg.Metrics.standingAside.WithLabelValues(b.name).Set(0)
 	return "", nil
-}
-
-func instanceOf(brs []ovsconfig.Bridge, name string) string {
-	for _, br := range brs {
-		if br.Name == name {
-			if s := br.ExternalIDs[ExternalIDInstance]; s != "" {
-				return s
-			}
-		}
-	}
-	return "an unknown instance"
 }
 
 // foreignEntries counts what the switch holds besides the default flow
