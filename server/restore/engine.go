@@ -106,6 +106,8 @@ type Engine struct {
 	// without the lock, so they never wait for an acknowledgement.
 	flagMu sync.Mutex
 	ovsdb  atomic.Pointer[ovsconfig.Client]
+	// ovsdbUp is closed once ovsdb is set (owner.go waits for it).
+	ovsdbUp chan struct{}
 	// converged is signalled when a bridge converges, so the flag goroutine
 	// re-checks whether all have.
 	converged chan struct{}
@@ -175,6 +177,7 @@ func New(cfg Config) (*Engine, error) {
 		log:       cfg.Logger,
 		bridges:   make(map[string]*bridge, len(cfg.Bridges)),
 		converged: make(chan struct{}, 1),
+		ovsdbUp:   make(chan struct{}),
 		gate:      newGate(),
 	}
 	if cfg.ColdStart && len(cfg.RequiredModules) > 0 {
@@ -273,6 +276,7 @@ func (e *Engine) runOVSDB(ctx context.Context) {
 		}
 	}
 	e.ovsdb.Store(c)
+	close(e.ovsdbUp)
 	e.log.Info("ovsdb connected", "addr", e.cfg.OVSDB)
 	// A bridge may have converged before OVSDB answered.
 	e.signalConverged()

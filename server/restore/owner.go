@@ -77,6 +77,15 @@ func (e *Engine) claim(ctx context.Context, b *bridge, conn *ofconn.Conn, log *s
 	tick := time.NewTicker(e.cfg.RetryInterval)
 	defer tick.Stop()
 	foreign := -1 // entries on the switch this store never declared; -1: not counted yet
+	// The record is in OVSDB: wait for its first connection without
+	// polling, since a held vswitchd waits for this replay.
+	select {
+	case <-e.ovsdbUp:
+	case <-ctx.Done():
+		return false
+	case <-conn.Done():
+		return false
+	}
 	for {
 		why, err := e.claimOnce(ctx, b, conn, ours, &foreign)
 		switch {
