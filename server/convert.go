@@ -204,6 +204,10 @@ func toBridgeStatus(bs restore.BridgeStatus) *flowstatev1.BridgeStatus {
 	if !bs.Since.IsZero() {
 		pb.Since = timestamppb.New(bs.Since)
 	}
+	pb.DriftFound = uint32(bs.DriftFound)
+	if !bs.LastDrift.IsZero() {
+		pb.LastDrift = timestamppb.New(bs.LastDrift)
+	}
 	if r := bs.Last; !r.Finished.IsZero() {
 		pb.LastReplay = &flowstatev1.Replay{
 			FinishedAt: timestamppb.New(r.Finished),

@@ -91,6 +91,9 @@ type Config struct {
 	// WedgeAfter is how long one operation on the switch may run before the
 	// engine counts as wedged (restore.Config.WedgeAfter).
 	WedgeAfter time.Duration
+	// TakeOver lets this flowstated manage bridges another store managed,
+	// or that hold flows its store never declared (restore.Config.TakeOver).
+	TakeOver bool
 	// Guard releases the node when flowstated is dead or hung (GuardConfig).
 	Guard GuardConfig
 	// Liveness, when set, is called about every second with whether the
@@ -141,6 +144,18 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer st.Close()
+	// Store identity and one owner per bridge (restore/owner.go).
+	self := restore.Instance{PID: os.Getpid(), StoreID: st.ID(), Listen: cfg.Listen, DB: cfg.DBPath}
+	self.Host, _ = os.Hostname()
+	locks, err := restore.LockBridges(cfg.RunDir, cfg.Bridges, self)
+	if err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	defer locks.Close()
+	if pre := st.Preflight(); pre.Empty {
+		log.Warn("the store file was empty (0 bytes): a new store was created; bridges another store managed stand aside", "path", cfg.DBPath)
+	}
+	log.Info("store checked", "path", cfg.DBPath, "store", st.ID(), "check", st.CheckDuration())
 	boot, err := st.RecordBoot(bootID, time.Now())
 	if err != nil {
 		return err
@@ -168,6 +183,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Unmanaged: restore.UnmanagedPolicy(cfg.UnmanagedBridges), MirrorInterval: cfg.MirrorInterval,
 		AuditInterval: cfg.AuditInterval,
 		MaxHold:       cfg.MaxHold, WedgeAfter: cfg.WedgeAfter, GuardPresent: keep.guardPresent,
+		TakeOver: cfg.TakeOver, Instance: self.String(),
 		Events: evlog,
 		Logger: log, Metrics: restore.NewMetrics(reg),
 	})

@@ -10,7 +10,10 @@
 //	│   ├── "boot_id"      the host boot id when the store was last opened
 //	│   ├── "boot_since"   RFC 3339: when flowstated first started in that boot
 //	│   ├── "gate_opened"  the boot id whose cold-start gate last opened
-//	│   └── "released_vswitchd"  pid@start of the vswitchd last released
+//	│   ├── "released_vswitchd"  pid@start of the vswitchd last released
+//	│   └── "store_id"     a UUID drawn when the store was created (identity.go)
+//	├── managed
+//	│   └── <bridge>   RFC 3339: when this store first managed the bridge
 //	├── modules
 //	│   └── <module>   the boot id the module last marked itself ready for
 //	├── bridges
@@ -48,4 +51,10 @@
 // when it refused. The Store's own Put, Sync and Delete are one request in one
 // Update, with an apply callback for the same purpose. Code running inside an
 // Update must not use the store.
+//
+// # Damage
+//
+// Open reads the file before bbolt maps it (check.go) and runs bbolt's
+// consistency check; a damaged file fails with a CorruptError that says how
+// to recover, never a panic or a fault.
 package store

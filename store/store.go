@@ -53,6 +53,10 @@ type Options struct {
 type Store struct {
 	db       *bolt.DB
 	describe func(entry.Entry) string
+	// id, pre and checked are set by Open (identity.go, check.go).
+	id      string
+	pre     Preflight
+	checked time.Duration
 }
 
 // Open opens or creates the store at path, creating its directory (mode 0750).
@@ -63,17 +67,34 @@ func Open(path string, opts Options) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.Timeout})
+	// A damaged file must be refused before bbolt maps it (check.go).
+	start := time.Now()
+	pre, err := checkFile(path)
+	if err != nil {
+		return nil, err
+	}
+	db, err := openBolt(path, opts.Timeout)
 	if err != nil {
 		if errors.Is(err, bolterrors.ErrTimeout) {
 			return nil, fmt.Errorf("store: open %s: locked by another process for %v: %w", path, opts.Timeout, errdefs.ErrUnavailable)
 		}
+		if isCorrupt(err) {
+			return nil, &CorruptError{Path: path, Detail: err.Error()}
+		}
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	s := &Store{db: db, describe: opts.Describe}
+	if err := checkTree(db); err != nil {
+		_ = db.Close()
+		return nil, &CorruptError{Path: path, Detail: "consistency check: " + err.Error()}
+	}
+	s := &Store{db: db, describe: opts.Describe, pre: pre, checked: time.Since(start)}
 	if err := s.init(); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	if err := s.initIdentity(); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("store: open %s: identity: %w", path, err)
 	}
 	return s, nil
 }

@@ -179,6 +179,9 @@ func (e *env) setup(ctx context.Context, verbose bool) error {
 		Bridges:        []string{bridge},
 		EventHeartbeat: heartbeat,
 		Logger:         slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		// Each declare run starts a fresh store on a bridge the previous
+		// store managed: take it over rather than stand aside.
+		TakeOver: true,
 	}
 	return nil
 }

@@ -25,6 +25,14 @@ const (
 	// BridgeNotRestored: flow-restore-wait was released without a bridge
 	// that is missing or could not be restored in time.
 	BridgeNotRestored Type = "bridge_not_restored"
+	// BridgeStoodAside: flowstated leaves a bridge alone because another
+	// store manages it, or it holds flows this store never declared; the
+	// message says how to recover.
+	BridgeStoodAside Type = "bridge_stood_aside"
+	// DriftFound: the audit found the switch different from the store
+	// (flows deleted or changed behind flowstate's back); the bridge is
+	// unconverged until the replay that follows corrects it.
+	DriftFound Type = "drift_found"
 	// Heartbeat is generated per subscription and never stored; Publish
 	// ignores it.
 	Heartbeat Type = "heartbeat"
@@ -32,7 +40,8 @@ const (
 
 // Types lists every type, in the order of the API's EventType enum.
 var Types = []Type{BridgeConnected, BridgeDisconnected, ReplayStarted, ReplayFinished, FlagCleared, FlagRearmed,
-	ModuleReady, DriftCorrected, EntryQuarantined, ReadinessTimeout, BridgeNotRestored, Heartbeat}
+	ModuleReady, DriftCorrected, EntryQuarantined, ReadinessTimeout, BridgeNotRestored, Heartbeat,
+	BridgeStoodAside, DriftFound}
 
 // Event is one entry of the log.
 type Event struct {

@@ -328,7 +328,7 @@ func (c *Client) connect(ctx context.Context) (_ client.Client, err error) {
 	o, b := &ovsRow{}, &bridgeRow{}
 	mon := ovs.NewMonitor(
 		client.WithTable(o, &o.OtherConfig, &o.NextCfg, &o.CurCfg),
-		client.WithTable(b, &b.Name, &b.Protocols, &b.DatapathType, &b.FailMode, &b.OtherConfig),
+		client.WithTable(b, &b.Name, &b.Protocols, &b.DatapathType, &b.FailMode, &b.OtherConfig, &b.ExternalIDs),
 	)
 	if _, err := ovs.Monitor(ctx, mon); err != nil {
 		return nil, fmt.Errorf("monitor %s and %s: %w", tableOpenvSwitch, tableBridge, err)

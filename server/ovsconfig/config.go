@@ -134,23 +134,9 @@ func (c *Client) mutateFlag(ctx context.Context, on bool) (int, error) {
 		Where:   ops[0].Where,
 		Columns: []string{colNextCfg},
 	})
-	tctx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
-	defer cancel()
-	results, err := ovs.Transact(tctx, ops...)
+	results, err := c.transact(ctx, ovs, ops)
 	if err != nil {
-		if errors.Is(err, client.ErrNotConnected) {
-			err = fmt.Errorf("%w: %w", ErrNotConnected, err)
-		}
-		return 0, fmt.Errorf("transact: %w", err)
-	}
-	// Transact reports only transport errors; per-operation errors are in
-	// the results.
-	if opErrs, err := ovsdb.CheckOperationResults(results, ops); err != nil {
-		errs := []error{err}
-		for _, e := range opErrs {
-			errs = append(errs, e)
-		}
-		return 0, fmt.Errorf("transact: %w", errors.Join(errs...))
+		return 0, err
 	}
 	if results[0].Count != 1 {
 		return 0, fmt.Errorf("transact: mutate matched %d rows, want 1 (row %s)", results[0].Count, row.UUID)
@@ -246,4 +232,28 @@ func (c *Client) BridgeProtocols(name string) ([]string, bool) {
 		}
 	}
 	return nil, false
+}
+
+// transact runs ops in one transaction bounded by RequestTimeout and returns
+// the results once every operation succeeded.
+func (c *Client) transact(ctx context.Context, ovs client.Client, ops []ovsdb.Operation) ([]ovsdb.OperationResult, error) {
+	tctx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
+	defer cancel()
+	results, err := ovs.Transact(tctx, ops...)
+	if err != nil {
+		if errors.Is(err, client.ErrNotConnected) {
+			err = fmt.Errorf("%w: %w", ErrNotConnected, err)
+		}
+		return nil, fmt.Errorf("transact: %w", err)
+	}
+	// Transact reports only transport errors; per-operation errors are in
+	// the results.
+	if opErrs, err := ovsdb.CheckOperationResults(results, ops); err != nil {
+		errs := []error{err}
+		for _, e := range opErrs {
+			errs = append(errs, e)
+		}
+		return nil, fmt.Errorf("transact: %w", errors.Join(errs...))
+	}
+	return results, nil
 }

@@ -32,6 +32,7 @@ type bridgeRow struct {
 	DatapathType string            `ovsdb:"datapath_type"`
 	FailMode     *string           `ovsdb:"fail_mode"`
 	OtherConfig  map[string]string `ovsdb:"other_config"`
+	ExternalIDs  map[string]string `ovsdb:"external_ids"`
 }
 
 // Bridge is what the Client knows about one row of the Bridge table.
@@ -47,6 +48,11 @@ type Bridge struct {
 	FailMode string
 	// OtherConfig is a copy of the bridge's other_config column.
 	OtherConfig map[string]string
+	// ExternalIDs is a copy of the bridge's external_ids column, where
+	// flowstate records which store manages the bridge.
+	ExternalIDs map[string]string
+
+	uuid string // the row's _uuid, for transactions
 }
 
 func newClientDBModel() (model.ClientDBModel, error) {
@@ -58,10 +64,15 @@ func newClientDBModel() (model.ClientDBModel, error) {
 
 func (b *bridgeRow) toBridge() Bridge {
 	out := Bridge{
+		uuid:         b.UUID,
 		Name:         b.Name,
 		Protocols:    append([]string(nil), b.Protocols...),
 		DatapathType: b.DatapathType,
 		OtherConfig:  make(map[string]string, len(b.OtherConfig)),
+		ExternalIDs:  make(map[string]string, len(b.ExternalIDs)),
+	}
+	for k, v := range b.ExternalIDs {
+		out.ExternalIDs[k] = v
 	}
 	if b.FailMode != nil {
 		out.FailMode = *b.FailMode

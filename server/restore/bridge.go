@@ -47,6 +47,10 @@ type bridge struct {
 	// busySince is when the current replay or write started waiting for or
 	// holding mu (unix nanoseconds, 0 when idle), for Engine.Wedged.
 	busySince atomic.Int64
+	// owner says whether this engine may change the bridge (owner.go).
+	owner ownerState
+	// drift is what the audits found (audit.go); guarded by mu.
+	drift driftState
 }
 
 // Quarantined is an entry the switch refused during a replay.
@@ -74,6 +78,10 @@ type BridgeStatus struct {
 	Quarantined []Quarantined
 	// Mirror is set for an unmanaged bridge the engine mirrors (mirror.go).
 	Mirror *MirrorState
+	// DriftFound counts the audits that found the switch different from
+	// the store since flowstated started; LastDrift is the last one.
+	DriftFound int
+	LastDrift  time.Time
 }
 
 // Replay describes one reconciliation of a bridge.
@@ -101,7 +109,8 @@ func (b *bridge) publishLocked() {
 	if prev := b.status.Load(); prev == nil || prev.Converged != converged {
 		b.since = time.Now()
 	}
-	st := &BridgeStatus{Name: b.name, Connected: b.conn != nil, Converged: converged, Since: b.since, Last: b.last}
+	st := &BridgeStatus{Name: b.name, Connected: b.conn != nil, Converged: converged, Since: b.since, Last: b.last,
+		DriftFound: b.drift.found, LastDrift: b.drift.last}
 	if !converged {
 		st.Reason = b.reason
 	}
@@ -189,6 +198,10 @@ func (e *Engine) serveConn(ctx context.Context, b *bridge, conn *ofconn.Conn, lo
 	case <-conn.Done():
 		return
 	}
+	// Store identity: nothing is sent before this store may manage the bridge.
+	if !e.claim(ctx, b, conn, log) {
+		return
+	}
 	retry := time.NewTimer(0)
 	defer retry.Stop()
 	var audit <-chan time.Time
@@ -208,6 +221,9 @@ func (e *Engine) serveConn(ctx context.Context, b *bridge, conn *ofconn.Conn, lo
 		case <-b.kick:
 		case <-retry.C:
 		case <-audit:
+			if !e.audit(ctx, b, conn, log) {
+				continue // the switch holds what the store says
+			}
 			auditing = true
 		}
 		r, err := e.reconcile(ctx, b, conn, log)
@@ -244,6 +260,9 @@ func (e *Engine) serveConn(ctx context.Context, b *bridge, conn *ofconn.Conn, lo
 //  5. If the switch refused entries, quarantine them and go back to 3 without
 //     them: one bad entry never leaves a node without flows.
 func (e *Engine) reconcile(ctx context.Context, b *bridge, conn *ofconn.Conn, log *slog.Logger) (Replay, error) {
+	if err := b.owner.check(b.name); err != nil {
+		return Replay{}, err
+	}
 	defer b.busy()()
 	b.mu.Lock()
 	defer b.mu.Unlock()

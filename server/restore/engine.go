@@ -84,6 +84,13 @@ type Config struct {
 	// MirrorInterval is the pause between dumps of an unmanaged bridge.
 	// Default DefaultMirrorInterval.
 	MirrorInterval time.Duration
+	// TakeOver lets this engine manage bridges that OVSDB records as
+	// managed by another store, or that hold flows this store never
+	// declared (owner.go); their undeclared flows are deleted.
+	TakeOver bool
+	// Instance describes this flowstated in the bridges' OVSDB
+	// external_ids (Instance.String), for messages.
+	Instance string
 	// Events receives the engine's events (optional).
 	Events  *events.Log
 	Logger  *slog.Logger
@@ -107,6 +114,8 @@ type Engine struct {
 	// without the lock, so they never wait for an acknowledgement.
 	flagMu sync.Mutex
 	ovsdb  atomic.Pointer[ovsconfig.Client]
+	// ovsdbUp is closed once ovsdb is set (owner.go waits for it).
+	ovsdbUp chan struct{}
 	// converged is signalled when a bridge converges, so the flag goroutine
 	// re-checks whether all have.
 	converged chan struct{}
@@ -130,6 +139,9 @@ type Engine struct {
 	// beforeClear, when set, runs before each clear of the flag: fault
 	// injection for tests (flag_test.go).
 	beforeClear func()
+	// afterDriftFound, when set, runs after an audit marked a bridge
+	// unconverged and before the replay that corrects it (tests only).
+	afterDriftFound func()
 	// faults are set by tests only (groupcommit.go).
 	faults  writeFaults
 	mirrors *mirrorSet // unmanaged bridges (mirror.go)
@@ -189,6 +201,7 @@ func New(cfg Config) (*Engine, error) {
 		bridges:   make(map[string]*bridge, len(cfg.Bridges)),
 		converged: make(chan struct{}, 1),
 		recheck:   make(chan struct{}, 1),
+		ovsdbUp:   make(chan struct{}),
 		gate:      newGate(),
 		mirrors:   newMirrorSet(),
 	}
@@ -290,6 +303,7 @@ func (e *Engine) runOVSDB(ctx context.Context) {
 		}
 	}
 	e.ovsdb.Store(c)
+	close(e.ovsdbUp)
 	e.log.Info("ovsdb connected", "addr", e.cfg.OVSDB)
 	// A bridge may have converged before OVSDB answered.
 	e.signalConverged()

@@ -106,7 +106,20 @@ func TestFlagClearAckTimeout(t *testing.T) {
 	defer func() { stop(); <-done }()
 
 	// While vswitchd is frozen, the flag must stay cleared: the clear was
-	// written but not read.
+	// written but not read. Wait for the clear first (the engine checks
+	// which store manages the bridge before it replays).
+	for {
+		if on, err := sb.FlowRestoreWait(ctx); err == nil && !on {
+			break
+		}
+		select {
+		case <-thawed:
+			t.Fatal("vswitchd thawed before the flag was seen cleared")
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 	for {
 		select {
 		case <-thawed:

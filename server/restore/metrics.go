@@ -24,6 +24,8 @@ type Metrics struct {
 	writeRequests     *prometheus.CounterVec
 	writeBatches      *prometheus.CounterVec
 	notRestored       *prometheus.GaugeVec
+	standingAside     *prometheus.GaugeVec
+	driftFound        *prometheus.CounterVec
 }
 
 // NewMetrics creates the collectors and registers them with reg (nil: not
@@ -68,10 +70,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "flowstate_bridge_not_restored",
 			Help: "1 while flow-restore-wait was released without this bridge: missing from OVSDB, or not restored within --max-hold.",
 		}, []string{"bridge"}),
+		standingAside: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "flowstate_bridge_standing_aside",
+			Help: "1 while flowstated leaves the bridge alone because another store manages it, or it holds flows this store never declared (see the bridge's status).",
+		}, []string{"bridge"}),
+		driftFound: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flowstate_drift_found_total", Help: "Audits that found the switch different from the store (the bridge is unconverged until the replay that follows).",
+		}, []string{"bridge"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.connected, m.replays, m.replayDuration, m.replayMessages, m.flagCleared, m.flagRearmed,
-			m.drift, m.quarantined, m.readinessTimeouts, m.writeRequests, m.writeBatches, m.notRestored)
+			m.drift, m.quarantined, m.readinessTimeouts, m.writeRequests, m.writeBatches, m.notRestored, m.standingAside, m.driftFound)
 	}
 	return m
 }

@@ -123,18 +123,7 @@ func (e *Engine) Diff(ctx context.Context, bridgeName string) ([]Change, error) 
 	if err != nil {
 		return nil, err
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	desired, err := e.cfg.Store.Entries(b.name)
-	if err != nil {
-		return nil, err
-	}
-	actual, err := dumpAll(ctx, conn)
-	if err != nil {
-		return nil, err
-	}
-	skip, _ := quarantineSkips(b.quarantine, desired)
-	return newPlan(diff(desired, actual, skip)).changes(), nil
+	return e.diffNow(ctx, b, conn)
 }
 
 func (b *bridge) connected() (*ofconn.Conn, error) {

@@ -117,6 +117,12 @@ const (
 	EventType_EVENT_TYPE_BRIDGE_NOT_RESTORED EventType = 11
 	// EVENT_TYPE_HEARTBEAT: nothing happened for a while; the stream is alive.
 	EventType_EVENT_TYPE_HEARTBEAT EventType = 12
+	// EVENT_TYPE_BRIDGE_STOOD_ASIDE: flowstated leaves a bridge alone: another
+	// store manages it, or it holds flows this store never declared.
+	EventType_EVENT_TYPE_BRIDGE_STOOD_ASIDE EventType = 13
+	// EVENT_TYPE_DRIFT_FOUND: the audit found the switch different from the
+	// store (a replay corrects it; DRIFT_CORRECTED follows).
+	EventType_EVENT_TYPE_DRIFT_FOUND EventType = 14
 )
 
 // Enum value maps for EventType.
@@ -135,6 +141,8 @@ var (
 		10: "EVENT_TYPE_READINESS_TIMEOUT",
 		11: "EVENT_TYPE_BRIDGE_NOT_RESTORED",
 		12: "EVENT_TYPE_HEARTBEAT",
+		13: "EVENT_TYPE_BRIDGE_STOOD_ASIDE",
+		14: "EVENT_TYPE_DRIFT_FOUND",
 	}
 	EventType_value = map[string]int32{
 		"EVENT_TYPE_UNSPECIFIED":         0,
@@ -150,6 +158,8 @@ var (
 		"EVENT_TYPE_READINESS_TIMEOUT":   10,
 		"EVENT_TYPE_BRIDGE_NOT_RESTORED": 11,
 		"EVENT_TYPE_HEARTBEAT":           12,
+		"EVENT_TYPE_BRIDGE_STOOD_ASIDE":  13,
+		"EVENT_TYPE_DRIFT_FOUND":         14,
 	}
 )
 
@@ -1207,6 +1217,11 @@ type BridgeStatus struct {
 	Reason string `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`
 	// since is when converged last changed.
 	Since *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=since,proto3" json:"since,omitempty"`
+	// drift_found counts the audits that found the switch different from the
+	// store since flowstated started; last_drift is the last one.
+	DriftFound uint32 `protobuf:"varint,11,opt,name=drift_found,json=driftFound,proto3" json:"drift_found,omitempty"`
+	// last_drift is when an audit last found drift.
+	LastDrift *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=last_drift,json=lastDrift,proto3" json:"last_drift,omitempty"`
 	// excused says why flow-restore-wait was released without this bridge:
 	// it is missing from OVSDB, or could not be restored within --max-hold.
 	Excused       string `protobuf:"bytes,10,opt,name=excused,proto3" json:"excused,omitempty"`
@@ -1303,6 +1318,20 @@ func (x *BridgeStatus) GetReason() string {
 func (x *BridgeStatus) GetSince() *timestamppb.Timestamp {
 	if x != nil {
 		return x.Since
+	}
+	return nil
+}
+
+func (x *BridgeStatus) GetDriftFound() uint32 {
+	if x != nil {
+		return x.DriftFound
+	}
+	return 0
+}
+
+func (x *BridgeStatus) GetLastDrift() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastDrift
 	}
 	return nil
 }
@@ -2460,7 +2489,7 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x10QuarantinedEntry\x12/\n" +
 	"\x05entry\x18\x01 \x01(\v2\x19.flowstate.v1.StoredEntryR\x05entry\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\x120\n" +
-	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\xbf\x02\n" +
+	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\x9b\x03\n" +
 	"\fBridgeStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\tconnected\x18\x02 \x01(\bR\tconnected\x12\x1c\n" +
@@ -2471,7 +2500,11 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\vlast_replay\x18\a \x01(\v2\x14.flowstate.v1.ReplayR\n" +
 	"lastReplay\x12\x16\n" +
 	"\x06reason\x18\b \x01(\tR\x06reason\x120\n" +
-	"\x05since\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x18\n" +
+	"\x05since\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x1f\n" +
+	"\vdrift_found\x18\v \x01(\rR\n" +
+	"driftFound\x129\n" +
+	"\n" +
+	"last_drift\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tlastDrift\x12\x18\n" +
 	"\aexcused\x18\n" +
 	" \x01(\tR\aexcused\"\xde\x01\n" +
 	"\x06Replay\x12;\n" +
@@ -2554,7 +2587,7 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x16ENTRY_KIND_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fENTRY_KIND_FLOW\x10\x01\x12\x14\n" +
 	"\x10ENTRY_KIND_GROUP\x10\x02\x12\x14\n" +
-	"\x10ENTRY_KIND_METER\x10\x03*\xa4\x03\n" +
+	"\x10ENTRY_KIND_METER\x10\x03*\xe3\x03\n" +
 	"\tEventType\x12\x1a\n" +
 	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bEVENT_TYPE_BRIDGE_CONNECTED\x10\x01\x12\"\n" +
@@ -2569,7 +2602,9 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x1cEVENT_TYPE_READINESS_TIMEOUT\x10\n" +
 	"\x12\"\n" +
 	"\x1eEVENT_TYPE_BRIDGE_NOT_RESTORED\x10\v\x12\x18\n" +
-	"\x14EVENT_TYPE_HEARTBEAT\x10\f2\xfd\x05\n" +
+	"\x14EVENT_TYPE_HEARTBEAT\x10\f\x12!\n" +
+	"\x1dEVENT_TYPE_BRIDGE_STOOD_ASIDE\x10\r\x12\x1a\n" +
+	"\x16EVENT_TYPE_DRIFT_FOUND\x10\x0e2\xfd\x05\n" +
 	"\x10FlowStateService\x12:\n" +
 	"\x03Put\x12\x18.flowstate.v1.PutRequest\x1a\x19.flowstate.v1.PutResponse\x12C\n" +
 	"\x06Delete\x12\x1b.flowstate.v1.DeleteRequest\x1a\x1c.flowstate.v1.DeleteResponse\x12?\n" +
@@ -2656,45 +2691,46 @@ var file_flowstate_v1_flowstate_proto_depIdxs = []int32{
 	36, // 15: flowstate.v1.QuarantinedEntry.since:type_name -> google.protobuf.Timestamp
 	17, // 16: flowstate.v1.BridgeStatus.last_replay:type_name -> flowstate.v1.Replay
 	36, // 17: flowstate.v1.BridgeStatus.since:type_name -> google.protobuf.Timestamp
-	36, // 18: flowstate.v1.Replay.finished_at:type_name -> google.protobuf.Timestamp
-	37, // 19: flowstate.v1.Replay.duration:type_name -> google.protobuf.Duration
-	3,  // 20: flowstate.v1.SyncRequest.entries:type_name -> flowstate.v1.Entry
-	37, // 21: flowstate.v1.ReleaseResponse.acknowledged_after:type_name -> google.protobuf.Duration
-	16, // 22: flowstate.v1.ReconcileResponse.bridges:type_name -> flowstate.v1.BridgeStatus
-	31, // 23: flowstate.v1.DiffResponse.changes:type_name -> flowstate.v1.Change
-	2,  // 24: flowstate.v1.Change.op:type_name -> flowstate.v1.Change.Op
-	0,  // 25: flowstate.v1.Change.kind:type_name -> flowstate.v1.EntryKind
-	34, // 26: flowstate.v1.WatchResponse.event:type_name -> flowstate.v1.Event
-	36, // 27: flowstate.v1.Event.time:type_name -> google.protobuf.Timestamp
-	35, // 28: flowstate.v1.Event.attrs:type_name -> flowstate.v1.Event.AttrsEntry
-	1,  // 29: flowstate.v1.Event.event_type:type_name -> flowstate.v1.EventType
-	5,  // 30: flowstate.v1.FlowStateService.Put:input_type -> flowstate.v1.PutRequest
-	7,  // 31: flowstate.v1.FlowStateService.Delete:input_type -> flowstate.v1.DeleteRequest
-	9,  // 32: flowstate.v1.FlowStateService.List:input_type -> flowstate.v1.ListRequest
-	11, // 33: flowstate.v1.FlowStateService.Status:input_type -> flowstate.v1.StatusRequest
-	19, // 34: flowstate.v1.FlowStateService.Sync:input_type -> flowstate.v1.SyncRequest
-	21, // 35: flowstate.v1.FlowStateService.MarkReady:input_type -> flowstate.v1.MarkReadyRequest
-	27, // 36: flowstate.v1.FlowStateService.Reconcile:input_type -> flowstate.v1.ReconcileRequest
-	29, // 37: flowstate.v1.FlowStateService.Diff:input_type -> flowstate.v1.DiffRequest
-	32, // 38: flowstate.v1.FlowStateService.Watch:input_type -> flowstate.v1.WatchRequest
-	23, // 39: flowstate.v1.FlowStateService.Arm:input_type -> flowstate.v1.ArmRequest
-	25, // 40: flowstate.v1.FlowStateService.Release:input_type -> flowstate.v1.ReleaseRequest
-	6,  // 41: flowstate.v1.FlowStateService.Put:output_type -> flowstate.v1.PutResponse
-	8,  // 42: flowstate.v1.FlowStateService.Delete:output_type -> flowstate.v1.DeleteResponse
-	10, // 43: flowstate.v1.FlowStateService.List:output_type -> flowstate.v1.ListResponse
-	12, // 44: flowstate.v1.FlowStateService.Status:output_type -> flowstate.v1.StatusResponse
-	20, // 45: flowstate.v1.FlowStateService.Sync:output_type -> flowstate.v1.SyncResponse
-	22, // 46: flowstate.v1.FlowStateService.MarkReady:output_type -> flowstate.v1.MarkReadyResponse
-	28, // 47: flowstate.v1.FlowStateService.Reconcile:output_type -> flowstate.v1.ReconcileResponse
-	30, // 48: flowstate.v1.FlowStateService.Diff:output_type -> flowstate.v1.DiffResponse
-	33, // 49: flowstate.v1.FlowStateService.Watch:output_type -> flowstate.v1.WatchResponse
-	24, // 50: flowstate.v1.FlowStateService.Arm:output_type -> flowstate.v1.ArmResponse
-	26, // 51: flowstate.v1.FlowStateService.Release:output_type -> flowstate.v1.ReleaseResponse
-	41, // [41:52] is the sub-list for method output_type
-	30, // [30:41] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	36, // 18: flowstate.v1.BridgeStatus.last_drift:type_name -> google.protobuf.Timestamp
+	36, // 19: flowstate.v1.Replay.finished_at:type_name -> google.protobuf.Timestamp
+	37, // 20: flowstate.v1.Replay.duration:type_name -> google.protobuf.Duration
+	3,  // 21: flowstate.v1.SyncRequest.entries:type_name -> flowstate.v1.Entry
+	37, // 22: flowstate.v1.ReleaseResponse.acknowledged_after:type_name -> google.protobuf.Duration
+	16, // 23: flowstate.v1.ReconcileResponse.bridges:type_name -> flowstate.v1.BridgeStatus
+	31, // 24: flowstate.v1.DiffResponse.changes:type_name -> flowstate.v1.Change
+	2,  // 25: flowstate.v1.Change.op:type_name -> flowstate.v1.Change.Op
+	0,  // 26: flowstate.v1.Change.kind:type_name -> flowstate.v1.EntryKind
+	34, // 27: flowstate.v1.WatchResponse.event:type_name -> flowstate.v1.Event
+	36, // 28: flowstate.v1.Event.time:type_name -> google.protobuf.Timestamp
+	35, // 29: flowstate.v1.Event.attrs:type_name -> flowstate.v1.Event.AttrsEntry
+	1,  // 30: flowstate.v1.Event.event_type:type_name -> flowstate.v1.EventType
+	5,  // 31: flowstate.v1.FlowStateService.Put:input_type -> flowstate.v1.PutRequest
+	7,  // 32: flowstate.v1.FlowStateService.Delete:input_type -> flowstate.v1.DeleteRequest
+	9,  // 33: flowstate.v1.FlowStateService.List:input_type -> flowstate.v1.ListRequest
+	11, // 34: flowstate.v1.FlowStateService.Status:input_type -> flowstate.v1.StatusRequest
+	19, // 35: flowstate.v1.FlowStateService.Sync:input_type -> flowstate.v1.SyncRequest
+	21, // 36: flowstate.v1.FlowStateService.MarkReady:input_type -> flowstate.v1.MarkReadyRequest
+	27, // 37: flowstate.v1.FlowStateService.Reconcile:input_type -> flowstate.v1.ReconcileRequest
+	29, // 38: flowstate.v1.FlowStateService.Diff:input_type -> flowstate.v1.DiffRequest
+	32, // 39: flowstate.v1.FlowStateService.Watch:input_type -> flowstate.v1.WatchRequest
+	23, // 40: flowstate.v1.FlowStateService.Arm:input_type -> flowstate.v1.ArmRequest
+	25, // 41: flowstate.v1.FlowStateService.Release:input_type -> flowstate.v1.ReleaseRequest
+	6,  // 42: flowstate.v1.FlowStateService.Put:output_type -> flowstate.v1.PutResponse
+	8,  // 43: flowstate.v1.FlowStateService.Delete:output_type -> flowstate.v1.DeleteResponse
+	10, // 44: flowstate.v1.FlowStateService.List:output_type -> flowstate.v1.ListResponse
+	12, // 45: flowstate.v1.FlowStateService.Status:output_type -> flowstate.v1.StatusResponse
+	20, // 46: flowstate.v1.FlowStateService.Sync:output_type -> flowstate.v1.SyncResponse
+	22, // 47: flowstate.v1.FlowStateService.MarkReady:output_type -> flowstate.v1.MarkReadyResponse
+	28, // 48: flowstate.v1.FlowStateService.Reconcile:output_type -> flowstate.v1.ReconcileResponse
+	30, // 49: flowstate.v1.FlowStateService.Diff:output_type -> flowstate.v1.DiffResponse
+	33, // 50: flowstate.v1.FlowStateService.Watch:output_type -> flowstate.v1.WatchResponse
+	24, // 51: flowstate.v1.FlowStateService.Arm:output_type -> flowstate.v1.ArmResponse
+	26, // 52: flowstate.v1.FlowStateService.Release:output_type -> flowstate.v1.ReleaseResponse
+	42, // [42:53] is the sub-list for method output_type
+	31, // [31:42] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_flowstate_v1_flowstate_proto_init() }

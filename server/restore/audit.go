@@ -1,0 +1,74 @@
+package restore
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/flowstate-io/flowstate/server/events"
+	"github.com/flowstate-io/flowstate/server/ofconn"
+)
+
+// diffNow returns the changes a replay of b would send now, in order.
+func (e *Engine) diffNow(ctx context.Context, b *bridge, conn *ofconn.Conn) ([]Change, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	desired, err := e.cfg.Store.Entries(b.name)
+	if err != nil {
+		return nil, err
+	}
+	actual, err := dumpAll(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	skip, _ := quarantineSkips(b.quarantine, desired)
+	return newPlan(diff(desired, actual, skip)).changes(), nil
+}
+
+// audit is one periodic check of b (AuditInterval) and reports whether a
+// replay must follow. It compares the switch with the store without sending
+// anything, so a clean audit costs one dump. When they differ (a flow or
+// group deleted by hand, another controller's change, an expired flow), the
+// bridge stops claiming converged at once, the drift is counted
+// (flowstate_drift_found_total), logged and published (drift_found), and the
+// replay that follows corrects it (flowstate_drift_corrections_total,
+// drift_corrected).
+func (e *Engine) audit(ctx context.Context, b *bridge, conn *ofconn.Conn, log *slog.Logger) bool {
+	cs, err := e.diffNow(ctx, b, conn)
+	if err != nil {
+		// The replay reports what went wrong.
+		return ctx.Err() == nil
+	}
+	if len(cs) == 0 {
+		return false
+	}
+	var n [3]int
+	for _, c := range cs {
+		n[c.Op-OpAdd]++
+	}
+	why := fmt.Sprintf("drift: the switch differs from the store (%d missing, %d changed, %d not declared); correcting", n[0], n[1], n[2])
+	b.mu.Lock()
+	b.converged = false
+	b.reason = why
+	b.drift.found++
+	b.drift.last = time.Now()
+	b.publishLocked()
+	b.mu.Unlock()
+	e.cfg.Metrics.driftFound.WithLabelValues(b.name).Inc()
+	log.Warn("drift found by the audit", "missing", n[0], "changed", n[1], "undeclared", n[2])
+	e.publish(events.Event{Type: events.DriftFound, Bridge: b.name, Message: why,
+		Attrs: map[string]string{"missing": strconv.Itoa(n[0]), "changed": strconv.Itoa(n[1]), "undeclared": strconv.Itoa(n[2])}})
+	if e.afterDriftFound != nil {
+		e.afterDriftFound()
+	}
+	return true
+}
+
+// driftState counts the drift the audits of a bridge found; guarded by
+// bridge.mu.
+type driftState struct {
+	found int
+	last  time.Time
+}

@@ -1,0 +1,289 @@
+package restore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/flowstate-io/flowstate/entry"
+	"github.com/flowstate-io/flowstate/errdefs"
+	"github.com/flowstate-io/flowstate/server/events"
+	"github.com/flowstate-io/flowstate/server/ofconn"
+)
+
+// Keys of a managed bridge's OVSDB external_ids.
+const (
+	// ExternalIDStore is the id of the store (store.Store.ID) that manages
+	// the bridge, written when a flowstated first manages it.
+	ExternalIDStore = "flowstate-store"
+	// ExternalIDInstance describes that flowstated (pid, host, socket), for
+	// messages only.
+	ExternalIDInstance = "flowstate-instance"
+)
+
+// ownerState says whether this engine may change a bridge: it claimed it
+// (claim), or why it stands aside.
+type ownerState struct {
+	claimed atomic.Bool
+	// refused is the message of the last refusal ("" when none).
+	refused atomic.Pointer[string]
+}
+
+// check fails replays of a bridge this engine has not claimed.
+func (o *ownerState) check(bridge string) error {
+	if o.claimed.Load() {
+		return nil
+	}
+	if why := o.refused.Load(); why != nil {
+		return fmt.Errorf("%s: %w", *why, errdefs.ErrFailedPrecondition)
+	}
+	return fmt.Errorf("bridge %s: this flowstated has not yet checked which store manages it: %w", bridge, errdefs.ErrUnavailable)
+}
+
+// claim decides, before the first replay of b, whether this store may manage
+// it, and returns once it may (true), or when conn or ctx end (false). A
+// replay makes the switch equal to the store, so it deletes every flow the
+// store does not declare: run from a store that is new, lost or another
+// instance's, it would wipe a bridge still forwarding with the flows of an
+// earlier flowstated. The record is in OVSDB, where every flowstated of the
+// host sees it, and in the store:
+//
+//  1. OVSDB's external_ids:flowstate-store of the bridge names this store:
+//     claim.
+//  2. It names another store: stand aside (nothing is sent to the bridge,
+//     writes are stored only, status says why and what to do), unless
+//     TakeOver, or until an operator writes this store's id there.
+//  3. It names none (a new bridge, or one of a flowstated that did not
+//     record it): claim if this store managed the bridge before, or holds
+//     entries for it, or if the bridge holds nothing but the default flow;
+//     else stand aside as in 2.
+//  4. On claim, write this store's id and this instance into OVSDB, and
+//     record in the store that it manages the bridge.
+//
+// One live flowstated per bridge is ensured before, by LockBridges.
+func (e *Engine) claim(ctx context.Context, b *bridge, conn *ofconn.Conn, log *slog.Logger) bool {
+	if b.owner.claimed.Load() {
+		return true
+	}
+	ours := e.cfg.Store.ID()
+	tick := time.NewTicker(e.cfg.RetryInterval)
+	defer tick.Stop()
+	foreign := -1 // entries on the switch this store never declared; -1: not counted yet
+	// The record is in OVSDB: wait for its first connection without
+	// polling, since a held vswitchd waits for this replay.
+	select {
+	case <-e.ovsdbUp:
+	case <-ctx.Done():
+		return false
+	case <-conn.Done():
+		return false
+	}
+	for {
+		why, err := e.claimOnce(ctx, b, conn, ours, &foreign)
+		switch {
+		case err == nil && why == "":
+			b.owner.refused.Store(nil)
+			log.Info("bridge claimed for this store", "store", ours)
+			return true
+		case err != nil:
+			b.setReason("checking which store manages the bridge: " + err.Error())
+		default:
+			if prev := b.owner.refused.Swap(&why); prev == nil || *prev != why {
+				log.Error("standing aside: this flowstated will not change the bridge", "reason", why)
+				e.cfg.Metrics.standingAside.WithLabelValues(b.name).Set(1)
+				e.publish(events.Event{Type: events.BridgeStoodAside, Bridge: b.name, Message: why})
+			}
+			b.setReason(why)
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-conn.Done():
+			return false
+		case <-tick.C:
+		}
+	}
+}
+
+// claimOnce runs one round of claim: it returns "" once the bridge is
+// claimed, the reason to stand aside, or an error to retry after.
+func (e *Engine) claimOnce(ctx context.Context, b *bridge, conn *ofconn.Conn, ours string, foreign *int) (string, error) {
+	c := e.ovsdb.Load()
+	if c == nil || !c.Connected() {
+		return "", errors.New("waiting for OVSDB")
+	}
+	brs, err := c.Bridges()
+	if err != nil {
+		return "", err
+	}
+	recorded, instance, found := "", "", false
+	for _, br := range brs {
+		if br.Name == b.name {
+			recorded, instance, found = br.ExternalIDs[ExternalIDStore], br.ExternalIDs[ExternalIDInstance], true
+		}
+	}
+	if !found {
+		return "", errors.New("the bridge is not in OVSDB")
+	}
+	howTo := fmt.Sprintf("If this store should hold the bridge's state, stop flowstated, restore the store's backup to %s and start again. "+
+		"To make this store manage the bridge, its flows not declared here being deleted at the first replay, "+
+		"let the controllers re-sync their modules (writes are stored meanwhile), then run "+
+		"`ovs-vsctl set Bridge %s external_ids:%s=%s`, or restart flowstated once with --take-over (docs/operations.md, \"Store identity\")",
+		e.cfg.Store.Path(), b.name, ExternalIDStore, ours)
+	switch {
+	case recorded == ours:
+	case e.cfg.TakeOver:
+		e.log.Warn("taking over the bridge (--take-over): flows this store does not declare will be deleted",
+			"bridge", b.name, "previous_store", recorded, "store", ours)
+	case recorded != "":
+		if instance == "" {
+			instance = "an unknown instance"
+		}
+		return fmt.Sprintf("bridge %s was last managed by another flowstate store (%s, by %s), not this one (%s): "+
+			"the store is new, was lost, or is another instance's; flowstated stands aside and deletes nothing there. %s",
+			b.name, recorded, instance, ours, howTo), nil
+	default:
+		managed, err := e.cfg.Store.Managed(b.name)
+		if err != nil {
+			return "", err
+		}
+		if !managed {
+			if *foreign < 0 {
+				n, err := e.foreignEntries(ctx, b, conn)
+				if err != nil {
+					return "", err
+				}
+				*foreign = n
+			}
+			if *foreign > 0 {
+				return fmt.Sprintf("bridge %s holds %d flows, groups or meters, and this store (%s) never managed it: "+
+					"flowstated stands aside and deletes nothing there. %s", b.name, *foreign, ours, howTo), nil
+			}
+		}
+	}
+	if recorded != ours || instance != e.cfg.Instance {
+		err := c.SetBridgeExternalIDs(ctx, b.name, map[string]string{ExternalIDStore: ours, ExternalIDInstance: e.cfg.Instance})
+		if err != nil {
+			return "", err
+		}
+	}
+	if err := e.cfg.Store.MarkManaged(b.name, time.Now()); err != nil {
+		return "", err
+	}
+	b.owner.claimed.Store(true)
+	e.cfg.Metrics.standingAside.WithLabelValues(b.name).Set(0)
+	return "", nil
+}
+
+// foreignEntries counts what the switch holds besides the default flow
+// (table 0, priority 0, empty match).
+func (e *Engine) foreignEntries(ctx context.Context, b *bridge, conn *ofconn.Conn) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	actual, err := dumpAll(ctx, conn)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, a := range actual {
+		if a.kind == entry.KindFlow && len(a.id) == 3 && a.id[0] == 0 && a.id[1] == 0 && a.id[2] == 0 {
+			continue
+		}
+		n++
+	}
+	return n, nil
+}
+
+// Instance describes a flowstated for the lock file and OVSDB.
+type Instance struct {
+	PID     int
+	Host    string
+	StoreID string
+	Listen  string
+	DB      string
+}
+
+func (i Instance) String() string {
+	return fmt.Sprintf("pid=%d host=%s store=%s listen=%s db=%s", i.PID, i.Host, i.StoreID, i.Listen, i.DB)
+}
+
+// BridgeLocks are the lock files of the managed bridges, held while this
+// flowstated runs.
+type BridgeLocks struct {
+	mu    sync.Mutex
+	files []*os.File
+}
+
+// LockPath is the lock file of bridge: next to its management socket, where
+// every flowstated that can reach the bridge also sees it.
+func LockPath(runDir, bridge string) string {
+	return filepath.Join(runDir, bridge+".flowstate.lock")
+}
+
+// LockBridges takes an exclusive flock on the lock file of every bridge, and
+// writes who holds it there. A bridge locked by another live flowstated fails
+// with ErrFailedPrecondition naming it: two flowstated on one bridge would
+// each replay their own store and delete the other's flows. The kernel drops
+// the lock when its holder dies, however it dies, so a dead flowstated never
+// blocks its successor, and no clock or renewal is involved.
+func LockBridges(runDir string, bridges []string, self Instance) (*BridgeLocks, error) {
+	l := &BridgeLocks{}
+	for _, br := range bridges {
+		f, err := lockOne(LockPath(runDir, br), self)
+		if err != nil {
+			_ = l.Close()
+			return nil, fmt.Errorf("restore: bridge %s: %w", br, err)
+		}
+		l.files = append(l.files, f)
+	}
+	return l, nil
+}
+
+func lockOne(path string, self Instance) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock file: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		holder := "unknown"
+		if b, rerr := os.ReadFile(path); rerr == nil && len(strings.TrimSpace(string(b))) > 0 {
+			holder = strings.TrimSpace(string(b))
+		}
+		_ = f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("managed by another live flowstated (%s; lock %s): this one stands aside and "+
+				"will not start; stop the other first, or give this one other bridges: %w", holder, path, errdefs.ErrFailedPrecondition)
+		}
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	if err := f.Truncate(0); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("lock file: %w", err)
+	}
+	if _, err := f.WriteAt([]byte(self.String()+"\n"), 0); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("lock file: %w", err)
+	}
+	return f, nil
+}
+
+// Close releases the locks. The files stay: removing one could let a third
+// flowstated lock a new file while a second still holds the old one.
+func (l *BridgeLocks) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var errs []error
+	for _, f := range l.files {
+		errs = append(errs, f.Close())
+	}
+	l.files = nil
+	return errors.Join(errs...)
+}

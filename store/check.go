@@ -1,0 +1,399 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+)
+
+// CorruptError says the store file is damaged and flowstated must not run on
+// it: a replay from a damaged store would delete flows from the switch, and
+// bbolt itself would panic, or fault, on a damaged page.
+type CorruptError struct {
+	Path string
+	// Detail names what is wrong (a meta page, the file size, a page).
+	Detail string
+}
+
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("store: %s is corrupt: %s; flowstated will not start on it. Recovery (docs/operations.md, "+
+		"\"Store corruption\"): stop flowstated, keep the damaged file for analysis, then either restore the latest backup "+
+		"of the store to %s, or move the file away and start with an empty store: managed bridges stand aside, "+
+		"the controllers re-sync their modules, then restart once with --take-over", e.Path, e.Detail, e.Path)
+}
+
+// The bbolt file format (go.etcd.io/bbolt v1.5.0, internal/common), read here
+// without bbolt so a damaged file is never mapped: bbolt reads pages through
+// mmap, and a page past the end of the file raises SIGBUS, one outside the
+// mapping SIGSEGV, neither of which a Go program can recover from.
+const (
+	boltMagic       = 0xED0CDAED
+	boltVersion     = 2
+	pageHeaderSize  = 16 // id u64, flags u16, count u16, overflow u32
+	metaSize        = 64 // magic .. checksum, after the page header
+	metaSumOffset   = 56 // the checksum covers the meta bytes before it
+	elementSize     = 16 // branch: pos, ksize, pgid; leaf: flags, pos, ksize, vsize
+	inBucketSize    = 16 // root pgid u64, sequence u64
+	flagBranch      = 0x01
+	flagLeaf        = 0x02
+	flagFreelist    = 0x10
+	flagBucketLeaf  = 0x01
+	pgidNoFreelist  = ^uint64(0)
+	minPageSize     = 1024
+	maxPageSize     = 1 << 24
+	maxCheckedDepth = 64
+)
+
+type boltMeta struct {
+	pageSize       uint32
+	root, freelist uint64
+	pgid, txid     uint64
+	invalid        string // why it does not validate; "" if it does
+	magic, version uint32
+	checksum, sum  uint64
+}
+
+func parseMeta(b []byte) boltMeta {
+	le := binary.LittleEndian
+	var m boltMeta
+	if len(b) < pageHeaderSize+metaSize {
+		m.invalid = "cut short by the end of the file"
+		return m
+	}
+	d := b[pageHeaderSize:]
+	m.magic, m.version, m.pageSize = le.Uint32(d[0:4]), le.Uint32(d[4:8]), le.Uint32(d[8:12])
+	m.root, m.freelist = le.Uint64(d[16:24]), le.Uint64(d[32:40])
+	m.pgid, m.txid, m.checksum = le.Uint64(d[40:48]), le.Uint64(d[48:56]), le.Uint64(d[56:64])
+	h := fnv.New64a()
+	_, _ = h.Write(d[:metaSumOffset])
+	m.sum = h.Sum64()
+	switch {
+	case m.magic != boltMagic:
+		m.invalid = fmt.Sprintf("bad magic %#x", m.magic)
+	case m.version != boltVersion:
+		m.invalid = fmt.Sprintf("bad version %d", m.version)
+	case m.checksum != m.sum:
+		m.invalid = "bad checksum"
+	}
+	return m
+}
+
+// Preflight is what checkFile learnt of the file before bbolt opens it.
+type Preflight struct {
+	// Missing: no file (a new store is created). Empty: a file of 0 bytes,
+	// which bbolt initialises as a new store (a truncated file, or a bad
+	// restore of a backup); the bridges this store never managed stand aside.
+	Missing, Empty bool
+	// Size of the file and PageSize of the store.
+	Size     int64
+	PageSize int
+	// Txid is the last committed transaction.
+	Txid uint64
+}
+
+// checkFile validates the file header and page tree of the store at path by
+// reading the file, before bbolt maps it:
+//
+//  1. both meta pages: magic, version, checksum. bbolt silently falls back to
+//     the older one when the newer does not validate, which loses the last
+//     acknowledged write: refused, as is a file where neither validates;
+//  2. the file holds every page the meta counts (a half-truncated file would
+//     raise SIGBUS in bbolt);
+//  3. the freelist and every page reachable from the root: page ids below the
+//     high-water mark, types, element offsets inside their page, no cycles.
+//
+// bbolt's own tx.Check (checkTree) then finds what remains: key order, pages
+// referenced twice, reachable freed pages, unreachable pages.
+func checkFile(path string) (Preflight, error) {
+	var pf Preflight
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		pf.Missing = true
+		return pf, nil
+	}
+	if err != nil {
+		return pf, fmt.Errorf("store: %w", err)
+	}
+	defer f.Close()
+	// A file another process holds (its lock) may be mid-write: leave it
+	// to bbolt's lock timeout, which names the real problem.
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
+		return pf, nil
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return pf, fmt.Errorf("store: %w", err)
+	}
+	pf.Size = fi.Size()
+	if pf.Size == 0 {
+		pf.Empty = true
+		return pf, nil
+	}
+	corrupt := func(format string, args ...any) error {
+		return &CorruptError{Path: path, Detail: fmt.Sprintf(format, args...)}
+	}
+	head := make([]byte, 4096)
+	n, err := f.ReadAt(head, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return pf, fmt.Errorf("store: read %s: %w", path, err)
+	}
+	m0 := parseMeta(head[:n])
+	// The page size is in meta 0; when meta 0 is damaged, look for meta 1
+	// at every page size bbolt may have used, as bbolt does.
+	pageSize := int(m0.pageSize)
+	if m0.invalid != "" {
+		pageSize = 0
+		for ps := minPageSize; ps <= maxPageSize && int64(ps) < pf.Size; ps <<= 1 {
+			if m := parseMeta(readAt(f, int64(ps), pageHeaderSize+metaSize)); m.invalid == "" {
+				pageSize = int(m.pageSize)
+				break
+			}
+		}
+	}
+	if pageSize < minPageSize || pageSize > maxPageSize || pageSize&(pageSize-1) != 0 {
+		if m0.invalid != "" {
+			return pf, corrupt("both meta pages are invalid (meta 0: %s; no valid meta 1 found); this is not a readable store", m0.invalid)
+		}
+		return pf, corrupt("meta 0 gives an impossible page size %d", pageSize)
+	}
+	pf.PageSize = pageSize
+	m1 := parseMeta(readAt(f, int64(pageSize), pageHeaderSize+metaSize))
+	if m0.invalid != "" && m1.invalid != "" {
+		return pf, corrupt("both meta pages are invalid (meta 0: %s; meta 1: %s)", m0.invalid, m1.invalid)
+	}
+	if m0.invalid != "" || m1.invalid != "" {
+		bad, why, good := 0, m0.invalid, m1
+		if m0.invalid == "" {
+			bad, why, good = 1, m1.invalid, m0
+		}
+		return pf, corrupt("meta page %d is invalid (%s): bbolt would silently fall back to the older meta page "+
+			"(transaction %d) and lose the writes acknowledged after it", bad, why, good.txid)
+	}
+	m := m0
+	if m1.txid > m0.txid {
+		m = m1
+	}
+	pf.Txid = m.txid
+	if m.pageSize != uint32(pageSize) || m0.pageSize != m1.pageSize {
+		return pf, corrupt("the meta pages disagree on the page size (%d, %d)", m0.pageSize, m1.pageSize)
+	}
+	if m.pgid < 4 {
+		return pf, corrupt("meta counts %d pages, fewer than an empty store has", m.pgid)
+	}
+	if need := int64(m.pgid) * int64(pageSize); pf.Size < need {
+		return pf, corrupt("the file is %d bytes but its meta page counts %d pages of %d bytes (%d bytes): "+
+			"the file was truncated", pf.Size, m.pgid, pageSize, need)
+	}
+	w := &walker{f: f, pageSize: pageSize, hwm: m.pgid, seen: map[uint64]bool{}}
+	if m.freelist != pgidNoFreelist {
+		if err := w.freelist(m.freelist); err != nil {
+			return pf, corrupt("freelist: %v", err)
+		}
+	}
+	if err := w.tree(m.root, 0); err != nil {
+		return pf, corrupt("%v", err)
+	}
+	return pf, nil
+}
+
+// readAt reads up to n bytes at off; a short read returns what there is.
+func readAt(f *os.File, off int64, n int) []byte {
+	b := make([]byte, n)
+	k, _ := f.ReadAt(b, off)
+	return b[:k]
+}
+
+// walker reads pages of a bbolt file with bounds checks everywhere bbolt
+// trusts the file.
+type walker struct {
+	f        *os.File
+	pageSize int
+	hwm      uint64
+	seen     map[uint64]bool
+}
+
+type rawPage struct {
+	id       uint64
+	flags    uint16
+	count    int
+	overflow uint32
+	data     []byte // the whole page, overflow pages included
+}
+
+func (w *walker) page(id uint64) (rawPage, error) {
+	if id < 2 || id >= w.hwm {
+		return rawPage{}, fmt.Errorf("page id %d out of range [2, %d)", id, w.hwm)
+	}
+	le := binary.LittleEndian
+	off := int64(id) * int64(w.pageSize)
+	hdr := readAt(w.f, off, pageHeaderSize)
+	if len(hdr) < pageHeaderSize {
+		return rawPage{}, fmt.Errorf("page %d: past the end of the file", id)
+	}
+	p := rawPage{id: le.Uint64(hdr[0:8]), flags: le.Uint16(hdr[8:10]), count: int(le.Uint16(hdr[10:12])), overflow: le.Uint32(hdr[12:16])}
+	if p.id != id {
+		return p, fmt.Errorf("page %d: identifies itself as page %d", id, p.id)
+	}
+	if uint64(p.overflow) >= w.hwm-id {
+		return p, fmt.Errorf("page %d: %d overflow pages run past the high-water mark %d", id, p.overflow, w.hwm)
+	}
+	size := (int(p.overflow) + 1) * w.pageSize
+	p.data = readAt(w.f, off, size)
+	if len(p.data) < size {
+		return p, fmt.Errorf("page %d: past the end of the file", id)
+	}
+	return p, nil
+}
+
+func (w *walker) freelist(id uint64) error {
+	p, err := w.page(id)
+	if err != nil {
+		return err
+	}
+	if p.flags != flagFreelist {
+		return fmt.Errorf("page %d: type %#x, want a freelist page", id, p.flags)
+	}
+	start, count := pageHeaderSize, p.count
+	if count == 0xFFFF {
+		if len(p.data) < pageHeaderSize+8 {
+			return fmt.Errorf("page %d: truncated count", id)
+		}
+		c := binary.LittleEndian.Uint64(p.data[pageHeaderSize:])
+		if c > uint64(len(p.data)) {
+			return fmt.Errorf("page %d: count %d does not fit in the page", id, c)
+		}
+		start, count = pageHeaderSize+8, int(c)
+	}
+	if start+count*8 > len(p.data) {
+		return fmt.Errorf("page %d: %d ids do not fit in the page", id, count)
+	}
+	for i := range count {
+		fid := binary.LittleEndian.Uint64(p.data[start+8*i:])
+		if fid < 2 || fid >= w.hwm {
+			return fmt.Errorf("page %d: free page id %d out of range [2, %d)", id, fid, w.hwm)
+		}
+	}
+	return nil
+}
+
+// tree walks the B+tree rooted at page id, and the buckets nested in it.
+func (w *walker) tree(id uint64, depth int) error {
+	if depth > maxCheckedDepth {
+		return fmt.Errorf("page %d: tree deeper than %d levels (a cycle?)", id, maxCheckedDepth)
+	}
+	if w.seen[id] {
+		return fmt.Errorf("page %d: referenced twice", id)
+	}
+	w.seen[id] = true
+	p, err := w.page(id)
+	if err != nil {
+		return err
+	}
+	return w.elements(p, depth)
+}
+
+// elements checks the elements of a branch or leaf page p (from the file or
+// inline in a bucket value) and descends into children and buckets.
+func (w *walker) elements(p rawPage, depth int) error {
+	le := binary.LittleEndian
+	if p.flags != flagBranch && p.flags != flagLeaf {
+		return fmt.Errorf("page %d: type %#x, want a branch or leaf page", p.id, p.flags)
+	}
+	if pageHeaderSize+p.count*elementSize > len(p.data) {
+		return fmt.Errorf("page %d: %d elements do not fit in the page", p.id, p.count)
+	}
+	for i := range p.count {
+		at := pageHeaderSize + i*elementSize
+		e := p.data[at : at+elementSize]
+		if p.flags == flagBranch {
+			pos, ksize, child := int(le.Uint32(e[0:4])), int(le.Uint32(e[4:8])), le.Uint64(e[8:16])
+			if at+pos+ksize > len(p.data) {
+				return fmt.Errorf("page %d: branch element %d: key outside the page", p.id, i)
+			}
+			if err := w.tree(child, depth+1); err != nil {
+				return err
+			}
+			continue
+		}
+		flags, pos, ksize, vsize := le.Uint32(e[0:4]), int(le.Uint32(e[4:8])), int(le.Uint32(e[8:12])), int(le.Uint32(e[12:16]))
+		if at+pos+ksize+vsize > len(p.data) || pos < 0 || ksize < 0 || vsize < 0 {
+			return fmt.Errorf("page %d: leaf element %d: key or value outside the page", p.id, i)
+		}
+		if flags&flagBucketLeaf == 0 {
+			continue
+		}
+		v := p.data[at+pos+ksize : at+pos+ksize+vsize]
+		if len(v) < inBucketSize {
+			return fmt.Errorf("page %d: leaf element %d: bucket header cut short", p.id, i)
+		}
+		if root := le.Uint64(v[0:8]); root != 0 {
+			if err := w.tree(root, depth+1); err != nil {
+				return err
+			}
+			continue
+		}
+		// An inline bucket: its page follows the header in the value.
+		in := v[inBucketSize:]
+		if len(in) < pageHeaderSize {
+			return fmt.Errorf("page %d: leaf element %d: inline bucket cut short", p.id, i)
+		}
+		ip := rawPage{id: p.id, flags: le.Uint16(in[8:10]), count: int(le.Uint16(in[10:12])), data: in}
+		if ip.flags != flagLeaf {
+			return fmt.Errorf("page %d: leaf element %d: inline bucket of type %#x", p.id, i, ip.flags)
+		}
+		if err := w.elements(ip, depth+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkTree runs bbolt's consistency check in one read transaction. A panic
+// inside bbolt becomes the returned error.
+func checkTree(db *bolt.DB) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("bbolt panicked: %v", r)
+		}
+	}()
+	return db.View(func(tx *bolt.Tx) error {
+		var errs []error
+		for e := range tx.Check() {
+			// Drain the channel: the check's goroutine ends only then.
+			if len(errs) < 5 {
+				errs = append(errs, e)
+			}
+		}
+		return errors.Join(errs...)
+	})
+}
+
+// CheckDuration is how long the consistency check of the last Open took.
+func (s *Store) CheckDuration() time.Duration { return s.checked }
+
+// openBolt opens the file with bbolt, turning a panic inside bbolt (a
+// damaged freelist, say) into an error.
+func openBolt(path string, timeout time.Duration) (db *bolt.DB, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			db, err = nil, fmt.Errorf("bbolt panicked: %v", r)
+		}
+	}()
+	return bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout})
+}
+
+// isCorrupt tells bbolt's errors about the file's content from others
+// (permissions, I/O).
+func isCorrupt(err error) bool {
+	return errors.Is(err, bolterrors.ErrInvalid) || errors.Is(err, bolterrors.ErrChecksum) ||
+		errors.Is(err, bolterrors.ErrVersionMismatch) || strings.HasPrefix(err.Error(), "bbolt panicked")
+}

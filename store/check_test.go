@@ -1,0 +1,254 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/flowstate-io/flowstate/entry"
+)
+
+// corruptFixture writes a store with enough flows for a branch page, and a
+// freelist that is not empty, and returns its path and layout.
+type fixture struct {
+	path      string
+	pageSize  int
+	branch    uint64 // root page of br-int's flow bucket (a branch page)
+	leaf      uint64 // its first child
+	freelist  uint64
+	newerMeta int
+}
+
+func corruptFixture(t *testing.T) fixture {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "flowstate.db")
+	s, err := Open(path, Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put("br-int", "pod", benchEntries(2000, 0), nil); err != nil {
+		t.Fatal(err)
+	}
+	// Free some pages, so the freelist holds ids.
+	if err := s.Sync("br-int", "pod", benchEntries(1500, 0), nil); err != nil {
+		t.Fatal(err)
+	}
+	fx := fixture{path: path, pageSize: s.db.Info().PageSize}
+	err = s.db.View(func(tx *bolt.Tx) error {
+		fb := tx.Bucket(bucketBridges).Bucket([]byte("br-int")).Bucket(kindBuckets[entry.KindFlow])
+		fx.branch = uint64(fb.RootPage())
+		fx.newerMeta = int(tx.ID() % 2)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b := fx.read(t, fx.branch)
+	if flags := binary.LittleEndian.Uint16(b[8:10]); flags != flagBranch {
+		t.Fatalf("flow bucket root %d has type %#x, want a branch page", fx.branch, flags)
+	}
+	fx.leaf = binary.LittleEndian.Uint64(b[pageHeaderSize+8:])
+	m := parseMeta(fx.read(t, uint64(fx.newerMeta)))
+	fx.freelist = m.freelist
+	return fx
+}
+
+func (fx fixture) read(t *testing.T, id uint64) []byte {
+	t.Helper()
+	f, err := os.Open(fx.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := make([]byte, fx.pageSize)
+	if _, err := f.ReadAt(b, int64(id)*int64(fx.pageSize)); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// patch writes b at byte off of page id.
+func (fx fixture) patch(t *testing.T, id uint64, off int, b []byte) {
+	t.Helper()
+	f, err := os.OpenFile(fx.path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(b, int64(id)*int64(fx.pageSize)+int64(off)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func u64(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
+
+// TestOpenCorrupt injects each kind of damage into a real store file: Open
+// refuses it with one CorruptError that names the damage and the recovery,
+// never a panic or a fault.
+func TestOpenCorrupt(t *testing.T) {
+	cases := []struct {
+		name   string
+		damage func(t *testing.T, fx fixture)
+		want   string
+	}{
+		{"data page zeroed", func(t *testing.T, fx fixture) {
+			fx.patch(t, fx.leaf, 0, make([]byte, fx.pageSize))
+		}, "identifies itself as page 0"},
+		{"data page elements garbage", func(t *testing.T, fx fixture) {
+			junk := make([]byte, 64)
+			for i := range junk {
+				junk[i] = 0xA5
+			}
+			fx.patch(t, fx.leaf, pageHeaderSize, junk)
+		}, "outside the page"},
+		{"data page keys out of order", func(t *testing.T, fx fixture) {
+			// The leaf's first key rises above its successors: only
+			// bbolt's own check sees that.
+			p := fx.read(t, fx.leaf)
+			at := pageHeaderSize
+			pos := int(binary.LittleEndian.Uint32(p[at+4:]))
+			fx.patch(t, fx.leaf, at+pos, []byte{0xFF})
+		}, "consistency check"},
+		{"branch page child out of range", func(t *testing.T, fx fixture) {
+			fx.patch(t, fx.branch, pageHeaderSize+8, u64(1<<40))
+		}, "out of range"},
+		{"branch page type", func(t *testing.T, fx fixture) {
+			fx.patch(t, fx.branch, 8, []byte{0x10, 0})
+		}, "want a branch or leaf page"},
+		{"half-truncated file", func(t *testing.T, fx fixture) {
+			fi, err := os.Stat(fx.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Truncate(fx.path, fi.Size()/2); err != nil {
+				t.Fatal(err)
+			}
+		}, "the file was truncated"},
+		{"newer meta page", func(t *testing.T, fx fixture) {
+			fx.patch(t, uint64(fx.newerMeta), pageHeaderSize+48, u64(1<<33)) // its txid
+		}, "bbolt would silently fall back to the older meta page"},
+		{"older meta page", func(t *testing.T, fx fixture) {
+			fx.patch(t, uint64(1-fx.newerMeta), pageHeaderSize+56, u64(0)) // its checksum
+		}, "is invalid (bad checksum)"},
+		{"both meta pages", func(t *testing.T, fx fixture) {
+			fx.patch(t, 0, pageHeaderSize, u64(0))
+			fx.patch(t, 1, pageHeaderSize, u64(0))
+		}, "both meta pages are invalid"},
+		{"freelist id out of range", func(t *testing.T, fx fixture) {
+			fx.patch(t, fx.freelist, pageHeaderSize, u64(1<<40))
+		}, "freelist: page"},
+		{"freelist page type", func(t *testing.T, fx fixture) {
+			fx.patch(t, fx.freelist, 8, []byte{flagLeaf, 0})
+		}, "want a freelist page"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			fx := corruptFixture(t)
+			if fx.freelist == pgidNoFreelist || fx.freelist < 2 {
+				t.Fatalf("fixture has no freelist page (%d)", fx.freelist)
+			}
+			tc.damage(t, fx)
+			s, err := Open(fx.path, Options{Timeout: time.Second})
+			if err == nil {
+				_ = s.Close()
+				t.Fatal("Open accepted a damaged store")
+			}
+			var ce *CorruptError
+			if !errors.As(err, &ce) {
+				t.Fatalf("Open: %v, want a CorruptError", err)
+			}
+			msg := err.Error()
+			for _, w := range []string{tc.want, "flowstated will not start on it", "docs/operations.md", "restore the latest backup", "--take-over"} {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q does not say %q", msg, w)
+				}
+			}
+		})
+	}
+}
+
+// TestOpenEmptyFile: bbolt initialises a 0-byte file as a new store; Open
+// reports it, and the store gets a new id, which the server compares with the
+// one recorded on the bridge.
+func TestOpenEmptyFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "flowstate.db")
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Preflight().Missing {
+		t.Errorf("preflight of a new file: %+v, want Missing", s.Preflight())
+	}
+	id := s.ID()
+	if err := s.MarkManaged("br-int", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Close()
+	s, err = Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.ID() != id || s.Preflight().Missing || s.Preflight().Empty {
+		t.Errorf("reopened store: id %s (was %s), preflight %+v", s.ID(), id, s.Preflight())
+	}
+	if m, err := s.Managed("br-int"); err != nil || !m {
+		t.Errorf("Managed(br-int) = %v, %v after MarkManaged", m, err)
+	}
+	_ = s.Close()
+	if err := os.Truncate(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !s.Preflight().Empty {
+		t.Errorf("preflight of a 0-byte file: %+v, want Empty", s.Preflight())
+	}
+	if s.ID() == id || len(s.ID()) != 36 {
+		t.Errorf("a 0-byte file kept id %q (was %q)", s.ID(), id)
+	}
+	if m, err := s.Managed("br-int"); err != nil || m {
+		t.Errorf("Managed(br-int) = %v, %v on a new store", m, err)
+	}
+}
+
+// BenchmarkOpen1M: Open of a store of 1M flows, the file and tree checks
+// included (the start-up budget is 1 s). Building the store takes a while:
+// run with -benchtime=3x.
+func BenchmarkOpen1M(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "b.db")
+	s, err := Open(path, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	const n, batch = 1_000_000, 20_000
+	for i := 0; i < n; i += batch {
+		if err := s.Put("br-int", "pod", benchEntries(batch, i), nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	_ = s.Close()
+	fi, _ := os.Stat(path)
+	var checked time.Duration
+	for b.Loop() {
+		s, err := Open(path, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		checked += s.CheckDuration()
+		_ = s.Close()
+	}
+	b.ReportMetric(checked.Seconds()/float64(b.N), "s-check/op")
+	b.ReportMetric(float64(fi.Size())/(1<<20), "MiB")
+}

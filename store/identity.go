@@ -1,0 +1,92 @@
+package store
+
+import (
+	"crypto/rand"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Store identity: every store draws a random id once, at creation, and
+// records which bridges it has managed. The server writes the id into the
+// bridge's OVSDB row when it first manages it, so a store that is new, lost
+// or another instance's can be told apart from the one that programmed the
+// switch (server/restore/owner.go).
+var (
+	keyStoreID     = []byte("store_id")
+	bucketManaged  = []byte("managed")
+	storeIDVersion = byte(4) // random UUID
+)
+
+// initIdentity creates the store id on a store that has none.
+func (s *Store) initIdentity() error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		if _, err := tx.CreateBucketIfNotExists(bucketManaged); err != nil {
+			return err
+		}
+		meta := tx.Bucket(bucketMeta)
+		if v := meta.Get(keyStoreID); v != nil {
+			s.id = string(v)
+			return nil
+		}
+		var b [16]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return err
+		}
+		b[6] = b[6]&0x0f | storeIDVersion<<4
+		b[8] = b[8]&0x3f | 0x80
+		s.id = fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+		return meta.Put(keyStoreID, []byte(s.id))
+	})
+}
+
+// ID is the store's id, drawn once when the store was created: a UUID.
+func (s *Store) ID() string { return s.id }
+
+// Preflight is what Open learnt of the file before opening it.
+func (s *Store) Preflight() Preflight { return s.pre }
+
+// Managed reports whether this store has managed bridge before: it recorded
+// so (MarkManaged), or it holds entries for it (a store written before
+// identities were recorded).
+func (s *Store) Managed(bridge string) (bool, error) {
+	var managed bool
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if tx.Bucket(bucketManaged).Get([]byte(bridge)) != nil {
+			managed = true
+			return nil
+		}
+		br := tx.Bucket(bucketBridges).Bucket([]byte(bridge))
+		if br == nil {
+			return nil
+		}
+		return br.ForEachBucket(func(k []byte) error {
+			if kb := br.Bucket(k); kb != nil {
+				if first, _ := kb.Cursor().First(); first != nil {
+					managed = true
+				}
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return false, fmt.Errorf("store: bridge %s: %w", bridge, err)
+	}
+	return managed, nil
+}
+
+// MarkManaged records that this store manages bridge from now on.
+func (s *Store) MarkManaged(bridge string, now time.Time) error {
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketManaged)
+		if b.Get([]byte(bridge)) != nil {
+			return nil
+		}
+		return b.Put([]byte(bridge), []byte(now.UTC().Format(time.RFC3339Nano)))
+	})
+	if err != nil {
+		return fmt.Errorf("store: bridge %s: %w", bridge, err)
+	}
+	return nil
+}
