@@ -562,6 +562,10 @@ func (e *Engine) settle(c *ovsconfig.Client) time.Duration {
 		case st.Converged:
 		case err == nil && !present[name]:
 			why = "bridge " + name + " does not exist in OVSDB"
+		case b.owner.refused.Load() != nil && !b.owner.claimed.Load():
+			// Not this store's to restore (owner.go): waiting for it
+			// would hold the node for nothing.
+			why = "flowstated stands aside from bridge " + name + ": " + *b.owner.refused.Load()
 		default:
 			since := st.Since
 			if since.Before(gateOpened) {
