@@ -1,10 +1,8 @@
 package client
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"io"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -13,7 +11,6 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	flowstatev1 "github.com/flowstate-io/flowstate/api/flowstate/v1"
-	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/errdefs/errgrpc"
 )
 
@@ -26,29 +23,63 @@ const serviceConfig = `{"methodConfig":[{"name":[{"service":"flowstate.v1.FlowSt
  "retryPolicy":{"maxAttempts":4,"initialBackoff":"0.2s","maxBackoff":"2s","backoffMultiplier":2,
  "retryableStatusCodes":["UNAVAILABLE"]}}]}`
 
+// Keepalive defaults: a server that stops answering is noticed at most
+// KeepaliveTime+KeepaliveTimeout after its last frame. flowstated accepts
+// pings every 5 s or slower; gRPC sends them at most every 10 s.
+const (
+	KeepaliveTime    = 10 * time.Second
+	KeepaliveTimeout = 5 * time.Second
+)
+
+// DefaultWatchReconnect is how long Watch keeps reconnecting to an
+// unreachable flowstated before it gives up (WithWatchReconnect).
+const DefaultWatchReconnect = 30 * time.Second
+
 // Client talks to one flowstated.
 type Client struct {
 	conn *grpc.ClientConn
 	api  flowstatev1.FlowStateServiceClient
+	// watchReconnect bounds Watch's reconnection attempts; negative: until
+	// its context ends.
+	watchReconnect time.Duration
 }
 
-// Option changes how New dials.
-type Option func(*[]grpc.DialOption)
+type options struct {
+	dial           []grpc.DialOption
+	watchReconnect time.Duration
+}
 
-// WithDialOptions adds gRPC dial options (e.g. TLS credentials for a TCP
-// target).
+// Option changes how New connects.
+type Option func(*options)
+
+// WithDialOptions adds gRPC dial options, applied after the defaults: TLS
+// credentials for a TCP target, or other keepalive parameters
+// (grpc.WithKeepaliveParams).
 func WithDialOptions(opts ...grpc.DialOption) Option {
-	return func(o *[]grpc.DialOption) { *o = append(*o, opts...) }
+	return func(o *options) { o.dial = append(o.dial, opts...) }
 }
 
-// New connects to target ("unix:///path" or any gRPC target). It does not
-// wait for the server; the first call does.
+// WithWatchReconnect sets how long Watch keeps reconnecting while flowstated
+// cannot be reached before it returns an error wrapping
+// errdefs.ErrUnavailable (default DefaultWatchReconnect; negative: until the
+// Watch's context ends).
+func WithWatchReconnect(d time.Duration) Option {
+	return func(o *options) { o.watchReconnect = d }
+}
+
+// New connects to target: "unix:///path", a bare socket path ("/path"), or
+// any gRPC target. It does not wait for the server; the first call does.
 func New(target string, opts ...Option) (*Client, error) {
-	dopts := []grpc.DialOption{
+	if strings.HasPrefix(target, "/") {
+		target = "unix://" + target
+	}
+	o := options{watchReconnect: DefaultWatchReconnect}
+	o.dial = []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultServiceConfig(serviceConfig),
-		// Detect a frozen server: ping after 10 s idle, give up after 5 s.
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}),
+		// Notice a frozen server (SIGSTOP, a peer gone without a FIN) even
+		// while no call is in flight: a Watch waits on it for ever otherwise.
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout, PermitWithoutStream: true}),
 		// flowstated is local: reconnect quickly after it restarts rather
 		// than with gRPC's default backoff of up to two minutes.
 		grpc.WithConnectParams(grpc.ConnectParams{
@@ -56,127 +87,29 @@ func New(target string, opts ...Option) (*Client, error) {
 			MinConnectTimeout: 5 * time.Second,
 		}),
 	}
-	for _, o := range opts {
-		o(&dopts)
+	for _, opt := range opts {
+		opt(&o)
 	}
-	conn, err := grpc.NewClient(target, dopts...)
+	conn, err := grpc.NewClient(target, o.dial...)
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
-	return NewWithConn(conn), nil
+	c := NewWithConn(conn)
+	c.watchReconnect = o.watchReconnect
+	return c, nil
 }
 
 // NewWithConn wraps an existing connection; Close closes it.
 func NewWithConn(conn *grpc.ClientConn) *Client {
-	return &Client{conn: conn, api: flowstatev1.NewFlowStateServiceClient(conn)}
+	return &Client{conn: conn, api: flowstatev1.NewFlowStateServiceClient(conn), watchReconnect: DefaultWatchReconnect}
 }
+
+// Conn returns the underlying connection, for the other services flowstated
+// serves on it (gRPC health, reflection). It stays owned by the Client.
+func (c *Client) Conn() *grpc.ClientConn { return c.conn }
 
 // Close closes the connection.
 func (c *Client) Close() error { return c.conn.Close() }
-
-// Entry is an entry to declare: a flow in ovs-ofctl syntax or encoded.
-type Entry struct {
-	Kind entry.Kind
-	// Text is the entry in ovs-ofctl syntax; or
-	Text string
-	// OpenFlow is the encoded OpenFlow 1.5 message, command ADD.
-	OpenFlow []byte
-}
-
-// FlowText is a flow in ovs-ofctl syntax, e.g. "table=0,priority=100,ip,actions=drop".
-func FlowText(s string) Entry { return Entry{Kind: entry.KindFlow, Text: s} }
-
-// FlowBytes is an encoded OpenFlow 1.5 FLOW_MOD (command ADD).
-func FlowBytes(b []byte) Entry { return Entry{Kind: entry.KindFlow, OpenFlow: b} }
-
-func toProto(es []Entry) []*flowstatev1.Entry {
-	out := make([]*flowstatev1.Entry, len(es))
-	for i, e := range es {
-		pe := &flowstatev1.Entry{Kind: flowstatev1.EntryKind(e.Kind)}
-		if e.OpenFlow != nil {
-			pe.Body = &flowstatev1.Entry_Openflow{Openflow: e.OpenFlow}
-		} else {
-			pe.Body = &flowstatev1.Entry_Text{Text: e.Text}
-		}
-		out[i] = pe
-	}
-	return out
-}
-
-// Put declares entries of module on bridge. applied reports whether the switch
-// already holds them (false: stored, applied at the next replay).
-func (c *Client) Put(ctx context.Context, bridge, module string, es ...Entry) (applied bool, err error) {
-	resp, err := c.api.Put(ctx, &flowstatev1.PutRequest{Bridge: bridge, Module: module, Entries: toProto(es)})
-	if err != nil {
-		return false, fromGRPC(err)
-	}
-	return resp.GetApplied(), nil
-}
-
-// Delete removes entries of module on bridge, named by identity (for flows:
-// table, priority and match; actions may be omitted).
-func (c *Client) Delete(ctx context.Context, bridge, module string, es ...Entry) (applied bool, err error) {
-	resp, err := c.api.Delete(ctx, &flowstatev1.DeleteRequest{Bridge: bridge, Module: module, Entries: toProto(es)})
-	if err != nil {
-		return false, fromGRPC(err)
-	}
-	return resp.GetApplied(), nil
-}
-
-// Filter selects entries for List; zero fields match everything.
-type Filter struct {
-	Bridge, Module string
-	Kind           entry.Kind
-	Table          *uint8
-}
-
-// StoredEntry is a desired entry as flowstated holds it.
-type StoredEntry struct {
-	Bridge, Module string
-	Kind           entry.Kind
-	// Text is the entry in ovs-ofctl dump syntax.
-	Text string
-	// OpenFlow is its canonical OpenFlow 1.5 encoding.
-	OpenFlow []byte
-}
-
-// List returns the desired entries that match f.
-func (c *Client) List(ctx context.Context, f Filter) ([]StoredEntry, error) {
-	req := &flowstatev1.ListRequest{Bridge: f.Bridge, Module: f.Module, Kind: flowstatev1.EntryKind(f.Kind)}
-	if f.Table != nil {
-		t := uint32(*f.Table)
-		req.Table = &t
-	}
-	stream, err := c.api.List(ctx, req)
-	if err != nil {
-		return nil, fromGRPC(err)
-	}
-	var out []StoredEntry
-	for {
-		resp, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, fromGRPC(err)
-		}
-		for _, se := range resp.GetEntries() {
-			out = append(out, StoredEntry{
-				Bridge: se.GetBridge(), Module: se.GetModule(), Kind: entry.Kind(se.GetKind()),
-				Text: se.GetText(), OpenFlow: se.GetOpenflow(),
-			})
-		}
-	}
-}
-
-// Status returns the daemon's status.
-func (c *Client) Status(ctx context.Context) (*flowstatev1.StatusResponse, error) {
-	resp, err := c.api.Status(ctx, &flowstatev1.StatusRequest{})
-	if err != nil {
-		return nil, fromGRPC(err)
-	}
-	return resp, nil
-}
 
 // fromGRPC maps a gRPC status back to the errdefs kinds.
 func fromGRPC(err error) error { return errgrpc.ToNative(err) }

@@ -3,7 +3,6 @@ package client_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log"
 	"time"
 
@@ -12,17 +11,19 @@ import (
 )
 
 // A controller declares its complete set of flows at start-up and marks itself
-// ready, then adds and removes flows as pods come and go.
+// ready, waits until the node forwards through the restored pipeline, then
+// follows flowstated's events, resyncing when it must.
 func Example() {
 	c, err := client.New(client.DefaultTarget)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := context.Background()
 
-	_, err = c.Sync(ctx, "br-int", "pod", true,
+	syncCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err = c.Sync(syncCtx, "br-int", "pod", true,
 		client.FlowText("table=0,priority=100,in_port=10,actions=set_field:0x3/0xf->reg0,goto_table:1"),
 		client.FlowText("table=1,priority=100,ip,nw_dst=10.10.0.26,actions=output:10"),
 	)
@@ -36,9 +37,50 @@ func Example() {
 		log.Fatal(err)
 	}
 
-	applied, err := c.Put(ctx, "br-int", "pod", client.FlowText("table=1,priority=100,ip,nw_dst=10.10.0.27,actions=output:11"))
-	if err != nil {
+	// The error names what is missing: a module the gate awaits, a bridge
+	// that does not connect and why.
+	if _, err := c.WaitConverged(syncCtx); err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("on the switch already:", applied)
+
+	// Follow the events. After a resync the controller reads the state
+	// again once the new watch is established (its first event), so no
+	// change falls between the read and the watch.
+	var at client.Cursor
+	synced := true
+	for ctx.Err() == nil {
+		err := c.Watch(ctx, at, func(ev client.Event) error {
+			at = ev.Cursor()
+			if !synced {
+				st, err := c.Status(ctx)
+				if err != nil {
+					return err
+				}
+				log.Printf("resynced: %d bridges, flow-restore-wait %v", len(st.Bridges), st.FlowRestoreWait)
+				synced = true
+			}
+			switch ev.Type {
+			case client.EventReplayFinished:
+				log.Printf("%s restored: %s", ev.Bridge, ev.Message)
+			case client.EventEntryQuarantined:
+				log.Printf("%s refused an entry of %s: %s", ev.Bridge, ev.Module, ev.Message)
+			}
+			return nil
+		})
+		switch {
+		case errors.Is(err, client.ErrResync):
+			// flowstated restarted: what happened since is unknown.
+			at, synced = client.Cursor{}, false
+		case errors.Is(err, errdefs.ErrUnavailable):
+			// flowstated is away for longer than the reconnect window;
+			// Watch resumes from at when it is back.
+			log.Print(err)
+		case err != nil:
+			log.Print(err)
+			return
+		}
+		if err != nil {
+			time.Sleep(time.Second)
+		}
+	}
 }

@@ -77,9 +77,9 @@ func TestProductionCorpus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := resp.GetBridges()[0].GetLastReplay(); r.GetMessages() != 0 {
+	if r := resp[0].LastReplay; r.Messages != 0 {
 		changes, _ := e.c.Diff(ctx, "br-int")
-		t.Fatalf("reconcile after put sent %d messages: %v", r.GetMessages(), changes)
+		t.Fatalf("reconcile after put sent %d messages: %v", r.Messages, changes)
 	}
 	// dump-flows prints every flow back in ovs-ofctl syntax.
 	stored, err := e.c.List(ctx, client.Filter{Bridge: "br-int"})

@@ -87,7 +87,7 @@ func TestDiskFull(t *testing.T) {
 	// replays the store, which takes it back.
 	poll(ctx, t, "switch back to the store", func() (bool, error) {
 		changes, err := e.c.Diff(ctx, "br-int")
-		return err == nil && len(changes) == 0 && e.bridgeStatus(ctx, "br-int").GetConverged(), nil
+		return err == nil && len(changes) == 0 && e.bridgeStatus(ctx, "br-int").Converged, nil
 	})
 	e.assertExact(ctx, pipeline)
 	if es, err := e.c.List(ctx, client.Filter{Module: "pod"}); err != nil || len(es) != 0 {

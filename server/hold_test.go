@@ -71,7 +71,7 @@ func TestNothingHoldsTheOthers(t *testing.T) {
 			}
 			e.startDaemon(ctx)
 			start := time.Now()
-			poll(ctx, t, "br-int converged", func() (bool, error) { return e.bridgeStatus(ctx, "br-int").GetConverged(), nil })
+			poll(ctx, t, "br-int converged", func() (bool, error) { return e.bridgeStatus(ctx, "br-int").Converged, nil })
 			var held time.Duration
 			tx0 := e.txOf(ctx, "br-int", "p2")
 			poll(ctx, t, "br-int forwards", func() (bool, error) {
@@ -84,10 +84,10 @@ func TestNothingHoldsTheOthers(t *testing.T) {
 				t.Fatalf("br-int held for %v, want between %v and %v", held, tc.minHeld, tc.maxHeld)
 			}
 			st := e.bridgeStatus(ctx, tc.bridge)
-			if st.GetConverged() || !strings.Contains(st.GetExcused(), tc.excused) || !strings.Contains(st.GetReason(), tc.reason) {
-				t.Fatalf("status of %s: excused %q reason %q; want %q and %q", tc.bridge, st.GetExcused(), st.GetReason(), tc.excused, tc.reason)
+			if st.Converged || !strings.Contains(st.Excused, tc.excused) || !strings.Contains(st.Reason, tc.reason) {
+				t.Fatalf("status of %s: excused %q reason %q; want %q and %q", tc.bridge, st.Excused, st.Reason, tc.excused, tc.reason)
 			}
-			if ex := e.bridgeStatus(ctx, "br-int").GetExcused(); ex != "" {
+			if ex := e.bridgeStatus(ctx, "br-int").Excused; ex != "" {
 				t.Fatalf("br-int is converged but excused: %q", ex)
 			}
 			body := e.metrics(ctx)
@@ -150,7 +150,7 @@ func TestWedgedEngine(t *testing.T) {
 	}
 	poll(ctx, t, "armed with a guard", func() (bool, error) {
 		st := e.status(ctx)
-		return st.GetGuard().GetRunning() && st.GetFlowRestoreWait() && st.GetBridges()[0].GetConverged(), nil
+		return st.Guard.Running && st.FlowRestoreWait && st.Bridges[0].Converged, nil
 	})
 	hc := healthpb.NewHealthClient(e.conn(ctx))
 	serving := func() healthpb.HealthCheckResponse_ServingStatus {
@@ -172,7 +172,7 @@ func TestWedgedEngine(t *testing.T) {
 	poll(ctx, t, "wedged: NOT_SERVING, /healthz 503, status says why", func() (bool, error) {
 		code := e.healthz(ctx)
 		return serving() == healthpb.HealthCheckResponse_NOT_SERVING && code == http.StatusServiceUnavailable &&
-			strings.Contains(e.status(ctx).GetWedged(), "bridge br-int busy"), nil
+			strings.Contains(e.status(ctx).Wedged, "bridge br-int busy"), nil
 	})
 	poll(ctx, t, "the guard released the node", func() (bool, error) {
 		on, err := e.sb.FlowRestoreWait(ctx)
@@ -184,8 +184,8 @@ func TestWedgedEngine(t *testing.T) {
 	<-reconciled // fails or succeeds: the connection may have died meanwhile
 	poll(ctx, t, "recovered: SERVING, converged, re-armed", func() (bool, error) {
 		st := e.status(ctx)
-		return serving() == healthpb.HealthCheckResponse_SERVING && e.healthz(ctx) == http.StatusOK && st.GetWedged() == "" &&
-			st.GetBridges()[0].GetConverged() && st.GetFlowRestoreWait(), nil
+		return serving() == healthpb.HealthCheckResponse_SERVING && e.healthz(ctx) == http.StatusOK && st.Wedged == "" &&
+			st.Bridges[0].Converged && st.FlowRestoreWait, nil
 	})
 }
 
@@ -239,7 +239,7 @@ func TestArmAndRelease(t *testing.T) {
 			Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
 	}()
 	defer func() { stopGuard(); <-guardDone }()
-	poll(ctx, t, "guard seen", func() (bool, error) { return e.status(ctx).GetGuard().GetRunning(), nil })
+	poll(ctx, t, "guard seen", func() (bool, error) { return e.status(ctx).Guard.Running, nil })
 	if was, err := e.c.Arm(ctx); err != nil || was {
 		t.Fatalf("arm: was %v, %v", was, err)
 	}
@@ -326,7 +326,7 @@ func TestClearCountsReleases(t *testing.T) {
 	e.startDaemon(ctx)
 	poll(ctx, t, "restored and re-armed", func() (bool, error) {
 		st := e.status(ctx)
-		return st.GetBridges()[0].GetConverged() && st.GetFlowRestoreWait() && st.GetLastRelease() != nil, nil
+		return st.Bridges[0].Converged && st.FlowRestoreWait && !st.LastRelease.IsZero(), nil
 	})
 	if n := cleared(); n != "1" {
 		t.Fatalf("cleared_total %s after releasing a gated vswitchd, want 1", n)
@@ -357,7 +357,7 @@ func TestClearCountsReleases(t *testing.T) {
 	if n := cleared(); n != "0" {
 		t.Fatalf("cleared_total %s after a clear beside a running vswitchd, want 0", n)
 	}
-	if lr := e.status(ctx).GetLastRelease(); lr != nil {
-		t.Fatalf("last_release %v, want unset: nothing was released", lr.AsTime())
+	if lr := e.status(ctx).LastRelease; !lr.IsZero() {
+		t.Fatalf("last_release %v, want unset: nothing was released", lr)
 	}
 }

@@ -39,9 +39,9 @@ func (e *env) waitStandingAside(ctx context.Context, want string) string {
 		if err != nil {
 			return false, nil
 		}
-		b := st.GetBridges()[0]
-		reason = b.GetReason()
-		if b.GetConverged() && strings.Contains(reason, "stands aside") {
+		b := st.Bridges[0]
+		reason = b.Reason
+		if b.Converged && strings.Contains(reason, "stands aside") {
 			return false, errors.New("converged while standing aside")
 		}
 		return strings.Contains(reason, want), nil
@@ -172,7 +172,7 @@ func TestSecondInstanceRefused(t *testing.T) {
 	if got := e.dump(ctx, "br-int"); !slices.Equal(got, want) {
 		t.Fatalf("after the second start, br-int holds %q", got)
 	}
-	if st, err := e.c.Status(ctx); err != nil || !st.GetBridges()[0].GetConverged() {
+	if st, err := e.c.Status(ctx); err != nil || !st.Bridges[0].Converged {
 		t.Fatalf("first flowstated after the second's attempt: %v, %v", st, err)
 	}
 

@@ -167,7 +167,7 @@ func (e *env) waitRestored(ctx context.Context) {
 		if err != nil {
 			return false, err
 		}
-		return st.GetBridges()[0].GetConverged() && !on, nil
+		return st.Bridges[0].Converged && !on, nil
 	})
 }
 
@@ -215,7 +215,7 @@ func TestOutageReplay(t *testing.T) {
 	e.startDaemon(ctx)
 	poll(ctx, t, "br-int converged", func() (bool, error) {
 		st, err := e.c.Status(ctx)
-		return err == nil && st.GetBridges()[0].GetConverged(), nil
+		return err == nil && st.Bridges[0].Converged, nil
 	})
 
 	// Declare the pipeline while the switch forwards: applied at once.
@@ -265,10 +265,10 @@ func TestOutageReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !st.GetVswitchdAcknowledged() || st.GetFlowRestoreWait() {
-		t.Fatalf("after restore: flag %v, acknowledged by vswitchd %v", st.GetFlowRestoreWait(), st.GetVswitchdAcknowledged())
+	if !st.VswitchdAcknowledged || st.FlowRestoreWait {
+		t.Fatalf("after restore: flag %v, acknowledged by vswitchd %v", st.FlowRestoreWait, st.VswitchdAcknowledged)
 	}
-	if r := st.GetBridges()[0].GetLastReplay(); r.GetError() != "" || r.GetMessages() != uint32(len(pipeline)+1) {
+	if r := st.Bridges[0].LastReplay; r.Error != "" || r.Messages != len(pipeline)+1 {
 		t.Fatalf("last replay = %v, want %d adds + 1 delete of the default flow", r, len(pipeline))
 	}
 
@@ -290,7 +290,7 @@ func TestPutRejectedByOVS(t *testing.T) {
 	e.startDaemon(ctx)
 	poll(ctx, t, "br-int converged", func() (bool, error) {
 		st, err := e.c.Status(ctx)
-		return err == nil && st.GetBridges()[0].GetConverged(), nil
+		return err == nil && st.Bridges[0].Converged, nil
 	})
 	// Table 7 holds one flow at most: OVS refuses the second at commit,
 	// whatever its syntax.

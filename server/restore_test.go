@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	flowstatev1 "github.com/flowstate-io/flowstate/api/flowstate/v1"
 	"github.com/flowstate-io/flowstate/client"
 	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/internal/sandbox"
@@ -26,7 +25,7 @@ func texts(lines []string) []client.Entry {
 	return es
 }
 
-func (e *env) status(ctx context.Context) *flowstatev1.StatusResponse {
+func (e *env) status(ctx context.Context) *client.Status {
 	e.t.Helper()
 	st, err := e.c.Status(ctx)
 	if err != nil {
@@ -35,11 +34,12 @@ func (e *env) status(ctx context.Context) *flowstatev1.StatusResponse {
 	return st
 }
 
-func (e *env) bridgeStatus(ctx context.Context, name string) *flowstatev1.BridgeStatus {
+func (e *env) bridgeStatus(ctx context.Context, name string) *client.BridgeStatus {
 	e.t.Helper()
-	for _, b := range e.status(ctx).GetBridges() {
-		if b.GetName() == name {
-			return b
+	st := e.status(ctx)
+	for i := range st.Bridges {
+		if st.Bridges[i].Name == name {
+			return &st.Bridges[i]
 		}
 	}
 	e.t.Fatalf("no bridge %s in status", name)
@@ -53,8 +53,8 @@ func (e *env) waitConverged(ctx context.Context) {
 		if err != nil {
 			return false, nil
 		}
-		for _, b := range st.GetBridges() {
-			if !b.GetConverged() {
+		for _, b := range st.Bridges {
+			if !b.Converged {
 				return false, nil
 			}
 		}
@@ -117,8 +117,8 @@ func TestReconcileIsIdempotent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r := resp.GetBridges()[0].GetLastReplay(); r.GetMessages() != 0 || r.GetError() != "" {
-			t.Fatalf("reconcile %d after put sent %d messages (%v): spurious differences", i, r.GetMessages(), r)
+		if r := resp[0].LastReplay; r.Messages != 0 || r.Error != "" {
+			t.Fatalf("reconcile %d after put sent %d messages (%v): spurious differences", i, r.Messages, r)
 		}
 	}
 	changes, err := e.c.Diff(ctx, "br-int")
@@ -147,8 +147,8 @@ func TestDriftDiffAndAudit(t *testing.T) {
 	if out, err := e.sb.Ofctl(ctx, "--bundle", "add-flows", "br-int", tamper); err != nil {
 		t.Fatal(err, out)
 	}
-	ev := watch.next(ctx, t, func(ev *flowstatev1.Event) bool { return ev.GetType() == "drift_corrected" })
-	if ev.GetAttrs()["changes"] != "2" {
+	ev := watch.next(ctx, t, func(ev client.Event) bool { return ev.TypeName == "drift_corrected" })
+	if ev.Attrs["changes"] != "2" {
 		t.Fatalf("drift event %v, want 2 changes", ev)
 	}
 	e.assertExact(ctx, pipeline)
@@ -175,10 +175,10 @@ func TestDiffShowsWithoutApplying(t *testing.T) {
 	}
 	var ops []string
 	for _, c := range changes {
-		ops = append(ops, c.GetOp().String()+" "+c.GetActual()+" => "+c.GetDesired())
+		ops = append(ops, c.Op.String()+" "+c.Actual+" => "+c.Desired)
 	}
-	if len(changes) != 2 || changes[0].GetOp() != flowstatev1.Change_OP_DELETE || changes[1].GetOp() != flowstatev1.Change_OP_MODIFY ||
-		!strings.Contains(changes[1].GetDesired(), "actions=NORMAL") || !strings.Contains(changes[0].GetActual(), "table=9") {
+	if len(changes) != 2 || changes[0].Op != client.ChangeDelete || changes[1].Op != client.ChangeModify ||
+		!strings.Contains(changes[1].Desired, "actions=NORMAL") || !strings.Contains(changes[0].Actual, "table=9") {
 		t.Fatalf("diff:\n%s", strings.Join(ops, "\n"))
 	}
 	// Diff changed nothing.
@@ -203,7 +203,7 @@ func TestQuarantine(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll(ctx, t, "br-int disconnected", func() (bool, error) {
-		return !e.bridgeStatus(ctx, "br-int").GetConnected(), nil
+		return !e.bridgeStatus(ctx, "br-int").Connected, nil
 	})
 	// The parser accepts a dscp_remark band; the dummy datapath refuses it
 	// (as a newer OVS may refuse what an older one took). Table 7 takes one
@@ -227,8 +227,8 @@ func TestQuarantine(t *testing.T) {
 	}
 	reasons := map[string]string{}
 	for len(reasons) < 2 {
-		ev := watch.next(ctx, t, func(ev *flowstatev1.Event) bool { return ev.GetType() == "entry_quarantined" })
-		reasons[ev.GetAttrs()["kind"]] = ev.GetAttrs()["reason"]
+		ev := watch.next(ctx, t, func(ev client.Event) bool { return ev.TypeName == "entry_quarantined" })
+		reasons[ev.Attrs["kind"]] = ev.Attrs["reason"]
 	}
 	if reasons["meter"] != "OFPMMFC_BAD_BAND" || reasons["flow"] != "OFPFMFC_TABLE_FULL" {
 		t.Fatalf("quarantine reasons %v", reasons)
@@ -236,21 +236,21 @@ func TestQuarantine(t *testing.T) {
 	e.waitConverged(ctx)
 	e.assertExact(ctx, append(slices.Clone(pipeline), table7[0]))
 	st := e.status(ctx)
-	if len(st.GetQuarantined()) != 2 {
-		t.Fatalf("status quarantine = %v", st.GetQuarantined())
+	if len(st.Quarantined) != 2 {
+		t.Fatalf("status quarantine = %v", st.Quarantined)
 	}
-	if r := st.GetBridges()[0].GetLastReplay(); r.GetError() != "" {
-		t.Fatalf("replay with quarantined entries reported %q", r.GetError())
+	if r := st.Bridges[0].LastReplay; r.Error != "" {
+		t.Fatalf("replay with quarantined entries reported %q", r.Error)
 	}
-	if bs := e.bridgeStatus(ctx, "br-int"); bs.GetFlows() != uint32(len(pipeline)+len(table7)+len(metered)) {
-		t.Fatalf("desired flows %d: quarantined entries must stay declared", bs.GetFlows())
+	if bs := e.bridgeStatus(ctx, "br-int"); bs.Flows != len(pipeline)+len(table7)+len(metered) {
+		t.Fatalf("desired flows %d: quarantined entries must stay declared", bs.Flows)
 	}
 	// The module fixes it (flows use the meter: it cannot be deleted, only
 	// replaced): the quarantine is lifted by the new write.
 	if _, err := e.c.Put(ctx, "br-int", "pipeline", client.MeterText("meter=7,kbps,band=type=drop,rate=100")); err != nil {
 		t.Fatal(err)
 	}
-	if q := e.status(ctx).GetQuarantined(); len(q) != 1 || !strings.Contains(q[0].GetEntry().GetText(), "priority=2") {
+	if q := e.status(ctx).Quarantined; len(q) != 1 || !strings.Contains(q[0].Entry.Text, "priority=2") {
 		t.Fatalf("quarantine after replacing the meter = %v", q)
 	}
 }
@@ -290,7 +290,7 @@ func TestColdStartGate(t *testing.T) {
 	}
 	e.startDaemon(ctx)
 	st := e.status(ctx)
-	if !st.GetColdStart() || st.GetGate().GetOpen() || !slices.Equal(st.GetGate().GetWaitingFor(), []string{"pipeline", "pod"}) {
+	if !st.ColdStart || st.Gate.Open || !slices.Equal(st.Gate.WaitingFor, []string{"pipeline", "pod"}) {
 		t.Fatalf("cold start status: %v", st)
 	}
 	// The pipeline module is ready; pod is not: still gated, nothing forwarded.
@@ -298,7 +298,7 @@ func TestColdStartGate(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll(ctx, t, "gate waits only for pod", func() (bool, error) {
-		return slices.Equal(e.status(ctx).GetGate().GetWaitingFor(), []string{"pod"}), nil
+		return slices.Equal(e.status(ctx).Gate.WaitingFor, []string{"pod"}), nil
 	})
 	if on, err := e.sb.FlowRestoreWait(ctx); err != nil || !on {
 		t.Fatalf("flag cleared before pod was ready (%v)", err)
@@ -317,7 +317,7 @@ func TestColdStartGate(t *testing.T) {
 	}
 	e.waitRestored(ctx)
 	e.assertExact(ctx, append(slices.Clone(pipeline), podFlows[0]))
-	if g := e.status(ctx).GetGate(); !g.GetOpen() || g.GetTimedOut() {
+	if g := e.status(ctx).Gate; !g.Open || g.TimedOut {
 		t.Fatalf("gate = %v", g)
 	}
 }
@@ -337,10 +337,10 @@ func TestColdStartReadinessTimeout(t *testing.T) {
 	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
 		t.Fatal(err)
 	}
-	watch.next(ctx, t, func(ev *flowstatev1.Event) bool { return ev.GetType() == "readiness_timeout" })
+	watch.next(ctx, t, func(ev client.Event) bool { return ev.TypeName == "readiness_timeout" })
 	e.waitRestored(ctx)
 	e.assertExact(ctx, pipeline)
-	if g := e.status(ctx).GetGate(); !g.GetOpen() || !g.GetTimedOut() || !strings.Contains(g.GetReason(), "never") {
+	if g := e.status(ctx).Gate; !g.Open || !g.TimedOut || !strings.Contains(g.Reason, "never") {
 		t.Fatalf("gate = %v", g)
 	}
 }
@@ -368,7 +368,7 @@ func TestResyncWhileForwarding(t *testing.T) {
 	e.assertExact(ctx, append(slices.Clone(pipeline), next...))
 	// The sync was applied as it returned: nothing is left for a replay.
 	resp, err := e.c.Reconcile(ctx, "br-int")
-	if err != nil || resp.GetBridges()[0].GetLastReplay().GetMessages() != 0 {
+	if err != nil || resp[0].LastReplay.Messages != 0 {
 		t.Fatalf("reconcile after sync: %v %v", resp, err)
 	}
 }
@@ -416,12 +416,12 @@ func TestCrashProofGating(t *testing.T) {
 		}
 		poll(ctx, t, "restored", func() (bool, error) {
 			b := e.bridgeStatus(ctx, "br-int")
-			return b.GetConverged() && b.GetLastReplay().GetMessages() > 0, nil
+			return b.Converged && b.LastReplay.Messages > 0, nil
 		})
 		e.assertExact(ctx, flows)
 		poll(ctx, t, "flag cleared then re-armed", func() (bool, error) {
 			on, err := e.sb.FlowRestoreWait(ctx)
-			return on && e.status(ctx).GetBridges()[0].GetConverged(), err
+			return on && e.status(ctx).Bridges[0].Converged, err
 		})
 		e.inject(ctx, forbidden)
 		if tx := e.txOf(ctx, "br-int", "p2"); tx != 0 {
@@ -457,7 +457,7 @@ func TestFrozenVswitchd(t *testing.T) {
 	frozen := time.Now()
 	dctx, dcancel := context.WithTimeout(ctx, 15*time.Second)
 	poll(dctx, t, "frozen vswitchd declared gone", func() (bool, error) {
-		return !e.bridgeStatus(ctx, "br-int").GetConnected(), nil
+		return !e.bridgeStatus(ctx, "br-int").Connected, nil
 	})
 	dcancel()
 	t.Logf("frozen vswitchd declared gone after %v", time.Since(frozen).Round(time.Millisecond))
@@ -484,7 +484,7 @@ func TestSeveralBridges(t *testing.T) {
 	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
 		t.Fatal(err)
 	}
-	poll(ctx, t, "br-int converged", func() (bool, error) { return e.bridgeStatus(ctx, "br-int").GetConverged(), nil })
+	poll(ctx, t, "br-int converged", func() (bool, error) { return e.bridgeStatus(ctx, "br-int").Converged, nil })
 	if on, err := e.sb.FlowRestoreWait(ctx); err != nil || !on {
 		t.Fatalf("flag cleared while br-ref is not converged (%v)", err)
 	}
@@ -512,24 +512,24 @@ func TestWatchResume(t *testing.T) {
 	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
 		t.Fatal(err)
 	}
-	hb := w.next(ctx, t, func(ev *flowstatev1.Event) bool { return ev.GetType() == "heartbeat" })
+	hb := w.next(ctx, t, func(ev client.Event) bool { return ev.TypeName == "heartbeat" })
 	if err := e.c.MarkReady(ctx, "pipeline"); err != nil {
 		t.Fatal(err)
 	}
-	ready := w.next(ctx, t, func(ev *flowstatev1.Event) bool { return ev.GetType() == "module_ready" })
-	if ready.GetRevision() <= hb.GetRevision() || ready.GetModule() != "pipeline" {
+	ready := w.next(ctx, t, func(ev client.Event) bool { return ev.TypeName == "module_ready" })
+	if ready.Revision <= hb.Revision || ready.Module != "pipeline" {
 		t.Fatalf("heartbeat %v then ready %v", hb, ready)
 	}
 	// Resume after the heartbeat's revision: the module_ready event again.
-	w2 := e.watch(ctx, ready.GetStreamId(), hb.GetRevision())
-	again := w2.next(ctx, t, func(ev *flowstatev1.Event) bool { return ev.GetType() != "heartbeat" })
-	if again.GetRevision() != hb.GetRevision()+1 {
-		t.Fatalf("resumed at %d, want %d", again.GetRevision(), hb.GetRevision()+1)
+	w2 := e.watch(ctx, ready.StreamID, hb.Revision)
+	again := w2.next(ctx, t, func(ev client.Event) bool { return ev.TypeName != "heartbeat" })
+	if again.Revision != hb.Revision+1 {
+		t.Fatalf("resumed at %d, want %d", again.Revision, hb.Revision+1)
 	}
 	// After a restart the stream is gone: resync.
 	e.stopDaemon()
 	e.startDaemon(ctx)
-	err := e.c.Watch(ctx, ready.GetStreamId(), ready.GetRevision(), func(*flowstatev1.Event) error { return nil })
+	err := e.c.Watch(ctx, ready.Cursor(), func(client.Event) error { return nil })
 	if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "resync") {
 		t.Fatalf("resume across a restart: %v", err)
 	}
@@ -537,17 +537,17 @@ func TestWatchResume(t *testing.T) {
 
 // watcher collects events of one Watch stream.
 type watcher struct {
-	ch   chan *flowstatev1.Event
+	ch   chan client.Event
 	errc chan error
 }
 
 func (e *env) watch(ctx context.Context, stream string, from uint64) *watcher {
-	w := &watcher{ch: make(chan *flowstatev1.Event, 1024), errc: make(chan error, 1)}
+	w := &watcher{ch: make(chan client.Event, 1024), errc: make(chan error, 1)}
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		w.errc <- e.c.Watch(wctx, stream, from, func(ev *flowstatev1.Event) error {
+		w.errc <- e.c.Watch(wctx, client.Cursor{StreamID: stream, Revision: from}, func(ev client.Event) error {
 			select {
 			case w.ch <- ev:
 			case <-wctx.Done():
@@ -559,7 +559,7 @@ func (e *env) watch(ctx context.Context, stream string, from uint64) *watcher {
 	return w
 }
 
-func (w *watcher) next(ctx context.Context, t *testing.T, match func(*flowstatev1.Event) bool) *flowstatev1.Event {
+func (w *watcher) next(ctx context.Context, t *testing.T, match func(client.Event) bool) client.Event {
 	t.Helper()
 	for {
 		select {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	flowstatev1 "github.com/flowstate-io/flowstate/api/flowstate/v1"
 	"github.com/flowstate-io/flowstate/client"
 )
 
@@ -47,13 +46,13 @@ func newDiff(g *globals) *cobra.Command {
 				}
 				w := cmd.OutOrStdout()
 				for _, ch := range changes {
-					switch ch.GetOp() {
-					case flowstatev1.Change_OP_ADD:
-						fmt.Fprintf(w, "+ %s\n", ch.GetDesired())
-					case flowstatev1.Change_OP_DELETE:
-						fmt.Fprintf(w, "- %s\n", ch.GetActual())
+					switch ch.Op {
+					case client.ChangeAdd:
+						fmt.Fprintf(w, "+ %s\n", ch.Desired)
+					case client.ChangeDelete:
+						fmt.Fprintf(w, "- %s\n", ch.Actual)
 					default:
-						fmt.Fprintf(w, "- %s\n+ %s\n", ch.GetActual(), ch.GetDesired())
+						fmt.Fprintf(w, "- %s\n+ %s\n", ch.Actual, ch.Desired)
 					}
 				}
 				if len(changes) > 0 {
@@ -77,13 +76,13 @@ func newReconcile(g *globals) *cobra.Command {
 				if all {
 					br = ""
 				}
-				resp, err := c.Reconcile(ctx, br)
+				bridges, err := c.Reconcile(ctx, br)
 				if err != nil {
 					return err
 				}
-				for _, b := range resp.GetBridges() {
-					r := b.GetLastReplay()
-					fmt.Fprintf(cmd.OutOrStdout(), "%s: %d messages, %d bytes, %v\n", b.GetName(), r.GetMessages(), r.GetBytes(), r.GetDuration().AsDuration())
+				for _, b := range bridges {
+					r := b.LastReplay
+					fmt.Fprintf(cmd.OutOrStdout(), "%s: %d messages, %d bytes, %v\n", b.Name, r.Messages, r.Bytes, r.Duration)
 				}
 				return nil
 			})
@@ -106,28 +105,28 @@ func newWatch(g *globals) *cobra.Command {
 			}
 			defer c.Close()
 			w := cmd.OutOrStdout()
-			return c.Watch(cmd.Context(), "", 0, func(ev *flowstatev1.Event) error {
-				if ev.GetType() == "heartbeat" && !heartbeats {
+			return c.Watch(cmd.Context(), client.Cursor{}, func(ev client.Event) error {
+				if ev.Type == client.EventHeartbeat && !heartbeats {
 					return nil
 				}
 				var b strings.Builder
-				fmt.Fprintf(&b, "%s #%d %s", ev.GetTime().AsTime().Local().Format(time.RFC3339Nano), ev.GetRevision(), ev.GetType())
-				if ev.GetBridge() != "" {
-					fmt.Fprintf(&b, " bridge=%s", ev.GetBridge())
+				fmt.Fprintf(&b, "%s #%d %s", ev.Time.Local().Format(time.RFC3339Nano), ev.Revision, ev.TypeName)
+				if ev.Bridge != "" {
+					fmt.Fprintf(&b, " bridge=%s", ev.Bridge)
 				}
-				if ev.GetModule() != "" {
-					fmt.Fprintf(&b, " module=%s", ev.GetModule())
+				if ev.Module != "" {
+					fmt.Fprintf(&b, " module=%s", ev.Module)
 				}
-				if ev.GetMessage() != "" {
-					fmt.Fprintf(&b, " %q", ev.GetMessage())
+				if ev.Message != "" {
+					fmt.Fprintf(&b, " %q", ev.Message)
 				}
-				keys := make([]string, 0, len(ev.GetAttrs()))
-				for k := range ev.GetAttrs() {
+				keys := make([]string, 0, len(ev.Attrs))
+				for k := range ev.Attrs {
 					keys = append(keys, k)
 				}
 				sort.Strings(keys)
 				for _, k := range keys {
-					fmt.Fprintf(&b, " %s=%q", k, ev.GetAttrs()[k])
+					fmt.Fprintf(&b, " %s=%q", k, ev.Attrs[k])
 				}
 				_, err := fmt.Fprintln(w, b.String())
 				return err
@@ -159,11 +158,11 @@ func newWait(g *globals) *cobra.Command {
 				for {
 					st, err := c.Status(ctx)
 					switch {
-					case err == nil && len(pendingBridges(st)) == 0:
+					case err == nil && len(st.Pending()) == 0:
 						fmt.Fprintln(cmd.OutOrStdout(), "converged")
 						return nil
 					case err == nil:
-						why = strings.Join(pendingBridges(st), "; ")
+						why = strings.Join(st.Pending(), "; ")
 					case why == "":
 						// Keep the last state seen over a later error: the
 						// last call usually fails on the deadline itself.
@@ -179,25 +178,4 @@ func newWait(g *globals) *cobra.Command {
 		},
 	}
 	return cmd
-}
-
-// pendingBridges says what keeps flowstated from being converged.
-func pendingBridges(st *flowstatev1.StatusResponse) []string {
-	var out []string
-	if g := st.GetGate(); !g.GetOpen() {
-		out = append(out, "gate closed, waiting for modules "+strings.Join(g.GetWaitingFor(), ", "))
-	}
-	for _, b := range st.GetBridges() {
-		switch {
-		case !b.GetConnected():
-			out = append(out, b.GetName()+" not connected")
-		case !b.GetConverged():
-			msg := b.GetName() + " not converged"
-			if e := b.GetLastReplay().GetError(); e != "" {
-				msg += ": " + e
-			}
-			out = append(out, msg)
-		}
-	}
-	return out
 }

@@ -13,6 +13,7 @@ import (
 
 	flowstatev1 "github.com/flowstate-io/flowstate/api/flowstate/v1"
 	"github.com/flowstate-io/flowstate/client"
+	"github.com/flowstate-io/flowstate/errdefs/errgrpc"
 )
 
 func newStatus(g *globals) *cobra.Command {
@@ -26,9 +27,10 @@ func newStatus(g *globals) *cobra.Command {
 				return fmt.Errorf("-o %q: want text or json", output)
 			}
 			return g.run(cmd, func(ctx context.Context, c *client.Client) error {
-				st, err := c.Status(ctx)
+				// The wire form: -o json prints it as protojson.
+				st, err := flowstatev1.NewFlowStateServiceClient(c.Conn()).Status(ctx, &flowstatev1.StatusRequest{})
 				if err != nil {
-					return err
+					return errgrpc.ToNative(err)
 				}
 				if output == "json" {
 					b, err := protojson.MarshalOptions{Multiline: true, EmitUnpopulated: true}.Marshal(st)

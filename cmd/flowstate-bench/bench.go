@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"time"
 
-	flowstatev1 "github.com/flowstate-io/flowstate/api/flowstate/v1"
 	"github.com/flowstate-io/flowstate/client"
 	"github.com/flowstate-io/flowstate/internal/sandbox"
 	"github.com/flowstate-io/flowstate/server"
@@ -236,7 +235,7 @@ func (e *env) waitConverged(ctx context.Context) error {
 	for {
 		st, err := e.c.Status(ctx)
 		if err == nil {
-			if b := bridgeStatus(st); b != nil && b.GetConnected() && b.GetConverged() {
+			if b := bridgeStatus(st); b != nil && b.Connected && b.Converged {
 				return nil
 			}
 		}
@@ -248,10 +247,10 @@ func (e *env) waitConverged(ctx context.Context) error {
 	}
 }
 
-func bridgeStatus(st *flowstatev1.StatusResponse) *flowstatev1.BridgeStatus {
-	for _, b := range st.GetBridges() {
-		if b.GetName() == bridge {
-			return b
+func bridgeStatus(st *client.Status) *client.BridgeStatus {
+	for i := range st.Bridges {
+		if st.Bridges[i].Name == bridge {
+			return &st.Bridges[i]
 		}
 	}
 	return nil
@@ -322,16 +321,11 @@ func (e *env) noopPair(ctx context.Context) (p pair, err error) {
 		return p, err
 	}
 	p.fs = m.stop()
-	var b *flowstatev1.BridgeStatus
-	for _, x := range resp.GetBridges() {
-		if x.GetName() == bridge {
-			b = x
-		}
+	b := bridgeStatus(&client.Status{Bridges: resp})
+	if b == nil || !b.Converged {
+		return p, fmt.Errorf("reconcile: %s not converged: %+v", bridge, resp)
 	}
-	if b == nil || !b.GetConverged() {
-		return p, fmt.Errorf("reconcile: %s not converged: %v", bridge, resp)
-	}
-	if n := b.GetLastReplay().GetMessages(); n != 0 {
+	if n := b.LastReplay.Messages; n != 0 {
 		return p, fmt.Errorf("reconcile sent %d messages to a bridge that already held the desired flows: "+
 			"flowstate's canonical form differs from what OVS returns", n)
 	}
@@ -461,23 +455,23 @@ func (e *env) afterRestore(ctx context.Context, r *result, total, ack time.Durat
 		r.status = time.Since(start)
 	}
 	b := bridgeStatus(st)
-	if b == nil || !b.GetConverged() {
-		return fmt.Errorf("flag cleared but %s not converged: %v", bridge, st)
+	if b == nil || !b.Converged {
+		return fmt.Errorf("flag cleared but %s not converged: %+v", bridge, st)
 	}
 	if on, err := e.sb.FlowRestoreWait(ctx); err != nil {
 		return err
 	} else if on {
 		return errors.New("flowstated reported flow-restore-wait cleared, OVSDB still holds it")
 	}
-	lr := b.GetLastReplay()
-	if lr.GetError() != "" {
-		return fmt.Errorf("last replay failed: %s", lr.GetError())
+	lr := b.LastReplay
+	if lr.Error != "" {
+		return fmt.Errorf("last replay failed: %s", lr.Error)
 	}
-	r.replay = append(r.replay, lr.GetDuration().AsDuration())
+	r.replay = append(r.replay, lr.Duration)
 	r.flagAck = append(r.flagAck, ack)
-	r.replayMessages, r.replayBytes = lr.GetMessages(), lr.GetBytes()
-	e.log.Debug("restore", "total", total, "replay", lr.GetDuration().AsDuration(), "ack", ack,
-		"messages", lr.GetMessages(), "bytes", lr.GetBytes())
+	r.replayMessages, r.replayBytes = uint32(lr.Messages), uint64(lr.Bytes)
+	e.log.Debug("restore", "total", total, "replay", lr.Duration, "ack", ack,
+		"messages", lr.Messages, "bytes", lr.Bytes)
 	return nil
 }
 
@@ -507,13 +501,13 @@ func (e *env) watch(ctx context.Context) (*watcher, error) {
 		defer close(w.done)
 		defer close(w.events)
 		live := false
-		w.err = c.Watch(ctx, "", 0, func(ev *flowstatev1.Event) error {
-			if live && ev.GetType() == "heartbeat" {
+		w.err = c.Watch(ctx, client.Cursor{}, func(ev client.Event) error {
+			if live && ev.Type == client.EventHeartbeat {
 				return nil
 			}
 			live = true
 			select {
-			case w.events <- event{typ: ev.GetType(), attrs: ev.GetAttrs(), received: time.Now()}:
+			case w.events <- event{typ: ev.TypeName, attrs: ev.Attrs, received: time.Now()}:
 				return nil
 			case <-ctx.Done():
 				return ctx.Err()

@@ -121,8 +121,8 @@ func run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	if r := st.GetBridges()[0].GetLastReplay(); r != nil {
-		fmt.Printf("    replay: %d messages, %d bytes in one bundle, %v\n", r.GetMessages(), r.GetBytes(), r.GetDuration().AsDuration().Round(time.Microsecond))
+	if r := st.Bridges[0].LastReplay; !r.FinishedAt.IsZero() {
+		fmt.Printf("    replay: %d messages, %d bytes in one bundle, %v\n", r.Messages, r.Bytes, r.Duration.Round(time.Microsecond))
 	}
 	fmt.Printf("    restored and flow-restore-wait cleared %v after vswitchd came back\n", restored.Sub(up).Round(time.Millisecond))
 
@@ -161,15 +161,8 @@ func run(ctx context.Context) (err error) {
 }
 
 func waitConverged(ctx context.Context, c *client.Client) error {
-	for {
-		st, err := c.Status(ctx)
-		if err == nil && len(st.GetBridges()) > 0 && st.GetBridges()[0].GetConverged() {
-			return nil
-		}
-		if err := pause(ctx, 20*time.Millisecond); err != nil {
-			return fmt.Errorf("waiting for flowstated to converge: %w", err)
-		}
-	}
+	_, err := c.WaitConverged(ctx)
+	return err
 }
 
 // waitRestored polls until the flag is cleared and the default NORMAL flow is

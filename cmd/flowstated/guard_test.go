@@ -238,7 +238,7 @@ func (n *node) armedWithGuard(ctx context.Context) {
 	n.t.Helper()
 	n.poll(ctx, "converged, flag re-armed, guard running", func() bool {
 		st, err := n.c.Status(ctx)
-		if err != nil || !st.GetBridges()[0].GetConverged() {
+		if err != nil || !st.Bridges[0].Converged {
 			return false
 		}
 		present, err := guard.Present(n.lease)
@@ -349,8 +349,8 @@ func TestGateSurvivesRestarts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.GetGate().GetOpen() || !st.GetColdStart() {
-			t.Fatalf("%s: gate %v, cold start %v; want a closed gate", when, st.GetGate(), st.GetColdStart())
+		if st.Gate.Open || !st.ColdStart {
+			t.Fatalf("%s: gate %v, cold start %v; want a closed gate", when, st.Gate, st.ColdStart)
 		}
 		if !n.flag(ctx) {
 			t.Fatalf("%s: flow-restore-wait was cleared during the gate", when)
@@ -376,7 +376,7 @@ func TestGateSurvivesRestarts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w := st.GetGate().GetWaitingFor(); !slices.Equal(w, []string{"pod"}) {
+	if w := st.Gate.WaitingFor; !slices.Equal(w, []string{"pod"}) {
 		t.Fatalf("after restart the gate waits for %v, want [pod]", w)
 	}
 
@@ -389,7 +389,7 @@ func TestGateSurvivesRestarts(t *testing.T) {
 	}
 	n.poll(ctx, "gate open and node released", func() bool {
 		st, err := n.c.Status(ctx)
-		return err == nil && st.GetGate().GetOpen() && st.GetBridges()[0].GetConverged()
+		return err == nil && st.Gate.Open && st.Bridges[0].Converged
 	})
 	n.poll(ctx, "the pipeline forwards", func() bool {
 		return n.forwards(ctx, "br-int", sandbox.Packet{SrcPort: 41100}, 200*time.Millisecond)
@@ -397,7 +397,11 @@ func TestGateSurvivesRestarts(t *testing.T) {
 	// The next restart in this boot is warm: the gate opened already.
 	n.signal(ctx, syscall.SIGTERM)
 	n.start(ctx)
-	if st, err := n.c.Status(ctx); err != nil || !st.GetGate().GetOpen() || st.GetColdStart() {
-		t.Fatalf("restart after the gate opened: gate %v cold %v err %v; want warm", st.GetGate(), st.GetColdStart(), err)
+	st, err = n.c.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Gate.Open || st.ColdStart {
+		t.Fatalf("restart after the gate opened: gate %+v cold %v; want warm", st.Gate, st.ColdStart)
 	}
 }

@@ -87,7 +87,7 @@ func TestBinarySIGTERM(t *testing.T) {
 	}
 	poll("converged and re-armed", func() bool {
 		st, err := c.Status(ctx)
-		if err != nil || !st.GetBridges()[0].GetConverged() {
+		if err != nil || !st.Bridges[0].Converged {
 			return false
 		}
 		on, err := sb.FlowRestoreWait(ctx)

@@ -1,0 +1,249 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flowstate-io/flowstate/client"
+	"github.com/flowstate-io/flowstate/errdefs"
+	"github.com/flowstate-io/flowstate/server"
+)
+
+// TestErrorKinds: the client returns the errdefs kinds, so a controller can
+// tell a conflict from a malformed entry with errors.Is and find the entry
+// with errors.As.
+func TestErrorKinds(t *testing.T) {
+	t.Parallel() // overlaps TestFrozenServer's wait
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	e := newEnv(ctx, t)
+	e.start(ctx)
+	c := e.client(e.sock) // a bare path works as a target
+	if _, err := c.Put(ctx, "br-int", "pod", client.FlowText("table=0,priority=100,ip,actions=drop")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		call  func() error
+		kind  error
+		index int // of the *errdefs.EntryError; -1: none
+		say   string
+	}{
+		{"identity of another module", func() error {
+			_, err := c.Put(ctx, "br-int", "route", client.FlowText("table=0,priority=100,ip,actions=normal"))
+			return err
+		}, errdefs.ErrFailedPrecondition, 0, `owned by module "pod"`},
+		{"malformed entry", func() error {
+			_, err := c.Put(ctx, "br-int", "route", client.FlowText("table=1,priority=1,actions=drop"),
+				client.FlowText("table=1,priority=2,no_such_field=1,actions=drop"))
+			return err
+		}, errdefs.ErrInvalidArgument, 1, "no_such_field"},
+		{"delete of an undeclared identity", func() error {
+			_, err := c.Delete(ctx, "br-int", "pod", client.FlowText("table=5,priority=5,ip"))
+			return err
+		}, errdefs.ErrNotFound, 0, "not declared"},
+		{"unmanaged bridge", func() error {
+			_, err := c.Diff(ctx, "br-none")
+			return err
+		}, errdefs.ErrFailedPrecondition, -1, "br-none"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			if !errors.Is(err, tc.kind) {
+				t.Fatalf("got %v, want %v", err, tc.kind)
+			}
+			if !strings.Contains(err.Error(), tc.say) {
+				t.Errorf("%q does not say %q", err, tc.say)
+			}
+			var ee *errdefs.EntryError
+			switch {
+			case tc.index < 0 && errors.As(err, &ee):
+				t.Errorf("entry error %v for a request-wide error", ee)
+			case tc.index >= 0 && (!errors.As(err, &ee) || ee.Index != tc.index):
+				t.Errorf("got %v, want an EntryError for entry %d", err, tc.index)
+			}
+		})
+	}
+	// Nothing of the refused requests was stored.
+	stored, err := c.List(ctx, client.Filter{Bridge: "br-int"})
+	if err != nil || len(stored) != 1 || stored[0].Module != "pod" {
+		t.Fatalf("stored after refusals: %+v (%v)", stored, err)
+	}
+}
+
+// TestWaitConverged: WaitConverged rides out a flowstated that is not up
+// yet, says what it waits for when its context ends, and returns once the
+// gate opens and the bridge is restored.
+func TestWaitConverged(t *testing.T) {
+	t.Parallel() // overlaps TestFrozenServer's wait
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	e := newEnv(ctx, t, func(c *server.Config) {
+		c.RequiredModules, c.ReadinessTimeout = []string{"pod"}, time.Hour
+	})
+	c := e.client("unix://" + e.sock)
+
+	// Long enough for a Status call to give up: it retries UNAVAILABLE.
+	short, cancelShort := context.WithTimeout(ctx, 3*time.Second)
+	_, err := c.WaitConverged(short)
+	cancelShort()
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "flowstated unreachable") {
+		t.Fatalf("without flowstated: %v", err)
+	}
+
+	e.start(ctx) // a new store: a cold start, gated on pod
+	// A new client: c may wait out gRPC's reconnect backoff (up to 3 s).
+	short, cancelShort = context.WithTimeout(ctx, 500*time.Millisecond)
+	_, err = e.client(e.sock).WaitConverged(short)
+	cancelShort()
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "gate closed, waiting for modules pod") {
+		t.Fatalf("with the gate closed: %v", err)
+	}
+
+	type result struct {
+		st  *client.Status
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		st, err := c.WaitConverged(ctx)
+		done <- result{st, err}
+	}()
+	if _, err := c.Sync(ctx, "br-int", "pod", true, client.FlowText("table=0,priority=100,ip,actions=drop")); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if b := r.st.Bridges; !r.st.Gate.Open || len(b) != 1 || !b[0].Converged || b[0].Flows != 1 || len(r.st.Pending()) != 0 {
+		t.Fatalf("converged status: %+v", r.st)
+	}
+}
+
+// TestWatchAcrossRestart: a Watch outlives a short outage of flowstated
+// within its reconnect window, and when flowstated comes back as a new
+// stream it returns ErrResync rather than skip what the new run did.
+func TestWatchAcrossRestart(t *testing.T) {
+	t.Parallel() // overlaps TestFrozenServer's wait
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	e := newEnv(ctx, t)
+	e.start(ctx)
+	patient := e.client(e.sock)
+	hasty := e.client(e.sock, client.WithWatchReconnect(500*time.Millisecond))
+	if _, err := patient.WaitConverged(ctx); err != nil { // start-up events are over
+		t.Fatal(err)
+	}
+
+	wp := watch(ctx, t, patient, client.Cursor{})
+	wh := watch(ctx, t, hasty, client.Cursor{})
+	wp.next(ctx, t, isType(client.EventHeartbeat))
+	hb := wh.next(ctx, t, isType(client.EventHeartbeat))
+	if err := patient.MarkReady(ctx, "pod"); err != nil {
+		t.Fatal(err)
+	}
+	ready := wh.next(ctx, t, isType(client.EventModuleReady))
+	wp.next(ctx, t, isType(client.EventModuleReady))
+	if ready.StreamID != hb.StreamID || ready.Revision != hb.Revision+1 || ready.Module != "pod" || ready.TypeName != "module_ready" {
+		t.Fatalf("after heartbeat %+v: %+v", hb, ready)
+	}
+
+	e.stop()
+	// The hasty watch gives up while flowstated is away; its position stays
+	// valid until flowstated restarts.
+	err := wh.end(ctx, t)
+	if !errors.Is(err, errdefs.ErrUnavailable) || errors.Is(err, client.ErrResync) {
+		t.Fatalf("hasty watch with flowstated down: %v", err)
+	}
+	e.start(ctx)
+	// The patient watch reconnects to a new stream: resync.
+	if err := wp.end(ctx, t); !errors.Is(err, client.ErrResync) || !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Fatalf("patient watch across a restart: %v", err)
+	}
+	err = hasty.Watch(ctx, ready.Cursor(), func(ev client.Event) error {
+		t.Errorf("event of another stream delivered: %+v", ev)
+		return nil
+	})
+	if !errors.Is(err, client.ErrResync) {
+		t.Fatalf("resume from before the restart: %v", err)
+	}
+	// Resync: read the state, watch from now.
+	st, err := patient.Status(ctx)
+	if err != nil || !st.Modules[0].Ready {
+		t.Fatalf("status after restart: %+v (%v)", st, err)
+	}
+	w := watch(ctx, t, patient, client.Cursor{})
+	if hb2 := w.next(ctx, t, isType(client.EventHeartbeat)); hb2.StreamID == hb.StreamID {
+		t.Fatalf("stream id %s survived a restart", hb2.StreamID)
+	}
+}
+
+// TestFrozenServer: a server that stops answering (a proxy that forwards
+// nothing) is noticed by keepalive: a call fails with UNAVAILABLE instead of
+// hanging, and a Watch reconnects once it answers again and delivers the
+// event published meanwhile, without a gap.
+func TestFrozenServer(t *testing.T) {
+	t.Parallel() // it waits for gRPC's keepalive, 10 s at least
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	e := newEnv(ctx, t)
+	e.start(ctx)
+	p := newProxy(t, filepath.Join(e.sb.Dir(), "px.sock"), e.sock)
+	direct := e.client(e.sock)
+	viaProxy := e.client(filepath.Join(e.sb.Dir(), "px.sock"), fastFail)
+	if _, err := direct.WaitConverged(ctx); err != nil { // start-up events are over
+		t.Fatal(err)
+	}
+
+	w := watch(ctx, t, viaProxy, client.Cursor{})
+	hb := w.next(ctx, t, isType(client.EventHeartbeat))
+
+	p.pause()
+	frozen := time.Now()
+	statusErr := make(chan error, 1)
+	go func() {
+		_, err := viaProxy.Status(ctx)
+		statusErr <- err
+	}()
+	if err := direct.MarkReady(ctx, "pod"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-statusErr:
+		if !errors.Is(err, errdefs.ErrUnavailable) {
+			t.Fatalf("Status of a frozen server: %v", err)
+		}
+		t.Logf("Status failed after %v: %v", time.Since(frozen).Round(time.Millisecond), err)
+	case <-ctx.Done():
+		t.Fatal("Status of a frozen server hangs")
+	}
+	// The retries of Status wait for new connections, 1 s each.
+	if took := time.Since(frozen); took > 20*time.Second {
+		t.Fatalf("Status of a frozen server failed after %v", took)
+	}
+	select {
+	case at := <-p.gone:
+		// 10 s of silence, then 1 s for the ping's answer.
+		if took := at.Sub(frozen); took > 13*time.Second {
+			t.Fatalf("frozen connection closed after %v", took)
+		} else {
+			t.Logf("frozen connection closed after %v", took.Round(time.Millisecond))
+		}
+	case <-ctx.Done():
+		t.Fatal("the client kept the frozen connection")
+	}
+
+	p.resume()
+	ev := w.next(ctx, t, func(ev client.Event) bool { return ev.Type != client.EventHeartbeat })
+	if ev.Type != client.EventModuleReady || ev.Module != "pod" || ev.StreamID != hb.StreamID || ev.Revision != hb.Revision+1 {
+		t.Fatalf("after the freeze, next event after %+v is %+v", hb, ev)
+	}
+	if _, err := viaProxy.Status(ctx); err != nil {
+		t.Fatalf("Status after the freeze: %v", err)
+	}
+}
