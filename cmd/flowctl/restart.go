@@ -364,6 +364,13 @@ missing when --timeout passes.`,
 	return cmd
 }
 
+// ended reports whether ctx is done or its deadline has passed: a call
+// bounded by it may return before ctx's own timer has fired.
+func ended(ctx context.Context) bool {
+	d, ok := ctx.Deadline()
+	return ctx.Err() != nil || ok && !time.Now().Before(d)
+}
+
 // waitFor polls Status until cond holds or ctx ends.
 func waitFor(ctx context.Context, cmd *cobra.Command, g *globals, c *client.Client, cond conditions, start time.Time) error {
 	tick := time.NewTicker(200 * time.Millisecond)
@@ -391,7 +398,7 @@ func waitFor(ctx context.Context, cmd *cobra.Command, g *globals, c *client.Clie
 			now = strings.Join(missing, "; ")
 		case cmd.Context().Err() != nil:
 			return fmt.Errorf("interrupted while waiting to be %s: %s", cond, why)
-		case ctx.Err() == nil || why == "":
+		case why == "" || !ended(ctx):
 			// The last call usually fails on the deadline itself: keep
 			// the state seen before over that.
 			now = oneKind(g.explain(cmd.Context(), err))
