@@ -119,8 +119,8 @@ It never fails a unit start: the exit status is 0 whatever happened, unless
 				lines = append(lines, "clearing it in ovsdb-server at "+ovsdbAddr+" FAILED too: "+oneKind(cerr),
 					"if it is set, ovs-vswitchd will hold forwarding until someone clears it: "+clearCommand)
 			} else {
-				lines = append(lines, "cleared it in ovsdb-server at "+ovsdbAddr+": ovs-vswitchd starts ungated, as plain Open vSwitch,",
-					"forwarding with whatever flows it has until flowstated restores them")
+				lines = append(lines, "cleared it in ovsdb-server at "+ovsdbAddr+": the next start of ovs-vswitchd is ungated, as with plain",
+					"Open vSwitch: it forwards with whatever flows it has until flowstated restores them")
 			}
 			loud(cmd.ErrOrStderr(), lines...)
 			if strict {
