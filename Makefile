@@ -17,14 +17,22 @@ test: ## run every test, against private OVS sandboxes, with -race
 	@./scripts/install-deps.sh
 	go test -race -count=1 -timeout 15m ./...
 
+# VERSION is what --version prints; a release build sets it (make build VERSION=v1.2.0).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+LDFLAGS := -X github.com/flowstate-io/flowstate/internal/version.Version=$(VERSION)
+
 .PHONY: build
 build: ## build flowstated, flowctl and the demo into bin/
-	go build -o bin/ ./cmd/...
+	go build -ldflags '$(LDFLAGS)' -o bin/ ./cmd/...
 
 .PHONY: vet
 vet: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
 	go vet ./...
+
+.PHONY: lint-shell
+lint-shell: ## shellcheck the shell scripts
+	shellcheck deploy/ovs-restart scripts/install-deps.sh .ci/run
 
 .PHONY: proto
 proto: ## regenerate api/ from the protos

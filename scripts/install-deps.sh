@@ -20,6 +20,12 @@ fi
 
 [ "${1:-}" = "--dev" ] || exit 0
 
+if ! command -v shellcheck >/dev/null; then
+	echo "installing shellcheck" >&2
+	as_root apt-get update -qq
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck >/dev/null
+fi
+
 gobin=$(go env GOPATH)/bin
 if ! "$gobin/protoc-gen-go" --version 2>/dev/null | grep -q "${PROTOC_GEN_GO_VERSION}"; then
 	go install "google.golang.org/protobuf/cmd/protoc-gen-go@${PROTOC_GEN_GO_VERSION}"

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/flowstate-io/flowstate/internal/sandbox"
 	"github.com/flowstate-io/flowstate/server"
 )
@@ -104,7 +106,7 @@ func TestFlowctl(t *testing.T) {
 		}
 	})
 	t.Run("diff exits 2 on a difference", func(t *testing.T) {
-		if out, err := run(ctx, t, srv, "", "wait"); err != nil || out != "converged\n" {
+		if out, err := run(ctx, t, srv, "", "wait"); err != nil || !strings.HasSuffix(out, "converged\n") {
 			t.Fatalf("wait: %v %q", err, out)
 		}
 		out, _ := run(ctx, t, srv, "", "status", "-o", "json")
@@ -197,10 +199,130 @@ func TestFlowctl(t *testing.T) {
 			}
 		}
 		stop()
-		<-done
+		// An interrupted watch has done its job: exit status 0.
+		if err := <-done; err != nil {
+			t.Fatalf("watch after interrupt: %v", err)
+		}
 		if !regexp.MustCompile(`#\d+ module_ready module=pipeline "module ready for this boot"`).MatchString(out.String()) {
 			t.Fatalf("watch line format:\n%s", out.String())
 		}
+	})
+	t.Run("replace-flows counts adds and removals", func(t *testing.T) {
+		in := "table=3,priority=1,actions=drop\ntable=3,priority=2,actions=drop\ntable=3,priority=3,actions=drop\n"
+		if _, err := run(ctx, t, srv, in, "replace-flows", "--module", "counts", "-"); err != nil {
+			t.Fatal(err)
+		}
+		in = "table=3,priority=1,actions=drop\ntable=3,priority=2,actions=normal\ntable=3,priority=4,actions=drop\n"
+		out, err := run(ctx, t, srv, in, "replace-flows", "--module", "counts", "-")
+		if err != nil || !strings.Contains(out, "counts: 3 flows: 1 added, 1 changed, 1 removed, 1 unchanged") {
+			t.Fatalf("replace-flows: %v\n%s", err, out)
+		}
+		out, err = run(ctx, t, srv, "", "replace-flows", "--module", "counts", "-")
+		if err != nil || !strings.Contains(out, "counts: 0 flows: 0 added, 0 changed, 3 removed, 0 unchanged") {
+			t.Fatalf("replace-flows with an empty file: %v\n%s", err, out)
+		}
+	})
+	t.Run("exit codes, hints, version, examples", func(t *testing.T) {
+		for _, tc := range []struct {
+			name   string
+			args   []string
+			code   int
+			stdout string // a prefix
+			stderr string // a substring
+		}{
+			{"version", []string{"--version"}, 0, "flowctl ", ""},
+			{"unknown command", []string{"nosuch"}, 2, "", `unknown command "nosuch"`},
+			{"unknown flag", []string{"status", "--nosuch"}, 2, "", "unknown flag: --nosuch"},
+			{"bad -o", []string{"--server", srv, "status", "-o", "xml"}, 2, "", `-o "xml": want text or json`},
+			{"bad --since", []string{"--server", srv, "wait", "--released", "--since", "yesterday"}, 2, "", `--since "yesterday"`},
+			{"unknown bridge", []string{"--server", srv, "--bridge", "br-nope", "dump-flows"}, 1, "",
+				`not found: bridge "br-nope" is not managed by flowstated (it manages br-int)`},
+			{"daemon not running", []string{"--server", filepath.Join(sb.Dir(), "none.sock"), "status"}, 1, "",
+				"is flowstated running? check `systemctl status flowstated`"},
+			{"bare socket path", []string{"--server", strings.TrimPrefix(srv, "unix://"), "dump-flows", "--module", "pipeline"}, 0, "table=1, priority=90,ip actions=NORMAL", ""},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				stdout, stderr, code := flowctl(ctx, "", tc.args...)
+				if code != tc.code || !strings.HasPrefix(stdout, tc.stdout) || !strings.Contains(stderr, tc.stderr) {
+					t.Fatalf("flowctl %q: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", tc.args, code, tc.code, stdout, stderr)
+				}
+				if strings.Contains(stderr, "rpc error") || strings.Contains(stderr, "produced zero addresses") {
+					t.Fatalf("raw gRPC error:\n%s", stderr)
+				}
+			})
+		}
+		// The kind of a refusal is said once, not once by flowstated and
+		// again by the client.
+		_, stderr, code := flowctl(ctx, "table=1,priority=90,ip,actions=drop\n", "--server", srv, "add-flows", "--module", "pod", "-")
+		if code != 1 || strings.Count(stderr, "failed precondition") != 1 {
+			t.Fatalf("refusal: exit %d, stderr:\n%s", code, stderr)
+		}
+		var walk func(c *cobra.Command)
+		walk = func(c *cobra.Command) {
+			if c.Example == "" && c.Name() != "help" && c.Name() != "completion" && c.HasParent() && c.Parent().Name() != "completion" {
+				t.Errorf("%s has no examples in --help", c.CommandPath())
+			}
+			for _, sub := range c.Commands() {
+				walk(sub)
+			}
+		}
+		walk(newRoot())
+	})
+	t.Run("prestart, wait --released, release", func(t *testing.T) {
+		flag := func(want bool) {
+			t.Helper()
+			if on, err := sb.FlowRestoreWait(ctx); err != nil || on != want {
+				t.Fatalf("flow-restore-wait %v (%v), want %v", on, err, want)
+			}
+		}
+		ovsdb := []string{"--ovsdb", sb.DBAddr()}
+		stdout, stderr, code := flowctl(ctx, "", append([]string{"--server", srv, "prestart"}, ovsdb...)...)
+		if code != 0 || !strings.Contains(stdout, "flow-restore-wait armed") {
+			t.Fatalf("prestart: exit %d\n%s%s", code, stdout, stderr)
+		}
+		flag(true)
+		// Armed, and no release since: not released.
+		_, stderr, code = flowctl(ctx, "", "--server", srv, "--timeout", "1s", "wait", "--released", "--since", "now")
+		if code != 1 || !strings.Contains(stderr, "not released after 1s: flow-restore-wait is set") {
+			t.Fatalf("wait --released while armed: exit %d\n%s", code, stderr)
+		}
+		stdout, stderr, code = flowctl(ctx, "", append([]string{"--server", srv, "release"}, ovsdb...)...)
+		if code != 0 || !strings.Contains(stdout, "flow-restore-wait cleared by flowstated; ovs-vswitchd read it after") {
+			t.Fatalf("release: exit %d\n%s%s", code, stdout, stderr)
+		}
+		flag(false)
+		if stdout, stderr, code = flowctl(ctx, "", "--server", srv, "wait", "--converged", "--released", "--since", "1m"); code != 0 || stdout != "converged and released\n" {
+			t.Fatalf("wait --converged --released: exit %d\n%s%s", code, stdout, stderr)
+		}
+
+		// flowstated does not answer: prestart clears the flag in OVSDB
+		// and never fails, unless --strict; release clears it there too.
+		none := filepath.Join(sb.Dir(), "none.sock")
+		for _, strict := range []bool{false, true} {
+			if err := sb.SetFlowRestoreWait(ctx, true); err != nil {
+				t.Fatal(err)
+			}
+			args := append([]string{"--server", none, "prestart"}, ovsdb...)
+			want := 0
+			if strict {
+				args, want = append(args, "--strict"), 1
+			}
+			stdout, stderr, code = flowctl(ctx, "", args...)
+			if code != want || !strings.Contains(stderr, "flow-restore-wait NOT ARMED: cannot reach flowstated") ||
+				!strings.Contains(stderr, "cleared it in ovsdb-server at "+sb.DBAddr()) {
+				t.Fatalf("prestart (strict %v) without flowstated: exit %d, want %d\n%s%s", strict, code, want, stdout, stderr)
+			}
+			flag(false)
+		}
+		if err := sb.SetFlowRestoreWait(ctx, true); err != nil {
+			t.Fatal(err)
+		}
+		stdout, stderr, code = flowctl(ctx, "", append([]string{"--server", none, "release"}, ovsdb...)...)
+		if code != 0 || !strings.Contains(stderr, "flowstated did not release the node") ||
+			!strings.Contains(stdout, "flow-restore-wait cleared in ovsdb-server directly; ovs-vswitchd read it after") {
+			t.Fatalf("release without flowstated: exit %d\n%s%s", code, stdout, stderr)
+		}
+		flag(false)
 	})
 	t.Run("status", func(t *testing.T) {
 		out, err := run(ctx, t, srv, "", "status")
@@ -208,6 +330,13 @@ func TestFlowctl(t *testing.T) {
 			t.Fatalf("status: %v\n%s", err, out)
 		}
 	})
+}
+
+// flowctl runs flowctl as main does: stdout, stderr and the exit status.
+func flowctl(ctx context.Context, stdin string, args ...string) (stdout, stderr string, code int) {
+	var o, e bytes.Buffer
+	code = execute(ctx, args, strings.NewReader(stdin), &o, &e)
+	return o.String(), e.String(), code
 }
 
 // lockedBuffer is written by the command under test and read by the test.

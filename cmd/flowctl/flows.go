@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -21,6 +22,9 @@ import (
 type line struct {
 	n    int
 	text string
+	// id and payload are the flow's identity and canonical encoding, as
+	// flowstated derives them from the text (flows only).
+	id, payload []byte
 }
 
 // readInput returns the non-blank, non-comment lines of FILE or "-". Flow
@@ -51,8 +55,8 @@ func readInput(cmd *cobra.Command, name string, kind entry.Kind) ([]line, error)
 	}
 	if kind == entry.KindFlow {
 		var errs []error
-		for _, l := range out {
-			if _, err := ofctl.ParseFlow(l.text); err != nil {
+		for i, l := range out {
+			if err := identify(&out[i]); err != nil {
 				errs = append(errs, fmt.Errorf("%s:%d: %w", name, l.n, err))
 			}
 		}
@@ -61,6 +65,20 @@ func readInput(cmd *cobra.Command, name string, kind entry.Kind) ([]line, error)
 		}
 	}
 	return out, nil
+}
+
+// identify parses a flow line the way flowstated does (server/convert.go).
+func identify(l *line) error {
+	fm, err := ofctl.ParseFlow(l.text)
+	if err != nil {
+		return err
+	}
+	raw, err := fm.MarshalBinary()
+	if err != nil {
+		return fmt.Errorf("encoding: %w", err)
+	}
+	l.payload, l.id, err = entry.Identify(entry.KindFlow, raw)
+	return err
 }
 
 // lineError names the line of the file an entry error refers to.
@@ -81,6 +99,24 @@ func toEntries(kind entry.Kind, lines []line) []client.Entry {
 	return es
 }
 
+// managed fails unless flowstated manages bridge: List of any other bridge
+// is empty, which would read as "no flows".
+func managed(ctx context.Context, c *client.Client, bridge string) error {
+	st, err := c.Status(ctx)
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, b := range st.Bridges {
+		if b.Name == bridge {
+			return nil
+		}
+		names = append(names, b.Name)
+	}
+	return fmt.Errorf("%w: bridge %q is not managed by flowstated (it manages %s); pick one with --bridge",
+		errdefs.ErrNotFound, bridge, strings.Join(names, ", "))
+}
+
 func appliedText(n int, noun string, applied bool) string {
 	if applied {
 		return fmt.Sprintf("%d %s applied", n, noun)
@@ -95,7 +131,12 @@ func newAdd(g *globals, kind entry.Kind) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "add-" + noun + " --module M FILE|-",
 		Short: "Add or replace " + noun + " of a module, one per line in ovs-ofctl syntax (all or nothing)",
-		Args:  cobra.ExactArgs(1),
+		Example: map[entry.Kind]string{
+			entry.KindFlow:  "  flowctl add-flows --module pipeline pipeline.flows\n  echo 'table=0,priority=100,ip,actions=ct(table=1)' | flowctl add-flows --module pipeline -",
+			entry.KindGroup: "  echo 'group_id=5,type=select,bucket=weight:10,actions=output:1' | flowctl add-groups --module lb -",
+			entry.KindMeter: "  echo 'meter=1,kbps,band=type=drop,rate=1000' | flowctl add-meters --module qos -",
+		}[kind],
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			lines, err := readInput(cmd, args[0], kind)
 			if err != nil {
@@ -127,7 +168,12 @@ func newDel(g *globals, kind entry.Kind) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "del-" + noun + " --module M FILE|-",
 		Short: "Delete " + noun + " of a module, named by " + ident,
-		Args:  cobra.ExactArgs(1),
+		Example: map[entry.Kind]string{
+			entry.KindFlow:  "  echo 'table=0,priority=100,ip' | flowctl del-flows --module pipeline -",
+			entry.KindGroup: "  echo 'group_id=5' | flowctl del-groups --module lb -",
+			entry.KindMeter: "  echo 'meter=1' | flowctl del-meters --module qos -",
+		}[kind],
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// Not add syntax (no actions): the server parses identities.
 			lines, err := readInput(cmd, args[0], 0)
@@ -157,20 +203,38 @@ func newReplaceFlows(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "replace-flows --module M [--ready] FILE|-",
 		Short: "Make FILE the complete set of a module's flows; the others are removed in the same bundle",
-		Args:  cobra.ExactArgs(1),
+		Example: `  flowctl replace-flows --module pipeline pipeline.flows
+  # the module's first complete set after a reboot:
+  flowctl replace-flows --module pipeline --ready pipeline.flows
+  # remove every flow of a module:
+  flowctl replace-flows --module old /dev/null`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			lines, err := readInput(cmd, args[0], entry.KindFlow)
 			if err != nil {
 				return err
 			}
 			return g.run(cmd, func(ctx context.Context, c *client.Client) error {
+				// The counts come from the module's flows before the
+				// change; the Sync reply carries no per-entry outcome.
+				before, err := c.List(ctx, client.Filter{Bridge: g.bridge, Module: module, Kind: entry.KindFlow})
+				if err != nil {
+					return err
+				}
 				applied, err := c.Sync(ctx, g.bridge, module, ready, toEntries(entry.KindFlow, lines)...)
 				if err != nil {
 					return lineError(args[0], lines, err)
 				}
-				fmt.Fprintln(cmd.OutOrStdout(), appliedText(len(lines), "flows", applied))
+				ch := countChanges(before, lines)
+				w := cmd.OutOrStdout()
+				fmt.Fprintf(w, "%s: %d flows: %d added, %d changed, %d removed, %d unchanged\n", module, ch.total, ch.added, ch.changed, ch.removed, ch.unchanged)
+				if applied {
+					fmt.Fprintln(w, "applied")
+				} else {
+					fmt.Fprintln(w, "stored; the bridge is not forwarding through flowstate yet, the next replay applies them")
+				}
 				if ready {
-					fmt.Fprintf(cmd.OutOrStdout(), "module %s ready\n", module)
+					fmt.Fprintf(w, "module %s ready\n", module)
 				}
 				return nil
 			})
@@ -182,6 +246,44 @@ func newReplaceFlows(g *globals) *cobra.Command {
 	return cmd
 }
 
+// changes counts what a replace-flows does to a module's flows.
+type changes struct {
+	total, added, changed, removed, unchanged int
+}
+
+// countChanges compares the module's flows before with the new set, by
+// identity (table, priority, match) and canonical encoding; a later line
+// with the same identity replaces an earlier one, as on the server.
+func countChanges(before []client.StoredEntry, lines []line) changes {
+	old := make(map[string][]byte, len(before))
+	for _, e := range before {
+		if _, id, err := entry.Identify(entry.KindFlow, e.OpenFlow); err == nil {
+			old[string(id)] = e.OpenFlow
+		}
+	}
+	set := make(map[string][]byte, len(lines))
+	for _, l := range lines {
+		set[string(l.id)] = l.payload
+	}
+	ch := changes{total: len(set)}
+	for id, p := range set {
+		switch q, ok := old[id]; {
+		case !ok:
+			ch.added++
+		case bytes.Equal(p, q):
+			ch.unchanged++
+		default:
+			ch.changed++
+		}
+	}
+	for id := range old {
+		if _, ok := set[id]; !ok {
+			ch.removed++
+		}
+	}
+	return ch
+}
+
 // newDump is dump-flows, dump-groups and dump-meters: the desired state.
 func newDump(g *globals, kind entry.Kind) *cobra.Command {
 	var module string
@@ -190,16 +292,21 @@ func newDump(g *globals, kind entry.Kind) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dump-" + noun + " [--module M]",
 		Short: "Print the desired " + noun + " of the bridge in ovs-ofctl syntax",
-		Args:  cobra.NoArgs,
+		Example: "  flowctl dump-" + noun + "\n  flowctl --bridge br-ex dump-" + noun + " --module pipeline" +
+			map[bool]string{true: "\n  flowctl dump-flows --table 0"}[kind == entry.KindFlow],
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			f := client.Filter{Bridge: g.bridge, Module: module, Kind: kind}
+			if table >= 0 {
+				if table > 254 {
+					return usagef("--table %d: want 0-254", table)
+				}
+				t := uint8(table)
+				f.Table = &t
+			}
 			return g.run(cmd, func(ctx context.Context, c *client.Client) error {
-				f := client.Filter{Bridge: g.bridge, Module: module, Kind: kind}
-				if table >= 0 {
-					if table > 254 {
-						return fmt.Errorf("--table %d: want 0-254", table)
-					}
-					t := uint8(table)
-					f.Table = &t
+				if err := managed(ctx, c, g.bridge); err != nil {
+					return err
 				}
 				es, err := c.List(ctx, f)
 				if err != nil {

@@ -1,11 +1,10 @@
 // Command flowctl is the operator's CLI of flowstated. It speaks the flow
-// syntax of ovs-ofctl.
+// syntax of ovs-ofctl, and drives planned restarts of ovs-vswitchd
+// (prestart, wait, release; deploy/ovs-restart wraps them).
 package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -13,14 +12,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	if err := newRoot().ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "flowctl:", err)
-		stop()
-		var ec exitCode
-		if errors.As(err, &ec) {
-			os.Exit(ec.code)
-		}
-		os.Exit(1)
-	}
+	code := execute(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }

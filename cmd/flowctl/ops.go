@@ -17,7 +17,9 @@ func newReady(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "ready --module M",
 		Short: "Mark a module ready for this boot without changing its entries",
-		Args:  cobra.NoArgs,
+		Example: `  # release a cold-start gate held for a module that will not sync:
+  flowctl ready --module pipeline`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return g.run(cmd, func(ctx context.Context, c *client.Client) error {
 				if err := c.MarkReady(ctx, module); err != nil {
@@ -37,7 +39,9 @@ func newDiff(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "diff",
 		Short: "Print how the switch differs from the desired state (changes nothing); exit status 2 if it differs",
-		Args:  cobra.NoArgs,
+		Example: `  flowctl diff
+  flowctl --bridge br-ex diff || echo "br-ex drifted (exit 2) or flowctl failed (exit 1)"`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return g.run(cmd, func(ctx context.Context, c *client.Client) error {
 				changes, err := c.Diff(ctx, g.bridge)
@@ -56,7 +60,7 @@ func newDiff(g *globals) *cobra.Command {
 					}
 				}
 				if len(changes) > 0 {
-					return exitCode{2, fmt.Sprintf("%d differences", len(changes))}
+					return exitCode{exitUsage, fmt.Sprintf("%d differences", len(changes))}
 				}
 				return nil
 			})
@@ -69,7 +73,9 @@ func newReconcile(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "reconcile [--all]",
 		Short: "Make the bridge (or every bridge) hold exactly its desired state now",
-		Args:  cobra.NoArgs,
+		Example: `  flowctl reconcile
+  flowctl reconcile --all`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return g.run(cmd, func(ctx context.Context, c *client.Client) error {
 				br := g.bridge
@@ -96,8 +102,10 @@ func newWatch(g *globals) *cobra.Command {
 	var heartbeats bool
 	cmd := &cobra.Command{
 		Use:   "watch",
-		Short: "Print flowstated's events as they happen (until interrupted)",
-		Args:  cobra.NoArgs,
+		Short: "Print flowstated's events as they happen (until interrupted; Ctrl-C exits 0)",
+		Example: `  flowctl watch
+  flowctl watch --heartbeats | grep -v heartbeat`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := newClient(g)
 			if err != nil {
@@ -105,7 +113,7 @@ func newWatch(g *globals) *cobra.Command {
 			}
 			defer c.Close()
 			w := cmd.OutOrStdout()
-			return c.Watch(cmd.Context(), client.Cursor{}, func(ev client.Event) error {
+			err = c.Watch(cmd.Context(), client.Cursor{}, func(ev client.Event) error {
 				if ev.Type == client.EventHeartbeat && !heartbeats {
 					return nil
 				}
@@ -131,51 +139,12 @@ func newWatch(g *globals) *cobra.Command {
 				_, err := fmt.Fprintln(w, b.String())
 				return err
 			})
+			if cmd.Context().Err() != nil {
+				return nil // interrupted: the way a watch ends
+			}
+			return g.explain(cmd.Context(), err)
 		},
 	}
 	cmd.Flags().BoolVar(&heartbeats, "heartbeats", false, "also print heartbeat events")
-	return cmd
-}
-
-// exitCode is an error that sets the exit status.
-type exitCode struct {
-	code int
-	msg  string
-}
-
-func (e exitCode) Error() string { return e.msg }
-
-func newWait(g *globals) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "wait",
-		Short: "Wait until the boot gate is open and every bridge is connected and converged (bounded by --timeout)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return g.run(cmd, func(ctx context.Context, c *client.Client) error {
-				tick := time.NewTicker(100 * time.Millisecond)
-				defer tick.Stop()
-				var why string
-				for {
-					st, err := c.Status(ctx)
-					switch {
-					case err == nil && len(st.Pending()) == 0:
-						fmt.Fprintln(cmd.OutOrStdout(), "converged")
-						return nil
-					case err == nil:
-						why = strings.Join(st.Pending(), "; ")
-					case why == "":
-						// Keep the last state seen over a later error: the
-						// last call usually fails on the deadline itself.
-						why = err.Error()
-					}
-					select {
-					case <-ctx.Done():
-						return fmt.Errorf("not converged after %v: %s", g.timeout, why)
-					case <-tick.C:
-					}
-				}
-			})
-		},
-	}
 	return cmd
 }

@@ -21,10 +21,12 @@ func newStatus(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status [-o text|json]",
 		Short: "Show bridges, modules and the flow-restore-wait flag",
-		Args:  cobra.NoArgs,
+		Example: `  flowctl status
+  flowctl status -o json | jq '.bridges[] | {name, converged, reason}'`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "text" && output != "json" {
-				return fmt.Errorf("-o %q: want text or json", output)
+				return usagef("-o %q: want text or json", output)
 			}
 			return g.run(cmd, func(ctx context.Context, c *client.Client) error {
 				// The wire form: -o json prints it as protojson.

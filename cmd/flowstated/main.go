@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
 
+	"github.com/flowstate-io/flowstate/internal/version"
 	"github.com/flowstate-io/flowstate/server"
 	"github.com/flowstate-io/flowstate/server/guard"
 	"github.com/flowstate-io/flowstate/server/restore"
@@ -39,8 +40,14 @@ func newCommand() *cobra.Command {
 		writers   []string
 	)
 	cmd := &cobra.Command{
-		Use:           "flowstated",
-		Short:         "Keep Open vSwitch flows across ovs-vswitchd restarts",
+		Use:     "flowstated",
+		Short:   "Keep Open vSwitch flows across ovs-vswitchd restarts",
+		Version: version.Get().String("flowstated"),
+		Example: `  # Manage br-int, hold a cold start until the pipeline module is ready:
+  flowstated --bridge br-int --require-module pipeline
+
+  # Print the version, commit and Go version:
+  flowstated --version`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -92,6 +99,7 @@ func newCommand() *cobra.Command {
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	cmd.AddCommand(newGuardCommand())
+	cmd.SetVersionTemplate("{{.Version}}\n")
 	return cmd
 }
 

@@ -167,3 +167,18 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestVersion: --version prints the version, the commit and the Go version,
+// and starts nothing.
+func TestVersion(t *testing.T) {
+	cmd := newCommand()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"--version"})
+	if err := cmd.ExecuteContext(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`^flowstated \S+ \(commit [^)]+\) go1\.\S+ \S+/\S+\n$`).MatchString(out.String()) {
+		t.Fatalf("--version printed %q", out.String())
+	}
+}

@@ -1,0 +1,390 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/flowstate-io/flowstate/client"
+	"github.com/flowstate-io/flowstate/server/ovsconfig"
+)
+
+// The commands of a planned restart of ovs-vswitchd (deploy/ovs-restart):
+//
+//  1. prestart arms flow-restore-wait through flowstated, which refuses
+//     unless it can restore and release the switch afterwards; refused or
+//     unanswered, prestart clears the flag in OVSDB instead, so vswitchd
+//     never waits for a restore nobody will do.
+//  2. The restart itself (systemctl restart ovs-vswitchd).
+//  3. wait --converged --released --since T: flowstated has restored every
+//     bridge into the new vswitchd and released it.
+//  4. On a failure, timeout or interrupt: release clears the flag and waits
+//     until vswitchd has read it, through flowstated or, when flowstated
+//     does not answer, in OVSDB directly.
+
+// defaultOVSDB is ovsdb-server's socket on a host with OVS from packages.
+const defaultOVSDB = "unix:/var/run/openvswitch/db.sock"
+
+const clearCommand = "ovs-vsctl --no-wait remove Open_vSwitch . other_config flow-restore-wait"
+
+// loud writes lines nobody should miss between two rules.
+func loud(w io.Writer, lines ...string) {
+	const rule = "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
+	fmt.Fprintln(w, "flowctl:", rule)
+	for _, l := range lines {
+		fmt.Fprintln(w, "flowctl:", l)
+	}
+	fmt.Fprintln(w, "flowctl:", rule)
+}
+
+// commandTimeout is --timeout if given, else def: prestart and release must
+// not keep a unit start or a failed restart waiting for a minute.
+func commandTimeout(cmd *cobra.Command, g *globals, def time.Duration) time.Duration {
+	if cmd.Flags().Changed("timeout") {
+		return g.timeout
+	}
+	return def
+}
+
+// clearInOVSDB clears flow-restore-wait in ovsdb-server at addr without
+// flowstated. With wait it returns once vswitchd has read the change, and
+// how long that took.
+func clearInOVSDB(ctx context.Context, addr string, wait bool) (wasSet bool, ack time.Duration, err error) {
+	c, err := ovsconfig.Dial(ctx, addr, ovsconfig.Options{InactivityTimeout: 2 * time.Second, ReconnectTimeout: 3 * time.Second, RequestTimeout: 5 * time.Second})
+	if err != nil {
+		return false, 0, err
+	}
+	defer c.Close()
+	if wasSet, err = c.FlowRestoreWait(); err != nil {
+		return false, 0, err
+	}
+	start := time.Now()
+	err = c.SetFlowRestoreWait(ctx, false, wait)
+	return wasSet, time.Since(start), err
+}
+
+func newPrestart(g *globals) *cobra.Command {
+	var ovsdbAddr string
+	var strict bool
+	cmd := &cobra.Command{
+		Use:   "prestart [--ovsdb ADDR] [--strict]",
+		Short: "Before ovs-vswitchd starts: arm flow-restore-wait if flowstated can restore, else clear it",
+		Long: `Before ovs-vswitchd starts: arm flow-restore-wait if flowstated can restore, else clear it.
+
+For ExecStartPre= of ovs-vswitchd.service and for container start scripts.
+flowstated arms the flag only if it can restore and release the switch
+afterwards (its engine is responsive, OVSDB is connected, a guard runs).
+If flowstated refuses or does not answer, prestart clears the flag in
+ovsdb-server directly (--ovsdb), so ovs-vswitchd starts as plain Open vSwitch
+would instead of waiting for a restore nobody will do, and says so loudly.
+
+It never fails a unit start: the exit status is 0 whatever happened, unless
+--strict, where it is 1 when the flag could not be armed.`,
+		Example: `  # systemd drop-in for ovs-vswitchd.service:
+  ExecStartPre=-/usr/local/bin/flowctl prestart
+
+  # a script that restarts vswitchd only if the restart will be gated:
+  flowctl prestart --strict && systemctl restart ovs-vswitchd`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d := commandTimeout(cmd, g, 10*time.Second)
+			var wasSet bool
+			err := g.runFor(cmd, d, func(ctx context.Context, c *client.Client) error {
+				var err error
+				wasSet, err = c.Arm(ctx)
+				return err
+			})
+			if err == nil {
+				msg := "flow-restore-wait armed"
+				if wasSet {
+					msg = "flow-restore-wait was armed already"
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), msg+": ovs-vswitchd holds forwarding at its next start until flowstated has restored every bridge")
+				return nil
+			}
+			if cmd.Context().Err() != nil {
+				return err
+			}
+			why := oneKind(err)
+			ctx, cancel := context.WithTimeout(cmd.Context(), min(d, 5*time.Second))
+			defer cancel()
+			lines := []string{"flow-restore-wait NOT ARMED: " + why}
+			if _, _, cerr := clearInOVSDB(ctx, ovsdbAddr, false); cerr != nil {
+				lines = append(lines, "clearing it in ovsdb-server at "+ovsdbAddr+" FAILED too: "+oneKind(cerr),
+					"if it is set, ovs-vswitchd will hold forwarding until someone clears it: "+clearCommand)
+			} else {
+				lines = append(lines, "cleared it in ovsdb-server at "+ovsdbAddr+": the next start of ovs-vswitchd is ungated, as with plain",
+					"Open vSwitch: it forwards with whatever flows it has until flowstated restores them")
+			}
+			loud(cmd.ErrOrStderr(), lines...)
+			if strict {
+				return exitCode{exitFailure, ""}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&ovsdbAddr, "ovsdb", defaultOVSDB, "ovsdb-server address, to clear the flag when flowstated does not")
+	cmd.Flags().BoolVar(&strict, "strict", false, "exit 1 when the flag could not be armed")
+	return cmd
+}
+
+func newRelease(g *globals) *cobra.Command {
+	var ovsdbAddr string
+	cmd := &cobra.Command{
+		Use:   "release [--ovsdb ADDR]",
+		Short: "Clear flow-restore-wait now and wait until ovs-vswitchd has read it",
+		Long: `Clear flow-restore-wait now and wait until ovs-vswitchd has read it.
+
+A vswitchd holding forwarding for its restore then forwards with whatever
+flows it has. flowctl asks flowstated first; when flowstated does not answer
+or cannot, it clears the flag in ovsdb-server directly (--ovsdb) and says so.
+Exit status 0 once vswitchd has read the change (cur_cfg caught up), 1 if
+the flag could not be cleared or vswitchd did not read it within --timeout
+(default here 30s), e.g. because vswitchd is not running.`,
+		Example: `  flowctl release
+  flowctl release --ovsdb unix:/var/run/openvswitch/db.sock --timeout 10s`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d := commandTimeout(cmd, g, 30*time.Second)
+			deadline := time.Now().Add(d)
+			w := cmd.OutOrStdout()
+			// Half the time for flowstated, the rest for OVSDB directly; a
+			// quick Status first, so a frozen flowstated costs seconds.
+			var wasSet bool
+			var ack time.Duration
+			err := g.runFor(cmd, d/2, func(ctx context.Context, c *client.Client) error {
+				pctx, cancel := context.WithTimeout(ctx, min(3*time.Second, d/2))
+				defer cancel()
+				if _, err := c.Status(pctx); err != nil {
+					return err
+				}
+				var err error
+				wasSet, ack, err = c.Release(ctx)
+				return err
+			})
+			if err == nil {
+				fmt.Fprintf(w, "flow-restore-wait cleared by flowstated%s; ovs-vswitchd read it after %v\n", notSet(wasSet), ack.Round(time.Millisecond))
+				return nil
+			}
+			if cmd.Context().Err() != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "flowctl: flowstated did not release the node (%s); clearing flow-restore-wait in ovsdb-server at %s directly\n",
+				oneKind(err), ovsdbAddr)
+			ctx, cancel := context.WithDeadline(cmd.Context(), deadline)
+			defer cancel()
+			wasSet, ack, err = clearInOVSDB(ctx, ovsdbAddr, true)
+			switch {
+			case errors.Is(err, ovsconfig.ErrNotAcknowledged):
+				return fmt.Errorf("flow-restore-wait cleared in ovsdb-server, but ovs-vswitchd did not read it within %v "+
+					"(is it running? a starting vswitchd reads it at once): %w", d, err)
+			case err != nil:
+				return fmt.Errorf("cannot clear flow-restore-wait in ovsdb-server at %s: %w; clear it by hand: %s", ovsdbAddr, err, clearCommand)
+			}
+			fmt.Fprintf(w, "flow-restore-wait cleared in ovsdb-server directly%s; ovs-vswitchd read it after %v\n", notSet(wasSet), ack.Round(time.Millisecond))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&ovsdbAddr, "ovsdb", defaultOVSDB, "ovsdb-server address, used when flowstated does not answer")
+	return cmd
+}
+
+func notSet(wasSet bool) string {
+	if wasSet {
+		return ""
+	}
+	return " (it was not set)"
+}
+
+// parseSince reads --since: RFC 3339, a duration ago ("90s") or "now".
+func parseSince(s string, now time.Time) (time.Time, error) {
+	switch s {
+	case "":
+		return time.Time{}, nil
+	case "now":
+		return now, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, fmt.Errorf("--since %q: want an RFC 3339 time, a duration ago (90s, 5m) or now", s)
+}
+
+// conditions is what wait waits for.
+type conditions struct {
+	converged, released bool
+	since               time.Time
+}
+
+func (c conditions) String() string {
+	switch {
+	case c.converged && c.released:
+		return "converged and released"
+	case c.released:
+		return "released"
+	}
+	return "converged"
+}
+
+// missing says what keeps st from meeting c; empty when it does.
+func (c conditions) missing(st *client.Status) []string {
+	var out []string
+	if c.converged {
+		out = append(out, notConverged(st)...)
+	}
+	if c.released {
+		if why := c.notReleased(st); why != "" {
+			out = append(out, why)
+		}
+	}
+	return out
+}
+
+// notConverged: the gate is open and every bridge is converged or excused
+// (missing from OVSDB, or given up on after --max-hold; warned about apart).
+func notConverged(st *client.Status) []string {
+	out := st.Pending()
+	if st.Wedged != "" && len(out) > 0 {
+		out = append(out, "engine wedged: "+st.Wedged)
+	}
+	return out
+}
+
+// notReleased: vswitchd is not held by the flag. Either the flag is not set
+// and vswitchd has read that, or flowstated released it (last_release) at or
+// after since.
+func (c conditions) notReleased(st *client.Status) string {
+	last := st.LastRelease
+	if !last.IsZero() && !last.Before(c.since) {
+		return ""
+	}
+	if !st.OVSDBConnected {
+		return "flowstated is not connected to ovsdb-server, so it cannot release ovs-vswitchd"
+	}
+	if !st.FlowRestoreWait {
+		if st.VswitchdAcknowledged {
+			return ""
+		}
+		return "flow-restore-wait is cleared, but ovs-vswitchd has not read it yet (is it running?)"
+	}
+	msg := "flow-restore-wait is set"
+	switch {
+	case last.IsZero():
+		msg += ", and flowstated has not released ovs-vswitchd since it started"
+	case !c.since.IsZero():
+		msg += ", and flowstated last released ovs-vswitchd at " + last.Local().Format(time.RFC3339Nano) + ", before --since"
+	}
+	return msg
+}
+
+func newWait(g *globals) *cobra.Command {
+	var cond conditions
+	var since string
+	cmd := &cobra.Command{
+		Use:   "wait [--converged] [--released [--since T]]",
+		Short: "Wait until every bridge is restored and/or ovs-vswitchd is released (bounded by --timeout)",
+		Long: `Wait until every bridge is restored and/or ovs-vswitchd is released (bounded by --timeout).
+
+--converged (the default): the boot gate is open and every bridge is
+connected and holds exactly its desired state, or was excused (missing from
+OVSDB, or not restorable within flowstated's --max-hold; printed as a warning).
+--released: ovs-vswitchd is not held by flow-restore-wait: the flag is not set
+and vswitchd has read that, or flowstated released it at or after --since.
+Without --since, any release since flowstated started counts.
+
+The answer comes from flowstated's Status. While waiting, each change of what
+is missing is printed to stderr. Exit status 0 when met, 1 with what is still
+missing when --timeout passes.`,
+		Example: `  flowctl wait
+  flowctl wait --converged --released --since 2m --timeout 90s
+  flowctl wait --released --since 2026-12-01T03:00:00Z`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			start := time.Now()
+			var err error
+			if cond.since, err = parseSince(since, start); err != nil {
+				return usageError{err}
+			}
+			if cmd.Flags().Changed("since") && !cond.released {
+				return usagef("--since needs --released")
+			}
+			if !cond.converged && !cond.released {
+				cond.converged = true
+			}
+			c, err := newClient(g)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
+			defer cancel()
+			return waitFor(ctx, cmd, g, c, cond, start)
+		},
+	}
+	cmd.Flags().BoolVar(&cond.converged, "converged", false, "wait until every bridge is restored (default when neither is given)")
+	cmd.Flags().BoolVar(&cond.released, "released", false, "wait until ovs-vswitchd is not held by flow-restore-wait")
+	cmd.Flags().StringVar(&since, "since", "", "with --released: a release by flowstated counts only from this time (RFC 3339, a duration ago, or now)")
+	return cmd
+}
+
+// ended reports whether ctx is done or its deadline has passed: a call
+// bounded by it may return before ctx's own timer has fired.
+func ended(ctx context.Context) bool {
+	d, ok := ctx.Deadline()
+	return ctx.Err() != nil || ok && !time.Now().Before(d)
+}
+
+// waitFor polls Status until cond holds or ctx ends.
+func waitFor(ctx context.Context, cmd *cobra.Command, g *globals, c *client.Client, cond conditions, start time.Time) error {
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	var why string
+	for {
+		// Each poll is bounded on its own: a frozen flowstated must not
+		// swallow the whole wait in one call and leave no reason.
+		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		st, err := c.Status(pctx)
+		cancel()
+		now := why
+		switch {
+		case err == nil:
+			missing := cond.missing(st)
+			if len(missing) == 0 {
+				for _, b := range st.Bridges {
+					if b.Excused != "" && cond.converged {
+						fmt.Fprintf(cmd.ErrOrStderr(), "flowctl: warning: %s NOT RESTORED, node released without it: %s\n", b.Name, b.Excused)
+					}
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), cond)
+				return nil
+			}
+			now = strings.Join(missing, "; ")
+		case cmd.Context().Err() != nil:
+			return fmt.Errorf("interrupted while waiting to be %s: %s", cond, why)
+		case why == "" || !ended(ctx):
+			// The last call usually fails on the deadline itself: keep
+			// the state seen before over that.
+			now = oneKind(g.explain(cmd.Context(), err))
+		}
+		if now != why {
+			fmt.Fprintf(cmd.ErrOrStderr(), "flowctl: %5.1fs waiting: %s\n", time.Since(start).Seconds(), now)
+			why = now
+		}
+		select {
+		case <-ctx.Done():
+			if cmd.Context().Err() != nil {
+				return fmt.Errorf("interrupted while waiting to be %s: %s", cond, why)
+			}
+			return fmt.Errorf("not %s after %v: %s", cond, g.timeout, why)
+		case <-tick.C:
+		}
+	}
+}
