@@ -247,3 +247,41 @@ func (c *Client) BridgeProtocols(name string) ([]string, bool) {
 	}
 	return nil, false
 }
+
+// TableLimits returns the tables of bridge name that OVSDB gives a flow limit
+// (Flow_Table rows with flow_limit set), sorted by table id, from the cache.
+// A bridge not in the cache has none.
+func (c *Client) TableLimits(name string) ([]TableLimit, error) {
+	ovs, err := c.current()
+	if err != nil {
+		return nil, err
+	}
+	tc := ovs.Cache()
+	if tc == nil {
+		return nil, ErrNotConnected
+	}
+	rc, ft := tc.Table(tableBridge), tc.Table(tableFlowTable)
+	if rc == nil || ft == nil {
+		return nil, nil
+	}
+	var out []TableLimit
+	for _, m := range rc.RowsShallow() {
+		b, ok := m.(*bridgeRow)
+		if !ok || b.Name != name {
+			continue
+		}
+		for table, uuid := range b.FlowTables {
+			r, ok := ft.Row(uuid).(*flowTableRow)
+			if !ok || r.FlowLimit == nil || table < 0 || table > math.MaxUint8 {
+				continue
+			}
+			out = append(out, TableLimit{
+				Table:     uint8(table),
+				FlowLimit: *r.FlowLimit,
+				Evict:     r.OverflowPolicy != nil && *r.OverflowPolicy == "evict",
+			})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Table < out[j].Table })
+	return out, nil
+}
