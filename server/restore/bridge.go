@@ -80,8 +80,8 @@ type Replay struct {
 	// Quarantined counts entries left out because the switch refused them,
 	// or because it would (see predictRefusals).
 	Quarantined int
-	// Rounds counts the bundles built: one, plus one per refusal that
-	// could not be predicted.
+	// Rounds counts the plans built: one, plus one per round that found
+	// refusals the pre-checks had not predicted.
 	Rounds int
 	Err    error
 }
@@ -252,7 +252,7 @@ func (e *Engine) reconcile(ctx context.Context, b *bridge, conn *ofconn.Conn, lo
 	attrs := map[string]string{
 		"entries": strconv.Itoa(r.Entries), "adds": strconv.Itoa(r.Adds), "modifies": strconv.Itoa(r.Modifies),
 		"deletes": strconv.Itoa(r.Deletes), "bytes": strconv.Itoa(r.Bytes), "duration": r.Duration.String(),
-		"quarantined": strconv.Itoa(r.Quarantined),
+		"quarantined": strconv.Itoa(r.Quarantined), "rounds": strconv.Itoa(r.Rounds),
 	}
 	if err != nil {
 		attrs["error"] = err.Error()
@@ -263,7 +263,7 @@ func (e *Engine) reconcile(ctx context.Context, b *bridge, conn *ofconn.Conn, lo
 		Message: fmt.Sprintf("replay finished: %d changes in %v", r.Changes(), r.Duration.Round(time.Microsecond)), Attrs: attrs})
 	if r.Changes() > 0 {
 		log.Info("replay finished", "entries", r.Entries, "adds", r.Adds, "modifies", r.Modifies,
-			"deletes", r.Deletes, "bytes", r.Bytes, "duration", r.Duration, "quarantined", r.Quarantined)
+			"deletes", r.Deletes, "bytes", r.Bytes, "duration", r.Duration, "quarantined", r.Quarantined, "rounds", r.Rounds)
 	}
 	return r, nil
 }
