@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ovn-org/libovsdb/cache"
 	"github.com/ovn-org/libovsdb/client"
 	"github.com/ovn-org/libovsdb/model"
 	"github.com/ovn-org/libovsdb/ovsdb"
@@ -211,8 +212,8 @@ func (c *Client) waitCurCfg(ctx context.Context, target int) error {
 	}
 }
 
-// Bridges returns the cached Bridge rows, sorted by name.
-func (c *Client) Bridges() ([]Bridge, error) {
+// cache returns the monitor's cache of the live connection.
+func (c *Client) cache() (*cache.TableCache, error) {
 	ovs, err := c.current()
 	if err != nil {
 		return nil, err
@@ -220,6 +221,15 @@ func (c *Client) Bridges() ([]Bridge, error) {
 	tc := ovs.Cache()
 	if tc == nil {
 		return nil, ErrNotConnected
+	}
+	return tc, nil
+}
+
+// Bridges returns the cached Bridge rows, sorted by name.
+func (c *Client) Bridges() ([]Bridge, error) {
+	tc, err := c.cache()
+	if err != nil {
+		return nil, err
 	}
 	var out []Bridge
 	if rc := tc.Table(tableBridge); rc != nil {
@@ -252,13 +262,9 @@ func (c *Client) BridgeProtocols(name string) ([]string, bool) {
 // (Flow_Table rows with flow_limit set), sorted by table id, from the cache.
 // A bridge not in the cache has none.
 func (c *Client) TableLimits(name string) ([]TableLimit, error) {
-	ovs, err := c.current()
+	tc, err := c.cache()
 	if err != nil {
 		return nil, err
-	}
-	tc := ovs.Cache()
-	if tc == nil {
-		return nil, ErrNotConnected
 	}
 	rc, ft := tc.Table(tableBridge), tc.Table(tableFlowTable)
 	if rc == nil || ft == nil {

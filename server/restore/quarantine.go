@@ -154,8 +154,9 @@ func predictRefusals(desired []entry.Entry, actual []actualEntry, skip map[strin
 // siblingRefusals returns the changes of p that the switch would refuse for
 // the same cause as refused, which it reported as the first failure of the
 // bundle: after an OFPFMFC_TABLE_FULL, every later add of a flow to that
-// table (the plan deletes flows before it adds any, so the table stays
-// full). Changes already quarantined or refused are the caller's to skip.
+// table. The plan deletes and modifies flows before it adds any (see diff
+// and newPlan), so nothing after the refused add frees room or, with
+// eviction, makes a flow evictable: the table stays full for them.
 func siblingRefusals(p *plan, refused Change, reason string) []Change {
 	if reason != "OFPFMFC_TABLE_FULL" || refused.Kind != entry.KindFlow || refused.Op != OpAdd {
 		return nil
