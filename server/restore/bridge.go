@@ -232,10 +232,12 @@ func (e *Engine) serveConn(ctx context.Context, b *bridge, conn *ofconn.Conn, lo
 //  2. Dump the switch's flows, groups and meters.
 //  3. Diff by identity and canonical bytes: entries nobody declared (the
 //     default NORMAL flow included) are deleted, changed ones modified,
-//     missing ones added. No difference: nothing is sent.
+//     missing ones added, leaving out the quarantined entries and those the
+//     switch would refuse (quarantine.go). No difference: nothing is sent.
 //  4. Send meters, then one ORDERED|ATOMIC bundle, then meter deletes.
 //  5. If the switch refused entries, quarantine them and go back to 3 without
-//     them: one bad entry never leaves a node without flows.
+//     them, for at most MaxReplayTime: one bad entry never leaves a node
+//     without flows.
 func (e *Engine) reconcile(ctx context.Context, b *bridge, conn *ofconn.Conn, log *slog.Logger) (Replay, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
