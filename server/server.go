@@ -183,7 +183,8 @@ func Run(ctx context.Context, cfg Config) error {
 		Unmanaged: restore.UnmanagedPolicy(cfg.UnmanagedBridges), MirrorInterval: cfg.MirrorInterval,
 		AuditInterval: cfg.AuditInterval,
 		MaxHold:       cfg.MaxHold, WedgeAfter: cfg.WedgeAfter, GuardPresent: keep.guardPresent,
-		TakeOver: cfg.TakeOver, Instance: self.String(),
+		MaxReplayTime: cfg.MaxHold,
+		TakeOver:      cfg.TakeOver, Instance: self.String(),
 		Events: evlog,
 		Logger: log, Metrics: restore.NewMetrics(reg),
 	})

@@ -81,7 +81,7 @@ type Client struct {
 }
 
 // Dial connects to ovsdb-server at addr ("unix:/path/db.sock" or
-// "tcp:host:port"), monitors the Open_vSwitch and Bridge tables and waits
+// "tcp:host:port"), monitors the Open_vSwitch, Bridge and Flow_Table tables and waits
 // until the Open_vSwitch row is cached. Failed attempts are retried with
 // backoff until ctx ends; the error then carries the last failure.
 func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
@@ -150,7 +150,7 @@ func (c *Client) Connected() bool {
 }
 
 // Changed returns a channel that is closed at the next change of the cached
-// Open_vSwitch or Bridge rows or of the connection state. Take it before
+// Open_vSwitch, Bridge or Flow_Table rows or of the connection state. Take it before
 // reading the state it guards, then wait on it, to miss no change.
 func (c *Client) Changed() <-chan struct{} {
 	c.mu.Lock()
@@ -325,13 +325,14 @@ func (c *Client) connect(ctx context.Context) (_ client.Client, err error) {
 	// of the server's schema, and updates to the ones the partial model
 	// lacks (e.g. Open_vSwitch.bridges) fail in the cache and leave it
 	// inconsistent.
-	o, b := &ovsRow{}, &bridgeRow{}
+	o, b, ft := &ovsRow{}, &bridgeRow{}, &flowTableRow{}
 	mon := ovs.NewMonitor(
 		client.WithTable(o, &o.OtherConfig, &o.NextCfg, &o.CurCfg),
-		client.WithTable(b, &b.Name, &b.Protocols, &b.DatapathType, &b.FailMode, &b.OtherConfig, &b.ExternalIDs),
+		client.WithTable(b, &b.Name, &b.Protocols, &b.DatapathType, &b.FailMode, &b.OtherConfig, &b.ExternalIDs, &b.FlowTables),
+		client.WithTable(ft, &ft.FlowLimit, &ft.OverflowPolicy),
 	)
 	if _, err := ovs.Monitor(ctx, mon); err != nil {
-		return nil, fmt.Errorf("monitor %s and %s: %w", tableOpenvSwitch, tableBridge, err)
+		return nil, fmt.Errorf("monitor %s, %s and %s: %w", tableOpenvSwitch, tableBridge, tableFlowTable, err)
 	}
 	// A database fresh from ovsdb-tool create has no row until
 	// `ovs-vsctl init`; wait for it rather than fail.

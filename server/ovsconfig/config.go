@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ovn-org/libovsdb/cache"
 	"github.com/ovn-org/libovsdb/client"
 	"github.com/ovn-org/libovsdb/model"
 	"github.com/ovn-org/libovsdb/ovsdb"
@@ -197,8 +198,8 @@ func (c *Client) waitCurCfg(ctx context.Context, target int) error {
 	}
 }
 
-// Bridges returns the cached Bridge rows, sorted by name.
-func (c *Client) Bridges() ([]Bridge, error) {
+// cache returns the monitor's cache of the live connection.
+func (c *Client) cache() (*cache.TableCache, error) {
 	ovs, err := c.current()
 	if err != nil {
 		return nil, err
@@ -206,6 +207,15 @@ func (c *Client) Bridges() ([]Bridge, error) {
 	tc := ovs.Cache()
 	if tc == nil {
 		return nil, ErrNotConnected
+	}
+	return tc, nil
+}
+
+// Bridges returns the cached Bridge rows, sorted by name.
+func (c *Client) Bridges() ([]Bridge, error) {
+	tc, err := c.cache()
+	if err != nil {
+		return nil, err
 	}
 	var out []Bridge
 	if rc := tc.Table(tableBridge); rc != nil {
@@ -256,4 +266,38 @@ func (c *Client) transact(ctx context.Context, ovs client.Client, ops []ovsdb.Op
 		return nil, fmt.Errorf("transact: %w", errors.Join(errs...))
 	}
 	return results, nil
+}
+
+// TableLimits returns the tables of bridge name that OVSDB gives a flow limit
+// (Flow_Table rows with flow_limit set), sorted by table id, from the cache.
+// A bridge not in the cache has none.
+func (c *Client) TableLimits(name string) ([]TableLimit, error) {
+	tc, err := c.cache()
+	if err != nil {
+		return nil, err
+	}
+	rc, ft := tc.Table(tableBridge), tc.Table(tableFlowTable)
+	if rc == nil || ft == nil {
+		return nil, nil
+	}
+	var out []TableLimit
+	for _, m := range rc.RowsShallow() {
+		b, ok := m.(*bridgeRow)
+		if !ok || b.Name != name {
+			continue
+		}
+		for table, uuid := range b.FlowTables {
+			r, ok := ft.Row(uuid).(*flowTableRow)
+			if !ok || r.FlowLimit == nil || table < 0 || table > math.MaxUint8 {
+				continue
+			}
+			out = append(out, TableLimit{
+				Table:     uint8(table),
+				FlowLimit: *r.FlowLimit,
+				Evict:     r.OverflowPolicy != nil && *r.OverflowPolicy == "evict",
+			})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Table < out[j].Table })
+	return out, nil
 }

@@ -4,10 +4,10 @@
 //
 // # Connection
 //
-// [Dial] connects to ovsdb-server, monitors the Open_vSwitch and Bridge
-// tables (only the columns this package models) and returns once the
+// [Dial] connects to ovsdb-server, monitors the Open_vSwitch, Bridge and
+// Flow_Table tables (only the columns this package models) and returns once the
 // Open_vSwitch row is in the local cache. Reads ([Client.FlowRestoreWait],
-// [Client.Config], [Client.Bridges], ...) are answered from that cache, which
+// [Client.Config], [Client.Bridges], [Client.TableLimits], ...) are answered from that cache, which
 // the monitor keeps current; they never round-trip to the server.
 //
 // The Client probes the server with an OVSDB echo every

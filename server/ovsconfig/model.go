@@ -9,6 +9,7 @@ const (
 	dbName             = "Open_vSwitch"
 	tableOpenvSwitch   = "Open_vSwitch"
 	tableBridge        = "Bridge"
+	tableFlowTable     = "Flow_Table"
 	colNextCfg         = "next_cfg"
 	keyFlowRestoreWait = "flow-restore-wait"
 )
@@ -33,6 +34,31 @@ type bridgeRow struct {
 	FailMode     *string           `ovsdb:"fail_mode"`
 	OtherConfig  map[string]string `ovsdb:"other_config"`
 	ExternalIDs  map[string]string `ovsdb:"external_ids"`
+	// FlowTables maps OpenFlow table ids to Flow_Table row uuids.
+	FlowTables map[int]string `ovsdb:"flow_tables"`
+}
+
+// flowTableRow is a partial model of the Flow_Table table: the columns that
+// decide whether vswitchd refuses flows beyond a limit.
+type flowTableRow struct {
+	UUID           string  `ovsdb:"_uuid"`
+	FlowLimit      *int    `ovsdb:"flow_limit"`
+	OverflowPolicy *string `ovsdb:"overflow_policy"`
+}
+
+// TableLimit is the flow limit OVSDB sets on one OpenFlow table of a bridge
+// (Flow_Table flow_limit, see ovs-vswitchd.conf.db(5)).
+type TableLimit struct {
+	// Table is the OpenFlow table id.
+	Table uint8
+	// FlowLimit is the most flows the table holds; flows without timeouts
+	// count too.
+	FlowLimit int
+	// Evict is true with overflow_policy=evict: vswitchd then makes room by
+	// deleting flows that have a timeout, and refuses an add only when no
+	// such flow is left. Otherwise (refuse, the default) it refuses every
+	// add beyond the limit with OFPFMFC_TABLE_FULL.
+	Evict bool
 }
 
 // Bridge is what the Client knows about one row of the Bridge table.
@@ -59,6 +85,7 @@ func newClientDBModel() (model.ClientDBModel, error) {
 	return model.NewClientDBModel(dbName, map[string]model.Model{
 		tableOpenvSwitch: &ovsRow{},
 		tableBridge:      &bridgeRow{},
+		tableFlowTable:   &flowTableRow{},
 	})
 }
 

@@ -278,6 +278,22 @@ func TestBridges(t *testing.T) {
 	if bs, _ := c.Bridges(); bs[0].FailMode != "secure" {
 		t.Errorf("fail_mode = %q, want secure", bs[0].FailMode)
 	}
+
+	// Flow limits: a table without flow_limit has none, evict is told apart
+	// from refuse (the default).
+	vsctl(ctx, t, s, "--no-wait",
+		"--", "--id=@a", "create", "Flow_Table", "flow_limit=1000",
+		"--", "--id=@b", "create", "Flow_Table", "flow_limit=5", "overflow_policy=evict",
+		"--", "--id=@c", "create", "Flow_Table", "name=named",
+		"--", "set", "Bridge", "br0", "flow_tables:7=@a", "flow_tables:3=@b", "flow_tables:9=@c")
+	wantLimits := []TableLimit{{Table: 3, FlowLimit: 5, Evict: true}, {Table: 7, FlowLimit: 1000}}
+	waitFor(ctx, t, c, "table limits of br0", func() (bool, string) {
+		l, err := c.TableLimits("br0")
+		return err == nil && slices.Equal(l, wantLimits), fmt.Sprintf("%v, %v", l, err)
+	})
+	if l, err := c.TableLimits("nope"); err != nil || len(l) != 0 {
+		t.Errorf("TableLimits(nope) = %v, %v", l, err)
+	}
 }
 
 // TestConcurrentUse runs writers and readers at once; with -race it checks

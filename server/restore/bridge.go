@@ -13,6 +13,8 @@ import (
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/ofconn"
+	"github.com/flowstate-io/flowstate/server/ovsconfig"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // bridge is the engine's view of one bridge. mu serialises everything that
@@ -35,8 +37,11 @@ type bridge struct {
 	reason string
 	// quarantine holds entries the switch refused in a replay of this
 	// connection, by key; they are retried on the next connection, or when
-	// their module writes them again.
+	// their module writes them again. It also holds the refusals a replay
+	// predicted, which the next replay derives again.
 	quarantine map[string]Quarantined
+	// quarantineGauge follows len(quarantine).
+	quarantineGauge prometheus.Gauge
 
 	// status is a copy of the fields above, published after every change, so
 	// Status never waits for a replay in progress.
@@ -59,6 +64,9 @@ type Quarantined struct {
 	Entry  entry.Entry
 	Reason string
 	Since  time.Time
+	// predicted: not refused by the switch but expected to be; derived
+	// again at every replay (see predictRefusals).
+	predicted bool
 }
 
 // BridgeStatus is the state of one bridge.
@@ -95,9 +103,12 @@ type Replay struct {
 	// Messages and Bytes count what was sent (the last attempt's bundle).
 	Messages, Bytes int
 	// Quarantined counts entries left out because the switch refused them,
-	// or because they use a group or meter it refused.
+	// or because it would (see predictRefusals).
 	Quarantined int
-	Err         error
+	// Rounds counts the plans built: one, plus one per round that found
+	// refusals the pre-checks had not predicted.
+	Rounds int
+	Err    error
 }
 
 // Changes is the number of changes the replay made.
@@ -116,6 +127,9 @@ func (b *bridge) publishLocked() {
 	}
 	for _, q := range b.quarantine {
 		st.Quarantined = append(st.Quarantined, q)
+	}
+	if b.quarantineGauge != nil {
+		b.quarantineGauge.Set(float64(len(b.quarantine)))
 	}
 	b.status.Store(st)
 }
@@ -255,10 +269,12 @@ func (e *Engine) serveConn(ctx context.Context, b *bridge, conn *ofconn.Conn, lo
 //  2. Dump the switch's flows, groups and meters.
 //  3. Diff by identity and canonical bytes: entries nobody declared (the
 //     default NORMAL flow included) are deleted, changed ones modified,
-//     missing ones added. No difference: nothing is sent.
+//     missing ones added, leaving out the quarantined entries and those the
+//     switch would refuse (quarantine.go). No difference: nothing is sent.
 //  4. Send meters, then one ORDERED|ATOMIC bundle, then meter deletes.
 //  5. If the switch refused entries, quarantine them and go back to 3 without
-//     them: one bad entry never leaves a node without flows.
+//     them, for at most MaxReplayTime: one bad entry never leaves a node
+//     without flows.
 func (e *Engine) reconcile(ctx context.Context, b *bridge, conn *ofconn.Conn, log *slog.Logger) (Replay, error) {
 	if err := b.owner.check(b.name); err != nil {
 		return Replay{}, err
@@ -283,7 +299,7 @@ func (e *Engine) reconcile(ctx context.Context, b *bridge, conn *ofconn.Conn, lo
 	attrs := map[string]string{
 		"entries": strconv.Itoa(r.Entries), "adds": strconv.Itoa(r.Adds), "modifies": strconv.Itoa(r.Modifies),
 		"deletes": strconv.Itoa(r.Deletes), "bytes": strconv.Itoa(r.Bytes), "duration": r.Duration.String(),
-		"quarantined": strconv.Itoa(r.Quarantined),
+		"quarantined": strconv.Itoa(r.Quarantined), "rounds": strconv.Itoa(r.Rounds),
 	}
 	if err != nil {
 		attrs["error"] = err.Error()
@@ -294,18 +310,14 @@ func (e *Engine) reconcile(ctx context.Context, b *bridge, conn *ofconn.Conn, lo
 		Message: fmt.Sprintf("replay finished: %d changes in %v", r.Changes(), r.Duration.Round(time.Microsecond)), Attrs: attrs})
 	if r.Changes() > 0 {
 		log.Info("replay finished", "entries", r.Entries, "adds", r.Adds, "modifies", r.Modifies,
-			"deletes", r.Deletes, "bytes", r.Bytes, "duration", r.Duration, "quarantined", r.Quarantined)
+			"deletes", r.Deletes, "bytes", r.Bytes, "duration", r.Duration, "quarantined", r.Quarantined, "rounds", r.Rounds)
 	}
 	return r, nil
 }
 
-// maxQuarantineRounds bounds the rebuilds of a replay; each round quarantines
-// every entry the switch refused in the previous one, so two or three are
-// the norm.
-const maxQuarantineRounds = 8
-
 func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn, log *slog.Logger) (Replay, error) {
 	var r Replay
+	start := time.Now()
 	desired, err := e.cfg.Store.Entries(b.name)
 	if err != nil {
 		return r, err
@@ -315,9 +327,10 @@ func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn,
 	if err != nil {
 		return r, err
 	}
-	for round := 0; ; round++ {
-		// r.Quarantined (logged and reported) counts the dependents too.
-		skip, _ := quarantineSkips(b.quarantine, desired)
+	limits := e.tableLimits(b.name, log)
+	for {
+		r.Rounds++
+		skip := e.skipsLocked(b, desired, actual, limits, log)
 		p := newPlan(diff(desired, actual, skip))
 		r.count(p.changes())
 		r.Quarantined = len(skip)
@@ -330,8 +343,12 @@ func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn,
 		if !errors.As(err, &re) {
 			return r, err
 		}
-		if round == maxQuarantineRounds || !e.quarantineLocked(b, re, log) {
+		if !e.quarantineLocked(b, re, p, log) {
 			return r, err
+		}
+		if spent := time.Since(start); spent > e.cfg.MaxReplayTime {
+			return r, fmt.Errorf("restore: the switch still refuses entries after %d rounds in %v (max replay time %v): %w",
+				r.Rounds, spent.Round(time.Millisecond), e.cfg.MaxReplayTime, err)
 		}
 		if len(p.pre) > 0 {
 			// Meters may have been applied before the refusal: look again.
@@ -342,11 +359,27 @@ func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn,
 	}
 }
 
-// quarantineSkips returns the keys a replay leaves out: the quarantined
+// tableLimits returns the flow limits OVSDB sets on bridge's tables, or none
+// while OVSDB is not connected: the replay then finds a full table at commit
+// (see siblingRefusals) instead of predicting it.
+func (e *Engine) tableLimits(bridge string, log *slog.Logger) []ovsconfig.TableLimit {
+	c := e.ovsdb.Load()
+	if c == nil {
+		return nil
+	}
+	limits, err := c.TableLimits(bridge)
+	if err != nil {
+		log.Debug("table limits unknown, not predicting full tables", "err", err)
+		return nil
+	}
+	return limits
+}
+
+// quarantineSkips returns the keys a change set leaves out: the quarantined
 // entries, and the desired flows that use a quarantined group or meter (the
 // switch would refuse them, and one refusal at commit is reported at a time).
-// The dependents are derived at every replay, so they come back as soon as
-// their group or meter does.
+// Diff uses it; a replay derives the dependents as predicted refusals (see
+// predictRefusals), which also lists them in the quarantine.
 func quarantineSkips(q map[string]Quarantined, desired []entry.Entry) (skip map[string]bool, dependents int) {
 	skip = make(map[string]bool, len(q))
 	refs := map[string]bool{}
@@ -372,35 +405,6 @@ func quarantineSkips(q map[string]Quarantined, desired []entry.Entry) (skip map[
 		}
 	}
 	return skip, dependents
-}
-
-// quarantineLocked records the desired entries re refused; it reports false
-// when there is nothing to quarantine (the switch refused a delete), so the
-// replay fails instead of looping.
-func (e *Engine) quarantineLocked(b *bridge, re *RejectedError, log *slog.Logger) bool {
-	if b.quarantine == nil {
-		b.quarantine = map[string]Quarantined{}
-	}
-	progress := false
-	for i, c := range re.Changes {
-		if c.Op == OpDelete {
-			continue
-		}
-		k := key(c.Kind, c.Desired.ID)
-		if _, dup := b.quarantine[k]; dup {
-			continue
-		}
-		q := Quarantined{Bridge: b.name, Entry: c.Desired, Reason: re.Reasons[i], Since: time.Now()}
-		b.quarantine[k] = q
-		progress = true
-		e.cfg.Metrics.quarantined.WithLabelValues(b.name).Inc()
-		log.Error("entry quarantined: the switch refused it; the rest of the replay goes on without it",
-			"kind", c.Kind, "module", c.Desired.Module, "reason", q.Reason)
-		e.publish(events.Event{Type: events.EntryQuarantined, Bridge: b.name, Module: c.Desired.Module,
-			Message: fmt.Sprintf("%s of module %s refused by the switch: %s", c.Kind, c.Desired.Module, q.Reason),
-			Attrs:   map[string]string{"kind": c.Kind.String(), "reason": q.Reason}})
-	}
-	return progress
 }
 
 // dumpAll dumps flows, groups and meters in canonical form.

@@ -39,6 +39,11 @@ type Config struct {
 	// AckTimeout bounds the wait for vswitchd to acknowledge a flag change.
 	// Default 10 s.
 	AckTimeout time.Duration
+	// MaxReplayTime bounds the rounds of one replay: while the switch
+	// refuses entries that could not be predicted, each round quarantines
+	// them and resends the rest; past this time the replay fails and is
+	// retried later. Default 30 s.
+	MaxReplayTime time.Duration
 	// Rearm sets flow-restore-wait back to true once vswitchd acknowledged
 	// its clearing, so a vswitchd that crashes and is started plainly also
 	// comes back gated. vswitchd reads the flag only until it first sees it
@@ -158,6 +163,9 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.AckTimeout <= 0 {
 		cfg.AckTimeout = 10 * time.Second
 	}
+	if cfg.MaxReplayTime <= 0 {
+		cfg.MaxReplayTime = 30 * time.Second
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -223,7 +231,8 @@ func New(cfg Config) (*Engine, error) {
 			return nil, fmt.Errorf("restore: bridge %q given twice", name)
 		}
 		cfg.Metrics.initBridge(name)
-		e.bridges[name] = &bridge{name: name, kick: make(chan struct{}, 1), writes: newWriteQueue()}
+		e.bridges[name] = &bridge{name: name, kick: make(chan struct{}, 1), writes: newWriteQueue(),
+			quarantineGauge: cfg.Metrics.quarantinedNow.WithLabelValues(name)}
 		e.order = append(e.order, name)
 	}
 	return e, nil

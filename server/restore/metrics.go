@@ -20,6 +20,7 @@ type Metrics struct {
 	flagRearmed       prometheus.Counter
 	drift             *prometheus.CounterVec
 	quarantined       *prometheus.CounterVec
+	quarantinedNow    *prometheus.GaugeVec
 	readinessTimeouts prometheus.Counter
 	writeRequests     *prometheus.CounterVec
 	writeBatches      *prometheus.CounterVec
@@ -55,7 +56,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "flowstate_drift_corrections_total", Help: "Differences found and corrected by the periodic audit.",
 		}, []string{"bridge"}),
 		quarantined: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "flowstate_entries_quarantined_total", Help: "Entries the switch refused during a replay and that were left out.",
+			Name: "flowstate_entries_quarantined_total", Help: "Entries quarantined during a replay (refused by the switch, or predicted to be).",
+		}, []string{"bridge"}),
+		quarantinedNow: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "flowstate_quarantined_entries", Help: "Entries currently left out of the bridge because the switch refuses them, or would.",
 		}, []string{"bridge"}),
 		readinessTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "flowstate_readiness_timeouts_total", Help: "Cold starts where the readiness timeout expired before every required module was ready.",
@@ -80,7 +84,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.connected, m.replays, m.replayDuration, m.replayMessages, m.flagCleared, m.flagRearmed,
-			m.drift, m.quarantined, m.readinessTimeouts, m.writeRequests, m.writeBatches, m.notRestored, m.standingAside, m.driftFound)
+			m.drift, m.quarantined, m.quarantinedNow, m.readinessTimeouts, m.writeRequests, m.writeBatches, m.notRestored, m.standingAside, m.driftFound)
 	}
 	return m
 }
