@@ -30,6 +30,10 @@ vet: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
 	go vet ./...
 
+.PHONY: lint
+lint: ## golangci-lint (.golangci.yml: depguard, staticcheck, errorlint, unused, revive, ...)
+	golangci-lint run ./...
+
 .PHONY: lint-shell
 lint-shell: ## shellcheck the shell scripts
 	shellcheck deploy/ovs-restart scripts/install-deps.sh .ci/run

@@ -241,7 +241,7 @@ func (cx *actx) parseLearnSpec(q kv, learned *match) ([]byte, error) {
 		if err := checkDst(dst, q.valOff, q.val); err != nil {
 			return nil, err
 		}
-		if strings.IndexAny(q.val, "[-") >= 0 && q.val[strings.IndexAny(q.val, "[-")] == '-' {
+		if i := strings.IndexAny(q.val, "[-"); i >= 0 && q.val[i] == '-' {
 			v, err := parseUintBytes(vs, 16, dst.bits)
 			if err != nil {
 				return nil, errAt(q.valOff, vs, "%v (destination is %d bits)", err, dst.bits)

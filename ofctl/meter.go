@@ -54,17 +54,15 @@ func ParseMeter(s string) (*openflow15.MeterMod, error) {
 	mm := openflow15.NewMeterMod()
 	mm.Header.Xid = 0
 	mm.Command = openflow15.MC_ADD
-	head, bands := s, ""
-	bandsOff := 0
-	if i := strings.Index(s, "band"); i >= 0 {
-		j := strings.IndexByte(s[i:], '=')
-		if j < 0 {
-			return nil, errAt(i, s[i:], "must specify bands")
-		}
-		head, bands, bandsOff = s[:i], s[i+j+1:], i+j+1
-	} else {
+	i := strings.Index(s, "band")
+	if i < 0 {
 		return nil, errAt(len(s), "", "must specify bands")
 	}
+	j := strings.IndexByte(s[i:], '=')
+	if j < 0 {
+		return nil, errAt(i, s[i:], "must specify bands")
+	}
+	head, bands, bandsOff := s[:i], s[i+j+1:], i+j+1
 	toks := meterTokens(head, 0)
 	for i := 0; i < len(toks); i++ {
 		t := toks[i]

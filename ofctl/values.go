@@ -382,7 +382,7 @@ func parseFieldValueMask(f *field, s string, maskable bool) (v, m []byte, err er
 		if ferr == nil {
 			return putBE(fv, f.bytes), putBE(fm, f.bytes), nil
 		}
-		if ferr != errNotFlagSet {
+		if !errors.Is(ferr, errNotFlagSet) {
 			return nil, nil, ferr
 		}
 		if v, m, err = parseIntMask(f, s); err != nil {
@@ -417,7 +417,7 @@ func parseIntMask(f *field, s string) (v, m []byte, err error) {
 		return v, ones(f.bytes), nil
 	}
 	if m, err = parseUintBytes(ms, f.bytes, f.bytes*8); err != nil {
-		return nil, nil, fmt.Errorf("bad mask: %v", err)
+		return nil, nil, fmt.Errorf("bad mask: %w", err)
 	}
 	return v, m, nil
 }

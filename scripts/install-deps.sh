@@ -7,6 +7,7 @@ PROTOC_GEN_GO_VERSION=v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION=v1.6.2
 PROTOC_GEN_DOC_VERSION=v1.5.1
 BUF_VERSION=v1.75.0
+GOLANGCI_LINT_VERSION=v2.15.0
 
 as_root() {
 	if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
@@ -35,6 +36,9 @@ if ! "$gobin/protoc-gen-go-grpc" --version 2>/dev/null | grep -q "${PROTOC_GEN_G
 fi
 if [ ! -x "$gobin/protoc-gen-doc" ]; then
 	go install "github.com/pseudomuto/protoc-gen-doc/cmd/protoc-gen-doc@${PROTOC_GEN_DOC_VERSION}"
+fi
+if ! "$gobin/golangci-lint" version 2>/dev/null | grep -q "${GOLANGCI_LINT_VERSION#v}"; then
+	go install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@${GOLANGCI_LINT_VERSION}"
 fi
 if ! buf --version >/dev/null 2>&1 && ! "$gobin/buf" --version >/dev/null 2>&1; then
 	npm install -g "@bufbuild/buf@${BUF_VERSION#v}" >/dev/null 2>&1 || true

@@ -75,7 +75,7 @@ func toEntry(pe *flowstatev1.Entry, identityOnly bool) (entry.Entry, error) {
 		}
 	case *flowstatev1.Entry_Openflow:
 		var err error
-		if fm, raw, err = canonicalFlowMod(body.Openflow); err != nil {
+		if _, raw, err = canonicalFlowMod(body.Openflow); err != nil {
 			return entry.Entry{}, err
 		}
 		// Checked as sent: canonicalising goes through the text form,

@@ -142,7 +142,9 @@ func TestWedgedEngine(t *testing.T) {
 	}()
 	defer func() {
 		stopGuard()
-		<-guardDone
+		if err := <-guardDone; err != nil {
+			t.Error(err)
+		}
 	}()
 	e.startDaemon(ctx)
 	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
@@ -181,7 +183,8 @@ func TestWedgedEngine(t *testing.T) {
 	if err := e.sb.ThawVswitchd(); err != nil {
 		t.Fatal(err)
 	}
-	<-reconciled // fails or succeeds: the connection may have died meanwhile
+	// Fails or succeeds: the connection may have died meanwhile.
+	t.Logf("reconcile under the frozen switch: %v", <-reconciled)
 	poll(ctx, t, "recovered: SERVING, converged, re-armed", func() (bool, error) {
 		st := e.status(ctx)
 		return serving() == healthpb.HealthCheckResponse_SERVING && e.healthz(ctx) == http.StatusOK && st.Wedged == "" &&
@@ -238,7 +241,12 @@ func TestArmAndRelease(t *testing.T) {
 		guardDone <- guard.Run(gctx, guard.Config{Lease: lease, OVSDB: e.sb.DBAddr(), Grace: time.Second,
 			Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
 	}()
-	defer func() { stopGuard(); <-guardDone }()
+	defer func() {
+		stopGuard()
+		if err := <-guardDone; err != nil {
+			t.Error(err)
+		}
+	}()
 	poll(ctx, t, "guard seen", func() (bool, error) { return e.status(ctx).Guard.Running, nil })
 	if was, err := e.c.Arm(ctx); err != nil || was {
 		t.Fatalf("arm: was %v, %v", was, err)

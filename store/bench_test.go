@@ -110,7 +110,7 @@ func BenchmarkDeleteGroupUsers(b *testing.B) {
 					return err
 				}
 				return errAbort
-			}); err != errAbort {
+			}); !errors.Is(err, errAbort) {
 				b.Fatal(err)
 			}
 		}

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 
@@ -31,7 +30,7 @@ type line struct {
 // files are also parsed here, so every syntax error is reported at once with
 // its line before anything is sent.
 func readInput(cmd *cobra.Command, name string, kind entry.Kind) ([]line, error) {
-	var r io.Reader = cmd.InOrStdin()
+	r := cmd.InOrStdin()
 	if name != "-" {
 		f, err := os.Open(name)
 		if err != nil {

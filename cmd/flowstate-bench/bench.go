@@ -241,7 +241,7 @@ func (e *env) waitConverged(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s to converge: %w (last status error: %v)", bridge, ctx.Err(), err)
+			return fmt.Errorf("waiting for %s to converge: %w (last status error: %w)", bridge, ctx.Err(), err)
 		case <-t.C:
 		}
 	}

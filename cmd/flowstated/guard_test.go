@@ -159,7 +159,8 @@ func (n *node) signal(ctx context.Context, sig syscall.Signal) {
 		return
 	}
 	select {
-	case <-n.waited:
+	case err := <-n.waited:
+		_ = err // a killed process exits with an error
 	case <-ctx.Done():
 		n.t.Fatalf("flowstated did not exit on %v", sig)
 	}
@@ -171,7 +172,7 @@ func (n *node) kill() {
 	}
 	_ = n.cmd.Process.Signal(syscall.SIGCONT)
 	_ = n.cmd.Process.Kill()
-	<-n.waited
+	n.t.Logf("flowstated killed: %v", <-n.waited)
 }
 
 func (n *node) poll(ctx context.Context, what string, cond func() bool) {

@@ -61,7 +61,7 @@ func TestBinarySIGTERM(t *testing.T) {
 	defer func() {
 		if cmd.ProcessState == nil {
 			_ = cmd.Process.Kill()
-			<-waited
+			t.Logf("flowstated killed: %v", <-waited)
 		}
 		if t.Failed() {
 			t.Logf("flowstated log:\n%s", logs.String())

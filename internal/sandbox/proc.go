@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -74,7 +75,7 @@ func (p *proc) signal(sig os.Signal) error {
 	if p.exited() {
 		return nil
 	}
-	if err := p.cmd.Process.Signal(sig); err != nil && err != os.ErrProcessDone {
+	if err := p.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("sandbox: signal %s to %s (pid %d): %w", sig, p.name, p.pid(), err)
 	}
 	return nil
@@ -151,9 +152,9 @@ func waitSocket(ctx context.Context, path string, p *proc) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("sandbox: waiting for %s to accept: %w (last dial: %v)", path, ctx.Err(), err)
+			return fmt.Errorf("sandbox: waiting for %s to accept: %w (last dial: %w)", path, ctx.Err(), err)
 		case <-done:
-			return fmt.Errorf("sandbox: %s exited (%v) before %s accepted", p.name, p.err, path)
+			return fmt.Errorf("sandbox: %s exited (%w) before %s accepted", p.name, p.err, path)
 		case <-tick.C:
 		}
 	}

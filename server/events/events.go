@@ -57,15 +57,15 @@ type Event struct {
 }
 
 var (
-	// ErrCompacted: the requested revision is older than the retained window;
+	// ErrCompacted says the requested revision is older than the retained window;
 	// the error is a *CompactedError.
 	ErrCompacted = fmt.Errorf("events: revision compacted: %w", errdefs.ErrFailedPrecondition)
-	// ErrFutureRevision: the requested revision was never assigned by this
+	// ErrFutureRevision says the requested revision was never assigned by this
 	// process (typically one seen before flowstated restarted).
 	ErrFutureRevision = fmt.Errorf("events: revision not yet assigned: %w", errdefs.ErrFailedPrecondition)
-	// ErrSlowSubscriber: the subscription fell too far behind and was dropped.
+	// ErrSlowSubscriber says the subscription fell too far behind and was dropped.
 	ErrSlowSubscriber = fmt.Errorf("events: subscriber too slow, dropped: %w", errdefs.ErrUnavailable)
-	// ErrClosed: the subscription or the log was closed.
+	// ErrClosed says the subscription or the log was closed.
 	ErrClosed = fmt.Errorf("events: closed: %w", errdefs.ErrUnavailable)
 )
 

@@ -230,7 +230,7 @@ func (c *Conn) Done() <-chan struct{} { return c.done }
 func (c *Conn) Err() error {
 	select {
 	case <-c.done:
-		if c.cause == errClosedByUser {
+		if errors.Is(c.cause, errClosedByUser) {
 			return nil
 		}
 		return c.cause
@@ -251,7 +251,7 @@ func (c *Conn) die(cause error) {
 		c.cause = cause
 		close(c.done)
 		c.nc.Close()
-		if cause != errClosedByUser {
+		if !errors.Is(cause, errClosedByUser) {
 			c.log.Warn("ofconn: connection lost", "err", cause)
 		}
 	})
@@ -512,7 +512,7 @@ func interruptOnDone(ctx context.Context, setDeadline func(time.Time) error) (st
 		defer mu.Unlock()
 		if active {
 			fired = true
-			setDeadline(time.Unix(1, 0))
+			_ = setDeadline(time.Unix(1, 0)) // fails only on a closed socket, which ends the I/O anyway
 		}
 	})
 	return func() bool {
@@ -521,7 +521,7 @@ func interruptOnDone(ctx context.Context, setDeadline func(time.Time) error) (st
 		defer mu.Unlock()
 		active = false
 		if fired {
-			setDeadline(time.Time{})
+			_ = setDeadline(time.Time{})
 		}
 		return fired
 	}

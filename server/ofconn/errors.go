@@ -9,16 +9,16 @@ import (
 )
 
 var (
-	// ErrVersion: the bridge does not allow OpenFlow 1.5 on its management socket. It matches
+	// ErrVersion says the bridge does not allow OpenFlow 1.5 on its management socket. It matches
 	// errdefs.ErrFailedPrecondition.
 	ErrVersion error = &kindError{"ofconn: bridge does not speak OpenFlow 1.5 (check the bridge's protocols column)", errdefs.ErrFailedPrecondition}
-	// ErrClosed: the connection died or was closed. Errors of operations on a dead connection match it and
+	// ErrClosed says the connection died or was closed. Errors of operations on a dead connection match it and
 	// errdefs.ErrUnavailable, and wrap the cause.
 	ErrClosed = errors.New("ofconn: connection closed")
-	// ErrTooLarge: a message does not fit in a (bundled) OpenFlow message; nothing was sent. It matches
+	// ErrTooLarge says a message does not fit in a (bundled) OpenFlow message; nothing was sent. It matches
 	// errdefs.ErrInvalidArgument.
 	ErrTooLarge error = &kindError{"ofconn: message too large", errdefs.ErrInvalidArgument}
-	// ErrMalformed: a message is not one well-formed OpenFlow 1.5 message; nothing was sent. It matches
+	// ErrMalformed says a message is not one well-formed OpenFlow 1.5 message; nothing was sent. It matches
 	// errdefs.ErrInvalidArgument.
 	ErrMalformed error = &kindError{"ofconn: malformed message", errdefs.ErrInvalidArgument}
 )
@@ -43,7 +43,7 @@ type closedError struct{ cause error }
 
 // Error leaves out the package prefix: operations wrap it with theirs ("ofconn: bundle: connection closed: ...").
 func (e *closedError) Error() string {
-	if e.cause == nil || e.cause == errClosedByUser {
+	if e.cause == nil || errors.Is(e.cause, errClosedByUser) {
 		return "connection closed"
 	}
 	return "connection closed: " + strings.TrimPrefix(e.cause.Error(), "ofconn: ")

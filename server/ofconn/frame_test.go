@@ -171,7 +171,7 @@ func TestReadFrame(t *testing.T) {
 			t.Fatalf("readFrame = %x, %v; want xid %d", f, err, want)
 		}
 	}
-	if _, err := readFrame(r, &hdr); err != io.EOF {
+	if _, err := readFrame(r, &hdr); !errors.Is(err, io.EOF) {
 		t.Errorf("readFrame at the end = %v, want EOF", err)
 	}
 	if _, err := readFrame(bytes.NewReader(two[8:18]), &hdr); !errors.Is(err, io.ErrUnexpectedEOF) {

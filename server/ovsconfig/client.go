@@ -86,7 +86,7 @@ type Client struct {
 // backoff until ctx ends; the error then carries the last failure.
 func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	if !strings.HasPrefix(addr, "unix:") && !strings.HasPrefix(addr, "tcp:") {
-		return nil, fmt.Errorf("ovsconfig: dial %q: address must start with unix: or tcp:", addr)
+		return nil, fmt.Errorf("ovsconfig: dial %q: want unix:PATH or tcp:HOST:PORT", addr)
 	}
 	if opts.InactivityTimeout <= 0 {
 		opts.InactivityTimeout = defaultInactivityTimeout
