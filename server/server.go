@@ -240,7 +240,7 @@ func Run(ctx context.Context, cfg Config) error {
 	)
 	gs.RegisterService(withDecodeErrors(&flowstatev1.FlowStateService_ServiceDesc), &service{
 		engine: engine, store: st, events: evlog, writers: cfg.Writers, streamID: newStreamID(), bootID: bootID, coldStart: cold, keep: keep,
-		sessions: sessions,
+		sessions: sessions, log: log,
 	})
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)

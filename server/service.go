@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"slices"
 
@@ -35,6 +36,7 @@ type service struct {
 	coldStart bool
 	keep      *keeper
 	sessions  *sessionTable
+	log       *slog.Logger
 }
 
 var _ flowstatev1.FlowStateServiceServer = (*service)(nil)
