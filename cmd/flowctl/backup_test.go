@@ -12,6 +12,33 @@ import (
 	"github.com/flowstate-io/flowstate/server"
 )
 
+// startFlowstated starts a sandbox with bridge br-int (ports p1, p2) and
+// returns it with the Config of a flowstated managing br-int.
+func startFlowstated(ctx context.Context, t *testing.T) (*sandbox.Sandbox, server.Config) {
+	t.Helper()
+	sb, err := sandbox.Start(ctx, sandbox.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sb.Close() })
+	if err := sb.AddBridge(ctx, "br-int"); err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range []string{"p1", "p2"} {
+		if err := sb.AddPort(ctx, "br-int", p, i+1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bootID := filepath.Join(sb.Dir(), "boot_id")
+	if err := os.WriteFile(bootID, []byte("b\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return sb, server.Config{
+		Listen: "unix://" + filepath.Join(sb.Dir(), "fs.sock"), DBPath: filepath.Join(sb.Dir(), "fs.db"), BootIDFile: bootID,
+		RunDir: sb.RunDir(), OVSDB: sb.DBAddr(), Bridges: []string{"br-int"},
+	}
+}
+
 // TestBackupRestore: a backup taken while flowstated serves, restored as
 // docs/operations.md says (stop, copy to --db, start), brings back the
 // desired state as of the backup: the same store, so the bridge is claimed
@@ -19,24 +46,8 @@ import (
 func TestBackupRestore(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	sb, err := sandbox.Start(ctx, sandbox.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Close()
-	if err := sb.AddBridge(ctx, "br-int"); err != nil {
-		t.Fatal(err)
-	}
-	bootID := filepath.Join(sb.Dir(), "boot_id")
-	if err := os.WriteFile(bootID, []byte("b\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	srv := "unix://" + filepath.Join(sb.Dir(), "fs.sock")
-	db := filepath.Join(sb.Dir(), "fs.db")
-	cfg := server.Config{
-		Listen: srv, DBPath: db, BootIDFile: bootID,
-		RunDir: sb.RunDir(), OVSDB: sb.DBAddr(), Bridges: []string{"br-int"},
-	}
+	sb, cfg := startFlowstated(ctx, t)
+	srv, db := cfg.Listen, cfg.DBPath
 	d, err := server.Start(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
