@@ -27,8 +27,8 @@ func newDump(g *globals, kind entry.Kind) *cobra.Command {
 	noun := kind.String() + "s"
 	flows := kind == entry.KindFlow
 	cmd := &cobra.Command{
-		Use:   "dump-" + noun + " [--module M] [--show-module]",
-		Short: "Print the desired " + noun + " of the bridge in ovs-ofctl syntax",
+		Use:     "dump-" + noun + " [--module M] [--show-module]",
+		Short:   "Print the desired " + noun + " of the bridge in ovs-ofctl syntax",
 		Example: "  flowctl dump-" + noun + "\n  flowctl --bridge br-ex dump-" + noun + " --module pipeline --show-module",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
