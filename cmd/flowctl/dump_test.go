@@ -53,6 +53,22 @@ func TestDumpFlows(t *testing.T) {
 		t.Errorf("a filter without its prerequisite: %v", err)
 	}
 
+	// Completion asks flowstated for modules and bridges.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"dump-flows", "--module", ""}, "pipeline\npolicy\n:4\n"},
+		{[]string{"add-flows", "--module", "p"}, "pipeline\npolicy\n:4\n"},
+		{[]string{"status", "--bridge", ""}, "br-int\n:4\n"},
+		{[]string{"status", "-o", ""}, "text\njson\n:4\n"},
+	} {
+		stdout, stderr, code := flowctl(ctx, "", append([]string{"__complete", "--server", srv}, tc.args...)...)
+		if code != 0 || stdout != tc.want {
+			t.Errorf("completing %q: exit %d\n%s%s", tc.args, code, stdout, stderr)
+		}
+	}
+
 	// Counters: the SYN goes through table 0's tcp flow and table 1's
 	// tp_dst=80 flow; they reach OpenFlow when the revalidator runs.
 	if err := sb.InjectSYN(ctx, "br-int", "p1", sandbox.Packet{}); err != nil {

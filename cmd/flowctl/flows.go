@@ -55,11 +55,14 @@ func readInput(cmd *cobra.Command, name string, kind entry.Kind) ([]line, error)
 	}
 	if kind == entry.KindFlow {
 		var errs []error
+		bar := newProgress(cmd.ErrOrStderr(), "parsing "+name, len(out))
 		for i, l := range out {
 			if err := identify(&out[i]); err != nil {
 				errs = append(errs, fmt.Errorf("%s:%d: %w", name, l.n, err))
 			}
+			bar.set(i + 1)
 		}
+		bar.done()
 		if err := errors.Join(errs...); err != nil {
 			return nil, err
 		}
