@@ -66,6 +66,12 @@ func fromStatus(p *flowstatev1.StatusResponse) *Status {
 			Entry: fromStored(q.GetEntry()), Error: q.GetError(), Since: fromTime(q.GetSince()),
 		})
 	}
+	for _, ss := range p.GetSessions() {
+		st.Sessions = append(st.Sessions, Session{
+			UID: ss.GetUid(), GID: ss.GetGid(), PID: ss.GetPid(), Remote: ss.GetRemote(), Modules: ss.GetModules(),
+			Since: fromTime(ss.GetSince()), LastActivity: fromTime(ss.GetLastActivity()), Calls: ss.GetCalls(),
+		})
+	}
 	return st
 }
 

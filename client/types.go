@@ -36,6 +36,25 @@ type Status struct {
 	Modules []ModuleStatus
 	// Quarantined lists entries the switch refused during a replay.
 	Quarantined []QuarantinedEntry
+	// Sessions lists the connected gRPC clients, this one included.
+	Sessions []Session
+}
+
+// Session is one gRPC client connected to flowstated. flowstated drops a
+// frozen client about 15 s after it last answered (keepalive).
+type Session struct {
+	// UID, GID and PID are the peer's as the kernel reported them when it
+	// connected (SO_PEERCRED).
+	UID, GID uint32
+	PID      int32
+	// Remote is the peer address as the listener reports it.
+	Remote string
+	// Modules the client wrote on this connection, sorted.
+	Modules []string
+	// Since is when it connected; LastActivity when it last started a call.
+	Since, LastActivity time.Time
+	// Calls counts the calls it started.
+	Calls uint64
 }
 
 // Gate is the cold-start gate: closed while required modules are awaited.

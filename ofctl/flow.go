@@ -63,11 +63,6 @@ func parseFlow(s string) (*openflow15.FlowMod, error) {
 	fm.Header.Xid = 0
 	fm.Priority = defaultPriority
 	mt := new(match)
-
-	type setting struct {
-		f *field
-		p kv
-	}
 	var set []setting
 	actStart, actOff := -1, 0
 	sc := newScanner(s, 0)
@@ -149,45 +144,16 @@ func parseFlow(s string) (*openflow15.FlowMod, error) {
 				fm.Flags |= flag
 				continue
 			}
-			if sh, ok := shorthands[p.key]; ok {
-				if p.delim != 0 {
-					return nil, errAt(p.keyOff, p.text(), "%s takes no value", p.key)
-				}
-				mt.setUint(sDlType, uint64(sh[0]))
-				if sh[1] >= 0 {
-					mt.setUint(sNwProto, uint64(sh[1]))
-				}
-				continue
-			}
-			f := fieldByName[p.key]
-			if f == nil {
-				return nil, errAt(p.keyOff, p.key, "unknown field")
-			}
-			if err := needVal(); err != nil {
+			if err := mt.parseMatchPair(p, &set); err != nil {
 				return nil, err
 			}
-			v, m, err := parseFieldValue(f, p.val)
-			if err != nil {
-				return nil, errAt(p.valOff, p.val, "%v", err)
-			}
-			if err := mt.setField(f, v, m); err != nil {
-				return nil, errAt(p.valOff, p.val, "%v", err)
-			}
-			set = append(set, setting{f, p})
 		}
 	}
 	if actStart < 0 {
 		return nil, errAt(len(s), "", "must specify an action")
 	}
-	for _, st := range set {
-		pre := st.f.pre
-		if st.f.name == "icmp_type" || st.f.name == "icmp_code" {
-			// In a match these name the ICMPv6 type and code too.
-			pre = preICMPAny
-		}
-		if !mt.prereqOK(pre) {
-			return nil, errAt(st.p.keyOff, st.p.text(), "missing prerequisite: %s requires %s", st.f.name, prereqText(pre))
-		}
+	if err := mt.checkPrereqs(set); err != nil {
+		return nil, err
 	}
 	cx := &actx{mt: *mt, table: fm.TableId}
 	is, err := cx.parseActions(s[actStart:], actOff)
@@ -197,6 +163,59 @@ func parseFlow(s string) (*openflow15.FlowMod, error) {
 	fm.Match = buildMatch(mt.encode())
 	fm.Instructions = buildInstructions(is)
 	return fm, nil
+}
+
+// setting is a match field as written, for the prerequisite check.
+type setting struct {
+	f *field
+	p kv
+}
+
+// parseMatchPair adds a protocol shorthand (ip, tcp, ...) or a match field
+// to mt; fields go to set for checkPrereqs.
+func (mt *match) parseMatchPair(p kv, set *[]setting) error {
+	if sh, ok := shorthands[p.key]; ok {
+		if p.delim != 0 {
+			return errAt(p.keyOff, p.text(), "%s takes no value", p.key)
+		}
+		mt.setUint(sDlType, uint64(sh[0]))
+		if sh[1] >= 0 {
+			mt.setUint(sNwProto, uint64(sh[1]))
+		}
+		return nil
+	}
+	f := fieldByName[p.key]
+	if f == nil {
+		return errAt(p.keyOff, p.key, "unknown field")
+	}
+	if p.delim == 0 || p.val == "" {
+		return errAt(p.keyOff, p.text(), "%s needs a value", p.key)
+	}
+	v, m, err := parseFieldValue(f, p.val)
+	if err != nil {
+		return errAt(p.valOff, p.val, "%v", err)
+	}
+	if err := mt.setField(f, v, m); err != nil {
+		return errAt(p.valOff, p.val, "%v", err)
+	}
+	*set = append(*set, setting{f, p})
+	return nil
+}
+
+// checkPrereqs fails when a field of set lacks its prerequisites in mt (tp_dst
+// without tcp, udp or sctp).
+func (mt *match) checkPrereqs(set []setting) error {
+	for _, st := range set {
+		pre := st.f.pre
+		if st.f.name == "icmp_type" || st.f.name == "icmp_code" {
+			// In a match these name the ICMPv6 type and code too.
+			pre = preICMPAny
+		}
+		if !mt.prereqOK(pre) {
+			return errAt(st.p.keyOff, st.p.text(), "missing prerequisite: %s requires %s", st.f.name, prereqText(pre))
+		}
+	}
+	return nil
 }
 
 func flowFlag(name string) uint16 {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,8 +19,10 @@ import (
 	"github.com/flowstate-io/flowstate/errdefs"
 )
 
-// Writers says which peers may write which module, by the uid or primary gid
-// the kernel reports for the unix socket peer (SO_PEERCRED). Root may write
+// Writers says which peers may write which module, by the uid or a gid the
+// kernel reports for the unix socket peer: the uid and primary gid from
+// SO_PEERCRED, and the supplementary groups from /proc/<pid>/status, read
+// when the peer connects (peerGroups). Root may write
 // every module. Without any rule every peer that can open the socket may
 // write every module (the socket's mode, 0660, is then the only guard).
 type Writers map[string][]Principal
@@ -79,7 +83,7 @@ func (w Writers) authorize(ctx context.Context, module string) error {
 	if slices.ContainsFunc(w[module], cred.is) {
 		return nil
 	}
-	return fmt.Errorf("uid %d (gid %d) may not write module %q (see --module-writer): %w", cred.uid, cred.gid, module, errdefs.ErrPermissionDenied)
+	return fmt.Errorf("%s may not write module %q (see --module-writer): %w", cred, module, errdefs.ErrPermissionDenied)
 }
 
 // authorizeAny checks that the peer of ctx may write some module: calls that
@@ -95,7 +99,7 @@ func (w Writers) authorizeAny(ctx context.Context) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("uid %d (gid %d) may write no module, so may not change the switch (see --module-writer): %w", cred.uid, cred.gid, errdefs.ErrPermissionDenied)
+	return fmt.Errorf("%s may write no module, so may not change the switch (see --module-writer): %w", cred, errdefs.ErrPermissionDenied)
 }
 
 // caller returns the peer's credentials; root is true when every write is
@@ -115,9 +119,26 @@ func (w Writers) caller(ctx context.Context) (cred peerCred, root bool, err erro
 	return cred, cred.uid == 0, nil
 }
 
-// is reports whether the peer is pr.
+// is reports whether the peer is pr: its uid, or its primary or a
+// supplementary gid.
 func (c peerCred) is(pr Principal) bool {
-	return (!pr.Group && pr.ID == c.uid) || (pr.Group && pr.ID == c.gid)
+	if !pr.Group {
+		return pr.ID == c.uid
+	}
+	return pr.ID == c.gid || slices.Contains(c.groups, pr.ID)
+}
+
+// String names the peer in permission errors, with what is known of its
+// groups.
+func (c peerCred) String() string {
+	s := fmt.Sprintf("uid %d (gid %d", c.uid, c.gid)
+	if len(c.groups) > 0 {
+		s += fmt.Sprintf(", groups %v", c.groups)
+	}
+	if c.groupsErr != nil {
+		s += fmt.Sprintf("; supplementary groups unknown: %v", c.groupsErr)
+	}
+	return s + ")"
 }
 
 // peerCred is the AuthInfo of a unix socket peer.
@@ -125,6 +146,42 @@ type peerCred struct {
 	credentials.CommonAuthInfo
 	uid, gid uint32
 	pid      int32
+	// groups are the supplementary groups of pid when it connected;
+	// groupsErr says why they are unknown (then only gid counts).
+	groups    []uint32
+	groupsErr error
+}
+
+// peerGroups reads the supplementary groups of pid from /proc/<pid>/status.
+// It runs at the handshake, while the peer is connecting and so alive: read
+// later, the pid could have exited or been reused by another process. If it
+// is gone already, or flowstated sees another pid namespace than the peer
+// (SO_PEERCRED reports pid 0 then), the groups are unknown and only the
+// primary gid counts.
+func peerGroups(procDir string, pid int32) ([]uint32, error) {
+	if pid <= 0 {
+		return nil, fmt.Errorf("peer pid %d is not visible from flowstated's pid namespace", pid)
+	}
+	b, err := os.ReadFile(filepath.Join(procDir, strconv.Itoa(int(pid)), "status"))
+	if err != nil {
+		return nil, fmt.Errorf("peer pid %d: %w", pid, err)
+	}
+	for l := range strings.Lines(string(b)) {
+		rest, ok := strings.CutPrefix(l, "Groups:")
+		if !ok {
+			continue
+		}
+		var gs []uint32
+		for _, f := range strings.Fields(rest) {
+			g, err := strconv.ParseUint(f, 10, 32)
+			if err != nil {
+				return nil, fmt.Errorf("peer pid %d: Groups: %q: %w", pid, f, err)
+			}
+			gs = append(gs, uint32(g))
+		}
+		return gs, nil
+	}
+	return nil, fmt.Errorf("peer pid %d: no Groups: line in status", pid)
 }
 
 func (peerCred) AuthType() string { return "unix-peercred" }
@@ -158,10 +215,12 @@ func (c peerCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInf
 	if credErr != nil {
 		return nil, nil, fmt.Errorf("server: SO_PEERCRED: %w", credErr)
 	}
-	return conn, peerCred{
+	pc := peerCred{
 		CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.NoSecurity},
 		uid:            cred.Uid, gid: cred.Gid, pid: cred.Pid,
-	}, nil
+	}
+	pc.groups, pc.groupsErr = peerGroups("/proc", cred.Pid)
+	return conn, pc, nil
 }
 
 func (c peerCreds) Clone() credentials.TransportCredentials {

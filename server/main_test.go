@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"io"
+	"os"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -9,6 +10,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) != "" {
+		// The test binary re-run as a client process (sessions_test.go).
+		os.Exit(runHelperClient())
+	}
 	// libOpenflow reports what it cannot decode through klog; ofconn falls
 	// back to the raw bytes, so these are noise in test output.
 	klog.LogToStderr(false)

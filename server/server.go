@@ -43,6 +43,14 @@ const (
 	DefaultEchoTimeout  = 5 * time.Second
 )
 
+// gRPC keepalive defaults: a client silent for DefaultKeepaliveTime is
+// pinged, and dropped (its session and watches with it) when the ping is not
+// answered within DefaultKeepaliveTimeout: 15 s after its last frame.
+const (
+	DefaultKeepaliveTime    = 10 * time.Second
+	DefaultKeepaliveTimeout = 5 * time.Second
+)
+
 // Config is everything flowstated needs; cmd/flowstated fills it from flags.
 type Config struct {
 	// Listen is the gRPC address: unix:///path (mode 0660). Required.
@@ -70,6 +78,9 @@ type Config struct {
 	// AuditInterval, when positive, re-checks every bridge at that interval
 	// and corrects drift.
 	AuditInterval time.Duration
+	// KeepaliveTime and KeepaliveTimeout tune how fast a frozen gRPC client
+	// is dropped; zero: the Default values.
+	KeepaliveTime, KeepaliveTimeout time.Duration
 	// EventHeartbeat is the idle interval of Watch heartbeats. Default 10 s.
 	EventHeartbeat time.Duration
 	// Writers authorises writes per module by the peer's uid or gid; empty:
@@ -130,6 +141,12 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if cfg.EchoTimeout <= 0 {
 		cfg.EchoTimeout = DefaultEchoTimeout
+	}
+	if cfg.KeepaliveTime <= 0 {
+		cfg.KeepaliveTime = DefaultKeepaliveTime
+	}
+	if cfg.KeepaliveTimeout <= 0 {
+		cfg.KeepaliveTimeout = DefaultKeepaliveTimeout
 	}
 	log := cfg.Logger
 	if err := cfg.Guard.validate(); err != nil {
@@ -199,13 +216,17 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	sessions := newSessionTable(log)
 	srvMetrics := grpcprom.NewServerMetrics()
 	reg.MustRegister(srvMetrics)
 	gs := grpc.NewServer(
 		grpc.ForceServerCodec(utf8Codec{}),
 		grpc.Creds(newPeerCreds()),
-		// Detect silent clients: ping after 10 s idle, drop after 5 s more.
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}),
+		// Detect silent clients: ping after KeepaliveTime idle, drop after
+		// KeepaliveTimeout more. The server pings whether or not a call is
+		// open, so an idle frozen client goes too.
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout}),
+		grpc.StatsHandler(sessions),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.ChainUnaryInterceptor(
 			srvMetrics.UnaryServerInterceptor(),
@@ -220,6 +241,7 @@ func Run(ctx context.Context, cfg Config) error {
 	)
 	gs.RegisterService(withDecodeErrors(&flowstatev1.FlowStateService_ServiceDesc), &service{
 		engine: engine, store: st, events: evlog, writers: cfg.Writers, streamID: newStreamID(), bootID: bootID, coldStart: cold, keep: keep,
+		sessions: sessions, log: log,
 	})
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)

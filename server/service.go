@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"slices"
 
@@ -34,6 +35,8 @@ type service struct {
 	bootID    string
 	coldStart bool
 	keep      *keeper
+	sessions  *sessionTable
+	log       *slog.Logger
 }
 
 var _ flowstatev1.FlowStateServiceServer = (*service)(nil)
@@ -54,7 +57,11 @@ func (s *service) validateWrite(ctx context.Context, bridge, module string) erro
 	if err := validateTarget(bridge, module); err != nil {
 		return err
 	}
-	return s.writers.authorize(ctx, module)
+	if err := s.writers.authorize(ctx, module); err != nil {
+		return err
+	}
+	wrote(ctx, module)
+	return nil
 }
 
 func (s *service) Put(ctx context.Context, req *flowstatev1.PutRequest) (*flowstatev1.PutResponse, error) {
@@ -186,6 +193,12 @@ func (s *service) Status(ctx context.Context, _ *flowstatev1.StatusRequest) (*fl
 			resp.Modules = append(resp.Modules, &flowstatev1.ModuleStatus{Name: name, Required: st.Required, Ready: st.Ready})
 		}
 	}
+	for _, ss := range s.sessions.Sessions() {
+		resp.Sessions = append(resp.Sessions, &flowstatev1.Session{
+			Uid: ss.UID, Gid: ss.GID, Pid: ss.PID, Modules: ss.Modules, Remote: ss.Remote, Calls: ss.Calls,
+			Since: timestamppb.New(ss.Since), LastActivity: timestamppb.New(ss.LastActivity),
+		})
+	}
 	return resp, nil
 }
 
@@ -241,6 +254,7 @@ func (s *service) MarkReady(ctx context.Context, req *flowstatev1.MarkReadyReque
 	if err := s.writers.authorize(ctx, req.GetModule()); err != nil {
 		return nil, toGRPC(err)
 	}
+	wrote(ctx, req.GetModule())
 	if err := s.engine.MarkReady(req.GetModule()); err != nil {
 		return nil, toGRPC(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -328,6 +329,16 @@ func TestFlowctl(t *testing.T) {
 		out, err := run(ctx, t, srv, "", "status")
 		if err != nil || !strings.Contains(out, "br-int") || !strings.Contains(out, "pipeline") {
 			t.Fatalf("status: %v\n%s", err, out)
+		}
+		// flowctl's own connection is a client session, with this pid.
+		self := regexp.MustCompile(`(?m)^` + strconv.Itoa(os.Getuid()) + ` +\d+ +` + strconv.Itoa(os.Getpid()) + ` +- +\S+`)
+		if !strings.Contains(out, "CLIENT UID") || !self.MatchString(out) {
+			t.Fatalf("status lists no session of pid %d:\n%s", os.Getpid(), out)
+		}
+		out, err = run(ctx, t, srv, "", "status", "-o", "json")
+		if err != nil || !regexp.MustCompile(`"sessions":\s*\[`).MatchString(out) ||
+			!regexp.MustCompile(`"pid":\s*`+strconv.Itoa(os.Getpid())).MatchString(out) {
+			t.Fatalf("status -o json lists no session of pid %d: %v\n%s", os.Getpid(), err, out)
 		}
 	})
 }

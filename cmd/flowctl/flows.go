@@ -54,11 +54,14 @@ func readInput(cmd *cobra.Command, name string, kind entry.Kind) ([]line, error)
 	}
 	if kind == entry.KindFlow {
 		var errs []error
+		bar := newProgress(cmd.ErrOrStderr(), "parsing "+name, len(out))
 		for i, l := range out {
 			if err := identify(&out[i]); err != nil {
 				errs = append(errs, fmt.Errorf("%s:%d: %w", name, l.n, err))
 			}
+			bar.set(i + 1)
 		}
+		bar.done()
 		if err := errors.Join(errs...); err != nil {
 			return nil, err
 		}
@@ -281,48 +284,4 @@ func countChanges(before []client.StoredEntry, lines []line) changes {
 		}
 	}
 	return ch
-}
-
-// newDump is dump-flows, dump-groups and dump-meters: the desired state.
-func newDump(g *globals, kind entry.Kind) *cobra.Command {
-	var module string
-	var table int
-	noun := kind.String() + "s"
-	cmd := &cobra.Command{
-		Use:   "dump-" + noun + " [--module M]",
-		Short: "Print the desired " + noun + " of the bridge in ovs-ofctl syntax",
-		Example: "  flowctl dump-" + noun + "\n  flowctl --bridge br-ex dump-" + noun + " --module pipeline" +
-			map[bool]string{true: "\n  flowctl dump-flows --table 0"}[kind == entry.KindFlow],
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			f := client.Filter{Bridge: g.bridge, Module: module, Kind: kind}
-			if table >= 0 {
-				if table > 254 {
-					return usagef("--table %d: want 0-254", table)
-				}
-				t := uint8(table)
-				f.Table = &t
-			}
-			return g.run(cmd, func(ctx context.Context, c *client.Client) error {
-				if err := managed(ctx, c, g.bridge); err != nil {
-					return err
-				}
-				es, err := c.List(ctx, f)
-				if err != nil {
-					return err
-				}
-				for _, e := range es {
-					fmt.Fprintln(cmd.OutOrStdout(), e.Text)
-				}
-				return nil
-			})
-		},
-	}
-	cmd.Flags().StringVar(&module, "module", "", "only those of this module")
-	if kind == entry.KindFlow {
-		cmd.Flags().IntVar(&table, "table", -1, "only flows of this table")
-	} else {
-		table = -1
-	}
-	return cmd
 }

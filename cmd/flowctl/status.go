@@ -119,6 +119,22 @@ func printStatus(w io.Writer, st *flowstatev1.StatusResponse) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if ss := st.GetSessions(); len(ss) > 0 {
+		// A controller that froze stays listed until the keepalive drops
+		// it (about 15 s); an old LAST CALL on a writer is the hint.
+		fmt.Fprintf(tw, "\nCLIENT UID\tGID\tPID\tMODULES\tCONNECTED\tLAST CALL\tCALLS\n")
+		for _, c := range ss {
+			mods := strings.Join(c.GetModules(), ",")
+			if mods == "" {
+				mods = "-"
+			}
+			fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\t%d\n", c.GetUid(), c.GetGid(), c.GetPid(), mods,
+				stamp(c.GetSince().AsTime()), stamp(c.GetLastActivity().AsTime()), c.GetCalls())
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
 	if q := st.GetQuarantined(); len(q) > 0 {
 		fmt.Fprintf(w, "\n%d QUARANTINED (refused by ovs-vswitchd, left out of replays):\n", len(q))
 		for _, e := range q {

@@ -1,7 +1,11 @@
 // Command flowstate-demo plays the outage flowstate exists for, on a private
-// Open vSwitch sandbox (no root, no kernel datapath): it starts ovsdb-server,
-// ovs-vswitchd and flowstated, declares a conntrack pipeline, restarts
-// ovs-vswitchd with flow-restore-wait, and shows the pipeline restored.
+// Open vSwitch sandbox (no root, no kernel datapath), twice. First without
+// flowstate: a controller programs a conntrack pipeline with a policy that
+// denies one address, ovs-vswitchd restarts, and until the controller has
+// reinstalled its flows the bridge forwards with its default NORMAL flow; the
+// demo counts the SYNs to the denied address that leak out. Then with
+// flowstated: ovs-vswitchd restarts with flow-restore-wait, flowstated puts
+// the pipeline back in one bundle, and no SYN leaks.
 package main
 
 import (
@@ -13,6 +17,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -21,24 +26,33 @@ import (
 	"github.com/flowstate-io/flowstate/server"
 )
 
-// pipeline is the one from the outage report.
+// denied is the address the policy drops.
+const denied = "10.0.0.66"
+
+// pipeline is the one from the outage report, with a network policy that
+// denies one address.
 var pipeline = []string{
 	"table=0,priority=100,ip,actions=ct(table=1,zone=65520)",
 	"table=1,priority=100,ct_state=+inv+trk,ip,actions=drop",
 	"table=1,priority=90,ip,actions=resubmit(,2)",
 	"table=2,priority=100,ct_state=+new+trk,ip,actions=ct(commit,table=3,zone=65520)",
 	"table=2,priority=90,ip,actions=resubmit(,3)",
+	"table=3,priority=200,ip,nw_dst=" + denied + ",actions=drop",
 	"table=3,priority=100,ip,actions=normal",
 }
 
 const bridge = "br-int"
+
+// controllerDelay is how long the controller of the first act takes to
+// notice the restart and reinstall its flows; real ones take seconds.
+const controllerDelay = time.Second
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	if err := run(ctx); err != nil {
+	if _, err := run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "flowstate-demo:", err)
 		cancel()
 		os.Exit(1)
@@ -47,24 +61,89 @@ func main() {
 
 func step(format string, args ...any) { fmt.Printf("==> "+format+"\n", args...) }
 
-func run(ctx context.Context) (err error) {
+// result is what the two acts measured.
+type result struct {
+	// Sent and Leaked count the SYNs to the denied address injected during
+	// each restart and those forwarded to p2: without and with flowstate.
+	SentPlain, LeakedPlain         int
+	SentFlowstate, LeakedFlowstate int
+	// Replay is flowstated's replay after the restart.
+	Replay client.Replay
+}
+
+func run(ctx context.Context) (res result, err error) {
 	step("starting a private Open vSwitch sandbox")
 	sb, err := sandbox.Start(ctx, sandbox.Options{})
 	if err != nil {
-		return err
+		return res, err
 	}
 	defer func() { err = errors.Join(err, sb.Close()) }()
 	if err := sb.AddBridge(ctx, bridge); err != nil {
-		return err
+		return res, err
 	}
 	for i, p := range []string{"p1", "p2"} {
 		if err := sb.AddPort(ctx, bridge, p, i+1); err != nil {
-			return err
+			return res, err
 		}
 	}
-	fmt.Printf("    %s: bridge %s with dummy ports p1, p2\n", sb.Dir(), bridge)
+	fmt.Printf("    %s: bridge %s with dummy ports p1, p2; the policy denies %s\n", sb.Dir(), bridge, denied)
+	for _, l := range pipeline {
+		fmt.Println("    " + l)
+	}
+	if res.SentPlain, res.LeakedPlain, err = withoutFlowstate(ctx, sb); err != nil {
+		return res, err
+	}
+	if err := withFlowstate(ctx, sb, &res); err != nil {
+		return res, err
+	}
+	step("done: %d SYNs to %s leaked without flowstate, %d with it", res.LeakedPlain, denied, res.LeakedFlowstate)
+	return res, nil
+}
 
-	step("starting flowstated")
+// withoutFlowstate is the first act: a controller programs the switch with
+// ovs-ofctl, vswitchd restarts plainly, and the controller reinstalls its
+// flows controllerDelay after vswitchd is back.
+func withoutFlowstate(ctx context.Context, sb *sandbox.Sandbox) (sent, leaked int, err error) {
+	step("WITHOUT flowstate: a controller installs the pipeline with ovs-ofctl add-flows")
+	file := filepath.Join(sb.Dir(), "pipeline.flows")
+	if err := os.WriteFile(file, []byte(strings.Join(pipeline, "\n")+"\n"), 0o600); err != nil {
+		return 0, 0, err
+	}
+	if out, err := sb.Ofctl(ctx, "add-flows", bridge, file); err != nil {
+		return 0, 0, fmt.Errorf("%w: %s", err, out)
+	}
+	step("restarting ovs-vswitchd (plain restart) while SYNs to %s arrive on p1", denied)
+	inj := startInjector(ctx, sb)
+	start := time.Now()
+	if err := sb.RestartVswitchd(ctx, false); err != nil {
+		inj.stop()
+		return 0, 0, err
+	}
+	up := time.Now()
+	fmt.Printf("    vswitchd back after %v with empty tables and the default NORMAL flow\n", up.Sub(start).Round(time.Millisecond))
+	if err := pause(ctx, controllerDelay); err != nil {
+		inj.stop()
+		return 0, 0, err
+	}
+	out, err := sb.Ofctl(ctx, "add-flows", bridge, file)
+	sent = inj.stop()
+	if err != nil {
+		return 0, 0, fmt.Errorf("%w: %s", err, out)
+	}
+	// Port counters restart with vswitchd: all of p2's are leaks.
+	_, tx, err := sb.PortStats(ctx, bridge, "p2")
+	if err != nil {
+		return 0, 0, err
+	}
+	fmt.Printf("    the controller reinstalled its flows %v after vswitchd came back\n", time.Since(up).Round(time.Millisecond))
+	fmt.Printf("    LEAKED: %d of %d SYNs to %s were forwarded to p2 by the NORMAL flow\n", tx, sent, denied)
+	return sent, int(tx), nil
+}
+
+// withFlowstate is the second act: flowstated holds the pipeline and puts it
+// back while vswitchd waits with flow-restore-wait.
+func withFlowstate(ctx context.Context, sb *sandbox.Sandbox, res *result) (err error) {
+	step("WITH flowstate: starting flowstated, the controller declares the pipeline through it")
 	if err := os.WriteFile(filepath.Join(sb.Dir(), "boot_id"), []byte("demo-boot\n"), 0o600); err != nil {
 		return err
 	}
@@ -78,7 +157,10 @@ func run(ctx context.Context) (err error) {
 		Listen: sock, DBPath: filepath.Join(sb.Dir(), "flowstate.db"),
 		BootIDFile: filepath.Join(sb.Dir(), "boot_id"),
 		RunDir:     sb.RunDir(), OVSDB: sb.DBAddr(), Bridges: []string{bridge},
-		Logger: slog.New(slog.NewTextHandler(logFile, nil)),
+		// The bridge holds the first act's flows, which this new store
+		// never declared: take it over rather than stand aside.
+		TakeOver: true,
+		Logger:   slog.New(slog.NewTextHandler(logFile, nil)),
 	})
 	if err != nil {
 		return fmt.Errorf("flowstated: %w", err)
@@ -90,41 +172,52 @@ func run(ctx context.Context) (err error) {
 		return err
 	}
 	defer c.Close()
-	if err := waitConverged(ctx, c); err != nil {
-		return err
-	}
-
-	step("declaring the pipeline (module %q)", "pipeline")
 	entries := make([]client.Entry, len(pipeline))
 	for i, l := range pipeline {
 		entries[i] = client.FlowText(l)
-		fmt.Println("    " + l)
 	}
-	applied, err := c.Put(ctx, bridge, "pipeline", entries...)
-	if err != nil {
+	if _, err := c.Put(ctx, bridge, "pipeline", entries...); err != nil {
 		return err
 	}
-	fmt.Printf("    %d flows, applied to the switch: %v\n", len(entries), applied)
+	if _, err := c.WaitConverged(ctx); err != nil {
+		return err
+	}
 
-	step("restarting ovs-vswitchd with other_config:flow-restore-wait=true")
+	step("restarting ovs-vswitchd with other_config:flow-restore-wait=true while SYNs to %s arrive on p1", denied)
+	inj := startInjector(ctx, sb)
 	start := time.Now()
 	if err := sb.RestartVswitchd(ctx, true); err != nil {
+		inj.stop()
 		return err
 	}
 	up := time.Now()
-	fmt.Printf("    vswitchd back after %v; it holds only the default flow and forwards nothing until flowstated is done\n", up.Sub(start).Round(time.Millisecond))
-	if err := waitRestored(ctx, sb); err != nil {
+	fmt.Printf("    vswitchd back after %v; it forwards nothing until flowstated is done\n", up.Sub(start).Round(time.Millisecond))
+	err = waitRestored(ctx, sb)
+	restored := time.Now()
+	if err == nil {
+		// The same window as without flowstate, for a fair count.
+		err = pause(ctx, time.Until(up.Add(controllerDelay)))
+	}
+	res.SentFlowstate = inj.stop()
+	if err != nil {
 		return err
 	}
-	restored := time.Now()
+	_, tx, err := sb.PortStats(ctx, bridge, "p2")
+	if err != nil {
+		return err
+	}
+	res.LeakedFlowstate = int(tx)
 	st, err := c.Status(ctx)
 	if err != nil {
 		return err
 	}
-	if r := st.Bridges[0].LastReplay; !r.FinishedAt.IsZero() {
-		fmt.Printf("    replay: %d messages, %d bytes in one bundle, %v\n", r.Messages, r.Bytes, r.Duration.Round(time.Microsecond))
-	}
-	fmt.Printf("    restored and flow-restore-wait cleared %v after vswitchd came back\n", restored.Sub(up).Round(time.Millisecond))
+	res.Replay = st.Bridges[0].LastReplay
+	r := res.Replay
+	fmt.Printf("    flowstated replayed %d flows: %d messages, %d bytes in one bundle, in %v\n", r.Entries, r.Messages, r.Bytes,
+		r.Duration.Round(time.Microsecond))
+	fmt.Printf("    pipeline back and flow-restore-wait cleared %v after vswitchd came back\n", restored.Sub(up).Round(time.Millisecond))
+	fmt.Printf("    leaked: %d of %d SYNs to %s sent in the same %v after vswitchd came back\n", res.LeakedFlowstate,
+		res.SentFlowstate, denied, controllerDelay)
 
 	step("flows on %s now (ovs-ofctl dump-flows)", bridge)
 	flows, err := sb.DumpFlows(ctx, bridge)
@@ -134,8 +227,52 @@ func run(ctx context.Context) (err error) {
 	for _, f := range flows {
 		fmt.Println("    " + f)
 	}
+	step("a TCP SYN to an allowed address on p1")
+	if err := forwarded(ctx, sb); err != nil {
+		return err
+	}
+	fmt.Println("    forwarded to p2 through the restored conntrack pipeline")
+	return nil
+}
 
-	step("injecting a TCP SYN on p1")
+// injector sends SYNs to the denied address on p1 until stopped.
+type injector struct {
+	done chan struct{}
+	wg   sync.WaitGroup
+	sent int
+}
+
+// startInjector injects SYNs in a loop; while vswitchd is down the attempts
+// fail and are not counted. stop ends it and returns the SYNs vswitchd took.
+func startInjector(ctx context.Context, sb *sandbox.Sandbox) *injector {
+	inj := &injector{done: make(chan struct{})}
+	inj.wg.Go(func() {
+		for {
+			select {
+			case <-inj.done:
+				return
+			case <-ctx.Done():
+				return
+			default:
+			}
+			if err := sb.InjectSYN(ctx, bridge, "p1", sandbox.Packet{DstIP: denied}); err == nil {
+				inj.sent++
+			} else if pause(ctx, 5*time.Millisecond) != nil {
+				return
+			}
+		}
+	})
+	return inj
+}
+
+func (inj *injector) stop() int {
+	close(inj.done)
+	inj.wg.Wait()
+	return inj.sent
+}
+
+// forwarded injects a SYN to an allowed address and waits until p2 sent it.
+func forwarded(ctx context.Context, sb *sandbox.Sandbox) error {
 	_, tx0, err := sb.PortStats(ctx, bridge, "p2")
 	if err != nil {
 		return err
@@ -149,24 +286,16 @@ func run(ctx context.Context) (err error) {
 			return err
 		}
 		if tx > tx0 {
-			fmt.Println("    forwarded to p2 through the restored conntrack pipeline")
-			break
+			return nil
 		}
 		if err := pause(ctx, 20*time.Millisecond); err != nil {
 			return fmt.Errorf("SYN not forwarded: %w", err)
 		}
 	}
-	step("done")
-	return nil
 }
 
-func waitConverged(ctx context.Context, c *client.Client) error {
-	_, err := c.WaitConverged(ctx)
-	return err
-}
-
-// waitRestored polls until the flag is cleared and the default NORMAL flow is
-// gone.
+// waitRestored polls until the flag is cleared and the switch holds exactly
+// the pipeline (the default NORMAL flow gone).
 func waitRestored(ctx context.Context, sb *sandbox.Sandbox) error {
 	for {
 		on, err := sb.FlowRestoreWait(ctx)

@@ -244,7 +244,7 @@ func (x Change_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Change_Op.Descriptor instead.
 func (Change_Op) EnumDescriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{28, 0}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{29, 0}
 }
 
 // Entry is one desired entry as a controller declares it.
@@ -855,7 +855,10 @@ type StatusResponse struct {
 	Wedged string `protobuf:"bytes,11,opt,name=wedged,proto3" json:"wedged,omitempty"`
 	// last_release is when flowstated last cleared flow-restore-wait under a
 	// vswitchd that was held (a restore completed); unset if never since start.
-	LastRelease   *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=last_release,json=lastRelease,proto3" json:"last_release,omitempty"`
+	LastRelease *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=last_release,json=lastRelease,proto3" json:"last_release,omitempty"`
+	// sessions lists the connected gRPC clients. A frozen client is dropped
+	// by the server's keepalive (about 15 s after it last answered).
+	Sessions      []*Session `protobuf:"bytes,13,rep,name=sessions,proto3" json:"sessions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -974,6 +977,123 @@ func (x *StatusResponse) GetLastRelease() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *StatusResponse) GetSessions() []*Session {
+	if x != nil {
+		return x.Sessions
+	}
+	return nil
+}
+
+// Session is one connected gRPC client.
+type Session struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// uid of the peer process (SO_PEERCRED on the unix socket).
+	Uid uint32 `protobuf:"varint,1,opt,name=uid,proto3" json:"uid,omitempty"`
+	// gid is the peer's primary gid.
+	Gid uint32 `protobuf:"varint,2,opt,name=gid,proto3" json:"gid,omitempty"`
+	// pid of the peer process when it connected.
+	Pid int32 `protobuf:"varint,3,opt,name=pid,proto3" json:"pid,omitempty"`
+	// modules the client wrote (Put, Delete, Sync, MarkReady) on this
+	// connection, sorted.
+	Modules []string `protobuf:"bytes,4,rep,name=modules,proto3" json:"modules,omitempty"`
+	// since is when the connection was established.
+	Since *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=since,proto3" json:"since,omitempty"`
+	// last_activity is when the client last started a call.
+	LastActivity *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=last_activity,json=lastActivity,proto3" json:"last_activity,omitempty"`
+	// calls is the number of calls the client started.
+	Calls uint64 `protobuf:"varint,7,opt,name=calls,proto3" json:"calls,omitempty"`
+	// remote is the peer address as the listener reports it.
+	Remote        string `protobuf:"bytes,8,opt,name=remote,proto3" json:"remote,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Session) Reset() {
+	*x = Session{}
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Session) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Session) ProtoMessage() {}
+
+func (x *Session) ProtoReflect() protoreflect.Message {
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Session.ProtoReflect.Descriptor instead.
+func (*Session) Descriptor() ([]byte, []int) {
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *Session) GetUid() uint32 {
+	if x != nil {
+		return x.Uid
+	}
+	return 0
+}
+
+func (x *Session) GetGid() uint32 {
+	if x != nil {
+		return x.Gid
+	}
+	return 0
+}
+
+func (x *Session) GetPid() int32 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+func (x *Session) GetModules() []string {
+	if x != nil {
+		return x.Modules
+	}
+	return nil
+}
+
+func (x *Session) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *Session) GetLastActivity() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastActivity
+	}
+	return nil
+}
+
+func (x *Session) GetCalls() uint64 {
+	if x != nil {
+		return x.Calls
+	}
+	return 0
+}
+
+func (x *Session) GetRemote() string {
+	if x != nil {
+		return x.Remote
+	}
+	return ""
+}
+
 // Guard is the state of the guard that clears flow-restore-wait when
 // flowstated is dead or hung.
 type Guard struct {
@@ -992,7 +1112,7 @@ type Guard struct {
 
 func (x *Guard) Reset() {
 	*x = Guard{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[10]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1004,7 +1124,7 @@ func (x *Guard) String() string {
 func (*Guard) ProtoMessage() {}
 
 func (x *Guard) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[10]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1017,7 +1137,7 @@ func (x *Guard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Guard.ProtoReflect.Descriptor instead.
 func (*Guard) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{10}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Guard) GetMode() string {
@@ -1068,7 +1188,7 @@ type Gate struct {
 
 func (x *Gate) Reset() {
 	*x = Gate{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[11]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1080,7 +1200,7 @@ func (x *Gate) String() string {
 func (*Gate) ProtoMessage() {}
 
 func (x *Gate) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[11]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1093,7 +1213,7 @@ func (x *Gate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gate.ProtoReflect.Descriptor instead.
 func (*Gate) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{11}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Gate) GetOpen() bool {
@@ -1146,7 +1266,7 @@ type QuarantinedEntry struct {
 
 func (x *QuarantinedEntry) Reset() {
 	*x = QuarantinedEntry{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[12]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1158,7 +1278,7 @@ func (x *QuarantinedEntry) String() string {
 func (*QuarantinedEntry) ProtoMessage() {}
 
 func (x *QuarantinedEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[12]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1171,7 +1291,7 @@ func (x *QuarantinedEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuarantinedEntry.ProtoReflect.Descriptor instead.
 func (*QuarantinedEntry) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{12}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *QuarantinedEntry) GetEntry() *StoredEntry {
@@ -1231,7 +1351,7 @@ type BridgeStatus struct {
 
 func (x *BridgeStatus) Reset() {
 	*x = BridgeStatus{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[13]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1243,7 +1363,7 @@ func (x *BridgeStatus) String() string {
 func (*BridgeStatus) ProtoMessage() {}
 
 func (x *BridgeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[13]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1256,7 +1376,7 @@ func (x *BridgeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BridgeStatus.ProtoReflect.Descriptor instead.
 func (*BridgeStatus) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{13}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *BridgeStatus) GetName() string {
@@ -1364,7 +1484,7 @@ type Replay struct {
 
 func (x *Replay) Reset() {
 	*x = Replay{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[14]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1376,7 +1496,7 @@ func (x *Replay) String() string {
 func (*Replay) ProtoMessage() {}
 
 func (x *Replay) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[14]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1389,7 +1509,7 @@ func (x *Replay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replay.ProtoReflect.Descriptor instead.
 func (*Replay) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{14}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Replay) GetFinishedAt() *timestamppb.Timestamp {
@@ -1457,7 +1577,7 @@ type ModuleStatus struct {
 
 func (x *ModuleStatus) Reset() {
 	*x = ModuleStatus{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[15]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1469,7 +1589,7 @@ func (x *ModuleStatus) String() string {
 func (*ModuleStatus) ProtoMessage() {}
 
 func (x *ModuleStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[15]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1482,7 +1602,7 @@ func (x *ModuleStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModuleStatus.ProtoReflect.Descriptor instead.
 func (*ModuleStatus) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{15}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ModuleStatus) GetBridge() string {
@@ -1552,7 +1672,7 @@ type SyncRequest struct {
 
 func (x *SyncRequest) Reset() {
 	*x = SyncRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[16]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1564,7 +1684,7 @@ func (x *SyncRequest) String() string {
 func (*SyncRequest) ProtoMessage() {}
 
 func (x *SyncRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[16]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1577,7 +1697,7 @@ func (x *SyncRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncRequest.ProtoReflect.Descriptor instead.
 func (*SyncRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{16}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SyncRequest) GetBridge() string {
@@ -1623,7 +1743,7 @@ type SyncResponse struct {
 
 func (x *SyncResponse) Reset() {
 	*x = SyncResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[17]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1635,7 +1755,7 @@ func (x *SyncResponse) String() string {
 func (*SyncResponse) ProtoMessage() {}
 
 func (x *SyncResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[17]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1648,7 +1768,7 @@ func (x *SyncResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncResponse.ProtoReflect.Descriptor instead.
 func (*SyncResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{17}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SyncResponse) GetApplied() bool {
@@ -1683,7 +1803,7 @@ type MarkReadyRequest struct {
 
 func (x *MarkReadyRequest) Reset() {
 	*x = MarkReadyRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[18]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1695,7 +1815,7 @@ func (x *MarkReadyRequest) String() string {
 func (*MarkReadyRequest) ProtoMessage() {}
 
 func (x *MarkReadyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[18]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1708,7 +1828,7 @@ func (x *MarkReadyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkReadyRequest.ProtoReflect.Descriptor instead.
 func (*MarkReadyRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{18}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *MarkReadyRequest) GetModule() string {
@@ -1727,7 +1847,7 @@ type MarkReadyResponse struct {
 
 func (x *MarkReadyResponse) Reset() {
 	*x = MarkReadyResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[19]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1739,7 +1859,7 @@ func (x *MarkReadyResponse) String() string {
 func (*MarkReadyResponse) ProtoMessage() {}
 
 func (x *MarkReadyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[19]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1752,7 +1872,7 @@ func (x *MarkReadyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkReadyResponse.ProtoReflect.Descriptor instead.
 func (*MarkReadyResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{19}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{20}
 }
 
 // ArmRequest asks to set flow-restore-wait.
@@ -1764,7 +1884,7 @@ type ArmRequest struct {
 
 func (x *ArmRequest) Reset() {
 	*x = ArmRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[20]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1776,7 +1896,7 @@ func (x *ArmRequest) String() string {
 func (*ArmRequest) ProtoMessage() {}
 
 func (x *ArmRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[20]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1789,7 +1909,7 @@ func (x *ArmRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArmRequest.ProtoReflect.Descriptor instead.
 func (*ArmRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{20}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{21}
 }
 
 // ArmResponse reports the flag set.
@@ -1803,7 +1923,7 @@ type ArmResponse struct {
 
 func (x *ArmResponse) Reset() {
 	*x = ArmResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[21]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1815,7 +1935,7 @@ func (x *ArmResponse) String() string {
 func (*ArmResponse) ProtoMessage() {}
 
 func (x *ArmResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[21]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1828,7 +1948,7 @@ func (x *ArmResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArmResponse.ProtoReflect.Descriptor instead.
 func (*ArmResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{21}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ArmResponse) GetWasSet() bool {
@@ -1847,7 +1967,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[22]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1859,7 +1979,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[22]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1872,7 +1992,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{22}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{23}
 }
 
 // ReleaseResponse reports the release.
@@ -1888,7 +2008,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[23]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1900,7 +2020,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[23]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1913,7 +2033,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{23}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ReleaseResponse) GetWasSet() bool {
@@ -1941,7 +2061,7 @@ type ReconcileRequest struct {
 
 func (x *ReconcileRequest) Reset() {
 	*x = ReconcileRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[24]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1953,7 +2073,7 @@ func (x *ReconcileRequest) String() string {
 func (*ReconcileRequest) ProtoMessage() {}
 
 func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[24]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1966,7 +2086,7 @@ func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRequest.ProtoReflect.Descriptor instead.
 func (*ReconcileRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{24}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ReconcileRequest) GetBridge() string {
@@ -1987,7 +2107,7 @@ type ReconcileResponse struct {
 
 func (x *ReconcileResponse) Reset() {
 	*x = ReconcileResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[25]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1999,7 +2119,7 @@ func (x *ReconcileResponse) String() string {
 func (*ReconcileResponse) ProtoMessage() {}
 
 func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[25]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2012,7 +2132,7 @@ func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileResponse.ProtoReflect.Descriptor instead.
 func (*ReconcileResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{25}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ReconcileResponse) GetBridges() []*BridgeStatus {
@@ -2033,7 +2153,7 @@ type DiffRequest struct {
 
 func (x *DiffRequest) Reset() {
 	*x = DiffRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[26]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2045,7 +2165,7 @@ func (x *DiffRequest) String() string {
 func (*DiffRequest) ProtoMessage() {}
 
 func (x *DiffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[26]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2058,7 +2178,7 @@ func (x *DiffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffRequest.ProtoReflect.Descriptor instead.
 func (*DiffRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{26}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DiffRequest) GetBridge() string {
@@ -2079,7 +2199,7 @@ type DiffResponse struct {
 
 func (x *DiffResponse) Reset() {
 	*x = DiffResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[27]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2091,7 +2211,7 @@ func (x *DiffResponse) String() string {
 func (*DiffResponse) ProtoMessage() {}
 
 func (x *DiffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[27]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2104,7 +2224,7 @@ func (x *DiffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffResponse.ProtoReflect.Descriptor instead.
 func (*DiffResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{27}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DiffResponse) GetChanges() []*Change {
@@ -2133,7 +2253,7 @@ type Change struct {
 
 func (x *Change) Reset() {
 	*x = Change{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[28]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2145,7 +2265,7 @@ func (x *Change) String() string {
 func (*Change) ProtoMessage() {}
 
 func (x *Change) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[28]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2158,7 +2278,7 @@ func (x *Change) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Change.ProtoReflect.Descriptor instead.
 func (*Change) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{28}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Change) GetOp() Change_Op {
@@ -2210,7 +2330,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[29]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2222,7 +2342,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[29]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2235,7 +2355,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{29}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *WatchRequest) GetFromRevision() uint64 {
@@ -2263,7 +2383,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[30]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2275,7 +2395,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[30]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2288,7 +2408,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{30}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *WatchResponse) GetEvent() *Event {
@@ -2328,7 +2448,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[31]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2340,7 +2460,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[31]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2353,7 +2473,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{31}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Event) GetRevision() uint64 {
@@ -2419,6 +2539,283 @@ func (x *Event) GetEventType() EventType {
 	return EventType_EVENT_TYPE_UNSPECIFIED
 }
 
+// FlowStatsRequest selects desired flows of one bridge.
+type FlowStatsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// bridge is required.
+	Bridge string `protobuf:"bytes,1,opt,name=bridge,proto3" json:"bridge,omitempty"`
+	// module is optional.
+	Module string `protobuf:"bytes,2,opt,name=module,proto3" json:"module,omitempty"`
+	// table is optional: only flows of this table.
+	Table         *uint32 `protobuf:"varint,3,opt,name=table,proto3,oneof" json:"table,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FlowStatsRequest) Reset() {
+	*x = FlowStatsRequest{}
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FlowStatsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FlowStatsRequest) ProtoMessage() {}
+
+func (x *FlowStatsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FlowStatsRequest.ProtoReflect.Descriptor instead.
+func (*FlowStatsRequest) Descriptor() ([]byte, []int) {
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *FlowStatsRequest) GetBridge() string {
+	if x != nil {
+		return x.Bridge
+	}
+	return ""
+}
+
+func (x *FlowStatsRequest) GetModule() string {
+	if x != nil {
+		return x.Module
+	}
+	return ""
+}
+
+func (x *FlowStatsRequest) GetTable() uint32 {
+	if x != nil && x.Table != nil {
+		return *x.Table
+	}
+	return 0
+}
+
+// FlowStatsResponse is one batch of the FlowStats stream.
+type FlowStatsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// flows of this batch, in the order of List.
+	Flows         []*FlowStats `protobuf:"bytes,1,rep,name=flows,proto3" json:"flows,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FlowStatsResponse) Reset() {
+	*x = FlowStatsResponse{}
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FlowStatsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FlowStatsResponse) ProtoMessage() {}
+
+func (x *FlowStatsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FlowStatsResponse.ProtoReflect.Descriptor instead.
+func (*FlowStatsResponse) Descriptor() ([]byte, []int) {
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *FlowStatsResponse) GetFlows() []*FlowStats {
+	if x != nil {
+		return x.Flows
+	}
+	return nil
+}
+
+// FlowStats is a desired flow with the switch's counters for it.
+type FlowStats struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// entry is the desired flow.
+	Entry *StoredEntry `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
+	// installed is true when the switch holds a flow of the same identity
+	// (table, priority, match).
+	Installed bool `protobuf:"varint,2,opt,name=installed,proto3" json:"installed,omitempty"`
+	// packet_count is the switch's packet counter of the flow.
+	PacketCount uint64 `protobuf:"varint,3,opt,name=packet_count,json=packetCount,proto3" json:"packet_count,omitempty"`
+	// byte_count is the switch's byte counter of the flow.
+	ByteCount uint64 `protobuf:"varint,4,opt,name=byte_count,json=byteCount,proto3" json:"byte_count,omitempty"`
+	// duration is how long the switch has held the flow.
+	Duration      *durationpb.Duration `protobuf:"bytes,5,opt,name=duration,proto3" json:"duration,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FlowStats) Reset() {
+	*x = FlowStats{}
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FlowStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FlowStats) ProtoMessage() {}
+
+func (x *FlowStats) ProtoReflect() protoreflect.Message {
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FlowStats.ProtoReflect.Descriptor instead.
+func (*FlowStats) Descriptor() ([]byte, []int) {
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *FlowStats) GetEntry() *StoredEntry {
+	if x != nil {
+		return x.Entry
+	}
+	return nil
+}
+
+func (x *FlowStats) GetInstalled() bool {
+	if x != nil {
+		return x.Installed
+	}
+	return false
+}
+
+func (x *FlowStats) GetPacketCount() uint64 {
+	if x != nil {
+		return x.PacketCount
+	}
+	return 0
+}
+
+func (x *FlowStats) GetByteCount() uint64 {
+	if x != nil {
+		return x.ByteCount
+	}
+	return 0
+}
+
+func (x *FlowStats) GetDuration() *durationpb.Duration {
+	if x != nil {
+		return x.Duration
+	}
+	return nil
+}
+
+// BackupRequest asks for a snapshot of the store.
+type BackupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupRequest) Reset() {
+	*x = BackupRequest{}
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupRequest) ProtoMessage() {}
+
+func (x *BackupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
+func (*BackupRequest) Descriptor() ([]byte, []int) {
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{36}
+}
+
+// BackupResponse is one chunk of the store file; the chunks in order are
+// the file.
+type BackupResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// data is the next chunk.
+	Data          []byte `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupResponse) Reset() {
+	*x = BackupResponse{}
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupResponse) ProtoMessage() {}
+
+func (x *BackupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
+func (*BackupResponse) Descriptor() ([]byte, []int) {
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *BackupResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 var File_flowstate_v1_flowstate_proto protoreflect.FileDescriptor
 
 const file_flowstate_v1_flowstate_proto_rawDesc = "" +
@@ -2458,7 +2855,7 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x06_table\"C\n" +
 	"\fListResponse\x123\n" +
 	"\aentries\x18\x01 \x03(\v2\x19.flowstate.v1.StoredEntryR\aentries\"\x0f\n" +
-	"\rStatusRequest\"\xaa\x04\n" +
+	"\rStatusRequest\"\xdd\x04\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\aboot_id\x18\x01 \x01(\tR\x06bootId\x12\x1d\n" +
 	"\n" +
@@ -2473,7 +2870,17 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x05guard\x18\n" +
 	" \x01(\v2\x13.flowstate.v1.GuardR\x05guard\x12\x16\n" +
 	"\x06wedged\x18\v \x01(\tR\x06wedged\x12=\n" +
-	"\flast_release\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\vlastRelease\"|\n" +
+	"\flast_release\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\vlastRelease\x121\n" +
+	"\bsessions\x18\r \x03(\v2\x15.flowstate.v1.SessionR\bsessions\"\xfa\x01\n" +
+	"\aSession\x12\x10\n" +
+	"\x03uid\x18\x01 \x01(\rR\x03uid\x12\x10\n" +
+	"\x03gid\x18\x02 \x01(\rR\x03gid\x12\x10\n" +
+	"\x03pid\x18\x03 \x01(\x05R\x03pid\x12\x18\n" +
+	"\amodules\x18\x04 \x03(\tR\amodules\x120\n" +
+	"\x05since\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12?\n" +
+	"\rlast_activity\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\flastActivity\x12\x14\n" +
+	"\x05calls\x18\a \x01(\x04R\x05calls\x12\x16\n" +
+	"\x06remote\x18\b \x01(\tR\x06remote\"|\n" +
 	"\x05Guard\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x18\n" +
 	"\arunning\x18\x02 \x01(\bR\arunning\x12/\n" +
@@ -2582,7 +2989,24 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\n" +
 	"AttrsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*h\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"g\n" +
+	"\x10FlowStatsRequest\x12\x16\n" +
+	"\x06bridge\x18\x01 \x01(\tR\x06bridge\x12\x16\n" +
+	"\x06module\x18\x02 \x01(\tR\x06module\x12\x19\n" +
+	"\x05table\x18\x03 \x01(\rH\x00R\x05table\x88\x01\x01B\b\n" +
+	"\x06_table\"B\n" +
+	"\x11FlowStatsResponse\x12-\n" +
+	"\x05flows\x18\x01 \x03(\v2\x17.flowstate.v1.FlowStatsR\x05flows\"\xd3\x01\n" +
+	"\tFlowStats\x12/\n" +
+	"\x05entry\x18\x01 \x01(\v2\x19.flowstate.v1.StoredEntryR\x05entry\x12\x1c\n" +
+	"\tinstalled\x18\x02 \x01(\bR\tinstalled\x12!\n" +
+	"\fpacket_count\x18\x03 \x01(\x04R\vpacketCount\x12\x1d\n" +
+	"\n" +
+	"byte_count\x18\x04 \x01(\x04R\tbyteCount\x125\n" +
+	"\bduration\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\bduration\"\x0f\n" +
+	"\rBackupRequest\"$\n" +
+	"\x0eBackupResponse\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data*h\n" +
 	"\tEntryKind\x12\x1a\n" +
 	"\x16ENTRY_KIND_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fENTRY_KIND_FLOW\x10\x01\x12\x14\n" +
@@ -2604,7 +3028,7 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x1eEVENT_TYPE_BRIDGE_NOT_RESTORED\x10\v\x12\x18\n" +
 	"\x14EVENT_TYPE_HEARTBEAT\x10\f\x12!\n" +
 	"\x1dEVENT_TYPE_BRIDGE_STOOD_ASIDE\x10\r\x12\x1a\n" +
-	"\x16EVENT_TYPE_DRIFT_FOUND\x10\x0e2\xfd\x05\n" +
+	"\x16EVENT_TYPE_DRIFT_FOUND\x10\x0e2\x94\a\n" +
 	"\x10FlowStateService\x12:\n" +
 	"\x03Put\x12\x18.flowstate.v1.PutRequest\x1a\x19.flowstate.v1.PutResponse\x12C\n" +
 	"\x06Delete\x12\x1b.flowstate.v1.DeleteRequest\x1a\x1c.flowstate.v1.DeleteResponse\x12?\n" +
@@ -2616,7 +3040,9 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x04Diff\x12\x19.flowstate.v1.DiffRequest\x1a\x1a.flowstate.v1.DiffResponse\x12B\n" +
 	"\x05Watch\x12\x1a.flowstate.v1.WatchRequest\x1a\x1b.flowstate.v1.WatchResponse0\x01\x12:\n" +
 	"\x03Arm\x12\x18.flowstate.v1.ArmRequest\x1a\x19.flowstate.v1.ArmResponse\x12F\n" +
-	"\aRelease\x12\x1c.flowstate.v1.ReleaseRequest\x1a\x1d.flowstate.v1.ReleaseResponseB@Z>github.com/flowstate-io/flowstate/api/flowstate/v1;flowstatev1b\x06proto3"
+	"\aRelease\x12\x1c.flowstate.v1.ReleaseRequest\x1a\x1d.flowstate.v1.ReleaseResponse\x12N\n" +
+	"\tFlowStats\x12\x1e.flowstate.v1.FlowStatsRequest\x1a\x1f.flowstate.v1.FlowStatsResponse0\x01\x12E\n" +
+	"\x06Backup\x12\x1b.flowstate.v1.BackupRequest\x1a\x1c.flowstate.v1.BackupResponse0\x01B@Z>github.com/flowstate-io/flowstate/api/flowstate/v1;flowstatev1b\x06proto3"
 
 var (
 	file_flowstate_v1_flowstate_proto_rawDescOnce sync.Once
@@ -2631,7 +3057,7 @@ func file_flowstate_v1_flowstate_proto_rawDescGZIP() []byte {
 }
 
 var file_flowstate_v1_flowstate_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_flowstate_v1_flowstate_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_flowstate_v1_flowstate_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_flowstate_v1_flowstate_proto_goTypes = []any{
 	(EntryKind)(0),                // 0: flowstate.v1.EntryKind
 	(EventType)(0),                // 1: flowstate.v1.EventType
@@ -2646,31 +3072,37 @@ var file_flowstate_v1_flowstate_proto_goTypes = []any{
 	(*ListResponse)(nil),          // 10: flowstate.v1.ListResponse
 	(*StatusRequest)(nil),         // 11: flowstate.v1.StatusRequest
 	(*StatusResponse)(nil),        // 12: flowstate.v1.StatusResponse
-	(*Guard)(nil),                 // 13: flowstate.v1.Guard
-	(*Gate)(nil),                  // 14: flowstate.v1.Gate
-	(*QuarantinedEntry)(nil),      // 15: flowstate.v1.QuarantinedEntry
-	(*BridgeStatus)(nil),          // 16: flowstate.v1.BridgeStatus
-	(*Replay)(nil),                // 17: flowstate.v1.Replay
-	(*ModuleStatus)(nil),          // 18: flowstate.v1.ModuleStatus
-	(*SyncRequest)(nil),           // 19: flowstate.v1.SyncRequest
-	(*SyncResponse)(nil),          // 20: flowstate.v1.SyncResponse
-	(*MarkReadyRequest)(nil),      // 21: flowstate.v1.MarkReadyRequest
-	(*MarkReadyResponse)(nil),     // 22: flowstate.v1.MarkReadyResponse
-	(*ArmRequest)(nil),            // 23: flowstate.v1.ArmRequest
-	(*ArmResponse)(nil),           // 24: flowstate.v1.ArmResponse
-	(*ReleaseRequest)(nil),        // 25: flowstate.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),       // 26: flowstate.v1.ReleaseResponse
-	(*ReconcileRequest)(nil),      // 27: flowstate.v1.ReconcileRequest
-	(*ReconcileResponse)(nil),     // 28: flowstate.v1.ReconcileResponse
-	(*DiffRequest)(nil),           // 29: flowstate.v1.DiffRequest
-	(*DiffResponse)(nil),          // 30: flowstate.v1.DiffResponse
-	(*Change)(nil),                // 31: flowstate.v1.Change
-	(*WatchRequest)(nil),          // 32: flowstate.v1.WatchRequest
-	(*WatchResponse)(nil),         // 33: flowstate.v1.WatchResponse
-	(*Event)(nil),                 // 34: flowstate.v1.Event
-	nil,                           // 35: flowstate.v1.Event.AttrsEntry
-	(*timestamppb.Timestamp)(nil), // 36: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 37: google.protobuf.Duration
+	(*Session)(nil),               // 13: flowstate.v1.Session
+	(*Guard)(nil),                 // 14: flowstate.v1.Guard
+	(*Gate)(nil),                  // 15: flowstate.v1.Gate
+	(*QuarantinedEntry)(nil),      // 16: flowstate.v1.QuarantinedEntry
+	(*BridgeStatus)(nil),          // 17: flowstate.v1.BridgeStatus
+	(*Replay)(nil),                // 18: flowstate.v1.Replay
+	(*ModuleStatus)(nil),          // 19: flowstate.v1.ModuleStatus
+	(*SyncRequest)(nil),           // 20: flowstate.v1.SyncRequest
+	(*SyncResponse)(nil),          // 21: flowstate.v1.SyncResponse
+	(*MarkReadyRequest)(nil),      // 22: flowstate.v1.MarkReadyRequest
+	(*MarkReadyResponse)(nil),     // 23: flowstate.v1.MarkReadyResponse
+	(*ArmRequest)(nil),            // 24: flowstate.v1.ArmRequest
+	(*ArmResponse)(nil),           // 25: flowstate.v1.ArmResponse
+	(*ReleaseRequest)(nil),        // 26: flowstate.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),       // 27: flowstate.v1.ReleaseResponse
+	(*ReconcileRequest)(nil),      // 28: flowstate.v1.ReconcileRequest
+	(*ReconcileResponse)(nil),     // 29: flowstate.v1.ReconcileResponse
+	(*DiffRequest)(nil),           // 30: flowstate.v1.DiffRequest
+	(*DiffResponse)(nil),          // 31: flowstate.v1.DiffResponse
+	(*Change)(nil),                // 32: flowstate.v1.Change
+	(*WatchRequest)(nil),          // 33: flowstate.v1.WatchRequest
+	(*WatchResponse)(nil),         // 34: flowstate.v1.WatchResponse
+	(*Event)(nil),                 // 35: flowstate.v1.Event
+	(*FlowStatsRequest)(nil),      // 36: flowstate.v1.FlowStatsRequest
+	(*FlowStatsResponse)(nil),     // 37: flowstate.v1.FlowStatsResponse
+	(*FlowStats)(nil),             // 38: flowstate.v1.FlowStats
+	(*BackupRequest)(nil),         // 39: flowstate.v1.BackupRequest
+	(*BackupResponse)(nil),        // 40: flowstate.v1.BackupResponse
+	nil,                           // 41: flowstate.v1.Event.AttrsEntry
+	(*timestamppb.Timestamp)(nil), // 42: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 43: google.protobuf.Duration
 }
 var file_flowstate_v1_flowstate_proto_depIdxs = []int32{
 	0,  // 0: flowstate.v1.Entry.kind:type_name -> flowstate.v1.EntryKind
@@ -2679,58 +3111,68 @@ var file_flowstate_v1_flowstate_proto_depIdxs = []int32{
 	3,  // 3: flowstate.v1.DeleteRequest.entries:type_name -> flowstate.v1.Entry
 	0,  // 4: flowstate.v1.ListRequest.kind:type_name -> flowstate.v1.EntryKind
 	4,  // 5: flowstate.v1.ListResponse.entries:type_name -> flowstate.v1.StoredEntry
-	16, // 6: flowstate.v1.StatusResponse.bridges:type_name -> flowstate.v1.BridgeStatus
-	18, // 7: flowstate.v1.StatusResponse.modules:type_name -> flowstate.v1.ModuleStatus
-	14, // 8: flowstate.v1.StatusResponse.gate:type_name -> flowstate.v1.Gate
-	15, // 9: flowstate.v1.StatusResponse.quarantined:type_name -> flowstate.v1.QuarantinedEntry
-	13, // 10: flowstate.v1.StatusResponse.guard:type_name -> flowstate.v1.Guard
-	36, // 11: flowstate.v1.StatusResponse.last_release:type_name -> google.protobuf.Timestamp
-	37, // 12: flowstate.v1.Guard.grace:type_name -> google.protobuf.Duration
-	36, // 13: flowstate.v1.Gate.deadline:type_name -> google.protobuf.Timestamp
-	4,  // 14: flowstate.v1.QuarantinedEntry.entry:type_name -> flowstate.v1.StoredEntry
-	36, // 15: flowstate.v1.QuarantinedEntry.since:type_name -> google.protobuf.Timestamp
-	17, // 16: flowstate.v1.BridgeStatus.last_replay:type_name -> flowstate.v1.Replay
-	36, // 17: flowstate.v1.BridgeStatus.since:type_name -> google.protobuf.Timestamp
-	36, // 18: flowstate.v1.BridgeStatus.last_drift:type_name -> google.protobuf.Timestamp
-	36, // 19: flowstate.v1.Replay.finished_at:type_name -> google.protobuf.Timestamp
-	37, // 20: flowstate.v1.Replay.duration:type_name -> google.protobuf.Duration
-	3,  // 21: flowstate.v1.SyncRequest.entries:type_name -> flowstate.v1.Entry
-	37, // 22: flowstate.v1.ReleaseResponse.acknowledged_after:type_name -> google.protobuf.Duration
-	16, // 23: flowstate.v1.ReconcileResponse.bridges:type_name -> flowstate.v1.BridgeStatus
-	31, // 24: flowstate.v1.DiffResponse.changes:type_name -> flowstate.v1.Change
-	2,  // 25: flowstate.v1.Change.op:type_name -> flowstate.v1.Change.Op
-	0,  // 26: flowstate.v1.Change.kind:type_name -> flowstate.v1.EntryKind
-	34, // 27: flowstate.v1.WatchResponse.event:type_name -> flowstate.v1.Event
-	36, // 28: flowstate.v1.Event.time:type_name -> google.protobuf.Timestamp
-	35, // 29: flowstate.v1.Event.attrs:type_name -> flowstate.v1.Event.AttrsEntry
-	1,  // 30: flowstate.v1.Event.event_type:type_name -> flowstate.v1.EventType
-	5,  // 31: flowstate.v1.FlowStateService.Put:input_type -> flowstate.v1.PutRequest
-	7,  // 32: flowstate.v1.FlowStateService.Delete:input_type -> flowstate.v1.DeleteRequest
-	9,  // 33: flowstate.v1.FlowStateService.List:input_type -> flowstate.v1.ListRequest
-	11, // 34: flowstate.v1.FlowStateService.Status:input_type -> flowstate.v1.StatusRequest
-	19, // 35: flowstate.v1.FlowStateService.Sync:input_type -> flowstate.v1.SyncRequest
-	21, // 36: flowstate.v1.FlowStateService.MarkReady:input_type -> flowstate.v1.MarkReadyRequest
-	27, // 37: flowstate.v1.FlowStateService.Reconcile:input_type -> flowstate.v1.ReconcileRequest
-	29, // 38: flowstate.v1.FlowStateService.Diff:input_type -> flowstate.v1.DiffRequest
-	32, // 39: flowstate.v1.FlowStateService.Watch:input_type -> flowstate.v1.WatchRequest
-	23, // 40: flowstate.v1.FlowStateService.Arm:input_type -> flowstate.v1.ArmRequest
-	25, // 41: flowstate.v1.FlowStateService.Release:input_type -> flowstate.v1.ReleaseRequest
-	6,  // 42: flowstate.v1.FlowStateService.Put:output_type -> flowstate.v1.PutResponse
-	8,  // 43: flowstate.v1.FlowStateService.Delete:output_type -> flowstate.v1.DeleteResponse
-	10, // 44: flowstate.v1.FlowStateService.List:output_type -> flowstate.v1.ListResponse
-	12, // 45: flowstate.v1.FlowStateService.Status:output_type -> flowstate.v1.StatusResponse
-	20, // 46: flowstate.v1.FlowStateService.Sync:output_type -> flowstate.v1.SyncResponse
-	22, // 47: flowstate.v1.FlowStateService.MarkReady:output_type -> flowstate.v1.MarkReadyResponse
-	28, // 48: flowstate.v1.FlowStateService.Reconcile:output_type -> flowstate.v1.ReconcileResponse
-	30, // 49: flowstate.v1.FlowStateService.Diff:output_type -> flowstate.v1.DiffResponse
-	33, // 50: flowstate.v1.FlowStateService.Watch:output_type -> flowstate.v1.WatchResponse
-	24, // 51: flowstate.v1.FlowStateService.Arm:output_type -> flowstate.v1.ArmResponse
-	26, // 52: flowstate.v1.FlowStateService.Release:output_type -> flowstate.v1.ReleaseResponse
-	42, // [42:53] is the sub-list for method output_type
-	31, // [31:42] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	17, // 6: flowstate.v1.StatusResponse.bridges:type_name -> flowstate.v1.BridgeStatus
+	19, // 7: flowstate.v1.StatusResponse.modules:type_name -> flowstate.v1.ModuleStatus
+	15, // 8: flowstate.v1.StatusResponse.gate:type_name -> flowstate.v1.Gate
+	16, // 9: flowstate.v1.StatusResponse.quarantined:type_name -> flowstate.v1.QuarantinedEntry
+	14, // 10: flowstate.v1.StatusResponse.guard:type_name -> flowstate.v1.Guard
+	42, // 11: flowstate.v1.StatusResponse.last_release:type_name -> google.protobuf.Timestamp
+	13, // 12: flowstate.v1.StatusResponse.sessions:type_name -> flowstate.v1.Session
+	42, // 13: flowstate.v1.Session.since:type_name -> google.protobuf.Timestamp
+	42, // 14: flowstate.v1.Session.last_activity:type_name -> google.protobuf.Timestamp
+	43, // 15: flowstate.v1.Guard.grace:type_name -> google.protobuf.Duration
+	42, // 16: flowstate.v1.Gate.deadline:type_name -> google.protobuf.Timestamp
+	4,  // 17: flowstate.v1.QuarantinedEntry.entry:type_name -> flowstate.v1.StoredEntry
+	42, // 18: flowstate.v1.QuarantinedEntry.since:type_name -> google.protobuf.Timestamp
+	18, // 19: flowstate.v1.BridgeStatus.last_replay:type_name -> flowstate.v1.Replay
+	42, // 20: flowstate.v1.BridgeStatus.since:type_name -> google.protobuf.Timestamp
+	42, // 21: flowstate.v1.BridgeStatus.last_drift:type_name -> google.protobuf.Timestamp
+	42, // 22: flowstate.v1.Replay.finished_at:type_name -> google.protobuf.Timestamp
+	43, // 23: flowstate.v1.Replay.duration:type_name -> google.protobuf.Duration
+	3,  // 24: flowstate.v1.SyncRequest.entries:type_name -> flowstate.v1.Entry
+	43, // 25: flowstate.v1.ReleaseResponse.acknowledged_after:type_name -> google.protobuf.Duration
+	17, // 26: flowstate.v1.ReconcileResponse.bridges:type_name -> flowstate.v1.BridgeStatus
+	32, // 27: flowstate.v1.DiffResponse.changes:type_name -> flowstate.v1.Change
+	2,  // 28: flowstate.v1.Change.op:type_name -> flowstate.v1.Change.Op
+	0,  // 29: flowstate.v1.Change.kind:type_name -> flowstate.v1.EntryKind
+	35, // 30: flowstate.v1.WatchResponse.event:type_name -> flowstate.v1.Event
+	42, // 31: flowstate.v1.Event.time:type_name -> google.protobuf.Timestamp
+	41, // 32: flowstate.v1.Event.attrs:type_name -> flowstate.v1.Event.AttrsEntry
+	1,  // 33: flowstate.v1.Event.event_type:type_name -> flowstate.v1.EventType
+	38, // 34: flowstate.v1.FlowStatsResponse.flows:type_name -> flowstate.v1.FlowStats
+	4,  // 35: flowstate.v1.FlowStats.entry:type_name -> flowstate.v1.StoredEntry
+	43, // 36: flowstate.v1.FlowStats.duration:type_name -> google.protobuf.Duration
+	5,  // 37: flowstate.v1.FlowStateService.Put:input_type -> flowstate.v1.PutRequest
+	7,  // 38: flowstate.v1.FlowStateService.Delete:input_type -> flowstate.v1.DeleteRequest
+	9,  // 39: flowstate.v1.FlowStateService.List:input_type -> flowstate.v1.ListRequest
+	11, // 40: flowstate.v1.FlowStateService.Status:input_type -> flowstate.v1.StatusRequest
+	20, // 41: flowstate.v1.FlowStateService.Sync:input_type -> flowstate.v1.SyncRequest
+	22, // 42: flowstate.v1.FlowStateService.MarkReady:input_type -> flowstate.v1.MarkReadyRequest
+	28, // 43: flowstate.v1.FlowStateService.Reconcile:input_type -> flowstate.v1.ReconcileRequest
+	30, // 44: flowstate.v1.FlowStateService.Diff:input_type -> flowstate.v1.DiffRequest
+	33, // 45: flowstate.v1.FlowStateService.Watch:input_type -> flowstate.v1.WatchRequest
+	24, // 46: flowstate.v1.FlowStateService.Arm:input_type -> flowstate.v1.ArmRequest
+	26, // 47: flowstate.v1.FlowStateService.Release:input_type -> flowstate.v1.ReleaseRequest
+	36, // 48: flowstate.v1.FlowStateService.FlowStats:input_type -> flowstate.v1.FlowStatsRequest
+	39, // 49: flowstate.v1.FlowStateService.Backup:input_type -> flowstate.v1.BackupRequest
+	6,  // 50: flowstate.v1.FlowStateService.Put:output_type -> flowstate.v1.PutResponse
+	8,  // 51: flowstate.v1.FlowStateService.Delete:output_type -> flowstate.v1.DeleteResponse
+	10, // 52: flowstate.v1.FlowStateService.List:output_type -> flowstate.v1.ListResponse
+	12, // 53: flowstate.v1.FlowStateService.Status:output_type -> flowstate.v1.StatusResponse
+	21, // 54: flowstate.v1.FlowStateService.Sync:output_type -> flowstate.v1.SyncResponse
+	23, // 55: flowstate.v1.FlowStateService.MarkReady:output_type -> flowstate.v1.MarkReadyResponse
+	29, // 56: flowstate.v1.FlowStateService.Reconcile:output_type -> flowstate.v1.ReconcileResponse
+	31, // 57: flowstate.v1.FlowStateService.Diff:output_type -> flowstate.v1.DiffResponse
+	34, // 58: flowstate.v1.FlowStateService.Watch:output_type -> flowstate.v1.WatchResponse
+	25, // 59: flowstate.v1.FlowStateService.Arm:output_type -> flowstate.v1.ArmResponse
+	27, // 60: flowstate.v1.FlowStateService.Release:output_type -> flowstate.v1.ReleaseResponse
+	37, // 61: flowstate.v1.FlowStateService.FlowStats:output_type -> flowstate.v1.FlowStatsResponse
+	40, // 62: flowstate.v1.FlowStateService.Backup:output_type -> flowstate.v1.BackupResponse
+	50, // [50:63] is the sub-list for method output_type
+	37, // [37:50] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_flowstate_v1_flowstate_proto_init() }
@@ -2743,13 +3185,14 @@ func file_flowstate_v1_flowstate_proto_init() {
 		(*Entry_Openflow)(nil),
 	}
 	file_flowstate_v1_flowstate_proto_msgTypes[6].OneofWrappers = []any{}
+	file_flowstate_v1_flowstate_proto_msgTypes[33].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_flowstate_v1_flowstate_proto_rawDesc), len(file_flowstate_v1_flowstate_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   33,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

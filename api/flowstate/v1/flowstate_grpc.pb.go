@@ -34,6 +34,8 @@ const (
 	FlowStateService_Watch_FullMethodName     = "/flowstate.v1.FlowStateService/Watch"
 	FlowStateService_Arm_FullMethodName       = "/flowstate.v1.FlowStateService/Arm"
 	FlowStateService_Release_FullMethodName   = "/flowstate.v1.FlowStateService/Release"
+	FlowStateService_FlowStats_FullMethodName = "/flowstate.v1.FlowStateService/FlowStats"
+	FlowStateService_Backup_FullMethodName    = "/flowstate.v1.FlowStateService/Backup"
 )
 
 // FlowStateServiceClient is the client API for FlowStateService service.
@@ -85,6 +87,15 @@ type FlowStateServiceClient interface {
 	// A vswitchd waiting for its restore then forwards with whatever it holds.
 	// Only root may call it when --module-writer rules are set.
 	Release(ctx context.Context, in *ReleaseRequest, opts ...grpc.CallOption) (*ReleaseResponse, error)
+	// FlowStats streams the desired flows of one bridge, filtered like List,
+	// each with the counters the switch holds for it now (read from the
+	// switch's flow dump). A desired flow the switch lacks has installed =
+	// false. UNAVAILABLE while the bridge is not connected.
+	FlowStats(ctx context.Context, in *FlowStatsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[FlowStatsResponse], error)
+	// Backup streams a consistent snapshot of the store file, taken in one
+	// read transaction while flowstated keeps serving. Restore it by copying
+	// it to --db while flowstated is stopped.
+	Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BackupResponse], error)
 }
 
 type flowStateServiceClient struct {
@@ -226,6 +237,44 @@ func (c *flowStateServiceClient) Release(ctx context.Context, in *ReleaseRequest
 	return out, nil
 }
 
+func (c *flowStateServiceClient) FlowStats(ctx context.Context, in *FlowStatsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[FlowStatsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &FlowStateService_ServiceDesc.Streams[3], FlowStateService_FlowStats_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[FlowStatsRequest, FlowStatsResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type FlowStateService_FlowStatsClient = grpc.ServerStreamingClient[FlowStatsResponse]
+
+func (c *flowStateServiceClient) Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BackupResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &FlowStateService_ServiceDesc.Streams[4], FlowStateService_Backup_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[BackupRequest, BackupResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type FlowStateService_BackupClient = grpc.ServerStreamingClient[BackupResponse]
+
 // FlowStateServiceServer is the server API for FlowStateService service.
 // All implementations must embed UnimplementedFlowStateServiceServer
 // for forward compatibility.
@@ -275,6 +324,15 @@ type FlowStateServiceServer interface {
 	// A vswitchd waiting for its restore then forwards with whatever it holds.
 	// Only root may call it when --module-writer rules are set.
 	Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error)
+	// FlowStats streams the desired flows of one bridge, filtered like List,
+	// each with the counters the switch holds for it now (read from the
+	// switch's flow dump). A desired flow the switch lacks has installed =
+	// false. UNAVAILABLE while the bridge is not connected.
+	FlowStats(*FlowStatsRequest, grpc.ServerStreamingServer[FlowStatsResponse]) error
+	// Backup streams a consistent snapshot of the store file, taken in one
+	// read transaction while flowstated keeps serving. Restore it by copying
+	// it to --db while flowstated is stopped.
+	Backup(*BackupRequest, grpc.ServerStreamingServer[BackupResponse]) error
 	mustEmbedUnimplementedFlowStateServiceServer()
 }
 
@@ -317,6 +375,12 @@ func (UnimplementedFlowStateServiceServer) Arm(context.Context, *ArmRequest) (*A
 }
 func (UnimplementedFlowStateServiceServer) Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Release not implemented")
+}
+func (UnimplementedFlowStateServiceServer) FlowStats(*FlowStatsRequest, grpc.ServerStreamingServer[FlowStatsResponse]) error {
+	return status.Error(codes.Unimplemented, "method FlowStats not implemented")
+}
+func (UnimplementedFlowStateServiceServer) Backup(*BackupRequest, grpc.ServerStreamingServer[BackupResponse]) error {
+	return status.Error(codes.Unimplemented, "method Backup not implemented")
 }
 func (UnimplementedFlowStateServiceServer) mustEmbedUnimplementedFlowStateServiceServer() {}
 func (UnimplementedFlowStateServiceServer) testEmbeddedByValue()                          {}
@@ -512,6 +576,28 @@ func _FlowStateService_Release_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _FlowStateService_FlowStats_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(FlowStatsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(FlowStateServiceServer).FlowStats(m, &grpc.GenericServerStream[FlowStatsRequest, FlowStatsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type FlowStateService_FlowStatsServer = grpc.ServerStreamingServer[FlowStatsResponse]
+
+func _FlowStateService_Backup_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(BackupRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(FlowStateServiceServer).Backup(m, &grpc.GenericServerStream[BackupRequest, BackupResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type FlowStateService_BackupServer = grpc.ServerStreamingServer[BackupResponse]
+
 // FlowStateService_ServiceDesc is the grpc.ServiceDesc for FlowStateService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -566,6 +652,16 @@ var FlowStateService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Watch",
 			Handler:       _FlowStateService_Watch_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "FlowStats",
+			Handler:       _FlowStateService_FlowStats_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Backup",
+			Handler:       _FlowStateService_Backup_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -1,0 +1,113 @@
+package ofctl
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// FlowFilter selects flows the way `ovs-ofctl dump-flows SWITCH FLOWS`
+// does without --strict: a flow is selected when it matches every bit the
+// filter matches, with the same value (it may match more fields, or more
+// bits of one). table=N and cookie=V/M restrict further. As in ovs-ofctl, a
+// cookie needs a mask (-1: all bits) and priority is refused: a flow stats
+// request has none.
+type FlowFilter struct {
+	table              *uint8
+	cookie, cookieMask uint64
+	mt                 match
+}
+
+// ParseFlowFilter parses the match syntax of ovs-ofctl dump-flows, e.g.
+// "table=0,ip,nw_dst=10.0.0.0/8". An empty string selects every flow.
+func ParseFlowFilter(s string) (*FlowFilter, error) {
+	ff := &FlowFilter{}
+	var set []setting
+	sc := newScanner(s, 0)
+	for {
+		p, ok, err := sc.next()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+		if p.delim != 0 && p.val == "" {
+			return nil, errAt(p.keyOff, p.text(), "%s needs a value", p.key)
+		}
+		switch p.key {
+		case "table":
+			if p.val == "all" || p.val == "255" {
+				continue
+			}
+			t, err := parseUint(p.val, 8)
+			if err != nil {
+				return nil, errAt(p.valOff, p.val, "bad table id (want 0 to 254)")
+			}
+			tt := uint8(t)
+			ff.table = &tt
+		case "cookie":
+			vs, ms, hasMask := splitMask(p.val)
+			if !hasMask {
+				return nil, errAt(p.valOff, p.val, "to match on a cookie, specify a mask, e.g. cookie=%s/-1", vs)
+			}
+			v, err := parseUint(vs, 64)
+			if err != nil {
+				return nil, errAt(p.valOff, p.val, "bad cookie: %v", err)
+			}
+			m := ^uint64(0)
+			if ms != "-1" {
+				if m, err = parseUint(ms, 64); err != nil {
+					return nil, errAt(p.valOff, p.val, "bad cookie mask: %v", err)
+				}
+			}
+			ff.cookie, ff.cookieMask = v&m, m
+		case "priority":
+			return nil, errAt(p.keyOff, p.key, "priority is not part of a non-strict match (ovs-ofctl refuses it too)")
+		case "actions", "action", "out_port", "out_group":
+			return nil, errAt(p.keyOff, p.key, "%s is not supported in a flow filter", p.key)
+		default:
+			if err := ff.mt.parseMatchPair(p, &set); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := ff.mt.checkPrereqs(set); err != nil {
+		return nil, err
+	}
+	return ff, nil
+}
+
+// Match reports whether the encoded FLOW_MOD b (an ADD, as ParseFlow makes
+// it) is selected.
+func (ff *FlowFilter) Match(b []byte) (bool, error) {
+	if len(b) < 56 {
+		return false, errors.New("ofctl: flow filter: not a FLOW_MOD")
+	}
+	if ff.table != nil && b[24] != *ff.table {
+		return false, nil
+	}
+	if binary.BigEndian.Uint64(b[8:])&ff.cookieMask != ff.cookie {
+		return false, nil
+	}
+	mlen := int(binary.BigEndian.Uint16(b[50:]))
+	if mlen < 4 || 48+mlen > len(b) {
+		return false, errors.New("ofctl: flow filter: bad match")
+	}
+	fm, err := decodeOXMs(b[52 : 48+mlen])
+	if err != nil {
+		return false, fmt.Errorf("ofctl: flow filter: %w", err)
+	}
+	// OVS's cls_rule_is_loose_match: every bit the filter matches, the flow
+	// matches too, with the same value.
+	for s := range slot(nSlots) {
+		fv, fmask := ff.mt.val(s), ff.mt.mask(s)
+		v, m := fm.val(s), fm.mask(s)
+		for i := range fmask {
+			if m[i]&fmask[i] != fmask[i] || v[i]&fmask[i] != fv[i] {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
+}
