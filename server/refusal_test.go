@@ -139,7 +139,7 @@ func TestRefusalTableLimit(t *testing.T) {
 				t.Fatal(err)
 			}
 			ev = watch.next(ctx, t, func(ev client.Event) bool {
-				return ev.TypeName == "replay_finished" && ev.Attrs["adds"] != "0"
+				return ev.TypeName == "replay_finished" && ev.Bridge == "br-int" && ev.Attrs["adds"] != "0"
 			})
 			e.waitRestored(ctx)
 			t.Logf("vswitchd restarted with OVSDB connected: %v", ev.Attrs)
