@@ -1,0 +1,42 @@
+package restore
+
+import "github.com/flowstate-io/flowstate/store"
+
+// Status returns the state of every managed bridge, in flag order.
+func (e *Engine) Status() []BridgeStatus {
+	out := make([]BridgeStatus, 0, len(e.order))
+	for _, name := range e.order {
+		out = append(out, e.bridges[name].snapshot())
+	}
+	return out
+}
+
+// Gate returns the state of the boot gate.
+func (e *Engine) Gate() GateStatus { return e.gate.status() }
+
+// ModuleState is the readiness of one module.
+type ModuleState struct {
+	Required, Ready bool
+}
+
+// Modules returns the readiness of every module that is required or marked
+// itself ready at some boot.
+func (e *Engine) Modules() (map[string]ModuleState, error) {
+	ready, err := e.cfg.Store.ReadyBoots()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]ModuleState{}
+	for m, boot := range ready {
+		out[m] = ModuleState{Ready: boot == e.cfg.BootID}
+	}
+	for _, m := range e.cfg.RequiredModules {
+		st := out[m]
+		st.Required = true
+		out[m] = st
+	}
+	return out, nil
+}
+
+// Counts is store.Counts, for the status of modules.
+func (e *Engine) Counts() ([]store.Count, error) { return e.cfg.Store.Counts() }
