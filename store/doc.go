@@ -48,9 +48,7 @@
 // Delete), so several requests can share one commit (group commit). The
 // caller sends the changes the Writer reports to the switch before Update
 // returns, so the store commits only what the switch accepted, and nothing
-// when it refused. The Store's own Put, Sync and Delete are one request in one
-// Update, with an apply callback for the same purpose. Code running inside an
-// Update must not use the store.
+// when it refused. Code running inside an Update must not use the store.
 //
 // # Damage
 //

@@ -229,21 +229,6 @@ func (c *Client) Bridges() ([]Bridge, error) {
 	return out, nil
 }
 
-// BridgeProtocols returns the protocols column of bridge name (empty means
-// OVS's default versions) and whether the bridge exists in the cache.
-func (c *Client) BridgeProtocols(name string) ([]string, bool) {
-	bridges, err := c.Bridges()
-	if err != nil {
-		return nil, false
-	}
-	for _, b := range bridges {
-		if b.Name == name {
-			return b.Protocols, true
-		}
-	}
-	return nil, false
-}
-
 // transact runs ops in one transaction bounded by RequestTimeout and returns
 // the results once every operation succeeded.
 func (c *Client) transact(ctx context.Context, ovs client.Client, ops []ovsdb.Operation) ([]ovsdb.OperationResult, error) {
