@@ -166,6 +166,12 @@ func parseFlow(s string) (*openflow15.FlowMod, error) {
 			if err := needVal(); err != nil {
 				return nil, err
 			}
+			if f.name == "dl_vlan" {
+				if err := setDlVlan(mt, p); err != nil {
+					return nil, err
+				}
+				continue
+			}
 			v, m, err := parseFieldValue(f, p.val)
 			if err != nil {
 				return nil, errAt(p.valOff, p.val, "%v", err)
@@ -186,7 +192,7 @@ func parseFlow(s string) (*openflow15.FlowMod, error) {
 			pre = preICMPAny
 		}
 		if !mt.prereqOK(pre) {
-			return nil, errAt(st.p.keyOff, st.p.text(), "missing prerequisite: %s requires %s", st.f.name, prereqText(pre))
+			return nil, errAt(st.p.keyOff, st.p.text(), "missing prerequisite: %s requires %s (OVS would leave %s out of the match)", st.f.name, prereqText(pre), st.f.name)
 		}
 	}
 	cx := &actx{mt: *mt, table: fm.TableId}
@@ -197,6 +203,23 @@ func parseFlow(s string) (*openflow15.FlowMod, error) {
 	fm.Match = buildMatch(mt.encode())
 	fm.Instructions = buildInstructions(is)
 	return fm, nil
+}
+
+// setDlVlan stores the OpenFlow 1.0 dl_vlan match: a VLAN ID, or 0xffff
+// (OFP10_VLAN_NONE) for packets without a VLAN header.
+func setDlVlan(mt *match, p kv) error {
+	v, err := parseUint(p.val, 16)
+	switch {
+	case err != nil:
+		return errAt(p.valOff, p.val, "bad VLAN ID (want 0 to 4095, or 65535 for no VLAN header)")
+	case v == 0xffff:
+		mt.setUint(sVlanTCI, 0)
+	case v > vlanVIDMask:
+		return errAt(p.valOff, p.val, "VLAN ID %d out of range (want 0 to 4095, or 65535 for no VLAN header); OVS would match dl_vlan=%d, its low 12 bits", v, v&vlanVIDMask)
+	default:
+		mt.setBits(sVlanTCI, v|vlanCFI, vlanVIDMask|vlanCFI)
+	}
+	return nil
 }
 
 func flowFlag(name string) uint16 {
