@@ -86,6 +86,9 @@ func formatClone(a []byte) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("clone: %w", err)
 	}
+	if s == "" {
+		s = "drop"
+	}
 	return "clone(" + s + ")", nil
 }
 
@@ -304,8 +307,12 @@ func formatMultipath(a []byte) (string, error) {
 		mpAlgNames[alg], int(binary.BigEndian.Uint16(a[18:]))+1, binary.BigEndian.Uint32(a[20:]), sf), nil
 }
 
-// parseFinTimeout parses fin_timeout(idle_timeout=N,hard_timeout=N).
-func parseFinTimeout(p kv) ([]byte, error) {
+// parseFinTimeout parses fin_timeout(idle_timeout=N,hard_timeout=N), which
+// OVS allows only on TCP flows.
+func (cx *actx) parseFinTimeout(p kv) ([]byte, error) {
+	if !cx.consistent(preTCP) {
+		return nil, errAt(p.keyOff, p.text(), "fin_timeout requires tcp or tcp6 in the match")
+	}
 	var idle, hard uint64
 	sc := newScanner(p.val, p.valOff)
 	for {
@@ -409,7 +416,7 @@ func (cx *actx) parseVLANAction(p kv, key string) ([][]byte, error) {
 	}
 	var out [][]byte
 	if !cx.ok(preVLAN) {
-		if strings.HasPrefix(key, "set_") && !cx.consistent(preVLAN) {
+		if strings.HasPrefix(key, "set_") {
 			return nil, errAt(p.keyOff, p.text(), "%s requires a VLAN header in the match (e.g. vlan_tci=0x1000/0x1000); mod_%s pushes one when missing", key, key[4:])
 		}
 		if strings.HasPrefix(key, "mod_") {
@@ -488,7 +495,7 @@ func (cx *actx) parseExtraAction(p kv, key string) (acts [][]byte, ok bool, err 
 	case "multipath":
 		return one(parseMultipath(p))
 	case "fin_timeout":
-		return one(parseFinTimeout(p))
+		return one(cx.parseFinTimeout(p))
 	case "set_queue":
 		v, err := parseUint(p.val, 32)
 		if err != nil {
