@@ -60,6 +60,18 @@ type subfield struct {
 	ofs, bits int
 }
 
+// actionField maps the match-only names tp_src and tp_dst to the fields
+// OVS means by them in actions: tcp_src and tcp_dst.
+func actionField(f *field) *field {
+	switch f.name {
+	case "tp_src":
+		return fieldByName["tcp_src"]
+	case "tp_dst":
+		return fieldByName["tcp_dst"]
+	}
+	return f
+}
+
 // parseSubfield parses NAME, NAME[], NAME[N] or NAME[A..B].
 func parseSubfield(s string) (subfield, error) {
 	name, rng, hasRng := strings.Cut(s, "[")
@@ -67,6 +79,7 @@ func parseSubfield(s string) (subfield, error) {
 	if f == nil {
 		return subfield{}, fmt.Errorf("unknown field %q", name)
 	}
+	f = actionField(f)
 	sf := subfield{f: f, ofs: 0, bits: f.bits}
 	if !hasRng {
 		return sf, nil
@@ -516,9 +529,10 @@ func (cx *actx) parseSetField(p kv) ([]byte, error) {
 	if f == nil {
 		f = fieldByNXM[fs]
 	}
-	if f == nil || f.name == "tp_src" || f.name == "tp_dst" {
+	if f == nil {
 		return nil, errAt(fOff, fs, "unknown field")
 	}
+	f = actionField(f)
 	if err := cx.checkWritable(f, fOff, fs); err != nil {
 		return nil, err
 	}

@@ -243,36 +243,43 @@ func parseMultipath(p kv) ([]byte, error) {
 	if len(args) < 6 {
 		return nil, errAt(p.keyOff, p.text(), "not enough arguments to multipath action")
 	}
+	// off[i] is where args[i] starts in the line, for errors.
+	off := make([]int, len(args))
+	for i, at := 0, 0; i < len(args); i++ {
+		at += strings.Index(p.val[at:], args[i])
+		off[i] = p.valOff + at
+		at += len(args[i])
+	}
 	fields := indexOf(hashFieldNames, strings.ToLower(args[0]))
 	if fields < 0 {
-		return nil, errAt(p.valOff, args[0], "unknown fields")
+		return nil, errAt(off[0], args[0], "unknown fields")
 	}
 	alg := indexOf(mpAlgNames, strings.ToLower(args[2]))
 	if alg < 0 {
-		return nil, errAt(p.valOff, args[2], "unknown algorithm")
+		return nil, errAt(off[2], args[2], "unknown algorithm")
 	}
 	// OVS reads the numbers with atoi; insist on plain numbers instead.
 	basis, err := parseUint(args[1], 16)
 	if err != nil {
-		return nil, errAt(p.valOff, args[1], "bad basis (want 0 to 65535)")
+		return nil, errAt(off[1], args[1], "bad basis (want 0 to 65535)")
 	}
 	links, err := parseUint(args[3], 32)
 	if err != nil || links < 1 || links > 65536 {
-		return nil, errAt(p.valOff, args[3], "n_links is not in valid range 1 to 65536")
+		return nil, errAt(off[3], args[3], "n_links is not in valid range 1 to 65536")
 	}
 	arg, err := parseUint(args[4], 32)
 	if err != nil {
-		return nil, errAt(p.valOff, args[4], "bad argument (want a 32-bit number)")
+		return nil, errAt(off[4], args[4], "bad argument (want a 32-bit number)")
 	}
 	sf, err := parseSubfield(args[5])
 	if err != nil {
-		return nil, errAt(p.valOff, args[5], "%v", err)
+		return nil, errAt(off[5], args[5], "%v", err)
 	}
 	if sf.bits < 16 && links > 1<<sf.bits {
-		return nil, errAt(p.valOff, args[5], "%d-bit destination field has %d possible values, less than specified n_links %d", sf.bits, 1<<sf.bits, links)
+		return nil, errAt(off[5], args[5], "%d-bit destination field has %d possible values, less than specified n_links %d", sf.bits, 1<<sf.bits, links)
 	}
 	if !sf.f.writable {
-		return nil, errAt(p.valOff, args[5], "field %s is not writable", sf.f.name)
+		return nil, errAt(off[5], args[5], "field %s is not writable", sf.f.name)
 	}
 	b := nxHeader(nxastMultipath)
 	b = binary.BigEndian.AppendUint16(b, uint16(fields))

@@ -31,7 +31,7 @@ var flowFlags = []struct {
 
 // shorthands are the protocol keywords of a match: eth_type and ip_proto.
 var shorthands = map[string][2]int{
-	"ip": {ethIP, -1}, "ipv6": {ethIPv6, -1}, "arp": {ethARP, -1}, "rarp": {ethRARP, -1},
+	"ip": {ethIP, -1}, "ipv4": {ethIP, -1}, "ipv6": {ethIPv6, -1}, "ip6": {ethIPv6, -1}, "arp": {ethARP, -1}, "rarp": {ethRARP, -1},
 	"icmp": {ethIP, protoICMP}, "icmp6": {ethIPv6, protoICMPv6},
 	"tcp": {ethIP, protoTCP}, "tcp6": {ethIPv6, protoTCP},
 	"udp": {ethIP, protoUDP}, "udp6": {ethIPv6, protoUDP},
