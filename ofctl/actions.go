@@ -47,10 +47,29 @@ func (cx *actx) ok(p prereq) bool {
 	return cx.anyMatch || cx.mt.prereqOK(p)
 }
 
+// consistent reports whether an action that needs p in the flow may be
+// used. OVS checks that only outside write_actions: an action set is not
+// checked against the match (check_WRITE_ACTIONS).
+func (cx *actx) consistent(p prereq) bool {
+	return cx.outer == "write_actions" || cx.ok(p)
+}
+
 // subfield is a bit range of a field, as in NXM_NX_REG0[0..15].
 type subfield struct {
 	f         *field
 	ofs, bits int
+}
+
+// actionField maps the match-only names tp_src and tp_dst to the fields
+// OVS means by them in actions: tcp_src and tcp_dst.
+func actionField(f *field) *field {
+	switch f.name {
+	case "tp_src":
+		return fieldByName["tcp_src"]
+	case "tp_dst":
+		return fieldByName["tcp_dst"]
+	}
+	return f
 }
 
 // parseSubfield parses NAME, NAME[], NAME[N] or NAME[A..B].
@@ -60,6 +79,7 @@ func parseSubfield(s string) (subfield, error) {
 	if f == nil {
 		return subfield{}, fmt.Errorf("unknown field %q", name)
 	}
+	f = actionField(f)
 	sf := subfield{f: f, ofs: 0, bits: f.bits}
 	if !hasRng {
 		return sf, nil
@@ -189,7 +209,8 @@ func (cx *actx) parseActions(s string, base int) (*instrSet, error) {
 					return nil, errAt(p.valOff, p.val, "bad mask: %v", err)
 				}
 			}
-			is.meta = append(andBytes(v, m), m...)
+			// OVS keeps the value as given, bits outside the mask included.
+			is.meta = append(v, m...)
 			continue
 		case "write_actions":
 			if err := enter(p, stageWrite); err != nil {
@@ -235,13 +256,16 @@ func (cx *actx) parseActions(s string, base int) (*instrSet, error) {
 // checkConjunctions enforces OVS's rule that conjunction actions stand
 // alone, without other actions or instructions.
 func (is *instrSet) checkConjunctions() error {
-	conj := 0
+	conj, notes := 0, 0
 	for _, a := range is.apply {
-		if isNX(a, nxastConjunction) {
+		switch {
+		case isNX(a, nxastConjunction):
 			conj++
+		case isNX(a, nxastNote):
+			notes++
 		}
 	}
-	others := conj != len(is.apply) || is.clear || is.hasWrite || is.meta != nil || is.gotoTable >= 0
+	others := conj+notes != len(is.apply) || is.clear || is.hasWrite || is.meta != nil || is.gotoTable >= 0
 	if conj > 0 && others {
 		return fmt.Errorf("\"conjunction\" actions may be used along with \"note\" but not any other kind of action")
 	}
@@ -265,7 +289,13 @@ func (cx *actx) parseAction(p kv, key string) ([][]byte, error) {
 	case "write_actions":
 		// The actions OVS allows in an action set.
 		switch key {
-		case "meter", "ct", "learn", "conjunction", "exit", "controller", "resubmit":
+		case "controller":
+			// A plain controller action is an output, which an action set
+			// may hold; controller(...) with options is not.
+			if b, err := cx.parseController(p); err == nil && binary.BigEndian.Uint16(b) != ofpatOutput {
+				return nil, errAt(p.keyOff, p.text(), "write_actions supports controller only without reason, id, userdata, pause or meter_id")
+			}
+		case "meter", "ct", "learn", "conjunction", "exit", "resubmit":
 			return nil, errAt(p.keyOff, p.text(), "write_actions does not support nested action %s", key)
 		case "output":
 			if _, err := parsePort(p.val); err != nil {
@@ -315,7 +345,7 @@ func (cx *actx) parseAction(p kv, key string) ([][]byte, error) {
 		if p.delim != 0 {
 			return nil, errAt(p.keyOff, p.text(), "%s takes no argument", key)
 		}
-		if !cx.ok(preVLAN) {
+		if !cx.consistent(preVLAN) {
 			return nil, errAt(p.keyOff, p.text(), "%s requires a VLAN header in the match (e.g. vlan_tci=0x1000/0x1000)", key)
 		}
 		cx.mt.set(sVlanTCI, []byte{0, 0}, []byte{0, 0})
@@ -324,7 +354,7 @@ func (cx *actx) parseAction(p kv, key string) ([][]byte, error) {
 		if p.delim != 0 {
 			return nil, errAt(p.keyOff, p.text(), "dec_ttl with controller ids is not supported")
 		}
-		if !cx.ok(preIPAny) {
+		if !cx.consistent(preIPAny) {
 			return nil, errAt(p.keyOff, p.text(), "dec_ttl requires ip or ipv6 in the match")
 		}
 		return one([]byte{0, ofpatDecNwTTL, 0, 8, 0, 0, 0, 0}, nil)
@@ -353,7 +383,7 @@ func (cx *actx) parseAction(p kv, key string) ([][]byte, error) {
 		if err != nil {
 			return nil, errAt(p.valOff, p.val, "bad TTL (want 0 to 255)")
 		}
-		if !cx.ok(preIPAny) {
+		if !cx.consistent(preIPAny) {
 			return nil, errAt(p.keyOff, p.text(), "mod_nw_ttl requires ip or ipv6 in the match")
 		}
 		return one([]byte{0, ofpatSetNwTTL, 0, 8, byte(v), 0, 0, 0}, nil)
@@ -366,6 +396,9 @@ func (cx *actx) parseAction(p kv, key string) ([][]byte, error) {
 		return one(cx.asSetField(p, strconv.FormatUint(v>>2, 10)+"->ip_dscp"))
 	case "mod_dl_src", "mod_dl_dst", "mod_nw_src", "mod_nw_dst", "mod_tp_src", "mod_tp_dst", "mod_nw_ecn":
 		return one(cx.parseModAction(p, key))
+	}
+	if acts, ok, err := cx.parseExtraAction(p, key); ok {
+		return acts, err
 	}
 	if p.delim == 0 {
 		if port, err := parsePort(p.key); err == nil {
@@ -404,6 +437,9 @@ func (cx *actx) outputPort(p kv, port uint16, maxLen uint16) ([]byte, error) {
 func (cx *actx) parseOutput(p kv) ([]byte, error) {
 	if p.delim == 0 || p.val == "" {
 		return nil, errAt(p.keyOff, p.text(), "output needs a port")
+	}
+	if strings.Contains(p.val, "port") && strings.Contains(p.val, "max_len") {
+		return parseOutputTrunc(p)
 	}
 	if port, err := parsePort(p.val); err == nil {
 		if port == portController {
@@ -493,9 +529,10 @@ func (cx *actx) parseSetField(p kv) ([]byte, error) {
 	if f == nil {
 		f = fieldByNXM[fs]
 	}
-	if f == nil || f.name == "tp_src" || f.name == "tp_dst" {
+	if f == nil {
 		return nil, errAt(fOff, fs, "unknown field")
 	}
+	f = actionField(f)
 	if err := cx.checkWritable(f, fOff, fs); err != nil {
 		return nil, err
 	}
@@ -507,9 +544,6 @@ func (cx *actx) parseSetField(p kv) ([]byte, error) {
 		if raw, _, err := parseFieldValueMask(f, val, true); err == nil && string(raw) != string(v) {
 			return nil, errAt(p.valOff, vs, "value has bits set outside the mask")
 		}
-	}
-	if f.kind == kPort && f.bytes == 2 {
-		return nil, errAt(fOff, fs, "set_field to in_port is not supported")
 	}
 	return setFieldAction(f, v, m), nil
 }

@@ -28,7 +28,7 @@ func corpusFiles(t *testing.T) []string {
 	if _, err := os.Stat(prod); err != nil {
 		t.Fatalf("production corpus: %v", err)
 	}
-	return []string{"testdata/flows.txt", prod}
+	return []string{"testdata/flows.txt", "testdata/classes.txt", prod}
 }
 
 // withoutXid blanks the xid of an OpenFlow message.

@@ -206,6 +206,8 @@ func formatAction(a []byte) (string, error) {
 			return "output:" + strconv.Itoa(int(p)), nil
 		}
 		return formatPort(p), nil
+	case ofpatSetQueue:
+		return "set_queue:" + strconv.FormatUint(uint64(binary.BigEndian.Uint32(a[4:])), 10), nil
 	case ofpatGroup:
 		return "group:" + strconv.FormatUint(uint64(binary.BigEndian.Uint32(a[4:])), 10), nil
 	case ofpatMeter:
@@ -395,6 +397,9 @@ func formatNX(a []byte) (string, error) {
 		return formatController2(a)
 	case nxastController:
 		return formatController1(a)
+	}
+	if s, ok, err := formatExtraNX(a, sub); ok {
+		return s, err
 	}
 	return "", fmt.Errorf("unsupported Nicira action subtype %d", sub)
 }

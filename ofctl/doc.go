@@ -19,7 +19,9 @@
 // encoded FLOW_MOD bytes, and DecodeFlowMod decodes them without loss. Prefer these to libOpenflow's decoders, which (v0.15.0) turn
 // Ethernet addresses into zeros and fail on several Nicira actions.
 //
-// ParseGroup and ParseMeter do the same for add-group and add-meter syntax;
+// ParseGroup and ParseMeter do the same for add-group and add-meter syntax
+// (select groups with selection_method=hash|dp_hash, its parameter and
+// hashed fields included);
 // FormatGroupMod prints what `ovs-ofctl dump-groups` prints, FormatMeterMod
 // prints add-meter syntax. Datapaths may rewrite meters: the userspace
 // datapath dumps a band's rate as its burst size when the burst flag is off.
@@ -36,6 +38,15 @@
 // nat range whose minimum
 // equals its maximum is encoded without the maximum, as OVS prints it, so
 // that printing and parsing again is stable.
+//
+// docs/api.md lists these differences for users. enqueue is refused too:
+// OVS sends it as set_queue, output with max_len 65535 and pop_queue, which
+// it prints as text that reads back with max_len 0.
+//
+// # Coverage
+//
+// TestOVSTestsCoverage measures ParseFlow against the flows of Open
+// vSwitch's own test suite (set OVS_TESTS_DIR to its tests/ directory).
 //
 // # Errors
 //

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"antrea.io/libOpenflow/openflow15"
 )
 
 // errorCases are lines ParseFlow must reject, with the token and column it
@@ -53,6 +55,14 @@ var errorCases = []struct {
 	{"set_field without prerequisite", "actions=set_field:1.1.1.1->ip_src", 28, "ip_src", "requires ip", true},
 	{"vlan_vid without vlan", "actions=set_field:4196->vlan_vid", 25, "vlan_vid", "requires a VLAN header", true},
 	{"value needed", "ip,nw_src,actions=drop", 4, "nw_src", "needs a value", true},
+	{"dl_vlan beyond 12 bits", "dl_vlan=8191,actions=drop", 9, "8191", "OVS would match dl_vlan=4095", false},
+	{"ct_tp_src without ct_nw_proto", "ct_state=+trk+est,ct_tp_src=80,actions=drop", 19, "ct_tp_src=80", "OVS would leave ct_tp_src out of the match", false},
+	{"enqueue", "actions=enqueue:1:2", 9, "enqueue:1:2", "write set_queue:Q,output:P,pop_queue instead", false},
+	{"sample without probability", "actions=sample(collector_set_id=1)", 9, "sample(collector_set_id=1)", "probability", true},
+	{"check_pkt_larger wide destination", "actions=check_pkt_larger(100)->reg0[0..1]", 32, "reg0[0..1]", "1-bit destination", true},
+	{"set_vlan_vid without vlan", "actions=set_vlan_vid:5", 9, "set_vlan_vid:5", "mod_vlan_vid pushes one", true},
+	{"multipath links beyond destination", "actions=multipath(eth_src,0,hrw,5,0,reg0[0..1])", 37, "reg0[0..1]", "less than specified n_links", true},
+	{"fin_timeout without tcp", "actions=fin_timeout(idle_timeout=1)", 9, "fin_timeout(idle_timeout=1)", "requires tcp", true},
 }
 
 func TestParseFlowErrors(t *testing.T) {
@@ -140,5 +150,43 @@ func TestParseFlows(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), `ofctl: line 5, column 25 ("nw_srcc"): unknown field`) {
 		t.Errorf("joined error %q lacks the line 5 error", err)
+	}
+}
+
+func TestParseMeterAndGroupID(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want uint32
+		ok   bool
+	}{
+		{"meter=5", 5, true},
+		{"meter=controller", openflow15.M_CONTROLLER, true},
+		{"meter=slowpath", openflow15.M_SLOWPATH, true},
+		{"meter=1,kbps,band=type=drop,rate=1", 1, true},
+		{"meter=0", 0, false},
+		{"meter=4294967293", 0, false},
+		{"meter=all", 0, false},
+		{"kbps", 0, false},
+	} {
+		got, err := ParseMeterID(tc.in)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("ParseMeterID(%q) = %#x, %v", tc.in, got, err)
+		}
+		if err == nil {
+			if cerr := CheckMeterID(got); cerr != nil {
+				t.Errorf("CheckMeterID(%#x): %v", got, cerr)
+			}
+		}
+	}
+	for _, id := range []uint32{0, openflow15.M_MAX + 1, openflow15.M_ALL} {
+		if CheckMeterID(id) == nil {
+			t.Errorf("CheckMeterID(%#x) accepted", id)
+		}
+	}
+	if id, err := ParseGroupID("group_id=7,type=all,bucket=output:1"); err != nil || id != 7 {
+		t.Errorf("ParseGroupID = %d, %v", id, err)
+	}
+	if _, err := ParseGroupID("group_id=4294967295"); err == nil {
+		t.Error("ParseGroupID accepted OFPG_ANY")
 	}
 }

@@ -31,7 +31,7 @@ var flowFlags = []struct {
 
 // shorthands are the protocol keywords of a match: eth_type and ip_proto.
 var shorthands = map[string][2]int{
-	"ip": {ethIP, -1}, "ipv6": {ethIPv6, -1}, "arp": {ethARP, -1}, "rarp": {ethRARP, -1},
+	"ip": {ethIP, -1}, "ipv4": {ethIP, -1}, "ipv6": {ethIPv6, -1}, "ip6": {ethIPv6, -1}, "arp": {ethARP, -1}, "rarp": {ethRARP, -1},
 	"icmp": {ethIP, protoICMP}, "icmp6": {ethIPv6, protoICMPv6},
 	"tcp": {ethIP, protoTCP}, "tcp6": {ethIPv6, protoTCP},
 	"udp": {ethIP, protoUDP}, "udp6": {ethIPv6, protoUDP},
@@ -191,6 +191,9 @@ func (mt *match) parseMatchPair(p kv, set *[]setting) error {
 	if p.delim == 0 || p.val == "" {
 		return errAt(p.keyOff, p.text(), "%s needs a value", p.key)
 	}
+	if f.name == "dl_vlan" {
+		return setDlVlan(mt, p)
+	}
 	v, m, err := parseFieldValue(f, p.val)
 	if err != nil {
 		return errAt(p.valOff, p.val, "%v", err)
@@ -212,8 +215,25 @@ func (mt *match) checkPrereqs(set []setting) error {
 			pre = preICMPAny
 		}
 		if !mt.prereqOK(pre) {
-			return errAt(st.p.keyOff, st.p.text(), "missing prerequisite: %s requires %s", st.f.name, prereqText(pre))
+			return errAt(st.p.keyOff, st.p.text(), "missing prerequisite: %s requires %s (OVS would leave %s out of the match)", st.f.name, prereqText(pre), st.f.name)
 		}
+	}
+	return nil
+}
+
+// setDlVlan stores the OpenFlow 1.0 dl_vlan match: a VLAN ID, or 0xffff
+// (OFP10_VLAN_NONE) for packets without a VLAN header.
+func setDlVlan(mt *match, p kv) error {
+	v, err := parseUint(p.val, 16)
+	switch {
+	case err != nil:
+		return errAt(p.valOff, p.val, "bad VLAN ID (want 0 to 4095, or 65535 for no VLAN header)")
+	case v == 0xffff:
+		mt.setUint(sVlanTCI, 0)
+	case v > vlanVIDMask:
+		return errAt(p.valOff, p.val, "VLAN ID %d out of range (want 0 to 4095, or 65535 for no VLAN header); OVS would match dl_vlan=%d, its low 12 bits", v, v&vlanVIDMask)
+	default:
+		mt.setBits(sVlanTCI, v|vlanCFI, vlanVIDMask|vlanCFI)
 	}
 	return nil
 }

@@ -10,14 +10,16 @@ import (
 
 // fuzzSeeds are the package's corpus lines and error cases.
 func fuzzSeeds(f *testing.F) []string {
-	b, err := os.ReadFile("testdata/flows.txt")
-	if err != nil {
-		f.Fatal(err)
-	}
 	var seeds []string
-	for _, l := range strings.Split(string(b), "\n") {
-		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
-			seeds = append(seeds, l)
+	for _, file := range []string{"testdata/flows.txt", "testdata/classes.txt"} {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+				seeds = append(seeds, l)
+			}
 		}
 	}
 	for _, tc := range errorCases {

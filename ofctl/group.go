@@ -80,6 +80,7 @@ func parseGroup(s string) ([]byte, error) {
 		head = s[:bktOff]
 	}
 	groupID, gtype := uint64(groupAny), -1
+	var sel selection
 	sc := newScanner(head, 0)
 	for {
 		p, ok, err := sc.next()
@@ -106,7 +107,9 @@ func parseGroup(s string) ([]byte, error) {
 			}
 			gtype = t
 		case "selection_method", "selection_method_param", "fields":
-			return nil, errAt(p.keyOff, p.text(), "%s is not supported", p.key)
+			if err := sel.parse(p); err != nil {
+				return nil, err
+			}
 		case "command_bucket_id":
 			return nil, errAt(p.keyOff, p.text(), "command bucket id is not needed")
 		default:
@@ -118,6 +121,9 @@ func parseGroup(s string) ([]byte, error) {
 	}
 	if gtype < 0 {
 		return nil, errAt(len(head), "", "must specify a type")
+	}
+	if err := sel.check(len(head)); err != nil {
+		return nil, err
 	}
 	var buckets []*bucket
 	for bktOff >= 0 {
@@ -152,6 +158,7 @@ func parseGroup(s string) ([]byte, error) {
 		b = append(b, bk.encode(gtype)...)
 	}
 	binary.BigEndian.PutUint16(b[16:], uint16(len(b)-24))
+	b = append(b, sel.encode()...)
 	if len(b) > 0xffff {
 		return nil, errAt(0, s, "group of %d bytes is too large for one message", len(b))
 	}
@@ -354,8 +361,9 @@ func FormatGroupMod(b []byte) (string, error) {
 	if 24+blen > len(b) {
 		return "", errors.New("ofctl: format group: bad bucket array length")
 	}
-	if 24+blen != len(b) {
-		return "", errors.New("ofctl: format group: group properties are not supported")
+	sel, err := decodeSelection(b[24+blen:])
+	if err != nil {
+		return "", fmt.Errorf("ofctl: format group: %w", err)
 	}
 	var sb strings.Builder
 	sb.WriteString("group_id=" + strconv.FormatUint(uint64(binary.BigEndian.Uint32(b[12:])), 10))
@@ -364,6 +372,7 @@ func FormatGroupMod(b []byte) (string, error) {
 		tname = groupTypes[gtype]
 	}
 	sb.WriteString(",type=" + tname)
+	sb.WriteString(sel.String())
 	body := b[24 : 24+blen]
 	for len(body) > 0 {
 		s, n, err := formatBucket(body, gtype)

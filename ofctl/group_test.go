@@ -171,12 +171,14 @@ func TestMeterFormats(t *testing.T) {
 // FuzzParseGroup checks that ParseGroup never panics and that what parses
 // prints and parses back to the same bytes.
 func FuzzParseGroup(f *testing.F) {
-	b, err := os.ReadFile("testdata/groups.txt")
-	if err != nil {
-		f.Fatal(err)
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		f.Add(l)
+	for _, file := range []string{"testdata/groups.txt", "testdata/classes-groups.txt"} {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			f.Add(l)
+		}
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		gm, err := ParseGroup(s)

@@ -170,6 +170,11 @@ func (cx *actx) parseLearnSpec(q kv, learned *match) ([]byte, error) {
 		}
 		v, m, err := parseFieldValue(f, q.val)
 		if err != nil {
+			// FIELD=SRC copies a field, as FIELD[]=SRC does.
+			if _, serr := parseSubfield(q.val); serr == nil {
+				q.key += "[]"
+				return cx.parseLearnSpec(q, learned)
+			}
 			return nil, errAt(q.valOff, q.val, "%v", err)
 		}
 		if !isOnes(m) {

@@ -18,6 +18,9 @@ func (p kv) text() string {
 	case 0:
 		return p.key
 	case '(':
+		if strings.Contains(p.val, ")->") {
+			return p.key + "(" + p.val
+		}
 		return p.key + "(" + p.val + ")"
 	default:
 		return p.key + string(p.delim) + p.val
@@ -87,6 +90,16 @@ func (sc *scanner) next() (p kv, ok bool, err error) {
 		}
 		p.val = s[vstart:i]
 		sc.pos = i + 1
+		// "KEY(X)->Y" (check_pkt_larger) is one pair whose value is
+		// "X)->Y", as in OVS's ofputil_parse_key_value.
+		if strings.HasPrefix(s[i+1:], "->") {
+			j := i + 3
+			for j < len(s) && strings.IndexByte(", \t\r\n", s[j]) < 0 {
+				j++
+			}
+			p.val = s[vstart:j]
+			sc.pos = j
+		}
 		return p, true, nil
 	}
 	i := vstart

@@ -49,7 +49,10 @@ func TestSwitchDump(t *testing.T) {
 	if err := sb.AddBridge(ctx, "br0"); err != nil {
 		t.Fatalf("add bridge: %v", err)
 	}
-	corpora := []switchCorpus{{"own", "testdata/flows.txt", "testdata/groups.txt", "testdata/meters.txt"}}
+	corpora := []switchCorpus{
+		{"own", "testdata/flows.txt", "testdata/groups.txt", "testdata/meters.txt"},
+		{"classes", "testdata/classes.txt", "testdata/classes-groups.txt", "testdata/classes-meters.txt"},
+	}
 	dir := productionCorpusDir()
 	corpora = append(corpora, switchCorpus{"antrea", filepath.Join(dir, "flows.txt"),
 		filepath.Join(dir, "groups.txt"), filepath.Join(dir, "meters.txt")})

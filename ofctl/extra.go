@@ -1,0 +1,560 @@
+package ofctl
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Nicira action subtypes of the actions in this file (OVS's NXAST_RAW_*).
+const (
+	nxastPopQueue       = 5
+	nxastNote           = 8
+	nxastMultipath      = 10
+	nxastFinTimeout     = 19
+	nxastStackPush      = 27
+	nxastStackPop       = 28
+	nxastSample         = 29
+	nxastSample2        = 38
+	nxastOutputTrunc    = 39
+	nxastSample3        = 41
+	nxastClone          = 42
+	nxastCheckPktLarger = 49
+)
+
+const ofpatSetQueue = 21
+
+// parseNote parses note:HEX.HEX... OVS pads the note with zero bytes to a
+// multiple of 8 and prints the padding as part of the note, so the printed
+// form is longer but encodes the same.
+func parseNote(p kv) ([]byte, error) {
+	b := nxHeader(nxastNote)
+	s := p.val
+	for i := 0; i < len(s); {
+		if s[i] == '.' {
+			i++
+			if i == len(s) {
+				break
+			}
+		}
+		if i+2 > len(s) {
+			return nil, errAt(p.valOff+i, s[i:], "bad hex digit in note argument")
+		}
+		v, err := strconv.ParseUint(s[i:i+2], 16, 8)
+		if err != nil {
+			return nil, errAt(p.valOff+i, s[i:i+2], "bad hex digit in note argument")
+		}
+		b = append(b, byte(v))
+		i += 2
+	}
+	for len(b) < 16 {
+		b = append(b, 0)
+	}
+	return setLen16(pad8(b)), nil
+}
+
+func formatNote(a []byte) string {
+	parts := make([]string, 0, len(a)-10)
+	for _, c := range a[10:] {
+		parts = append(parts, fmt.Sprintf("%02x", c))
+	}
+	return "note:" + strings.Join(parts, ".")
+}
+
+// parseClone parses clone(ACTIONS). What the nested actions do to the flow
+// (a pushed VLAN header) does not outlast the clone.
+func (cx *actx) parseClone(p kv) ([]byte, error) {
+	inner := &actx{mt: cx.mt, table: cx.table, outer: "clone", anyMatch: cx.anyMatch}
+	is, err := inner.parseActions(p.val, p.valOff)
+	if err != nil {
+		return nil, err
+	}
+	b := append(nxHeader(nxastClone), make([]byte, 6)...)
+	for _, a := range is.apply {
+		b = append(b, a...)
+	}
+	return setLen16(b), nil
+}
+
+func formatClone(a []byte) (string, error) {
+	if len(a) < 16 {
+		return "", errors.New("bad clone length")
+	}
+	s, err := formatActionList(a[16:])
+	if err != nil {
+		return "", fmt.Errorf("clone: %w", err)
+	}
+	if s == "" {
+		s = "drop"
+	}
+	return "clone(" + s + ")", nil
+}
+
+// Sample directions.
+const (
+	sampleDefault = 0
+	sampleIngress = 1
+	sampleEgress  = 2
+)
+
+// parseSample parses sample(...) into NXAST_SAMPLE, or SAMPLE2 with a
+// sampling port, or SAMPLE3 with a direction, as OVS's encode_SAMPLE does.
+func parseSample(p kv) ([]byte, error) {
+	var prob uint64
+	var ids [3]uint32
+	port, dir := uint16(portNone), byte(sampleDefault)
+	sc := newScanner(p.val, p.valOff)
+	for {
+		q, ok, err := sc.next()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+		switch q.key {
+		case "probability":
+			v, err := parseUint(q.val, 16)
+			if err != nil || v == 0 {
+				return nil, errAt(q.valOff, q.val, "invalid probability value (want 1 to 65535)")
+			}
+			prob = v
+		case "collector_set_id", "obs_domain_id", "obs_point_id":
+			v, err := parseUint(q.val, 32)
+			if err != nil {
+				return nil, errAt(q.valOff, q.val, "bad %s (want a 32-bit number)", q.key)
+			}
+			ids[map[string]int{"collector_set_id": 0, "obs_domain_id": 1, "obs_point_id": 2}[q.key]] = uint32(v)
+		case "sampling_port":
+			if port, err = parsePort(q.val); err != nil {
+				return nil, errAt(q.valOff, q.val, "%v", err)
+			}
+		case "ingress":
+			dir = sampleIngress
+		case "egress":
+			dir = sampleEgress
+		default:
+			return nil, errAt(q.keyOff, q.key, "invalid key in sample argument")
+		}
+	}
+	if prob == 0 {
+		return nil, errAt(p.keyOff, p.text(), "non-zero \"probability\" must be specified on sample")
+	}
+	sub := uint16(nxastSample)
+	switch {
+	case dir != sampleDefault:
+		sub = nxastSample3
+	case port != portNone:
+		sub = nxastSample2
+	}
+	b := nxHeader(sub)
+	b = binary.BigEndian.AppendUint16(b, uint16(prob))
+	for _, id := range ids {
+		b = binary.BigEndian.AppendUint32(b, id)
+	}
+	if sub != nxastSample {
+		b = binary.BigEndian.AppendUint16(b, port)
+		b = append(b, dir, 0, 0, 0, 0, 0)
+	}
+	return setLen16(b), nil
+}
+
+func formatSample(a []byte) (string, error) {
+	sub := binary.BigEndian.Uint16(a[8:])
+	if sub == nxastSample && len(a) != 24 || sub != nxastSample && len(a) != 32 {
+		return "", errors.New("bad sample length")
+	}
+	s := fmt.Sprintf("sample(probability=%d,collector_set_id=%d,obs_domain_id=%d,obs_point_id=%d",
+		binary.BigEndian.Uint16(a[10:]), binary.BigEndian.Uint32(a[12:]),
+		binary.BigEndian.Uint32(a[16:]), binary.BigEndian.Uint32(a[20:]))
+	if sub != nxastSample {
+		if port := binary.BigEndian.Uint16(a[24:]); port != portNone {
+			s += ",sampling_port=" + formatPort(port)
+		}
+		if sub == nxastSample3 {
+			switch a[26] {
+			case sampleIngress:
+				s += ",ingress"
+			case sampleEgress:
+				s += ",egress"
+			}
+		}
+	}
+	return s + ")", nil
+}
+
+// parseCheckPktLarger parses check_pkt_larger(LEN)->DST, whose value the
+// scanner hands over as "LEN)->DST".
+func parseCheckPktLarger(p kv) ([]byte, error) {
+	ls, ds, ok := strings.Cut(p.val, ")->")
+	if !ok {
+		return nil, errAt(p.keyOff, p.text(), "check_pkt_larger needs (LEN)->DST[BIT]")
+	}
+	n, err := parseUint(ls, 16)
+	if err != nil {
+		return nil, errAt(p.valOff, ls, "bad packet length (want 0 to 65535)")
+	}
+	dOff := p.valOff + len(ls) + 3
+	sf, err := parseSubfield(ds)
+	if err != nil {
+		return nil, errAt(dOff, ds, "%v", err)
+	}
+	if sf.bits != 1 {
+		return nil, errAt(dOff, ds, "Only 1-bit destination field is allowed")
+	}
+	if !sf.f.writable {
+		return nil, errAt(dOff, ds, "field %s is not writable", sf.f.name)
+	}
+	b := nxHeader(nxastCheckPktLarger)
+	b = binary.BigEndian.AppendUint16(b, uint16(n))
+	b = binary.BigEndian.AppendUint16(b, uint16(sf.ofs))
+	b = binary.BigEndian.AppendUint32(b, nxmHdr32(sf.f))
+	b = append(b, make([]byte, 6)...)
+	return setLen16(b), nil
+}
+
+func formatCheckPktLarger(a []byte) (string, error) {
+	if len(a) != 24 {
+		return "", errors.New("bad check_pkt_larger length")
+	}
+	f, err := fieldFromNXMHeader(binary.BigEndian.Uint32(a[14:]))
+	if err != nil {
+		return "", fmt.Errorf("check_pkt_larger: %w", err)
+	}
+	ofs := int(binary.BigEndian.Uint16(a[12:]))
+	if ofs >= f.bits {
+		return "", errors.New("check_pkt_larger: bad bit offset")
+	}
+	return fmt.Sprintf("check_pkt_larger(%d)->%s", binary.BigEndian.Uint16(a[10:]), subfield{f, ofs, 1}), nil
+}
+
+// Hash field sets and algorithms of multipath (and bundle), by their
+// NX_HASH_FIELDS_* and NX_MP_ALG_* numbers.
+var (
+	hashFieldNames = []string{"eth_src", "symmetric_l4", "symmetric_l3l4", "symmetric_l3l4+udp", "nw_src", "nw_dst", "symmetric_l3"}
+	mpAlgNames     = []string{"modulo_n", "hash_threshold", "hrw", "iter_hash"}
+)
+
+// parseMultipath parses multipath(FIELDS,BASIS,ALGORITHM,N_LINKS,ARG,DST).
+func parseMultipath(p kv) ([]byte, error) {
+	args := strings.FieldsFunc(p.val, func(r rune) bool { return r == ',' || r == ' ' })
+	if len(args) < 6 {
+		return nil, errAt(p.keyOff, p.text(), "not enough arguments to multipath action")
+	}
+	// off[i] is where args[i] starts in the line, for errors.
+	off := make([]int, len(args))
+	for i, at := 0, 0; i < len(args); i++ {
+		at += strings.Index(p.val[at:], args[i])
+		off[i] = p.valOff + at
+		at += len(args[i])
+	}
+	fields := indexOf(hashFieldNames, strings.ToLower(args[0]))
+	if fields < 0 {
+		return nil, errAt(off[0], args[0], "unknown fields")
+	}
+	alg := indexOf(mpAlgNames, strings.ToLower(args[2]))
+	if alg < 0 {
+		return nil, errAt(off[2], args[2], "unknown algorithm")
+	}
+	// OVS reads the numbers with atoi; insist on plain numbers instead.
+	basis, err := parseUint(args[1], 16)
+	if err != nil {
+		return nil, errAt(off[1], args[1], "bad basis (want 0 to 65535)")
+	}
+	links, err := parseUint(args[3], 32)
+	if err != nil || links < 1 || links > 65536 {
+		return nil, errAt(off[3], args[3], "n_links is not in valid range 1 to 65536")
+	}
+	arg, err := parseUint(args[4], 32)
+	if err != nil {
+		return nil, errAt(off[4], args[4], "bad argument (want a 32-bit number)")
+	}
+	sf, err := parseSubfield(args[5])
+	if err != nil {
+		return nil, errAt(off[5], args[5], "%v", err)
+	}
+	if sf.bits < 16 && links > 1<<sf.bits {
+		return nil, errAt(off[5], args[5], "%d-bit destination field has %d possible values, less than specified n_links %d", sf.bits, 1<<sf.bits, links)
+	}
+	if !sf.f.writable {
+		return nil, errAt(off[5], args[5], "field %s is not writable", sf.f.name)
+	}
+	b := nxHeader(nxastMultipath)
+	b = binary.BigEndian.AppendUint16(b, uint16(fields))
+	b = binary.BigEndian.AppendUint16(b, uint16(basis))
+	b = append(b, 0, 0)
+	b = binary.BigEndian.AppendUint16(b, uint16(alg))
+	b = binary.BigEndian.AppendUint16(b, uint16(links-1))
+	b = binary.BigEndian.AppendUint32(b, uint32(arg))
+	b = append(b, 0, 0)
+	b = binary.BigEndian.AppendUint16(b, ofsNbits(sf.ofs, sf.bits))
+	b = binary.BigEndian.AppendUint32(b, nxmHdr32(sf.f))
+	return setLen16(b), nil
+}
+
+func formatMultipath(a []byte) (string, error) {
+	if len(a) != 32 {
+		return "", errors.New("bad multipath length")
+	}
+	fields, alg := int(binary.BigEndian.Uint16(a[10:])), int(binary.BigEndian.Uint16(a[16:]))
+	if fields >= len(hashFieldNames) || alg >= len(mpAlgNames) {
+		return "", errors.New("multipath: unknown fields or algorithm")
+	}
+	f, err := fieldFromNXMHeader(binary.BigEndian.Uint32(a[28:]))
+	if err != nil {
+		return "", fmt.Errorf("multipath: %w", err)
+	}
+	sf, err := decodeOfsNbits(f, binary.BigEndian.Uint16(a[26:]))
+	if err != nil {
+		return "", fmt.Errorf("multipath: %w", err)
+	}
+	return fmt.Sprintf("multipath(%s,%d,%s,%d,%d,%s)", hashFieldNames[fields], binary.BigEndian.Uint16(a[12:]),
+		mpAlgNames[alg], int(binary.BigEndian.Uint16(a[18:]))+1, binary.BigEndian.Uint32(a[20:]), sf), nil
+}
+
+// parseFinTimeout parses fin_timeout(idle_timeout=N,hard_timeout=N), which
+// OVS allows only on TCP flows.
+func (cx *actx) parseFinTimeout(p kv) ([]byte, error) {
+	if !cx.consistent(preTCP) {
+		return nil, errAt(p.keyOff, p.text(), "fin_timeout requires tcp or tcp6 in the match")
+	}
+	var idle, hard uint64
+	sc := newScanner(p.val, p.valOff)
+	for {
+		q, ok, err := sc.next()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+		v, err := parseUint(q.val, 16)
+		if err != nil {
+			return nil, errAt(q.valOff, q.val, "bad %s (want 0 to 65535)", q.key)
+		}
+		switch q.key {
+		case "idle_timeout":
+			idle = v
+		case "hard_timeout":
+			hard = v
+		default:
+			return nil, errAt(q.keyOff, q.key, "invalid key in fin_timeout argument")
+		}
+	}
+	b := nxHeader(nxastFinTimeout)
+	b = binary.BigEndian.AppendUint16(b, uint16(idle))
+	b = binary.BigEndian.AppendUint16(b, uint16(hard))
+	b = append(b, 0, 0)
+	return setLen16(b), nil
+}
+
+func formatFinTimeout(a []byte) string {
+	s := "fin_timeout("
+	if v := binary.BigEndian.Uint16(a[10:]); v != 0 {
+		s += "idle_timeout=" + strconv.Itoa(int(v)) + ","
+	}
+	if v := binary.BigEndian.Uint16(a[12:]); v != 0 {
+		s += "hard_timeout=" + strconv.Itoa(int(v)) + ","
+	}
+	return strings.TrimSuffix(s, ",") + ")"
+}
+
+// parseOutputTrunc parses output(port=P,max_len=N).
+func parseOutputTrunc(p kv) ([]byte, error) {
+	port, maxLen := uint16(0), uint64(0)
+	sc := newScanner(p.val, p.valOff)
+	for {
+		q, ok, err := sc.next()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+		switch q.key {
+		case "port":
+			if port, err = parsePort(q.val); err != nil {
+				return nil, errAt(q.valOff, q.val, "output to unknown truncate port")
+			}
+			if port > portMax && port != portLocal && port != portInPort {
+				return nil, errAt(q.valOff, q.val, "output to unsupported truncate port")
+			}
+		case "max_len":
+			if maxLen, err = parseUint(q.val, 32); err != nil {
+				return nil, errAt(q.valOff, q.val, "bad max_len")
+			}
+			if maxLen < 14 {
+				return nil, errAt(q.valOff, q.val, "max_len %d is less than the minimum value 14", maxLen)
+			}
+		default:
+			return nil, errAt(q.keyOff, q.key, "invalid key in output_trunc argument")
+		}
+	}
+	if port == 0 || maxLen == 0 {
+		return nil, errAt(p.keyOff, p.text(), "output(...) needs port and max_len")
+	}
+	b := nxHeader(nxastOutputTrunc)
+	b = binary.BigEndian.AppendUint16(b, port)
+	b = binary.BigEndian.AppendUint32(b, uint32(maxLen))
+	return setLen16(b), nil
+}
+
+func formatOutputTrunc(a []byte) string {
+	return fmt.Sprintf("output(port=%s,max_len=%d)", formatPort(binary.BigEndian.Uint16(a[10:])), binary.BigEndian.Uint32(a[12:]))
+}
+
+// parseVLANAction handles the OpenFlow 1.0 VLAN actions, which OVS sends as
+// set_field in OpenFlow 1.5. mod_vlan_vid and mod_vlan_pcp push an 802.1Q
+// header first when the flow has none; set_vlan_vid and set_vlan_pcp need
+// one.
+func (cx *actx) parseVLANAction(p kv, key string) ([][]byte, error) {
+	if p.delim == 0 || p.val == "" {
+		return nil, errAt(p.keyOff, p.text(), "%s needs a value", key)
+	}
+	isVID := strings.HasSuffix(key, "_vid")
+	v, err := parseUint(p.val, 16)
+	switch {
+	case isVID && (err != nil || v > vlanVIDMask):
+		return nil, errAt(p.valOff, p.val, "not a valid VLAN VID (want 0 to 4095)")
+	case !isVID && (err != nil || v > 7):
+		return nil, errAt(p.valOff, p.val, "not a valid VLAN PCP (want 0 to 7)")
+	}
+	var out [][]byte
+	if !cx.ok(preVLAN) {
+		if strings.HasPrefix(key, "set_") {
+			return nil, errAt(p.keyOff, p.text(), "%s requires a VLAN header in the match (e.g. vlan_tci=0x1000/0x1000); mod_%s pushes one when missing", key, key[4:])
+		}
+		if strings.HasPrefix(key, "mod_") {
+			out = append(out, []byte{0, ofpatPushVLAN, 0, 8, 0x81, 0x00, 0, 0})
+		}
+		cx.mt.setBits(sVlanTCI, vlanCFI, vlanCFI)
+	}
+	if isVID {
+		out = append(out, setFieldAction(fieldByName["vlan_vid"], putBE(v|vlanCFI, 2), nil))
+	} else {
+		out = append(out, setFieldAction(fieldByName["vlan_pcp"], []byte{byte(v)}, nil))
+	}
+	return out, nil
+}
+
+// parseStack parses push:SRC[] and pop:DST[].
+func (cx *actx) parseStack(p kv, push bool) ([]byte, error) {
+	sf, err := parseSubfield(p.val)
+	if err != nil {
+		return nil, errAt(p.valOff, p.val, "%v", err)
+	}
+	sub := uint16(nxastStackPop)
+	if push {
+		sub = nxastStackPush
+		if !cx.ok(sf.f.pre) {
+			return nil, errAt(p.valOff, p.val, "reading %s requires %s in the match", sf.f.name, prereqText(sf.f.pre))
+		}
+	} else if err := cx.checkWritable(sf.f, p.valOff, p.val); err != nil {
+		return nil, err
+	}
+	b := nxHeader(sub)
+	b = binary.BigEndian.AppendUint16(b, uint16(sf.ofs))
+	b = binary.BigEndian.AppendUint32(b, nxmHdr32(sf.f))
+	b = binary.BigEndian.AppendUint16(b, uint16(sf.bits))
+	b = append(b, 0, 0, 0, 0, 0, 0)
+	return setLen16(b), nil
+}
+
+func formatStack(a []byte) (string, error) {
+	if len(a) != 24 {
+		return "", errors.New("bad push/pop length")
+	}
+	f, err := fieldFromNXMHeader(binary.BigEndian.Uint32(a[12:]))
+	if err != nil {
+		return "", fmt.Errorf("push/pop: %w", err)
+	}
+	ofs, bits := int(binary.BigEndian.Uint16(a[10:])), int(binary.BigEndian.Uint16(a[16:]))
+	if bits == 0 || ofs+bits > f.bits {
+		return "", errors.New("push/pop: bad bit range")
+	}
+	name := "push:"
+	if binary.BigEndian.Uint16(a[8:]) == nxastStackPop {
+		name = "pop:"
+	}
+	return name + subfield{f, ofs, bits}.String(), nil
+}
+
+// parseExtraAction parses the actions of this file; ok is false for other
+// keys.
+func (cx *actx) parseExtraAction(p kv, key string) (acts [][]byte, ok bool, err error) {
+	one := func(b []byte, err error) ([][]byte, bool, error) {
+		if err != nil {
+			return nil, true, err
+		}
+		return [][]byte{b}, true, nil
+	}
+	switch key {
+	case "note":
+		return one(parseNote(p))
+	case "clone":
+		return one(cx.parseClone(p))
+	case "sample":
+		return one(parseSample(p))
+	case "check_pkt_larger":
+		return one(parseCheckPktLarger(p))
+	case "multipath":
+		return one(parseMultipath(p))
+	case "fin_timeout":
+		return one(cx.parseFinTimeout(p))
+	case "set_queue":
+		v, err := parseUint(p.val, 32)
+		if err != nil {
+			return nil, true, errAt(p.valOff, p.val, "bad queue id (want a 32-bit number)")
+		}
+		return one(action32(ofpatSetQueue, uint32(v)), nil)
+	case "pop_queue":
+		if p.delim != 0 {
+			return nil, true, errAt(p.keyOff, p.text(), "pop_queue takes no argument")
+		}
+		return one(setLen16(append(nxHeader(nxastPopQueue), make([]byte, 6)...)), nil)
+	case "enqueue":
+		return nil, true, errAt(p.keyOff, p.text(), "enqueue is not supported: in OpenFlow 1.5 OVS sends it as set_queue, output with max_len 65535 and pop_queue, "+
+			"and prints that back as set_queue:Q,output:P,pop_queue, which reads back with max_len 0; write set_queue:Q,output:P,pop_queue instead")
+	case "mod_vlan_vid", "mod_vlan_pcp", "set_vlan_vid", "set_vlan_pcp":
+		acts, err := cx.parseVLANAction(p, key)
+		return acts, true, err
+	case "set_tunnel", "set_tunnel64":
+		if _, err := parseUint(p.val, 64); err != nil {
+			return nil, true, errAt(p.valOff, p.val, "bad tunnel id (want a 64-bit number)")
+		}
+		return one(cx.asSetField(p, p.val+"->tun_id"))
+	case "push", "pop":
+		return one(cx.parseStack(p, key == "push"))
+	}
+	return nil, false, nil
+}
+
+// formatExtraNX prints the Nicira actions of this file; ok is false for
+// other subtypes.
+func formatExtraNX(a []byte, sub uint16) (s string, ok bool, err error) {
+	switch sub {
+	case nxastNote:
+		return formatNote(a), true, nil
+	case nxastClone:
+		s, err = formatClone(a)
+	case nxastSample, nxastSample2, nxastSample3:
+		s, err = formatSample(a)
+	case nxastCheckPktLarger:
+		s, err = formatCheckPktLarger(a)
+	case nxastMultipath:
+		s, err = formatMultipath(a)
+	case nxastFinTimeout:
+		return formatFinTimeout(a), true, nil
+	case nxastPopQueue:
+		return "pop_queue", true, nil
+	case nxastOutputTrunc:
+		return formatOutputTrunc(a), true, nil
+	case nxastStackPush, nxastStackPop:
+		s, err = formatStack(a)
+	default:
+		return "", false, nil
+	}
+	return s, true, err
+}

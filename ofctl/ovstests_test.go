@@ -1,0 +1,170 @@
+package ofctl
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestOVSTestsCoverage measures how many flows of Open vSwitch's own test
+// suite ParseFlow handles exactly as ovs-ofctl does. It needs the suite's
+// tests/*.at files, which are not part of this repository: set
+// OVS_TESTS_DIR to a directory holding them (for example
+// `git -C ovs archive v3.1.0 tests | tar -x -C /tmp/ovs`, then
+// OVS_TESTS_DIR=/tmp/ovs/tests). OVS_TESTS_REPORT names a file that gets
+// every flow we miss, with the reason.
+//
+// Candidate flows are the lines that carry "actions=" (the argument of
+// add-flow, a line of an add-flows here-document, a "# actions=..." comment
+// of ofp-actions.at, a dump-flows line); only those that
+// `ovs-ofctl -O OpenFlow15 parse-flow` accepts count. A flow is handled when
+// ParseFlow gives ovs-ofctl's bytes and FormatFlow's text parses back to
+// them.
+func TestOVSTestsCoverage(t *testing.T) {
+	dir := os.Getenv("OVS_TESTS_DIR")
+	if dir == "" {
+		t.Skip("set OVS_TESTS_DIR to Open vSwitch's tests/ directory to measure coverage")
+	}
+	needOVS(t)
+	files, err := filepath.Glob(filepath.Join(dir, "*.at"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no .at files in %s (%v)", dir, err)
+	}
+	seen := map[string]bool{}
+	var cands []string
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			for _, c := range flowCandidates(l) {
+				if !seen[c] {
+					seen[c] = true
+					cands = append(cands, c)
+				}
+			}
+		}
+	}
+	sort.Strings(cands)
+	ctx := testCtx(t, 10*time.Minute)
+
+	res := make([]ovsTestResult, len(cands))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				res[i] = checkAgainstOfctl(ctx, cands[i])
+			}
+		}()
+	}
+	for i := range cands {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+
+	accepted, handled := 0, 0
+	var report strings.Builder
+	for _, r := range res {
+		if !r.accept {
+			continue
+		}
+		accepted++
+		if r.miss == "" {
+			handled++
+			continue
+		}
+		fmt.Fprintf(&report, "%s\n\t%s\n", r.line, r.miss)
+	}
+	t.Logf("%d candidate lines, ovs-ofctl accepts %d, ParseFlow handles %d", len(cands), accepted, handled)
+	if path := os.Getenv("OVS_TESTS_REPORT"); path != "" {
+		if err := os.WriteFile(path, []byte(report.String()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+var (
+	addFlowArg = regexp.MustCompile(`(?:add-flows?|parse-flows?|mod-flows) +(?:-\S+(?: +OpenFlow1\d)? +)*(?:\w+ +)?(?:'([^']*)'|"([^"]*)"|([^ '"\]]*actions=[^ '"\]]+))`)
+	atDnl      = regexp.MustCompile(`\s+dnl$`)
+)
+
+// flowCandidates returns the flows a line of a .at file may hold.
+func flowCandidates(l string) []string {
+	if !strings.Contains(l, "actions=") {
+		return nil
+	}
+	if ms := addFlowArg.FindAllStringSubmatch(l, -1); ms != nil {
+		var out []string
+		for _, m := range ms {
+			out = append(out, m[1]+m[2]+m[3])
+		}
+		return out
+	}
+	l = strings.TrimSpace(atDnl.ReplaceAllString(l, ""))
+	l = strings.TrimPrefix(l, "# ")
+	// Autotest quadrigraphs.
+	l = strings.NewReplacer("@<:@", "[", "@:>@", "]", "@S|@", "$", "@%:@", "#").Replace(l)
+	if strings.ContainsAny(l, "'\"`$\\|") || strings.HasPrefix(l, "OFPT_") || strings.HasPrefix(l, "NXT_") {
+		return nil
+	}
+	return []string{l}
+}
+
+// ovsTestResult is what became of one candidate flow: whether ovs-ofctl
+// accepts it and, if so, why ParseFlow does not handle it ("" when it does).
+type ovsTestResult struct {
+	line   string
+	accept bool
+	miss   string
+}
+
+// checkAgainstOfctl parses a line with ovs-ofctl and with ParseFlow.
+func checkAgainstOfctl(ctx context.Context, line string) (r ovsTestResult) {
+	r.line = line
+	_, want, err := ofctlParse(ctx, line)
+	if err != nil || len(want) == 0 {
+		return r
+	}
+	r.accept = true
+	fm, err := ParseFlow(line)
+	if err != nil {
+		r.miss = "parse: " + err.Error()
+		return r
+	}
+	got, err := fm.MarshalBinary()
+	if err != nil {
+		r.miss = "marshal: " + err.Error()
+		return r
+	}
+	if !bytes.Equal(withoutXid(got), withoutXid(want)) {
+		r.miss = fmt.Sprintf("bytes differ\n\t got %x\n\twant %x", got, want)
+		return r
+	}
+	text, err := FormatFlow(fm)
+	if err != nil {
+		r.miss = "format: " + err.Error()
+		return r
+	}
+	again, err := ParseFlow(text)
+	if err != nil {
+		r.miss = fmt.Sprintf("reparse %q: %v", text, err)
+		return r
+	}
+	if b, _ := again.MarshalBinary(); !bytes.Equal(b, got) {
+		r.miss = fmt.Sprintf("round trip through %q changed the bytes", text)
+	}
+	return r
+}
