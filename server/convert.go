@@ -3,7 +3,6 @@ package server
 import (
 	"encoding/binary"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"antrea.io/libOpenflow/openflow15"
@@ -227,22 +226,20 @@ func toBridgeStatus(bs restore.BridgeStatus) *flowstatev1.BridgeStatus {
 // ("group_id=N", "meter=N"), built here; full entries use package ofctl.
 func parseGroupOrMeter(kind entry.Kind, text string, identityOnly bool) ([]byte, error) {
 	if identityOnly {
-		idKey := map[entry.Kind]string{entry.KindGroup: "group_id", entry.KindMeter: "meter"}[kind]
-		for _, f := range strings.Split(text, ",") {
-			k, v, ok := strings.Cut(strings.TrimSpace(f), "=")
-			if !ok || k != idKey {
-				continue
-			}
-			id, err := strconv.ParseUint(v, 0, 32)
+		// A delete names only the id: group_id=N, meter=N (or controller,
+		// slowpath), as ovs-ofctl del-groups and del-meters take them.
+		if kind == entry.KindGroup {
+			id, err := ofctl.ParseGroupID(text)
 			if err != nil {
-				return nil, fmt.Errorf("%s %q: %w", idKey, v, err)
+				return nil, err
 			}
-			if kind == entry.KindGroup {
-				return entry.WithCommand(entry.DeleteGroup(binary.BigEndian.AppendUint32(nil, uint32(id))), 0), nil
-			}
-			return entry.WithCommand(entry.DeleteMeter(binary.BigEndian.AppendUint32(nil, uint32(id))), 0), nil
+			return entry.WithCommand(entry.DeleteGroup(binary.BigEndian.AppendUint32(nil, id)), 0), nil
 		}
-		return nil, fmt.Errorf("no %s= in %q", idKey, text)
+		id, err := ofctl.ParseMeterID(text)
+		if err != nil {
+			return nil, err
+		}
+		return entry.WithCommand(entry.DeleteMeter(binary.BigEndian.AppendUint32(nil, id)), 0), nil
 	}
 	var (
 		msg interface{ MarshalBinary() ([]byte, error) }
