@@ -203,6 +203,9 @@ func Run(ctx context.Context, cfg Config) error {
 	gs := grpc.NewServer(
 		grpc.ForceServerCodec(utf8Codec{}),
 		grpc.Creds(newPeerCreds()),
+		// Every reply is batched far below this; requests larger than it go
+		// as streams (PutStream, Sync), whose errors say so.
+		grpc.MaxRecvMsgSize(MaxMessageBytes),
 		// Detect silent clients: ping after 10 s idle, drop after 5 s more.
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),

@@ -244,7 +244,7 @@ func (x Change_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Change_Op.Descriptor instead.
 func (Change_Op) EnumDescriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{28, 0}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{30, 0}
 }
 
 // Entry is one desired entry as a controller declares it.
@@ -547,6 +547,127 @@ func (x *PutResponse) GetStored() uint32 {
 	return 0
 }
 
+// PutStreamRequest is one message of a PutStream stream.
+type PutStreamRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// bridge is required in the first message, optional after (must match).
+	Bridge string `protobuf:"bytes,1,opt,name=bridge,proto3" json:"bridge,omitempty"`
+	// module is required in the first message, optional after (must match).
+	Module string `protobuf:"bytes,2,opt,name=module,proto3" json:"module,omitempty"`
+	// entries of this message; the request is the concatenation over the
+	// stream, and an error about one entry names its index in it.
+	Entries       []*Entry `protobuf:"bytes,3,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutStreamRequest) Reset() {
+	*x = PutStreamRequest{}
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutStreamRequest) ProtoMessage() {}
+
+func (x *PutStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutStreamRequest.ProtoReflect.Descriptor instead.
+func (*PutStreamRequest) Descriptor() ([]byte, []int) {
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *PutStreamRequest) GetBridge() string {
+	if x != nil {
+		return x.Bridge
+	}
+	return ""
+}
+
+func (x *PutStreamRequest) GetModule() string {
+	if x != nil {
+		return x.Module
+	}
+	return ""
+}
+
+func (x *PutStreamRequest) GetEntries() []*Entry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+// PutStreamResponse reports the outcome of a PutStream.
+type PutStreamResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// applied is true when the switch already holds the entries; false when
+	// they were stored while the bridge was disconnected or held.
+	Applied bool `protobuf:"varint,1,opt,name=applied,proto3" json:"applied,omitempty"`
+	// stored is the number of entries written.
+	Stored        uint32 `protobuf:"varint,2,opt,name=stored,proto3" json:"stored,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutStreamResponse) Reset() {
+	*x = PutStreamResponse{}
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutStreamResponse) ProtoMessage() {}
+
+func (x *PutStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutStreamResponse.ProtoReflect.Descriptor instead.
+func (*PutStreamResponse) Descriptor() ([]byte, []int) {
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *PutStreamResponse) GetApplied() bool {
+	if x != nil {
+		return x.Applied
+	}
+	return false
+}
+
+func (x *PutStreamResponse) GetStored() uint32 {
+	if x != nil {
+		return x.Stored
+	}
+	return 0
+}
+
 // DeleteRequest removes entries of one module on one bridge.
 type DeleteRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -563,7 +684,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[4]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -575,7 +696,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[4]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -588,7 +709,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{4}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DeleteRequest) GetBridge() string {
@@ -625,7 +746,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[5]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -637,7 +758,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[5]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -650,7 +771,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{5}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DeleteResponse) GetApplied() bool {
@@ -684,7 +805,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[6]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -696,7 +817,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[6]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -709,7 +830,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{6}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListRequest) GetBridge() string {
@@ -751,7 +872,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[7]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -763,7 +884,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[7]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -776,7 +897,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{7}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListResponse) GetEntries() []*StoredEntry {
@@ -795,7 +916,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[8]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -807,7 +928,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[8]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -820,7 +941,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{8}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{10}
 }
 
 // StatusResponse is the daemon's status.
@@ -843,7 +964,11 @@ type StatusResponse struct {
 	Gate *Gate `protobuf:"bytes,7,opt,name=gate,proto3" json:"gate,omitempty"`
 	// quarantined lists entries OVS refused during a replay; they are kept and
 	// left out until their module writes them again or the bridge reconnects.
+	// At most the first 1000 are listed (quarantined_total counts them all),
+	// so the reply stays small whatever the switch refused.
 	Quarantined []*QuarantinedEntry `protobuf:"bytes,8,rep,name=quarantined,proto3" json:"quarantined,omitempty"`
+	// quarantined_total is the number of quarantined entries, listed or not.
+	QuarantinedTotal uint32 `protobuf:"varint,15,opt,name=quarantined_total,json=quarantinedTotal,proto3" json:"quarantined_total,omitempty"`
 	// vswitchd_acknowledged is true when ovs-vswitchd has read the latest
 	// change to the database (cur_cfg reached next_cfg), so the flag as stored
 	// is the flag as vswitchd sees it.
@@ -862,7 +987,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[9]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -874,7 +999,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[9]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -887,7 +1012,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{9}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *StatusResponse) GetBootId() string {
@@ -946,6 +1071,13 @@ func (x *StatusResponse) GetQuarantined() []*QuarantinedEntry {
 	return nil
 }
 
+func (x *StatusResponse) GetQuarantinedTotal() uint32 {
+	if x != nil {
+		return x.QuarantinedTotal
+	}
+	return 0
+}
+
 func (x *StatusResponse) GetVswitchdAcknowledged() bool {
 	if x != nil {
 		return x.VswitchdAcknowledged
@@ -992,7 +1124,7 @@ type Guard struct {
 
 func (x *Guard) Reset() {
 	*x = Guard{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[10]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1004,7 +1136,7 @@ func (x *Guard) String() string {
 func (*Guard) ProtoMessage() {}
 
 func (x *Guard) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[10]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1017,7 +1149,7 @@ func (x *Guard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Guard.ProtoReflect.Descriptor instead.
 func (*Guard) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{10}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Guard) GetMode() string {
@@ -1068,7 +1200,7 @@ type Gate struct {
 
 func (x *Gate) Reset() {
 	*x = Gate{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[11]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1080,7 +1212,7 @@ func (x *Gate) String() string {
 func (*Gate) ProtoMessage() {}
 
 func (x *Gate) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[11]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1093,7 +1225,7 @@ func (x *Gate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gate.ProtoReflect.Descriptor instead.
 func (*Gate) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{11}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Gate) GetOpen() bool {
@@ -1146,7 +1278,7 @@ type QuarantinedEntry struct {
 
 func (x *QuarantinedEntry) Reset() {
 	*x = QuarantinedEntry{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[12]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1158,7 +1290,7 @@ func (x *QuarantinedEntry) String() string {
 func (*QuarantinedEntry) ProtoMessage() {}
 
 func (x *QuarantinedEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[12]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1171,7 +1303,7 @@ func (x *QuarantinedEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuarantinedEntry.ProtoReflect.Descriptor instead.
 func (*QuarantinedEntry) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{12}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *QuarantinedEntry) GetEntry() *StoredEntry {
@@ -1231,7 +1363,7 @@ type BridgeStatus struct {
 
 func (x *BridgeStatus) Reset() {
 	*x = BridgeStatus{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[13]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1243,7 +1375,7 @@ func (x *BridgeStatus) String() string {
 func (*BridgeStatus) ProtoMessage() {}
 
 func (x *BridgeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[13]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1256,7 +1388,7 @@ func (x *BridgeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BridgeStatus.ProtoReflect.Descriptor instead.
 func (*BridgeStatus) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{13}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *BridgeStatus) GetName() string {
@@ -1364,7 +1496,7 @@ type Replay struct {
 
 func (x *Replay) Reset() {
 	*x = Replay{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[14]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1376,7 +1508,7 @@ func (x *Replay) String() string {
 func (*Replay) ProtoMessage() {}
 
 func (x *Replay) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[14]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1389,7 +1521,7 @@ func (x *Replay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replay.ProtoReflect.Descriptor instead.
 func (*Replay) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{14}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Replay) GetFinishedAt() *timestamppb.Timestamp {
@@ -1457,7 +1589,7 @@ type ModuleStatus struct {
 
 func (x *ModuleStatus) Reset() {
 	*x = ModuleStatus{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[15]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1469,7 +1601,7 @@ func (x *ModuleStatus) String() string {
 func (*ModuleStatus) ProtoMessage() {}
 
 func (x *ModuleStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[15]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1482,7 +1614,7 @@ func (x *ModuleStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModuleStatus.ProtoReflect.Descriptor instead.
 func (*ModuleStatus) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{15}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ModuleStatus) GetBridge() string {
@@ -1552,7 +1684,7 @@ type SyncRequest struct {
 
 func (x *SyncRequest) Reset() {
 	*x = SyncRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[16]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1564,7 +1696,7 @@ func (x *SyncRequest) String() string {
 func (*SyncRequest) ProtoMessage() {}
 
 func (x *SyncRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[16]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1577,7 +1709,7 @@ func (x *SyncRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncRequest.ProtoReflect.Descriptor instead.
 func (*SyncRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{16}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SyncRequest) GetBridge() string {
@@ -1616,14 +1748,20 @@ type SyncResponse struct {
 	// stored is the size of the new set.
 	Stored uint32 `protobuf:"varint,2,opt,name=stored,proto3" json:"stored,omitempty"`
 	// removed is the number of entries of the old set that are gone.
-	Removed       uint32 `protobuf:"varint,3,opt,name=removed,proto3" json:"removed,omitempty"`
+	Removed uint32 `protobuf:"varint,3,opt,name=removed,proto3" json:"removed,omitempty"`
+	// added is the number of entries of the new set the module did not
+	// declare before.
+	Added uint32 `protobuf:"varint,4,opt,name=added,proto3" json:"added,omitempty"`
+	// changed is the number of entries the module declared before with
+	// other content; stored - added - changed were unchanged.
+	Changed       uint32 `protobuf:"varint,5,opt,name=changed,proto3" json:"changed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SyncResponse) Reset() {
 	*x = SyncResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[17]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1635,7 +1773,7 @@ func (x *SyncResponse) String() string {
 func (*SyncResponse) ProtoMessage() {}
 
 func (x *SyncResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[17]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1648,7 +1786,7 @@ func (x *SyncResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncResponse.ProtoReflect.Descriptor instead.
 func (*SyncResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{17}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SyncResponse) GetApplied() bool {
@@ -1672,6 +1810,20 @@ func (x *SyncResponse) GetRemoved() uint32 {
 	return 0
 }
 
+func (x *SyncResponse) GetAdded() uint32 {
+	if x != nil {
+		return x.Added
+	}
+	return 0
+}
+
+func (x *SyncResponse) GetChanged() uint32 {
+	if x != nil {
+		return x.Changed
+	}
+	return 0
+}
+
 // MarkReadyRequest marks a module ready.
 type MarkReadyRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1683,7 +1835,7 @@ type MarkReadyRequest struct {
 
 func (x *MarkReadyRequest) Reset() {
 	*x = MarkReadyRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[18]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1695,7 +1847,7 @@ func (x *MarkReadyRequest) String() string {
 func (*MarkReadyRequest) ProtoMessage() {}
 
 func (x *MarkReadyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[18]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1708,7 +1860,7 @@ func (x *MarkReadyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkReadyRequest.ProtoReflect.Descriptor instead.
 func (*MarkReadyRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{18}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *MarkReadyRequest) GetModule() string {
@@ -1727,7 +1879,7 @@ type MarkReadyResponse struct {
 
 func (x *MarkReadyResponse) Reset() {
 	*x = MarkReadyResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[19]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1739,7 +1891,7 @@ func (x *MarkReadyResponse) String() string {
 func (*MarkReadyResponse) ProtoMessage() {}
 
 func (x *MarkReadyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[19]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1752,7 +1904,7 @@ func (x *MarkReadyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkReadyResponse.ProtoReflect.Descriptor instead.
 func (*MarkReadyResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{19}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{21}
 }
 
 // ArmRequest asks to set flow-restore-wait.
@@ -1764,7 +1916,7 @@ type ArmRequest struct {
 
 func (x *ArmRequest) Reset() {
 	*x = ArmRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[20]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1776,7 +1928,7 @@ func (x *ArmRequest) String() string {
 func (*ArmRequest) ProtoMessage() {}
 
 func (x *ArmRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[20]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1789,7 +1941,7 @@ func (x *ArmRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArmRequest.ProtoReflect.Descriptor instead.
 func (*ArmRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{20}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{22}
 }
 
 // ArmResponse reports the flag set.
@@ -1803,7 +1955,7 @@ type ArmResponse struct {
 
 func (x *ArmResponse) Reset() {
 	*x = ArmResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[21]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1815,7 +1967,7 @@ func (x *ArmResponse) String() string {
 func (*ArmResponse) ProtoMessage() {}
 
 func (x *ArmResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[21]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1828,7 +1980,7 @@ func (x *ArmResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArmResponse.ProtoReflect.Descriptor instead.
 func (*ArmResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{21}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ArmResponse) GetWasSet() bool {
@@ -1847,7 +1999,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[22]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1859,7 +2011,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[22]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1872,7 +2024,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{22}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{24}
 }
 
 // ReleaseResponse reports the release.
@@ -1888,7 +2040,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[23]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1900,7 +2052,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[23]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1913,7 +2065,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{23}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ReleaseResponse) GetWasSet() bool {
@@ -1941,7 +2093,7 @@ type ReconcileRequest struct {
 
 func (x *ReconcileRequest) Reset() {
 	*x = ReconcileRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[24]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1953,7 +2105,7 @@ func (x *ReconcileRequest) String() string {
 func (*ReconcileRequest) ProtoMessage() {}
 
 func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[24]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1966,7 +2118,7 @@ func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRequest.ProtoReflect.Descriptor instead.
 func (*ReconcileRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{24}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ReconcileRequest) GetBridge() string {
@@ -1987,7 +2139,7 @@ type ReconcileResponse struct {
 
 func (x *ReconcileResponse) Reset() {
 	*x = ReconcileResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[25]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1999,7 +2151,7 @@ func (x *ReconcileResponse) String() string {
 func (*ReconcileResponse) ProtoMessage() {}
 
 func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[25]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2012,7 +2164,7 @@ func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileResponse.ProtoReflect.Descriptor instead.
 func (*ReconcileResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{25}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ReconcileResponse) GetBridges() []*BridgeStatus {
@@ -2033,7 +2185,7 @@ type DiffRequest struct {
 
 func (x *DiffRequest) Reset() {
 	*x = DiffRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[26]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2045,7 +2197,7 @@ func (x *DiffRequest) String() string {
 func (*DiffRequest) ProtoMessage() {}
 
 func (x *DiffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[26]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2058,7 +2210,7 @@ func (x *DiffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffRequest.ProtoReflect.Descriptor instead.
 func (*DiffRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{26}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DiffRequest) GetBridge() string {
@@ -2068,10 +2220,11 @@ func (x *DiffRequest) GetBridge() string {
 	return ""
 }
 
-// DiffResponse lists the changes a replay would send.
+// DiffResponse is one batch of the Diff stream.
 type DiffResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// changes in the order a replay would send them.
+	// changes of this batch; over the stream, in the order a replay would
+	// send them.
 	Changes       []*Change `protobuf:"bytes,1,rep,name=changes,proto3" json:"changes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2079,7 +2232,7 @@ type DiffResponse struct {
 
 func (x *DiffResponse) Reset() {
 	*x = DiffResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[27]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2091,7 +2244,7 @@ func (x *DiffResponse) String() string {
 func (*DiffResponse) ProtoMessage() {}
 
 func (x *DiffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[27]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2104,7 +2257,7 @@ func (x *DiffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffResponse.ProtoReflect.Descriptor instead.
 func (*DiffResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{27}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DiffResponse) GetChanges() []*Change {
@@ -2133,7 +2286,7 @@ type Change struct {
 
 func (x *Change) Reset() {
 	*x = Change{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[28]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2145,7 +2298,7 @@ func (x *Change) String() string {
 func (*Change) ProtoMessage() {}
 
 func (x *Change) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[28]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2158,7 +2311,7 @@ func (x *Change) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Change.ProtoReflect.Descriptor instead.
 func (*Change) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{28}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Change) GetOp() Change_Op {
@@ -2210,7 +2363,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[29]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2222,7 +2375,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[29]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2235,7 +2388,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{29}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *WatchRequest) GetFromRevision() uint64 {
@@ -2263,7 +2416,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[30]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2275,7 +2428,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[30]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2288,7 +2441,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{30}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *WatchResponse) GetEvent() *Event {
@@ -2328,7 +2481,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[31]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2340,7 +2493,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[31]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2353,7 +2506,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{31}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Event) GetRevision() uint64 {
@@ -2442,6 +2595,13 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\aentries\x18\x03 \x03(\v2\x13.flowstate.v1.EntryR\aentries\"?\n" +
 	"\vPutResponse\x12\x18\n" +
 	"\aapplied\x18\x01 \x01(\bR\aapplied\x12\x16\n" +
+	"\x06stored\x18\x02 \x01(\rR\x06stored\"q\n" +
+	"\x10PutStreamRequest\x12\x16\n" +
+	"\x06bridge\x18\x01 \x01(\tR\x06bridge\x12\x16\n" +
+	"\x06module\x18\x02 \x01(\tR\x06module\x12-\n" +
+	"\aentries\x18\x03 \x03(\v2\x13.flowstate.v1.EntryR\aentries\"E\n" +
+	"\x11PutStreamResponse\x12\x18\n" +
+	"\aapplied\x18\x01 \x01(\bR\aapplied\x12\x16\n" +
 	"\x06stored\x18\x02 \x01(\rR\x06stored\"n\n" +
 	"\rDeleteRequest\x12\x16\n" +
 	"\x06bridge\x18\x01 \x01(\tR\x06bridge\x12\x16\n" +
@@ -2458,7 +2618,7 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x06_table\"C\n" +
 	"\fListResponse\x123\n" +
 	"\aentries\x18\x01 \x03(\v2\x19.flowstate.v1.StoredEntryR\aentries\"\x0f\n" +
-	"\rStatusRequest\"\xaa\x04\n" +
+	"\rStatusRequest\"\xd7\x04\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\aboot_id\x18\x01 \x01(\tR\x06bootId\x12\x1d\n" +
 	"\n" +
@@ -2468,7 +2628,8 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x11flow_restore_wait\x18\x05 \x01(\bR\x0fflowRestoreWait\x12'\n" +
 	"\x0fovsdb_connected\x18\x06 \x01(\bR\x0eovsdbConnected\x12&\n" +
 	"\x04gate\x18\a \x01(\v2\x12.flowstate.v1.GateR\x04gate\x12@\n" +
-	"\vquarantined\x18\b \x03(\v2\x1e.flowstate.v1.QuarantinedEntryR\vquarantined\x123\n" +
+	"\vquarantined\x18\b \x03(\v2\x1e.flowstate.v1.QuarantinedEntryR\vquarantined\x12+\n" +
+	"\x11quarantined_total\x18\x0f \x01(\rR\x10quarantinedTotal\x123\n" +
 	"\x15vswitchd_acknowledged\x18\t \x01(\bR\x14vswitchdAcknowledged\x12)\n" +
 	"\x05guard\x18\n" +
 	" \x01(\v2\x13.flowstate.v1.GuardR\x05guard\x12\x16\n" +
@@ -2527,11 +2688,13 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x06bridge\x18\x01 \x01(\tR\x06bridge\x12\x16\n" +
 	"\x06module\x18\x02 \x01(\tR\x06module\x12-\n" +
 	"\aentries\x18\x03 \x03(\v2\x13.flowstate.v1.EntryR\aentries\x12\x14\n" +
-	"\x05ready\x18\x04 \x01(\bR\x05ready\"Z\n" +
+	"\x05ready\x18\x04 \x01(\bR\x05ready\"\x8a\x01\n" +
 	"\fSyncResponse\x12\x18\n" +
 	"\aapplied\x18\x01 \x01(\bR\aapplied\x12\x16\n" +
 	"\x06stored\x18\x02 \x01(\rR\x06stored\x12\x18\n" +
-	"\aremoved\x18\x03 \x01(\rR\aremoved\"*\n" +
+	"\aremoved\x18\x03 \x01(\rR\aremoved\x12\x14\n" +
+	"\x05added\x18\x04 \x01(\rR\x05added\x12\x18\n" +
+	"\achanged\x18\x05 \x01(\rR\achanged\"*\n" +
 	"\x10MarkReadyRequest\x12\x16\n" +
 	"\x06module\x18\x01 \x01(\tR\x06module\"\x13\n" +
 	"\x11MarkReadyResponse\"\f\n" +
@@ -2604,16 +2767,17 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x1eEVENT_TYPE_BRIDGE_NOT_RESTORED\x10\v\x12\x18\n" +
 	"\x14EVENT_TYPE_HEARTBEAT\x10\f\x12!\n" +
 	"\x1dEVENT_TYPE_BRIDGE_STOOD_ASIDE\x10\r\x12\x1a\n" +
-	"\x16EVENT_TYPE_DRIFT_FOUND\x10\x0e2\xfd\x05\n" +
+	"\x16EVENT_TYPE_DRIFT_FOUND\x10\x0e2\xcf\x06\n" +
 	"\x10FlowStateService\x12:\n" +
-	"\x03Put\x12\x18.flowstate.v1.PutRequest\x1a\x19.flowstate.v1.PutResponse\x12C\n" +
+	"\x03Put\x12\x18.flowstate.v1.PutRequest\x1a\x19.flowstate.v1.PutResponse\x12N\n" +
+	"\tPutStream\x12\x1e.flowstate.v1.PutStreamRequest\x1a\x1f.flowstate.v1.PutStreamResponse(\x01\x12C\n" +
 	"\x06Delete\x12\x1b.flowstate.v1.DeleteRequest\x1a\x1c.flowstate.v1.DeleteResponse\x12?\n" +
 	"\x04List\x12\x19.flowstate.v1.ListRequest\x1a\x1a.flowstate.v1.ListResponse0\x01\x12C\n" +
 	"\x06Status\x12\x1b.flowstate.v1.StatusRequest\x1a\x1c.flowstate.v1.StatusResponse\x12?\n" +
 	"\x04Sync\x12\x19.flowstate.v1.SyncRequest\x1a\x1a.flowstate.v1.SyncResponse(\x01\x12L\n" +
 	"\tMarkReady\x12\x1e.flowstate.v1.MarkReadyRequest\x1a\x1f.flowstate.v1.MarkReadyResponse\x12L\n" +
-	"\tReconcile\x12\x1e.flowstate.v1.ReconcileRequest\x1a\x1f.flowstate.v1.ReconcileResponse\x12=\n" +
-	"\x04Diff\x12\x19.flowstate.v1.DiffRequest\x1a\x1a.flowstate.v1.DiffResponse\x12B\n" +
+	"\tReconcile\x12\x1e.flowstate.v1.ReconcileRequest\x1a\x1f.flowstate.v1.ReconcileResponse\x12?\n" +
+	"\x04Diff\x12\x19.flowstate.v1.DiffRequest\x1a\x1a.flowstate.v1.DiffResponse0\x01\x12B\n" +
 	"\x05Watch\x12\x1a.flowstate.v1.WatchRequest\x1a\x1b.flowstate.v1.WatchResponse0\x01\x12:\n" +
 	"\x03Arm\x12\x18.flowstate.v1.ArmRequest\x1a\x19.flowstate.v1.ArmResponse\x12F\n" +
 	"\aRelease\x12\x1c.flowstate.v1.ReleaseRequest\x1a\x1d.flowstate.v1.ReleaseResponseB@Z>github.com/flowstate-io/flowstate/api/flowstate/v1;flowstatev1b\x06proto3"
@@ -2631,7 +2795,7 @@ func file_flowstate_v1_flowstate_proto_rawDescGZIP() []byte {
 }
 
 var file_flowstate_v1_flowstate_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_flowstate_v1_flowstate_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_flowstate_v1_flowstate_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_flowstate_v1_flowstate_proto_goTypes = []any{
 	(EntryKind)(0),                // 0: flowstate.v1.EntryKind
 	(EventType)(0),                // 1: flowstate.v1.EventType
@@ -2640,97 +2804,102 @@ var file_flowstate_v1_flowstate_proto_goTypes = []any{
 	(*StoredEntry)(nil),           // 4: flowstate.v1.StoredEntry
 	(*PutRequest)(nil),            // 5: flowstate.v1.PutRequest
 	(*PutResponse)(nil),           // 6: flowstate.v1.PutResponse
-	(*DeleteRequest)(nil),         // 7: flowstate.v1.DeleteRequest
-	(*DeleteResponse)(nil),        // 8: flowstate.v1.DeleteResponse
-	(*ListRequest)(nil),           // 9: flowstate.v1.ListRequest
-	(*ListResponse)(nil),          // 10: flowstate.v1.ListResponse
-	(*StatusRequest)(nil),         // 11: flowstate.v1.StatusRequest
-	(*StatusResponse)(nil),        // 12: flowstate.v1.StatusResponse
-	(*Guard)(nil),                 // 13: flowstate.v1.Guard
-	(*Gate)(nil),                  // 14: flowstate.v1.Gate
-	(*QuarantinedEntry)(nil),      // 15: flowstate.v1.QuarantinedEntry
-	(*BridgeStatus)(nil),          // 16: flowstate.v1.BridgeStatus
-	(*Replay)(nil),                // 17: flowstate.v1.Replay
-	(*ModuleStatus)(nil),          // 18: flowstate.v1.ModuleStatus
-	(*SyncRequest)(nil),           // 19: flowstate.v1.SyncRequest
-	(*SyncResponse)(nil),          // 20: flowstate.v1.SyncResponse
-	(*MarkReadyRequest)(nil),      // 21: flowstate.v1.MarkReadyRequest
-	(*MarkReadyResponse)(nil),     // 22: flowstate.v1.MarkReadyResponse
-	(*ArmRequest)(nil),            // 23: flowstate.v1.ArmRequest
-	(*ArmResponse)(nil),           // 24: flowstate.v1.ArmResponse
-	(*ReleaseRequest)(nil),        // 25: flowstate.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),       // 26: flowstate.v1.ReleaseResponse
-	(*ReconcileRequest)(nil),      // 27: flowstate.v1.ReconcileRequest
-	(*ReconcileResponse)(nil),     // 28: flowstate.v1.ReconcileResponse
-	(*DiffRequest)(nil),           // 29: flowstate.v1.DiffRequest
-	(*DiffResponse)(nil),          // 30: flowstate.v1.DiffResponse
-	(*Change)(nil),                // 31: flowstate.v1.Change
-	(*WatchRequest)(nil),          // 32: flowstate.v1.WatchRequest
-	(*WatchResponse)(nil),         // 33: flowstate.v1.WatchResponse
-	(*Event)(nil),                 // 34: flowstate.v1.Event
-	nil,                           // 35: flowstate.v1.Event.AttrsEntry
-	(*timestamppb.Timestamp)(nil), // 36: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 37: google.protobuf.Duration
+	(*PutStreamRequest)(nil),      // 7: flowstate.v1.PutStreamRequest
+	(*PutStreamResponse)(nil),     // 8: flowstate.v1.PutStreamResponse
+	(*DeleteRequest)(nil),         // 9: flowstate.v1.DeleteRequest
+	(*DeleteResponse)(nil),        // 10: flowstate.v1.DeleteResponse
+	(*ListRequest)(nil),           // 11: flowstate.v1.ListRequest
+	(*ListResponse)(nil),          // 12: flowstate.v1.ListResponse
+	(*StatusRequest)(nil),         // 13: flowstate.v1.StatusRequest
+	(*StatusResponse)(nil),        // 14: flowstate.v1.StatusResponse
+	(*Guard)(nil),                 // 15: flowstate.v1.Guard
+	(*Gate)(nil),                  // 16: flowstate.v1.Gate
+	(*QuarantinedEntry)(nil),      // 17: flowstate.v1.QuarantinedEntry
+	(*BridgeStatus)(nil),          // 18: flowstate.v1.BridgeStatus
+	(*Replay)(nil),                // 19: flowstate.v1.Replay
+	(*ModuleStatus)(nil),          // 20: flowstate.v1.ModuleStatus
+	(*SyncRequest)(nil),           // 21: flowstate.v1.SyncRequest
+	(*SyncResponse)(nil),          // 22: flowstate.v1.SyncResponse
+	(*MarkReadyRequest)(nil),      // 23: flowstate.v1.MarkReadyRequest
+	(*MarkReadyResponse)(nil),     // 24: flowstate.v1.MarkReadyResponse
+	(*ArmRequest)(nil),            // 25: flowstate.v1.ArmRequest
+	(*ArmResponse)(nil),           // 26: flowstate.v1.ArmResponse
+	(*ReleaseRequest)(nil),        // 27: flowstate.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),       // 28: flowstate.v1.ReleaseResponse
+	(*ReconcileRequest)(nil),      // 29: flowstate.v1.ReconcileRequest
+	(*ReconcileResponse)(nil),     // 30: flowstate.v1.ReconcileResponse
+	(*DiffRequest)(nil),           // 31: flowstate.v1.DiffRequest
+	(*DiffResponse)(nil),          // 32: flowstate.v1.DiffResponse
+	(*Change)(nil),                // 33: flowstate.v1.Change
+	(*WatchRequest)(nil),          // 34: flowstate.v1.WatchRequest
+	(*WatchResponse)(nil),         // 35: flowstate.v1.WatchResponse
+	(*Event)(nil),                 // 36: flowstate.v1.Event
+	nil,                           // 37: flowstate.v1.Event.AttrsEntry
+	(*timestamppb.Timestamp)(nil), // 38: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 39: google.protobuf.Duration
 }
 var file_flowstate_v1_flowstate_proto_depIdxs = []int32{
 	0,  // 0: flowstate.v1.Entry.kind:type_name -> flowstate.v1.EntryKind
 	0,  // 1: flowstate.v1.StoredEntry.kind:type_name -> flowstate.v1.EntryKind
 	3,  // 2: flowstate.v1.PutRequest.entries:type_name -> flowstate.v1.Entry
-	3,  // 3: flowstate.v1.DeleteRequest.entries:type_name -> flowstate.v1.Entry
-	0,  // 4: flowstate.v1.ListRequest.kind:type_name -> flowstate.v1.EntryKind
-	4,  // 5: flowstate.v1.ListResponse.entries:type_name -> flowstate.v1.StoredEntry
-	16, // 6: flowstate.v1.StatusResponse.bridges:type_name -> flowstate.v1.BridgeStatus
-	18, // 7: flowstate.v1.StatusResponse.modules:type_name -> flowstate.v1.ModuleStatus
-	14, // 8: flowstate.v1.StatusResponse.gate:type_name -> flowstate.v1.Gate
-	15, // 9: flowstate.v1.StatusResponse.quarantined:type_name -> flowstate.v1.QuarantinedEntry
-	13, // 10: flowstate.v1.StatusResponse.guard:type_name -> flowstate.v1.Guard
-	36, // 11: flowstate.v1.StatusResponse.last_release:type_name -> google.protobuf.Timestamp
-	37, // 12: flowstate.v1.Guard.grace:type_name -> google.protobuf.Duration
-	36, // 13: flowstate.v1.Gate.deadline:type_name -> google.protobuf.Timestamp
-	4,  // 14: flowstate.v1.QuarantinedEntry.entry:type_name -> flowstate.v1.StoredEntry
-	36, // 15: flowstate.v1.QuarantinedEntry.since:type_name -> google.protobuf.Timestamp
-	17, // 16: flowstate.v1.BridgeStatus.last_replay:type_name -> flowstate.v1.Replay
-	36, // 17: flowstate.v1.BridgeStatus.since:type_name -> google.protobuf.Timestamp
-	36, // 18: flowstate.v1.BridgeStatus.last_drift:type_name -> google.protobuf.Timestamp
-	36, // 19: flowstate.v1.Replay.finished_at:type_name -> google.protobuf.Timestamp
-	37, // 20: flowstate.v1.Replay.duration:type_name -> google.protobuf.Duration
-	3,  // 21: flowstate.v1.SyncRequest.entries:type_name -> flowstate.v1.Entry
-	37, // 22: flowstate.v1.ReleaseResponse.acknowledged_after:type_name -> google.protobuf.Duration
-	16, // 23: flowstate.v1.ReconcileResponse.bridges:type_name -> flowstate.v1.BridgeStatus
-	31, // 24: flowstate.v1.DiffResponse.changes:type_name -> flowstate.v1.Change
-	2,  // 25: flowstate.v1.Change.op:type_name -> flowstate.v1.Change.Op
-	0,  // 26: flowstate.v1.Change.kind:type_name -> flowstate.v1.EntryKind
-	34, // 27: flowstate.v1.WatchResponse.event:type_name -> flowstate.v1.Event
-	36, // 28: flowstate.v1.Event.time:type_name -> google.protobuf.Timestamp
-	35, // 29: flowstate.v1.Event.attrs:type_name -> flowstate.v1.Event.AttrsEntry
-	1,  // 30: flowstate.v1.Event.event_type:type_name -> flowstate.v1.EventType
-	5,  // 31: flowstate.v1.FlowStateService.Put:input_type -> flowstate.v1.PutRequest
-	7,  // 32: flowstate.v1.FlowStateService.Delete:input_type -> flowstate.v1.DeleteRequest
-	9,  // 33: flowstate.v1.FlowStateService.List:input_type -> flowstate.v1.ListRequest
-	11, // 34: flowstate.v1.FlowStateService.Status:input_type -> flowstate.v1.StatusRequest
-	19, // 35: flowstate.v1.FlowStateService.Sync:input_type -> flowstate.v1.SyncRequest
-	21, // 36: flowstate.v1.FlowStateService.MarkReady:input_type -> flowstate.v1.MarkReadyRequest
-	27, // 37: flowstate.v1.FlowStateService.Reconcile:input_type -> flowstate.v1.ReconcileRequest
-	29, // 38: flowstate.v1.FlowStateService.Diff:input_type -> flowstate.v1.DiffRequest
-	32, // 39: flowstate.v1.FlowStateService.Watch:input_type -> flowstate.v1.WatchRequest
-	23, // 40: flowstate.v1.FlowStateService.Arm:input_type -> flowstate.v1.ArmRequest
-	25, // 41: flowstate.v1.FlowStateService.Release:input_type -> flowstate.v1.ReleaseRequest
-	6,  // 42: flowstate.v1.FlowStateService.Put:output_type -> flowstate.v1.PutResponse
-	8,  // 43: flowstate.v1.FlowStateService.Delete:output_type -> flowstate.v1.DeleteResponse
-	10, // 44: flowstate.v1.FlowStateService.List:output_type -> flowstate.v1.ListResponse
-	12, // 45: flowstate.v1.FlowStateService.Status:output_type -> flowstate.v1.StatusResponse
-	20, // 46: flowstate.v1.FlowStateService.Sync:output_type -> flowstate.v1.SyncResponse
-	22, // 47: flowstate.v1.FlowStateService.MarkReady:output_type -> flowstate.v1.MarkReadyResponse
-	28, // 48: flowstate.v1.FlowStateService.Reconcile:output_type -> flowstate.v1.ReconcileResponse
-	30, // 49: flowstate.v1.FlowStateService.Diff:output_type -> flowstate.v1.DiffResponse
-	33, // 50: flowstate.v1.FlowStateService.Watch:output_type -> flowstate.v1.WatchResponse
-	24, // 51: flowstate.v1.FlowStateService.Arm:output_type -> flowstate.v1.ArmResponse
-	26, // 52: flowstate.v1.FlowStateService.Release:output_type -> flowstate.v1.ReleaseResponse
-	42, // [42:53] is the sub-list for method output_type
-	31, // [31:42] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	3,  // 3: flowstate.v1.PutStreamRequest.entries:type_name -> flowstate.v1.Entry
+	3,  // 4: flowstate.v1.DeleteRequest.entries:type_name -> flowstate.v1.Entry
+	0,  // 5: flowstate.v1.ListRequest.kind:type_name -> flowstate.v1.EntryKind
+	4,  // 6: flowstate.v1.ListResponse.entries:type_name -> flowstate.v1.StoredEntry
+	18, // 7: flowstate.v1.StatusResponse.bridges:type_name -> flowstate.v1.BridgeStatus
+	20, // 8: flowstate.v1.StatusResponse.modules:type_name -> flowstate.v1.ModuleStatus
+	16, // 9: flowstate.v1.StatusResponse.gate:type_name -> flowstate.v1.Gate
+	17, // 10: flowstate.v1.StatusResponse.quarantined:type_name -> flowstate.v1.QuarantinedEntry
+	15, // 11: flowstate.v1.StatusResponse.guard:type_name -> flowstate.v1.Guard
+	38, // 12: flowstate.v1.StatusResponse.last_release:type_name -> google.protobuf.Timestamp
+	39, // 13: flowstate.v1.Guard.grace:type_name -> google.protobuf.Duration
+	38, // 14: flowstate.v1.Gate.deadline:type_name -> google.protobuf.Timestamp
+	4,  // 15: flowstate.v1.QuarantinedEntry.entry:type_name -> flowstate.v1.StoredEntry
+	38, // 16: flowstate.v1.QuarantinedEntry.since:type_name -> google.protobuf.Timestamp
+	19, // 17: flowstate.v1.BridgeStatus.last_replay:type_name -> flowstate.v1.Replay
+	38, // 18: flowstate.v1.BridgeStatus.since:type_name -> google.protobuf.Timestamp
+	38, // 19: flowstate.v1.BridgeStatus.last_drift:type_name -> google.protobuf.Timestamp
+	38, // 20: flowstate.v1.Replay.finished_at:type_name -> google.protobuf.Timestamp
+	39, // 21: flowstate.v1.Replay.duration:type_name -> google.protobuf.Duration
+	3,  // 22: flowstate.v1.SyncRequest.entries:type_name -> flowstate.v1.Entry
+	39, // 23: flowstate.v1.ReleaseResponse.acknowledged_after:type_name -> google.protobuf.Duration
+	18, // 24: flowstate.v1.ReconcileResponse.bridges:type_name -> flowstate.v1.BridgeStatus
+	33, // 25: flowstate.v1.DiffResponse.changes:type_name -> flowstate.v1.Change
+	2,  // 26: flowstate.v1.Change.op:type_name -> flowstate.v1.Change.Op
+	0,  // 27: flowstate.v1.Change.kind:type_name -> flowstate.v1.EntryKind
+	36, // 28: flowstate.v1.WatchResponse.event:type_name -> flowstate.v1.Event
+	38, // 29: flowstate.v1.Event.time:type_name -> google.protobuf.Timestamp
+	37, // 30: flowstate.v1.Event.attrs:type_name -> flowstate.v1.Event.AttrsEntry
+	1,  // 31: flowstate.v1.Event.event_type:type_name -> flowstate.v1.EventType
+	5,  // 32: flowstate.v1.FlowStateService.Put:input_type -> flowstate.v1.PutRequest
+	7,  // 33: flowstate.v1.FlowStateService.PutStream:input_type -> flowstate.v1.PutStreamRequest
+	9,  // 34: flowstate.v1.FlowStateService.Delete:input_type -> flowstate.v1.DeleteRequest
+	11, // 35: flowstate.v1.FlowStateService.List:input_type -> flowstate.v1.ListRequest
+	13, // 36: flowstate.v1.FlowStateService.Status:input_type -> flowstate.v1.StatusRequest
+	21, // 37: flowstate.v1.FlowStateService.Sync:input_type -> flowstate.v1.SyncRequest
+	23, // 38: flowstate.v1.FlowStateService.MarkReady:input_type -> flowstate.v1.MarkReadyRequest
+	29, // 39: flowstate.v1.FlowStateService.Reconcile:input_type -> flowstate.v1.ReconcileRequest
+	31, // 40: flowstate.v1.FlowStateService.Diff:input_type -> flowstate.v1.DiffRequest
+	34, // 41: flowstate.v1.FlowStateService.Watch:input_type -> flowstate.v1.WatchRequest
+	25, // 42: flowstate.v1.FlowStateService.Arm:input_type -> flowstate.v1.ArmRequest
+	27, // 43: flowstate.v1.FlowStateService.Release:input_type -> flowstate.v1.ReleaseRequest
+	6,  // 44: flowstate.v1.FlowStateService.Put:output_type -> flowstate.v1.PutResponse
+	8,  // 45: flowstate.v1.FlowStateService.PutStream:output_type -> flowstate.v1.PutStreamResponse
+	10, // 46: flowstate.v1.FlowStateService.Delete:output_type -> flowstate.v1.DeleteResponse
+	12, // 47: flowstate.v1.FlowStateService.List:output_type -> flowstate.v1.ListResponse
+	14, // 48: flowstate.v1.FlowStateService.Status:output_type -> flowstate.v1.StatusResponse
+	22, // 49: flowstate.v1.FlowStateService.Sync:output_type -> flowstate.v1.SyncResponse
+	24, // 50: flowstate.v1.FlowStateService.MarkReady:output_type -> flowstate.v1.MarkReadyResponse
+	30, // 51: flowstate.v1.FlowStateService.Reconcile:output_type -> flowstate.v1.ReconcileResponse
+	32, // 52: flowstate.v1.FlowStateService.Diff:output_type -> flowstate.v1.DiffResponse
+	35, // 53: flowstate.v1.FlowStateService.Watch:output_type -> flowstate.v1.WatchResponse
+	26, // 54: flowstate.v1.FlowStateService.Arm:output_type -> flowstate.v1.ArmResponse
+	28, // 55: flowstate.v1.FlowStateService.Release:output_type -> flowstate.v1.ReleaseResponse
+	44, // [44:56] is the sub-list for method output_type
+	32, // [32:44] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_flowstate_v1_flowstate_proto_init() }
@@ -2742,14 +2911,14 @@ func file_flowstate_v1_flowstate_proto_init() {
 		(*Entry_Text)(nil),
 		(*Entry_Openflow)(nil),
 	}
-	file_flowstate_v1_flowstate_proto_msgTypes[6].OneofWrappers = []any{}
+	file_flowstate_v1_flowstate_proto_msgTypes[8].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_flowstate_v1_flowstate_proto_rawDesc), len(file_flowstate_v1_flowstate_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   33,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
