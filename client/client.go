@@ -31,6 +31,11 @@ const (
 	KeepaliveTimeout = 5 * time.Second
 )
 
+// MaxMessageBytes is the largest message the client receives, and the
+// largest flowstated receives (its MaxMessageBytes). Replies are batched
+// far below it; requests above one message's worth are streamed (Put, Sync).
+const MaxMessageBytes = 16 << 20
+
 // DefaultWatchReconnect is how long Watch keeps reconnecting to an
 // unreachable flowstated before it gives up (WithWatchReconnect).
 const DefaultWatchReconnect = 30 * time.Second
@@ -77,6 +82,9 @@ func New(target string, opts ...Option) (*Client, error) {
 	o.dial = []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultServiceConfig(serviceConfig),
+		// gRPC's default is 4 MiB; flowstated's replies stay far below
+		// either, this is the margin for one large entry list.
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes)),
 		// Notice a frozen server (SIGSTOP, a peer gone without a FIN) even
 		// while no call is in flight: a Watch waits on it for ever otherwise.
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout, PermitWithoutStream: true}),

@@ -61,6 +61,7 @@ func fromStatus(p *flowstatev1.StatusResponse) *Status {
 			Required: m.GetRequired(), Ready: m.GetReady(),
 		})
 	}
+	st.QuarantinedTotal = int(p.GetQuarantinedTotal())
 	for _, q := range p.GetQuarantined() {
 		st.Quarantined = append(st.Quarantined, QuarantinedEntry{
 			Entry: fromStored(q.GetEntry()), Error: q.GetError(), Since: fromTime(q.GetSince()),

@@ -64,11 +64,21 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 // Diff returns how bridge differs from its desired state, in the order a
 // replay would send the changes. It changes nothing.
 func (c *Client) Diff(ctx context.Context, bridge string) ([]Change, error) {
-	resp, err := c.api.Diff(ctx, &flowstatev1.DiffRequest{Bridge: bridge})
+	stream, err := c.api.Diff(ctx, &flowstatev1.DiffRequest{Bridge: bridge})
 	if err != nil {
 		return nil, fromGRPC(err)
 	}
-	return fromChanges(resp.GetChanges()), nil
+	var out []Change
+	for {
+		resp, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fromGRPC(err)
+		}
+		out = append(out, fromChanges(resp.GetChanges())...)
+	}
 }
 
 // Reconcile makes bridge (every bridge when empty) hold its desired state now

@@ -34,8 +34,11 @@ type Status struct {
 	Bridges []BridgeStatus
 	// Modules holds one entry per (bridge, module) pair.
 	Modules []ModuleStatus
-	// Quarantined lists entries the switch refused during a replay.
+	// Quarantined lists entries the switch refused during a replay: the
+	// first 1000 at most.
 	Quarantined []QuarantinedEntry
+	// QuarantinedTotal counts the quarantined entries, listed or not.
+	QuarantinedTotal int
 	// Sessions lists the connected gRPC clients, this one included.
 	Sessions []Session
 }

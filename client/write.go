@@ -3,10 +3,14 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+
+	"google.golang.org/protobuf/proto"
 
 	flowstatev1 "github.com/flowstate-io/flowstate/api/flowstate/v1"
 	"github.com/flowstate-io/flowstate/entry"
+	"github.com/flowstate-io/flowstate/errdefs"
 )
 
 // Entry is an entry to declare: in ovs-ofctl syntax or encoded.
@@ -30,9 +34,45 @@ func GroupText(s string) Entry { return Entry{Kind: entry.KindGroup, Text: s} }
 // MeterText is a meter in ovs-ofctl add-meter syntax.
 func MeterText(s string) Entry { return Entry{Kind: entry.KindMeter, Text: s} }
 
+// Requests are sent in messages of at most chunkEntries entries and about
+// chunkBytes, a quarter of the 4 MiB a gRPC server accepts by default:
+// small enough for any flowstated, large enough that a message's overhead
+// does not count.
+const (
+	chunkEntries = 4096
+	chunkBytes   = 1 << 20
+)
+
+// entrySize is an entry's share of a message, near enough.
+func entrySize(e Entry) int { return len(e.Text) + len(e.OpenFlow) + 8 }
+
+// chunks calls send with consecutive slices of es that each fit one
+// message, at least once (with an empty slice when es is empty). It stops at
+// the first error.
+func chunks(es []Entry, send func(first bool, part []Entry) error) error {
+	for i, first := 0, true; first || i < len(es); first = false {
+		j, size := i, 0
+		for j < len(es) && j-i < chunkEntries && (j == i || size+entrySize(es[j]) <= chunkBytes) {
+			size += entrySize(es[j])
+			j++
+		}
+		if err := send(first, es[i:j]); err != nil {
+			return err
+		}
+		i = j
+	}
+	return nil
+}
+
 // Put declares entries of module on bridge. applied reports whether the switch
-// already holds them (false: stored, applied at the next replay).
+// already holds them (false: stored, applied at the next replay). A set of any
+// size (up to flowstated's limit of 2,000,000 entries per request) goes in
+// one call: above one message's worth, the entries are streamed (PutStream)
+// and still written all or nothing.
 func (c *Client) Put(ctx context.Context, bridge, module string, es ...Entry) (applied bool, err error) {
+	if len(es) > chunkEntries || !oneMessage(es) {
+		return c.putStream(ctx, bridge, module, es)
+	}
 	resp, err := c.api.Put(ctx, &flowstatev1.PutRequest{Bridge: bridge, Module: module, Entries: toProtoEntries(es)})
 	if err != nil {
 		return false, fromGRPC(err)
@@ -40,45 +80,101 @@ func (c *Client) Put(ctx context.Context, bridge, module string, es ...Entry) (a
 	return resp.GetApplied(), nil
 }
 
-// Delete removes entries of module on bridge, named by identity (for flows:
-// table, priority and match; actions may be omitted).
-func (c *Client) Delete(ctx context.Context, bridge, module string, es ...Entry) (applied bool, err error) {
-	resp, err := c.api.Delete(ctx, &flowstatev1.DeleteRequest{Bridge: bridge, Module: module, Entries: toProtoEntries(es)})
-	if err != nil {
-		return false, fromGRPC(err)
+func oneMessage(es []Entry) bool {
+	size := 0
+	for _, e := range es {
+		size += entrySize(e)
 	}
-	return resp.GetApplied(), nil
+	return size <= chunkBytes
 }
 
-// syncBatch is the number of entries per Sync message.
-const syncBatch = 1024
-
-// Sync replaces the complete set of module's entries on bridge with es: what
-// the module declared before and is not in es is removed, on the switch in the
-// same bundle. ready also marks the module ready for this boot.
-func (c *Client) Sync(ctx context.Context, bridge, module string, ready bool, es ...Entry) (applied bool, err error) {
-	stream, err := c.api.Sync(ctx)
+func (c *Client) putStream(ctx context.Context, bridge, module string, es []Entry) (bool, error) {
+	// Cancelled on return, so a failed send ends the stream and flowstated
+	// stores nothing of it.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := c.api.PutStream(ctx)
 	if err != nil {
 		return false, fromGRPC(err)
 	}
-	all := toProtoEntries(es)
-	for i := 0; i == 0 || i < len(all); i += syncBatch {
-		req := &flowstatev1.SyncRequest{Entries: all[i:min(i+syncBatch, len(all))]}
-		if i == 0 {
-			req.Bridge, req.Module, req.Ready = bridge, module, ready
+	err = chunks(es, func(first bool, part []Entry) error {
+		req := &flowstatev1.PutStreamRequest{Entries: toProtoEntries(part)}
+		if first {
+			req.Bridge, req.Module = bridge, module
 		}
-		if err := stream.Send(req); err != nil {
-			if errors.Is(err, io.EOF) {
-				break // the server ended the stream; CloseAndRecv says why
-			}
-			return false, fromGRPC(err)
-		}
+		return stream.Send(req)
+	})
+	if err != nil && !errors.Is(err, io.EOF) { // io.EOF: the server ended the stream; CloseAndRecv says why
+		return false, fromGRPC(err)
 	}
 	resp, err := stream.CloseAndRecv()
 	if err != nil {
 		return false, fromGRPC(err)
 	}
 	return resp.GetApplied(), nil
+}
+
+// Delete removes entries of module on bridge, named by identity (for flows:
+// table, priority and match; actions may be omitted). The request is one
+// message: at most MaxMessageBytes, about 100,000 flows.
+func (c *Client) Delete(ctx context.Context, bridge, module string, es ...Entry) (applied bool, err error) {
+	req := &flowstatev1.DeleteRequest{Bridge: bridge, Module: module, Entries: toProtoEntries(es)}
+	if n := proto.Size(req); n > MaxMessageBytes {
+		return false, fmt.Errorf("client: a delete of %d entries is %d bytes, over the %d bytes of one message: "+
+			"split it into several deletes, or replace the module's set with Sync: %w", len(es), n, MaxMessageBytes, errdefs.ErrInvalidArgument)
+	}
+	resp, err := c.api.Delete(ctx, req)
+	if err != nil {
+		return false, fromGRPC(err)
+	}
+	return resp.GetApplied(), nil
+}
+
+// SyncResult is the outcome of a Sync.
+type SyncResult struct {
+	// Applied is true when the switch already holds the new set (false:
+	// stored, applied at the next replay).
+	Applied bool
+	// Stored is the size of the new set; Added counts its entries the module
+	// did not declare before, Changed those it declared with other content
+	// (the rest were unchanged), Removed those of the old set that are gone.
+	Stored, Added, Changed, Removed int
+}
+
+// Sync replaces the complete set of module's entries on bridge with es: what
+// the module declared before and is not in es is removed, on the switch in the
+// same bundle. ready also marks the module ready for this boot. The set may
+// have any size up to flowstated's limit of 2,000,000 entries: it is streamed
+// in messages of a few thousand entries, and written all or nothing.
+func (c *Client) Sync(ctx context.Context, bridge, module string, ready bool, es ...Entry) (applied bool, err error) {
+	res, err := c.SyncSet(ctx, bridge, module, ready, es)
+	return res.Applied, err
+}
+
+// SyncSet is Sync, reporting what changed.
+func (c *Client) SyncSet(ctx context.Context, bridge, module string, ready bool, es []Entry) (SyncResult, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := c.api.Sync(ctx)
+	if err != nil {
+		return SyncResult{}, fromGRPC(err)
+	}
+	err = chunks(es, func(first bool, part []Entry) error {
+		req := &flowstatev1.SyncRequest{Entries: toProtoEntries(part)}
+		if first {
+			req.Bridge, req.Module, req.Ready = bridge, module, ready
+		}
+		return stream.Send(req)
+	})
+	if err != nil && !errors.Is(err, io.EOF) {
+		return SyncResult{}, fromGRPC(err)
+	}
+	resp, err := stream.CloseAndRecv()
+	if err != nil {
+		return SyncResult{}, fromGRPC(err)
+	}
+	return SyncResult{Applied: resp.GetApplied(), Stored: int(resp.GetStored()), Added: int(resp.GetAdded()),
+		Changed: int(resp.GetChanged()), Removed: int(resp.GetRemoved())}, nil
 }
 
 // MarkReady marks module ready for this boot without changing its entries.

@@ -17,11 +17,25 @@ import (
 	"github.com/flowstate-io/flowstate/server/restore"
 )
 
-// Request bounds: a request is one bbolt transaction and one bundle.
+// Request bounds: a request is one bbolt transaction and one bundle, held in
+// memory as canonical entries (about 250 bytes each) until it is written.
 const (
-	maxEntriesPerRequest = 100000
-	maxTextBytes         = 64 << 10
+	// MaxEntriesPerRequest bounds the entries of one write, streamed or not:
+	// twice the largest set a node is expected to carry, so a runaway client
+	// cannot make flowstated hold gigabytes.
+	MaxEntriesPerRequest = 2_000_000
+	// MaxMessageBytes is the largest gRPC message flowstated receives
+	// (grpc.MaxRecvMsgSize; gRPC's default is 4 MiB). A request larger than
+	// that goes as a stream (PutStream, Sync) of smaller messages.
+	MaxMessageBytes = 16 << 20
+	maxTextBytes    = 64 << 10
 )
+
+// errTooManyEntries is the refusal of a request over MaxEntriesPerRequest.
+func errTooManyEntries(n int) error {
+	return fmt.Errorf("%d entries in one request exceed the limit of %d: split the set between modules (each module's set is written separately): %w",
+		n, MaxEntriesPerRequest, errdefs.ErrInvalidArgument)
+}
 
 // toEntries validates the entries of a write request and converts them to the
 // canonical form. Errors name the entry index and, for text, the column.
@@ -29,17 +43,25 @@ func toEntries(module string, in []*flowstatev1.Entry, identityOnly bool) ([]ent
 	if len(in) == 0 {
 		return nil, fmt.Errorf("no entries: %w", errdefs.ErrInvalidArgument)
 	}
-	if len(in) > maxEntriesPerRequest {
-		return nil, fmt.Errorf("%d entries exceed the limit of %d per request: %w", len(in), maxEntriesPerRequest, errdefs.ErrInvalidArgument)
+	if len(in) > MaxEntriesPerRequest {
+		return nil, errTooManyEntries(len(in))
 	}
-	out := make([]entry.Entry, len(in))
-	for i, pe := range in {
+	return appendEntries(make([]entry.Entry, 0, len(in)), module, in, identityOnly)
+}
+
+// appendEntries converts in to canonical entries and appends them to out;
+// the index an error names counts from the start of out, so a streamed
+// request reports the entry's position in the whole stream. Only the
+// canonical payload and identity of each entry are kept: the proto message
+// can be dropped as soon as it is converted.
+func appendEntries(out []entry.Entry, module string, in []*flowstatev1.Entry, identityOnly bool) ([]entry.Entry, error) {
+	for _, pe := range in {
 		e, err := toEntry(pe, identityOnly)
 		if err != nil {
-			return nil, &errdefs.EntryError{Index: i, Err: fmt.Errorf("%w: %w", err, errdefs.ErrInvalidArgument)}
+			return out, &errdefs.EntryError{Index: len(out), Err: fmt.Errorf("%w: %w", err, errdefs.ErrInvalidArgument)}
 		}
 		e.Module = module
-		out[i] = e
+		out = append(out, e)
 	}
 	return out, nil
 }

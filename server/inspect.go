@@ -49,7 +49,7 @@ func (s *service) FlowStats(req *flowstatev1.FlowStatsRequest, stream flowstatev
 		return toGRPC(err)
 	}
 	for len(all) > 0 {
-		n := min(len(all), listBatch)
+		n := min(len(all), replyBatch)
 		if err := stream.Send(&flowstatev1.FlowStatsResponse{Flows: all[:n]}); err != nil {
 			return err
 		}

@@ -236,9 +236,15 @@ func TestQuarantine(t *testing.T) {
 	e.waitConverged(ctx)
 	e.assertExact(ctx, append(slices.Clone(pipeline), table7[0]))
 	st := e.status(ctx)
-	if len(st.Quarantined) != 2+len(metered) {
-		t.Fatalf("status quarantine = %v, want the meter, a table 7 flow and the %d flows using the meter", st.Quarantined, len(metered))
+	if len(st.Quarantined) != 2+len(metered) || st.QuarantinedTotal != 2+len(metered) {
+		t.Fatalf("status quarantine = %v (total %d), want the meter, a table 7 flow and the %d flows using the meter", st.Quarantined, st.QuarantinedTotal, len(metered))
 	}
+	// Status lists the first entries only, and counts them all.
+	restoreMax := server.SetMaxStatusQuarantined(1)
+	if st := e.status(ctx); len(st.Quarantined) != 1 || st.QuarantinedTotal != 2 {
+		t.Fatalf("status quarantine bounded to 1 = %v (total %d)", st.Quarantined, st.QuarantinedTotal)
+	}
+	restoreMax()
 	if r := st.Bridges[0].LastReplay; r.Error != "" {
 		t.Fatalf("replay with quarantined entries reported %q", r.Error)
 	}

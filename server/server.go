@@ -222,6 +222,9 @@ func Run(ctx context.Context, cfg Config) error {
 	gs := grpc.NewServer(
 		grpc.ForceServerCodec(utf8Codec{}),
 		grpc.Creds(newPeerCreds()),
+		// Every reply is batched far below this; requests larger than it go
+		// as streams (PutStream, Sync), whose errors say so.
+		grpc.MaxRecvMsgSize(MaxMessageBytes),
 		// Detect silent clients: ping after KeepaliveTime idle, drop after
 		// KeepaliveTimeout more. The server pings whether or not a call is
 		// open, so an idle frozen client goes too.

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"sync/atomic"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -20,8 +21,46 @@ import (
 	"github.com/flowstate-io/flowstate/store"
 )
 
-// listBatch is the number of entries per List message.
-const listBatch = 512
+// Replies that carry entries or changes go in batches of at most
+// replyBatch items and about replyBatchBytes, far below the 4 MiB a gRPC
+// client accepts by default, whatever the size of an entry.
+const (
+	replyBatch      = 512
+	replyBatchBytes = 1 << 20
+)
+
+// maxStatusQuarantined bounds the quarantined entries listed in a Status
+// reply (StatusResponse.quarantined_total counts them all): about 400 KiB.
+// Atomic, so tests may lower it while the server runs (export_test.go).
+var maxStatusQuarantined atomic.Int32
+
+func init() { maxStatusQuarantined.Store(1000) }
+
+// batcher collects the items of a streamed reply and sends a batch when it
+// holds replyBatch items or replyBatchBytes.
+type batcher[T any] struct {
+	send  func([]T) error
+	items []T
+	bytes int
+}
+
+func (b *batcher[T]) add(item T, size int) error {
+	b.items = append(b.items, item)
+	b.bytes += size
+	if len(b.items) < replyBatch && b.bytes < replyBatchBytes {
+		return nil
+	}
+	return b.flush()
+}
+
+func (b *batcher[T]) flush() error {
+	if len(b.items) == 0 {
+		return nil
+	}
+	err := b.send(b.items)
+	b.items, b.bytes = nil, 0
+	return err
+}
 
 // service implements the gRPC API on top of the restore engine and the store;
 // it only validates and converts.
@@ -106,34 +145,33 @@ func (s *service) List(req *flowstatev1.ListRequest, stream flowstatev1.FlowStat
 		t := uint8(req.GetTable())
 		f.Table = &t
 	}
-	batch := make([]*flowstatev1.StoredEntry, 0, listBatch)
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		err := stream.Send(&flowstatev1.ListResponse{Entries: batch})
-		batch = make([]*flowstatev1.StoredEntry, 0, listBatch)
-		return err
-	}
 	// Collect in one read transaction, send after it: a slow client must not
 	// hold a bbolt transaction open (it would block the file's remapping).
-	var all []*flowstatev1.StoredEntry
+	// The entries are kept as stored (copies of their canonical payloads);
+	// their text is rendered batch by batch as they are sent.
+	type stored struct {
+		bridge string
+		e      entry.Entry
+	}
+	var all []stored
 	err := s.store.List(f, func(bridge string, e entry.Entry) error {
-		all = append(all, toStored(bridge, e))
+		all = append(all, stored{bridge, e})
 		return stream.Context().Err()
 	})
 	if err != nil {
 		return toGRPC(err)
 	}
-	for _, se := range all {
-		batch = append(batch, se)
-		if len(batch) == listBatch {
-			if err := flush(); err != nil {
-				return err
-			}
+	b := batcher[*flowstatev1.StoredEntry]{send: func(es []*flowstatev1.StoredEntry) error {
+		return stream.Send(&flowstatev1.ListResponse{Entries: es})
+	}}
+	for i := range all {
+		se := toStored(all[i].bridge, all[i].e)
+		all[i] = stored{} // let the payload go once it is in a message
+		if err := b.add(se, len(se.Text)+len(se.Openflow)+len(se.Bridge)+len(se.Module)); err != nil {
+			return err
 		}
 	}
-	return flush()
+	return b.flush()
 }
 
 func (s *service) Status(ctx context.Context, _ *flowstatev1.StatusRequest) (*flowstatev1.StatusResponse, error) {
@@ -165,7 +203,11 @@ func (s *service) Status(ctx context.Context, _ *flowstatev1.StatusRequest) (*fl
 		pb := toBridgeStatus(bs)
 		perBridge[bs.Name] = pb
 		resp.Bridges = append(resp.Bridges, pb)
+		resp.QuarantinedTotal += uint32(len(bs.Quarantined))
 		for _, q := range bs.Quarantined {
+			if len(resp.Quarantined) >= int(maxStatusQuarantined.Load()) {
+				break
+			}
 			resp.Quarantined = append(resp.Quarantined, &flowstatev1.QuarantinedEntry{
 				Entry: toStored(q.Bridge, q.Entry), Error: q.Reason, Since: timestamppb.New(q.Since),
 			})
@@ -202,49 +244,82 @@ func (s *service) Status(ctx context.Context, _ *flowstatev1.StatusRequest) (*fl
 	return resp, nil
 }
 
-func (s *service) Sync(stream flowstatev1.FlowStateService_SyncServer) error {
-	var (
-		bridge, module string
-		ready          bool
-		in             []*flowstatev1.Entry
-	)
+// entryMessage is a message of a client stream of entries (PutStream, Sync).
+type entryMessage interface {
+	GetBridge() string
+	GetModule() string
+	GetEntries() []*flowstatev1.Entry
+}
+
+// recvEntries receives a client stream of entries for one bridge and module
+// and returns them in canonical form. Each message is converted as it
+// arrives, so the request is held once, as canonical entries, whatever its
+// size. It returns at the first error (a broken stream, an entry refused, a
+// message over MaxMessageBytes, which gRPC refuses with RESOURCE_EXHAUSTED
+// before the handler sees it) having written nothing: a streamed request is
+// all or nothing like any other. each, if set, sees every message.
+func recvEntries[M entryMessage](ctx context.Context, s *service, recv func() (M, error), each func(M)) (bridge, module string, es []entry.Entry, err error) {
 	for first := true; ; first = false {
-		req, err := stream.Recv()
+		req, err := recv()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return err
+			return "", "", nil, err
 		}
 		if first {
 			bridge, module = req.GetBridge(), req.GetModule()
-			if err := s.validateWrite(stream.Context(), bridge, module); err != nil {
-				return toGRPC(err)
+			if err := s.validateWrite(ctx, bridge, module); err != nil {
+				return "", "", nil, err
 			}
 		} else if (req.GetBridge() != "" && req.GetBridge() != bridge) || (req.GetModule() != "" && req.GetModule() != module) {
-			return toGRPC(fmt.Errorf("bridge and module must not change within a sync: %w", errdefs.ErrInvalidArgument))
+			return "", "", nil, fmt.Errorf("bridge and module must not change within a stream: %w", errdefs.ErrInvalidArgument)
 		}
-		ready = ready || req.GetReady()
-		if len(in)+len(req.GetEntries()) > maxEntriesPerRequest {
-			return toGRPC(fmt.Errorf("more than %d entries in one sync: %w", maxEntriesPerRequest, errdefs.ErrInvalidArgument))
+		if each != nil {
+			each(req)
 		}
-		in = append(in, req.GetEntries()...)
+		if n := len(es) + len(req.GetEntries()); n > MaxEntriesPerRequest {
+			return "", "", nil, errTooManyEntries(n)
+		}
+		if es, err = appendEntries(es, module, req.GetEntries(), false); err != nil {
+			return "", "", nil, err
+		}
 	}
 	if bridge == "" {
-		return toGRPC(fmt.Errorf("empty sync stream: %w", errdefs.ErrInvalidArgument))
+		return "", "", nil, fmt.Errorf("empty stream: the first message names the bridge and module: %w", errdefs.ErrInvalidArgument)
 	}
-	var es []entry.Entry
-	if len(in) > 0 {
-		var err error
-		if es, err = toEntries(module, in, false); err != nil {
-			return toGRPC(err)
-		}
-	}
-	applied, removed, err := s.engine.Sync(stream.Context(), bridge, module, es, ready)
+	return bridge, module, es, nil
+}
+
+func (s *service) PutStream(stream flowstatev1.FlowStateService_PutStreamServer) error {
+	bridge, module, es, err := recvEntries(stream.Context(), s, stream.Recv, nil)
 	if err != nil {
 		return toGRPC(err)
 	}
-	return stream.SendAndClose(&flowstatev1.SyncResponse{Applied: applied, Stored: uint32(len(es)), Removed: uint32(removed)})
+	if len(es) == 0 {
+		return toGRPC(fmt.Errorf("no entries: %w", errdefs.ErrInvalidArgument))
+	}
+	applied, err := s.engine.Put(stream.Context(), bridge, module, es)
+	if err != nil {
+		return toGRPC(err)
+	}
+	return stream.SendAndClose(&flowstatev1.PutStreamResponse{Applied: applied, Stored: uint32(len(es))})
+}
+
+func (s *service) Sync(stream flowstatev1.FlowStateService_SyncServer) error {
+	ready := false
+	bridge, module, es, err := recvEntries(stream.Context(), s, stream.Recv, func(req *flowstatev1.SyncRequest) {
+		ready = ready || req.GetReady()
+	})
+	if err != nil {
+		return toGRPC(err)
+	}
+	res, err := s.engine.Sync(stream.Context(), bridge, module, es, ready)
+	if err != nil {
+		return toGRPC(err)
+	}
+	return stream.SendAndClose(&flowstatev1.SyncResponse{Applied: res.Applied, Stored: uint32(len(es)),
+		Removed: uint32(res.Removed), Added: uint32(res.Added), Changed: uint32(res.Changed)})
 }
 
 func (s *service) MarkReady(ctx context.Context, req *flowstatev1.MarkReadyRequest) (*flowstatev1.MarkReadyResponse, error) {
@@ -304,19 +379,25 @@ func (s *service) Release(ctx context.Context, _ *flowstatev1.ReleaseRequest) (*
 	return &flowstatev1.ReleaseResponse{WasSet: was, AcknowledgedAfter: durationpb.New(ack)}, nil
 }
 
-func (s *service) Diff(ctx context.Context, req *flowstatev1.DiffRequest) (*flowstatev1.DiffResponse, error) {
+func (s *service) Diff(req *flowstatev1.DiffRequest, stream flowstatev1.FlowStateService_DiffServer) error {
 	if err := entry.ValidateName("bridge", req.GetBridge()); err != nil {
-		return nil, toGRPC(fmt.Errorf("%w: %w", err, errdefs.ErrInvalidArgument))
+		return toGRPC(fmt.Errorf("%w: %w", err, errdefs.ErrInvalidArgument))
 	}
-	cs, err := s.engine.Diff(ctx, req.GetBridge())
+	cs, err := s.engine.Diff(stream.Context(), req.GetBridge())
 	if err != nil {
-		return nil, toGRPC(err)
+		return toGRPC(err)
 	}
-	resp := &flowstatev1.DiffResponse{Changes: make([]*flowstatev1.Change, 0, len(cs))}
-	for _, c := range cs {
-		resp.Changes = append(resp.Changes, toChange(c))
+	b := batcher[*flowstatev1.Change]{send: func(cs []*flowstatev1.Change) error {
+		return stream.Send(&flowstatev1.DiffResponse{Changes: cs})
+	}}
+	for i := range cs {
+		pc := toChange(cs[i])
+		cs[i] = restore.Change{}
+		if err := b.add(pc, len(pc.Desired)+len(pc.Actual)+len(pc.Module)); err != nil {
+			return err
+		}
 	}
-	return resp, nil
+	return b.flush()
 }
 
 func (s *service) Watch(req *flowstatev1.WatchRequest, stream flowstatev1.FlowStateService_WatchServer) error {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,13 +16,11 @@ import (
 	"github.com/flowstate-io/flowstate/ofctl"
 )
 
-// line is one entry of an input file.
+// line is one entry of an input file. Only its text is kept: a file may
+// hold a million flows.
 type line struct {
 	n    int
 	text string
-	// id and payload are the flow's identity and canonical encoding, as
-	// flowstated derives them from the text (flows only).
-	id, payload []byte
 }
 
 // readInput returns the non-blank, non-comment lines of FILE or "-". Flow
@@ -56,7 +53,7 @@ func readInput(cmd *cobra.Command, name string, kind entry.Kind) ([]line, error)
 		var errs []error
 		bar := newProgress(cmd.ErrOrStderr(), "parsing "+name, len(out))
 		for i, l := range out {
-			if err := identify(&out[i]); err != nil {
+			if err := checkFlow(l.text); err != nil {
 				errs = append(errs, fmt.Errorf("%s:%d: %w", name, l.n, err))
 			}
 			bar.set(i + 1)
@@ -69,9 +66,10 @@ func readInput(cmd *cobra.Command, name string, kind entry.Kind) ([]line, error)
 	return out, nil
 }
 
-// identify parses a flow line the way flowstated does (server/convert.go).
-func identify(l *line) error {
-	fm, err := ofctl.ParseFlow(l.text)
+// checkFlow parses a flow line the way flowstated does (server/convert.go),
+// so a file's syntax errors are all reported before anything is sent.
+func checkFlow(text string) error {
+	fm, err := ofctl.ParseFlow(text)
 	if err != nil {
 		return err
 	}
@@ -79,7 +77,7 @@ func identify(l *line) error {
 	if err != nil {
 		return fmt.Errorf("encoding: %w", err)
 	}
-	l.payload, l.id, err = entry.Identify(entry.KindFlow, raw)
+	_, _, err = entry.Identify(entry.KindFlow, raw)
 	return err
 }
 
@@ -217,20 +215,14 @@ func newReplaceFlows(g *globals) *cobra.Command {
 				return err
 			}
 			return g.run(cmd, func(ctx context.Context, c *client.Client) error {
-				// The counts come from the module's flows before the
-				// change; the Sync reply carries no per-entry outcome.
-				before, err := c.List(ctx, client.Filter{Bridge: g.bridge, Module: module, Kind: entry.KindFlow})
-				if err != nil {
-					return err
-				}
-				applied, err := c.Sync(ctx, g.bridge, module, ready, toEntries(entry.KindFlow, lines)...)
+				res, err := c.SyncSet(ctx, g.bridge, module, ready, toEntries(entry.KindFlow, lines))
 				if err != nil {
 					return lineError(args[0], lines, err)
 				}
-				ch := countChanges(before, lines)
 				w := cmd.OutOrStdout()
-				fmt.Fprintf(w, "%s: %d flows: %d added, %d changed, %d removed, %d unchanged\n", module, ch.total, ch.added, ch.changed, ch.removed, ch.unchanged)
-				if applied {
+				fmt.Fprintf(w, "%s: %d flows: %d added, %d changed, %d removed, %d unchanged\n", module,
+					res.Stored, res.Added, res.Changed, res.Removed, res.Stored-res.Added-res.Changed)
+				if res.Applied {
 					fmt.Fprintln(w, "applied")
 				} else {
 					fmt.Fprintln(w, "stored; the bridge is not forwarding through flowstate yet, the next replay applies them")
@@ -246,42 +238,4 @@ func newReplaceFlows(g *globals) *cobra.Command {
 	cmd.Flags().BoolVar(&ready, "ready", false, "also mark the module ready for this boot")
 	_ = cmd.MarkFlagRequired("module")
 	return cmd
-}
-
-// changes counts what a replace-flows does to a module's flows.
-type changes struct {
-	total, added, changed, removed, unchanged int
-}
-
-// countChanges compares the module's flows before with the new set, by
-// identity (table, priority, match) and canonical encoding; a later line
-// with the same identity replaces an earlier one, as on the server.
-func countChanges(before []client.StoredEntry, lines []line) changes {
-	old := make(map[string][]byte, len(before))
-	for _, e := range before {
-		if _, id, err := entry.Identify(entry.KindFlow, e.OpenFlow); err == nil {
-			old[string(id)] = e.OpenFlow
-		}
-	}
-	set := make(map[string][]byte, len(lines))
-	for _, l := range lines {
-		set[string(l.id)] = l.payload
-	}
-	ch := changes{total: len(set)}
-	for id, p := range set {
-		switch q, ok := old[id]; {
-		case !ok:
-			ch.added++
-		case bytes.Equal(p, q):
-			ch.unchanged++
-		default:
-			ch.changed++
-		}
-	}
-	for id := range old {
-		if _, ok := set[id]; !ok {
-			ch.removed++
-		}
-	}
-	return ch
 }

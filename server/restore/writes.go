@@ -22,22 +22,40 @@ func (e *Engine) Put(ctx context.Context, bridgeName, module string, es []entry.
 	return applied, err
 }
 
+// SyncResult is the outcome of a Sync.
+type SyncResult struct {
+	// Applied is true when the switch already holds the new set.
+	Applied bool
+	// Added counts the entries the module did not declare before, Changed
+	// those it declared with other content, Removed those of the old set
+	// that are gone.
+	Added, Changed, Removed int
+}
+
 // Sync makes es the complete set of module's entries on bridge; the entries it
 // no longer declares leave the switch in the same bundle that brings the new
 // ones. With ready, the module is then marked ready for this boot.
-func (e *Engine) Sync(ctx context.Context, bridgeName, module string, es []entry.Entry, ready bool) (applied bool, removed int, err error) {
+func (e *Engine) Sync(ctx context.Context, bridgeName, module string, es []entry.Entry, ready bool) (SyncResult, error) {
 	applied, res, err := e.write(ctx, bridgeName, es, func(w *store.Writer) (store.Result, error) {
 		return w.Sync(bridgeName, module, es)
 	})
 	if err != nil {
-		return false, 0, err
+		return SyncResult{}, err
+	}
+	out := SyncResult{Applied: applied, Removed: len(res.Removed)}
+	for _, c := range res.Changed {
+		if c.Existed {
+			out.Changed++
+		} else {
+			out.Added++
+		}
 	}
 	if ready {
 		if err := e.MarkReady(module); err != nil {
-			return applied, len(res.Removed), err
+			return out, err
 		}
 	}
-	return applied, len(res.Removed), nil
+	return out, nil
 }
 
 // Delete removes entries of module on bridge by identity (keys carry Kind and

@@ -244,7 +244,7 @@ func (x Change_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Change_Op.Descriptor instead.
 func (Change_Op) EnumDescriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{29, 0}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{31, 0}
 }
 
 // Entry is one desired entry as a controller declares it.
@@ -547,6 +547,127 @@ func (x *PutResponse) GetStored() uint32 {
 	return 0
 }
 
+// PutStreamRequest is one message of a PutStream stream.
+type PutStreamRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// bridge is required in the first message, optional after (must match).
+	Bridge string `protobuf:"bytes,1,opt,name=bridge,proto3" json:"bridge,omitempty"`
+	// module is required in the first message, optional after (must match).
+	Module string `protobuf:"bytes,2,opt,name=module,proto3" json:"module,omitempty"`
+	// entries of this message; the request is the concatenation over the
+	// stream, and an error about one entry names its index in it.
+	Entries       []*Entry `protobuf:"bytes,3,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutStreamRequest) Reset() {
+	*x = PutStreamRequest{}
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutStreamRequest) ProtoMessage() {}
+
+func (x *PutStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutStreamRequest.ProtoReflect.Descriptor instead.
+func (*PutStreamRequest) Descriptor() ([]byte, []int) {
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *PutStreamRequest) GetBridge() string {
+	if x != nil {
+		return x.Bridge
+	}
+	return ""
+}
+
+func (x *PutStreamRequest) GetModule() string {
+	if x != nil {
+		return x.Module
+	}
+	return ""
+}
+
+func (x *PutStreamRequest) GetEntries() []*Entry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+// PutStreamResponse reports the outcome of a PutStream.
+type PutStreamResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// applied is true when the switch already holds the entries; false when
+	// they were stored while the bridge was disconnected or held.
+	Applied bool `protobuf:"varint,1,opt,name=applied,proto3" json:"applied,omitempty"`
+	// stored is the number of entries written.
+	Stored        uint32 `protobuf:"varint,2,opt,name=stored,proto3" json:"stored,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutStreamResponse) Reset() {
+	*x = PutStreamResponse{}
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutStreamResponse) ProtoMessage() {}
+
+func (x *PutStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutStreamResponse.ProtoReflect.Descriptor instead.
+func (*PutStreamResponse) Descriptor() ([]byte, []int) {
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *PutStreamResponse) GetApplied() bool {
+	if x != nil {
+		return x.Applied
+	}
+	return false
+}
+
+func (x *PutStreamResponse) GetStored() uint32 {
+	if x != nil {
+		return x.Stored
+	}
+	return 0
+}
+
 // DeleteRequest removes entries of one module on one bridge.
 type DeleteRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -563,7 +684,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[4]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -575,7 +696,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[4]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -588,7 +709,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{4}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DeleteRequest) GetBridge() string {
@@ -625,7 +746,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[5]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -637,7 +758,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[5]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -650,7 +771,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{5}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DeleteResponse) GetApplied() bool {
@@ -684,7 +805,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[6]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -696,7 +817,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[6]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -709,7 +830,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{6}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListRequest) GetBridge() string {
@@ -751,7 +872,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[7]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -763,7 +884,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[7]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -776,7 +897,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{7}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListResponse) GetEntries() []*StoredEntry {
@@ -795,7 +916,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[8]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -807,7 +928,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[8]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -820,7 +941,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{8}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{10}
 }
 
 // StatusResponse is the daemon's status.
@@ -843,7 +964,11 @@ type StatusResponse struct {
 	Gate *Gate `protobuf:"bytes,7,opt,name=gate,proto3" json:"gate,omitempty"`
 	// quarantined lists entries OVS refused during a replay; they are kept and
 	// left out until their module writes them again or the bridge reconnects.
+	// At most the first 1000 are listed (quarantined_total counts them all),
+	// so the reply stays small whatever the switch refused.
 	Quarantined []*QuarantinedEntry `protobuf:"bytes,8,rep,name=quarantined,proto3" json:"quarantined,omitempty"`
+	// quarantined_total is the number of quarantined entries, listed or not.
+	QuarantinedTotal uint32 `protobuf:"varint,15,opt,name=quarantined_total,json=quarantinedTotal,proto3" json:"quarantined_total,omitempty"`
 	// vswitchd_acknowledged is true when ovs-vswitchd has read the latest
 	// change to the database (cur_cfg reached next_cfg), so the flag as stored
 	// is the flag as vswitchd sees it.
@@ -865,7 +990,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[9]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -877,7 +1002,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[9]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -890,7 +1015,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{9}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *StatusResponse) GetBootId() string {
@@ -947,6 +1072,13 @@ func (x *StatusResponse) GetQuarantined() []*QuarantinedEntry {
 		return x.Quarantined
 	}
 	return nil
+}
+
+func (x *StatusResponse) GetQuarantinedTotal() uint32 {
+	if x != nil {
+		return x.QuarantinedTotal
+	}
+	return 0
 }
 
 func (x *StatusResponse) GetVswitchdAcknowledged() bool {
@@ -1010,7 +1142,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[10]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1022,7 +1154,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[10]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1035,7 +1167,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{10}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Session) GetUid() uint32 {
@@ -1112,7 +1244,7 @@ type Guard struct {
 
 func (x *Guard) Reset() {
 	*x = Guard{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[11]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1124,7 +1256,7 @@ func (x *Guard) String() string {
 func (*Guard) ProtoMessage() {}
 
 func (x *Guard) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[11]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1137,7 +1269,7 @@ func (x *Guard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Guard.ProtoReflect.Descriptor instead.
 func (*Guard) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{11}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Guard) GetMode() string {
@@ -1188,7 +1320,7 @@ type Gate struct {
 
 func (x *Gate) Reset() {
 	*x = Gate{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[12]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1200,7 +1332,7 @@ func (x *Gate) String() string {
 func (*Gate) ProtoMessage() {}
 
 func (x *Gate) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[12]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1213,7 +1345,7 @@ func (x *Gate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gate.ProtoReflect.Descriptor instead.
 func (*Gate) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{12}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Gate) GetOpen() bool {
@@ -1266,7 +1398,7 @@ type QuarantinedEntry struct {
 
 func (x *QuarantinedEntry) Reset() {
 	*x = QuarantinedEntry{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[13]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1278,7 +1410,7 @@ func (x *QuarantinedEntry) String() string {
 func (*QuarantinedEntry) ProtoMessage() {}
 
 func (x *QuarantinedEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[13]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1291,7 +1423,7 @@ func (x *QuarantinedEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuarantinedEntry.ProtoReflect.Descriptor instead.
 func (*QuarantinedEntry) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{13}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *QuarantinedEntry) GetEntry() *StoredEntry {
@@ -1351,7 +1483,7 @@ type BridgeStatus struct {
 
 func (x *BridgeStatus) Reset() {
 	*x = BridgeStatus{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[14]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1363,7 +1495,7 @@ func (x *BridgeStatus) String() string {
 func (*BridgeStatus) ProtoMessage() {}
 
 func (x *BridgeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[14]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1376,7 +1508,7 @@ func (x *BridgeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BridgeStatus.ProtoReflect.Descriptor instead.
 func (*BridgeStatus) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{14}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *BridgeStatus) GetName() string {
@@ -1484,7 +1616,7 @@ type Replay struct {
 
 func (x *Replay) Reset() {
 	*x = Replay{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[15]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1496,7 +1628,7 @@ func (x *Replay) String() string {
 func (*Replay) ProtoMessage() {}
 
 func (x *Replay) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[15]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1509,7 +1641,7 @@ func (x *Replay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replay.ProtoReflect.Descriptor instead.
 func (*Replay) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{15}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Replay) GetFinishedAt() *timestamppb.Timestamp {
@@ -1577,7 +1709,7 @@ type ModuleStatus struct {
 
 func (x *ModuleStatus) Reset() {
 	*x = ModuleStatus{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[16]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1589,7 +1721,7 @@ func (x *ModuleStatus) String() string {
 func (*ModuleStatus) ProtoMessage() {}
 
 func (x *ModuleStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[16]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1602,7 +1734,7 @@ func (x *ModuleStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModuleStatus.ProtoReflect.Descriptor instead.
 func (*ModuleStatus) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{16}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ModuleStatus) GetBridge() string {
@@ -1672,7 +1804,7 @@ type SyncRequest struct {
 
 func (x *SyncRequest) Reset() {
 	*x = SyncRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[17]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1684,7 +1816,7 @@ func (x *SyncRequest) String() string {
 func (*SyncRequest) ProtoMessage() {}
 
 func (x *SyncRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[17]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1697,7 +1829,7 @@ func (x *SyncRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncRequest.ProtoReflect.Descriptor instead.
 func (*SyncRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{17}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SyncRequest) GetBridge() string {
@@ -1736,14 +1868,20 @@ type SyncResponse struct {
 	// stored is the size of the new set.
 	Stored uint32 `protobuf:"varint,2,opt,name=stored,proto3" json:"stored,omitempty"`
 	// removed is the number of entries of the old set that are gone.
-	Removed       uint32 `protobuf:"varint,3,opt,name=removed,proto3" json:"removed,omitempty"`
+	Removed uint32 `protobuf:"varint,3,opt,name=removed,proto3" json:"removed,omitempty"`
+	// added is the number of entries of the new set the module did not
+	// declare before.
+	Added uint32 `protobuf:"varint,4,opt,name=added,proto3" json:"added,omitempty"`
+	// changed is the number of entries the module declared before with
+	// other content; stored - added - changed were unchanged.
+	Changed       uint32 `protobuf:"varint,5,opt,name=changed,proto3" json:"changed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SyncResponse) Reset() {
 	*x = SyncResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[18]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1755,7 +1893,7 @@ func (x *SyncResponse) String() string {
 func (*SyncResponse) ProtoMessage() {}
 
 func (x *SyncResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[18]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1768,7 +1906,7 @@ func (x *SyncResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncResponse.ProtoReflect.Descriptor instead.
 func (*SyncResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{18}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SyncResponse) GetApplied() bool {
@@ -1792,6 +1930,20 @@ func (x *SyncResponse) GetRemoved() uint32 {
 	return 0
 }
 
+func (x *SyncResponse) GetAdded() uint32 {
+	if x != nil {
+		return x.Added
+	}
+	return 0
+}
+
+func (x *SyncResponse) GetChanged() uint32 {
+	if x != nil {
+		return x.Changed
+	}
+	return 0
+}
+
 // MarkReadyRequest marks a module ready.
 type MarkReadyRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1803,7 +1955,7 @@ type MarkReadyRequest struct {
 
 func (x *MarkReadyRequest) Reset() {
 	*x = MarkReadyRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[19]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1815,7 +1967,7 @@ func (x *MarkReadyRequest) String() string {
 func (*MarkReadyRequest) ProtoMessage() {}
 
 func (x *MarkReadyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[19]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1828,7 +1980,7 @@ func (x *MarkReadyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkReadyRequest.ProtoReflect.Descriptor instead.
 func (*MarkReadyRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{19}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *MarkReadyRequest) GetModule() string {
@@ -1847,7 +1999,7 @@ type MarkReadyResponse struct {
 
 func (x *MarkReadyResponse) Reset() {
 	*x = MarkReadyResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[20]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1859,7 +2011,7 @@ func (x *MarkReadyResponse) String() string {
 func (*MarkReadyResponse) ProtoMessage() {}
 
 func (x *MarkReadyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[20]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1872,7 +2024,7 @@ func (x *MarkReadyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkReadyResponse.ProtoReflect.Descriptor instead.
 func (*MarkReadyResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{20}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{22}
 }
 
 // ArmRequest asks to set flow-restore-wait.
@@ -1884,7 +2036,7 @@ type ArmRequest struct {
 
 func (x *ArmRequest) Reset() {
 	*x = ArmRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[21]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1896,7 +2048,7 @@ func (x *ArmRequest) String() string {
 func (*ArmRequest) ProtoMessage() {}
 
 func (x *ArmRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[21]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1909,7 +2061,7 @@ func (x *ArmRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArmRequest.ProtoReflect.Descriptor instead.
 func (*ArmRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{21}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{23}
 }
 
 // ArmResponse reports the flag set.
@@ -1923,7 +2075,7 @@ type ArmResponse struct {
 
 func (x *ArmResponse) Reset() {
 	*x = ArmResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[22]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1935,7 +2087,7 @@ func (x *ArmResponse) String() string {
 func (*ArmResponse) ProtoMessage() {}
 
 func (x *ArmResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[22]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1948,7 +2100,7 @@ func (x *ArmResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArmResponse.ProtoReflect.Descriptor instead.
 func (*ArmResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{22}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ArmResponse) GetWasSet() bool {
@@ -1967,7 +2119,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[23]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1979,7 +2131,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[23]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1992,7 +2144,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{23}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{25}
 }
 
 // ReleaseResponse reports the release.
@@ -2008,7 +2160,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[24]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2020,7 +2172,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[24]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2033,7 +2185,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{24}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ReleaseResponse) GetWasSet() bool {
@@ -2061,7 +2213,7 @@ type ReconcileRequest struct {
 
 func (x *ReconcileRequest) Reset() {
 	*x = ReconcileRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[25]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2073,7 +2225,7 @@ func (x *ReconcileRequest) String() string {
 func (*ReconcileRequest) ProtoMessage() {}
 
 func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[25]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2086,7 +2238,7 @@ func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRequest.ProtoReflect.Descriptor instead.
 func (*ReconcileRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{25}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ReconcileRequest) GetBridge() string {
@@ -2107,7 +2259,7 @@ type ReconcileResponse struct {
 
 func (x *ReconcileResponse) Reset() {
 	*x = ReconcileResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[26]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2119,7 +2271,7 @@ func (x *ReconcileResponse) String() string {
 func (*ReconcileResponse) ProtoMessage() {}
 
 func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[26]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2132,7 +2284,7 @@ func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileResponse.ProtoReflect.Descriptor instead.
 func (*ReconcileResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{26}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReconcileResponse) GetBridges() []*BridgeStatus {
@@ -2153,7 +2305,7 @@ type DiffRequest struct {
 
 func (x *DiffRequest) Reset() {
 	*x = DiffRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[27]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2165,7 +2317,7 @@ func (x *DiffRequest) String() string {
 func (*DiffRequest) ProtoMessage() {}
 
 func (x *DiffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[27]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2178,7 +2330,7 @@ func (x *DiffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffRequest.ProtoReflect.Descriptor instead.
 func (*DiffRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{27}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DiffRequest) GetBridge() string {
@@ -2188,10 +2340,11 @@ func (x *DiffRequest) GetBridge() string {
 	return ""
 }
 
-// DiffResponse lists the changes a replay would send.
+// DiffResponse is one batch of the Diff stream.
 type DiffResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// changes in the order a replay would send them.
+	// changes of this batch; over the stream, in the order a replay would
+	// send them.
 	Changes       []*Change `protobuf:"bytes,1,rep,name=changes,proto3" json:"changes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2199,7 +2352,7 @@ type DiffResponse struct {
 
 func (x *DiffResponse) Reset() {
 	*x = DiffResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[28]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2211,7 +2364,7 @@ func (x *DiffResponse) String() string {
 func (*DiffResponse) ProtoMessage() {}
 
 func (x *DiffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[28]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2224,7 +2377,7 @@ func (x *DiffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffResponse.ProtoReflect.Descriptor instead.
 func (*DiffResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{28}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DiffResponse) GetChanges() []*Change {
@@ -2253,7 +2406,7 @@ type Change struct {
 
 func (x *Change) Reset() {
 	*x = Change{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[29]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2265,7 +2418,7 @@ func (x *Change) String() string {
 func (*Change) ProtoMessage() {}
 
 func (x *Change) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[29]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2278,7 +2431,7 @@ func (x *Change) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Change.ProtoReflect.Descriptor instead.
 func (*Change) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{29}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Change) GetOp() Change_Op {
@@ -2330,7 +2483,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[30]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2342,7 +2495,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[30]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2355,7 +2508,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{30}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *WatchRequest) GetFromRevision() uint64 {
@@ -2383,7 +2536,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[31]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2395,7 +2548,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[31]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2408,7 +2561,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{31}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *WatchResponse) GetEvent() *Event {
@@ -2448,7 +2601,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[32]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2460,7 +2613,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[32]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2473,7 +2626,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{32}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Event) GetRevision() uint64 {
@@ -2554,7 +2707,7 @@ type FlowStatsRequest struct {
 
 func (x *FlowStatsRequest) Reset() {
 	*x = FlowStatsRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[33]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2566,7 +2719,7 @@ func (x *FlowStatsRequest) String() string {
 func (*FlowStatsRequest) ProtoMessage() {}
 
 func (x *FlowStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[33]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2579,7 +2732,7 @@ func (x *FlowStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowStatsRequest.ProtoReflect.Descriptor instead.
 func (*FlowStatsRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{33}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *FlowStatsRequest) GetBridge() string {
@@ -2614,7 +2767,7 @@ type FlowStatsResponse struct {
 
 func (x *FlowStatsResponse) Reset() {
 	*x = FlowStatsResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[34]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2626,7 +2779,7 @@ func (x *FlowStatsResponse) String() string {
 func (*FlowStatsResponse) ProtoMessage() {}
 
 func (x *FlowStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[34]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2639,7 +2792,7 @@ func (x *FlowStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowStatsResponse.ProtoReflect.Descriptor instead.
 func (*FlowStatsResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{34}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *FlowStatsResponse) GetFlows() []*FlowStats {
@@ -2669,7 +2822,7 @@ type FlowStats struct {
 
 func (x *FlowStats) Reset() {
 	*x = FlowStats{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[35]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2681,7 +2834,7 @@ func (x *FlowStats) String() string {
 func (*FlowStats) ProtoMessage() {}
 
 func (x *FlowStats) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[35]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2694,7 +2847,7 @@ func (x *FlowStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowStats.ProtoReflect.Descriptor instead.
 func (*FlowStats) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{35}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *FlowStats) GetEntry() *StoredEntry {
@@ -2741,7 +2894,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[36]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2753,7 +2906,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[36]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2766,7 +2919,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{36}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{38}
 }
 
 // BackupResponse is one chunk of the store file; the chunks in order are
@@ -2781,7 +2934,7 @@ type BackupResponse struct {
 
 func (x *BackupResponse) Reset() {
 	*x = BackupResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[37]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2793,7 +2946,7 @@ func (x *BackupResponse) String() string {
 func (*BackupResponse) ProtoMessage() {}
 
 func (x *BackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[37]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2806,7 +2959,7 @@ func (x *BackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
 func (*BackupResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{37}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *BackupResponse) GetData() []byte {
@@ -2839,6 +2992,13 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\aentries\x18\x03 \x03(\v2\x13.flowstate.v1.EntryR\aentries\"?\n" +
 	"\vPutResponse\x12\x18\n" +
 	"\aapplied\x18\x01 \x01(\bR\aapplied\x12\x16\n" +
+	"\x06stored\x18\x02 \x01(\rR\x06stored\"q\n" +
+	"\x10PutStreamRequest\x12\x16\n" +
+	"\x06bridge\x18\x01 \x01(\tR\x06bridge\x12\x16\n" +
+	"\x06module\x18\x02 \x01(\tR\x06module\x12-\n" +
+	"\aentries\x18\x03 \x03(\v2\x13.flowstate.v1.EntryR\aentries\"E\n" +
+	"\x11PutStreamResponse\x12\x18\n" +
+	"\aapplied\x18\x01 \x01(\bR\aapplied\x12\x16\n" +
 	"\x06stored\x18\x02 \x01(\rR\x06stored\"n\n" +
 	"\rDeleteRequest\x12\x16\n" +
 	"\x06bridge\x18\x01 \x01(\tR\x06bridge\x12\x16\n" +
@@ -2855,7 +3015,7 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x06_table\"C\n" +
 	"\fListResponse\x123\n" +
 	"\aentries\x18\x01 \x03(\v2\x19.flowstate.v1.StoredEntryR\aentries\"\x0f\n" +
-	"\rStatusRequest\"\xdd\x04\n" +
+	"\rStatusRequest\"\x8a\x05\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\aboot_id\x18\x01 \x01(\tR\x06bootId\x12\x1d\n" +
 	"\n" +
@@ -2865,7 +3025,8 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x11flow_restore_wait\x18\x05 \x01(\bR\x0fflowRestoreWait\x12'\n" +
 	"\x0fovsdb_connected\x18\x06 \x01(\bR\x0eovsdbConnected\x12&\n" +
 	"\x04gate\x18\a \x01(\v2\x12.flowstate.v1.GateR\x04gate\x12@\n" +
-	"\vquarantined\x18\b \x03(\v2\x1e.flowstate.v1.QuarantinedEntryR\vquarantined\x123\n" +
+	"\vquarantined\x18\b \x03(\v2\x1e.flowstate.v1.QuarantinedEntryR\vquarantined\x12+\n" +
+	"\x11quarantined_total\x18\x0f \x01(\rR\x10quarantinedTotal\x123\n" +
 	"\x15vswitchd_acknowledged\x18\t \x01(\bR\x14vswitchdAcknowledged\x12)\n" +
 	"\x05guard\x18\n" +
 	" \x01(\v2\x13.flowstate.v1.GuardR\x05guard\x12\x16\n" +
@@ -2934,11 +3095,13 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x06bridge\x18\x01 \x01(\tR\x06bridge\x12\x16\n" +
 	"\x06module\x18\x02 \x01(\tR\x06module\x12-\n" +
 	"\aentries\x18\x03 \x03(\v2\x13.flowstate.v1.EntryR\aentries\x12\x14\n" +
-	"\x05ready\x18\x04 \x01(\bR\x05ready\"Z\n" +
+	"\x05ready\x18\x04 \x01(\bR\x05ready\"\x8a\x01\n" +
 	"\fSyncResponse\x12\x18\n" +
 	"\aapplied\x18\x01 \x01(\bR\aapplied\x12\x16\n" +
 	"\x06stored\x18\x02 \x01(\rR\x06stored\x12\x18\n" +
-	"\aremoved\x18\x03 \x01(\rR\aremoved\"*\n" +
+	"\aremoved\x18\x03 \x01(\rR\aremoved\x12\x14\n" +
+	"\x05added\x18\x04 \x01(\rR\x05added\x12\x18\n" +
+	"\achanged\x18\x05 \x01(\rR\achanged\"*\n" +
 	"\x10MarkReadyRequest\x12\x16\n" +
 	"\x06module\x18\x01 \x01(\tR\x06module\"\x13\n" +
 	"\x11MarkReadyResponse\"\f\n" +
@@ -3028,16 +3191,17 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x1eEVENT_TYPE_BRIDGE_NOT_RESTORED\x10\v\x12\x18\n" +
 	"\x14EVENT_TYPE_HEARTBEAT\x10\f\x12!\n" +
 	"\x1dEVENT_TYPE_BRIDGE_STOOD_ASIDE\x10\r\x12\x1a\n" +
-	"\x16EVENT_TYPE_DRIFT_FOUND\x10\x0e2\x94\a\n" +
+	"\x16EVENT_TYPE_DRIFT_FOUND\x10\x0e2\xe6\a\n" +
 	"\x10FlowStateService\x12:\n" +
-	"\x03Put\x12\x18.flowstate.v1.PutRequest\x1a\x19.flowstate.v1.PutResponse\x12C\n" +
+	"\x03Put\x12\x18.flowstate.v1.PutRequest\x1a\x19.flowstate.v1.PutResponse\x12N\n" +
+	"\tPutStream\x12\x1e.flowstate.v1.PutStreamRequest\x1a\x1f.flowstate.v1.PutStreamResponse(\x01\x12C\n" +
 	"\x06Delete\x12\x1b.flowstate.v1.DeleteRequest\x1a\x1c.flowstate.v1.DeleteResponse\x12?\n" +
 	"\x04List\x12\x19.flowstate.v1.ListRequest\x1a\x1a.flowstate.v1.ListResponse0\x01\x12C\n" +
 	"\x06Status\x12\x1b.flowstate.v1.StatusRequest\x1a\x1c.flowstate.v1.StatusResponse\x12?\n" +
 	"\x04Sync\x12\x19.flowstate.v1.SyncRequest\x1a\x1a.flowstate.v1.SyncResponse(\x01\x12L\n" +
 	"\tMarkReady\x12\x1e.flowstate.v1.MarkReadyRequest\x1a\x1f.flowstate.v1.MarkReadyResponse\x12L\n" +
-	"\tReconcile\x12\x1e.flowstate.v1.ReconcileRequest\x1a\x1f.flowstate.v1.ReconcileResponse\x12=\n" +
-	"\x04Diff\x12\x19.flowstate.v1.DiffRequest\x1a\x1a.flowstate.v1.DiffResponse\x12B\n" +
+	"\tReconcile\x12\x1e.flowstate.v1.ReconcileRequest\x1a\x1f.flowstate.v1.ReconcileResponse\x12?\n" +
+	"\x04Diff\x12\x19.flowstate.v1.DiffRequest\x1a\x1a.flowstate.v1.DiffResponse0\x01\x12B\n" +
 	"\x05Watch\x12\x1a.flowstate.v1.WatchRequest\x1a\x1b.flowstate.v1.WatchResponse0\x01\x12:\n" +
 	"\x03Arm\x12\x18.flowstate.v1.ArmRequest\x1a\x19.flowstate.v1.ArmResponse\x12F\n" +
 	"\aRelease\x12\x1c.flowstate.v1.ReleaseRequest\x1a\x1d.flowstate.v1.ReleaseResponse\x12N\n" +
@@ -3057,7 +3221,7 @@ func file_flowstate_v1_flowstate_proto_rawDescGZIP() []byte {
 }
 
 var file_flowstate_v1_flowstate_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_flowstate_v1_flowstate_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_flowstate_v1_flowstate_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_flowstate_v1_flowstate_proto_goTypes = []any{
 	(EntryKind)(0),                // 0: flowstate.v1.EntryKind
 	(EventType)(0),                // 1: flowstate.v1.EventType
@@ -3066,113 +3230,118 @@ var file_flowstate_v1_flowstate_proto_goTypes = []any{
 	(*StoredEntry)(nil),           // 4: flowstate.v1.StoredEntry
 	(*PutRequest)(nil),            // 5: flowstate.v1.PutRequest
 	(*PutResponse)(nil),           // 6: flowstate.v1.PutResponse
-	(*DeleteRequest)(nil),         // 7: flowstate.v1.DeleteRequest
-	(*DeleteResponse)(nil),        // 8: flowstate.v1.DeleteResponse
-	(*ListRequest)(nil),           // 9: flowstate.v1.ListRequest
-	(*ListResponse)(nil),          // 10: flowstate.v1.ListResponse
-	(*StatusRequest)(nil),         // 11: flowstate.v1.StatusRequest
-	(*StatusResponse)(nil),        // 12: flowstate.v1.StatusResponse
-	(*Session)(nil),               // 13: flowstate.v1.Session
-	(*Guard)(nil),                 // 14: flowstate.v1.Guard
-	(*Gate)(nil),                  // 15: flowstate.v1.Gate
-	(*QuarantinedEntry)(nil),      // 16: flowstate.v1.QuarantinedEntry
-	(*BridgeStatus)(nil),          // 17: flowstate.v1.BridgeStatus
-	(*Replay)(nil),                // 18: flowstate.v1.Replay
-	(*ModuleStatus)(nil),          // 19: flowstate.v1.ModuleStatus
-	(*SyncRequest)(nil),           // 20: flowstate.v1.SyncRequest
-	(*SyncResponse)(nil),          // 21: flowstate.v1.SyncResponse
-	(*MarkReadyRequest)(nil),      // 22: flowstate.v1.MarkReadyRequest
-	(*MarkReadyResponse)(nil),     // 23: flowstate.v1.MarkReadyResponse
-	(*ArmRequest)(nil),            // 24: flowstate.v1.ArmRequest
-	(*ArmResponse)(nil),           // 25: flowstate.v1.ArmResponse
-	(*ReleaseRequest)(nil),        // 26: flowstate.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),       // 27: flowstate.v1.ReleaseResponse
-	(*ReconcileRequest)(nil),      // 28: flowstate.v1.ReconcileRequest
-	(*ReconcileResponse)(nil),     // 29: flowstate.v1.ReconcileResponse
-	(*DiffRequest)(nil),           // 30: flowstate.v1.DiffRequest
-	(*DiffResponse)(nil),          // 31: flowstate.v1.DiffResponse
-	(*Change)(nil),                // 32: flowstate.v1.Change
-	(*WatchRequest)(nil),          // 33: flowstate.v1.WatchRequest
-	(*WatchResponse)(nil),         // 34: flowstate.v1.WatchResponse
-	(*Event)(nil),                 // 35: flowstate.v1.Event
-	(*FlowStatsRequest)(nil),      // 36: flowstate.v1.FlowStatsRequest
-	(*FlowStatsResponse)(nil),     // 37: flowstate.v1.FlowStatsResponse
-	(*FlowStats)(nil),             // 38: flowstate.v1.FlowStats
-	(*BackupRequest)(nil),         // 39: flowstate.v1.BackupRequest
-	(*BackupResponse)(nil),        // 40: flowstate.v1.BackupResponse
-	nil,                           // 41: flowstate.v1.Event.AttrsEntry
-	(*timestamppb.Timestamp)(nil), // 42: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 43: google.protobuf.Duration
+	(*PutStreamRequest)(nil),      // 7: flowstate.v1.PutStreamRequest
+	(*PutStreamResponse)(nil),     // 8: flowstate.v1.PutStreamResponse
+	(*DeleteRequest)(nil),         // 9: flowstate.v1.DeleteRequest
+	(*DeleteResponse)(nil),        // 10: flowstate.v1.DeleteResponse
+	(*ListRequest)(nil),           // 11: flowstate.v1.ListRequest
+	(*ListResponse)(nil),          // 12: flowstate.v1.ListResponse
+	(*StatusRequest)(nil),         // 13: flowstate.v1.StatusRequest
+	(*StatusResponse)(nil),        // 14: flowstate.v1.StatusResponse
+	(*Session)(nil),               // 15: flowstate.v1.Session
+	(*Guard)(nil),                 // 16: flowstate.v1.Guard
+	(*Gate)(nil),                  // 17: flowstate.v1.Gate
+	(*QuarantinedEntry)(nil),      // 18: flowstate.v1.QuarantinedEntry
+	(*BridgeStatus)(nil),          // 19: flowstate.v1.BridgeStatus
+	(*Replay)(nil),                // 20: flowstate.v1.Replay
+	(*ModuleStatus)(nil),          // 21: flowstate.v1.ModuleStatus
+	(*SyncRequest)(nil),           // 22: flowstate.v1.SyncRequest
+	(*SyncResponse)(nil),          // 23: flowstate.v1.SyncResponse
+	(*MarkReadyRequest)(nil),      // 24: flowstate.v1.MarkReadyRequest
+	(*MarkReadyResponse)(nil),     // 25: flowstate.v1.MarkReadyResponse
+	(*ArmRequest)(nil),            // 26: flowstate.v1.ArmRequest
+	(*ArmResponse)(nil),           // 27: flowstate.v1.ArmResponse
+	(*ReleaseRequest)(nil),        // 28: flowstate.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),       // 29: flowstate.v1.ReleaseResponse
+	(*ReconcileRequest)(nil),      // 30: flowstate.v1.ReconcileRequest
+	(*ReconcileResponse)(nil),     // 31: flowstate.v1.ReconcileResponse
+	(*DiffRequest)(nil),           // 32: flowstate.v1.DiffRequest
+	(*DiffResponse)(nil),          // 33: flowstate.v1.DiffResponse
+	(*Change)(nil),                // 34: flowstate.v1.Change
+	(*WatchRequest)(nil),          // 35: flowstate.v1.WatchRequest
+	(*WatchResponse)(nil),         // 36: flowstate.v1.WatchResponse
+	(*Event)(nil),                 // 37: flowstate.v1.Event
+	(*FlowStatsRequest)(nil),      // 38: flowstate.v1.FlowStatsRequest
+	(*FlowStatsResponse)(nil),     // 39: flowstate.v1.FlowStatsResponse
+	(*FlowStats)(nil),             // 40: flowstate.v1.FlowStats
+	(*BackupRequest)(nil),         // 41: flowstate.v1.BackupRequest
+	(*BackupResponse)(nil),        // 42: flowstate.v1.BackupResponse
+	nil,                           // 43: flowstate.v1.Event.AttrsEntry
+	(*timestamppb.Timestamp)(nil), // 44: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 45: google.protobuf.Duration
 }
 var file_flowstate_v1_flowstate_proto_depIdxs = []int32{
 	0,  // 0: flowstate.v1.Entry.kind:type_name -> flowstate.v1.EntryKind
 	0,  // 1: flowstate.v1.StoredEntry.kind:type_name -> flowstate.v1.EntryKind
 	3,  // 2: flowstate.v1.PutRequest.entries:type_name -> flowstate.v1.Entry
-	3,  // 3: flowstate.v1.DeleteRequest.entries:type_name -> flowstate.v1.Entry
-	0,  // 4: flowstate.v1.ListRequest.kind:type_name -> flowstate.v1.EntryKind
-	4,  // 5: flowstate.v1.ListResponse.entries:type_name -> flowstate.v1.StoredEntry
-	17, // 6: flowstate.v1.StatusResponse.bridges:type_name -> flowstate.v1.BridgeStatus
-	19, // 7: flowstate.v1.StatusResponse.modules:type_name -> flowstate.v1.ModuleStatus
-	15, // 8: flowstate.v1.StatusResponse.gate:type_name -> flowstate.v1.Gate
-	16, // 9: flowstate.v1.StatusResponse.quarantined:type_name -> flowstate.v1.QuarantinedEntry
-	14, // 10: flowstate.v1.StatusResponse.guard:type_name -> flowstate.v1.Guard
-	42, // 11: flowstate.v1.StatusResponse.last_release:type_name -> google.protobuf.Timestamp
-	13, // 12: flowstate.v1.StatusResponse.sessions:type_name -> flowstate.v1.Session
-	42, // 13: flowstate.v1.Session.since:type_name -> google.protobuf.Timestamp
-	42, // 14: flowstate.v1.Session.last_activity:type_name -> google.protobuf.Timestamp
-	43, // 15: flowstate.v1.Guard.grace:type_name -> google.protobuf.Duration
-	42, // 16: flowstate.v1.Gate.deadline:type_name -> google.protobuf.Timestamp
-	4,  // 17: flowstate.v1.QuarantinedEntry.entry:type_name -> flowstate.v1.StoredEntry
-	42, // 18: flowstate.v1.QuarantinedEntry.since:type_name -> google.protobuf.Timestamp
-	18, // 19: flowstate.v1.BridgeStatus.last_replay:type_name -> flowstate.v1.Replay
-	42, // 20: flowstate.v1.BridgeStatus.since:type_name -> google.protobuf.Timestamp
-	42, // 21: flowstate.v1.BridgeStatus.last_drift:type_name -> google.protobuf.Timestamp
-	42, // 22: flowstate.v1.Replay.finished_at:type_name -> google.protobuf.Timestamp
-	43, // 23: flowstate.v1.Replay.duration:type_name -> google.protobuf.Duration
-	3,  // 24: flowstate.v1.SyncRequest.entries:type_name -> flowstate.v1.Entry
-	43, // 25: flowstate.v1.ReleaseResponse.acknowledged_after:type_name -> google.protobuf.Duration
-	17, // 26: flowstate.v1.ReconcileResponse.bridges:type_name -> flowstate.v1.BridgeStatus
-	32, // 27: flowstate.v1.DiffResponse.changes:type_name -> flowstate.v1.Change
-	2,  // 28: flowstate.v1.Change.op:type_name -> flowstate.v1.Change.Op
-	0,  // 29: flowstate.v1.Change.kind:type_name -> flowstate.v1.EntryKind
-	35, // 30: flowstate.v1.WatchResponse.event:type_name -> flowstate.v1.Event
-	42, // 31: flowstate.v1.Event.time:type_name -> google.protobuf.Timestamp
-	41, // 32: flowstate.v1.Event.attrs:type_name -> flowstate.v1.Event.AttrsEntry
-	1,  // 33: flowstate.v1.Event.event_type:type_name -> flowstate.v1.EventType
-	38, // 34: flowstate.v1.FlowStatsResponse.flows:type_name -> flowstate.v1.FlowStats
-	4,  // 35: flowstate.v1.FlowStats.entry:type_name -> flowstate.v1.StoredEntry
-	43, // 36: flowstate.v1.FlowStats.duration:type_name -> google.protobuf.Duration
-	5,  // 37: flowstate.v1.FlowStateService.Put:input_type -> flowstate.v1.PutRequest
-	7,  // 38: flowstate.v1.FlowStateService.Delete:input_type -> flowstate.v1.DeleteRequest
-	9,  // 39: flowstate.v1.FlowStateService.List:input_type -> flowstate.v1.ListRequest
-	11, // 40: flowstate.v1.FlowStateService.Status:input_type -> flowstate.v1.StatusRequest
-	20, // 41: flowstate.v1.FlowStateService.Sync:input_type -> flowstate.v1.SyncRequest
-	22, // 42: flowstate.v1.FlowStateService.MarkReady:input_type -> flowstate.v1.MarkReadyRequest
-	28, // 43: flowstate.v1.FlowStateService.Reconcile:input_type -> flowstate.v1.ReconcileRequest
-	30, // 44: flowstate.v1.FlowStateService.Diff:input_type -> flowstate.v1.DiffRequest
-	33, // 45: flowstate.v1.FlowStateService.Watch:input_type -> flowstate.v1.WatchRequest
-	24, // 46: flowstate.v1.FlowStateService.Arm:input_type -> flowstate.v1.ArmRequest
-	26, // 47: flowstate.v1.FlowStateService.Release:input_type -> flowstate.v1.ReleaseRequest
-	36, // 48: flowstate.v1.FlowStateService.FlowStats:input_type -> flowstate.v1.FlowStatsRequest
-	39, // 49: flowstate.v1.FlowStateService.Backup:input_type -> flowstate.v1.BackupRequest
-	6,  // 50: flowstate.v1.FlowStateService.Put:output_type -> flowstate.v1.PutResponse
-	8,  // 51: flowstate.v1.FlowStateService.Delete:output_type -> flowstate.v1.DeleteResponse
-	10, // 52: flowstate.v1.FlowStateService.List:output_type -> flowstate.v1.ListResponse
-	12, // 53: flowstate.v1.FlowStateService.Status:output_type -> flowstate.v1.StatusResponse
-	21, // 54: flowstate.v1.FlowStateService.Sync:output_type -> flowstate.v1.SyncResponse
-	23, // 55: flowstate.v1.FlowStateService.MarkReady:output_type -> flowstate.v1.MarkReadyResponse
-	29, // 56: flowstate.v1.FlowStateService.Reconcile:output_type -> flowstate.v1.ReconcileResponse
-	31, // 57: flowstate.v1.FlowStateService.Diff:output_type -> flowstate.v1.DiffResponse
-	34, // 58: flowstate.v1.FlowStateService.Watch:output_type -> flowstate.v1.WatchResponse
-	25, // 59: flowstate.v1.FlowStateService.Arm:output_type -> flowstate.v1.ArmResponse
-	27, // 60: flowstate.v1.FlowStateService.Release:output_type -> flowstate.v1.ReleaseResponse
-	37, // 61: flowstate.v1.FlowStateService.FlowStats:output_type -> flowstate.v1.FlowStatsResponse
-	40, // 62: flowstate.v1.FlowStateService.Backup:output_type -> flowstate.v1.BackupResponse
-	50, // [50:63] is the sub-list for method output_type
-	37, // [37:50] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	3,  // 3: flowstate.v1.PutStreamRequest.entries:type_name -> flowstate.v1.Entry
+	3,  // 4: flowstate.v1.DeleteRequest.entries:type_name -> flowstate.v1.Entry
+	0,  // 5: flowstate.v1.ListRequest.kind:type_name -> flowstate.v1.EntryKind
+	4,  // 6: flowstate.v1.ListResponse.entries:type_name -> flowstate.v1.StoredEntry
+	19, // 7: flowstate.v1.StatusResponse.bridges:type_name -> flowstate.v1.BridgeStatus
+	21, // 8: flowstate.v1.StatusResponse.modules:type_name -> flowstate.v1.ModuleStatus
+	17, // 9: flowstate.v1.StatusResponse.gate:type_name -> flowstate.v1.Gate
+	18, // 10: flowstate.v1.StatusResponse.quarantined:type_name -> flowstate.v1.QuarantinedEntry
+	16, // 11: flowstate.v1.StatusResponse.guard:type_name -> flowstate.v1.Guard
+	44, // 12: flowstate.v1.StatusResponse.last_release:type_name -> google.protobuf.Timestamp
+	15, // 13: flowstate.v1.StatusResponse.sessions:type_name -> flowstate.v1.Session
+	44, // 14: flowstate.v1.Session.since:type_name -> google.protobuf.Timestamp
+	44, // 15: flowstate.v1.Session.last_activity:type_name -> google.protobuf.Timestamp
+	45, // 16: flowstate.v1.Guard.grace:type_name -> google.protobuf.Duration
+	44, // 17: flowstate.v1.Gate.deadline:type_name -> google.protobuf.Timestamp
+	4,  // 18: flowstate.v1.QuarantinedEntry.entry:type_name -> flowstate.v1.StoredEntry
+	44, // 19: flowstate.v1.QuarantinedEntry.since:type_name -> google.protobuf.Timestamp
+	20, // 20: flowstate.v1.BridgeStatus.last_replay:type_name -> flowstate.v1.Replay
+	44, // 21: flowstate.v1.BridgeStatus.since:type_name -> google.protobuf.Timestamp
+	44, // 22: flowstate.v1.BridgeStatus.last_drift:type_name -> google.protobuf.Timestamp
+	44, // 23: flowstate.v1.Replay.finished_at:type_name -> google.protobuf.Timestamp
+	45, // 24: flowstate.v1.Replay.duration:type_name -> google.protobuf.Duration
+	3,  // 25: flowstate.v1.SyncRequest.entries:type_name -> flowstate.v1.Entry
+	45, // 26: flowstate.v1.ReleaseResponse.acknowledged_after:type_name -> google.protobuf.Duration
+	19, // 27: flowstate.v1.ReconcileResponse.bridges:type_name -> flowstate.v1.BridgeStatus
+	34, // 28: flowstate.v1.DiffResponse.changes:type_name -> flowstate.v1.Change
+	2,  // 29: flowstate.v1.Change.op:type_name -> flowstate.v1.Change.Op
+	0,  // 30: flowstate.v1.Change.kind:type_name -> flowstate.v1.EntryKind
+	37, // 31: flowstate.v1.WatchResponse.event:type_name -> flowstate.v1.Event
+	44, // 32: flowstate.v1.Event.time:type_name -> google.protobuf.Timestamp
+	43, // 33: flowstate.v1.Event.attrs:type_name -> flowstate.v1.Event.AttrsEntry
+	1,  // 34: flowstate.v1.Event.event_type:type_name -> flowstate.v1.EventType
+	40, // 35: flowstate.v1.FlowStatsResponse.flows:type_name -> flowstate.v1.FlowStats
+	4,  // 36: flowstate.v1.FlowStats.entry:type_name -> flowstate.v1.StoredEntry
+	45, // 37: flowstate.v1.FlowStats.duration:type_name -> google.protobuf.Duration
+	5,  // 38: flowstate.v1.FlowStateService.Put:input_type -> flowstate.v1.PutRequest
+	7,  // 39: flowstate.v1.FlowStateService.PutStream:input_type -> flowstate.v1.PutStreamRequest
+	9,  // 40: flowstate.v1.FlowStateService.Delete:input_type -> flowstate.v1.DeleteRequest
+	11, // 41: flowstate.v1.FlowStateService.List:input_type -> flowstate.v1.ListRequest
+	13, // 42: flowstate.v1.FlowStateService.Status:input_type -> flowstate.v1.StatusRequest
+	22, // 43: flowstate.v1.FlowStateService.Sync:input_type -> flowstate.v1.SyncRequest
+	24, // 44: flowstate.v1.FlowStateService.MarkReady:input_type -> flowstate.v1.MarkReadyRequest
+	30, // 45: flowstate.v1.FlowStateService.Reconcile:input_type -> flowstate.v1.ReconcileRequest
+	32, // 46: flowstate.v1.FlowStateService.Diff:input_type -> flowstate.v1.DiffRequest
+	35, // 47: flowstate.v1.FlowStateService.Watch:input_type -> flowstate.v1.WatchRequest
+	26, // 48: flowstate.v1.FlowStateService.Arm:input_type -> flowstate.v1.ArmRequest
+	28, // 49: flowstate.v1.FlowStateService.Release:input_type -> flowstate.v1.ReleaseRequest
+	38, // 50: flowstate.v1.FlowStateService.FlowStats:input_type -> flowstate.v1.FlowStatsRequest
+	41, // 51: flowstate.v1.FlowStateService.Backup:input_type -> flowstate.v1.BackupRequest
+	6,  // 52: flowstate.v1.FlowStateService.Put:output_type -> flowstate.v1.PutResponse
+	8,  // 53: flowstate.v1.FlowStateService.PutStream:output_type -> flowstate.v1.PutStreamResponse
+	10, // 54: flowstate.v1.FlowStateService.Delete:output_type -> flowstate.v1.DeleteResponse
+	12, // 55: flowstate.v1.FlowStateService.List:output_type -> flowstate.v1.ListResponse
+	14, // 56: flowstate.v1.FlowStateService.Status:output_type -> flowstate.v1.StatusResponse
+	23, // 57: flowstate.v1.FlowStateService.Sync:output_type -> flowstate.v1.SyncResponse
+	25, // 58: flowstate.v1.FlowStateService.MarkReady:output_type -> flowstate.v1.MarkReadyResponse
+	31, // 59: flowstate.v1.FlowStateService.Reconcile:output_type -> flowstate.v1.ReconcileResponse
+	33, // 60: flowstate.v1.FlowStateService.Diff:output_type -> flowstate.v1.DiffResponse
+	36, // 61: flowstate.v1.FlowStateService.Watch:output_type -> flowstate.v1.WatchResponse
+	27, // 62: flowstate.v1.FlowStateService.Arm:output_type -> flowstate.v1.ArmResponse
+	29, // 63: flowstate.v1.FlowStateService.Release:output_type -> flowstate.v1.ReleaseResponse
+	39, // 64: flowstate.v1.FlowStateService.FlowStats:output_type -> flowstate.v1.FlowStatsResponse
+	42, // 65: flowstate.v1.FlowStateService.Backup:output_type -> flowstate.v1.BackupResponse
+	52, // [52:66] is the sub-list for method output_type
+	38, // [38:52] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_flowstate_v1_flowstate_proto_init() }
@@ -3184,15 +3353,15 @@ func file_flowstate_v1_flowstate_proto_init() {
 		(*Entry_Text)(nil),
 		(*Entry_Openflow)(nil),
 	}
-	file_flowstate_v1_flowstate_proto_msgTypes[6].OneofWrappers = []any{}
-	file_flowstate_v1_flowstate_proto_msgTypes[33].OneofWrappers = []any{}
+	file_flowstate_v1_flowstate_proto_msgTypes[8].OneofWrappers = []any{}
+	file_flowstate_v1_flowstate_proto_msgTypes[35].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_flowstate_v1_flowstate_proto_rawDesc), len(file_flowstate_v1_flowstate_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   39,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

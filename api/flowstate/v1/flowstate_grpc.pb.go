@@ -24,6 +24,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	FlowStateService_Put_FullMethodName       = "/flowstate.v1.FlowStateService/Put"
+	FlowStateService_PutStream_FullMethodName = "/flowstate.v1.FlowStateService/PutStream"
 	FlowStateService_Delete_FullMethodName    = "/flowstate.v1.FlowStateService/Delete"
 	FlowStateService_List_FullMethodName      = "/flowstate.v1.FlowStateService/List"
 	FlowStateService_Status_FullMethodName    = "/flowstate.v1.FlowStateService/Status"
@@ -52,6 +53,13 @@ type FlowStateServiceClient interface {
 	// are stored only if the switch accepted them; otherwise they are validated,
 	// stored and applied by the next replay (applied = false).
 	Put(ctx context.Context, in *PutRequest, opts ...grpc.CallOption) (*PutResponse, error)
+	// PutStream is Put for a set of any size: the client streams the entries
+	// in messages of a few thousand entries (each message must stay under the
+	// server's maximum message size, 16 MiB); the first message names the
+	// bridge and module. The entries are written as one Put when the stream
+	// closes: all of them, or none if the stream breaks or any entry is
+	// refused.
+	PutStream(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[PutStreamRequest, PutStreamResponse], error)
 	// Delete removes entries of one module on one bridge, by identity.
 	Delete(ctx context.Context, in *DeleteRequest, opts ...grpc.CallOption) (*DeleteResponse, error)
 	// List streams the desired entries, filtered by bridge, module, kind and table.
@@ -61,7 +69,8 @@ type FlowStateServiceClient interface {
 	// Sync replaces the complete set of a module's entries on one bridge with
 	// the entries streamed: entries of the module absent from the stream are
 	// removed, in the same bundle that brings the new ones. The first message
-	// names the bridge and module; the set is applied when the stream closes.
+	// names the bridge and module; the set is applied when the stream closes,
+	// all of it or nothing (a stream that breaks stores nothing).
 	Sync(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[SyncRequest, SyncResponse], error)
 	// MarkReady marks a module ready for the current host boot without
 	// changing its entries.
@@ -69,8 +78,9 @@ type FlowStateServiceClient interface {
 	// Reconcile makes a bridge hold exactly its desired state now.
 	Reconcile(ctx context.Context, in *ReconcileRequest, opts ...grpc.CallOption) (*ReconcileResponse, error)
 	// Diff reports how the switch differs from the desired state, without
-	// changing anything.
-	Diff(ctx context.Context, in *DiffRequest, opts ...grpc.CallOption) (*DiffResponse, error)
+	// changing anything. The changes come in batches, so a divergence of any
+	// size fits the maximum message size.
+	Diff(ctx context.Context, in *DiffRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[DiffResponse], error)
 	// Watch streams events. A client resumes after its last revision; when that
 	// revision is gone it gets FAILED_PRECONDITION and must resync (Status,
 	// List) and watch again from revision 0.
@@ -116,6 +126,19 @@ func (c *flowStateServiceClient) Put(ctx context.Context, in *PutRequest, opts .
 	return out, nil
 }
 
+func (c *flowStateServiceClient) PutStream(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[PutStreamRequest, PutStreamResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &FlowStateService_ServiceDesc.Streams[0], FlowStateService_PutStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[PutStreamRequest, PutStreamResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type FlowStateService_PutStreamClient = grpc.ClientStreamingClient[PutStreamRequest, PutStreamResponse]
+
 func (c *flowStateServiceClient) Delete(ctx context.Context, in *DeleteRequest, opts ...grpc.CallOption) (*DeleteResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DeleteResponse)
@@ -128,7 +151,7 @@ func (c *flowStateServiceClient) Delete(ctx context.Context, in *DeleteRequest, 
 
 func (c *flowStateServiceClient) List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ListResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &FlowStateService_ServiceDesc.Streams[0], FlowStateService_List_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &FlowStateService_ServiceDesc.Streams[1], FlowStateService_List_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +180,7 @@ func (c *flowStateServiceClient) Status(ctx context.Context, in *StatusRequest, 
 
 func (c *flowStateServiceClient) Sync(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[SyncRequest, SyncResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &FlowStateService_ServiceDesc.Streams[1], FlowStateService_Sync_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &FlowStateService_ServiceDesc.Streams[2], FlowStateService_Sync_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -188,19 +211,28 @@ func (c *flowStateServiceClient) Reconcile(ctx context.Context, in *ReconcileReq
 	return out, nil
 }
 
-func (c *flowStateServiceClient) Diff(ctx context.Context, in *DiffRequest, opts ...grpc.CallOption) (*DiffResponse, error) {
+func (c *flowStateServiceClient) Diff(ctx context.Context, in *DiffRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[DiffResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(DiffResponse)
-	err := c.cc.Invoke(ctx, FlowStateService_Diff_FullMethodName, in, out, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &FlowStateService_ServiceDesc.Streams[3], FlowStateService_Diff_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	x := &grpc.GenericClientStream[DiffRequest, DiffResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
 }
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type FlowStateService_DiffClient = grpc.ServerStreamingClient[DiffResponse]
 
 func (c *flowStateServiceClient) Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &FlowStateService_ServiceDesc.Streams[2], FlowStateService_Watch_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &FlowStateService_ServiceDesc.Streams[4], FlowStateService_Watch_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -239,7 +271,7 @@ func (c *flowStateServiceClient) Release(ctx context.Context, in *ReleaseRequest
 
 func (c *flowStateServiceClient) FlowStats(ctx context.Context, in *FlowStatsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[FlowStatsResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &FlowStateService_ServiceDesc.Streams[3], FlowStateService_FlowStats_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &FlowStateService_ServiceDesc.Streams[5], FlowStateService_FlowStats_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -258,7 +290,7 @@ type FlowStateService_FlowStatsClient = grpc.ServerStreamingClient[FlowStatsResp
 
 func (c *flowStateServiceClient) Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BackupResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &FlowStateService_ServiceDesc.Streams[4], FlowStateService_Backup_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &FlowStateService_ServiceDesc.Streams[6], FlowStateService_Backup_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -289,6 +321,13 @@ type FlowStateServiceServer interface {
 	// are stored only if the switch accepted them; otherwise they are validated,
 	// stored and applied by the next replay (applied = false).
 	Put(context.Context, *PutRequest) (*PutResponse, error)
+	// PutStream is Put for a set of any size: the client streams the entries
+	// in messages of a few thousand entries (each message must stay under the
+	// server's maximum message size, 16 MiB); the first message names the
+	// bridge and module. The entries are written as one Put when the stream
+	// closes: all of them, or none if the stream breaks or any entry is
+	// refused.
+	PutStream(grpc.ClientStreamingServer[PutStreamRequest, PutStreamResponse]) error
 	// Delete removes entries of one module on one bridge, by identity.
 	Delete(context.Context, *DeleteRequest) (*DeleteResponse, error)
 	// List streams the desired entries, filtered by bridge, module, kind and table.
@@ -298,7 +337,8 @@ type FlowStateServiceServer interface {
 	// Sync replaces the complete set of a module's entries on one bridge with
 	// the entries streamed: entries of the module absent from the stream are
 	// removed, in the same bundle that brings the new ones. The first message
-	// names the bridge and module; the set is applied when the stream closes.
+	// names the bridge and module; the set is applied when the stream closes,
+	// all of it or nothing (a stream that breaks stores nothing).
 	Sync(grpc.ClientStreamingServer[SyncRequest, SyncResponse]) error
 	// MarkReady marks a module ready for the current host boot without
 	// changing its entries.
@@ -306,8 +346,9 @@ type FlowStateServiceServer interface {
 	// Reconcile makes a bridge hold exactly its desired state now.
 	Reconcile(context.Context, *ReconcileRequest) (*ReconcileResponse, error)
 	// Diff reports how the switch differs from the desired state, without
-	// changing anything.
-	Diff(context.Context, *DiffRequest) (*DiffResponse, error)
+	// changing anything. The changes come in batches, so a divergence of any
+	// size fits the maximum message size.
+	Diff(*DiffRequest, grpc.ServerStreamingServer[DiffResponse]) error
 	// Watch streams events. A client resumes after its last revision; when that
 	// revision is gone it gets FAILED_PRECONDITION and must resync (Status,
 	// List) and watch again from revision 0.
@@ -346,6 +387,9 @@ type UnimplementedFlowStateServiceServer struct{}
 func (UnimplementedFlowStateServiceServer) Put(context.Context, *PutRequest) (*PutResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Put not implemented")
 }
+func (UnimplementedFlowStateServiceServer) PutStream(grpc.ClientStreamingServer[PutStreamRequest, PutStreamResponse]) error {
+	return status.Error(codes.Unimplemented, "method PutStream not implemented")
+}
 func (UnimplementedFlowStateServiceServer) Delete(context.Context, *DeleteRequest) (*DeleteResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Delete not implemented")
 }
@@ -364,8 +408,8 @@ func (UnimplementedFlowStateServiceServer) MarkReady(context.Context, *MarkReady
 func (UnimplementedFlowStateServiceServer) Reconcile(context.Context, *ReconcileRequest) (*ReconcileResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Reconcile not implemented")
 }
-func (UnimplementedFlowStateServiceServer) Diff(context.Context, *DiffRequest) (*DiffResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method Diff not implemented")
+func (UnimplementedFlowStateServiceServer) Diff(*DiffRequest, grpc.ServerStreamingServer[DiffResponse]) error {
+	return status.Error(codes.Unimplemented, "method Diff not implemented")
 }
 func (UnimplementedFlowStateServiceServer) Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error {
 	return status.Error(codes.Unimplemented, "method Watch not implemented")
@@ -420,6 +464,13 @@ func _FlowStateService_Put_Handler(srv interface{}, ctx context.Context, dec fun
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _FlowStateService_PutStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(FlowStateServiceServer).PutStream(&grpc.GenericServerStream[PutStreamRequest, PutStreamResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type FlowStateService_PutStreamServer = grpc.ClientStreamingServer[PutStreamRequest, PutStreamResponse]
 
 func _FlowStateService_Delete_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(DeleteRequest)
@@ -511,23 +562,16 @@ func _FlowStateService_Reconcile_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
-func _FlowStateService_Diff_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(DiffRequest)
-	if err := dec(in); err != nil {
-		return nil, err
+func _FlowStateService_Diff_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(DiffRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
 	}
-	if interceptor == nil {
-		return srv.(FlowStateServiceServer).Diff(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: FlowStateService_Diff_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(FlowStateServiceServer).Diff(ctx, req.(*DiffRequest))
-	}
-	return interceptor(ctx, in, info, handler)
+	return srv.(FlowStateServiceServer).Diff(m, &grpc.GenericServerStream[DiffRequest, DiffResponse]{ServerStream: stream})
 }
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type FlowStateService_DiffServer = grpc.ServerStreamingServer[DiffResponse]
 
 func _FlowStateService_Watch_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(WatchRequest)
@@ -626,10 +670,6 @@ var FlowStateService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _FlowStateService_Reconcile_Handler,
 		},
 		{
-			MethodName: "Diff",
-			Handler:    _FlowStateService_Diff_Handler,
-		},
-		{
 			MethodName: "Arm",
 			Handler:    _FlowStateService_Arm_Handler,
 		},
@@ -640,6 +680,11 @@ var FlowStateService_ServiceDesc = grpc.ServiceDesc{
 	},
 	Streams: []grpc.StreamDesc{
 		{
+			StreamName:    "PutStream",
+			Handler:       _FlowStateService_PutStream_Handler,
+			ClientStreams: true,
+		},
+		{
 			StreamName:    "List",
 			Handler:       _FlowStateService_List_Handler,
 			ServerStreams: true,
@@ -648,6 +693,11 @@ var FlowStateService_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "Sync",
 			Handler:       _FlowStateService_Sync_Handler,
 			ClientStreams: true,
+		},
+		{
+			StreamName:    "Diff",
+			Handler:       _FlowStateService_Diff_Handler,
+			ServerStreams: true,
 		},
 		{
 			StreamName:    "Watch",
