@@ -107,9 +107,11 @@ func TestRefusalTableLimit(t *testing.T) {
 			}
 			e.assertExact(ctx, slices.Concat(pipeline, pods[:limit]))
 
-			q := e.status(ctx).Quarantined
-			if len(q) != declared-limit {
-				t.Fatalf("%d entries quarantined, want %d", len(q), declared-limit)
+			// Status lists the first 1,000 and counts them all.
+			st := e.status(ctx)
+			q := st.Quarantined
+			if st.QuarantinedTotal != declared-limit || len(q) != min(declared-limit, 1000) {
+				t.Fatalf("%d entries quarantined (%d listed), want %d", st.QuarantinedTotal, len(q), declared-limit)
 			}
 			beyond := map[string]bool{}
 			for _, p := range pods[limit:] {
@@ -200,9 +202,10 @@ func TestRefusalUsersOfARefusedMeter(t *testing.T) {
 		t.Fatalf("restore took %v, want a few seconds", took)
 	}
 	e.assertExact(ctx, pipeline)
-	q := e.status(ctx).Quarantined
-	if len(q) != users+1 {
-		t.Fatalf("%d entries quarantined, want the meter and its %d users", len(q), users)
+	st := e.status(ctx)
+	q := st.Quarantined
+	if st.QuarantinedTotal != users+1 || len(q) != 1000 {
+		t.Fatalf("%d entries quarantined (%d listed), want the meter and its %d users", st.QuarantinedTotal, len(q), users)
 	}
 	for _, q := range q {
 		meter := strings.HasPrefix(q.Error, "OFPMMFC_BAD_BAND")
