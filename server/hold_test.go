@@ -134,18 +134,7 @@ func TestWedgedEngine(t *testing.T) {
 		c.EchoInterval, c.EchoTimeout = time.Second, 3*time.Second
 		c.Guard = server.GuardConfig{Mode: server.GuardExternal, Lease: lease, Grace: time.Second}
 	})
-	gctx, stopGuard := context.WithCancel(ctx)
-	guardDone := make(chan error, 1)
-	go func() {
-		guardDone <- guard.Run(gctx, guard.Config{Lease: lease, OVSDB: e.sb.DBAddr(), Grace: time.Second,
-			Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
-	}()
-	defer func() {
-		stopGuard()
-		if err := <-guardDone; err != nil {
-			t.Error(err)
-		}
-	}()
+	e.runGuard(ctx, lease)
 	e.startDaemon(ctx)
 	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
 		t.Fatal(err)
@@ -235,18 +224,7 @@ func TestArmAndRelease(t *testing.T) {
 	if on, err := e.sb.FlowRestoreWait(ctx); err != nil || on {
 		t.Fatalf("flag after a refused arm: %v %v", on, err)
 	}
-	gctx, stopGuard := context.WithCancel(ctx)
-	guardDone := make(chan error, 1)
-	go func() {
-		guardDone <- guard.Run(gctx, guard.Config{Lease: lease, OVSDB: e.sb.DBAddr(), Grace: time.Second,
-			Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
-	}()
-	defer func() {
-		stopGuard()
-		if err := <-guardDone; err != nil {
-			t.Error(err)
-		}
-	}()
+	e.runGuard(ctx, lease)
 	poll(ctx, t, "guard seen", func() (bool, error) { return e.status(ctx).Guard.Running, nil })
 	if was, err := e.c.Arm(ctx); err != nil || was {
 		t.Fatalf("arm: was %v, %v", was, err)
@@ -368,4 +346,20 @@ func TestClearCountsReleases(t *testing.T) {
 	if lr := e.status(ctx).LastRelease; !lr.IsZero() {
 		t.Fatalf("last_release %v, want unset: nothing was released", lr)
 	}
+}
+
+// runGuard runs a guard on lease in this process until the test ends.
+func (e *env) runGuard(ctx context.Context, lease string) {
+	gctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- guard.Run(gctx, guard.Config{Lease: lease, OVSDB: e.sb.DBAddr(), Grace: time.Second,
+			Logger: slog.New(slog.NewTextHandler(testWriter{e.t}, nil))})
+	}()
+	e.t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			e.t.Error(err)
+		}
+	})
 }
