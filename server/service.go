@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -383,22 +384,52 @@ func (s *service) Diff(req *flowstatev1.DiffRequest, stream flowstatev1.FlowStat
 	if err := entry.ValidateName("bridge", req.GetBridge()); err != nil {
 		return toGRPC(fmt.Errorf("%w: %w", err, errdefs.ErrInvalidArgument))
 	}
-	cs, err := s.engine.Diff(stream.Context(), req.GetBridge())
+	// The engine computes the diff under the bridge's lock, so a client that
+	// stops reading must not hold it: batches go to a sender through a short
+	// queue, and a queue that does not move for diffStall ends the call.
+	queue := make(chan []*flowstatev1.Change, 4)
+	sent := make(chan error, 1)
+	go func() {
+		var err error
+		for cs := range queue {
+			if err == nil {
+				err = stream.Send(&flowstatev1.DiffResponse{Changes: cs})
+			}
+		}
+		sent <- err
+	}()
+	stall := time.NewTimer(diffStall)
+	defer stall.Stop()
+	b := batcher[*flowstatev1.Change]{send: func(cs []*flowstatev1.Change) error {
+		stall.Reset(diffStall)
+		select {
+		case queue <- cs:
+			return nil
+		case <-stall.C:
+			return fmt.Errorf("the client has not read the diff for %v; the bridge cannot wait for it: %w", diffStall, errdefs.ErrUnavailable)
+		case <-stream.Context().Done():
+			return stream.Context().Err()
+		}
+	}}
+	err := s.engine.Diff(stream.Context(), req.GetBridge(), func(c restore.Change) error {
+		pc := toChange(c)
+		return b.add(pc, len(pc.Desired)+len(pc.Actual)+len(pc.Module))
+	})
+	if err == nil {
+		err = b.flush()
+	}
+	close(queue)
+	if serr := <-sent; err == nil {
+		err = serr
+	}
 	if err != nil {
 		return toGRPC(err)
 	}
-	b := batcher[*flowstatev1.Change]{send: func(cs []*flowstatev1.Change) error {
-		return stream.Send(&flowstatev1.DiffResponse{Changes: cs})
-	}}
-	for i := range cs {
-		pc := toChange(cs[i])
-		cs[i] = restore.Change{}
-		if err := b.add(pc, len(pc.Desired)+len(pc.Actual)+len(pc.Module)); err != nil {
-			return err
-		}
-	}
-	return b.flush()
+	return nil
 }
+
+// diffStall is how long Diff waits for a client that does not read.
+const diffStall = 10 * time.Second
 
 func (s *service) Watch(req *flowstatev1.WatchRequest, stream flowstatev1.FlowStateService_WatchServer) error {
 	from := req.GetFromRevision()

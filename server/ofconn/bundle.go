@@ -12,9 +12,8 @@ const (
 	// bundleFlags go on the OPEN, every ADD, and the COMMIT or DISCARD: OVS discards a bundle whose adds carry
 	// other flags than its OPEN, and later adds then silently open a new one.
 	bundleFlags = openflow15.BF_ORDERED | openflow15.BF_ATOMIC
-	// bundleChunk is how many adds are written per hold of the write lock, so echo traffic and other callers
-	// get a turn during a large bundle.
-	bundleChunk = 1024
+	// bundleBatch is about how many bytes of adds are written per hold of the write lock.
+	bundleBatch = 128 << 10
 	// maxBundle bounds the messages of one bundle so that its xid range cannot wrap.
 	maxBundle = 1 << 30
 )
@@ -25,27 +24,43 @@ const (
 // matching ErrClosed when the connection died. If ctx ends before the commit was sent, the bundle is discarded;
 // if it ends after, the error says the outcome is unknown and the caller should dump to find out.
 func (c *Conn) Bundle(ctx context.Context, msgs []Message) error {
-	if len(msgs) == 0 {
-		return nil
-	}
-	if len(msgs) > maxBundle {
-		return fmt.Errorf("%w: %d messages in one bundle, the limit is %d", ErrTooLarge, len(msgs), maxBundle)
-	}
 	for i, m := range msgs {
 		if err := m.check(MaxBundledMessage); err != nil {
 			return fmt.Errorf("ofconn: bundle message %d: %w", i, err)
 		}
+	}
+	return c.BundleStream(ctx, len(msgs), func(emit func(Message) error) error {
+		for _, m := range msgs {
+			if err := emit(m); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// BundleStream is Bundle for n messages made one at a time: produce calls emit once for each, in order, and
+// may reuse a message's memory as soon as emit returns, so a bundle of a million flows never sits in memory
+// (the replay reads them from the store as the switch takes them). A message that cannot be bundled, an error
+// of produce, or a count other than n discards the bundle: nothing is installed. BundleError indexes count
+// the messages in emit order.
+func (c *Conn) BundleStream(ctx context.Context, n int, produce func(emit func(Message) error) error) error {
+	if n == 0 {
+		return nil
+	}
+	if n > maxBundle {
+		return fmt.Errorf("%w: %d messages in one bundle, the limit is %d", ErrTooLarge, n, maxBundle)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("ofconn: bundle: %w", err)
 	}
 
 	// xids: OPEN, one per add, BARRIER, then COMMIT or DISCARD.
-	n := uint32(len(msgs))
-	base := c.nextXids(n + 3)
-	openXid, barrierXid, endXid := base, base+n+1, base+n+2
+	count := uint32(n)
+	base := c.nextXids(count + 3)
+	openXid, barrierXid, endXid := base, base+count+1, base+count+2
 	id := c.bundleID.Add(1)
-	w := c.register(base, n+3)
+	w := c.register(base, count+3)
 	defer c.unregister(w)
 
 	open, err := bundleCtrlMsg(openXid, id, openflow15.BCT_OPEN_REQUEST, bundleFlags)
@@ -54,45 +69,58 @@ func (c *Conn) Bundle(ctx context.Context, msgs []Message) error {
 	}
 	var byType [256]uint64
 	bytes := len(open)
-	var hdr [bundleAddHeaderLen + headerLen]byte
-	for sent := 0; sent < len(msgs); {
-		if err := ctx.Err(); err != nil {
-			if sent > 0 {
-				c.abandonBundle(id)
-			}
-			return fmt.Errorf("ofconn: bundle: %w", err)
-		}
+	// Adds are framed into buf and written a batch at a time, one hold of the write lock each, so echo
+	// traffic and other callers get a turn during a large bundle.
+	buf := append(make([]byte, 0, bundleBatch+MaxMessage), open...)
+	written, sent := false, 0
+	flush := func() error {
 		err := c.write(ctx, false, func(bw *bufio.Writer) error {
-			if sent == 0 {
-				if _, err := bw.Write(open); err != nil {
-					return err
-				}
-			}
-			for end := min(sent+bundleChunk, len(msgs)); sent < end; sent++ {
-				m := msgs[sent]
-				xid := base + 1 + uint32(sent)
-				putBundleAddHeader(hdr[:bundleAddHeaderLen], len(m), xid, id, bundleFlags)
-				// The inner message's header with its xid replaced; the caller's slice stays untouched.
-				copy(hdr[bundleAddHeaderLen:], m[:4])
-				be.PutUint32(hdr[bundleAddHeaderLen+4:], xid)
-				if _, err := bw.Write(hdr[:]); err != nil {
-					return err
-				}
-				if _, err := bw.Write(m[headerLen:]); err != nil {
-					return err
-				}
-				byType[m[1]]++
-				bytes += bundleAddHeaderLen + len(m)
-			}
-			return nil
+			_, err := bw.Write(buf)
+			return err
 		})
-		if err != nil {
-			return fmt.Errorf("ofconn: bundle: %w", err)
+		written, buf = true, buf[:0]
+		return err
+	}
+	emit := func(m Message) error {
+		if sent == n {
+			return fmt.Errorf("ofconn: bundle: more messages than the %d announced", n)
 		}
+		if err := m.check(MaxBundledMessage); err != nil {
+			return fmt.Errorf("ofconn: bundle message %d: %w", sent, err)
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		xid := base + 1 + uint32(sent)
+		at := len(buf)
+		buf = append(buf, make([]byte, bundleAddHeaderLen+headerLen)...)
+		putBundleAddHeader(buf[at:at+bundleAddHeaderLen], len(m), xid, id, bundleFlags)
+		// The inner message's header with its xid replaced; the caller's slice stays untouched.
+		copy(buf[at+bundleAddHeaderLen:], m[:4])
+		be.PutUint32(buf[at+bundleAddHeaderLen+4:], xid)
+		buf = append(buf, m[headerLen:]...)
+		byType[m[1]]++
+		bytes += bundleAddHeaderLen + len(m)
+		sent++
+		if len(buf) >= bundleBatch {
+			return flush()
+		}
+		return nil
+	}
+	err = produce(emit)
+	if err == nil && sent != n {
+		err = fmt.Errorf("ofconn: bundle: %d messages made, %d announced", sent, n)
+	}
+	if err != nil {
+		if written {
+			c.abandonBundle(id)
+		}
+		return fmt.Errorf("ofconn: bundle: %w", err)
 	}
 	barrier := controlMsg(openflow15.Type_BarrierRequest, barrierXid, nil)
+	buf = append(buf, barrier...)
 	if err := c.write(ctx, true, func(bw *bufio.Writer) error {
-		_, err := bw.Write(barrier)
+		_, err := bw.Write(buf)
 		return err
 	}); err != nil {
 		return fmt.Errorf("ofconn: bundle: %w", err)
@@ -112,7 +140,7 @@ func (c *Conn) Bundle(ctx context.Context, msgs []Message) error {
 	// barrier reply.
 	var failed []AddError
 	indexOf := func(xid uint32) int {
-		if i := int(xid - base - 1); xid != openXid && i < len(msgs) {
+		if i := int(xid - base - 1); xid != openXid && i < n {
 			return i
 		}
 		return -1

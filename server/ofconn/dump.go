@@ -165,21 +165,12 @@ func (c *Conn) DumpFlows(ctx context.Context) ([]Flow, error) {
 // Callers that work on bytes (Flow.FlowMod) save the decode, most of a dump's
 // CPU.
 func (c *Conn) DumpFlowsRaw(ctx context.Context) ([]Flow, error) {
-	req := openflow15.NewFlowStatsRequest()
-	req.TableId = openflow15.OFPTT_ALL
 	var flows []Flow
-	err := c.multipart(ctx, openflow15.MultipartType_FlowDesc, req, minFlowDesc, func(raw []byte) error {
-		f := Flow{Raw: raw}
-		if err := checkFlowEntry(raw); err != nil {
-			f.Err = fmt.Errorf("ofconn: malformed flow (table %d, priority %d): %w", raw[4], be.Uint16(raw[6:8]), err)
-		}
-		flows = append(flows, f)
+	err := c.EachFlow(ctx, func(f Flow) error {
+		flows = append(flows, f) // Raw stays valid: every reply has its own buffer
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("ofconn: dump flows: %w", err)
-	}
-	return flows, nil
+	return flows, err
 }
 
 // DumpGroups returns every group.

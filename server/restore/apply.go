@@ -35,18 +35,54 @@ func (e *RejectedError) Unwrap() error { return e.Err }
 // stats of one applied plan.
 type applyStats struct{ messages, bytes int }
 
-// applyPlan sends p all or nothing, as far as the switch allows:
+// bundleSource is the bundle of a plan: n messages made by produce, in order
+// (see ofconn.Conn.BundleStream), and at, which returns the changes behind
+// the messages at the given indexes when the switch refuses some.
+type bundleSource struct {
+	n       int
+	produce func(emit func(ofconn.Message) error) error
+	at      func(idx []int) ([]Change, error)
+}
+
+// source is the bundle of p, held in memory.
+func (p *plan) source() bundleSource {
+	return bundleSource{
+		n: len(p.bundle),
+		produce: func(emit func(ofconn.Message) error) error {
+			for _, c := range p.bundle {
+				if err := emit(c.message()); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		at: func(idx []int) ([]Change, error) {
+			out := make([]Change, len(idx))
+			for i, x := range idx {
+				out[i] = p.bundle[x]
+			}
+			return out, nil
+		},
+	}
+}
+
+// applyPlan sends p all or nothing (see applyChanges).
+func applyPlan(ctx context.Context, conn *ofconn.Conn, p *plan) (applyStats, error) {
+	return applyChanges(ctx, conn, p.pre, p.source(), p.post)
+}
+
+// applyChanges sends a plan all or nothing, as far as the switch allows:
 //
-//  1. Meters added or modified, one by one (OVS cannot bundle METER_MOD).
+//  1. pre: meters added or modified, one by one (OVS cannot bundle METER_MOD).
 //  2. One bundle: groups, flows.
-//  3. Meters deleted (after the flows that used them are gone).
+//  3. post: meters deleted (after the flows that used them are gone).
 //
 // When the switch refuses a meter of step 1 or the bundle, the meters already
 // sent in step 1 are undone (added ones deleted, modified ones given their
 // previous content, Change.Actual) before the *RejectedError returns. Any
 // other error (the connection failed) leaves the outcome unknown; the caller
 // replays.
-func applyPlan(ctx context.Context, conn *ofconn.Conn, p *plan) (applyStats, error) {
+func applyChanges(ctx context.Context, conn *ofconn.Conn, pre []Change, bundle bundleSource, post []Change) (applyStats, error) {
 	var st applyStats
 	send := func(c Change, m ofconn.Message) error {
 		st.messages++
@@ -60,10 +96,10 @@ func applyPlan(ctx context.Context, conn *ofconn.Conn, p *plan) (applyStats, err
 		}
 		return nil
 	}
-	// undo takes back the first n meters of p.pre after a refusal.
+	// undo takes back the first n meters of pre after a refusal.
 	undo := func(n int, re *RejectedError) error {
 		for i := n - 1; i >= 0; i-- {
-			c := p.pre[i]
+			c := pre[i]
 			m := entry.DeleteMeter(c.Desired.ID)
 			if c.Op == OpModify && c.Actual != nil {
 				m = entry.WithModify(c.Actual)
@@ -75,7 +111,7 @@ func applyPlan(ctx context.Context, conn *ofconn.Conn, p *plan) (applyStats, err
 		}
 		return re
 	}
-	for i, c := range p.pre {
+	for i, c := range pre {
 		if err := send(c, c.message()); err != nil {
 			var re *RejectedError
 			if errors.As(err, &re) {
@@ -84,29 +120,38 @@ func applyPlan(ctx context.Context, conn *ofconn.Conn, p *plan) (applyStats, err
 			return st, err
 		}
 	}
-	if len(p.bundle) > 0 {
-		msgs := make([]ofconn.Message, len(p.bundle))
-		for i, c := range p.bundle {
-			msgs[i] = c.message()
-			st.bytes += len(msgs[i])
-		}
-		st.messages += len(msgs)
-		if err := conn.Bundle(ctx, msgs); err != nil {
+	if bundle.n > 0 {
+		err := conn.BundleStream(ctx, bundle.n, func(emit func(ofconn.Message) error) error {
+			return bundle.produce(func(m ofconn.Message) error {
+				st.messages++
+				st.bytes += len(m)
+				return emit(m)
+			})
+		})
+		if err != nil {
 			var be *ofconn.BundleError
 			if !errors.As(err, &be) {
 				return st, err
 			}
 			re := &RejectedError{Err: err}
+			var idx []int
 			for _, f := range be.Failed {
-				if f.Index >= 0 && f.Index < len(p.bundle) {
-					re.Changes = append(re.Changes, p.bundle[f.Index])
+				if f.Index >= 0 && f.Index < bundle.n {
+					idx = append(idx, f.Index)
 					re.Reasons = append(re.Reasons, f.Name)
 				}
 			}
-			return st, undo(len(p.pre), re)
+			if len(idx) > 0 {
+				cs, aerr := bundle.at(idx)
+				if aerr != nil {
+					return st, fmt.Errorf("%w (and reading the refused entries failed: %w)", err, aerr)
+				}
+				re.Changes = cs
+			}
+			return st, undo(len(pre), re)
 		}
 	}
-	for _, c := range p.post {
+	for _, c := range post {
 		if err := send(c, c.message()); err != nil {
 			var re *RejectedError
 			if errors.As(err, &re) {

@@ -11,22 +11,6 @@ import (
 	"github.com/flowstate-io/flowstate/server/ofconn"
 )
 
-// diffNow returns the changes a replay of b would send now, in order.
-func (e *Engine) diffNow(ctx context.Context, b *bridge, conn *ofconn.Conn) ([]Change, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	desired, err := e.cfg.Store.Entries(b.name)
-	if err != nil {
-		return nil, err
-	}
-	actual, err := dumpAll(ctx, conn)
-	if err != nil {
-		return nil, err
-	}
-	skip, _ := quarantineSkips(b.quarantine, desired)
-	return newPlan(diff(desired, actual, skip)).changes(), nil
-}
-
 // audit is one periodic check of b (AuditInterval) and reports whether a
 // replay must follow. It compares the switch with the store without sending
 // anything, so a clean audit costs one dump. When they differ (a flow or
@@ -36,17 +20,17 @@ func (e *Engine) diffNow(ctx context.Context, b *bridge, conn *ofconn.Conn) ([]C
 // replay that follows corrects it (flowstate_drift_corrections_total,
 // drift_corrected).
 func (e *Engine) audit(ctx context.Context, b *bridge, conn *ofconn.Conn, log *slog.Logger) bool {
-	cs, err := e.diffNow(ctx, b, conn)
+	var n [3]int
+	err := e.diffNow(ctx, b, conn, func(c Change) error {
+		n[c.Op-OpAdd]++
+		return nil
+	})
 	if err != nil {
 		// The replay reports what went wrong.
 		return ctx.Err() == nil
 	}
-	if len(cs) == 0 {
+	if n == [3]int{} {
 		return false
-	}
-	var n [3]int
-	for _, c := range cs {
-		n[c.Op-OpAdd]++
 	}
 	why := fmt.Sprintf("drift: the switch differs from the store (%d missing, %d changed, %d not declared); correcting", n[0], n[1], n[2])
 	b.mu.Lock()

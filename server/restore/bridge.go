@@ -2,7 +2,6 @@ package restore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -315,50 +314,6 @@ func (e *Engine) reconcile(ctx context.Context, b *bridge, conn *ofconn.Conn, lo
 	return r, nil
 }
 
-func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn, log *slog.Logger) (Replay, error) {
-	var r Replay
-	start := time.Now()
-	desired, err := e.cfg.Store.Entries(b.name)
-	if err != nil {
-		return r, err
-	}
-	r.Entries = len(desired)
-	actual, err := dumpAll(ctx, conn)
-	if err != nil {
-		return r, err
-	}
-	limits := e.tableLimits(b.name, log)
-	for {
-		r.Rounds++
-		skip := e.skipsLocked(b, desired, actual, limits, log)
-		p := newPlan(diff(desired, actual, skip))
-		r.count(p.changes())
-		r.Quarantined = len(skip)
-		if p.len() == 0 {
-			return r, nil
-		}
-		st, err := applyPlan(ctx, conn, p)
-		r.Messages, r.Bytes = st.messages, st.bytes
-		var re *RejectedError
-		if !errors.As(err, &re) {
-			return r, err
-		}
-		if !e.quarantineLocked(b, re, p, log) {
-			return r, err
-		}
-		if spent := time.Since(start); spent > e.cfg.MaxReplayTime {
-			return r, fmt.Errorf("restore: the switch still refuses entries after %d rounds in %v (max replay time %v): %w",
-				r.Rounds, spent.Round(time.Millisecond), e.cfg.MaxReplayTime, err)
-		}
-		if len(p.pre) > 0 {
-			// Meters may have been applied before the refusal: look again.
-			if actual, err = dumpAll(ctx, conn); err != nil {
-				return r, err
-			}
-		}
-	}
-}
-
 // tableLimits returns the flow limits OVSDB sets on bridge's tables, or none
 // while OVSDB is not connected: the replay then finds a full table at commit
 // (see siblingRefusals) instead of predicting it.
@@ -375,39 +330,9 @@ func (e *Engine) tableLimits(bridge string, log *slog.Logger) []ovsconfig.TableL
 	return limits
 }
 
-// quarantineSkips returns the keys a change set leaves out: the quarantined
-// entries, and the desired flows that use a quarantined group or meter (the
-// switch would refuse them, and one refusal at commit is reported at a time).
-// Diff uses it; a replay derives the dependents as predicted refusals (see
-// predictRefusals), which also lists them in the quarantine.
-func quarantineSkips(q map[string]Quarantined, desired []entry.Entry) (skip map[string]bool, dependents int) {
-	skip = make(map[string]bool, len(q))
-	refs := map[string]bool{}
-	for k, e := range q {
-		skip[k] = true
-		if e.Entry.Kind != entry.KindFlow {
-			refs[k] = true
-		}
-	}
-	if len(refs) == 0 {
-		return skip, 0
-	}
-	for _, d := range desired {
-		if d.Kind != entry.KindFlow || skip[key(d.Kind, d.ID)] {
-			continue
-		}
-		for _, r := range entry.FlowRefs(d.Payload) {
-			if refs[key(r.Kind, r.Key())] {
-				skip[key(d.Kind, d.ID)] = true
-				dependents++
-				break
-			}
-		}
-	}
-	return skip, dependents
-}
-
-// dumpAll dumps flows, groups and meters in canonical form.
+// dumpAll dumps flows, groups and meters in canonical form, whole: for
+// mirrors of bridges flowstated does not manage, which are small. Managed
+// bridges are compared as hashes (dumpSwitch).
 func dumpAll(ctx context.Context, conn *ofconn.Conn) ([]actualEntry, error) {
 	// Compared as bytes: no libOpenflow decode, which would cost most of
 	// the dump's CPU and loses what it does not know.
@@ -415,48 +340,21 @@ func dumpAll(ctx context.Context, conn *ofconn.Conn) ([]actualEntry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dump flows: %w", err)
 	}
-	groups, err := conn.DumpGroups(ctx)
+	others, err := dumpGroupsMeters(ctx, conn)
 	if err != nil {
-		return nil, fmt.Errorf("dump groups: %w", err)
+		return nil, err
 	}
-	meters, err := conn.DumpMeters(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("dump meters: %w", err)
-	}
-	out := make([]actualEntry, 0, len(flows)+len(groups)+len(meters))
-	add := func(kind entry.Kind, m ofconn.Message, err error) error {
-		if err != nil {
-			return err
-		}
-		payload, id, err := entry.Identify(kind, m)
-		if err != nil {
-			return fmt.Errorf("dumped %s: %w", kind, err)
-		}
-		out = append(out, actualEntry{kind: kind, id: id, payload: payload})
-		return nil
-	}
+	out := make([]actualEntry, 0, len(flows)+len(others))
 	for _, f := range flows {
 		if f.Err != nil {
 			return nil, f.Err
 		}
 		m, err := f.FlowMod()
-		if err := add(entry.KindFlow, m, err); err != nil {
+		if err := appendActual(&out, entry.KindFlow, m, err); err != nil {
 			return nil, err
 		}
 	}
-	for _, g := range groups {
-		m, err := g.GroupMod()
-		if err := add(entry.KindGroup, m, err); err != nil {
-			return nil, err
-		}
-	}
-	for _, mt := range meters {
-		m, err := mt.MeterMod()
-		if err := add(entry.KindMeter, m, err); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return append(out, others...), nil
 }
 
 func errString(err error) string {

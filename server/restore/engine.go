@@ -42,6 +42,9 @@ type Config struct {
 	// them and resends the rest; past this time the replay fails and is
 	// retried later. Default 30 s.
 	MaxReplayTime time.Duration
+	// OwnedCookie is the cookie space whose flows the engine manages on
+	// every managed bridge; flows outside it are left alone. Zero: all.
+	OwnedCookie entry.CookieSpace
 	// Rearm sets flow-restore-wait back to true once vswitchd acknowledged
 	// its clearing, so a vswitchd that crashes and is started plainly also
 	// comes back gated. vswitchd reads the flag only until it first sees it

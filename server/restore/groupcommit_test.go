@@ -257,7 +257,7 @@ func TestWritePanicDoesNotWedge(t *testing.T) {
 	if err != nil || !applied {
 		t.Fatalf("write after the panic: applied %v, %v", applied, err)
 	}
-	if cs, err := e.Diff(ctx, testBridge); err != nil || len(cs) != 0 {
+	if cs, err := diffAll(ctx, e.Engine, testBridge); err != nil || len(cs) != 0 {
 		t.Fatalf("diff after the panic: %d changes, %v", len(cs), err)
 	}
 }
@@ -403,7 +403,7 @@ func TestGroupCommitTrySolo(t *testing.T) {
 			t.Fatal("the overlapping request committed before the one queued first")
 		}
 	}
-	if cs, err := e.Diff(ctx, testBridge); err != nil || len(cs) != 0 {
+	if cs, err := diffAll(ctx, e.Engine, testBridge); err != nil || len(cs) != 0 {
 		t.Fatalf("diff: %d changes, %v", len(cs), err)
 	}
 }
@@ -417,7 +417,7 @@ func convergedAfter(ctx context.Context, t *testing.T, e *testEngine, t0 time.Ti
 		st := b.snapshot()
 		return st.Converged && st.Last.Finished.After(t0) && st.Last.Err == nil
 	})
-	cs, err := e.Diff(ctx, testBridge)
+	cs, err := diffAll(ctx, e.Engine, testBridge)
 	if err != nil || len(cs) != 0 {
 		t.Fatalf("diff after the replay: %v, %v", cs, err)
 	}
@@ -476,4 +476,14 @@ func TestWriteStoreFailsAfterApply(t *testing.T) {
 	if n := stored(t, e, "m"); n != 0 {
 		t.Fatalf("%d entries stored by a failed write", n)
 	}
+}
+
+// diffAll collects what Engine.Diff reports for bridge.
+func diffAll(ctx context.Context, e *Engine, bridge string) ([]Change, error) {
+	var cs []Change
+	err := e.Diff(ctx, bridge, func(c Change) error {
+		cs = append(cs, c)
+		return nil
+	})
+	return cs, err
 }

@@ -13,7 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/ofconn"
@@ -184,22 +183,22 @@ func (e *Engine) claimOnce(ctx context.Context, b *bridge, conn *ofconn.Conn, ou
 }
 
 // foreignEntries counts what the switch holds besides the default flow
-// (table 0, priority 0, empty match).
+// (table 0, priority 0, empty match), within the owned cookie space: what a
+// replay from this store would delete.
 func (e *Engine) foreignEntries(ctx context.Context, b *bridge, conn *ofconn.Conn) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	actual, err := dumpAll(ctx, conn)
+	n := 0
+	err := e.eachFlowMod(ctx, conn, func(m []byte, owned bool) {
+		if id := flowIdentity(nil, m); owned && (len(id) != 3 || id[0] != 0 || id[1] != 0 || id[2] != 0) {
+			n++
+		}
+	})
 	if err != nil {
 		return 0, err
 	}
-	n := 0
-	for _, a := range actual {
-		if a.kind == entry.KindFlow && len(a.id) == 3 && a.id[0] == 0 && a.id[1] == 0 && a.id[2] == 0 {
-			continue
-		}
-		n++
-	}
-	return n, nil
+	others, err := dumpGroupsMeters(ctx, conn)
+	return n + len(others), err
 }
 
 // Instance describes a flowstated for the lock file and OVSDB.

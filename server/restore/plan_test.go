@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"testing"
 
-	"antrea.io/libOpenflow/openflow15"
-
 	"github.com/flowstate-io/flowstate/entry"
 )
 
@@ -98,26 +96,19 @@ func TestChangeMessages(t *testing.T) {
 }
 
 func TestQuarantineSkipsDependents(t *testing.T) {
-	flowUsing := func(id byte, meter uint32) entry.Entry {
-		fm := openflow15.NewFlowMod()
-		fm.Priority = uint16(id)
-		ia := openflow15.NewInstrApplyActions()
-		_ = ia.AddAction(openflow15.NewActionMeter(meter), false)
-		fm.AddInstruction(ia)
-		b, err := fm.MarshalBinary()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return entry.Entry{Kind: entry.KindFlow, ID: []byte{id}, Payload: b}
+	meter7, meter8 := meterEnt(t, 7), meterEnt(t, 8)
+	flows := []entry.Entry{flowEnt(t, 0, 1, 0, 7), flowEnt(t, 0, 2, 0, 8), flowEnt(t, 0, 3, 0, 7)}
+	fs := testScan(t, append([]entry.Entry{meter7, meter8}, flows...), nil, nil)
+	e := &Engine{cfg: Config{Store: fs.store}}
+	q := map[string]Quarantined{key(entry.KindMeter, meter7.ID): {Entry: meter7}}
+	skip, err := e.quarantineSkips("br-int", q)
+	if err != nil {
+		t.Fatal(err)
 	}
-	meter7 := entry.Ref{Kind: entry.KindMeter, ID: 7}
-	q := map[string]Quarantined{key(entry.KindMeter, meter7.Key()): {Entry: entry.Entry{Kind: entry.KindMeter, ID: meter7.Key()}}}
-	desired := []entry.Entry{flowUsing(1, 7), flowUsing(2, 8), flowUsing(3, 7)}
-	skip, n := quarantineSkips(q, desired)
-	if n != 2 || !skip[key(entry.KindFlow, []byte{1})] || skip[key(entry.KindFlow, []byte{2})] || !skip[key(entry.KindFlow, []byte{3})] {
-		t.Fatalf("skip %v, dependents %d", skip, n)
+	if len(skip) != 3 || !skip[key(entry.KindFlow, flows[0].ID)] || skip[key(entry.KindFlow, flows[1].ID)] || !skip[key(entry.KindFlow, flows[2].ID)] {
+		t.Fatalf("skip %v, want meter 7 and the flows of priority 1 and 3", skip)
 	}
-	if _, n := quarantineSkips(nil, desired); n != 0 {
-		t.Fatal("dependents without a quarantine")
+	if skip, _ := e.quarantineSkips("br-int", nil); len(skip) != 0 {
+		t.Fatal("skips without a quarantine")
 	}
 }

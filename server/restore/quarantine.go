@@ -1,7 +1,9 @@
 package restore
 
 import (
+	"bytes"
 	"cmp"
+	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -12,6 +14,7 @@ import (
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/ovsconfig"
+	"github.com/flowstate-io/flowstate/store"
 )
 
 // How a replay finds every entry the switch refuses.
@@ -32,7 +35,7 @@ import (
 //     again at every replay, so their entries come back as soon as the cause
 //     is gone (the group is declared, the limit raised).
 //  2. Widen a commit-time OFPFMFC_TABLE_FULL to the flows the bundle adds to
-//     that table after the refused one (siblingRefusals): the table stays
+//     that table after the refused one (flowScan.siblings): the table stays
 //     full for them, as nothing in a plan deletes flows after the adds.
 //  3. Rebuild and resend while each round quarantines something new, for at
 //     most Config.MaxReplayTime.
@@ -43,24 +46,25 @@ type prediction struct {
 	reason string
 }
 
-// predictRefusals returns, by key, the desired entries not in skip that the
-// switch would refuse at the commit of the plan for desired, actual and skip:
+// predictRefusals returns, by key, the desired entries not in fs.skip that
+// the switch of fs would refuse at the commit of the plan that leaves out
+// fs.skip:
 //
 //   - a flow that uses a group or meter that is neither desired (and not
 //     skipped) nor left on the switch by the plan (OVS: OFPBAC_BAD_OUT_GROUP,
-//     OFPMMFC_INVALID_METER);
+//     OFPMMFC_INVALID_METER); the users come from the store's refs index;
 //   - a flow added to a table beyond its flow_limit, with overflow_policy
 //     refuse (OFPFMFC_TABLE_FULL). Flows the switch already holds and keeps
-//     count against the limit and stay; of the flows to add, those first in
-//     key order (priority, then match) fill the room left, the rest are
-//     predicted refused. Tables with overflow_policy evict are not checked:
-//     vswitchd makes room there by deleting flows with timeouts, and refuses
-//     only when none is left, which step 2 above handles.
-func predictRefusals(desired []entry.Entry, actual []actualEntry, skip map[string]bool, limits []ovsconfig.TableLimit) map[string]prediction {
+//     (foreign ones too) count against the limit and stay; of the flows to
+//     add, those first in identity order (priority, then match) fill the
+//     room left, the rest are predicted refused. Tables with overflow_policy
+//     evict are not checked: vswitchd makes room there by deleting flows
+//     with timeouts, and refuses only when none is left, which step 2 above
+//     handles.
+func (fs *flowScan) predictRefusals(others []entry.Entry, limits []ovsconfig.TableLimit) (map[string]prediction, error) {
 	preds := map[string]prediction{}
-	cs := diff(desired, actual, skip)
 	deleted := make(map[string]bool)
-	for _, c := range cs {
+	for _, c := range diff(others, fs.sw.others, fs.skip) {
 		if c.Op == OpDelete {
 			deleted[key(c.Kind, changeID(c))] = true
 		}
@@ -69,125 +73,130 @@ func predictRefusals(desired []entry.Entry, actual []actualEntry, skip map[strin
 	// Groups and meters on the switch once the plan is applied.
 	declared := make(map[string]bool)
 	exists := make(map[string]bool)
-	for _, a := range actual {
-		if k := key(a.kind, a.id); a.kind != entry.KindFlow && !deleted[k] {
+	for _, a := range fs.sw.others {
+		if k := key(a.kind, a.id); !deleted[k] {
 			exists[k] = true
 		}
 	}
-	for _, d := range desired {
+	for _, d := range others {
 		k := key(d.Kind, d.ID)
 		declared[k] = true
-		if d.Kind != entry.KindFlow && !skip[k] {
+		if !fs.skip[k] {
 			exists[k] = true
 		}
 	}
-	for _, d := range desired {
-		k := key(d.Kind, d.ID)
-		if d.Kind != entry.KindFlow || skip[k] {
+	targets, err := fs.store.RefTargets(fs.bridge)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range targets {
+		rk := key(r.Kind, r.Key())
+		if exists[rk] {
 			continue
 		}
-		for _, r := range entry.FlowRefs(d.Payload) {
-			rk := key(r.Kind, r.Key())
-			if exists[rk] {
-				continue
+		why := "neither declared nor on the switch"
+		if declared[rk] {
+			why = "quarantined"
+		}
+		ovsErr := "OFPBAC_BAD_OUT_GROUP"
+		if r.Kind == entry.KindMeter {
+			ovsErr = "OFPMMFC_INVALID_METER"
+		}
+		reason := fmt.Sprintf("%s (predicted): uses %s, which is %s", ovsErr, r, why)
+		var users [][]byte
+		err := fs.store.EachUser(fs.bridge, r, func(id []byte) error {
+			if k := key(entry.KindFlow, id); !fs.skip[k] && preds[k].reason == "" {
+				users = append(users, bytes.Clone(id))
 			}
-			why := "neither declared nor on the switch"
-			if declared[rk] {
-				why = "quarantined"
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range users {
+			d, ok, err := fs.store.Get(fs.bridge, entry.KindFlow, id)
+			if err != nil {
+				return nil, err
 			}
-			ovsErr := "OFPBAC_BAD_OUT_GROUP"
-			if r.Kind == entry.KindMeter {
-				ovsErr = "OFPMMFC_INVALID_METER"
+			if ok {
+				preds[key(entry.KindFlow, id)] = prediction{entry: d, reason: reason}
 			}
-			preds[k] = prediction{entry: d, reason: fmt.Sprintf("%s (predicted): uses %s, which is %s", ovsErr, r, why)}
-			break
 		}
 	}
 
-	refuse := make(map[uint8]int)
 	for _, l := range limits {
-		if !l.Evict {
-			refuse[l.Table] = l.FlowLimit
-		}
-	}
-	if len(refuse) == 0 {
-		return preds
-	}
-	held := make(map[uint8]int)
-	for _, a := range actual {
-		k := key(a.kind, a.id)
-		if a.kind != entry.KindFlow || deleted[k] {
+		if l.Evict {
 			continue
 		}
-		if _, refused := preds[k]; refused {
-			continue // a flow on the switch predicted refused is deleted by the plan
-		}
-		held[entry.FlowTable(a.id)]++
-	}
-	adds := make(map[uint8][]entry.Entry)
-	for _, c := range cs {
-		if c.Op != OpAdd || c.Kind != entry.KindFlow {
-			continue
-		}
-		t := entry.FlowTable(c.Desired.ID)
-		if _, limited := refuse[t]; !limited {
-			continue
-		}
-		if _, refused := preds[key(c.Kind, c.Desired.ID)]; !refused {
-			adds[t] = append(adds[t], c.Desired)
+		if err := fs.predictFull(l, preds); err != nil {
+			return nil, err
 		}
 	}
-	for t, as := range adds {
-		room := max(refuse[t]-held[t], 0)
-		if len(as) <= room {
-			continue
-		}
-		slices.SortFunc(as, func(a, b entry.Entry) int { return strings.Compare(string(a.ID), string(b.ID)) })
-		reason := fmt.Sprintf("OFPFMFC_TABLE_FULL (predicted): table %d holds at most %d flows (Flow_Table flow_limit, overflow_policy refuse)", t, refuse[t])
-		for _, d := range as[room:] {
-			preds[key(d.Kind, d.ID)] = prediction{entry: d, reason: reason}
-		}
-	}
-	return preds
+	return preds, nil
 }
 
-// siblingRefusals returns the changes of p that the switch would refuse for
-// the same cause as refused, which it reported as the first failure of the
-// bundle: after an OFPFMFC_TABLE_FULL, every later add of a flow to that
-// table. The plan deletes and modifies flows before it adds any (see diff
-// and newPlan), so nothing after the refused add frees room or, with
-// eviction, makes a flow evictable: the table stays full for them.
-func siblingRefusals(p *plan, refused Change, reason string) []Change {
-	if reason != "OFPFMFC_TABLE_FULL" || refused.Kind != entry.KindFlow || refused.Op != OpAdd {
-		return nil
+// predictFull adds to preds the flows the plan of fs adds to table l.Table
+// beyond its flow limit (see predictRefusals).
+func (fs *flowScan) predictFull(l ovsconfig.TableLimit, preds map[string]prediction) error {
+	t := l.Table
+	// scan calls fn for the desired flows of the table that the plan keeps,
+	// saying whether the switch holds them.
+	scan := func(fn func(held bool, rec store.Record)) error {
+		return fs.store.ScanFlows(fs.bridge, []byte{t}, func(rec store.Record) error {
+			if entry.FlowTable(rec.ID) != t {
+				return store.StopScan
+			}
+			if _, predicted := preds[key(entry.KindFlow, rec.ID)]; predicted || fs.skipped(rec.ID) {
+				return nil
+			}
+			fn(fs.sw.lookup(rec.ID, rec.Payload, false) != OpAdd, rec)
+			return nil
+		})
 	}
-	table := entry.FlowTable(refused.Desired.ID)
-	var out []Change
-	after := false
-	for _, c := range p.bundle {
-		if !after {
-			after = c.Op == OpAdd && c.Kind == entry.KindFlow && string(c.Desired.ID) == string(refused.Desired.ID)
-			continue
+	held, adds := fs.sw.foreignIn[t], 0
+	err := scan(func(on bool, _ store.Record) {
+		if on {
+			held++
+		} else {
+			adds++
 		}
-		if c.Op == OpAdd && c.Kind == entry.KindFlow && entry.FlowTable(c.Desired.ID) == table {
-			out = append(out, c)
-		}
+	})
+	room := max(l.FlowLimit-held, 0)
+	if err != nil || adds <= room {
+		return err
 	}
-	return out
+	reason := fmt.Sprintf("OFPFMFC_TABLE_FULL (predicted): table %d holds at most %d flows (Flow_Table flow_limit, overflow_policy refuse)", t, l.FlowLimit)
+	n := 0
+	return scan(func(on bool, rec store.Record) {
+		if n += btoi(!on); !on && n > room {
+			preds[key(entry.KindFlow, rec.ID)] = prediction{entry: recordEntry(rec), reason: reason}
+		}
+	})
 }
 
-// skipsLocked returns the keys the next round of a replay leaves out: the
-// entries the switch refused, and the predicted refusals (see
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// skipsLocked sets fs.skip to the keys the next round of a replay leaves
+// out: the entries the switch refused, and the predicted refusals (see
 // predictRefusals), which replace the predictions of the previous round in
 // b's quarantine.
-func (e *Engine) skipsLocked(b *bridge, desired []entry.Entry, actual []actualEntry, limits []ovsconfig.TableLimit, log *slog.Logger) map[string]bool {
+func (e *Engine) skipsLocked(b *bridge, fs *flowScan, others []entry.Entry, limits []ovsconfig.TableLimit, log *slog.Logger) error {
 	skip := make(map[string]bool, len(b.quarantine))
 	for k, q := range b.quarantine {
 		if !q.predicted {
 			skip[k] = true
 		}
 	}
-	preds := predictRefusals(desired, actual, skip, limits)
+	fs.skip = skip
+	preds, err := fs.predictRefusals(others, limits)
+	if err != nil {
+		return err
+	}
 	released := 0
 	for k, q := range b.quarantine {
 		if _, still := preds[k]; q.predicted && !still {
@@ -210,14 +219,37 @@ func (e *Engine) skipsLocked(b *bridge, desired []entry.Entry, actual []actualEn
 	if released > 0 && len(fresh) == 0 {
 		b.publishLocked()
 	}
-	return skip
+	return nil
+}
+
+// quarantineSkips returns the keys a diff leaves out: the quarantined
+// entries, and the desired flows that use a quarantined group or meter (the
+// switch would refuse them). A replay derives the latter as predicted
+// refusals instead (predictRefusals), which also lists them.
+func (e *Engine) quarantineSkips(bridge string, q map[string]Quarantined) (map[string]bool, error) {
+	skip := make(map[string]bool, len(q))
+	for k, qe := range q {
+		skip[k] = true
+		if qe.Entry.Kind == entry.KindFlow {
+			continue
+		}
+		r := entry.Ref{Kind: qe.Entry.Kind, ID: binary.BigEndian.Uint32(qe.Entry.ID)}
+		err := e.cfg.Store.EachUser(bridge, r, func(id []byte) error {
+			skip[key(entry.KindFlow, id)] = true
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return skip, nil
 }
 
 // quarantineLocked records the desired entries re refused, and the changes
-// of p the switch would refuse for the same cause (siblingRefusals); it
-// reports false when there is nothing new to quarantine (the switch refused
-// a delete), so the replay fails instead of looping.
-func (e *Engine) quarantineLocked(b *bridge, re *RejectedError, p *plan, log *slog.Logger) bool {
+// the switch would refuse for the same cause (siblings); it reports false
+// when there is nothing new to quarantine (the switch refused a delete), so
+// the replay fails instead of looping.
+func (e *Engine) quarantineLocked(b *bridge, re *RejectedError, siblings func(Change, string) ([]Change, error), log *slog.Logger) (bool, error) {
 	var fresh []Quarantined
 	seen := map[string]bool{}
 	add := func(c Change, reason string) {
@@ -233,12 +265,16 @@ func (e *Engine) quarantineLocked(b *bridge, re *RejectedError, p *plan, log *sl
 	}
 	for i, c := range re.Changes {
 		add(c, re.Reasons[i])
-		for _, s := range siblingRefusals(p, c, re.Reasons[i]) {
+		sibs, err := siblings(c, re.Reasons[i])
+		if err != nil {
+			return false, err
+		}
+		for _, s := range sibs {
 			add(s, fmt.Sprintf("%s (table %d was full at an earlier flow of the same bundle)", re.Reasons[i], entry.FlowTable(s.Desired.ID)))
 		}
 	}
 	e.addQuarantineLocked(b, fresh, log)
-	return len(fresh) > 0
+	return len(fresh) > 0, nil
 }
 
 // addQuarantineLocked puts qs in b's quarantine, counts them, and reports

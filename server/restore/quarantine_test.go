@@ -2,6 +2,7 @@ package restore
 
 import (
 	"encoding/binary"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/server/ovsconfig"
+	"github.com/flowstate-io/flowstate/store"
 )
 
 // flowEnt is a canonical flow of table and priority that uses group and
@@ -36,6 +38,24 @@ func flowEnt(t *testing.T, table uint8, prio uint16, group, meter uint32) entry.
 	return entry.Entry{Kind: entry.KindFlow, ID: id, Payload: payload, Module: "m"}
 }
 
+// meterEnt is a canonical METER_MOD ADD of meter id, with one drop band.
+func meterEnt(t *testing.T, id uint32) entry.Entry {
+	t.Helper()
+	b := make([]byte, 32)
+	b[0], b[1] = 6, 29
+	binary.BigEndian.PutUint16(b[2:], 32)
+	binary.BigEndian.PutUint16(b[10:], 1) // kbps
+	binary.BigEndian.PutUint32(b[12:], id)
+	binary.BigEndian.PutUint16(b[16:], 1)  // band type drop
+	binary.BigEndian.PutUint16(b[18:], 16) // band length
+	binary.BigEndian.PutUint32(b[20:], 1000)
+	payload, mid, err := entry.Identify(entry.KindMeter, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return entry.Entry{Kind: entry.KindMeter, ID: mid, Payload: payload, Module: "m"}
+}
+
 // groupEnt is a canonical GROUP_MOD ADD of group id.
 func groupEnt(t *testing.T, id uint32) entry.Entry {
 	t.Helper()
@@ -50,30 +70,56 @@ func groupEnt(t *testing.T, id uint32) entry.Entry {
 	return entry.Entry{Kind: entry.KindGroup, ID: gid, Payload: payload, Module: "m"}
 }
 
-func onSwitch(es ...entry.Entry) []actualEntry {
-	out := make([]actualEntry, len(es))
-	for i, e := range es {
-		out[i] = actualEntry{kind: e.Kind, id: e.ID, payload: e.Payload}
+// testScan stores desired on bridge br-int of a fresh store and returns a
+// flowScan of it against a switch that holds held (owned) and foreign flows.
+func testScan(t *testing.T, desired, held, foreign []entry.Entry) *flowScan {
+	t.Helper()
+	st, err := store.Open(filepath.Join(t.TempDir(), "s.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	t.Cleanup(func() { _ = st.Close() })
+	err = st.Update(func(w *store.Writer) error {
+		_, err := w.Put("br-int", "m", desired)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw := newSwitchState()
+	for _, h := range held {
+		if h.Kind == entry.KindFlow {
+			sw.addFlow(h.Payload, true)
+		} else {
+			sw.others = append(sw.others, actualEntry{kind: h.Kind, id: h.ID, payload: h.Payload})
+		}
+	}
+	for _, f := range foreign {
+		sw.addFlow(f.Payload, false)
+	}
+	return &flowScan{store: st, bridge: "br-int", sw: sw, skip: map[string]bool{}}
 }
 
 func TestPredictMissingReferences(t *testing.T) {
-	declared, onlyOnSwitch := groupEnt(t, 6), groupEnt(t, 7)
-	absent := flowEnt(t, 0, 1, 5, 0)         // group 5: nowhere
+	declared, onlyOnSwitch, quarantinedGroup := groupEnt(t, 6), groupEnt(t, 7), groupEnt(t, 8)
 	fine := flowEnt(t, 0, 2, 6, 0)           // group 6: declared
-	undeclared := flowEnt(t, 0, 3, 7, 0)     // group 7: on the switch, deleted by the plan
-	quarantined := flowEnt(t, 0, 4, 0, 3)    // meter 3: declared but quarantined
-	alreadySkipped := flowEnt(t, 0, 5, 5, 0) // skipped already: not predicted again
-	meter3 := entry.Entry{Kind: entry.KindMeter, ID: entry.Ref{Kind: entry.KindMeter, ID: 3}.Key(), Module: "m"}
-	desired := []entry.Entry{declared, meter3, absent, fine, undeclared, quarantined, alreadySkipped}
-	skip := map[string]bool{key(entry.KindMeter, meter3.ID): true, key(entry.KindFlow, alreadySkipped.ID): true}
+	usesGroup8 := flowEnt(t, 0, 3, 8, 0)     // group 8: declared but quarantined
+	usesMeter3 := flowEnt(t, 0, 4, 0, 3)     // meter 3: declared but quarantined
+	alreadySkipped := flowEnt(t, 0, 5, 0, 3) // skipped already: not predicted again
+	meter3 := meterEnt(t, 3)
+	desired := []entry.Entry{declared, quarantinedGroup, meter3, fine, usesGroup8, usesMeter3, alreadySkipped}
+	fs := testScan(t, desired, []entry.Entry{onlyOnSwitch}, nil)
+	fs.skip[key(entry.KindMeter, meter3.ID)] = true
+	fs.skip[key(entry.KindGroup, quarantinedGroup.ID)] = true
+	fs.skip[key(entry.KindFlow, alreadySkipped.ID)] = true
 
-	preds := predictRefusals(desired, onSwitch(onlyOnSwitch), skip, nil)
+	preds, err := fs.predictRefusals([]entry.Entry{declared, quarantinedGroup, meter3}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	want := map[string]string{
-		key(entry.KindFlow, absent.ID):      "OFPBAC_BAD_OUT_GROUP (predicted): uses group 5, which is neither declared nor on the switch",
-		key(entry.KindFlow, undeclared.ID):  "OFPBAC_BAD_OUT_GROUP (predicted): uses group 7, which is neither declared nor on the switch",
-		key(entry.KindFlow, quarantined.ID): "OFPMMFC_INVALID_METER (predicted): uses meter 3, which is quarantined",
+		key(entry.KindFlow, usesGroup8.ID): "OFPBAC_BAD_OUT_GROUP (predicted): uses group 8, which is quarantined",
+		key(entry.KindFlow, usesMeter3.ID): "OFPMMFC_INVALID_METER (predicted): uses meter 3, which is quarantined",
 	}
 	if len(preds) != len(want) {
 		t.Fatalf("predicted %d refusals, want %d: %v", len(preds), len(want), preds)
@@ -82,41 +128,50 @@ func TestPredictMissingReferences(t *testing.T) {
 		if preds[k].reason != reason {
 			t.Errorf("reason %q, want %q", preds[k].reason, reason)
 		}
+		if string(preds[k].entry.Payload) == "" || preds[k].entry.Module != "m" {
+			t.Errorf("predicted entry %v lacks its payload or module", preds[k].entry)
+		}
 	}
 }
 
 func TestPredictTableLimit(t *testing.T) {
-	// Table 7 takes 4 flows. The switch holds two declared flows there
-	// (they stay and count) and an undeclared one (the plan deletes it
+	// Table 7 takes 5 flows. The switch holds two declared flows there
+	// (they stay and count), a foreign one (outside the owned cookie space:
+	// it stays and counts) and an undeclared one (the plan deletes it
 	// before the adds: it does not count).
 	held := []entry.Entry{flowEnt(t, 7, 100, 0, 0), flowEnt(t, 7, 101, 0, 0)}
-	undeclared := flowEnt(t, 7, 200, 0, 0)
-	var desired []entry.Entry
-	desired = append(desired, held...)
+	undeclared, foreign := flowEnt(t, 7, 200, 0, 0), flowEnt(t, 7, 300, 0, 0)
+	group9 := groupEnt(t, 9)
+	desired := append([]entry.Entry{group9}, held...)
 	// New flows, declared in reverse key order: key order decides, not
 	// the order of declaration.
 	for p := uint16(5); p >= 1; p-- {
 		desired = append(desired, flowEnt(t, 7, p, 0, 0))
 	}
-	usesAbsentGroup := flowEnt(t, 7, 0, 9, 0)
-	desired = append(desired, usesAbsentGroup)
+	usesQuarantinedGroup := flowEnt(t, 7, 0, 9, 0)
+	desired = append(desired, usesQuarantinedGroup)
 	for p := uint16(1); p <= 5; p++ {
 		desired = append(desired, flowEnt(t, 8, p, 0, 0), flowEnt(t, 9, p, 0, 0))
 	}
-	limits := []ovsconfig.TableLimit{{Table: 7, FlowLimit: 4}, {Table: 8, FlowLimit: 2, Evict: true}}
+	limits := []ovsconfig.TableLimit{{Table: 7, FlowLimit: 5}, {Table: 8, FlowLimit: 2, Evict: true}}
 
-	preds := predictRefusals(desired, onSwitch(append(held, undeclared)...), nil, limits)
-	if p := preds[key(entry.KindFlow, usesAbsentGroup.ID)]; !strings.HasPrefix(p.reason, "OFPBAC_BAD_OUT_GROUP") {
-		t.Fatalf("flow using an absent group: %q", p.reason)
+	fs := testScan(t, desired, append(held, undeclared), []entry.Entry{foreign})
+	fs.skip[key(entry.KindGroup, group9.ID)] = true
+	preds, err := fs.predictRefusals([]entry.Entry{group9}, limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := preds[key(entry.KindFlow, usesQuarantinedGroup.ID)]; !strings.HasPrefix(p.reason, "OFPBAC_BAD_OUT_GROUP") {
+		t.Fatalf("flow using a quarantined group: %q", p.reason)
 	}
 	var refused []uint16
 	for _, p := range preds {
-		if strings.HasPrefix(p.reason, "OFPFMFC_TABLE_FULL (predicted): table 7 holds at most 4 flows") {
+		if strings.HasPrefix(p.reason, "OFPFMFC_TABLE_FULL (predicted): table 7 holds at most 5 flows") {
 			refused = append(refused, binary.BigEndian.Uint16(p.entry.ID[1:]))
 		}
 	}
-	// 4 - 2 held = room for priorities 1 and 2; the flow using the absent
-	// group takes no room.
+	// 5 - 2 held - 1 foreign = room for priorities 1 and 2; the flow using
+	// the quarantined group takes no room.
 	if len(refused) != 3 || len(preds) != 4 {
 		t.Fatalf("predicted %v (table 7 priorities %v), want priorities 3, 4, 5 refused", preds, refused)
 	}
@@ -127,27 +182,34 @@ func TestPredictTableLimit(t *testing.T) {
 	}
 
 	// A held flow that is refused for another reason leaves room.
-	skip := map[string]bool{key(entry.KindFlow, held[0].ID): true}
-	preds = predictRefusals(desired, onSwitch(append(held, undeclared)...), skip, limits)
+	fs.skip[key(entry.KindFlow, held[0].ID)] = true
+	preds, err = fs.predictRefusals([]entry.Entry{group9}, limits)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(preds) != 3 {
 		t.Fatalf("with a held flow quarantined: %v, want 2 table refusals and the group one", preds)
 	}
 }
 
 func TestSiblingRefusals(t *testing.T) {
-	var cs []Change
+	var desired []entry.Entry
 	for p := uint16(1); p <= 4; p++ {
-		cs = append(cs, Change{Op: OpAdd, Kind: entry.KindFlow, Desired: flowEnt(t, 7, p, 0, 0)},
-			Change{Op: OpAdd, Kind: entry.KindFlow, Desired: flowEnt(t, 8, p, 0, 0)})
+		desired = append(desired, flowEnt(t, 7, p, 0, 0), flowEnt(t, 8, p, 0, 0))
 	}
-	cs = append(cs, Change{Op: OpModify, Kind: entry.KindFlow, Desired: flowEnt(t, 7, 50, 0, 0)})
-	p := newPlan(cs)
-	refused := p.bundle[2] // table 7, priority 2
-	got := siblingRefusals(p, refused, "OFPFMFC_TABLE_FULL")
+	modified := flowEnt(t, 7, 50, 0, 0)
+	onSwitch := flowEnt(t, 7, 50, 0, 0)
+	onSwitch.Payload[9] = 1 // another cookie: the replay modifies it
+	fs := testScan(t, append(desired, modified), []entry.Entry{onSwitch}, nil)
+	refused := Change{Op: OpAdd, Kind: entry.KindFlow, Desired: desired[2]} // table 7, priority 2
+	got, err := fs.siblings(refused, "OFPFMFC_TABLE_FULL")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(got) != 2 || entry.FlowTable(got[0].Desired.ID) != 7 || entry.FlowTable(got[1].Desired.ID) != 7 {
 		t.Fatalf("siblings %v, want the adds of priority 3 and 4 in table 7", got)
 	}
-	if got := siblingRefusals(p, refused, "OFPBAC_BAD_OUT_PORT"); len(got) != 0 {
+	if got, _ := fs.siblings(refused, "OFPBAC_BAD_OUT_PORT"); len(got) != 0 {
 		t.Fatalf("siblings of another error: %v", got)
 	}
 }

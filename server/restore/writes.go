@@ -131,17 +131,18 @@ func (e *Engine) Reconcile(ctx context.Context, bridgeName string) (BridgeStatus
 	return b.snapshot(), nil
 }
 
-// Diff returns the changes a replay of bridgeName would send now, in order.
-func (e *Engine) Diff(ctx context.Context, bridgeName string) ([]Change, error) {
+// Diff calls fn for every change a replay of bridgeName would send now, in
+// order, under the bridge's lock: fn must not wait long.
+func (e *Engine) Diff(ctx context.Context, bridgeName string, fn func(Change) error) error {
 	b, err := e.bridge(bridgeName)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	conn, err := b.connected()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return e.diffNow(ctx, b, conn)
+	return e.diffNow(ctx, b, conn, fn)
 }
 
 func (b *bridge) connected() (*ofconn.Conn, error) {

@@ -1,0 +1,327 @@
+package restore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/flowstate-io/flowstate/entry"
+	"github.com/flowstate-io/flowstate/server/ofconn"
+	"github.com/flowstate-io/flowstate/store"
+)
+
+// replayPlan is what a replay sends, in plan's order (meters; one bundle of
+// groups added or modified, flows deleted, flows added or modified, groups
+// deleted; meter deletes), except that the flows to add or modify stay in
+// the store: they are counted by one scan and read again, in identity order,
+// while the bundle is written. Everything else is small: groups, meters, and
+// the flows to delete (after a restart, the default flow).
+type replayPlan struct {
+	pre, post                     []Change
+	groupsIn, flowDels, groupDels []Change
+	adds, modifies                int
+	// entries counts the desired entries.
+	entries int
+}
+
+func (p *replayPlan) sets() int { return p.adds + p.modifies }
+
+func (p *replayPlan) bundleLen() int {
+	return len(p.groupsIn) + len(p.flowDels) + p.sets() + len(p.groupDels)
+}
+
+func (p *replayPlan) len() int { return len(p.pre) + p.bundleLen() + len(p.post) }
+
+// flowScan reads a bridge's desired flows against a switchState. The
+// caller holds the bridge's lock, so the flows cannot change between scans:
+// every scan of one plan makes the same decisions.
+type flowScan struct {
+	store  *store.Store
+	bridge string
+	sw     *switchState
+	// skip holds the keys (key()) of entries the plan leaves out.
+	skip map[string]bool
+	k    []byte
+}
+
+func (fs *flowScan) skipped(id []byte) bool {
+	if len(fs.skip) == 0 {
+		return false
+	}
+	fs.k = append(append(fs.k[:0], byte(entry.KindFlow)), id...)
+	return fs.skip[string(fs.k)]
+}
+
+// each calls fn for every desired flow from identity from (nil: the first)
+// that is not skipped and that the switch lacks (OpAdd) or holds otherwise
+// (OpModify), in identity order. With mark, it marks the flows it finds on
+// the switch (switchState.pass must have been advanced). It returns the
+// number of desired flows read.
+func (fs *flowScan) each(from []byte, mark bool, fn func(op Op, rec store.Record) error) (int, error) {
+	n := 0
+	err := fs.store.ScanFlows(fs.bridge, from, func(rec store.Record) error {
+		n++
+		if fs.skipped(rec.ID) {
+			return nil
+		}
+		if op := fs.sw.lookup(rec.ID, rec.Payload, mark); op != 0 {
+			return fn(op, rec)
+		}
+		return nil
+	})
+	return n, err
+}
+
+// recordEntry copies a scanned flow out of the store's pages.
+func recordEntry(rec store.Record) entry.Entry {
+	return entry.Entry{Kind: entry.KindFlow, Module: string(rec.Module), ID: bytes.Clone(rec.ID), Payload: bytes.Clone(rec.Payload)}
+}
+
+// desiredOthers returns the desired groups and meters of bridge.
+func (e *Engine) desiredOthers(bridge string) ([]entry.Entry, error) {
+	var out []entry.Entry
+	for _, k := range []entry.Kind{entry.KindGroup, entry.KindMeter} {
+		err := e.cfg.Store.List(store.Filter{Bridge: bridge, Kind: k}, func(_ string, d entry.Entry) error {
+			out = append(out, d)
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// planReplay builds the plan that makes the switch of fs hold the desired
+// state, leaving out fs.skip.
+func (e *Engine) planReplay(ctx context.Context, conn *ofconn.Conn, fs *flowScan, others []entry.Entry) (*replayPlan, error) {
+	gm := newPlan(diff(others, fs.sw.others, fs.skip))
+	p := &replayPlan{pre: gm.pre, post: gm.post}
+	for _, c := range gm.bundle {
+		if c.Op == OpDelete {
+			p.groupDels = append(p.groupDels, c)
+		} else {
+			p.groupsIn = append(p.groupsIn, c)
+		}
+	}
+	fs.sw.pass++
+	n, err := fs.each(nil, true, func(op Op, _ store.Record) error {
+		if op == OpAdd {
+			p.adds++
+		} else {
+			p.modifies++
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	p.entries = n + len(others)
+	dels, err := e.unseen(ctx, conn, fs.sw)
+	if err != nil {
+		return nil, err
+	}
+	var a, b []byte
+	slices.SortFunc(dels, func(x, y []byte) int {
+		a, b = flowIdentity(a[:0], x), flowIdentity(b[:0], y)
+		return bytes.Compare(a, b)
+	})
+	for _, d := range dels {
+		p.flowDels = append(p.flowDels, Change{Op: OpDelete, Kind: entry.KindFlow, Actual: d, Index: -1})
+	}
+	return p, nil
+}
+
+// source is the bundle of p, made from the store as it is written.
+func (p *replayPlan) source(fs *flowScan) bundleSource {
+	g, d, s := len(p.groupsIn), len(p.flowDels), p.sets()
+	return bundleSource{
+		n: p.bundleLen(),
+		produce: func(emit func(ofconn.Message) error) error {
+			for _, c := range p.groupsIn {
+				if err := emit(c.message()); err != nil {
+					return err
+				}
+			}
+			for _, c := range p.flowDels {
+				if err := emit(c.message()); err != nil {
+					return err
+				}
+			}
+			if s > 0 {
+				// An ADD of an existing identity replaces its content.
+				if _, err := fs.each(nil, false, func(_ Op, rec store.Record) error { return emit(rec.Payload) }); err != nil {
+					return err
+				}
+			}
+			for _, c := range p.groupDels {
+				if err := emit(c.message()); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		at: func(idx []int) ([]Change, error) {
+			out := make([]Change, len(idx))
+			sets := map[int]int{} // position among the flow sets -> position in out
+			for i, x := range idx {
+				switch {
+				case x < g:
+					out[i] = p.groupsIn[x]
+				case x < g+d:
+					out[i] = p.flowDels[x-g]
+				case x < g+d+s:
+					sets[x-g-d] = i
+				default:
+					out[i] = p.groupDels[x-g-d-s]
+				}
+			}
+			if len(sets) == 0 {
+				return out, nil
+			}
+			k := 0
+			_, err := fs.each(nil, false, func(op Op, rec store.Record) error {
+				if i, ok := sets[k]; ok {
+					out[i] = Change{Op: op, Kind: entry.KindFlow, Desired: recordEntry(rec), Index: -1}
+				}
+				k++
+				return nil
+			})
+			return out, err
+		},
+	}
+}
+
+// each calls fn for every change of p, in the order a replay sends them.
+func (p *replayPlan) each(fs *flowScan, fn func(Change) error) error {
+	for _, cs := range [][]Change{p.pre, p.groupsIn, p.flowDels} {
+		for _, c := range cs {
+			if err := fn(c); err != nil {
+				return err
+			}
+		}
+	}
+	if p.sets() > 0 {
+		_, err := fs.each(nil, false, func(op Op, rec store.Record) error {
+			return fn(Change{Op: op, Kind: entry.KindFlow, Desired: recordEntry(rec), Index: -1})
+		})
+		if err != nil {
+			return err
+		}
+	}
+	for _, cs := range [][]Change{p.groupDels, p.post} {
+		for _, c := range cs {
+			if err := fn(c); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// siblings returns the flow adds after refused in the bundle that the switch
+// refuses for the same cause (see siblingRefusals): after an
+// OFPFMFC_TABLE_FULL, every later add to that table, read from the store.
+func (fs *flowScan) siblings(refused Change, reason string) ([]Change, error) {
+	if reason != "OFPFMFC_TABLE_FULL" || refused.Kind != entry.KindFlow || refused.Op != OpAdd {
+		return nil, nil
+	}
+	table := entry.FlowTable(refused.Desired.ID)
+	var out []Change
+	_, err := fs.each(append(bytes.Clone(refused.Desired.ID), 0), false, func(op Op, rec store.Record) error {
+		if entry.FlowTable(rec.ID) != table {
+			return store.StopScan
+		}
+		if op == OpAdd {
+			out = append(out, Change{Op: op, Kind: entry.KindFlow, Desired: recordEntry(rec), Index: -1})
+		}
+		return nil
+	})
+	return out, err
+}
+
+// replayLocked makes the switch hold the desired state of b (see reconcile).
+func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn, log *slog.Logger) (Replay, error) {
+	var r Replay
+	start := time.Now()
+	others, err := e.desiredOthers(b.name)
+	if err != nil {
+		return r, err
+	}
+	sw, err := e.dumpSwitch(ctx, conn)
+	if err != nil {
+		return r, err
+	}
+	limits := e.tableLimits(b.name, log)
+	for {
+		r.Rounds++
+		fs := &flowScan{store: e.cfg.Store, bridge: b.name, sw: sw}
+		if err := e.skipsLocked(b, fs, others, limits, log); err != nil {
+			return r, err
+		}
+		p, err := e.planReplay(ctx, conn, fs, others)
+		if err != nil {
+			return r, err
+		}
+		r.Entries = p.entries
+		r.count(slices.Concat(p.pre, p.groupsIn, p.flowDels, p.groupDels, p.post))
+		r.Adds, r.Modifies = r.Adds+p.adds, r.Modifies+p.modifies
+		r.Quarantined = len(fs.skip)
+		if p.len() == 0 {
+			return r, nil
+		}
+		st, err := applyChanges(ctx, conn, p.pre, p.source(fs), p.post)
+		r.Messages, r.Bytes = st.messages, st.bytes
+		var re *RejectedError
+		if !errors.As(err, &re) {
+			return r, err
+		}
+		fresh, serr := e.quarantineLocked(b, re, fs.siblings, log)
+		if serr != nil {
+			return r, serr
+		}
+		if !fresh {
+			return r, err
+		}
+		if spent := time.Since(start); spent > e.cfg.MaxReplayTime {
+			return r, fmt.Errorf("restore: the switch still refuses entries after %d rounds in %v (max replay time %v): %w",
+				r.Rounds, spent.Round(time.Millisecond), e.cfg.MaxReplayTime, err)
+		}
+		if len(p.pre) > 0 {
+			// Meters may have been applied before the refusal: look again.
+			if sw, err = e.dumpSwitch(ctx, conn); err != nil {
+				return r, err
+			}
+		}
+	}
+}
+
+// diffNow calls fn for every change a replay of b would send now, in order,
+// under b's lock: fn must not wait long (the Diff RPC hands the changes to a
+// sender through a bounded queue).
+func (e *Engine) diffNow(ctx context.Context, b *bridge, conn *ofconn.Conn, fn func(Change) error) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	others, err := e.desiredOthers(b.name)
+	if err != nil {
+		return err
+	}
+	sw, err := e.dumpSwitch(ctx, conn)
+	if err != nil {
+		return err
+	}
+	skip, err := e.quarantineSkips(b.name, b.quarantine)
+	if err != nil {
+		return err
+	}
+	fs := &flowScan{store: e.cfg.Store, bridge: b.name, sw: sw, skip: skip}
+	p, err := e.planReplay(ctx, conn, fs, others)
+	if err != nil {
+		return err
+	}
+	return p.each(fs, fn)
+}

@@ -1,0 +1,229 @@
+package restore
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"hash/maphash"
+
+	"github.com/flowstate-io/flowstate/entry"
+	"github.com/flowstate-io/flowstate/server/ofconn"
+)
+
+// A replay compares a bridge's flows without holding either side in memory:
+// the desired flows are read from the store in identity order (store
+// ScanFlows), and the switch's flows are kept as hashes, about 40 bytes a
+// flow (switchState). A million flows on the switch cost some 40 MB during a
+// no-op audit, and a restore after a vswitchd restart, when the switch holds
+// just its default flow, costs next to nothing beyond the bundle buffer.
+//
+// Identities are hashed to 128 bits and contents to 64 with seeds drawn per
+// dump: a collision, at a million flows, is about as likely as a one-bit
+// memory error in the same second, and cannot be provoked from outside.
+
+// keepFlows is how many dumped flows a switchState keeps whole, so the deletes
+// of a replay after a restart (the default NORMAL flow) need no second dump.
+const keepFlows = 4096
+
+// flowKey is the hash of a flow's identity (table, priority, match).
+type flowKey [2]uint64
+
+// onSwitch is a flow the dump found: the hash of its canonical FLOW_MOD and
+// the last scan that found it desired.
+type onSwitch struct {
+	sum  uint64
+	seen uint32
+}
+
+// switchState is what one dump found on a bridge: groups and meters whole
+// (they are few), flows within the owned cookie space as hashes.
+type switchState struct {
+	seeds  [3]maphash.Seed
+	others []actualEntry
+	flows  map[flowKey]onSwitch
+	// foreign counts the flows outside the owned cookie space, left alone;
+	// foreignIn counts them per table (they count against a flow_limit).
+	foreign   int
+	foreignIn map[uint8]int
+	// kept holds the canonical ADD of each owned flow while the dump had at
+	// most keepFlows of them; complete says it holds every one.
+	kept     map[flowKey][]byte
+	complete bool
+	// pass numbers the scans that mark flows seen (markScan).
+	pass uint32
+	// id is a scratch buffer for identities.
+	id []byte
+}
+
+func (s *switchState) key(id []byte) flowKey {
+	return flowKey{maphash.Bytes(s.seeds[0], id), maphash.Bytes(s.seeds[1], id)}
+}
+
+func (s *switchState) sum(payload []byte) uint64 { return maphash.Bytes(s.seeds[2], payload) }
+
+// lookup classifies a desired flow: OpAdd when the switch lacks it, OpModify
+// when it holds other content, 0 when it holds the same. With mark, the flow
+// on the switch is marked seen by the current pass.
+func (s *switchState) lookup(id, payload []byte, mark bool) Op {
+	k := s.key(id)
+	f, ok := s.flows[k]
+	if !ok {
+		return OpAdd
+	}
+	if mark {
+		f.seen = s.pass
+		s.flows[k] = f
+	}
+	if f.sum != s.sum(payload) {
+		return OpModify
+	}
+	return 0
+}
+
+// flowIdentity appends to dst the identity of a canonical FLOW_MOD, as
+// entry.Identify computes it: table, priority, match fields.
+func flowIdentity(dst, m []byte) []byte {
+	const fixed = 48 // ofp_flow_mod up to its match
+	mlen := int(binary.BigEndian.Uint16(m[fixed+2:]))
+	dst = append(dst, m[24], m[30], m[31])
+	return append(dst, m[fixed+4:fixed+mlen]...)
+}
+
+// dumpSwitch dumps a bridge's flows, groups and meters into a switchState.
+// Flows outside the owned cookie space are counted, not kept.
+func (e *Engine) dumpSwitch(ctx context.Context, conn *ofconn.Conn) (*switchState, error) {
+	s := newSwitchState()
+	err := e.eachFlowMod(ctx, conn, func(m []byte, owned bool) { s.addFlow(m, owned) })
+	if err != nil {
+		return nil, err
+	}
+	if s.others, err = dumpGroupsMeters(ctx, conn); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func newSwitchState() *switchState {
+	return &switchState{
+		seeds:     [3]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed(), maphash.MakeSeed()},
+		flows:     make(map[flowKey]onSwitch),
+		foreignIn: make(map[uint8]int),
+		kept:      make(map[flowKey][]byte),
+		complete:  true,
+	}
+}
+
+// addFlow records a dumped flow, given as its canonical FLOW_MOD, which it
+// may keep.
+func (s *switchState) addFlow(m []byte, owned bool) {
+	if !owned {
+		s.foreign++
+		s.foreignIn[m[24]]++
+		return
+	}
+	s.id = flowIdentity(s.id[:0], m)
+	k := s.key(s.id)
+	s.flows[k] = onSwitch{sum: s.sum(m)}
+	if len(s.kept) < keepFlows {
+		s.kept[k] = m
+	} else {
+		s.complete = false
+	}
+}
+
+// unseen returns the canonical ADD of every owned flow on the switch that the
+// last marking scan did not find desired: the flows a replay deletes. When
+// the dump kept only hashes, it dumps again for them.
+func (e *Engine) unseen(ctx context.Context, conn *ofconn.Conn, s *switchState) ([][]byte, error) {
+	want := make(map[flowKey]bool)
+	for k, f := range s.flows {
+		if f.seen != s.pass {
+			want[k] = true
+		}
+	}
+	if len(want) == 0 {
+		return nil, nil
+	}
+	out := make([][]byte, 0, len(want))
+	if s.complete {
+		for k := range want {
+			out = append(out, s.kept[k])
+		}
+		return out, nil
+	}
+	var id []byte
+	err := e.eachFlowMod(ctx, conn, func(m []byte, owned bool) {
+		if !owned {
+			return
+		}
+		id = flowIdentity(id[:0], m)
+		if k := s.key(id); want[k] {
+			delete(want, k)
+			out = append(out, m)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	// A flow that went away between the dumps needs no delete.
+	return out, nil
+}
+
+// eachFlowMod dumps the flows of conn's bridge and calls fn with the
+// canonical FLOW_MOD of each (fn may keep it) and whether it lies in the
+// owned cookie space.
+func (e *Engine) eachFlowMod(ctx context.Context, conn *ofconn.Conn, fn func(m []byte, owned bool)) error {
+	err := conn.EachFlow(ctx, func(f ofconn.Flow) error {
+		if f.Err != nil {
+			return f.Err
+		}
+		m, err := f.FlowMod()
+		if err != nil {
+			return fmt.Errorf("dumped flow: %w", err)
+		}
+		fn(m, e.cfg.OwnedCookie.Owns(entry.FlowCookie(m)))
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("dump flows: %w", err)
+	}
+	return nil
+}
+
+// dumpGroupsMeters dumps groups and meters in canonical form.
+func dumpGroupsMeters(ctx context.Context, conn *ofconn.Conn) ([]actualEntry, error) {
+	groups, err := conn.DumpGroups(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("dump groups: %w", err)
+	}
+	meters, err := conn.DumpMeters(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("dump meters: %w", err)
+	}
+	out := make([]actualEntry, 0, len(groups)+len(meters))
+	for _, g := range groups {
+		m, err := g.GroupMod()
+		if err := appendActual(&out, entry.KindGroup, m, err); err != nil {
+			return nil, err
+		}
+	}
+	for _, mt := range meters {
+		m, err := mt.MeterMod()
+		if err := appendActual(&out, entry.KindMeter, m, err); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func appendActual(out *[]actualEntry, kind entry.Kind, m ofconn.Message, err error) error {
+	if err != nil {
+		return err
+	}
+	payload, id, err := entry.Identify(kind, m)
+	if err != nil {
+		return fmt.Errorf("dumped %s: %w", kind, err)
+	}
+	*out = append(*out, actualEntry{kind: kind, id: id, payload: payload})
+	return nil
+}
