@@ -19,7 +19,7 @@ const scanChunk = 4096
 
 // StopScan ends a ScanFlows scan without an error when its callback returns
 // it, as filepath.SkipAll does for a walk.
-var StopScan = errors.New("store: stop scan") //nolint:revive // named like filepath.SkipAll, not ErrX: it is not a failure
+var StopScan = errors.New("store: stop scan") //nolint:revive,staticcheck // named like filepath.SkipAll, not ErrX: it is not a failure
 
 // Record is one desired entry as ScanFlows reads it. Its slices alias the
 // store's pages: they are valid only during the call that receives them.
