@@ -36,7 +36,7 @@ lint: ## golangci-lint (.golangci.yml: depguard, staticcheck, errorlint, unused,
 
 .PHONY: lint-shell
 lint-shell: ## shellcheck the shell scripts
-	shellcheck deploy/ovs-restart scripts/install-deps.sh .ci/run
+	shellcheck -x deploy/ovs-restart scripts/*.sh .ci/run
 
 .PHONY: proto
 proto: ## regenerate api/ from the protos

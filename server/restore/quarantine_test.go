@@ -97,6 +97,7 @@ func testScan(t *testing.T, desired, held, foreign []entry.Entry) *flowScan {
 	for _, f := range foreign {
 		sw.addFlow(f.Payload, false)
 	}
+	sw.seal()
 	return &flowScan{store: st, bridge: "br-int", sw: sw, skip: map[string]bool{}}
 }
 

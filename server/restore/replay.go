@@ -256,6 +256,7 @@ func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn,
 	if err != nil {
 		return r, err
 	}
+	defer func() { sw.releaseMemory() }()
 	limits := e.tableLimits(b.name, log)
 	for {
 		r.Rounds++
@@ -314,6 +315,7 @@ func (e *Engine) diffNow(ctx context.Context, b *bridge, conn *ofconn.Conn, fn f
 	if err != nil {
 		return err
 	}
+	defer sw.releaseMemory()
 	skip, err := e.quarantineSkips(b.name, b.quarantine)
 	if err != nil {
 		return err

@@ -1,10 +1,13 @@
 package restore
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
 	"hash/maphash"
+	"runtime/debug"
+	"slices"
 
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/server/ofconn"
@@ -12,14 +15,28 @@ import (
 
 // A replay compares a bridge's flows without holding either side in memory:
 // the desired flows are read from the store in identity order (store
-// ScanFlows), and the switch's flows are kept as hashes, about 40 bytes a
-// flow (switchState). A million flows on the switch cost some 40 MB during a
-// no-op audit, and a restore after a vswitchd restart, when the switch holds
-// just its default flow, costs next to nothing beyond the bundle buffer.
+// ScanFlows), and the switch's flows are kept as hashes, 28 bytes a flow in
+// one sorted slice (switchState). A million flows on the switch cost some
+// 30 MB during a no-op audit, and a restore after a vswitchd restart, when
+// the switch holds just its default flow, costs next to nothing beyond the
+// bundle buffer.
 //
 // Identities are hashed to 128 bits and contents to 64 with seeds drawn per
 // dump: a collision, at a million flows, is about as likely as a one-bit
 // memory error in the same second, and cannot be provoked from outside.
+
+// largeDump is the number of flows on a switch past which a replay or a diff
+// hands its memory back to the system when it is done (releaseMemory).
+const largeDump = 100_000
+
+// releaseMemory returns the garbage of a large dump to the system at once:
+// Go's scavenger would take minutes, and an audit every 30 s would keep a
+// node's flowstated at the peak of its last dump.
+func (s *switchState) releaseMemory() {
+	if s != nil && len(s.flows) >= largeDump {
+		debug.FreeOSMemory()
+	}
+}
 
 // keepFlows is how many dumped flows a switchState keeps whole, so the deletes
 // of a replay after a restart (the default NORMAL flow) need no second dump.
@@ -28,11 +45,18 @@ const keepFlows = 4096
 // flowKey is the hash of a flow's identity (table, priority, match).
 type flowKey [2]uint64
 
-// onSwitch is a flow the dump found: the hash of its canonical FLOW_MOD and
-// the last scan that found it desired.
+func (k flowKey) compare(o flowKey) int {
+	if c := cmp.Compare(k[0], o[0]); c != 0 {
+		return c
+	}
+	return cmp.Compare(k[1], o[1])
+}
+
+// onSwitch is a flow the dump found: the hash of its identity and of its
+// canonical FLOW_MOD.
 type onSwitch struct {
-	sum  uint64
-	seen uint32
+	key flowKey
+	sum uint64
 }
 
 // switchState is what one dump found on a bridge: groups and meters whole
@@ -40,7 +64,10 @@ type onSwitch struct {
 type switchState struct {
 	seeds  [3]maphash.Seed
 	others []actualEntry
-	flows  map[flowKey]onSwitch
+	// flows is sorted by key once the dump is complete (sealed); seen[i] is
+	// the last pass that found flows[i] desired.
+	flows []onSwitch
+	seen  []uint32
 	// foreign counts the flows outside the owned cookie space, left alone;
 	// foreignIn counts them per table (they count against a flow_limit).
 	foreign   int
@@ -66,18 +93,26 @@ func (s *switchState) sum(payload []byte) uint64 { return maphash.Bytes(s.seeds[
 // on the switch is marked seen by the current pass.
 func (s *switchState) lookup(id, payload []byte, mark bool) Op {
 	k := s.key(id)
-	f, ok := s.flows[k]
+	i, ok := slices.BinarySearchFunc(s.flows, k, func(f onSwitch, k flowKey) int { return f.key.compare(k) })
 	if !ok {
 		return OpAdd
 	}
 	if mark {
-		f.seen = s.pass
-		s.flows[k] = f
+		s.seen[i] = s.pass
 	}
-	if f.sum != s.sum(payload) {
+	if s.flows[i].sum != s.sum(payload) {
 		return OpModify
 	}
 	return 0
+}
+
+// seal sorts the flows for lookup once the dump is complete.
+func (s *switchState) seal() {
+	slices.SortFunc(s.flows, func(a, b onSwitch) int { return a.key.compare(b.key) })
+	// Identities are unique on a switch; equal hashes would be a collision,
+	// and the second one found would never be looked up: keep one.
+	s.flows = slices.CompactFunc(s.flows, func(a, b onSwitch) bool { return a.key == b.key })
+	s.seen = make([]uint32, len(s.flows))
 }
 
 // flowIdentity appends to dst the identity of a canonical FLOW_MOD, as
@@ -97,6 +132,7 @@ func (e *Engine) dumpSwitch(ctx context.Context, conn *ofconn.Conn) (*switchStat
 	if err != nil {
 		return nil, err
 	}
+	s.seal()
 	if s.others, err = dumpGroupsMeters(ctx, conn); err != nil {
 		return nil, err
 	}
@@ -106,7 +142,6 @@ func (e *Engine) dumpSwitch(ctx context.Context, conn *ofconn.Conn) (*switchStat
 func newSwitchState() *switchState {
 	return &switchState{
 		seeds:     [3]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed(), maphash.MakeSeed()},
-		flows:     make(map[flowKey]onSwitch),
 		foreignIn: make(map[uint8]int),
 		kept:      make(map[flowKey][]byte),
 		complete:  true,
@@ -123,7 +158,7 @@ func (s *switchState) addFlow(m []byte, owned bool) {
 	}
 	s.id = flowIdentity(s.id[:0], m)
 	k := s.key(s.id)
-	s.flows[k] = onSwitch{sum: s.sum(m)}
+	s.flows = append(s.flows, onSwitch{key: k, sum: s.sum(m)})
 	if len(s.kept) < keepFlows {
 		s.kept[k] = m
 	} else {
@@ -136,9 +171,9 @@ func (s *switchState) addFlow(m []byte, owned bool) {
 // the dump kept only hashes, it dumps again for them.
 func (e *Engine) unseen(ctx context.Context, conn *ofconn.Conn, s *switchState) ([][]byte, error) {
 	want := make(map[flowKey]bool)
-	for k, f := range s.flows {
-		if f.seen != s.pass {
-			want[k] = true
+	for i, f := range s.flows {
+		if s.seen[i] != s.pass {
+			want[f.key] = true
 		}
 	}
 	if len(want) == 0 {
