@@ -30,6 +30,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	flowstatev1 "github.com/flowstate-io/flowstate/api/flowstate/v1"
+	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/guard"
 	"github.com/flowstate-io/flowstate/server/restore"
@@ -102,6 +103,9 @@ type Config struct {
 	// WedgeAfter is how long one operation on the switch may run before the
 	// engine counts as wedged (restore.Config.WedgeAfter).
 	WedgeAfter time.Duration
+	// OwnedCookie is the cookie space of the flows flowstated manages on
+	// every managed bridge (restore.Config.OwnedCookie); zero: all.
+	OwnedCookie entry.CookieSpace
 	// TakeOver lets this flowstated manage bridges another store managed,
 	// or that hold flows its store never declared (restore.Config.TakeOver).
 	TakeOver bool
@@ -201,7 +205,7 @@ func Run(ctx context.Context, cfg Config) error {
 		AuditInterval: cfg.AuditInterval,
 		MaxHold:       cfg.MaxHold, WedgeAfter: cfg.WedgeAfter, GuardPresent: keep.guardPresent,
 		MaxReplayTime: cfg.MaxHold,
-		TakeOver:      cfg.TakeOver, Instance: self.String(),
+		TakeOver:      cfg.TakeOver, Instance: self.String(), OwnedCookie: cfg.OwnedCookie,
 		Events: evlog,
 		Logger: log, Metrics: restore.NewMetrics(reg),
 	})

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
 
+	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/internal/version"
 	"github.com/flowstate-io/flowstate/server"
 	"github.com/flowstate-io/flowstate/server/guard"
@@ -38,6 +39,7 @@ func newCommand() *cobra.Command {
 		logFormat string
 		logLevel  string
 		writers   []string
+		owned     string
 	)
 	cmd := &cobra.Command{
 		Use:     "flowstated",
@@ -45,6 +47,9 @@ func newCommand() *cobra.Command {
 		Version: version.Get().String("flowstated"),
 		Example: `  # Manage br-int, hold a cold start until the pipeline module is ready:
   flowstated --bridge br-int --require-module pipeline
+
+  # Share br-int with another controller: manage the flows with cookies 0x1000000000000000/0xf000000000000000:
+  flowstated --bridge br-int --owned-cookie 0x1000000000000000/0xf000000000000000
 
   # Print the version, commit and Go version:
   flowstated --version`,
@@ -57,6 +62,9 @@ func newCommand() *cobra.Command {
 				return err
 			}
 			cfg.Logger = log
+			if cfg.OwnedCookie, err = entry.ParseCookieSpace(owned); err != nil {
+				return fmt.Errorf("--owned-cookie: %w", err)
+			}
 			cfg.Writers = server.Writers{}
 			for _, w := range writers {
 				if err := cfg.Writers.ParseWriter(w); err != nil {
@@ -91,6 +99,7 @@ func newCommand() *cobra.Command {
 	f.DurationVar(&cfg.MaxHold, "max-hold", restore.DefaultMaxHold, "longest time one bridge that cannot be restored (managed, or an unmanaged bridge from its mirror) keeps flow-restore-wait set for the others")
 	f.DurationVar(&cfg.WedgeAfter, "wedge-after", 2*time.Minute, "an operation on the switch running this long counts as wedged: health turns NOT_SERVING, the systemd watchdog and the guard lease stop")
 	f.BoolVar(&cfg.TakeOver, "take-over", false, "manage bridges that another flowstate store managed, or that hold flows this store never declared, deleting those flows at the first replay (use once, to adopt a bridge; see docs/operations.md)")
+	f.StringVar(&owned, "owned-cookie", "0/0", "VALUE/MASK: manage only the flows whose cookie matches (cookie&MASK == VALUE) on every managed bridge; the others belong to another controller and are left alone, and restored from a mirror after a vswitchd restart (0/0: every flow)")
 	f.StringVar(&cfg.Guard.Mode, "guard", server.GuardSpawn, "who releases the node if flowstated dies or hangs: spawn (start a guard process), external (a guard unit or container runs `flowstated guard`; without it the flag stays disarmed), off")
 	f.StringVar(&cfg.Guard.Lease, "guard-lease", defaultLease, "lease file flowstated renews and the guard watches")
 	f.DurationVar(&cfg.Guard.Grace, "guard-grace", guard.DefaultGrace, "how long flowstated may be dead or wedged before the guard clears flow-restore-wait")

@@ -55,6 +55,9 @@ type bridge struct {
 	owner ownerState
 	// drift is what the audits found (audit.go); guarded by mu.
 	drift driftState
+	// foreignSettled is true once the current connection needs no restore
+	// of foreign entries (cookie.go); guarded by mu.
+	foreignSettled bool
 }
 
 // Quarantined is an entry the switch refused during a replay.
@@ -170,6 +173,7 @@ func (b *bridge) setConn(c *ofconn.Conn) {
 		b.reason = "connected, replay pending"
 	}
 	b.quarantine = nil // a new switch may accept what the old one refused
+	b.foreignSettled = false
 	b.publishLocked()
 }
 

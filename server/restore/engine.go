@@ -195,6 +195,9 @@ func New(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
 	}
+	if err := checkStoreOwned(cfg.Store, cfg.Bridges, cfg.OwnedCookie); err != nil {
+		return nil, err
+	}
 	cfg.Unmanaged = unmanaged
 	if cfg.MirrorInterval <= 0 {
 		cfg.MirrorInterval = DefaultMirrorInterval

@@ -197,6 +197,9 @@ func (e *Engine) foreignEntries(ctx context.Context, b *bridge, conn *ofconn.Con
 	if err != nil {
 		return 0, err
 	}
+	if !e.ownsGroupsAndMeters() {
+		return n, nil // undeclared groups and meters are left alone
+	}
 	others, err := dumpGroupsMeters(ctx, conn)
 	return n + len(others), err
 }

@@ -42,6 +42,9 @@ type Change struct {
 	Actual []byte
 	// Index is the entry's position in a write request, -1 in a replay.
 	Index int
+	// foreign marks an entry outside the owned cookie space that a replay
+	// restores from the bridge's mirror (cookie.go).
+	foreign bool
 }
 
 // message is the OpenFlow message that performs c.

@@ -64,7 +64,7 @@ type prediction struct {
 func (fs *flowScan) predictRefusals(others []entry.Entry, limits []ovsconfig.TableLimit) (map[string]prediction, error) {
 	preds := map[string]prediction{}
 	deleted := make(map[string]bool)
-	for _, c := range diff(others, fs.sw.others, fs.skip) {
+	for _, c := range diff(others, fs.compared(others), fs.skip) {
 		if c.Op == OpDelete {
 			deleted[key(c.Kind, changeID(c))] = true
 		}

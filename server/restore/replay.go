@@ -24,6 +24,10 @@ type replayPlan struct {
 	pre, post                     []Change
 	groupsIn, flowDels, groupDels []Change
 	adds, modifies                int
+	// foreignFlows are flows outside the owned cookie space brought back
+	// from the bridge's mirror after a restart (cookie.go): adds and
+	// modifies after the declared ones (their deletes are in flowDels).
+	foreignFlows []Change
 	// entries counts the desired entries.
 	entries int
 }
@@ -31,7 +35,7 @@ type replayPlan struct {
 func (p *replayPlan) sets() int { return p.adds + p.modifies }
 
 func (p *replayPlan) bundleLen() int {
-	return len(p.groupsIn) + len(p.flowDels) + p.sets() + len(p.groupDels)
+	return len(p.groupsIn) + len(p.flowDels) + p.sets() + len(p.foreignFlows) + len(p.groupDels)
 }
 
 func (p *replayPlan) len() int { return len(p.pre) + p.bundleLen() + len(p.post) }
@@ -45,7 +49,30 @@ type flowScan struct {
 	sw     *switchState
 	// skip holds the keys (key()) of entries the plan leaves out.
 	skip map[string]bool
-	k    []byte
+	// keepUndeclared leaves alone the groups and meters on the switch that
+	// no module declared (a partial owned cookie space, cookie.go).
+	keepUndeclared bool
+	k              []byte
+}
+
+// compared returns the groups and meters of the switch that the plan compares
+// with the desired ones (others): all of them, or with keepUndeclared the
+// declared ones.
+func (fs *flowScan) compared(others []entry.Entry) []actualEntry {
+	if !fs.keepUndeclared {
+		return fs.sw.others
+	}
+	declared := make(map[string]bool, len(others))
+	for _, d := range others {
+		declared[key(d.Kind, d.ID)] = true
+	}
+	var out []actualEntry
+	for _, a := range fs.sw.others {
+		if declared[key(a.kind, a.id)] {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 func (fs *flowScan) skipped(id []byte) bool {
@@ -97,14 +124,23 @@ func (e *Engine) desiredOthers(bridge string) ([]entry.Entry, error) {
 }
 
 // planReplay builds the plan that makes the switch of fs hold the desired
-// state, leaving out fs.skip.
-func (e *Engine) planReplay(ctx context.Context, conn *ofconn.Conn, fs *flowScan, others []entry.Entry) (*replayPlan, error) {
-	gm := newPlan(diff(others, fs.sw.others, fs.skip))
+// state, leaving out fs.skip, and adds the foreign entries to restore.
+func (e *Engine) planReplay(ctx context.Context, conn *ofconn.Conn, fs *flowScan, others []entry.Entry, foreign []Change) (*replayPlan, error) {
+	gm := newPlan(append(diff(others, fs.compared(others), fs.skip), foreign...))
 	p := &replayPlan{pre: gm.pre, post: gm.post}
 	for _, c := range gm.bundle {
-		if c.Op == OpDelete {
+		if c.Kind == entry.KindFlow && c.Op == OpDelete {
+			p.flowDels = append(p.flowDels, c)
+		} else if c.Kind == entry.KindFlow {
+			p.foreignFlows = append(p.foreignFlows, c)
+		}
+	}
+	for _, c := range gm.bundle {
+		switch {
+		case c.Kind == entry.KindFlow:
+		case c.Op == OpDelete:
 			p.groupDels = append(p.groupDels, c)
-		} else {
+		default:
 			p.groupsIn = append(p.groupsIn, c)
 		}
 	}
@@ -138,7 +174,7 @@ func (e *Engine) planReplay(ctx context.Context, conn *ofconn.Conn, fs *flowScan
 
 // source is the bundle of p, made from the store as it is written.
 func (p *replayPlan) source(fs *flowScan) bundleSource {
-	g, d, s := len(p.groupsIn), len(p.flowDels), p.sets()
+	g, d, s, f := len(p.groupsIn), len(p.flowDels), p.sets(), len(p.foreignFlows)
 	return bundleSource{
 		n: p.bundleLen(),
 		produce: func(emit func(ofconn.Message) error) error {
@@ -158,9 +194,11 @@ func (p *replayPlan) source(fs *flowScan) bundleSource {
 					return err
 				}
 			}
-			for _, c := range p.groupDels {
-				if err := emit(c.message()); err != nil {
-					return err
+			for _, cs := range [][]Change{p.foreignFlows, p.groupDels} {
+				for _, c := range cs {
+					if err := emit(c.message()); err != nil {
+						return err
+					}
 				}
 			}
 			return nil
@@ -176,8 +214,10 @@ func (p *replayPlan) source(fs *flowScan) bundleSource {
 					out[i] = p.flowDels[x-g]
 				case x < g+d+s:
 					sets[x-g-d] = i
+				case x < g+d+s+f:
+					out[i] = p.foreignFlows[x-g-d-s]
 				default:
-					out[i] = p.groupDels[x-g-d-s]
+					out[i] = p.groupDels[x-g-d-s-f]
 				}
 			}
 			if len(sets) == 0 {
@@ -258,18 +298,22 @@ func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn,
 	}
 	defer func() { sw.releaseMemory() }()
 	limits := e.tableLimits(b.name, log)
+	foreign, err := e.foreignToRestore(b, &flowScan{sw: sw, keepUndeclared: !e.ownsGroupsAndMeters()}, others, log)
+	if err != nil {
+		return r, err
+	}
 	for {
 		r.Rounds++
-		fs := &flowScan{store: e.cfg.Store, bridge: b.name, sw: sw}
+		fs := &flowScan{store: e.cfg.Store, bridge: b.name, sw: sw, keepUndeclared: !e.ownsGroupsAndMeters()}
 		if err := e.skipsLocked(b, fs, others, limits, log); err != nil {
 			return r, err
 		}
-		p, err := e.planReplay(ctx, conn, fs, others)
+		p, err := e.planReplay(ctx, conn, fs, others, foreign)
 		if err != nil {
 			return r, err
 		}
 		r.Entries = p.entries
-		r.count(slices.Concat(p.pre, p.groupsIn, p.flowDels, p.groupDels, p.post))
+		r.count(slices.Concat(p.pre, p.groupsIn, p.flowDels, p.foreignFlows, p.groupDels, p.post))
 		r.Adds, r.Modifies = r.Adds+p.adds, r.Modifies+p.modifies
 		r.Quarantined = len(fs.skip)
 		if p.len() == 0 {
@@ -277,9 +321,20 @@ func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn,
 		}
 		st, err := applyChanges(ctx, conn, p.pre, p.source(fs), p.post)
 		r.Messages, r.Bytes = st.messages, st.bytes
+		if err == nil && len(foreign) > 0 {
+			b.foreignSettled = true
+			log.Info("entries outside the owned cookie space restored from the mirror", "entries", len(foreign))
+		}
 		var re *RejectedError
 		if !errors.As(err, &re) {
 			return r, err
+		}
+		if len(foreign) > 0 && slices.ContainsFunc(re.Changes, func(c Change) bool { return c.foreign }) {
+			// What the switch held before, it takes again; if not, they
+			// come back as the other controller makes them.
+			log.Error("the switch refused the mirrored entries outside the owned cookie space; they come back as their controller makes them", "err", err)
+			foreign, b.foreignSettled = nil, true
+			continue
 		}
 		fresh, serr := e.quarantineLocked(b, re, fs.siblings, log)
 		if serr != nil {
@@ -320,8 +375,11 @@ func (e *Engine) diffNow(ctx context.Context, b *bridge, conn *ofconn.Conn, fn f
 	if err != nil {
 		return err
 	}
-	fs := &flowScan{store: e.cfg.Store, bridge: b.name, sw: sw, skip: skip}
-	p, err := e.planReplay(ctx, conn, fs, others)
+	fs := &flowScan{store: e.cfg.Store, bridge: b.name, sw: sw, skip: skip, keepUndeclared: !e.ownsGroupsAndMeters()}
+	if b.foreignSettled {
+		e.saveForeign(b, fs.foreignOf(others), e.log.With("bridge", b.name))
+	}
+	p, err := e.planReplay(ctx, conn, fs, others, nil)
 	if err != nil {
 		return err
 	}

@@ -72,6 +72,10 @@ type switchState struct {
 	// foreignIn counts them per table (they count against a flow_limit).
 	foreign   int
 	foreignIn map[uint8]int
+	// foreignFlows holds their canonical ADDs when the owned space is not
+	// every cookie (the mirror of foreign entries, cookie.go).
+	foreignFlows [][]byte
+	keepForeign  bool
 	// kept holds the canonical ADD of each owned flow while the dump had at
 	// most keepFlows of them; complete says it holds every one.
 	kept     map[flowKey][]byte
@@ -128,6 +132,7 @@ func flowIdentity(dst, m []byte) []byte {
 // Flows outside the owned cookie space are counted, not kept.
 func (e *Engine) dumpSwitch(ctx context.Context, conn *ofconn.Conn) (*switchState, error) {
 	s := newSwitchState()
+	s.keepForeign = !e.cfg.OwnedCookie.All()
 	err := e.eachFlowMod(ctx, conn, func(m []byte, owned bool) { s.addFlow(m, owned) })
 	if err != nil {
 		return nil, err
@@ -154,6 +159,9 @@ func (s *switchState) addFlow(m []byte, owned bool) {
 	if !owned {
 		s.foreign++
 		s.foreignIn[m[24]]++
+		if s.keepForeign {
+			s.foreignFlows = append(s.foreignFlows, m)
+		}
 		return
 	}
 	s.id = flowIdentity(s.id[:0], m)

@@ -16,6 +16,9 @@ import (
 // stored only if it accepted them (applied is true). Otherwise they are stored
 // for the next replay.
 func (e *Engine) Put(ctx context.Context, bridgeName, module string, es []entry.Entry) (applied bool, err error) {
+	if err := e.checkOwned(es); err != nil {
+		return false, err
+	}
 	applied, _, err = e.write(ctx, bridgeName, es, func(w *store.Writer) (store.Result, error) {
 		return w.Put(bridgeName, module, es)
 	})
@@ -36,6 +39,9 @@ type SyncResult struct {
 // no longer declares leave the switch in the same bundle that brings the new
 // ones. With ready, the module is then marked ready for this boot.
 func (e *Engine) Sync(ctx context.Context, bridgeName, module string, es []entry.Entry, ready bool) (SyncResult, error) {
+	if err := e.checkOwned(es); err != nil {
+		return SyncResult{}, err
+	}
 	applied, res, err := e.write(ctx, bridgeName, es, func(w *store.Writer) (store.Result, error) {
 		return w.Sync(bridgeName, module, es)
 	})
