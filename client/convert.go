@@ -52,6 +52,7 @@ func fromStatus(p *flowstatev1.StatusResponse) *Status {
 		Guard:       Guard{Mode: gd.GetMode(), Running: gd.GetRunning(), Grace: gd.GetGrace().AsDuration(), Lease: gd.GetLease()},
 		Wedged:      p.GetWedged(),
 		LastRelease: fromTime(p.GetLastRelease()),
+		OwnedCookie: entry.CookieSpace{Value: p.GetOwnedCookieValue(), Mask: p.GetOwnedCookieMask()},
 		Bridges:     fromBridges(p.GetBridges()),
 	}
 	for _, m := range p.GetModules() {

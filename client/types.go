@@ -30,6 +30,9 @@ type Status struct {
 	// LastRelease is when flowstated last cleared flow-restore-wait under a
 	// held ovs-vswitchd; zero if never since it started.
 	LastRelease time.Time
+	// OwnedCookie is flowstated's --owned-cookie: the flows it manages on
+	// every managed bridge (zero: every flow).
+	OwnedCookie entry.CookieSpace
 	// Bridges holds one entry per managed bridge.
 	Bridges []BridgeStatus
 	// Modules holds one entry per (bridge, module) pair.

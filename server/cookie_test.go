@@ -115,3 +115,33 @@ func TestOwnedCookie(t *testing.T) {
 		poll(ctx, t, "flag re-armed", func() (bool, error) { return e.sb.FlowRestoreWait(ctx) })
 	}
 }
+
+// TestFlowsWithTimeoutsLeftAlone: a flow with an idle or hard timeout on a
+// managed bridge (what a learn action installs) is nobody's desired state:
+// replays, audits and diffs leave it alone even though flowstated owns the
+// whole table, so a pipeline's learned flows (session affinity) survive.
+func TestFlowsWithTimeoutsLeftAlone(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	e := newEnv(ctx, t)
+	e.startDaemon(ctx)
+	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
+		t.Fatal(err)
+	}
+	e.waitConverged(ctx)
+	learned := "table=2,priority=5,idle_timeout=300,ip,nw_src=10.1.2.3,actions=output:2"
+	if out, err := e.sb.Ofctl(ctx, "add-flow", "br-int", learned); err != nil {
+		t.Fatal(err, out)
+	}
+	if _, err := e.c.Reconcile(ctx, "br-int"); err != nil {
+		t.Fatal(err)
+	}
+	e.wantNoDiff(ctx, "with a learned flow on the switch")
+	found := false
+	for _, f := range e.dump(ctx, "br-int") {
+		found = found || strings.Contains(f, "idle_timeout=300") && strings.Contains(f, "nw_src=10.1.2.3")
+	}
+	if !found {
+		t.Fatalf("the reconcile deleted the flow with a timeout: %q", e.dump(ctx, "br-int"))
+	}
+}

@@ -191,6 +191,8 @@ func (s *service) Status(ctx context.Context, _ *flowstatev1.StatusRequest) (*fl
 		Guard:  s.keep.status(),
 		Wedged: s.keep.wedgedReason(),
 	}
+	owned := s.engine.OwnedCookie()
+	resp.OwnedCookieValue, resp.OwnedCookieMask = owned.Value&owned.Mask, owned.Mask
 	if !g.Deadline.IsZero() {
 		resp.Gate.Deadline = timestamppb.New(g.Deadline)
 	}

@@ -27,6 +27,11 @@ type line struct {
 // files are also parsed here, so every syntax error is reported at once with
 // its line before anything is sent.
 func readInput(cmd *cobra.Command, name string, kind entry.Kind) ([]line, error) {
+	return readInputSkipping(cmd, name, kind, nil)
+}
+
+// readInputSkipping is readInput that also leaves out the lines skip matches.
+func readInputSkipping(cmd *cobra.Command, name string, kind entry.Kind, skip func(string) bool) ([]line, error) {
 	r := cmd.InOrStdin()
 	if name != "-" {
 		f, err := os.Open(name)
@@ -41,7 +46,7 @@ func readInput(cmd *cobra.Command, name string, kind entry.Kind) ([]line, error)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for n := 1; sc.Scan(); n++ {
 		text := strings.TrimSpace(sc.Text())
-		if text == "" || strings.HasPrefix(text, "#") {
+		if text == "" || strings.HasPrefix(text, "#") || (skip != nil && skip(text)) {
 			continue
 		}
 		out = append(out, line{n: n, text: text})

@@ -25,6 +25,9 @@ import (
 // (explicit adoption: declaring a group or meter takes it over); with 0/0
 // the engine owns them all, as it owns every flow.
 
+// OwnedCookie is the cookie space the engine manages.
+func (e *Engine) OwnedCookie() entry.CookieSpace { return e.cfg.OwnedCookie }
+
 // checkOwned refuses the flows of a write whose cookie lies outside the
 // owned space, naming the first one.
 func (e *Engine) checkOwned(es []entry.Entry) error {

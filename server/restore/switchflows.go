@@ -214,7 +214,7 @@ func (e *Engine) unseen(ctx context.Context, conn *ofconn.Conn, s *switchState) 
 
 // eachFlowMod dumps the flows of conn's bridge and calls fn with the
 // canonical FLOW_MOD of each (fn may keep it) and whether it lies in the
-// owned cookie space.
+// owned cookie space. Flows with timeouts are left out.
 func (e *Engine) eachFlowMod(ctx context.Context, conn *ofconn.Conn, fn func(m []byte, owned bool)) error {
 	err := conn.EachFlow(ctx, func(f ofconn.Flow) error {
 		if f.Err != nil {
@@ -223,6 +223,13 @@ func (e *Engine) eachFlowMod(ctx context.Context, conn *ofconn.Conn, fn func(m [
 		m, err := f.FlowMod()
 		if err != nil {
 			return fmt.Errorf("dumped flow: %w", err)
+		}
+		if binary.BigEndian.Uint32(m[26:30]) != 0 {
+			// An idle or hard timeout: a flow vswitchd learned (learn
+			// actions) or one that expires by itself. It is never desired
+			// state (entry.CheckDesiredFlow), so it is nobody's to delete,
+			// compare or mirror.
+			return nil
 		}
 		fn(m, e.cfg.OwnedCookie.Owns(entry.FlowCookie(m)))
 		return nil

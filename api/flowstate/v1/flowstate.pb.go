@@ -983,9 +983,14 @@ type StatusResponse struct {
 	LastRelease *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=last_release,json=lastRelease,proto3" json:"last_release,omitempty"`
 	// sessions lists the connected gRPC clients. A frozen client is dropped
 	// by the server's keepalive (about 15 s after it last answered).
-	Sessions      []*Session `protobuf:"bytes,13,rep,name=sessions,proto3" json:"sessions,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Sessions []*Session `protobuf:"bytes,13,rep,name=sessions,proto3" json:"sessions,omitempty"`
+	// owned_cookie_value and owned_cookie_mask are flowstated's --owned-cookie:
+	// on every managed bridge it manages the flows whose cookie & mask equals
+	// value & mask, and leaves the others alone (0/0: every flow).
+	OwnedCookieValue uint64 `protobuf:"varint,16,opt,name=owned_cookie_value,json=ownedCookieValue,proto3" json:"owned_cookie_value,omitempty"`
+	OwnedCookieMask  uint64 `protobuf:"varint,17,opt,name=owned_cookie_mask,json=ownedCookieMask,proto3" json:"owned_cookie_mask,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -1114,6 +1119,20 @@ func (x *StatusResponse) GetSessions() []*Session {
 		return x.Sessions
 	}
 	return nil
+}
+
+func (x *StatusResponse) GetOwnedCookieValue() uint64 {
+	if x != nil {
+		return x.OwnedCookieValue
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetOwnedCookieMask() uint64 {
+	if x != nil {
+		return x.OwnedCookieMask
+	}
+	return 0
 }
 
 // Session is one connected gRPC client.
@@ -3015,7 +3034,7 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x06_table\"C\n" +
 	"\fListResponse\x123\n" +
 	"\aentries\x18\x01 \x03(\v2\x19.flowstate.v1.StoredEntryR\aentries\"\x0f\n" +
-	"\rStatusRequest\"\x8a\x05\n" +
+	"\rStatusRequest\"\xe4\x05\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\aboot_id\x18\x01 \x01(\tR\x06bootId\x12\x1d\n" +
 	"\n" +
@@ -3032,7 +3051,9 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	" \x01(\v2\x13.flowstate.v1.GuardR\x05guard\x12\x16\n" +
 	"\x06wedged\x18\v \x01(\tR\x06wedged\x12=\n" +
 	"\flast_release\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\vlastRelease\x121\n" +
-	"\bsessions\x18\r \x03(\v2\x15.flowstate.v1.SessionR\bsessions\"\xfa\x01\n" +
+	"\bsessions\x18\r \x03(\v2\x15.flowstate.v1.SessionR\bsessions\x12,\n" +
+	"\x12owned_cookie_value\x18\x10 \x01(\x04R\x10ownedCookieValue\x12*\n" +
+	"\x11owned_cookie_mask\x18\x11 \x01(\x04R\x0fownedCookieMask\"\xfa\x01\n" +
 	"\aSession\x12\x10\n" +
 	"\x03uid\x18\x01 \x01(\rR\x03uid\x12\x10\n" +
 	"\x03gid\x18\x02 \x01(\rR\x03gid\x12\x10\n" +
