@@ -71,7 +71,9 @@ func TestAlertRules(t *testing.T) {
 		t.Run(name, func(t *testing.T) { evalRules(ctx, t, promtool, rules, before, after, want) })
 	}
 
-	e := testenv.New(ctx, t, testenv.Configure(func(c *server.Config) {
+	// br-ref is not managed: flowstated mirrors it, and it has a
+	// flowstate_bridge_connected series too, which the rules leave alone.
+	e := testenv.New(ctx, t, testenv.Bridges("br-int", "br-ref"), testenv.Configure(func(c *server.Config) {
 		c.MetricsListen = "127.0.0.1:0"
 		// Guard off (the zero value) and re-arm: the flag stays armed
 		// between restarts, as a deployment with a running guard keeps it.
@@ -106,7 +108,9 @@ func TestAlertRules(t *testing.T) {
 	if err := e.Sandbox.StopVswitchd(ctx); err != nil {
 		t.Fatal(err)
 	}
-	down := scrapeUntil(ctx, t, e, "br-int disconnected", map[string]string{`flowstate_bridge_connected{bridge="br-int"}`: "0"})
+	down := scrapeUntil(ctx, t, e, "br-int and br-ref disconnected", map[string]string{
+		`flowstate_bridge_connected{bridge="br-int"}`: "0", `flowstate_bridge_connected{bridge="br-ref"}`: "0",
+	})
 	check("vswitchd down, flag held", h, down,
 		`alertname="FlowstateBridgeNotConnected",bridge="br-int"`,
 		`alertname="FlowstateFlowRestoreWaitHeld"`)
@@ -221,6 +225,8 @@ func TestAlertRules(t *testing.T) {
 	e.Start(ctx)
 	noOVSDB := scrapeUntil(ctx, t, e, "OVSDB down, br-int connected", map[string]string{
 		`flowstate_ovsdb_connected`: "0", `flowstate_flow_restore_wait`: "0",
+		// Mirrors start from OVSDB's bridge list: no series for br-ref.
+		`flowstate_bridge_connected{bridge="br-ref"}`: "",
 	})
 	check("OVSDB unreachable", h, noOVSDB, `alertname="FlowstateOVSDBDisconnected"`)
 	e.Stop()
@@ -281,6 +287,7 @@ func promtoolPath(t *testing.T) string {
 // flag not re-armed yet) and fire alerts the state does not have.
 var settled = map[string]string{
 	`flowstate_bridge_connected{bridge="br-int"}`: "1",
+	`flowstate_bridge_connected{bridge="br-ref"}`: "1",
 	`flowstate_ovsdb_connected`:                   "1",
 	`flowstate_flow_restore_wait`:                 "1",
 	`flowstate_gate{state="open"}`:                "1",
@@ -289,8 +296,8 @@ var settled = map[string]string{
 }
 
 // scrapeUntil scrapes /metrics until every series of settled and fault has
-// its value (fault's where both name it), checking each scrape with
-// promlint, and returns the last one.
+// its value (fault's where both name it; "" for a series that must be
+// absent), checking each scrape with promlint, and returns the last one.
 func scrapeUntil(ctx context.Context, t *testing.T, e *testenv.Env, what string, fault map[string]string) scrape {
 	t.Helper()
 	want := maps.Clone(settled)
