@@ -22,6 +22,7 @@
 // leaked goroutines in TestMain. On a failed test the tail of vswitchd's log
 // goes to the test log.
 //
-// Only _test.go files import this package: it imports server and client,
-// so tests of package server itself use it from package server_test.
+// Only _test.go files import this package (depguard in .golangci.yml says
+// so). It imports server and client, so tests of package server itself use
+// it from package server_test.
 package testenv
