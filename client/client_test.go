@@ -10,6 +10,7 @@ import (
 
 	"github.com/flowstate-io/flowstate/client"
 	"github.com/flowstate-io/flowstate/errdefs"
+	"github.com/flowstate-io/flowstate/internal/testenv"
 	"github.com/flowstate-io/flowstate/server"
 )
 
@@ -20,9 +21,9 @@ func TestErrorKinds(t *testing.T) {
 	t.Parallel() // overlaps TestFrozenServer's wait
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	e := newEnv(ctx, t)
-	e.start(ctx)
-	c := e.client(e.sock) // a bare path works as a target
+	e := testenv.New(ctx, t, quiet)
+	e.Start(ctx)
+	c := e.Dial(e.Sock) // a bare path works as a target
 	if _, err := c.Put(ctx, "br-int", "pod", client.FlowText("table=0,priority=100,ip,actions=drop")); err != nil {
 		t.Fatal(err)
 	}
@@ -82,10 +83,10 @@ func TestWaitConverged(t *testing.T) {
 	t.Parallel() // overlaps TestFrozenServer's wait
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	e := newEnv(ctx, t, func(c *server.Config) {
+	e := testenv.New(ctx, t, quiet, testenv.Configure(func(c *server.Config) {
 		c.RequiredModules, c.ReadinessTimeout = []string{"pod"}, time.Hour
-	})
-	c := e.client("unix://" + e.sock)
+	}))
+	c := e.Dial("unix://" + e.Sock)
 
 	// Long enough for a Status call to give up: it retries UNAVAILABLE.
 	short, cancelShort := context.WithTimeout(ctx, 3*time.Second)
@@ -95,10 +96,10 @@ func TestWaitConverged(t *testing.T) {
 		t.Fatalf("without flowstated: %v", err)
 	}
 
-	e.start(ctx) // a new store: a cold start, gated on pod
+	e.Start(ctx) // a new store: a cold start, gated on pod
 	// A new client: c may wait out gRPC's reconnect backoff (up to 3 s).
 	short, cancelShort = context.WithTimeout(ctx, 500*time.Millisecond)
-	_, err = e.client(e.sock).WaitConverged(short)
+	_, err = e.Dial(e.Sock).WaitConverged(short)
 	cancelShort()
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "gate closed, waiting for modules pod") {
 		t.Fatalf("with the gate closed: %v", err)
@@ -132,10 +133,10 @@ func TestWatchAcrossRestart(t *testing.T) {
 	t.Parallel() // overlaps TestFrozenServer's wait
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	e := newEnv(ctx, t)
-	e.start(ctx)
-	patient := e.client(e.sock)
-	hasty := e.client(e.sock, client.WithWatchReconnect(500*time.Millisecond))
+	e := testenv.New(ctx, t, quiet)
+	e.Start(ctx)
+	patient := e.Dial(e.Sock)
+	hasty := e.Dial(e.Sock, client.WithWatchReconnect(500*time.Millisecond))
 	if _, err := patient.WaitConverged(ctx); err != nil { // start-up events are over
 		t.Fatal(err)
 	}
@@ -153,14 +154,14 @@ func TestWatchAcrossRestart(t *testing.T) {
 		t.Fatalf("after heartbeat %+v: %+v", hb, ready)
 	}
 
-	e.stop()
+	e.Stop()
 	// The hasty watch gives up while flowstated is away; its position stays
 	// valid until flowstated restarts.
 	err := wh.end(ctx, t)
 	if !errors.Is(err, errdefs.ErrUnavailable) || errors.Is(err, client.ErrResync) {
 		t.Fatalf("hasty watch with flowstated down: %v", err)
 	}
-	e.start(ctx)
+	e.Start(ctx)
 	// The patient watch reconnects to a new stream: resync.
 	if err := wp.end(ctx, t); !errors.Is(err, client.ErrResync) || !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		t.Fatalf("patient watch across a restart: %v", err)
@@ -191,11 +192,11 @@ func TestFrozenServer(t *testing.T) {
 	t.Parallel() // it waits for gRPC's keepalive, 10 s at least
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	e := newEnv(ctx, t)
-	e.start(ctx)
-	p := newProxy(t, filepath.Join(e.sb.Dir(), "px.sock"), e.sock)
-	direct := e.client(e.sock)
-	viaProxy := e.client(filepath.Join(e.sb.Dir(), "px.sock"), fastFail)
+	e := testenv.New(ctx, t, quiet)
+	e.Start(ctx)
+	p := newProxy(t, filepath.Join(e.Sandbox.Dir(), "px.sock"), e.Sock)
+	direct := e.Dial(e.Sock)
+	viaProxy := e.Dial(filepath.Join(e.Sandbox.Dir(), "px.sock"), fastFail)
 	if _, err := direct.WaitConverged(ctx); err != nil { // start-up events are over
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs what flowstate's tests and demo need: Open vSwitch (Debian package),
-# and with --dev also buf and the pinned protoc plugins. Idempotent.
+# Installs what flowstate's tests and demo need: Open vSwitch (Debian package)
+# and promtool, and with --dev also buf and the pinned protoc plugins.
+# Idempotent.
 set -euo pipefail
 
 PROTOC_GEN_GO_VERSION=v1.36.12
@@ -17,6 +18,20 @@ if ! command -v ovs-vswitchd >/dev/null && [ ! -x /usr/sbin/ovs-vswitchd ]; then
 	echo "installing openvswitch-switch" >&2
 	as_root apt-get update -qq
 	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openvswitch-switch >/dev/null
+fi
+
+# promtool evaluates the alert rules in server/alerts_test.go. Debian ships it
+# only inside the prometheus package, whose install would also enable and
+# start a Prometheus server (and pull ~100 MB of web UI): take promtool alone
+# from the package instead.
+if ! command -v promtool >/dev/null; then
+	echo "installing promtool (from Debian's prometheus package)" >&2
+	as_root apt-get update -qq
+	tmp=$(mktemp -d)
+	(cd "$tmp" && apt-get download -qq prometheus)
+	dpkg-deb --fsys-tarfile "$tmp"/prometheus_*.deb | tar -x -C "$tmp" ./usr/bin/promtool
+	as_root install -m 0755 "$tmp/usr/bin/promtool" /usr/local/bin/promtool
+	rm -rf "$tmp"
 fi
 
 [ "${1:-}" = "--dev" ] || exit 0

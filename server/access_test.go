@@ -51,8 +51,8 @@ func TestInvalidUTF8(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	e := newEnv(ctx, t)
-	e.startDaemon(ctx)
-	e.waitConverged(ctx)
+	e.Start(ctx)
+	e.WaitConverged(ctx)
 	conn, err := grpc.NewClient(e.sock, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.ForceCodec(wireCodec{})))
 	if err != nil {

@@ -66,8 +66,8 @@ func TestAnySize(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	e := newEnv(ctx, t)
-	e.startDaemon(ctx)
-	e.waitConverged(ctx)
+	e.Start(ctx)
+	e.WaitConverged(ctx)
 	api := e.rawAPI(ctx)
 
 	set := manyFlows(10, largeSet, 0)

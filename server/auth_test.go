@@ -33,8 +33,8 @@ func TestModuleWriters(t *testing.T) {
 		}
 	}
 	e := newEnv(ctx, t, func(c *server.Config) { c.Writers = writers })
-	e.startDaemon(ctx)
-	e.waitConverged(ctx)
+	e.Start(ctx)
+	e.WaitConverged(ctx)
 
 	// flowctl, somewhere nobody can run it, and a socket nobody can open.
 	binDir, err := os.MkdirTemp("", "flowctl")

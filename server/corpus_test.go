@@ -31,8 +31,8 @@ func TestProductionCorpus(t *testing.T) {
 	meters := readCorpus(t, filepath.Join(dir, "meters.txt"))
 
 	e := newEnv(ctx, t)
-	e.startDaemon(ctx)
-	e.waitConverged(ctx)
+	e.Start(ctx)
+	e.WaitConverged(ctx)
 	var es []client.Entry
 	for _, m := range meters {
 		es = append(es, client.MeterText(m))

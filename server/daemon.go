@@ -13,12 +13,10 @@ type Daemon struct {
 	done        chan struct{}
 	err         error
 	metricsAddr string // set before Start returns
-	engine      *restore.Engine
+	// engine is set before Start returns; only tests read it
+	// (export_test.go: Mirrors, which the API does not carry yet).
+	engine *restore.Engine
 }
-
-// Mirrors is the state of the unmanaged bridges the engine mirrors (see
-// restore.Engine.Mirrors); the API does not carry it yet.
-func (d *Daemon) Mirrors() []restore.BridgeStatus { return d.engine.Mirrors() }
 
 // MetricsAddr is the bound address of the metrics listener ("" if disabled),
 // useful with a MetricsListen of port 0.

@@ -68,8 +68,8 @@ func TestDiskFull(t *testing.T) {
 	defer cancel()
 	mnt := mountTmpfs(t, "2m")
 	e := newEnv(ctx, t, func(c *server.Config) { c.DBPath = filepath.Join(mnt, "flowstate.db") })
-	e.startDaemon(ctx)
-	e.waitConverged(ctx)
+	e.Start(ctx)
+	e.WaitConverged(ctx)
 	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
 		t.Fatal(err)
 	}
@@ -80,8 +80,8 @@ func TestDiskFull(t *testing.T) {
 	}
 	_, err := e.c.Put(ctx, "br-int", "pod", flows...)
 	if !errors.Is(err, errdefs.ErrResourceExhausted) || !strings.Contains(err.Error(), "the disk is full") ||
-		!strings.Contains(err.Error(), e.cfg.DBPath) || strings.Count(err.Error(), "resource exhausted") != 1 {
-		t.Fatalf("put on a full disk: %v, want RESOURCE_EXHAUSTED saying the disk is full, naming %s", err, e.cfg.DBPath)
+		!strings.Contains(err.Error(), e.Config.DBPath) || strings.Count(err.Error(), "resource exhausted") != 1 {
+		t.Fatalf("put on a full disk: %v, want RESOURCE_EXHAUSTED saying the disk is full, naming %s", err, e.Config.DBPath)
 	}
 	// The bundle went to the switch before the commit failed: the bridge
 	// replays the store, which takes it back.

@@ -19,18 +19,18 @@ func TestDriftDeletedByHand(t *testing.T) {
 		c.MetricsListen = "127.0.0.1:0"
 		c.AuditInterval = 200 * time.Millisecond
 	})
-	e.startDaemon(ctx)
-	e.waitConverged(ctx)
+	e.Start(ctx)
+	e.WaitConverged(ctx)
 	want := e.putPipeline(ctx)
 	if out, err := e.sb.Ofctl(ctx, "--strict", "del-flows", "br-int", "table=1,priority=90,ip"); err != nil {
 		t.Fatal(err, out)
 	}
 	poll(ctx, t, "the audit found and corrected the drift", func() (bool, error) {
-		m := e.metrics(ctx)
+		m := e.Metrics(ctx)
 		return strings.Contains(m, `flowstate_drift_found_total{bridge="br-int"} 1`) &&
 			strings.Contains(m, `flowstate_drift_corrections_total{bridge="br-int"} 1`), nil
 	})
-	e.waitConverged(ctx)
+	e.WaitConverged(ctx)
 	if got := e.dump(ctx, "br-int"); !slices.Equal(got, want) {
 		t.Fatalf("after the correction br-int holds\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"regexp"
 	"slices"
 	"strconv"
@@ -25,8 +23,8 @@ func TestGroupCommit(t *testing.T) {
 	defer cancel()
 	e := newEnv(ctx, t, func(c *server.Config) { c.MetricsListen = "127.0.0.1:0" })
 	e.limitTable7(ctx, true)
-	e.startDaemon(ctx)
-	e.waitConverged(ctx)
+	e.Start(ctx)
+	e.WaitConverged(ctx)
 
 	const writers = 24
 	var (
@@ -67,18 +65,13 @@ func TestGroupCommit(t *testing.T) {
 		t.Fatalf("br-int holds %d flows, want %d", len(got), len(want))
 	}
 
-	resp, err := http.Get("http://" + e.d.MetricsAddr() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
+	body := e.Metrics(ctx)
 	metric := func(series string) int {
-		m := regexp.MustCompile(regexp.QuoteMeta(series) + ` (\d+)`).FindSubmatch(body)
+		m := regexp.MustCompile(regexp.QuoteMeta(series) + ` (\d+)`).FindStringSubmatch(body)
 		if m == nil {
 			t.Fatalf("no %s in /metrics", series)
 		}
-		n, _ := strconv.Atoi(string(m[1]))
+		n, _ := strconv.Atoi(m[1])
 		return n
 	}
 	ok := metric(`flowstate_write_requests_total{bridge="br-int",result="ok"}`)

@@ -3,7 +3,6 @@ package server_test
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/internal/sandbox"
+	"github.com/flowstate-io/flowstate/internal/testenv"
 	"github.com/flowstate-io/flowstate/server"
 	"github.com/flowstate-io/flowstate/server/guard"
 )
@@ -58,18 +58,18 @@ func TestNothingHoldsTheOthers(t *testing.T) {
 				c.MetricsListen = "127.0.0.1:0"
 			})
 			tc.setup(ctx, e)
-			e.startDaemon(ctx)
+			e.Start(ctx)
 			if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
 				t.Fatal(err)
 			}
 			// The first start may itself be held for max-hold: wait for it.
 			poll(ctx, t, "flag re-armed", func() (bool, error) { return e.sb.FlowRestoreWait(ctx) })
 
-			e.stopDaemon()
+			e.Stop()
 			if err := e.sb.RestartVswitchd(ctx, true); err != nil {
 				t.Fatal(err)
 			}
-			e.startDaemon(ctx)
+			e.Start(ctx)
 			start := time.Now()
 			poll(ctx, t, "br-int converged", func() (bool, error) { return e.bridgeStatus(ctx, "br-int").Converged, nil })
 			var held time.Duration
@@ -90,31 +90,12 @@ func TestNothingHoldsTheOthers(t *testing.T) {
 			if ex := e.bridgeStatus(ctx, "br-int").Excused; ex != "" {
 				t.Fatalf("br-int is converged but excused: %q", ex)
 			}
-			body := e.metrics(ctx)
+			body := e.Metrics(ctx)
 			if want := `flowstate_bridge_not_restored{bridge="` + tc.bridge + `"} 1`; !strings.Contains(body, want) {
 				t.Fatalf("metrics lack %s", want)
 			}
 		})
 	}
-}
-
-// metrics scrapes the daemon's /metrics.
-func (e *env) metrics(ctx context.Context) string {
-	e.t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+e.d.MetricsAddr()+"/metrics", nil)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return string(b)
 }
 
 // TestWedgedEngine: an operation on the switch that hangs (vswitchd frozen
@@ -135,7 +116,7 @@ func TestWedgedEngine(t *testing.T) {
 		c.Guard = server.GuardConfig{Mode: server.GuardExternal, Lease: lease, Grace: time.Second}
 	})
 	e.runGuard(ctx, lease)
-	e.startDaemon(ctx)
+	e.Start(ctx)
 	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
 		t.Fatal(err)
 	}
@@ -183,16 +164,8 @@ func TestWedgedEngine(t *testing.T) {
 
 func (e *env) healthz(ctx context.Context) int {
 	e.t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+e.d.MetricsAddr()+"/healthz", nil)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	_ = resp.Body.Close()
-	return resp.StatusCode
+	code, _ := e.Get(ctx, "/healthz")
+	return code
 }
 
 // conn is a raw gRPC connection to the daemon, for the health service.
@@ -216,8 +189,8 @@ func TestArmAndRelease(t *testing.T) {
 		lease = filepath.Join(filepath.Dir(c.DBPath), "run", "lease")
 		c.Guard = server.GuardConfig{Mode: server.GuardExternal, Lease: lease, Grace: time.Second}
 	})
-	e.startDaemon(ctx)
-	e.waitConverged(ctx)
+	e.Start(ctx)
+	e.WaitConverged(ctx)
 	if _, err := e.c.Arm(ctx); !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "no guard") {
 		t.Fatalf("arm without a guard: %v, want FAILED_PRECONDITION naming the missing guard", err)
 	}
@@ -254,11 +227,11 @@ func TestMetricsFromTheStart(t *testing.T) {
 		c.MetricsListen = "127.0.0.1:0"
 		c.RequiredModules = []string{"pipeline"}
 	})
-	e.startDaemon(ctx)
+	e.Start(ctx)
 	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
 		t.Fatal(err)
 	}
-	body := e.metrics(ctx)
+	body := e.Metrics(ctx)
 	for _, want := range []string{
 		`flowstate_bridge_connected{bridge="br-never"} 0`,
 		`flowstate_bridge_not_restored{bridge="br-never"} 0`,
@@ -293,7 +266,7 @@ func TestClearCountsReleases(t *testing.T) {
 		c.MetricsListen = "127.0.0.1:0"
 	})
 	cleared := func() string {
-		for _, l := range strings.Split(e.metrics(ctx), "\n") {
+		for _, l := range strings.Split(e.Metrics(ctx), "\n") {
 			if strings.HasPrefix(l, "flowstate_flow_restore_wait_cleared_total ") {
 				return strings.TrimPrefix(l, "flowstate_flow_restore_wait_cleared_total ")
 			}
@@ -301,15 +274,15 @@ func TestClearCountsReleases(t *testing.T) {
 		t.Fatal("no flowstate_flow_restore_wait_cleared_total")
 		return ""
 	}
-	e.startDaemon(ctx)
+	e.Start(ctx)
 	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
 		t.Fatal(err)
 	}
-	e.stopDaemon()
+	e.Stop()
 	if err := e.sb.RestartVswitchd(ctx, true); err != nil {
 		t.Fatal(err)
 	}
-	e.startDaemon(ctx)
+	e.Start(ctx)
 	poll(ctx, t, "restored and re-armed", func() (bool, error) {
 		st := e.status(ctx)
 		return st.Bridges[0].Converged && st.FlowRestoreWait && !st.LastRelease.IsZero(), nil
@@ -319,7 +292,7 @@ func TestClearCountsReleases(t *testing.T) {
 	}
 	// flowstated restarts beside the same running vswitchd, the flag still
 	// armed (as a crash leaves it).
-	e.stopDaemon()
+	e.Stop()
 	if err := e.sb.SetFlowRestoreWait(ctx, true); err != nil {
 		t.Fatal(err)
 	}
@@ -327,8 +300,8 @@ func TestClearCountsReleases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.startDaemon(ctx)
-	e.waitConverged(ctx)
+	e.Start(ctx)
+	e.WaitConverged(ctx)
 	// Through two periodic flag checks, the flag is never touched.
 	for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); {
 		next, _, err := e.sb.Cfg(ctx)
@@ -354,7 +327,7 @@ func (e *env) runGuard(ctx context.Context, lease string) {
 	done := make(chan error, 1)
 	go func() {
 		done <- guard.Run(gctx, guard.Config{Lease: lease, OVSDB: e.sb.DBAddr(), Grace: time.Second,
-			Logger: slog.New(slog.NewTextHandler(testWriter{e.t}, nil))})
+			Logger: testenv.Logger(e.t, slog.LevelInfo)})
 	}()
 	e.t.Cleanup(func() {
 		stop()

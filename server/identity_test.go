@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowstate-io/flowstate/client"
 	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/server"
 )
@@ -75,11 +74,11 @@ func TestStoreLost(t *testing.T) {
 		{"truncated to 0 bytes", func(p string) error { return os.Truncate(p, 0) },
 			func(ctx context.Context, e *env, backup []byte, _ string) {
 				// Restore the backup, as the reason says.
-				e.stopDaemon()
-				if err := os.WriteFile(e.cfg.DBPath, backup, 0o600); err != nil {
+				e.Stop()
+				if err := os.WriteFile(e.Config.DBPath, backup, 0o600); err != nil {
 					e.t.Fatal(err)
 				}
-				e.startDaemon(ctx)
+				e.Start(ctx)
 			}},
 		{"deleted", os.Remove,
 			func(ctx context.Context, e *env, _ []byte, reason string) {
@@ -105,25 +104,25 @@ func TestStoreLost(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			e := newEnv(ctx, t)
-			e.startDaemon(ctx)
-			e.waitConverged(ctx)
+			e.Start(ctx)
+			e.WaitConverged(ctx)
 			want := e.putPipeline(ctx)
 			first := e.externalID(ctx, "flowstate-store")
 			if len(first) != 36 || !strings.Contains(e.externalID(ctx, "flowstate-instance"), "pid=") {
 				t.Fatalf("OVSDB records store %q, instance %q", first, e.externalID(ctx, "flowstate-instance"))
 			}
-			e.stopDaemon()
-			backup, err := os.ReadFile(e.cfg.DBPath)
+			e.Stop()
+			backup, err := os.ReadFile(e.Config.DBPath)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := tc.lose(e.cfg.DBPath); err != nil {
+			if err := tc.lose(e.Config.DBPath); err != nil {
 				t.Fatal(err)
 			}
 
-			e.startDaemon(ctx)
+			e.Start(ctx)
 			reason := e.waitStandingAside(ctx, "was last managed by another flowstate store ("+first)
-			for _, w := range []string{"stands aside and deletes nothing", "restore the store's backup to " + e.cfg.DBPath, "--take-over"} {
+			for _, w := range []string{"stands aside and deletes nothing", "restore the store's backup to " + e.Config.DBPath, "--take-over"} {
 				if !strings.Contains(reason, w) {
 					t.Errorf("reason %q does not say %q", reason, w)
 				}
@@ -136,7 +135,7 @@ func TestStoreLost(t *testing.T) {
 			}
 
 			tc.recover(ctx, e, backup, reason)
-			e.waitConverged(ctx)
+			e.WaitConverged(ctx)
 			if got := e.dump(ctx, "br-int"); !slices.Equal(got, want) {
 				t.Fatalf("after recovery, br-int holds\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 			}
@@ -153,11 +152,11 @@ func TestSecondInstanceRefused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	e := newEnv(ctx, t)
-	e.startDaemon(ctx)
-	e.waitConverged(ctx)
+	e.Start(ctx)
+	e.WaitConverged(ctx)
 	want := e.putPipeline(ctx)
 
-	cfg2 := e.cfg
+	cfg2 := e.Config
 	cfg2.DBPath = filepath.Join(e.dir, "second", "flowstate.db")
 	cfg2.Listen = "unix://" + filepath.Join(e.dir, "fs2.sock")
 	_, err := server.Start(ctx, cfg2)
@@ -177,29 +176,25 @@ func TestSecondInstanceRefused(t *testing.T) {
 	}
 
 	// The first is gone: the lock is free, but the store is another one.
-	e.stopDaemon()
-	e2 := *e
-	e2.cfg = cfg2
-	e2.sock = cfg2.Listen
-	c2, err := client.New(cfg2.Listen)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.Close()
-	e2.c = c2
-	e2.startDaemon(ctx)
+	e.Stop()
+	// A second Env on the same sandbox: its own store, socket and client.
+	te2 := *e.Env
+	te2.Config, te2.Sock, te2.Client = cfg2, strings.TrimPrefix(cfg2.Listen, "unix://"), e.Dial(cfg2.Listen)
+	t.Cleanup(te2.Stop)
+	e2 := &env{Env: &te2, t: t, sb: e.sb, c: te2.Client, dir: e.dir, sock: cfg2.Listen}
+	e2.Start(ctx)
 	e2.waitStandingAside(ctx, "was last managed by another flowstate store")
 	if got := e.dump(ctx, "br-int"); !slices.Equal(got, want) {
 		t.Fatalf("second flowstated standing aside, br-int holds %q", got)
 	}
-	e2.stopDaemon()
+	e2.Stop()
 
 	// Asked explicitly, it takes over: its empty store wins.
-	e2.cfg.TakeOver = true
-	e2.startDaemon(ctx)
-	e2.waitConverged(ctx)
+	e2.Config.TakeOver = true
+	e2.Start(ctx)
+	e2.WaitConverged(ctx)
 	if got := e.dump(ctx, "br-int"); len(got) != 0 {
 		t.Fatalf("after --take-over with an empty store, br-int holds %q", got)
 	}
-	e2.stopDaemon()
+	e2.Stop()
 }

@@ -32,8 +32,8 @@ func TestUsedGroupOrMeterCannotGo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	e := newEnv(ctx, t)
-	e.startDaemon(ctx)
-	e.waitConverged(ctx)
+	e.Start(ctx)
+	e.WaitConverged(ctx)
 	if _, err := e.c.Put(ctx, "br-int", "lb",
 		client.GroupText("group_id=5,type=select,bucket=output:1,bucket=output:2"),
 		client.MeterText("meter=3,kbps,band=type=drop,rate=1000")); err != nil {
@@ -105,8 +105,8 @@ func TestMeterRollback(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	e := newEnv(ctx, t)
-	e.startDaemon(ctx)
-	e.waitConverged(ctx)
+	e.Start(ctx)
+	e.WaitConverged(ctx)
 	e.limitTable7(ctx, true)
 	meters := func() []string {
 		t.Helper()
@@ -176,8 +176,8 @@ func TestOnlyDesiredState(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	e := newEnv(ctx, t)
-	e.startDaemon(ctx)
-	e.waitConverged(ctx)
+	e.Start(ctx)
+	e.WaitConverged(ctx)
 	refused := []struct {
 		entry client.Entry
 		why   string

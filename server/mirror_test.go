@@ -66,7 +66,7 @@ func (e *env) exState(ctx context.Context) []string {
 
 // mirrorOf returns the engine's state of an unmanaged bridge.
 func (e *env) mirrorOf(name string) (restore.BridgeStatus, bool) {
-	for _, m := range e.d.Mirrors() {
+	for _, m := range e.Daemon.Mirrors() {
 		if m.Name == name {
 			return m, true
 		}
@@ -111,11 +111,11 @@ func TestUnmanagedBridgeRestored(t *testing.T) {
 		t.Fatalf("br-ex holds %q, want the operator's 2 flows, NORMAL and a group", before)
 	}
 	e.checkExForwarding(ctx)
-	e.startDaemon(ctx)
+	e.Start(ctx)
 	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
 		t.Fatal(err)
 	}
-	e.waitConverged(ctx)
+	e.WaitConverged(ctx)
 	e.waitMirrored(ctx, 4)
 	poll(ctx, t, "flag re-armed", func() (bool, error) { return e.sb.FlowRestoreWait(ctx) })
 	if got := e.exState(ctx); !slices.Equal(got, before) {
@@ -185,10 +185,10 @@ func TestUnmanagedIgnore(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	e := newExEnv(ctx, t, func(c *server.Config) { c.UnmanagedBridges = "ignore" })
-	e.startDaemon(ctx)
-	e.waitConverged(ctx)
+	e.Start(ctx)
+	e.WaitConverged(ctx)
 	poll(ctx, t, "flag re-armed", func() (bool, error) { return e.sb.FlowRestoreWait(ctx) })
-	if ms := e.d.Mirrors(); len(ms) != 0 {
+	if ms := e.Daemon.Mirrors(); len(ms) != 0 {
 		t.Fatalf("ignore mirrors %v", ms)
 	}
 	if err := e.sb.KillVswitchd(ctx); err != nil {
@@ -215,17 +215,17 @@ func TestMirrorPersisted(t *testing.T) {
 	// Without re-arming, the flag seen cleared tells the restore is over.
 	e := newExEnv(ctx, t, func(c *server.Config) { c.RearmFlowRestoreWait = false })
 	before := e.exState(ctx)
-	e.startDaemon(ctx)
-	e.waitConverged(ctx)
+	e.Start(ctx)
+	e.WaitConverged(ctx)
 	e.waitMirrored(ctx, len(before))
-	e.stopDaemon()
+	e.Stop()
 	if err := e.sb.RestartVswitchd(ctx, true); err != nil {
 		t.Fatal(err)
 	}
 	if got := e.exState(ctx); !slices.Equal(got, []string{"priority=0 actions=NORMAL"}) {
 		t.Fatalf("restarted vswitchd holds %q on br-ex, want the default flow only", got)
 	}
-	e.startDaemon(ctx)
+	e.Start(ctx)
 	e.waitRestored(ctx)
 	if got := e.exState(ctx); !slices.Equal(got, before) {
 		t.Fatalf("br-ex after the restore holds\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(before, "\n"))
@@ -243,10 +243,10 @@ func TestUnmanagedMaxHold(t *testing.T) {
 	defer cancel()
 	const maxHold = time.Second
 	e := newExEnv(ctx, t, func(c *server.Config) { c.RearmFlowRestoreWait, c.MaxHold = false, maxHold })
-	e.startDaemon(ctx)
-	e.waitConverged(ctx)
+	e.Start(ctx)
+	e.WaitConverged(ctx)
 	e.waitMirrored(ctx, 4)
-	e.stopDaemon()
+	e.Stop()
 	if err := e.sb.RestartVswitchd(ctx, true); err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +255,7 @@ func TestUnmanagedMaxHold(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	e.startDaemon(ctx)
+	e.Start(ctx)
 	e.waitRestored(ctx)
 	if held := time.Since(start); held < maxHold {
 		t.Fatalf("flag cleared after %v, before br-ex's max hold of %v", held, maxHold)
@@ -271,10 +271,10 @@ func TestUnmanagedRestoreRefused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	e := newExEnv(ctx, t, func(c *server.Config) { c.RearmFlowRestoreWait, c.MaxHold = false, time.Minute })
-	e.startDaemon(ctx)
-	e.waitConverged(ctx)
+	e.Start(ctx)
+	e.WaitConverged(ctx)
 	e.waitMirrored(ctx, 4)
-	e.stopDaemon()
+	e.Stop()
 	if err := e.sb.StopVswitchd(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +290,7 @@ func TestUnmanagedRestoreRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	e.startDaemon(ctx)
+	e.Start(ctx)
 	e.waitRestored(ctx)
 	if held := time.Since(start); held > 30*time.Second {
 		t.Fatalf("a refused mirror held the flag for %v", held)

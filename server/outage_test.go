@@ -3,7 +3,6 @@ package server_test
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +13,7 @@ import (
 	"github.com/flowstate-io/flowstate/client"
 	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/internal/sandbox"
+	"github.com/flowstate-io/flowstate/internal/testenv"
 	"github.com/flowstate-io/flowstate/server"
 )
 
@@ -27,85 +27,23 @@ var pipeline = []string{
 	"table=3,priority=100,ip,actions=normal",
 }
 
-// env is one sandbox with a bridge managed by flowstated (br-int) and an
-// oracle bridge (br-ref) that ovs-ofctl programs with the same text.
+// env is a testenv.Env whose sandbox holds br-int, managed by flowstated,
+// and an oracle bridge (br-ref) that ovs-ofctl programs with the same text;
+// each with ports <bridge>-p1 and <bridge>-p2. t, sb, c, dir and sock are
+// short names for what stays the same for the env's life.
 type env struct {
+	*testenv.Env
 	t    *testing.T
 	sb   *sandbox.Sandbox
-	dir  string
-	cfg  server.Config
-	d    *server.Daemon
 	c    *client.Client
-	sock string
+	dir  string
+	sock string // Config.Listen, with its unix:// scheme
 }
 
 func newEnv(ctx context.Context, t *testing.T, opts ...func(*server.Config)) *env {
 	t.Helper()
-	sb, err := sandbox.Start(ctx, sandbox.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			if b, err := os.ReadFile(sb.VswitchdLog()); err == nil {
-				t.Logf("vswitchd log tail:\n%s", tail(string(b), 20))
-			}
-		}
-		_ = sb.Close()
-	})
-	for _, br := range []string{"br-int", "br-ref"} {
-		if err := sb.AddBridge(ctx, br); err != nil {
-			t.Fatal(err)
-		}
-		for i, p := range []string{"p1", "p2"} {
-			if err := sb.AddPort(ctx, br, br+"-"+p, i+1); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	e := &env{t: t, sb: sb, dir: sb.Dir()}
-	if err := os.WriteFile(filepath.Join(e.dir, "boot_id"), []byte("test-boot\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	e.sock = "unix://" + filepath.Join(e.dir, "fs.sock")
-	e.cfg = server.Config{
-		Listen: e.sock, DBPath: filepath.Join(e.dir, "flowstate.db"),
-		BootIDFile: filepath.Join(e.dir, "boot_id"),
-		RunDir:     sb.RunDir(), OVSDB: sb.DBAddr(), Bridges: []string{"br-int"},
-		EchoInterval: time.Second, EchoTimeout: 2 * time.Second,
-		Logger:         slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})),
-		EventHeartbeat: 200 * time.Millisecond,
-	}
-	for _, o := range opts {
-		o(&e.cfg)
-	}
-	c, err := client.New(e.sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	e.c = c
-	return e
-}
-
-func (e *env) startDaemon(ctx context.Context) {
-	e.t.Helper()
-	d, err := server.Start(ctx, e.cfg)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.d = d
-	e.t.Cleanup(func() { e.stopDaemon() })
-}
-
-func (e *env) stopDaemon() {
-	if e.d == nil {
-		return
-	}
-	if err := e.d.Stop(); err != nil {
-		e.t.Errorf("flowstated stopped with: %v", err)
-	}
-	e.d = nil
+	te := testenv.New(ctx, t, testenv.Bridges("br-int", "br-ref"), testenv.Configure(opts...))
+	return &env{Env: te, t: t, sb: te.Sandbox, c: te.Client, dir: te.Sandbox.Dir(), sock: te.Config.Listen}
 }
 
 // limitTable7 makes br-int's table 7 hold one flow at most: OVS refuses the
@@ -212,7 +150,7 @@ func TestOutageReplay(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	e := newEnv(ctx, t)
-	e.startDaemon(ctx)
+	e.Start(ctx)
 	poll(ctx, t, "br-int converged", func() (bool, error) {
 		st, err := e.c.Status(ctx)
 		return err == nil && st.Bridges[0].Converged, nil
@@ -234,7 +172,7 @@ func TestOutageReplay(t *testing.T) {
 	}
 
 	// The outage: flowstated is down while vswitchd restarts gated.
-	e.stopDaemon()
+	e.Stop()
 	if err := e.sb.RestartVswitchd(ctx, true); err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +186,7 @@ func TestOutageReplay(t *testing.T) {
 	}
 
 	// flowstated comes back: one bundle restores the pipeline, then the flag goes.
-	e.startDaemon(ctx)
+	e.Start(ctx)
 	e.waitRestored(ctx)
 	e.oracle(ctx, pipeline) // br-ref lost its flows in the restart too
 	want = e.dump(ctx, "br-ref")
@@ -287,7 +225,7 @@ func TestPutRejectedByOVS(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	e := newEnv(ctx, t)
-	e.startDaemon(ctx)
+	e.Start(ctx)
 	poll(ctx, t, "br-int converged", func() (bool, error) {
 		st, err := e.c.Status(ctx)
 		return err == nil && st.Bridges[0].Converged, nil
@@ -331,37 +269,5 @@ func TestPutRejectedByOVS(t *testing.T) {
 	}
 }
 
-func poll(ctx context.Context, t *testing.T, what string, cond func() (bool, error)) {
-	t.Helper()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok, err := cond()
-		if err != nil {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-		if ok {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting for %s: %v", what, ctx.Err())
-		case <-tick.C:
-		}
-	}
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
+// poll is testenv.Poll.
+var poll = testenv.Poll

@@ -3,8 +3,6 @@ package server_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"regexp"
 	"slices"
 	"strconv"
@@ -17,22 +15,13 @@ import (
 )
 
 // metric reads one per-bridge sample of br-int from /metrics.
-func (e *env) metric(name string) int {
+func (e *env) metric(ctx context.Context, name string) int {
 	e.t.Helper()
-	resp, err := http.Get("http://" + e.d.MetricsAddr() + "/metrics")
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	body, err := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	m := regexp.MustCompile(name + `\{bridge="br-int"\} (\d+)`).FindSubmatch(body)
+	m := regexp.MustCompile(name + `\{bridge="br-int"\} (\d+)`).FindStringSubmatch(e.Metrics(ctx))
 	if m == nil {
 		e.t.Fatalf("no %s in /metrics", name)
 	}
-	n, _ := strconv.Atoi(string(m[1]))
+	n, _ := strconv.Atoi(m[1])
 	return n
 }
 
@@ -42,12 +31,12 @@ func (e *env) metric(name string) int {
 // finished event.
 func (e *env) refusalRestart(ctx context.Context) (time.Duration, client.Event) {
 	e.t.Helper()
-	e.stopDaemon()
+	e.Stop()
 	if err := e.sb.RestartVswitchd(ctx, true); err != nil {
 		e.t.Fatal(err)
 	}
 	start := time.Now()
-	e.startDaemon(ctx)
+	e.Start(ctx)
 	// Connected in status means the bridge_connected event is out: watch
 	// from revision 1, which precedes the first replay's events.
 	poll(ctx, e.t, "br-int connected", func() (bool, error) {
@@ -75,8 +64,8 @@ func TestRefusalTableLimit(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 			defer cancel()
 			e := newEnv(ctx, t, func(c *server.Config) { c.MetricsListen = "127.0.0.1:0" })
-			e.startDaemon(ctx)
-			e.waitConverged(ctx)
+			e.Start(ctx)
+			e.WaitConverged(ctx)
 			const declared, limit = 5000, 1000
 			// nw_src grows with i, and so does the identity's key order.
 			pods := make([]string, declared)
@@ -125,7 +114,7 @@ func TestRefusalTableLimit(t *testing.T) {
 						q.Entry.Text, q.Error, limit)
 				}
 			}
-			if n := e.metric("flowstate_quarantined_entries"); n != declared-limit {
+			if n := e.metric(ctx, "flowstate_quarantined_entries"); n != declared-limit {
 				t.Fatalf("flowstate_quarantined_entries = %d, want %d", n, declared-limit)
 			}
 			if policy != "refuse" {
@@ -167,8 +156,8 @@ func TestRefusalUsersOfARefusedMeter(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	e := newEnv(ctx, t, func(c *server.Config) { c.MetricsListen = "127.0.0.1:0" })
-	e.startDaemon(ctx)
-	e.waitConverged(ctx)
+	e.Start(ctx)
+	e.WaitConverged(ctx)
 	const users = 3000
 	flows := make([]string, users)
 	for i := range flows {
@@ -177,18 +166,18 @@ func TestRefusalUsersOfARefusedMeter(t *testing.T) {
 	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
 		t.Fatal(err)
 	}
-	e.stopDaemon()
+	e.Stop()
 	if err := e.sb.StopVswitchd(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// Stored while the switch is away: the parser takes a dscp_remark band,
 	// the dummy datapath refuses it.
-	e.startDaemon(ctx)
+	e.Start(ctx)
 	bad := client.MeterText("meter=7,kbps,band=type=dscp_remark,rate=100,prec_level=1")
 	if _, err := e.c.Put(ctx, "br-int", "pod", append(texts(flows), bad)...); err != nil {
 		t.Fatal(err)
 	}
-	e.stopDaemon()
+	e.Stop()
 	if err := e.sb.StartVswitchd(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +203,7 @@ func TestRefusalUsersOfARefusedMeter(t *testing.T) {
 			t.Fatalf("quarantined %q: %s", q.Entry.Text, q.Error)
 		}
 	}
-	if n := e.metric("flowstate_quarantined_entries"); n != users+1 {
+	if n := e.metric(ctx, "flowstate_quarantined_entries"); n != users+1 {
 		t.Fatalf("flowstate_quarantined_entries = %d, want %d", n, users+1)
 	}
 
@@ -231,7 +220,7 @@ func TestRefusalUsersOfARefusedMeter(t *testing.T) {
 	if n := len(e.dump(ctx, "br-int")); n != len(pipeline)+users {
 		t.Fatalf("br-int holds %d flows, want %d", n, len(pipeline)+users)
 	}
-	if n := e.metric("flowstate_quarantined_entries"); n != 0 {
+	if n := e.metric(ctx, "flowstate_quarantined_entries"); n != 0 {
 		t.Fatalf("flowstate_quarantined_entries = %d, want 0", n)
 	}
 }

@@ -46,22 +46,6 @@ func (e *env) bridgeStatus(ctx context.Context, name string) *client.BridgeStatu
 	return nil
 }
 
-func (e *env) waitConverged(ctx context.Context) {
-	e.t.Helper()
-	poll(ctx, e.t, "every bridge converged", func() (bool, error) {
-		st, err := e.c.Status(ctx)
-		if err != nil {
-			return false, nil
-		}
-		for _, b := range st.Bridges {
-			if !b.Converged {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-}
-
 // assertExact checks br-int holds exactly what ovs-ofctl makes of flows.
 func (e *env) assertExact(ctx context.Context, flows []string) {
 	e.t.Helper()
@@ -90,8 +74,8 @@ func TestReconcileIsIdempotent(t *testing.T) {
 		es = append(es, client.GroupText(g))
 	}
 	e := newEnv(ctx, t)
-	e.startDaemon(ctx)
-	e.waitConverged(ctx)
+	e.Start(ctx)
+	e.WaitConverged(ctx)
 	if _, err := e.c.Put(ctx, "br-int", "corpus", append(es, texts(corpus)...)...); err != nil {
 		t.Fatal(err)
 	}
@@ -133,8 +117,8 @@ func TestDriftDiffAndAudit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	e := newEnv(ctx, t, func(c *server.Config) { c.AuditInterval = 300 * time.Millisecond })
-	e.startDaemon(ctx)
-	e.waitConverged(ctx)
+	e.Start(ctx)
+	e.WaitConverged(ctx)
 	watch := e.watch(ctx, "", 0)
 	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
 		t.Fatal(err)
@@ -158,8 +142,8 @@ func TestDiffShowsWithoutApplying(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	e := newEnv(ctx, t)
-	e.startDaemon(ctx)
-	e.waitConverged(ctx)
+	e.Start(ctx)
+	e.WaitConverged(ctx)
 	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
 		t.Fatal(err)
 	}
@@ -197,8 +181,8 @@ func TestQuarantine(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	e := newEnv(ctx, t)
-	e.startDaemon(ctx)
-	e.waitConverged(ctx)
+	e.Start(ctx)
+	e.WaitConverged(ctx)
 	if err := e.sb.StopVswitchd(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +217,7 @@ func TestQuarantine(t *testing.T) {
 		reason, _, _ := strings.Cut(ev.Attrs["reason"], " ")
 		reasons[reason] = true
 	}
-	e.waitConverged(ctx)
+	e.WaitConverged(ctx)
 	e.assertExact(ctx, append(slices.Clone(pipeline), table7[0]))
 	st := e.status(ctx)
 	if len(st.Quarantined) != 2+len(metered) || st.QuarantinedTotal != 2+len(metered) {
@@ -290,7 +274,7 @@ func TestColdStartGate(t *testing.T) {
 		c.RequiredModules = []string{"pipeline", "pod"}
 		c.ReadinessTimeout = time.Minute
 	})
-	e.startDaemon(ctx)
+	e.Start(ctx)
 	podFlows := []string{
 		"table=3,priority=200,ip,nw_dst=10.0.0.2,actions=output:2",
 		"table=3,priority=200,ip,nw_dst=10.0.0.3,actions=output:2", // a pod that will be gone after the reboot
@@ -302,18 +286,18 @@ func TestColdStartGate(t *testing.T) {
 	if _, err := e.c.Sync(ctx, "br-int", "pod", true, texts(podFlows)...); err != nil {
 		t.Fatal(err)
 	}
-	e.waitConverged(ctx)
+	e.WaitConverged(ctx)
 	e.assertExact(ctx, append(slices.Clone(pipeline), podFlows...))
 
 	// The host reboots: new boot id, vswitchd comes back gated.
-	e.stopDaemon()
+	e.Stop()
 	if err := os.WriteFile(filepath.Join(e.dir, "boot_id"), []byte("second-boot\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.sb.RestartVswitchd(ctx, true); err != nil {
 		t.Fatal(err)
 	}
-	e.startDaemon(ctx)
+	e.Start(ctx)
 	st := e.status(ctx)
 	if !st.ColdStart || st.Gate.Open || !slices.Equal(st.Gate.WaitingFor, []string{"pipeline", "pod"}) {
 		t.Fatalf("cold start status: %v", st)
@@ -357,7 +341,7 @@ func TestColdStartReadinessTimeout(t *testing.T) {
 	if err := e.sb.RestartVswitchd(ctx, true); err != nil {
 		t.Fatal(err)
 	}
-	e.startDaemon(ctx)
+	e.Start(ctx)
 	watch := e.watch(ctx, "", 0)
 	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
 		t.Fatal(err)
@@ -376,8 +360,8 @@ func TestResyncWhileForwarding(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	e := newEnv(ctx, t)
-	e.startDaemon(ctx)
-	e.waitConverged(ctx)
+	e.Start(ctx)
+	e.WaitConverged(ctx)
 	old := []string{"table=0,priority=10,ip,nw_src=10.1.0.1,actions=drop", "table=0,priority=10,ip,nw_src=10.1.0.2,actions=drop"}
 	if _, err := e.c.Sync(ctx, "br-int", "policy", false, texts(old)...); err != nil {
 		t.Fatal(err)
@@ -405,12 +389,12 @@ func TestCrashProofGating(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	e := newEnv(ctx, t, func(c *server.Config) { c.RearmFlowRestoreWait = true })
-	e.startDaemon(ctx)
+	e.Start(ctx)
 	flows := append([]string{"table=0,priority=200,ip,nw_dst=10.0.0.99,actions=drop"}, pipeline...)
 	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(flows)...); err != nil {
 		t.Fatal(err)
 	}
-	e.waitConverged(ctx)
+	e.WaitConverged(ctx)
 	poll(ctx, t, "flag re-armed", func() (bool, error) { return e.sb.FlowRestoreWait(ctx) })
 	forbidden := sandbox.Packet{DstIP: "10.0.0.99"}
 	for round := range 5 {
@@ -459,7 +443,7 @@ func TestCrashProofGating(t *testing.T) {
 		})
 	}
 	// A graceful stop disarms the flag.
-	e.stopDaemon()
+	e.Stop()
 	if on, err := e.sb.FlowRestoreWait(ctx); err != nil || on {
 		t.Fatalf("flag after graceful stop: %v %v", on, err)
 	}
@@ -471,11 +455,11 @@ func TestFrozenVswitchd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	e := newEnv(ctx, t, func(c *server.Config) { c.EchoInterval, c.EchoTimeout = 0, 0 }) // the defaults
-	e.startDaemon(ctx)
+	e.Start(ctx)
 	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
 		t.Fatal(err)
 	}
-	e.waitConverged(ctx)
+	e.WaitConverged(ctx)
 	if err := e.sb.FreezeVswitchd(); err != nil {
 		t.Fatal(err)
 	}
@@ -489,7 +473,7 @@ func TestFrozenVswitchd(t *testing.T) {
 	if err := e.sb.ThawVswitchd(); err != nil {
 		t.Fatal(err)
 	}
-	e.waitConverged(ctx)
+	e.WaitConverged(ctx)
 	e.assertExact(ctx, pipeline)
 }
 
@@ -505,7 +489,7 @@ func TestSeveralBridges(t *testing.T) {
 	if err := e.sb.RestartVswitchd(ctx, true); err != nil {
 		t.Fatal(err)
 	}
-	e.startDaemon(ctx)
+	e.Start(ctx)
 	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
 		t.Fatal(err)
 	}
@@ -531,9 +515,9 @@ func TestWatchResume(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	e := newEnv(ctx, t)
-	e.startDaemon(ctx)
+	e.Start(ctx)
 	w := e.watch(ctx, "", 0)
-	e.waitConverged(ctx)
+	e.WaitConverged(ctx)
 	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
 		t.Fatal(err)
 	}
@@ -552,8 +536,8 @@ func TestWatchResume(t *testing.T) {
 		t.Fatalf("resumed at %d, want %d", again.Revision, hb.Revision+1)
 	}
 	// After a restart the stream is gone: resync.
-	e.stopDaemon()
-	e.startDaemon(ctx)
+	e.Stop()
+	e.Start(ctx)
 	err := e.c.Watch(ctx, ready.Cursor(), func(client.Event) error { return nil })
 	if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "resync") {
 		t.Fatalf("resume across a restart: %v", err)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/flowstate-io/flowstate/client"
+	"github.com/flowstate-io/flowstate/internal/testenv"
 	"github.com/flowstate-io/flowstate/server"
 )
 
@@ -69,7 +70,7 @@ func startHelper(ctx context.Context, t *testing.T, sock string, cred *syscall.C
 	if cred != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	}
-	cmd.Stderr = testWriter{t}
+	cmd.Stderr = testenv.Writer(t)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -147,8 +148,8 @@ func TestSessions(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	e := newEnv(ctx, t, func(c *server.Config) { c.KeepaliveTime, c.KeepaliveTimeout = time.Second, time.Second })
-	e.startDaemon(ctx)
-	e.waitConverged(ctx)
+	e.Start(ctx)
+	e.WaitConverged(ctx)
 
 	h := startHelper(ctx, t, e.sock, nil, "frozen")
 	pid := h.cmd.Process.Pid
@@ -203,7 +204,7 @@ func TestWriterSupplementaryGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := newEnv(ctx, t, func(c *server.Config) { c.Writers = writers })
-	e.startDaemon(ctx)
+	e.Start(ctx)
 	if err := os.Chmod(e.dir, 0o755); err != nil {
 		t.Fatal(err)
 	}

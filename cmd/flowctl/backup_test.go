@@ -8,36 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowstate-io/flowstate/internal/sandbox"
-	"github.com/flowstate-io/flowstate/server"
+	"github.com/flowstate-io/flowstate/internal/testenv"
 )
-
-// startFlowstated starts a sandbox with bridge br-int (ports p1, p2) and
-// returns it with the Config of a flowstated managing br-int.
-func startFlowstated(ctx context.Context, t *testing.T) (*sandbox.Sandbox, server.Config) {
-	t.Helper()
-	sb, err := sandbox.Start(ctx, sandbox.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sb.Close() })
-	if err := sb.AddBridge(ctx, "br-int"); err != nil {
-		t.Fatal(err)
-	}
-	for i, p := range []string{"p1", "p2"} {
-		if err := sb.AddPort(ctx, "br-int", p, i+1); err != nil {
-			t.Fatal(err)
-		}
-	}
-	bootID := filepath.Join(sb.Dir(), "boot_id")
-	if err := os.WriteFile(bootID, []byte("b\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return sb, server.Config{
-		Listen: "unix://" + filepath.Join(sb.Dir(), "fs.sock"), DBPath: filepath.Join(sb.Dir(), "fs.db"), BootIDFile: bootID,
-		RunDir: sb.RunDir(), OVSDB: sb.DBAddr(), Bridges: []string{"br-int"},
-	}
-}
 
 // TestBackupRestore: a backup taken while flowstated serves, restored as
 // docs/operations.md says (stop, copy to --db, start), brings back the
@@ -46,17 +18,9 @@ func startFlowstated(ctx context.Context, t *testing.T) (*sandbox.Sandbox, serve
 func TestBackupRestore(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	sb, cfg := startFlowstated(ctx, t)
-	srv, db := cfg.Listen, cfg.DBPath
-	d, err := server.Start(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if d != nil {
-			_ = d.Stop()
-		}
-	}()
+	e := testenv.New(ctx, t)
+	e.Start(ctx)
+	sb, srv, db := e.Sandbox, e.Config.Listen, e.Config.DBPath
 	mustRun := func(stdin string, args ...string) string {
 		t.Helper()
 		out, err := run(ctx, t, srv, stdin, args...)
@@ -76,10 +40,7 @@ func TestBackupRestore(t *testing.T) {
 	}
 	mustRun("table=0,priority=20,ip,actions=drop\n", "add-flows", "--module", "later", "-")
 
-	if err := d.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	d = nil
+	e.Stop()
 	b, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
@@ -87,9 +48,7 @@ func TestBackupRestore(t *testing.T) {
 	if err := os.WriteFile(db, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if d, err = server.Start(ctx, cfg); err != nil {
-		t.Fatalf("flowstated on the restored store: %v", err)
-	}
+	e.Start(ctx) // on the restored store
 	mustRun("", "wait")
 	if out := mustRun("", "dump-flows"); out != "priority=10,ip actions=drop\n" {
 		t.Fatalf("desired flows after the restore:\n%s", out)

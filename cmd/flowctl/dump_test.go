@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/flowstate-io/flowstate/internal/sandbox"
-	"github.com/flowstate-io/flowstate/server"
+	"github.com/flowstate-io/flowstate/internal/testenv"
 )
 
 // TestDumpFlows: a match filter as ovs-ofctl's, the module column, and the
@@ -16,13 +16,9 @@ import (
 func TestDumpFlows(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	sb, cfg := startFlowstated(ctx, t)
-	srv := cfg.Listen
-	d, err := server.Start(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = d.Stop() }()
+	e := testenv.New(ctx, t)
+	e.Start(ctx)
+	sb, srv := e.Sandbox, e.Config.Listen
 	mustRun := func(stdin string, args ...string) string {
 		t.Helper()
 		out, err := run(ctx, t, srv, stdin, args...)
@@ -71,13 +67,13 @@ func TestDumpFlows(t *testing.T) {
 
 	// Counters: the SYN goes through table 0's tcp flow and table 1's
 	// tp_dst=80 flow; they reach OpenFlow when the revalidator runs.
-	if err := sb.InjectSYN(ctx, "br-int", "p1", sandbox.Packet{}); err != nil {
+	if err := sb.InjectSYN(ctx, "br-int", "br-int-p1", sandbox.Packet{}); err != nil {
 		t.Fatal(err)
 	}
 	counted := regexp.MustCompile(`(?m)^duration=[0-9.]+s, n_packets=1, n_bytes=\d+, table=1, priority=100,tcp,tp_dst=80 actions=output:2$`)
-	poll(ctx, t, "the SYN counted", func() bool {
+	testenv.Poll(ctx, t, "the SYN counted", func() (bool, error) {
 		out = mustRun("", "dump-flows", "--stats", "table=1")
-		return counted.MatchString(out)
+		return counted.MatchString(out), nil
 	})
 	if !strings.Contains(out, "n_packets=0, n_bytes=0, table=1, priority=90,ip,nw_dst=10.0.0.0/8 actions=drop") || strings.Count(out, "\n") != 2 {
 		t.Fatalf("dump-flows --stats table=1:\n%s", out)
@@ -88,19 +84,5 @@ func TestDumpFlows(t *testing.T) {
 	}
 	if out := mustRun("", "dump-flows", "--stats", "arp"); out != "NOT ON SWITCH, priority=90,arp actions=NORMAL\n" {
 		t.Fatalf("dump-flows --stats arp after deleting it on the switch:\n%s", out)
-	}
-}
-
-// poll calls cond until it is true or ctx ends.
-func poll(ctx context.Context, t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting for %s: %v", what, ctx.Err())
-		case <-tick.C:
-		}
 	}
 }

@@ -15,8 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/flowstate-io/flowstate/internal/sandbox"
-	"github.com/flowstate-io/flowstate/server"
+	"github.com/flowstate-io/flowstate/internal/testenv"
 )
 
 // run executes flowctl with args against server and returns its output.
@@ -35,31 +34,9 @@ func run(ctx context.Context, t *testing.T, srv string, stdin string, args ...st
 func TestFlowctl(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	sb, err := sandbox.Start(ctx, sandbox.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Close()
-	if err := sb.AddBridge(ctx, "br-int"); err != nil {
-		t.Fatal(err)
-	}
-	bootID := filepath.Join(sb.Dir(), "boot_id")
-	if err := os.WriteFile(bootID, []byte("b\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	srv := "unix://" + filepath.Join(sb.Dir(), "fs.sock")
-	d, err := server.Start(ctx, server.Config{
-		Listen: srv, DBPath: filepath.Join(sb.Dir(), "fs.db"), BootIDFile: bootID,
-		RunDir: sb.RunDir(), OVSDB: sb.DBAddr(), Bridges: []string{"br-int"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := d.Stop(); err != nil {
-			t.Error(err)
-		}
-	}()
+	e := testenv.New(ctx, t)
+	e.Start(ctx)
+	sb, srv := e.Sandbox, e.Config.Listen
 
 	flows := "# the pipeline\ntable=0,priority=100,ip,actions=ct(table=1,zone=65520)\n\ntable=1,priority=90,ip,actions=normal\n"
 	file := filepath.Join(sb.Dir(), "flows.txt")

@@ -10,8 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowstate-io/flowstate/internal/sandbox"
-	"github.com/flowstate-io/flowstate/server"
+	"github.com/flowstate-io/flowstate/internal/testenv"
 )
 
 // writeFlows writes n distinct flows of table 10, from flow number from on,
@@ -37,31 +36,9 @@ func TestLargeFiles(t *testing.T) {
 	n := map[bool]int{false: 150_000, true: 70_000}[raceEnabled]
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	sb, err := sandbox.Start(ctx, sandbox.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Close()
-	if err := sb.AddBridge(ctx, "br-int"); err != nil {
-		t.Fatal(err)
-	}
-	bootID := filepath.Join(sb.Dir(), "boot_id")
-	if err := os.WriteFile(bootID, []byte("b\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	srv := "unix://" + filepath.Join(sb.Dir(), "fs.sock")
-	d, err := server.Start(ctx, server.Config{
-		Listen: srv, DBPath: filepath.Join(sb.Dir(), "fs.db"), BootIDFile: bootID,
-		RunDir: sb.RunDir(), OVSDB: sb.DBAddr(), Bridges: []string{"br-int"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := d.Stop(); err != nil {
-			t.Error(err)
-		}
-	}()
+	e := testenv.New(ctx, t)
+	e.Start(ctx)
+	sb, srv := e.Sandbox, e.Config.Listen
 	if out, err := run(ctx, t, srv, "", "wait"); err != nil {
 		t.Fatalf("wait: %v %q", err, out)
 	}

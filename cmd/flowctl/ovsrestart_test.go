@@ -17,6 +17,7 @@ import (
 
 	"github.com/flowstate-io/flowstate/client"
 	"github.com/flowstate-io/flowstate/internal/sandbox"
+	"github.com/flowstate-io/flowstate/internal/testenv"
 )
 
 // TestOvsRestart runs deploy/ovs-restart, with this test binary as its
@@ -38,21 +39,12 @@ func TestOvsRestart(t *testing.T) {
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "../flowstated").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	sb, err := sandbox.Start(ctx, sandbox.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Close()
-	if err := sb.AddBridge(ctx, "br-int"); err != nil {
-		t.Fatal(err)
-	}
-	bootID := filepath.Join(sb.Dir(), "boot_id")
-	if err := os.WriteFile(bootID, []byte("b\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(sb.Dir(), "fs.sock")
+	// The sandbox and paths of testenv; flowstated itself runs as the
+	// binary, since ovs-restart freezes and kills it.
+	e := testenv.New(ctx, t)
+	sb, sock := e.Sandbox, e.Sock
 	fs := exec.Command(bin, "--ovs-rundir", sb.RunDir(), "--ovsdb", sb.DBAddr(), "--bridge", "br-int",
-		"--db", filepath.Join(sb.Dir(), "fs.db"), "--listen", "unix://"+sock, "--boot-id-file", bootID,
+		"--db", e.Config.DBPath, "--listen", e.Config.Listen, "--boot-id-file", e.Config.BootIDFile,
 		"--metrics-listen", "", "--guard", "off", "--ofp-echo-interval", "500ms", "--ofp-echo-timeout", "1s")
 	logs := &lockedBuffer{}
 	fs.Stderr = logs
