@@ -65,11 +65,11 @@ func TestOwnedCookie(t *testing.T) {
 			t.Fatal(err, out)
 		}
 	}
-	e.startDaemon(ctx)
+	e.Start(ctx)
 	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(ownedFlows)...); err != nil {
 		t.Fatal(err)
 	}
-	e.waitConverged(ctx)
+	e.WaitConverged(ctx)
 
 	_, err := e.c.Put(ctx, "br-int", "pipeline", client.FlowText("cookie=0x2001,table=2,priority=1,actions=drop"))
 	var ee *errdefs.EntryError
@@ -124,11 +124,11 @@ func TestFlowsWithTimeoutsLeftAlone(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	e := newEnv(ctx, t)
-	e.startDaemon(ctx)
+	e.Start(ctx)
 	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
 		t.Fatal(err)
 	}
-	e.waitConverged(ctx)
+	e.WaitConverged(ctx)
 	learned := "table=2,priority=5,idle_timeout=300,ip,nw_src=10.1.2.3,actions=output:2"
 	if out, err := e.sb.Ofctl(ctx, "add-flow", "br-int", learned); err != nil {
 		t.Fatal(err, out)

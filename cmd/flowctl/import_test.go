@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowstate-io/flowstate/client"
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/internal/sandbox"
+	"github.com/flowstate-io/flowstate/internal/testenv"
 	"github.com/flowstate-io/flowstate/server"
 )
 
@@ -41,8 +41,10 @@ func bridgeState(ctx context.Context, t *testing.T, sb *sandbox.Sandbox) []strin
 func TestImport(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	sb, cfg := startFlowstated(ctx, t)
-	cfg.OwnedCookie = entry.CookieSpace{Value: 0x1000, Mask: 0xf000}
+	e := testenv.New(ctx, t, testenv.Configure(func(c *server.Config) {
+		c.OwnedCookie = entry.CookieSpace{Value: 0x1000, Mask: 0xf000}
+	}))
+	sb, cfg, c := e.Sandbox, e.Config, e.Client
 	if out, err := sb.Ofctl(ctx, "add-group", "br-int", "group_id=7,type=all,bucket=output:2"); err != nil {
 		t.Fatal(err, out)
 	}
@@ -57,29 +59,20 @@ func TestImport(t *testing.T) {
 		}
 	}
 	before := bridgeState(ctx, t, sb)
-	d, err := server.Start(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = d.Stop() }()
-	c, err := client.New(cfg.Listen)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	e.Start(ctx)
 	var reason string
 	defer func() {
 		if t.Failed() {
 			t.Logf("last reason: %q", reason)
 		}
 	}()
-	poll(ctx, t, "flowstated stands aside from br-int", func() bool {
+	testenv.Poll(ctx, t, "flowstated stands aside from br-int", func() (bool, error) {
 		st, err := c.Status(ctx)
 		if err != nil || len(st.Bridges) == 0 {
-			return false
+			return false, nil
 		}
 		reason = st.Bridges[0].Reason
-		return strings.Contains(reason, "stands aside")
+		return strings.Contains(reason, "stands aside"), nil
 	})
 	flowctl := func(stdin string, args ...string) (string, error) {
 		return run(ctx, t, cfg.Listen, stdin, args...)
