@@ -99,7 +99,12 @@ func (m *Metrics) initBridge(bridge string) {
 	m.replays.WithLabelValues(bridge, "error")
 	m.drift.WithLabelValues(bridge)
 	m.quarantined.WithLabelValues(bridge)
-	m.writeRequests.WithLabelValues(bridge, "ok")
+	m.quarantinedNow.WithLabelValues(bridge).Set(0)
+	m.standingAside.WithLabelValues(bridge).Set(0)
+	m.driftFound.WithLabelValues(bridge)
+	for _, r := range []string{"ok", "outcome_unknown", "canceled", "invalid_argument", "failed_precondition", "unavailable", "resource_exhausted"} {
+		m.writeRequests.WithLabelValues(bridge, r)
+	}
 	m.writeBatches.WithLabelValues(bridge)
 }
 
