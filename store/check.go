@@ -388,8 +388,15 @@ func openBolt(path string, timeout time.Duration) (db *bolt.DB, err error) {
 			db, err = nil, fmt.Errorf("bbolt panicked: %v", r)
 		}
 	}()
-	return bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout})
+	return bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, InitialMmapSize: initialMmapSize})
 }
+
+// initialMmapSize is the address space bbolt maps at open. Mapping beyond the
+// file costs no memory, and a file that grows within it needs no remap: a
+// remap waits for every reader and first copies every node of the write
+// transaction out of the old mapping (300 ms of a 200,000-flow Put). A store
+// of a million flows takes about 340 MB.
+const initialMmapSize = 1 << 30
 
 // isCorrupt tells bbolt's errors about the file's content from others
 // (permissions, I/O).
