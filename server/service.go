@@ -262,6 +262,22 @@ type entryMessage interface {
 // before the handler sees it) having written nothing: a streamed request is
 // all or nothing like any other. each, if set, sees every message.
 func recvEntries[M entryMessage](ctx context.Context, s *service, recv func() (M, error), each func(M)) (bridge, module string, es []entry.Entry, err error) {
+	// Converting a message (parsing text, canonicalising) costs about what
+	// receiving and decoding it does: one goroutine converts while this one
+	// receives the next, in order. It ends when conv is closed, and reports
+	// a refused entry at once through refused.
+	var conv chan M
+	var refused, converted chan error
+	stop := func() error {
+		if conv == nil {
+			return nil
+		}
+		close(conv)
+		conv = nil
+		return <-converted
+	}
+	defer func() { _ = stop() }()
+	n := 0
 	for first := true; ; first = false {
 		req, err := recv()
 		if errors.Is(err, io.EOF) {
@@ -275,21 +291,38 @@ func recvEntries[M entryMessage](ctx context.Context, s *service, recv func() (M
 			if err := s.validateWrite(ctx, bridge, module); err != nil {
 				return "", "", nil, err
 			}
+			conv, refused, converted = make(chan M, 2), make(chan error, 1), make(chan error, 1)
+			go func(in <-chan M, module string) {
+				var err error
+				for m := range in {
+					if err == nil {
+						if es, err = appendEntries(es, module, m.GetEntries(), false); err != nil {
+							refused <- err
+						}
+					}
+				}
+				converted <- err
+			}(conv, module)
 		} else if (req.GetBridge() != "" && req.GetBridge() != bridge) || (req.GetModule() != "" && req.GetModule() != module) {
 			return "", "", nil, fmt.Errorf("bridge and module must not change within a stream: %w", errdefs.ErrInvalidArgument)
 		}
 		if each != nil {
 			each(req)
 		}
-		if n := len(es) + len(req.GetEntries()); n > MaxEntriesPerRequest {
+		if n += len(req.GetEntries()); n > MaxEntriesPerRequest {
 			return "", "", nil, errTooManyEntries(n)
 		}
-		if es, err = appendEntries(es, module, req.GetEntries(), false); err != nil {
+		select {
+		case err := <-refused:
 			return "", "", nil, err
+		case conv <- req:
 		}
 	}
 	if bridge == "" {
 		return "", "", nil, fmt.Errorf("empty stream: the first message names the bridge and module: %w", errdefs.ErrInvalidArgument)
+	}
+	if err := stop(); err != nil {
+		return "", "", nil, err
 	}
 	return bridge, module, es, nil
 }
