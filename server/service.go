@@ -268,6 +268,7 @@ func recvEntries[M entryMessage](ctx context.Context, s *service, recv func() (M
 	// a refused entry at once through refused.
 	var conv chan M
 	var refused, converted chan error
+	var out []entry.Entry // the converter's until stop returns
 	stop := func() error {
 		if conv == nil {
 			return nil
@@ -296,7 +297,7 @@ func recvEntries[M entryMessage](ctx context.Context, s *service, recv func() (M
 				var err error
 				for m := range in {
 					if err == nil {
-						if es, err = appendEntries(es, module, m.GetEntries(), false); err != nil {
+						if out, err = appendEntries(out, module, m.GetEntries(), false); err != nil {
 							refused <- err
 						}
 					}
@@ -324,7 +325,7 @@ func recvEntries[M entryMessage](ctx context.Context, s *service, recv func() (M
 	if err := stop(); err != nil {
 		return "", "", nil, err
 	}
-	return bridge, module, es, nil
+	return bridge, module, out, nil
 }
 
 func (s *service) PutStream(stream flowstatev1.FlowStateService_PutStreamServer) error {

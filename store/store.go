@@ -258,16 +258,15 @@ func (w *Writer) Sync(bridge, module string, es []entry.Entry) (Result, error) {
 
 func (w *Writer) sync(bridge, module string, es []entry.Entry) (Result, error) {
 	var r Result
-	if err := checkDuplicates(es); err != nil {
+	keep := newKeyOrder(es)
+	if err := keep.duplicate(); err != nil {
 		return r, err
 	}
 	br, err := bridgeBucket(w.tx, bridge, true)
 	if err != nil {
 		return r, err
 	}
-	keep := make(map[string]bool, len(es))
 	for i, e := range es {
-		keep[string([]byte{byte(e.Kind)})+string(e.ID)] = true
 		prev, existed, same, err := putOwned(br, module, i, e)
 		if err != nil {
 			return r, err
@@ -287,7 +286,7 @@ func (w *Writer) sync(bridge, module string, es []entry.Entry) (Result, error) {
 			if err != nil {
 				return fmt.Errorf("%s %x: %w", kind, k, err)
 			}
-			if owner == module && !keep[string([]byte{byte(kind)})+string(k)] {
+			if owner == module && !keep.contains(kind, k) {
 				stale = append(stale, bytes.Clone(k))
 				r.Removed = append(r.Removed, entry.Entry{Kind: kind, Module: owner, ID: bytes.Clone(k), Payload: payload})
 			}
@@ -511,17 +510,7 @@ func (s *Store) Counts() ([]Count, error) {
 	return out, nil
 }
 
-func checkDuplicates(es []entry.Entry) error {
-	seen := make(map[string]int, len(es))
-	for i, e := range es {
-		k := string([]byte{byte(e.Kind)}) + string(e.ID)
-		if j, dup := seen[k]; dup {
-			return &errdefs.EntryError{Index: i, Err: fmt.Errorf("same %s identity as entry %d: %w", e.Kind, j, errdefs.ErrInvalidArgument)}
-		}
-		seen[k] = i
-	}
-	return nil
-}
+func checkDuplicates(es []entry.Entry) error { return newKeyOrder(es).duplicate() }
 
 // Change is an entry of a write whose content changes.
 type Change struct {

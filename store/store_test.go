@@ -1,9 +1,11 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -306,5 +308,22 @@ func TestRefsMustBeDeclared(t *testing.T) {
 	// On another bridge it is not declared.
 	if err := s.Put("br1", "pod", []entry.Entry{f}, nil); !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		t.Fatalf("flow using an undeclared group: %v", err)
+	}
+}
+
+func TestDuplicateNamesTheFirst(t *testing.T) {
+	es := benchEntries(10, 0)
+	es = append(es, es[7], es[3], es[3])
+	err := checkDuplicates(es)
+	var ee *errdefs.EntryError
+	if !errors.As(err, &ee) || ee.Index != 10 || !strings.Contains(err.Error(), "as entry 7") {
+		t.Fatalf("duplicates: %v, want entry 10 named as a copy of entry 7", err)
+	}
+	if err := checkDuplicates(benchEntries(1000, 0)); err != nil {
+		t.Fatal(err)
+	}
+	o := newKeyOrder(es)
+	if !o.contains(es[5].Kind, es[5].ID) || o.contains(entry.KindGroup, es[5].ID) || o.contains(es[5].Kind, append(bytes.Clone(es[5].ID), 0)) {
+		t.Fatal("contains")
 	}
 }

@@ -298,29 +298,43 @@ func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) (
 	var unknown error // the switch failed with an unknown outcome
 	results = make([]writeResult, len(reqs))
 	err = e.cfg.Store.Update(func(w *store.Writer) error {
-		var cs []Change
-		owner := map[string]int{}
+		n := 0
 		for i, r := range reqs {
 			res, err := r.op(w)
 			if err != nil {
 				return failed(i, err)
 			}
 			results[i].res = res
-			for _, c := range writeChanges(res.Changed, res.Removed) {
+			n += len(res.Changed) + len(res.Removed)
+		}
+		cs := make([]Change, 0, n)
+		var owner map[string]int // only a batch of several requests can overlap
+		if len(reqs) > 1 {
+			owner = make(map[string]int, n)
+		}
+		for i := range reqs {
+			res := results[i].res
+			from := len(cs)
+			cs = appendWriteChanges(cs, res.Changed, res.Removed)
+			for j := from; j < len(cs); j++ {
+				c := &cs[j]
 				if len(reqs) > 1 && c.Kind == entry.KindMeter {
 					return failed(i, errMeterInBatch)
 				}
-				k := key(c.Kind, changeID(c))
-				if j, dup := owner[k]; dup && j != i {
-					return failed(i, errOverlap)
+				if owner != nil || len(b.quarantine) > 0 {
+					k := key(c.Kind, changeID(*c))
+					if other, dup := owner[k]; dup && other != i {
+						return failed(i, errOverlap)
+					}
+					if _, q := b.quarantine[k]; q && c.Op == OpModify {
+						// A quarantined entry is not on the switch: a
+						// MODIFY of a group or meter would be refused.
+						c.Op, c.Actual = OpAdd, nil
+					}
+					if owner != nil {
+						owner[k] = i
+					}
 				}
-				if _, q := b.quarantine[k]; q && c.Op == OpModify {
-					// A quarantined entry is not on the switch: a
-					// MODIFY of a group or meter would be refused.
-					c.Op, c.Actual = OpAdd, nil
-				}
-				owner[k] = i
-				cs = append(cs, c)
 			}
 		}
 		if live && len(cs) > 0 {

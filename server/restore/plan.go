@@ -101,24 +101,50 @@ func (p *plan) changes() []Change {
 
 func newPlan(cs []Change) *plan {
 	var p plan
-	var groupsIn, flowDels, flowSets, groupDels []Change
-	for _, c := range cs {
+	// One pass per part of the bundle, appending to one slice: a write of a
+	// million flows holds its changes once, not once per part and again
+	// for the whole.
+	class := func(c Change) int {
 		switch {
 		case c.Kind == entry.KindMeter && c.Op == OpDelete:
-			p.post = append(p.post, c)
+			return -2
 		case c.Kind == entry.KindMeter:
-			p.pre = append(p.pre, c)
+			return -1
 		case c.Kind == entry.KindGroup && c.Op == OpDelete:
-			groupDels = append(groupDels, c)
+			return 3
 		case c.Kind == entry.KindGroup:
-			groupsIn = append(groupsIn, c)
+			return 0
 		case c.Op == OpDelete:
-			flowDels = append(flowDels, c)
+			return 1
 		default:
-			flowSets = append(flowSets, c)
+			return 2
 		}
 	}
-	p.bundle = append(append(append(groupsIn, flowDels...), flowSets...), groupDels...)
+	n, ordered := 0, true
+	for i, c := range cs {
+		switch k := class(c); k {
+		case -2:
+			p.post = append(p.post, c)
+		case -1:
+			p.pre = append(p.pre, c)
+		default:
+			n++
+			ordered = ordered && (i == 0 || class(cs[i-1]) <= k)
+		}
+	}
+	if ordered && n == len(cs) {
+		// The common large write: flows only, already in order.
+		p.bundle = cs
+		return &p
+	}
+	p.bundle = make([]Change, 0, n)
+	for part := range 4 {
+		for _, c := range cs {
+			if class(c) == part {
+				p.bundle = append(p.bundle, c)
+			}
+		}
+	}
 	return &p
 }
 
@@ -161,10 +187,9 @@ func diff(desired []entry.Entry, actual []actualEntry, skip map[string]bool) []C
 	return cs
 }
 
-// writeChanges turns the changes of a write (as the store reports them) into
-// switch changes; removed entries become deletes.
-func writeChanges(changed []store.Change, removed []entry.Entry) []Change {
-	cs := make([]Change, 0, len(changed)+len(removed))
+// appendWriteChanges appends to cs the switch changes of a write (as the
+// store reports them); removed entries become deletes.
+func appendWriteChanges(cs []Change, changed []store.Change, removed []entry.Entry) []Change {
 	for _, r := range removed {
 		cs = append(cs, Change{Op: OpDelete, Kind: r.Kind, Actual: r.Payload, Index: -1})
 	}
