@@ -76,7 +76,7 @@ func applyPlan(ctx context.Context, conn *ofconn.Conn, p *plan) (applyStats, err
 		return re
 	}
 	for i, c := range p.pre {
-		if err := send(c, c.message()); err != nil {
+		if err := send(c, c.messages()[0]); err != nil { // a meter is one message
 			var re *RejectedError
 			if errors.As(err, &re) {
 				return st, undo(i, re)
@@ -85,10 +85,13 @@ func applyPlan(ctx context.Context, conn *ofconn.Conn, p *plan) (applyStats, err
 		}
 	}
 	if len(p.bundle) > 0 {
-		msgs := make([]ofconn.Message, len(p.bundle))
+		msgs := make([]ofconn.Message, 0, len(p.bundle))
+		owner := make([]int, 0, len(p.bundle)) // msgs[i] performs p.bundle[owner[i]]
 		for i, c := range p.bundle {
-			msgs[i] = c.message()
-			st.bytes += len(msgs[i])
+			for _, m := range c.messages() {
+				msgs, owner = append(msgs, m), append(owner, i)
+				st.bytes += len(m)
+			}
 		}
 		st.messages += len(msgs)
 		if err := conn.Bundle(ctx, msgs); err != nil {
@@ -98,8 +101,8 @@ func applyPlan(ctx context.Context, conn *ofconn.Conn, p *plan) (applyStats, err
 			}
 			re := &RejectedError{Err: err}
 			for _, f := range be.Failed {
-				if f.Index >= 0 && f.Index < len(p.bundle) {
-					re.Changes = append(re.Changes, p.bundle[f.Index])
+				if f.Index >= 0 && f.Index < len(owner) {
+					re.Changes = append(re.Changes, p.bundle[owner[f.Index]])
 					re.Reasons = append(re.Reasons, f.Name)
 				}
 			}
@@ -107,7 +110,7 @@ func applyPlan(ctx context.Context, conn *ofconn.Conn, p *plan) (applyStats, err
 		}
 	}
 	for _, c := range p.post {
-		if err := send(c, c.message()); err != nil {
+		if err := send(c, c.messages()[0]); err != nil { // a meter delete is one message
 			var re *RejectedError
 			if errors.As(err, &re) {
 				re.SwitchChanged = true
