@@ -16,9 +16,14 @@ const (
 	MaxMessage = entry.MaxMessage
 	// MaxPayload is the largest canonical entry (a group of many buckets).
 	MaxPayload = entry.MaxPayload
-	// MaxText is the largest entry in ovs-ofctl text: a group of about
-	// 10,000 buckets.
+	// MaxText is the largest entry in ovs-ofctl text.
 	MaxText = MaxPayload
+	// MaxBuckets is the most buckets a group may have: beyond it the
+	// group's stats entry (40 bytes and 16 per bucket), which
+	// ofconn.DumpGroups reads for all groups at once, passes 64 KiB, and
+	// OVS 3.1 then wraps its length, or aborts if another group follows it
+	// in the reply.
+	MaxBuckets = (0xffff - 16 - 40) / 16
 )
 
 // OpenFlow 1.5 header constants.
@@ -90,6 +95,10 @@ func Join(payload, insert []byte) ([]byte, error) {
 }
 
 func encodeGroup(g *entry.Group) (payload, id []byte, err error) {
+	if len(g.Buckets) > MaxBuckets {
+		return nil, nil, fmt.Errorf("group %d has %d buckets, more than the %d whose stats OVS 3.1 can report (the stats of a larger group pass 64 KiB, and vswitchd wraps their length or aborts)",
+			g.ID, len(g.Buckets), MaxBuckets)
+	}
 	b, err := g.Encode()
 	if err != nil {
 		return nil, nil, err

@@ -72,7 +72,7 @@ func decodeGroup(msgs [][]byte) (*entry.Group, error) {
 		case entry.BucketFirst:
 			g.Buckets = append(buckets, g.Buckets...)
 		default:
-			return nil, fmt.Errorf("message %d: INSERT_BUCKET at bucket %#x: only FIRST (0xfffffffe) and LAST (0xfffffffd) are supported", i, cmdBucket)
+			return nil, fmt.Errorf("message %d: INSERT_BUCKET at bucket %#x: only FIRST (0xfffffffd) and LAST (0xfffffffe) are supported", i, cmdBucket)
 		}
 	}
 	if g == nil {

@@ -15,8 +15,8 @@ const (
 	GroupCmdInsertBucket = cmdInsertBucket
 	// BucketLast and BucketFirst are the command_bucket_ids of an
 	// INSERT_BUCKET that appends and prepends.
-	BucketLast  = 0xfffffffd
-	BucketFirst = 0xfffffffe
+	BucketFirst = 0xfffffffd
+	BucketLast  = 0xfffffffe
 	bucketAll   = 0xffffffff
 )
 
@@ -133,6 +133,9 @@ func GroupFromDesc(raw []byte) (*Group, error) {
 			n = min(n, int(be.Uint16(body[walked:])))
 		}
 		bs, err := SplitBuckets(body[walked : walked+n])
+		if err == nil && len(bs) != 1 {
+			err = fmt.Errorf("length %d", n)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("group %d: bucket %d: %w", id, len(buckets), err)
 		}

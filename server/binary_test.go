@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -159,20 +160,7 @@ func TestBinaryEntriesCompareClean(t *testing.T) {
 	if !applied {
 		t.Fatal("put not applied")
 	}
-	for i := range 3 {
-		resp, err := e.c.Reconcile(ctx, "br-int")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r := resp[0].LastReplay; r.Messages != 0 || r.Error != "" {
-			changes, _ := e.c.Diff(ctx, "br-int")
-			t.Fatalf("reconcile %d sent %d messages (%v): spurious differences %+v", i, r.Messages, r.Error, changes)
-		}
-	}
-	changes, err := e.c.Diff(ctx, "br-int")
-	if err != nil || len(changes) != 0 {
-		t.Fatalf("diff after put: %+v %v", changes, err)
-	}
+	e.wantClean(ctx, "after put")
 	listed, err := e.c.List(ctx, client.Filter{Bridge: "br-int"})
 	if err != nil {
 		t.Fatal(err)
@@ -189,4 +177,145 @@ func TestBinaryEntriesCompareClean(t *testing.T) {
 			t.Errorf("List does not show %q:\n%s", want, text.String())
 		}
 	}
+}
+
+// serviceBuckets returns n buckets of Antrea's Service group, ids from first.
+func serviceBuckets(first, n int) []openflow15.Bucket {
+	bs := make([]openflow15.Bucket, n)
+	for i := range bs {
+		bk := openflow15.NewBucket(uint32(first + i))
+		bk.AddProperty(openflow15.NewGroupBucketPropWeight(100))
+		bk.AddAction(loadReg(3, 0x0a000000+uint32(first+i), 0xffffffff))
+		bk.AddAction(loadReg(4, 0x50000+8080, 0x7ffff))
+		bk.AddAction(openflow15.NewNXActionResubmitTableAction(openflow15.OFPP_IN_PORT, 42))
+		bs[i] = *bk
+	}
+	return bs
+}
+
+// serviceGroupMod is a GROUP_MOD of group id with buckets: an ADD, or an
+// INSERT_BUCKET at the end, as ofnet splits a group of more than 800
+// buckets.
+func serviceGroupMod(t *testing.T, id uint32, insert bool, buckets []openflow15.Bucket, props ...util.Message) []byte {
+	t.Helper()
+	gm := openflow15.NewGroupMod()
+	gm.GroupId, gm.Type = id, openflow15.GT_SELECT
+	if insert {
+		gm.Command, gm.CommandBucketId = openflow15.OFPGC_INSERT_BUCKET, openflow15.OFPG_BUCKET_LAST
+	}
+	gm.Properties = props
+	for _, b := range buckets {
+		gm.AddBucket(b)
+	}
+	b := encode(t, gm)
+	if int(gm.Len()) != len(b) || len(b) > 65519 {
+		t.Fatalf("GROUP_MOD of %d buckets: %d bytes, Len %d: too large for one message", len(buckets), len(b), gm.Len())
+	}
+	return b
+}
+
+// TestLargeGroups: groups of 2,000 buckets, declared as an ADD entry and
+// INSERT_BUCKET entries the server joins, as one entry holding ADD and
+// INSERT_BUCKET messages (with a selection_method), and as text, are
+// installed, compare clean with what the switch dumps (OVS 3.1 wraps their
+// lengths), are replayed after a vswitchd restart, and List prints each as
+// one group.
+func TestLargeGroups(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	const n = 2000
+	e := newEnv(ctx, t)
+	e.startDaemon(ctx)
+	e.waitConverged(ctx)
+
+	// Group 20: ADD of 800 buckets, then INSERT_BUCKET entries of 800 and 400.
+	es := []client.Entry{
+		client.GroupBytes(serviceGroupMod(t, 20, false, serviceBuckets(0, 800))),
+		client.GroupBytes(serviceGroupMod(t, 20, true, serviceBuckets(800, 800))),
+		client.GroupBytes(serviceGroupMod(t, 20, true, serviceBuckets(1600, 400))),
+	}
+	// Group 21: one entry holding the three messages, with dp_hash.
+	var whole []byte
+	whole = append(whole, serviceGroupMod(t, 21, false, serviceBuckets(0, 700), openflow15.NewNTRSelectionMethod(openflow15.NTR_DP_HASH, 0))...)
+	whole = append(whole, serviceGroupMod(t, 21, true, serviceBuckets(700, 700))...)
+	whole = append(whole, serviceGroupMod(t, 21, true, serviceBuckets(1400, 600))...)
+	es = append(es, client.GroupBytes(whole))
+	// Group 22: text.
+	var text strings.Builder
+	text.WriteString("group_id=22,type=select")
+	for i := range n {
+		fmt.Fprintf(&text, ",bucket=bucket_id:%d,weight:100,actions=set_field:%#x->reg3,resubmit(,42)", i, 0x0a000000+i)
+	}
+	es = append(es, client.GroupText(text.String()),
+		antreaFlow(t, 0, 100, 0, []*openflow15.MatchField{ipv4()}, apply(openflow15.NewActionGroup(20))))
+	if applied, err := e.c.Put(ctx, "br-int", "antrea", es...); err != nil || !applied {
+		t.Fatalf("put: applied %v, %v", applied, err)
+	}
+	e.wantClean(ctx, "after put")
+
+	listed, err := e.c.List(ctx, client.Filter{Bridge: "br-int", Kind: entry.KindGroup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(listed) != 3 {
+		t.Fatalf("List: %d groups, want 3", len(listed))
+	}
+	for _, g := range listed {
+		if got := strings.Count(g.Text, "bucket="); got != n {
+			t.Errorf("List prints %d buckets of %.40s..., want %d", got, g.Text, n)
+		}
+		if len(g.OpenFlow) <= 65535 {
+			t.Errorf("%.40s...: stored in %d bytes: not large", g.Text, len(g.OpenFlow))
+		}
+	}
+	if !strings.HasPrefix(listed[1].Text, "group_id=21,type=select,selection_method=dp_hash,bucket=") {
+		t.Errorf("group 21 prints as %.80s...", listed[1].Text)
+	}
+
+	// vswitchd restarts empty; flowstated replays the groups from its store.
+	e.stopDaemon()
+	if err := e.sb.RestartVswitchd(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	e.startDaemon(ctx)
+	e.waitRestored(ctx)
+	e.wantClean(ctx, "after the replay")
+	if st := e.bridgeStatus(ctx, "br-int"); st.LastReplay.Messages != 0 {
+		t.Logf("replay of the last reconcile: %+v", st.LastReplay)
+	}
+}
+
+// wantClean checks that br-int equals its desired state byte for byte:
+// reconcile after reconcile sends nothing, and Diff is empty.
+func (e *env) wantClean(ctx context.Context, when string) {
+	e.t.Helper()
+	for i := range 2 {
+		resp, err := e.c.Reconcile(ctx, "br-int")
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if r := resp[0].LastReplay; r.Messages != 0 || r.Error != "" {
+			changes, _ := e.c.Diff(ctx, "br-int")
+			e.t.Fatalf("%s: reconcile %d sent %d messages (%v): spurious differences:\n%s", when, i, r.Messages, r.Error, firstDifferences(changes))
+		}
+	}
+	if changes, err := e.c.Diff(ctx, "br-int"); err != nil || len(changes) != 0 {
+		e.t.Fatalf("%s: diff: %d changes (%v):\n%s", when, len(changes), err, firstDifferences(changes))
+	}
+}
+
+// firstDifferences shows where each change's desired and actual texts first
+// differ: a group of 2,000 buckets is too long to read whole.
+func firstDifferences(changes []client.Change) string {
+	var b strings.Builder
+	for _, c := range changes {
+		d, a := c.Desired, c.Actual
+		k := 0
+		for k < len(d) && k < len(a) && d[k] == a[k] {
+			k++
+		}
+		fmt.Fprintf(&b, "%s %s at byte %d: desired ...%s... actual ...%s...\n", c.Op, c.Kind, k,
+			d[max(0, k-60):min(len(d), k+60)], a[max(0, k-60):min(len(a), k+60)])
+	}
+	return b.String()
 }

@@ -155,19 +155,6 @@ func (c *Conn) DumpFlowsRaw(ctx context.Context) ([]Flow, error) {
 	return flows, nil
 }
 
-// DumpGroups returns every group.
-func (c *Conn) DumpGroups(ctx context.Context) ([]Group, error) {
-	var groups []Group
-	err := c.multipart(ctx, openflow15.MultipartType_GroupDesc, openflow15.NewGroupMultipartRequest(openflow15.OFPG_ALL), minGroupDesc, func(raw []byte) error {
-		groups = append(groups, decodeGroup(raw))
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("ofconn: dump groups: %w", err)
-	}
-	return groups, nil
-}
-
 // DumpMeters returns the configuration of every meter.
 func (c *Conn) DumpMeters(ctx context.Context) ([]Meter, error) {
 	var meters []Meter
@@ -244,24 +231,39 @@ func decodeMeter(raw []byte) Meter {
 // multipart sends one multipart request and calls each for every entry of every reply until REPLY_MORE clears.
 // Entries start with their 16-bit length, as flow, group and meter descriptions do.
 func (c *Conn) multipart(ctx context.Context, mpType uint16, body util.Message, minEntry int, each func(raw []byte) error) error {
-	req := openflow15.NewMpRequest(mpType)
-	req.Body = append(req.Body, body)
-	xid := c.nextXids(1)
-	req.Header.Xid = xid
-	msg, err := req.MarshalBinary()
-	if err != nil {
-		return fmt.Errorf("encode request: %w", err)
+	return c.multiparts(ctx, mpType, []util.Message{body}, false, minEntry, each)
+}
+
+// multiparts sends one multipart request per body, written at once with consecutive xids (and a barrier after
+// them if barrier is set), and calls each for every entry of every reply until each request's REPLY_MORE
+// cleared. An error reply to any request ends it with that error.
+func (c *Conn) multiparts(ctx context.Context, mpType uint16, bodies []util.Message, barrier bool, minEntry int, each func(raw []byte) error) error {
+	n := uint32(len(bodies))
+	xid := c.nextXids(n + 1)
+	var msgs []byte
+	for i, body := range bodies {
+		req := openflow15.NewMpRequest(mpType)
+		req.Body = append(req.Body, body)
+		req.Header.Xid = xid + uint32(i)
+		b, err := req.MarshalBinary()
+		if err != nil {
+			return fmt.Errorf("encode request: %w", err)
+		}
+		msgs = append(msgs, b...)
 	}
-	w := c.register(xid, 1)
+	if barrier {
+		msgs = append(msgs, controlMsg(openflow15.Type_BarrierRequest, xid+n, nil)...)
+	}
+	w := c.register(xid, n+1)
 	defer c.unregister(w)
 	if err := c.write(ctx, true, func(bw *bufio.Writer) error {
-		_, err := bw.Write(msg)
+		_, err := bw.Write(msgs)
 		return err
 	}); err != nil {
 		return err
 	}
-	c.stats.countSent(openflow15.Type_MultiPartRequest, len(msg))
-	for {
+	c.stats.countSent(openflow15.Type_MultiPartRequest, len(msgs))
+	for open := len(bodies); open > 0; {
 		f, err := c.recv(ctx, w)
 		if err != nil {
 			return err
@@ -278,9 +280,10 @@ func (c *Conn) multipart(ctx context.Context, mpType uint16, body util.Message, 
 			return err
 		}
 		if !more {
-			return nil
+			open--
 		}
 	}
+	return nil
 }
 
 // splitEntries calls each for every entry of one multipart reply and reports whether more replies follow.
@@ -297,6 +300,9 @@ func splitEntries(f []byte, mpType uint16, minEntry int, each func(raw []byte) e
 			return false, fmt.Errorf("truncated multipart entry: %d bytes left", len(b))
 		}
 		n := int(be.Uint16(b[0:2]))
+		if len(b) > 0xffff && n == len(b)&0xffff {
+			n = len(b) // a group description whose length wrapped (wrapped.go)
+		}
 		if n < minEntry || n > len(b) {
 			return false, fmt.Errorf("multipart entry of length %d with %d bytes left", n, len(b))
 		}
