@@ -7,21 +7,27 @@
 //
 // # Entry points
 //
-//   - [Decode]: encoded messages from a controller.
+//   - [Decode] and [DecodeDelete]: encoded messages from a controller;
+//     [Join] adds an INSERT_BUCKET entry to the group entry before it.
 //   - [Parse] and [ParseDelete]: ovs-ofctl text.
-//   - [FlowFromDesc], [GroupFromDesc], [MeterFromDesc]: entries of a dump.
 //   - [Format]: text of a canonical entry, for List, Diff and errors.
 //   - [Messages]: the messages that install a canonical entry.
+//
+// Entries of a dump are OVS's own form and need no decision: package entry
+// turns them into messages on bytes (entry.FlowFromDesc, GroupFromDesc,
+// MeterFromDesc), for server/ofconn, which sits below ofctl and so cannot
+// import this package.
 //
 // # How a message is brought to OVS's form
 //
 // Text is parsed by package ofctl, which encodes as OVS does (tested byte
-// for byte against vswitchd). An encoded flow is printed and parsed back;
-// when ofctl cannot print it, its match is re-encoded (a finite field set:
-// OVS's field order, exact matches for all-ones masks, prerequisites
-// checked), its instructions are put in OVS's order, and each action is
-// printed and parsed back alone when ofctl knows it and kept as the
-// controller encoded it otherwise. Groups are rebuilt bucket by bucket the
+// for byte against vswitchd). An encoded flow is rebuilt field by field: its
+// match re-encoded (a finite field set: OVS's field order, exact matches for
+// all-ones masks, prerequisites checked), its instructions put in OVS's
+// order, and each action printed and parsed back alone when ofctl knows it,
+// kept field for field when it is an output, group or meter (the text of an
+// output hides its max_len, which OVS keeps), and kept as the controller
+// encoded it otherwise. Groups are rebuilt bucket by bucket the
 // same way (bucket properties in OVS's order, the default weight of a select
 // bucket made explicit); meters are printed and parsed back. What ofctl does
 // not know is never re-implemented here: OVS is the judge of it.
@@ -35,8 +41,8 @@
 // each filled greedily. The split depends only on the group, so a declared
 // and a dumped group compare by bytes. A controller may send the group as
 // those messages, in one entry or as an ADD entry followed by INSERT_BUCKET
-// entries of the same request ([Join]). An entry is at most [MaxPayload]
-// bytes.
+// entries of the same request ([Join]). A group entry is at most
+// [MaxPayload] bytes and [MaxBuckets] buckets.
 //
 // The package works on bytes and is safe for concurrent use.
 package canon
