@@ -102,6 +102,19 @@ func antreaEntries(t *testing.T) []client.Entry {
 		bk.AddAction(openflow15.NewActionOutput(uint32(i + 1)))
 		hash.AddBucket(*bk)
 	}
+	// A hash select group hashing fields given out of OVS's order, one with
+	// a partial mask (libOpenflow carries the mask as the field's value).
+	fields := openflow15.NewGroupMod()
+	fields.GroupId, fields.Type = 13, openflow15.GT_SELECT
+	fields.Properties = append(fields.Properties, openflow15.NewNTRSelectionMethod(openflow15.NTR_HASH, 3,
+		*openflow15.NewTcpDstField(0xffff), *openflow15.NewIpv4DstField(net.IP{255, 255, 255, 0}, nil),
+		*openflow15.NewIpv4SrcField(net.IP{255, 255, 255, 255}, nil)))
+	for i := range 2 {
+		bk := openflow15.NewBucket(uint32(i))
+		bk.AddProperty(openflow15.NewGroupBucketPropWeight(uint16(10 * (i + 1))))
+		bk.AddAction(openflow15.NewActionOutput(uint32(i + 1)))
+		fields.AddBucket(*bk)
+	}
 	flood := openflow15.NewGroupMod()
 	flood.GroupId, flood.Type = 12, openflow15.GT_ALL
 	for i := range 2 {
@@ -115,6 +128,49 @@ func antreaEntries(t *testing.T) []client.Entry {
 	band.Rate, band.BurstSize = 100, 200
 	meter.AddMeterBand(band)
 
+	// Antrea's Service session affinity: learn a flow that sends the
+	// client back to the same endpoint.
+	field := func(name string) *openflow15.MatchField {
+		f, err := openflow15.FindFieldHeaderByName(name, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	learnSpec := func(h *openflow15.NXLearnSpecHeader, src, dst string, ofs uint16, value []byte) *openflow15.NXLearnSpec {
+		sp := &openflow15.NXLearnSpec{Header: h, DstField: &openflow15.NXLearnSpecField{Field: field(dst), Ofs: ofs}, SrcValue: value}
+		if src != "" {
+			sp.SrcField = &openflow15.NXLearnSpecField{Field: field(src)}
+		}
+		return sp
+	}
+	learn := openflow15.NewNXActionLearn()
+	learn.HardTimeout, learn.Priority, learn.Cookie, learn.TableID = 300, 200, 0x5, 4
+	learn.Flags = 0x2 // NX_LEARN_F_DELETE_LEARNED
+	learn.LearnSpecs = []*openflow15.NXLearnSpec{
+		// eth_type and ip_proto as values: OVS checks a learned match's
+		// prerequisites against the values it learns, not copied fields.
+		learnSpec(openflow15.NewLearnHeaderMatchFromValue(16), "", "NXM_OF_ETH_TYPE", 0, []byte{0x08, 0x00}),
+		learnSpec(openflow15.NewLearnHeaderMatchFromValue(8), "", "NXM_OF_IP_PROTO", 0, []byte{0, 6}),
+		learnSpec(openflow15.NewLearnHeaderMatchFromField(32), "NXM_OF_IP_DST", "NXM_OF_IP_DST", 0, nil),
+		learnSpec(openflow15.NewLearnHeaderMatchFromField(16), "NXM_OF_TCP_DST", "NXM_OF_TCP_DST", 0, nil),
+		learnSpec(openflow15.NewLearnHeaderLoadFromField(32), "NXM_NX_REG3", "NXM_NX_REG3", 0, nil),
+		learnSpec(openflow15.NewLearnHeaderLoadFromValue(3), "", "NXM_NX_REG4", 16, []byte{0, 1}),
+	}
+	// ct in the zone a register holds, with SNAT to a port range.
+	snat := openflow15.NewNXActionCTNAT()
+	_ = snat.SetSNAT()
+	_ = snat.SetRandom()
+	snat.SetRangeIPv4Min(net.ParseIP("192.168.1.1"))
+	snat.SetRangeIPv4Max(net.ParseIP("192.168.1.2"))
+	pmin, pmax := uint16(40000), uint16(50000)
+	snat.SetRangeProtoMin(&pmin)
+	snat.SetRangeProtoMax(&pmax)
+	ctReg := openflow15.NewNXActionConnTrack().Commit().Table(4).ZoneRange(field("NXM_NX_REG6"), openflow15.NewNXRange(0, 15))
+	ctReg.AddAction(snat)
+	mac, _ := net.ParseMAC("aa:bb:cc:dd:ee:01")
+	vlan := []*openflow15.MatchField{openflow15.NewVlanIdField(100|0x1000, nil), ipv4()}
+
 	tcp := func(port uint16) []*openflow15.MatchField {
 		// L4 first: not OVS's order.
 		return []*openflow15.MatchField{openflow15.NewTcpDstField(port), openflow15.NewIpProtoField(6), ipv4()}
@@ -123,6 +179,7 @@ func antreaEntries(t *testing.T) []client.Entry {
 		client.GroupBytes(encode(t, svc)),
 		client.GroupBytes(encode(t, hash)),
 		client.GroupBytes(encode(t, flood)),
+		client.GroupBytes(encode(t, fields)),
 		client.MeterBytes(encode(t, meter)),
 		antreaFlow(t, 0, 200, 1, []*openflow15.MatchField{ipv4()}, apply(ct)),
 		antreaFlow(t, 1, 200, 1, tcp(80), apply(note, loadReg(0, 0x1, 0xffffffff), loadReg(1, 0x10, 0xf0)),
@@ -137,6 +194,11 @@ func antreaEntries(t *testing.T) []client.Entry {
 			openflow15.NewActionSetField(*openflow15.NewVlanIdField(100|0x1000, nil)), openflow15.NewActionGroup(12))),
 		antreaFlow(t, 2, 150, 1, tcp(88), apply(openflow15.NewOutputFromField(openflow15.NewRegMatchFieldWithMask(1, 0, 0), 15))),
 		antreaFlow(t, 2, 140, 1, tcp(89), write),
+		antreaFlow(t, 2, 130, 1, tcp(90), apply(learn)),
+		antreaFlow(t, 3, 200, 1, tcp(91), apply(ctReg)),
+		antreaFlow(t, 3, 190, 1, tcp(92), apply(openflow15.NewActionSetField(*openflow15.NewEthDstField(mac, nil)),
+			openflow15.NewActionSetField(*openflow15.NewTunnelIpv4DstField(net.ParseIP("10.10.0.2"), nil)), out)),
+		antreaFlow(t, 3, 180, 1, vlan, apply(openflow15.NewActionPopVlan(), out)),
 		// An action flowstate cannot print (MPLS): kept as sent, compared as OVS dumps it.
 		antreaFlow(t, 3, 100, 1, []*openflow15.MatchField{ipv4()}, apply(openflow15.NewActionPushMpls(0x8847), out)),
 	}
@@ -172,7 +234,7 @@ func TestBinaryEntriesCompareClean(t *testing.T) {
 		}
 		text.WriteString(l.Text + "\n")
 	}
-	for _, want := range []string{"selection_method=dp_hash", "note:", "set_field:0xa000001->reg3", "controller("} {
+	for _, want := range []string{"selection_method=dp_hash", "selection_method=hash,selection_method_param=3,fields(ip_src,ip_dst=255.255.255.0,tcp_dst)", "note:", "set_field:0xa000001->reg3", "controller("} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("List does not show %q:\n%s", want, text.String())
 		}
