@@ -9,8 +9,9 @@ import (
 // canonicalActions returns an encoded action list with every action ofctl
 // knows in OVS's encoding and every other action as it was sent: OVS decodes
 // and re-encodes those itself, and what it dumps back is its own business,
-// not something to re-implement here.
-func canonicalActions(b []byte, cx *ofctl.ActionContext) ([]byte, error) {
+// not something to re-implement here. kept is set when an action is kept as
+// sent.
+func canonicalActions(b []byte, cx *ofctl.ActionContext, kept *bool) ([]byte, error) {
 	out := make([]byte, 0, len(b))
 	for i := 0; len(b) > 0; i++ {
 		if len(b) < 8 {
@@ -26,6 +27,7 @@ func canonicalActions(b []byte, cx *ofctl.ActionContext) ([]byte, error) {
 			out = append(out, c...)
 		} else {
 			out = append(out, b[:n]...)
+			*kept = true
 		}
 		b = b[n:]
 	}

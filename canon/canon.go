@@ -38,36 +38,44 @@ const (
 // METER_MOD ADD, or a GROUP_MOD ADD optionally followed by INSERT_BUCKET
 // messages of the same group (command_bucket_id FIRST or LAST), back to back.
 func Decode(kind entry.Kind, msg []byte) (payload, id []byte, err error) {
+	payload, id, _, err = decode(kind, msg)
+	return payload, id, err
+}
+
+// decode is Decode, and reports whether something of msg was kept as sent.
+func decode(kind entry.Kind, msg []byte) (payload, id []byte, kept bool, err error) {
 	switch kind {
 	case entry.KindFlow, entry.KindMeter:
 		b, _, err := entry.Identify(kind, msg)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
 		if kind == entry.KindFlow {
-			b, err = canonicalFlow(b)
+			b, err = canonicalFlow(b, &kept)
 		} else {
-			b, err = canonicalMeter(b)
+			b, err = canonicalMeter(b, &kept)
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", kind, err)
+			return nil, nil, false, fmt.Errorf("%s: %w", kind, err)
 		}
-		return entry.Identify(kind, b)
+		payload, id, err = entry.Identify(kind, b)
+		return payload, id, kept, err
 	case entry.KindGroup:
 		msgs, err := entry.SplitMessages(msg)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
 		if len(msgs) == 0 {
-			return nil, nil, fmt.Errorf("group: no message")
+			return nil, nil, false, fmt.Errorf("group: no message")
 		}
-		g, err := decodeGroup(msgs)
+		g, err := decodeGroup(msgs, &kept)
 		if err != nil {
-			return nil, nil, fmt.Errorf("group: %w", err)
+			return nil, nil, false, fmt.Errorf("group: %w", err)
 		}
-		return encodeGroup(g)
+		payload, id, err = encodeGroup(g)
+		return payload, id, kept, err
 	}
-	return nil, nil, fmt.Errorf("invalid entry kind %d", kind)
+	return nil, nil, false, fmt.Errorf("invalid entry kind %d", kind)
 }
 
 // IsInsertBucket reports whether msg is a GROUP_MOD INSERT_BUCKET: a piece
@@ -86,7 +94,8 @@ func Join(payload, insert []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	g, err := decodeGroup(msgs)
+	var kept bool
+	g, err := decodeGroup(msgs, &kept)
 	if err != nil {
 		return nil, fmt.Errorf("group: %w", err)
 	}

@@ -2,6 +2,7 @@ package canon
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 	"strings"
@@ -266,3 +267,42 @@ func TestMeter(t *testing.T) {
 		t.Fatalf("meter\n%x\nwant\n%x", got, want)
 	}
 }
+
+// Opaque tells entries canon keeps in part as sent from those it knows
+// whole, and Forms substitutes the form the switch taught, following a form
+// learned for a form, and teaches nothing from equal payloads.
+func TestOpaqueAndForms(t *testing.T) {
+	known := mustParse(t, entry.KindFlow, "table=1,priority=100,ip,actions=output:2")
+	mpls := mustDecode(t, entry.KindFlow, flowMod(t, 1, []*openflow15.MatchField{openflow15.NewEthTypeField(0x0800)},
+		apply(openflow15.NewActionPushMpls(0x8847))))
+	if Opaque(entry.KindFlow, known) || !Opaque(entry.KindFlow, mpls) {
+		t.Fatalf("opaque: known %v, push_mpls %v", Opaque(entry.KindFlow, known), Opaque(entry.KindFlow, mpls))
+	}
+	var none *Forms
+	es := []entry.Entry{{Kind: entry.KindFlow, Payload: mpls}, {Kind: entry.KindFlow, Payload: known}}
+	if got := none.Apply(es); &got[0] != &es[0] {
+		t.Fatal("nil Forms changed the entries")
+	}
+	f := NewForms(nil)
+	if _, isNew := f.Learn(known, known); isNew {
+		t.Fatal("learned from equal payloads")
+	}
+	form1, form2 := append(bytes.Clone(mpls), 1), append(bytes.Clone(mpls), 2)
+	k, isNew := f.Learn(mpls, form1)
+	if !isNew || k != sha256Sum(mpls) {
+		t.Fatal("first form not learned")
+	}
+	if _, isNew := f.Learn(mpls, form1); isNew {
+		t.Fatal("the same form learned twice")
+	}
+	f.Learn(form1, form2) // the switch changed its mind about form1
+	got := f.Apply(es)
+	if !bytes.Equal(got[0].Payload, form2) || !bytes.Equal(got[1].Payload, known) || !bytes.Equal(es[0].Payload, mpls) {
+		t.Fatalf("apply: %x %x (entries given: %x)", got[0].Payload, got[1].Payload, es[0].Payload)
+	}
+	if again := NewForms(map[Key][]byte{sha256Sum(mpls): form2}).Apply(es); !bytes.Equal(again[0].Payload, form2) {
+		t.Fatal("forms from the store not applied")
+	}
+}
+
+func sha256Sum(b []byte) Key { return sha256.Sum256(b) }

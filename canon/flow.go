@@ -25,12 +25,12 @@ var instrOrder = []uint16{instrApplyActions, instrClearActions, instrWriteAction
 // back whole: the printer shows what OVS shows, which is not always all OVS
 // keeps (an output's max_len), and one action it does not know would make the
 // whole flow unprintable.
-func canonicalFlow(b []byte) ([]byte, error) { return rebuildFlow(b) }
+func canonicalFlow(b []byte, kept *bool) ([]byte, error) { return rebuildFlow(b, kept) }
 
 // rebuildFlow brings a FLOW_MOD to OVS's form field by field: the header as
 // a dump rebuilds it, the match re-encoded, the instructions in OVS's order
 // with each action canonical where ofctl knows it.
-func rebuildFlow(b []byte) ([]byte, error) {
+func rebuildFlow(b []byte, kept *bool) ([]byte, error) {
 	mlen := int(be.Uint16(b[flowModFixed+2:]))
 	if be.Uint16(b[flowModFixed:]) != 1 { // OFPMT_OXM
 		return nil, fmt.Errorf("match type %d, want OXM (1)", be.Uint16(b[flowModFixed:]))
@@ -39,7 +39,7 @@ func rebuildFlow(b []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	instrs, err := canonicalInstructions(b[flowModFixed+pad8(mlen):], match, b[24])
+	instrs, err := canonicalInstructions(b[flowModFixed+pad8(mlen):], match, b[24], kept)
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +62,7 @@ func rebuildFlow(b []byte) ([]byte, error) {
 }
 
 // canonicalInstructions re-encodes an instruction list as OVS does.
-func canonicalInstructions(b []byte, match []byte, table uint8) ([]byte, error) {
+func canonicalInstructions(b []byte, match []byte, table uint8, kept *bool) ([]byte, error) {
 	byType := map[uint16][]byte{}
 	for len(b) > 0 {
 		if len(b) < 8 {
@@ -101,7 +101,7 @@ func canonicalInstructions(b []byte, match []byte, table uint8) ([]byte, error) 
 			if typ == instrWriteActions {
 				acx = cx.WriteActions()
 			}
-			acts, err := canonicalActions(in[8:], acx)
+			acts, err := canonicalActions(in[8:], acx, kept)
 			if err != nil {
 				return nil, fmt.Errorf("instruction type %d: %w", typ, err)
 			}

@@ -28,7 +28,7 @@ const (
 
 // decodeGroup reads the GROUP_MODs of msgs (an ADD, then INSERT_BUCKETs of
 // the same group) and brings the group to OVS's form.
-func decodeGroup(msgs [][]byte) (*entry.Group, error) {
+func decodeGroup(msgs [][]byte, kept *bool) (*entry.Group, error) {
 	var g *entry.Group
 	for i, m := range msgs {
 		if len(m) < groupModFixed || m[1] != typeGroupMod {
@@ -52,7 +52,7 @@ func decodeGroup(msgs [][]byte) (*entry.Group, error) {
 				return nil, fmt.Errorf("group id %#x is reserved (want 0 to %#x)", id, groupMax)
 			}
 			g = &entry.Group{Type: typ, ID: id}
-			if g.Props, err = groupProps(props); err != nil {
+			if g.Props, err = groupProps(props, kept); err != nil {
 				return nil, err
 			}
 			g.Buckets = buckets
@@ -78,27 +78,28 @@ func decodeGroup(msgs [][]byte) (*entry.Group, error) {
 	if g == nil {
 		return nil, errors.New("no GROUP_MOD")
 	}
-	return g, canonicaliseBuckets(g)
+	return g, canonicaliseBuckets(g, kept)
 }
 
 // groupProps returns a group's properties as OVS encodes them.
-func groupProps(b []byte) ([]byte, error) {
+func groupProps(b []byte, kept *bool) ([]byte, error) {
 	if len(b)%8 != 0 {
 		return nil, fmt.Errorf("group properties of %d bytes: not a multiple of 8", len(b))
 	}
 	if p, ok := ofctl.CanonicalGroupProperties(b); ok {
 		return p, nil
 	}
+	*kept = true
 	return clone(b), nil
 }
 
 // canonicalise brings every bucket to OVS's encoding and checks what OVS
 // checks of the group as a whole that would otherwise make the entry differ
 // from its dump for ever.
-func canonicaliseBuckets(g *entry.Group) error {
+func canonicaliseBuckets(g *entry.Group, kept *bool) error {
 	seen := make(map[uint32]bool, len(g.Buckets))
 	for i, b := range g.Buckets {
-		cb, err := canonicalBucket(b, g.Type)
+		cb, err := canonicalBucket(b, g.Type, kept)
 		if err != nil {
 			return fmt.Errorf("bucket %d: %w", i, err)
 		}
@@ -115,13 +116,13 @@ func canonicaliseBuckets(g *entry.Group) error {
 // canonicalBucket returns a bucket as OVS's ofputil_put_ofp15_bucket encodes
 // it: actions (each canonical when ofctl knows it), then the weight (select
 // groups only, 1 when absent), watch_port and watch_group unless ANY.
-func canonicalBucket(b []byte, gtype uint8) ([]byte, error) {
+func canonicalBucket(b []byte, gtype uint8, kept *bool) ([]byte, error) {
 	alen := int(be.Uint16(b[2:]))
 	id := be.Uint32(b[4:])
 	if id > bucketMax {
 		return nil, fmt.Errorf("bucket id %#x is reserved (want 0 to %#x)", id, bucketMax)
 	}
-	acts, err := canonicalActions(b[bucketFixed:bucketFixed+alen], ofctl.BucketActions())
+	acts, err := canonicalActions(b[bucketFixed:bucketFixed+alen], ofctl.BucketActions(), kept)
 	if err != nil {
 		return nil, err
 	}

@@ -15,7 +15,7 @@ const (
 // passed entry.Identify: printed and parsed back when ofctl knows its bands,
 // otherwise checked for structure and kept as sent (OVS knows drop,
 // dscp_remark and experimenter bands).
-func canonicalMeter(b []byte) ([]byte, error) {
+func canonicalMeter(b []byte, kept *bool) ([]byte, error) {
 	for bands := b[meterModFixed:]; len(bands) > 0; {
 		if len(bands) < 4 {
 			return nil, fmt.Errorf("truncated meter band (%d bytes)", len(bands))
@@ -33,6 +33,7 @@ func canonicalMeter(b []byte) ([]byte, error) {
 			}
 		}
 	}
+	*kept = true
 	out := clone(b)
 	be.PutUint32(out[4:], 0)
 	return out, nil

@@ -221,8 +221,14 @@ func FlowTable(id []byte) uint8 {
 // and group, no instructions. It is built on bytes because libOpenflow writes
 // out_port into the out_group field of a FlowMod.
 func DeleteFlowStrict(add []byte) []byte {
-	mlen := int(binary.BigEndian.Uint16(add[flowModFixed+2:]))
-	return DeleteFlowByMatch(add[24], binary.BigEndian.Uint16(add[30:]), add[flowModFixed:flowModFixed+pad8(mlen)])
+	return DeleteFlowByMatch(add[24], binary.BigEndian.Uint16(add[30:]), FlowMatch(add))
+}
+
+// FlowMatch returns the ofp_match (header, fields and padding) of a
+// canonical FLOW_MOD.
+func FlowMatch(fm []byte) []byte {
+	mlen := int(binary.BigEndian.Uint16(fm[flowModFixed+2:]))
+	return fm[flowModFixed : flowModFixed+pad8(mlen)]
 }
 
 // DeleteFlowByMatch returns a FLOW_MOD DELETE_STRICT for the flow of table and

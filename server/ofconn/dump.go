@@ -140,8 +140,14 @@ func (c *Conn) DumpFlows(ctx context.Context) ([]Flow, error) {
 func (c *Conn) DumpFlowsRaw(ctx context.Context) ([]Flow, error) {
 	req := openflow15.NewFlowStatsRequest()
 	req.TableId = openflow15.OFPTT_ALL
+	return c.rawFlows(ctx, []util.Message{req})
+}
+
+// rawFlows sends one OFPMP_FLOW_DESC request per body and returns the flows
+// of the replies undecoded, structure-checked.
+func (c *Conn) rawFlows(ctx context.Context, bodies []util.Message) ([]Flow, error) {
 	var flows []Flow
-	err := c.multipart(ctx, openflow15.MultipartType_FlowDesc, req, minFlowDesc, func(raw []byte) error {
+	err := c.multiparts(ctx, openflow15.MultipartType_FlowDesc, bodies, false, minFlowDesc, func(raw []byte) error {
 		f := Flow{Raw: raw}
 		if err := checkFlowEntry(raw); err != nil {
 			f.Err = fmt.Errorf("ofconn: malformed flow (table %d, priority %d): %w", raw[4], be.Uint16(raw[6:8]), err)
@@ -238,6 +244,9 @@ func (c *Conn) multipart(ctx context.Context, mpType uint16, body util.Message, 
 // them if barrier is set), and calls each for every entry of every reply until each request's REPLY_MORE
 // cleared. An error reply to any request ends it with that error.
 func (c *Conn) multiparts(ctx context.Context, mpType uint16, bodies []util.Message, barrier bool, minEntry int, each func(raw []byte) error) error {
+	if len(bodies) == 0 {
+		return nil
+	}
 	n := uint32(len(bodies))
 	xid := c.nextXids(n + 1)
 	var msgs []byte

@@ -34,19 +34,26 @@ func (c *Conn) DumpGroups(ctx context.Context) ([]Group, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ofconn: dump groups: stats: %w", err)
 	}
+	groups, err := c.groupDescs(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("ofconn: dump groups: %w", err)
+	}
+	return groups, nil
+}
+
+// groupDescs asks for each group's description alone, all requests written
+// at once, with a barrier after them for completeGroupDesc.
+func (c *Conn) groupDescs(ctx context.Context, ids []uint32) ([]Group, error) {
 	bodies := make([]util.Message, len(ids))
 	for i, id := range ids {
 		bodies[i] = openflow15.NewGroupMultipartRequest(id)
 	}
 	groups := make([]Group, 0, len(ids))
-	err = c.multiparts(ctx, openflow15.MultipartType_GroupDesc, bodies, true, minGroupDesc, func(raw []byte) error {
+	err := c.multiparts(ctx, openflow15.MultipartType_GroupDesc, bodies, true, minGroupDesc, func(raw []byte) error {
 		groups = append(groups, decodeGroup(raw))
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("ofconn: dump groups: %w", err)
-	}
-	return groups, nil
+	return groups, err
 }
 
 // minGroupStats is the fixed part of an ofp_group_stats entry.

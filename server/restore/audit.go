@@ -19,6 +19,7 @@ func (e *Engine) diffNow(ctx context.Context, b *bridge, conn *ofconn.Conn) ([]C
 	if err != nil {
 		return nil, err
 	}
+	desired = e.forms.Apply(desired)
 	actual, err := dumpAll(ctx, conn)
 	if err != nil {
 		return nil, err

@@ -322,6 +322,7 @@ func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn,
 	if err != nil {
 		return r, err
 	}
+	desired = e.forms.Apply(desired)
 	r.Entries = len(desired)
 	actual, err := dumpAll(ctx, conn)
 	if err != nil {
@@ -339,6 +340,9 @@ func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn,
 		}
 		st, err := applyPlan(ctx, conn, p)
 		r.Messages, r.Bytes = st.messages, st.bytes
+		if err == nil {
+			e.learnForms(ctx, conn, p.changes(), OpModify, log)
+		}
 		var re *RejectedError
 		if !errors.As(err, &re) {
 			return r, err
@@ -423,6 +427,11 @@ func dumpAll(ctx context.Context, conn *ofconn.Conn) ([]actualEntry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dump meters: %w", err)
 	}
+	return actualEntries(flows, groups, meters)
+}
+
+// actualEntries turns dumped entries into canonical form.
+func actualEntries(flows []ofconn.Flow, groups []ofconn.Group, meters []ofconn.Meter) ([]actualEntry, error) {
 	out := make([]actualEntry, 0, len(flows)+len(groups)+len(meters))
 	add := func(kind entry.Kind, m ofconn.Message, err error) error {
 		if err != nil {
