@@ -30,7 +30,9 @@
 // encoded it otherwise. Groups are rebuilt bucket by bucket the
 // same way (bucket properties in OVS's order, the default weight of a select
 // bucket made explicit); meters are printed and parsed back. What ofctl does
-// not know is never re-implemented here: OVS is the judge of it.
+// not know is never re-implemented here: OVS is the judge of it, and where
+// OVS rewrites it, the engine learns the switch's form after installing it
+// ([Opaque], [Forms]).
 //
 // # Groups of any size
 //
