@@ -42,6 +42,16 @@ func Decode(kind entry.Kind, msg []byte) (payload, id []byte, err error) {
 	return payload, id, err
 }
 
+// DecodeEntry is Decode into an entry, with Opaque set when part of it is
+// kept as sent.
+func DecodeEntry(kind entry.Kind, msg []byte) (entry.Entry, error) {
+	payload, id, kept, err := decode(kind, msg)
+	if err != nil {
+		return entry.Entry{}, err
+	}
+	return entry.Entry{Kind: kind, ID: id, Payload: payload, Opaque: kept}, nil
+}
+
 // decode is Decode, and reports whether something of msg was kept as sent.
 func decode(kind entry.Kind, msg []byte) (payload, id []byte, kept bool, err error) {
 	switch kind {
@@ -87,20 +97,20 @@ func IsInsertBucket(kind entry.Kind, msg []byte) bool {
 
 // Join adds the buckets of insert (GROUP_MOD INSERT_BUCKET messages of the
 // same group) to the canonical payload of a group and returns the new
-// payload; a controller that splits a large group as OVS needs it sends the
-// pieces as entries that follow each other.
-func Join(payload, insert []byte) ([]byte, error) {
+// payload, and whether part of it is kept as sent; a controller that splits
+// a large group as OVS needs it sends the pieces as entries that follow
+// each other.
+func Join(payload, insert []byte) (joined []byte, opaque bool, err error) {
 	msgs, err := entry.SplitMessages(append(append([]byte(nil), payload...), insert...))
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	var kept bool
-	g, err := decodeGroup(msgs, &kept)
+	g, err := decodeGroup(msgs, &opaque)
 	if err != nil {
-		return nil, fmt.Errorf("group: %w", err)
+		return nil, false, fmt.Errorf("group: %w", err)
 	}
-	b, _, err := encodeGroup(g)
-	return b, err
+	joined, _, err = encodeGroup(g)
+	return joined, opaque, err
 }
 
 func encodeGroup(g *entry.Group) (payload, id []byte, err error) {

@@ -204,8 +204,9 @@ func TestLargeGroup(t *testing.T) {
 	}
 	joined := mustDecode(t, entry.KindGroup, msgs[0])
 	for _, m := range msgs[1:] {
-		if joined, err = Join(joined, m); err != nil {
-			t.Fatal(err)
+		var opaque bool
+		if joined, opaque, err = Join(joined, m); err != nil || opaque {
+			t.Fatalf("join: opaque %v, %v", opaque, err)
 		}
 	}
 	if !bytes.Equal(joined, fromText) {

@@ -48,6 +48,11 @@ type Entry struct {
 	// groups and meters a flow uses (FlowRefs) must be declared on the same
 	// bridge.
 	Payload []byte
+	// Opaque is set by package canon when part of Payload is kept as the
+	// controller sent it, so the engine learns the switch's form of it after
+	// the write (canon.Forms). It is not stored: false for entries read
+	// from the store.
+	Opaque bool
 }
 
 // Equal reports whether a and b describe the same entry with the same content.

@@ -79,11 +79,11 @@ func joinBuckets(out []entry.Entry, msg []byte) error {
 			binary.BigEndian.Uint32(msg[12:16]))
 	}
 	last := &out[len(out)-1]
-	payload, err := canon.Join(last.Payload, msg)
+	payload, opaque, err := canon.Join(last.Payload, msg)
 	if err != nil {
 		return err
 	}
-	last.Payload = payload
+	last.Payload, last.Opaque = payload, opaque
 	return nil
 }
 
@@ -94,6 +94,7 @@ func toEntry(pe *flowstatev1.Entry, identityOnly bool) (entry.Entry, error) {
 	}
 	var (
 		payload, id []byte
+		opaque      bool
 		err         error
 	)
 	switch body := pe.GetBody().(type) {
@@ -115,7 +116,9 @@ func toEntry(pe *flowstatev1.Entry, identityOnly bool) (entry.Entry, error) {
 				return entry.Entry{}, err
 			}
 		}
-		payload, id, err = canon.Decode(kind, body.Openflow)
+		var e entry.Entry
+		e, err = canon.DecodeEntry(kind, body.Openflow)
+		payload, id, opaque = e.Payload, e.ID, e.Opaque
 	default:
 		return entry.Entry{}, fmt.Errorf("no body: give text or openflow")
 	}
@@ -127,7 +130,7 @@ func toEntry(pe *flowstatev1.Entry, identityOnly bool) (entry.Entry, error) {
 			return entry.Entry{}, err
 		}
 	}
-	return entry.Entry{Kind: kind, ID: id, Payload: payload}, nil
+	return entry.Entry{Kind: kind, ID: id, Payload: payload, Opaque: opaque}, nil
 }
 
 // toStored converts a stored entry for List, with its ovs-ofctl text.

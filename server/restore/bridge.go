@@ -341,7 +341,7 @@ func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn,
 		st, err := applyPlan(ctx, conn, p)
 		r.Messages, r.Bytes = st.messages, st.bytes
 		if err == nil {
-			e.learnForms(ctx, conn, p.changes(), OpModify, log)
+			e.learnForms(ctx, conn, p.changes(), true, log)
 		}
 		var re *RejectedError
 		if !errors.As(err, &re) {

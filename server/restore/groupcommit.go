@@ -373,7 +373,7 @@ func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) (
 	}
 	if sent != nil {
 		lctx, cancel := context.WithTimeout(ctx, e.cfg.WriteTimeout)
-		e.learnForms(lctx, conn, sent, OpAdd, e.log.With("bridge", b.name))
+		e.learnForms(lctx, conn, sent, false, e.log.With("bridge", b.name))
 		cancel()
 	}
 	return results, nil
