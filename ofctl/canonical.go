@@ -26,7 +26,9 @@ func CanonicalMatch(oxms []byte) ([]byte, error) {
 	}
 	mt, err := decodeOXMs(oxms)
 	if err != nil {
-		return nil, fmt.Errorf("ofctl: match: %w", err)
+		// Where OVS puts a field in a match decides the flow's identity,
+		// so a field ofctl does not know cannot be kept as sent.
+		return nil, fmt.Errorf("ofctl: match: %w (a field flowstate does not know yet cannot be declared: its place in OVS's order decides the flow's identity)", err)
 	}
 	out := encodeOXMs(mt.encode())
 	back, err := decodeOXMs(out)
