@@ -337,6 +337,17 @@ func TestLargeGroups(t *testing.T) {
 	// vswitchd restarts empty; flowstated replays the groups from its store.
 	e.replayAfterRestart(ctx)
 	e.wantClean(ctx, "after the replay")
+
+	// A change to one bucket of group 22 goes as MODIFY plus INSERT_BUCKETs.
+	changed := strings.Replace(text.String(), "bucket_id:1999,weight:100", "bucket_id:1999,weight:7", 1)
+	if applied, err := e.c.Put(ctx, "br-int", "antrea", client.GroupText(changed)); err != nil || !applied {
+		t.Fatalf("put of the changed group: applied %v, %v", applied, err)
+	}
+	e.wantClean(ctx, "after the change")
+	listed, err = e.c.List(ctx, client.Filter{Bridge: "br-int", Kind: entry.KindGroup})
+	if err != nil || len(listed) != 3 || !strings.Contains(listed[2].Text, "bucket_id:1999,weight:7,") {
+		t.Fatalf("after the change: %d groups, %v", len(listed), err)
+	}
 }
 
 // replayAfterRestart restarts vswitchd, gated, while flowstated is down, as
