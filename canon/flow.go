@@ -21,16 +21,13 @@ const (
 var instrOrder = []uint16{instrApplyActions, instrClearActions, instrWriteActions, instrWriteMeta, instrGotoTable}
 
 // canonicalFlow returns the canonical FLOW_MOD of an encoded one that passed
-// entry.Identify. It is rebuilt field by field rather than printed and parsed
-// back whole: the printer shows what OVS shows, which is not always all OVS
-// keeps (an output's max_len), and one action it does not know would make the
-// whole flow unprintable.
-func canonicalFlow(b []byte, kept *bool) ([]byte, error) { return rebuildFlow(b, kept) }
-
-// rebuildFlow brings a FLOW_MOD to OVS's form field by field: the header as
-// a dump rebuilds it, the match re-encoded, the instructions in OVS's order
-// with each action canonical where ofctl knows it.
-func rebuildFlow(b []byte, kept *bool) ([]byte, error) {
+// entry.Identify, rebuilt field by field: the header as a dump rebuilds it,
+// the match re-encoded, the instructions in OVS's order with each action
+// canonical where ofctl knows it. It is not printed and parsed back whole:
+// the printer shows what OVS shows, which is not always all OVS keeps (an
+// output's max_len), and one action it does not know would make the whole
+// flow unprintable.
+func canonicalFlow(b []byte, kept *bool) ([]byte, error) {
 	mlen := int(be.Uint16(b[flowModFixed+2:]))
 	if be.Uint16(b[flowModFixed:]) != 1 { // OFPMT_OXM
 		return nil, fmt.Errorf("match type %d, want OXM (1)", be.Uint16(b[flowModFixed:]))

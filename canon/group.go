@@ -93,7 +93,7 @@ func groupProps(b []byte, kept *bool) ([]byte, error) {
 	return clone(b), nil
 }
 
-// canonicalise brings every bucket to OVS's encoding and checks what OVS
+// canonicaliseBuckets brings every bucket to OVS's encoding and checks what OVS
 // checks of the group as a whole that would otherwise make the entry differ
 // from its dump for ever.
 func canonicaliseBuckets(g *entry.Group, kept *bool) error {
