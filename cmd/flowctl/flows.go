@@ -10,10 +10,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/flowstate-io/flowstate/canon"
 	"github.com/flowstate-io/flowstate/client"
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/errdefs"
-	"github.com/flowstate-io/flowstate/ofctl"
 )
 
 // line is one entry of an input file. Only its text is kept: a file may
@@ -38,7 +38,7 @@ func readInput(cmd *cobra.Command, name string, kind entry.Kind) ([]line, error)
 	}
 	var out []line
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	sc.Buffer(make([]byte, 64<<10), canon.MaxText+2) // a line as long as flowstated takes, and its line end
 	for n := 1; sc.Scan(); n++ {
 		text := strings.TrimSpace(sc.Text())
 		if text == "" || strings.HasPrefix(text, "#") {
@@ -66,18 +66,10 @@ func readInput(cmd *cobra.Command, name string, kind entry.Kind) ([]line, error)
 	return out, nil
 }
 
-// checkFlow parses a flow line the way flowstated does (server/convert.go),
-// so a file's syntax errors are all reported before anything is sent.
+// checkFlow parses a flow line as flowstated does (canon.Parse), so a
+// file's syntax errors are all reported before anything is sent.
 func checkFlow(text string) error {
-	fm, err := ofctl.ParseFlow(text)
-	if err != nil {
-		return err
-	}
-	raw, err := fm.MarshalBinary()
-	if err != nil {
-		return fmt.Errorf("encoding: %w", err)
-	}
-	_, _, err = entry.Identify(entry.KindFlow, raw)
+	_, _, err := canon.Parse(entry.KindFlow, text)
 	return err
 }
 
