@@ -28,7 +28,7 @@
 //	│       ├── flow   identity -> payload
 //	│       ├── group  identity -> payload
 //	│       └── meter  identity -> payload
-//	└── forms          (created by the first PutForms)
+//	└── forms          (created by the first PutForms; PruneForms drops what no entry leads to)
 //	    └── SHA-256 of a declared payload -> the form the switch gave it
 //
 // Identities are those of package entry. refs indexes which flows use which

@@ -205,6 +205,13 @@ func New(cfg Config) (*Engine, error) {
 			return nil, fmt.Errorf("restore: required %w", err)
 		}
 	}
+	pruned, err := cfg.Store.PruneForms()
+	if err != nil {
+		return nil, fmt.Errorf("restore: %w", err)
+	}
+	if pruned > 0 {
+		cfg.Logger.Info("forgot the switch's forms of entries no longer declared", "forms", pruned)
+	}
 	known, err := cfg.Store.Forms()
 	if err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
