@@ -34,6 +34,15 @@ func GroupText(s string) Entry { return Entry{Kind: entry.KindGroup, Text: s} }
 // MeterText is a meter in ovs-ofctl add-meter syntax.
 func MeterText(s string) Entry { return Entry{Kind: entry.KindMeter, Text: s} }
 
+// GroupBytes is an encoded OpenFlow 1.5 GROUP_MOD (command ADD), optionally
+// followed by the GROUP_MOD INSERT_BUCKET messages of a group too large for
+// one message. An entry holding only INSERT_BUCKETs adds its buckets to the
+// group of the entry before it in the same request.
+func GroupBytes(b []byte) Entry { return Entry{Kind: entry.KindGroup, OpenFlow: b} }
+
+// MeterBytes is an encoded OpenFlow 1.5 METER_MOD (command ADD).
+func MeterBytes(b []byte) Entry { return Entry{Kind: entry.KindMeter, OpenFlow: b} }
+
 // Requests are sent in messages of at most chunkEntries entries and about
 // chunkBytes, a quarter of the 4 MiB a gRPC server accepts by default:
 // small enough for any flowstated, large enough that a message's overhead

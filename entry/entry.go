@@ -48,6 +48,11 @@ type Entry struct {
 	// groups and meters a flow uses (FlowRefs) must be declared on the same
 	// bridge.
 	Payload []byte
+	// Opaque is set by package canon when part of Payload is kept as the
+	// controller sent it, so the engine learns the switch's form of it after
+	// the write (canon.Forms). It is not stored: false for entries read
+	// from the store.
+	Opaque bool
 }
 
 // Equal reports whether a and b describe the same entry with the same content.
@@ -79,25 +84,70 @@ const (
 	flowModFixed     = 48 // header .. importance, the match starts here
 	flowCmdAdd       = 0
 	flowCmdDelStrict = 4
-	// MaxMessage is the largest OpenFlow message: lengths are 16 bits, and a
-	// BUNDLE_ADD wraps the message in 16 more bytes.
+	// MaxMessage is the largest OpenFlow message an entry is sent in:
+	// lengths are 16 bits, and a BUNDLE_ADD wraps the message in 16 more
+	// bytes.
 	MaxMessage = 65535 - 16
+	// MaxPayload is the largest entry: a flow or a meter is one message of
+	// at most MaxMessage bytes; a group that does not fit in one is a
+	// sequence of messages (package canon), at most MaxPayload bytes in all,
+	// about 13,000 buckets of Antrea's Service groups.
+	MaxPayload = 1 << 20
 )
 
+// SplitMessages splits b into the OpenFlow messages it holds back to back,
+// each of at least a header and at most MaxMessage bytes. The messages share
+// b's memory.
+func SplitMessages(b []byte) ([][]byte, error) {
+	var out [][]byte
+	for off := 0; off < len(b); {
+		if len(b)-off < headerLen {
+			return nil, fmt.Errorf("message %d at byte %d: %d bytes are shorter than an OpenFlow header", len(out), off, len(b)-off)
+		}
+		if b[off] != ofVersion15 {
+			return nil, fmt.Errorf("message %d at byte %d: OpenFlow version 0x%02x, want 0x06 (OpenFlow 1.5)", len(out), off, b[off])
+		}
+		l := int(binary.BigEndian.Uint16(b[off+2:]))
+		if l < headerLen || off+l > len(b) {
+			return nil, fmt.Errorf("message %d at byte %d: header length %d does not fit in the %d bytes given", len(out), off, l, len(b)-off)
+		}
+		if l > MaxMessage {
+			return nil, fmt.Errorf("message %d of %d bytes exceeds the %d-byte limit of a bundled message", len(out), l, MaxMessage)
+		}
+		out = append(out, b[off:off+l:off+l])
+		off += l
+	}
+	return out, nil
+}
+
 // Identify checks that payload is one OpenFlow 1.5 message of the kind with
-// command ADD, and returns a copy with xid 0 and its identity.
+// command ADD (for a group, the ADD may be followed by the INSERT_BUCKET
+// messages of a group larger than one message), and returns a copy with
+// xid 0 and its identity.
 func Identify(kind Kind, payload []byte) (canonical, id []byte, err error) {
 	if len(payload) < headerLen {
 		return nil, nil, fmt.Errorf("message of %d bytes is shorter than an OpenFlow header", len(payload))
 	}
-	if len(payload) > MaxMessage {
-		return nil, nil, fmt.Errorf("message of %d bytes exceeds the %d-byte limit", len(payload), MaxMessage)
+	if limit := maxSize(kind); len(payload) > limit {
+		return nil, nil, fmt.Errorf("%s of %d bytes exceeds the %d-byte limit", kind, len(payload), limit)
 	}
 	if payload[0] != ofVersion15 {
 		return nil, nil, fmt.Errorf("OpenFlow version 0x%02x, want 0x06 (OpenFlow 1.5)", payload[0])
 	}
 	if l := int(binary.BigEndian.Uint16(payload[2:])); l != len(payload) {
-		return nil, nil, fmt.Errorf("header length %d does not match the %d bytes given", l, len(payload))
+		if kind != KindGroup || l > len(payload) {
+			return nil, nil, fmt.Errorf("header length %d does not match the %d bytes given", l, len(payload))
+		}
+		msgs, err := SplitMessages(payload)
+		if err != nil {
+			return nil, nil, err
+		}
+		for i, m := range msgs[1:] {
+			if m[1] != typeGroupMod || len(m) < 16 || binary.BigEndian.Uint16(m[8:]) != cmdInsertBucket ||
+				!bytes.Equal(m[12:16], payload[12:16]) {
+				return nil, nil, fmt.Errorf("message %d after the group's ADD is not an INSERT_BUCKET of the same group", i+1)
+			}
+		}
 	}
 	canonical = bytes.Clone(payload)
 	binary.BigEndian.PutUint32(canonical[4:], 0)
@@ -115,6 +165,15 @@ func Identify(kind Kind, payload []byte) (canonical, id []byte, err error) {
 		return nil, nil, err
 	}
 	return canonical, id, nil
+}
+
+// maxSize is the largest entry of a kind: one message, or for a group the
+// messages of a large group.
+func maxSize(kind Kind) int {
+	if kind == KindGroup {
+		return MaxPayload
+	}
+	return MaxMessage
 }
 
 func flowID(b []byte) ([]byte, error) {
@@ -167,8 +226,14 @@ func FlowTable(id []byte) uint8 {
 // and group, no instructions. It is built on bytes because libOpenflow writes
 // out_port into the out_group field of a FlowMod.
 func DeleteFlowStrict(add []byte) []byte {
-	mlen := int(binary.BigEndian.Uint16(add[flowModFixed+2:]))
-	return DeleteFlowByMatch(add[24], binary.BigEndian.Uint16(add[30:]), add[flowModFixed:flowModFixed+pad8(mlen)])
+	return DeleteFlowByMatch(add[24], binary.BigEndian.Uint16(add[30:]), FlowMatch(add))
+}
+
+// FlowMatch returns the ofp_match (header, fields and padding) of a
+// canonical FLOW_MOD.
+func FlowMatch(fm []byte) []byte {
+	mlen := int(binary.BigEndian.Uint16(fm[flowModFixed+2:]))
+	return fm[flowModFixed : flowModFixed+pad8(mlen)]
 }
 
 // DeleteFlowByMatch returns a FLOW_MOD DELETE_STRICT for the flow of table and
@@ -190,8 +255,9 @@ func DeleteFlowByMatch(table uint8, priority uint16, match []byte) []byte {
 
 // OpenFlow 1.5 GROUP_MOD and METER_MOD commands.
 const (
-	cmdModify = 1
-	cmdDelete = 2
+	cmdModify       = 1
+	cmdDelete       = 2
+	cmdInsertBucket = 3
 )
 
 // WithModify returns a copy of a canonical GROUP_MOD or METER_MOD ADD with

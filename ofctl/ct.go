@@ -153,8 +153,20 @@ func (cx *actx) parseCT(p kv) ([]byte, error) {
 
 // parseCTExec parses the actions of ct(exec(...)).
 func (cx *actx) parseCTExec(q kv) ([][]byte, error) {
+	return parseEach(q.val, q.valOff, func(p kv, key string) ([][]byte, error) {
+		if key == "nat" {
+			b, _, err := cx.parseNAT(p)
+			return [][]byte{b}, err
+		}
+		return cx.parseAction(p, key)
+	})
+}
+
+// parseEach parses a list of actions with one, which gets each pair and its
+// lower-case key, and returns the encoded actions in order.
+func parseEach(s string, base int, one func(p kv, key string) ([][]byte, error)) ([][]byte, error) {
 	var out [][]byte
-	sc := newScanner(q.val, q.valOff)
+	sc := newScanner(s, base)
 	for {
 		p, ok, err := sc.next()
 		if err != nil {
@@ -163,16 +175,7 @@ func (cx *actx) parseCTExec(q kv) ([][]byte, error) {
 		if !ok {
 			return out, nil
 		}
-		key := strings.ToLower(p.key)
-		if key == "nat" {
-			b, _, err := cx.parseNAT(p)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, b)
-			continue
-		}
-		acts, err := cx.parseAction(p, key)
+		acts, err := one(p, strings.ToLower(p.key))
 		if err != nil {
 			return nil, err
 		}

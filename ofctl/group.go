@@ -63,17 +63,13 @@ type bucket struct {
 func ParseGroup(s string) (*openflow15.GroupMod, error) {
 	b, err := parseGroup(s)
 	if err != nil {
-		var se *SyntaxError
-		if errors.As(err, &se) {
-			return nil, se
-		}
-		return nil, &SyntaxError{Col: 1, Token: s, Msg: err.Error()}
+		return nil, asSyntaxError(err, s)
 	}
 	return groupModFromBytes(b)
 }
 
-// parseGroup returns the encoded GROUP_MOD.
-func parseGroup(s string) ([]byte, error) {
+// parseGroupParts parses a group into its parts.
+func parseGroupParts(s string) (*GroupParts, error) {
 	head := s
 	bktOff := strings.Index(s, "bucket=")
 	if bktOff >= 0 {
@@ -148,17 +144,63 @@ func parseGroup(s string) ([]byte, error) {
 	if err := assignBucketIDs(buckets); err != nil {
 		return nil, err
 	}
+	return &GroupParts{Type: uint8(gtype), ID: uint32(groupID), Buckets: encodeBuckets(buckets, gtype), Properties: sel.encode()}, nil
+}
 
+func encodeBuckets(buckets []*bucket, gtype int) [][]byte {
+	out := make([][]byte, len(buckets))
+	for i, bk := range buckets {
+		out[i] = bk.encode(gtype)
+	}
+	return out
+}
+
+// GroupParts is a parsed group before it is put in one GROUP_MOD, which a
+// group of many buckets does not fit in.
+type GroupParts struct {
+	Type uint8
+	ID   uint32
+	// Buckets are encoded as OVS encodes them, in order.
+	Buckets [][]byte
+	// Properties follow the buckets (the selection method), or are nil.
+	Properties []byte
+}
+
+// ParseGroupParts parses a group as ParseGroup does, of any size.
+func ParseGroupParts(s string) (*GroupParts, error) {
+	g, err := parseGroupParts(s)
+	if err != nil {
+		return nil, asSyntaxError(err, s)
+	}
+	return g, nil
+}
+
+// asSyntaxError returns err as a *SyntaxError, pointing at the whole of s
+// when it does not say where.
+func asSyntaxError(err error, s string) *SyntaxError {
+	var se *SyntaxError
+	if errors.As(err, &se) {
+		return se
+	}
+	return &SyntaxError{Col: 1, Token: s, Msg: err.Error()}
+}
+
+// parseGroup returns the encoded GROUP_MOD.
+func parseGroup(s string) ([]byte, error) {
+	g, err := parseGroupParts(s)
+	if err != nil {
+		return nil, err
+	}
 	b := make([]byte, 24)
 	b[0], b[1] = openflow15.VERSION, openflow15.Type_GroupMod
-	b[10] = byte(gtype)
-	binary.BigEndian.PutUint32(b[12:], uint32(groupID))
+	b[10] = g.Type
+	binary.BigEndian.PutUint32(b[12:], g.ID)
 	binary.BigEndian.PutUint32(b[20:], bucketAll)
-	for _, bk := range buckets {
-		b = append(b, bk.encode(gtype)...)
+	for _, bk := range g.Buckets {
+		b = append(b, bk...)
 	}
 	binary.BigEndian.PutUint16(b[16:], uint16(len(b)-24))
-	b = append(b, sel.encode()...)
+	b = append(b, g.Properties...)
 	if len(b) > 0xffff {
 		return nil, errAt(0, s, "group of %d bytes is too large for one message", len(b))
 	}

@@ -1,18 +1,17 @@
 package server
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
-	"strings"
 
-	"antrea.io/libOpenflow/openflow15"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	flowstatev1 "github.com/flowstate-io/flowstate/api/flowstate/v1"
+	"github.com/flowstate-io/flowstate/canon"
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/errdefs"
-	"github.com/flowstate-io/flowstate/ofctl"
 	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/restore"
 )
@@ -28,7 +27,6 @@ const (
 	// (grpc.MaxRecvMsgSize; gRPC's default is 4 MiB). A request larger than
 	// that goes as a stream (PutStream, Sync) of smaller messages.
 	MaxMessageBytes = 16 << 20
-	maxTextBytes    = 64 << 10
 )
 
 // errTooManyEntries is the refusal of a request over MaxEntriesPerRequest.
@@ -53,9 +51,16 @@ func toEntries(module string, in []*flowstatev1.Entry, identityOnly bool) ([]ent
 // the index an error names counts from the start of out, so a streamed
 // request reports the entry's position in the whole stream. Only the
 // canonical payload and identity of each entry are kept: the proto message
-// can be dropped as soon as it is converted.
+// can be dropped as soon as it is converted. A GROUP_MOD INSERT_BUCKET joins
+// the group's ADD, which must be the entry just before it.
 func appendEntries(out []entry.Entry, module string, in []*flowstatev1.Entry, identityOnly bool) ([]entry.Entry, error) {
 	for _, pe := range in {
+		if msg := pe.GetOpenflow(); !identityOnly && canon.IsInsertBucket(entry.Kind(pe.GetKind()), msg) {
+			if err := joinBuckets(out, msg); err != nil {
+				return out, &errdefs.EntryError{Index: len(out), Err: fmt.Errorf("%w: %w", err, errdefs.ErrInvalidArgument)}
+			}
+			continue
+		}
 		e, err := toEntry(pe, identityOnly)
 		if err != nil {
 			return out, &errdefs.EntryError{Index: len(out), Err: fmt.Errorf("%w: %w", err, errdefs.ErrInvalidArgument)}
@@ -66,119 +71,66 @@ func appendEntries(out []entry.Entry, module string, in []*flowstatev1.Entry, id
 	return out, nil
 }
 
+// joinBuckets adds the buckets of an INSERT_BUCKET to the group entry at the
+// end of out.
+func joinBuckets(out []entry.Entry, msg []byte) error {
+	if len(out) == 0 || out[len(out)-1].Kind != entry.KindGroup || !bytes.Equal(out[len(out)-1].ID, msg[12:16]) {
+		return fmt.Errorf("GROUP_MOD INSERT_BUCKET of group %d: it must follow the group's ADD (or another INSERT_BUCKET of it) in the same request",
+			binary.BigEndian.Uint32(msg[12:16]))
+	}
+	last := &out[len(out)-1]
+	payload, opaque, err := canon.Join(last.Payload, msg)
+	if err != nil {
+		return err
+	}
+	last.Payload, last.Opaque = payload, opaque
+	return nil
+}
+
 func toEntry(pe *flowstatev1.Entry, identityOnly bool) (entry.Entry, error) {
 	kind := entry.Kind(pe.GetKind())
 	if !kind.Valid() {
 		return entry.Entry{}, fmt.Errorf("kind %v: want FLOW, GROUP or METER", pe.GetKind())
 	}
-	if kind != entry.KindFlow {
-		return toGroupOrMeter(kind, pe, identityOnly)
-	}
-	var raw []byte
-	var fm *openflow15.FlowMod
+	var (
+		payload, id []byte
+		opaque      bool
+		err         error
+	)
 	switch body := pe.GetBody().(type) {
 	case *flowstatev1.Entry_Text:
-		if len(body.Text) > maxTextBytes {
-			return entry.Entry{}, fmt.Errorf("text of %d bytes exceeds %d", len(body.Text), maxTextBytes)
-		}
-		text := body.Text
-		if identityOnly && !strings.Contains(text, "actions") {
-			// A delete names a flow by table, priority and match, as
-			// ovs-ofctl del-flows --strict does; the actions do not matter.
-			text += ",actions=drop"
-		}
-		var err error
-		if fm, err = ofctl.ParseFlow(text); err != nil {
-			return entry.Entry{}, err
-		}
-		if raw, err = fm.MarshalBinary(); err != nil {
-			return entry.Entry{}, fmt.Errorf("encoding: %w", err)
+		if identityOnly {
+			payload, id, err = canon.ParseDelete(kind, body.Text)
+		} else {
+			payload, id, err = canon.Parse(kind, body.Text)
 		}
 	case *flowstatev1.Entry_Openflow:
-		var err error
-		if _, raw, err = canonicalFlowMod(body.Openflow); err != nil {
-			return entry.Entry{}, err
+		if identityOnly {
+			payload, id, err = canon.DecodeDelete(kind, body.Openflow)
+			break
 		}
-		// Checked as sent: canonicalising goes through the text form,
-		// which does not carry every field (buffer_id).
-		if !identityOnly {
+		if kind == entry.KindFlow && len(body.Openflow) >= 8 {
+			// Checked as sent too: a field canon rebuilds (buffer_id)
+			// must not hide what the controller asked for.
 			if err := entry.CheckDesiredFlow(body.Openflow); err != nil {
 				return entry.Entry{}, err
 			}
 		}
+		var e entry.Entry
+		e, err = canon.DecodeEntry(kind, body.Openflow)
+		payload, id, opaque = e.Payload, e.ID, e.Opaque
 	default:
 		return entry.Entry{}, fmt.Errorf("no body: give text or openflow")
 	}
-	payload, id, err := entry.Identify(kind, raw)
 	if err != nil {
 		return entry.Entry{}, err
 	}
-	if !identityOnly {
+	if kind == entry.KindFlow && !identityOnly {
 		if err := entry.CheckDesiredFlow(payload); err != nil {
 			return entry.Entry{}, err
 		}
 	}
-	return entry.Entry{Kind: kind, ID: id, Payload: payload}, nil
-}
-
-// toGroupOrMeter accepts groups and meters as encoded GROUP_MOD / METER_MOD.
-// For a delete, text names the id: "group_id=N" or "meter=N".
-func toGroupOrMeter(kind entry.Kind, pe *flowstatev1.Entry, identityOnly bool) (entry.Entry, error) {
-	switch body := pe.GetBody().(type) {
-	case *flowstatev1.Entry_Openflow:
-		payload, id, err := entry.Identify(kind, body.Openflow)
-		if err != nil {
-			return entry.Entry{}, err
-		}
-		return entry.Entry{Kind: kind, ID: id, Payload: payload}, nil
-	case *flowstatev1.Entry_Text:
-		raw, err := parseGroupOrMeter(kind, body.Text, identityOnly)
-		if err != nil {
-			return entry.Entry{}, err
-		}
-		payload, id, err := entry.Identify(kind, raw)
-		if err != nil {
-			return entry.Entry{}, err
-		}
-		return entry.Entry{Kind: kind, ID: id, Payload: payload}, nil
-	}
-	return entry.Entry{}, fmt.Errorf("no body: give text or openflow")
-}
-
-// canonicalFlowMod brings an encoded FLOW_MOD to the canonical form: printed
-// in ovs-ofctl syntax and parsed back, its match fields come out in OVS's
-// order with their prerequisites and loads become set_field, so its identity
-// matches what the switch dumps whatever order the controller used.
-func canonicalFlowMod(b []byte) (*openflow15.FlowMod, []byte, error) {
-	fm, err := decodeFlowMod(b)
-	if err != nil {
-		return nil, nil, err
-	}
-	text, err := ofctl.FormatFlow(fm)
-	if err != nil {
-		return nil, nil, fmt.Errorf("cannot canonicalise the FLOW_MOD: %w", err)
-	}
-	if fm, err = ofctl.ParseFlow(text); err != nil {
-		return nil, nil, fmt.Errorf("cannot canonicalise the FLOW_MOD (%q): %w", text, err)
-	}
-	raw, err := fm.MarshalBinary()
-	if err != nil {
-		return nil, nil, fmt.Errorf("encoding: %w", err)
-	}
-	return fm, raw, nil
-}
-
-// decodeFlowMod checks and decodes an OpenFlow 1.5 FLOW_MOD. ofctl's decoder
-// keeps what libOpenflow's loses (MAC addresses, actions it does not know).
-func decodeFlowMod(b []byte) (*openflow15.FlowMod, error) {
-	if _, _, err := entry.Identify(entry.KindFlow, b); err != nil {
-		return nil, err
-	}
-	fm, err := ofctl.DecodeFlowMod(b)
-	if err != nil {
-		return nil, fmt.Errorf("malformed FLOW_MOD: %w", err)
-	}
-	return fm, nil
+	return entry.Entry{Kind: kind, ID: id, Payload: payload, Opaque: opaque}, nil
 }
 
 // toStored converts a stored entry for List, with its ovs-ofctl text.
@@ -201,18 +153,7 @@ func describeEntry(e entry.Entry) string {
 // formatEntry prints a canonical entry in ovs-ofctl syntax; an entry the
 // printer cannot render is shown as hex rather than hidden.
 func formatEntry(kind entry.Kind, payload []byte) string {
-	var (
-		text string
-		err  error
-	)
-	switch kind {
-	case entry.KindFlow:
-		text, err = ofctl.FormatFlowMod(payload)
-	case entry.KindGroup:
-		text, err = ofctl.FormatGroupMod(payload)
-	case entry.KindMeter:
-		text, err = ofctl.FormatMeterMod(payload)
-	}
+	text, err := canon.Format(kind, payload)
 	if err != nil {
 		return fmt.Sprintf("%s (unprintable: %v) %x", kind, err, payload)
 	}
@@ -242,40 +183,6 @@ func toBridgeStatus(bs restore.BridgeStatus) *flowstatev1.BridgeStatus {
 		}
 	}
 	return pb
-}
-
-// parseGroupOrMeter parses group or meter text. A delete needs only the id
-// ("group_id=N", "meter=N"), built here; full entries use package ofctl.
-func parseGroupOrMeter(kind entry.Kind, text string, identityOnly bool) ([]byte, error) {
-	if identityOnly {
-		// A delete names only the id: group_id=N, meter=N (or controller,
-		// slowpath), as ovs-ofctl del-groups and del-meters take them.
-		if kind == entry.KindGroup {
-			id, err := ofctl.ParseGroupID(text)
-			if err != nil {
-				return nil, err
-			}
-			return entry.WithCommand(entry.DeleteGroup(binary.BigEndian.AppendUint32(nil, id)), 0), nil
-		}
-		id, err := ofctl.ParseMeterID(text)
-		if err != nil {
-			return nil, err
-		}
-		return entry.WithCommand(entry.DeleteMeter(binary.BigEndian.AppendUint32(nil, id)), 0), nil
-	}
-	var (
-		msg interface{ MarshalBinary() ([]byte, error) }
-		err error
-	)
-	if kind == entry.KindGroup {
-		msg, err = ofctl.ParseGroup(text)
-	} else {
-		msg, err = ofctl.ParseMeter(text)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return msg.MarshalBinary()
 }
 
 func toChange(c restore.Change) *flowstatev1.Change {

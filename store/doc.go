@@ -22,12 +22,14 @@
 //	│       ├── group  identity -> record
 //	│       ├── meter  identity -> record
 //	│       └── refs   kind | group or meter id | flow identity -> module
-//	└── mirror         (created by the first SetMirror)
-//	    └── <bridge>   an unmanaged bridge, as last dumped
-//	        ├── "hash" SHA-256 of the entries: an unchanged dump is not rewritten
-//	        ├── flow   identity -> payload
-//	        ├── group  identity -> payload
-//	        └── meter  identity -> payload
+//	├── mirror         (created by the first SetMirror)
+//	│   └── <bridge>   an unmanaged bridge, as last dumped
+//	│       ├── "hash" SHA-256 of the entries: an unchanged dump is not rewritten
+//	│       ├── flow   identity -> payload
+//	│       ├── group  identity -> payload
+//	│       └── meter  identity -> payload
+//	└── forms          (created by the first PutForms; PruneForms drops what no entry leads to)
+//	    └── SHA-256 of a declared payload -> the form the switch gave it
 //
 // Identities are those of package entry. refs indexes which flows use which
 // group or meter (schema 2), kept in the transaction that writes the flows:
@@ -39,7 +41,9 @@
 // where payload is the canonical OpenFlow 1.5 message of the entry. Mirrors
 // hold bare payloads: no module owns what flowstated only copies. Adding the
 // mirror bucket needed no new schema version: a store without it reads as
-// one without mirrors, and an older flowstated ignores it.
+// one without mirrors, and an older flowstated ignores it. The same holds for
+// forms (forms.go): what OVS made of entries package canon keeps in part as
+// sent, learned after flowstated installed them (canon.Forms).
 //
 // # Transactions
 //

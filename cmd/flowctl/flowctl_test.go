@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -133,6 +134,24 @@ func TestFlowctl(t *testing.T) {
 		groups, err := sb.DumpGroups(ctx, "br-int")
 		if err != nil || len(groups) != 0 {
 			t.Fatalf("groups on the switch after del-groups: %q %v", groups, err)
+		}
+	})
+	t.Run("a group of 2000 buckets and a selection method", func(t *testing.T) {
+		var g strings.Builder
+		g.WriteString("group_id=9,type=select,selection_method=hash,fields(ip_dst,ip_src)")
+		for i := range 2000 {
+			fmt.Fprintf(&g, ",bucket=bucket_id:%d,weight:100,actions=set_field:%#x->reg3,resubmit(,42)", i, 0x0a000000+i)
+		}
+		if _, err := run(ctx, t, srv, g.String()+"\n", "add-groups", "--module", "lb", "-"); err != nil {
+			t.Fatal(err)
+		}
+		out, err := run(ctx, t, srv, "", "dump-groups")
+		if err != nil || !strings.Contains(out, "group_id=9,type=select,selection_method=hash,fields(ip_src,ip_dst),bucket=bucket_id:0,") ||
+			strings.Count(out, "bucket=") != 2000 {
+			t.Fatalf("dump-groups: %v, %d buckets\n%.300s", err, strings.Count(out, "bucket="), out)
+		}
+		if out, err := run(ctx, t, srv, "", "diff"); err != nil || out != "" {
+			t.Fatalf("diff: %v\n%.300s", err, out)
 		}
 	})
 	t.Run("wait names what is missing", func(t *testing.T) {

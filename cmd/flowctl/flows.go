@@ -13,10 +13,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/flowstate-io/flowstate/canon"
 	"github.com/flowstate-io/flowstate/client"
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/errdefs"
-	"github.com/flowstate-io/flowstate/ofctl"
 )
 
 // line is one entry of an input file. Only its text is kept: a file may
@@ -46,7 +46,7 @@ func readInputSkipping(cmd *cobra.Command, name string, kind entry.Kind, skip fu
 	}
 	var out []line
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	sc.Buffer(make([]byte, 64<<10), canon.MaxText+2) // a line as long as flowstated takes, and its line end
 	for n := 1; sc.Scan(); n++ {
 		text := strings.TrimSpace(sc.Text())
 		if text == "" || strings.HasPrefix(text, "#") || (skip != nil && skip(text)) {
@@ -98,18 +98,10 @@ func checkFlows(cmd *cobra.Command, name string, lines []line) error {
 // checkChunk is how many lines a parsing worker takes at a time.
 const checkChunk = 1024
 
-// checkFlow parses a flow line the way flowstated does (server/convert.go),
-// so a file's syntax errors are all reported before anything is sent.
+// checkFlow parses a flow line as flowstated does (canon.Parse), so a
+// file's syntax errors are all reported before anything is sent.
 func checkFlow(text string) error {
-	fm, err := ofctl.ParseFlow(text)
-	if err != nil {
-		return err
-	}
-	raw, err := fm.MarshalBinary()
-	if err != nil {
-		return fmt.Errorf("encoding: %w", err)
-	}
-	_, _, err = entry.Identify(entry.KindFlow, raw)
+	_, _, err := canon.Parse(entry.KindFlow, text)
 	return err
 }
 

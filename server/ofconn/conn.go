@@ -279,6 +279,9 @@ func (c *Conn) readLoop(br *bufio.Reader) {
 	var hdr [headerLen]byte
 	for {
 		f, err := readFrame(br, &hdr)
+		if err == nil && isGroupDescReply(f) {
+			f, err = completeGroupDesc(br, f)
+		}
 		if err != nil {
 			c.die(fmt.Errorf("ofconn: read: %w", err))
 			return

@@ -34,18 +34,21 @@
 //
 // # Dumps
 //
-// [Conn.DumpFlows] (OFPMP_FLOW_DESC over all tables), [Conn.DumpGroups] (OFPMP_GROUP_DESC) and [Conn.DumpMeters]
-// (OFPMP_METER_DESC) follow multipart replies until REPLY_MORE clears. Every entry keeps its raw bytes. Decoding
+// [Conn.DumpFlows] (OFPMP_FLOW_DESC over all tables), [Conn.DumpGroups] (OFPMP_GROUP_STATS for the ids, then one
+// OFPMP_GROUP_DESC per group: OVS 3.1 aborts when a description over 64 KiB is followed by another, and wraps
+// its lengths, which the read loop undoes in wrapped.go) and [Conn.DumpMeters] (OFPMP_METER_DESC) follow
+// multipart replies until REPLY_MORE clears. Every entry keeps its raw bytes. Decoding
 // with libOpenflow is guarded: the entry's structure is checked first (a zero-length action makes libOpenflow
 // loop forever), panics are recovered, and the decoded entry must encode back to the raw bytes. An entry that
 // fails any of this (the ct_clear and exit actions, a masked eth_dst, in libOpenflow v0.15.0) has Err set and
 // no Desc, instead of crashing the daemon or comparing unequal forever.
 //
 // To compare desired and actual state by bytes, turn a dumped entry back into the message that installs it:
-// [Flow.FlowMod], [Group.GroupMod] and [Meter.MeterMod] build it from the raw bytes, so they work for entries
-// libOpenflow cannot decode; [FlowModFromDesc], [GroupModFromDesc] and [MeterModFromDesc] build the same from the
+// [Flow.FlowMod], [Group.GroupMod] and [Meter.MeterMod] build it from the raw bytes (package entry), so they work
+// for entries libOpenflow cannot decode, and for a group too large for one message give the ADD followed by its
+// INSERT_BUCKET messages; [FlowModFromDesc], [GroupModFromDesc] and [MeterModFromDesc] build the same from the
 // decoded form. The bytes equal the desired message's when it was encoded the way OVS encodes it (match fields
-// in OVS's order, set_field rather than load, output max_len 0; OVS also turns an OpenFlow 1.5 match on a
+// in OVS's order, set_field rather than load; package canon brings controllers' messages there; OVS also turns an OpenFlow 1.5 match on a
 // register into a masked packet-register field).
 //
 // # Errors

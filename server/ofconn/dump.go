@@ -9,6 +9,8 @@ import (
 
 	"antrea.io/libOpenflow/openflow15"
 	"antrea.io/libOpenflow/util"
+
+	"github.com/flowstate-io/flowstate/entry"
 )
 
 // Flow is one entry of a flow dump.
@@ -40,42 +42,14 @@ func (f Flow) MatchBytes() []byte {
 	return f.Raw[flowDescFixed : flowDescFixed+(n+7)/8*8]
 }
 
-// FlowMod returns the FLOW_MOD (command ADD, xid 0) that installs the flow, built from Raw without libOpenflow,
-// so it works for flows libOpenflow cannot decode. For a decoded flow it equals the encoding of
-// FlowModFromDesc(f.Desc).
+// FlowMod returns the FLOW_MOD (command ADD, xid 0) that installs the flow, built from Raw without libOpenflow
+// (entry.FlowFromDesc), so it works for flows libOpenflow cannot decode. For a decoded flow it equals the encoding
+// of FlowModFromDesc(f.Desc).
 func (f Flow) FlowMod() (Message, error) {
-	raw := f.Raw
-	match := f.MatchBytes()
-	if match == nil {
-		return nil, fmt.Errorf("ofconn: flow entry with a bad match length")
+	m, err := entry.FlowFromDesc(f.Raw)
+	if err != nil {
+		return nil, fmt.Errorf("ofconn: %w", err)
 	}
-	statsAt := flowDescFixed + len(match)
-	if statsAt+4 > len(raw) {
-		return nil, fmt.Errorf("ofconn: flow entry without stats")
-	}
-	n := int(be.Uint16(raw[statsAt+2:]))
-	instrAt := statsAt + (n+7)/8*8
-	if n < 4 || instrAt > len(raw) {
-		return nil, fmt.Errorf("ofconn: flow entry with stats of bad length %d", n)
-	}
-	instrs := raw[instrAt:]
-	size := flowModFixed + len(match) + len(instrs)
-	if size > MaxMessage {
-		return nil, fmt.Errorf("%w: flow of %d bytes", ErrTooLarge, size)
-	}
-	m := make(Message, size)
-	putHeader(m, openflow15.Type_FlowMod, size, 0)
-	copy(m[8:16], raw[16:24])          // cookie; cookie_mask stays 0
-	m[24] = raw[4]                     // table_id; command stays ADD (0)
-	copy(m[26:28], raw[8:10])          // idle_timeout
-	copy(m[28:30], raw[10:12])         // hard_timeout
-	copy(m[30:32], raw[6:8])           // priority
-	be.PutUint32(m[32:36], 0xffffffff) // buffer_id: none
-	be.PutUint32(m[36:40], openflow15.P_ANY)
-	be.PutUint32(m[40:44], openflow15.OFPG_ANY)
-	copy(m[44:48], raw[12:16]) // flags, importance
-	copy(m[flowModFixed:], match)
-	copy(m[flowModFixed+len(match):], instrs)
 	return m, nil
 }
 
@@ -92,21 +66,24 @@ type Group struct {
 // ID returns the group id, read from Raw.
 func (g Group) ID() uint32 { return be.Uint32(g.Raw[4:8]) }
 
-// GroupMod returns the GROUP_MOD (command ADD, xid 0) that installs the group, built from Raw without
-// libOpenflow. For a decoded group it equals the encoding of GroupModFromDesc(g.Desc).
+// GroupMod returns the canonical payload of the group (entry.GroupFromDesc), built from Raw without
+// libOpenflow: one GROUP_MOD (command ADD, xid 0), which for a decoded group equals the encoding of
+// GroupModFromDesc(g.Desc), or for a group larger than one message the ADD followed by its INSERT_BUCKET
+// messages (entry.GroupMessages splits them).
 func (g Group) GroupMod() (Message, error) {
-	size := headerLen + len(g.Raw)
-	if size > MaxMessage {
-		return nil, fmt.Errorf("%w: group of %d bytes", ErrTooLarge, size)
+	m, err := groupMod(g.Raw)
+	if err != nil {
+		return nil, fmt.Errorf("ofconn: %w", err)
 	}
-	m := make(Message, size)
-	putHeader(m, openflow15.Type_GroupMod, size, 0)
-	// command stays ADD (0)
-	m[10] = g.Raw[2]                                   // type
-	copy(m[12:18], g.Raw[4:10])                        // group_id, bucket_array_len
-	be.PutUint32(m[20:24], openflow15.OFPG_BUCKET_ALL) // command_bucket_id, as for every ADD
-	copy(m[24:], g.Raw[minGroupDesc:])
 	return m, nil
+}
+
+func groupMod(raw []byte) ([]byte, error) {
+	g, err := entry.GroupFromDesc(raw)
+	if err != nil {
+		return nil, err
+	}
+	return g.Encode()
 }
 
 // Meter is one entry of a meter dump.
@@ -123,16 +100,12 @@ type Meter struct {
 func (m Meter) ID() uint32 { return be.Uint32(m.Raw[4:8]) }
 
 // MeterMod returns the METER_MOD (command ADD, xid 0) that installs the meter, built from Raw without
-// libOpenflow. For a decoded meter it equals the encoding of MeterModFromDesc(m.Desc).
+// libOpenflow (entry.MeterFromDesc). For a decoded meter it equals the encoding of MeterModFromDesc(m.Desc).
 func (m Meter) MeterMod() (Message, error) {
-	size := headerLen + len(m.Raw)
-	if size > MaxMessage {
-		return nil, fmt.Errorf("%w: meter of %d bytes", ErrTooLarge, size)
+	mm, err := entry.MeterFromDesc(m.Raw)
+	if err != nil {
+		return nil, fmt.Errorf("ofconn: %w", err)
 	}
-	mm := make(Message, size)
-	putHeader(mm, openflow15.Type_MeterMod, size, 0)
-	// command stays ADD (0)
-	copy(mm[10:], m.Raw[2:]) // flags, meter_id, bands
 	return mm, nil
 }
 
@@ -173,17 +146,22 @@ func (c *Conn) DumpFlowsRaw(ctx context.Context) ([]Flow, error) {
 	return flows, err
 }
 
-// DumpGroups returns every group.
-func (c *Conn) DumpGroups(ctx context.Context) ([]Group, error) {
-	var groups []Group
-	err := c.multipart(ctx, openflow15.MultipartType_GroupDesc, openflow15.NewGroupMultipartRequest(openflow15.OFPG_ALL), minGroupDesc, func(raw []byte) error {
-		groups = append(groups, decodeGroup(raw))
+// rawFlows sends one OFPMP_FLOW_DESC request per body and returns the flows
+// of the replies undecoded, structure-checked.
+func (c *Conn) rawFlows(ctx context.Context, bodies []util.Message) ([]Flow, error) {
+	var flows []Flow
+	err := c.multiparts(ctx, openflow15.MultipartType_FlowDesc, bodies, false, minFlowDesc, func(raw []byte) error {
+		f := Flow{Raw: raw}
+		if err := checkFlowEntry(raw); err != nil {
+			f.Err = fmt.Errorf("ofconn: malformed flow (table %d, priority %d): %w", raw[4], be.Uint16(raw[6:8]), err)
+		}
+		flows = append(flows, f)
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("ofconn: dump groups: %w", err)
+		return nil, fmt.Errorf("ofconn: dump flows: %w", err)
 	}
-	return groups, nil
+	return flows, nil
 }
 
 // DumpMeters returns the configuration of every meter.
@@ -262,24 +240,42 @@ func decodeMeter(raw []byte) Meter {
 // multipart sends one multipart request and calls each for every entry of every reply until REPLY_MORE clears.
 // Entries start with their 16-bit length, as flow, group and meter descriptions do.
 func (c *Conn) multipart(ctx context.Context, mpType uint16, body util.Message, minEntry int, each func(raw []byte) error) error {
-	req := openflow15.NewMpRequest(mpType)
-	req.Body = append(req.Body, body)
-	xid := c.nextXids(1)
-	req.Header.Xid = xid
-	msg, err := req.MarshalBinary()
-	if err != nil {
-		return fmt.Errorf("encode request: %w", err)
+	return c.multiparts(ctx, mpType, []util.Message{body}, false, minEntry, each)
+}
+
+// multiparts sends one multipart request per body, written at once with consecutive xids (and a barrier after
+// them if barrier is set), and calls each for every entry of every reply until each request's REPLY_MORE
+// cleared. An error reply to any request ends it with that error.
+func (c *Conn) multiparts(ctx context.Context, mpType uint16, bodies []util.Message, barrier bool, minEntry int, each func(raw []byte) error) error {
+	if len(bodies) == 0 {
+		return nil
 	}
-	w := c.register(xid, 1)
+	n := uint32(len(bodies))
+	xid := c.nextXids(n + 1)
+	var msgs []byte
+	for i, body := range bodies {
+		req := openflow15.NewMpRequest(mpType)
+		req.Body = append(req.Body, body)
+		req.Header.Xid = xid + uint32(i)
+		b, err := req.MarshalBinary()
+		if err != nil {
+			return fmt.Errorf("encode request: %w", err)
+		}
+		msgs = append(msgs, b...)
+	}
+	if barrier {
+		msgs = append(msgs, controlMsg(openflow15.Type_BarrierRequest, xid+n, nil)...)
+	}
+	w := c.register(xid, n+1)
 	defer c.unregister(w)
 	if err := c.write(ctx, true, func(bw *bufio.Writer) error {
-		_, err := bw.Write(msg)
+		_, err := bw.Write(msgs)
 		return err
 	}); err != nil {
 		return err
 	}
-	c.stats.countSent(openflow15.Type_MultiPartRequest, len(msg))
-	for {
+	c.stats.countSent(openflow15.Type_MultiPartRequest, len(msgs))
+	for open := len(bodies); open > 0; {
 		f, err := c.recv(ctx, w)
 		if err != nil {
 			return err
@@ -296,9 +292,10 @@ func (c *Conn) multipart(ctx context.Context, mpType uint16, body util.Message, 
 			return err
 		}
 		if !more {
-			return nil
+			open--
 		}
 	}
+	return nil
 }
 
 // splitEntries calls each for every entry of one multipart reply and reports whether more replies follow.
@@ -315,6 +312,9 @@ func splitEntries(f []byte, mpType uint16, minEntry int, each func(raw []byte) e
 			return false, fmt.Errorf("truncated multipart entry: %d bytes left", len(b))
 		}
 		n := int(be.Uint16(b[0:2]))
+		if len(b) > 0xffff && n == len(b)&0xffff {
+			n = len(b) // a group description whose length wrapped (wrapped.go)
+		}
 		if n < minEntry || n > len(b) {
 			return false, fmt.Errorf("multipart entry of length %d with %d bytes left", n, len(b))
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/server/ofconn"
@@ -45,13 +46,46 @@ type bundleSource struct {
 }
 
 // source is the bundle of p, held in memory.
-func (p *plan) source() bundleSource {
+func (p *plan) source() bundleSource { return changesSource(p.bundle) }
+
+// changesSource is a bundle of the messages of cs, in order. A change may
+// take several messages (a group too large for one: ADD, then
+// INSERT_BUCKETs); ends[i] is where the messages of cs[i] end, nil while
+// every change is one message (flows always are).
+func changesSource(cs []Change) bundleSource {
+	var ends []int
+	n := 0
+	for i, c := range cs {
+		k := 1
+		if c.Kind == entry.KindGroup && c.Op != OpDelete {
+			k = len(c.messages())
+		}
+		if k != 1 && ends == nil {
+			ends = make([]int, i, len(cs))
+			for j := range ends {
+				ends[j] = j + 1
+			}
+		}
+		n += k
+		if ends != nil {
+			ends = append(ends, n)
+		}
+	}
+	changeOf := func(x int) int {
+		if ends == nil {
+			return x
+		}
+		i, _ := slices.BinarySearch(ends, x+1)
+		return i
+	}
 	return bundleSource{
-		n: len(p.bundle),
+		n: n,
 		produce: func(emit func(ofconn.Message) error) error {
-			for _, c := range p.bundle {
-				if err := emit(c.message()); err != nil {
-					return err
+			for _, c := range cs {
+				for _, m := range c.messages() {
+					if err := emit(m); err != nil {
+						return err
+					}
 				}
 			}
 			return nil
@@ -59,7 +93,7 @@ func (p *plan) source() bundleSource {
 		at: func(idx []int) ([]Change, error) {
 			out := make([]Change, len(idx))
 			for i, x := range idx {
-				out[i] = p.bundle[x]
+				out[i] = cs[changeOf(x)]
 			}
 			return out, nil
 		},
@@ -112,7 +146,7 @@ func applyChanges(ctx context.Context, conn *ofconn.Conn, pre []Change, bundle b
 		return re
 	}
 	for i, c := range pre {
-		if err := send(c, c.message()); err != nil {
+		if err := send(c, c.messages()[0]); err != nil {
 			var re *RejectedError
 			if errors.As(err, &re) {
 				return st, undo(i, re)
@@ -152,7 +186,7 @@ func applyChanges(ctx context.Context, conn *ofconn.Conn, pre []Change, bundle b
 		}
 	}
 	for _, c := range post {
-		if err := send(c, c.message()); err != nil {
+		if err := send(c, c.messages()[0]); err != nil {
 			var re *RejectedError
 			if errors.As(err, &re) {
 				re.SwitchChanged = true

@@ -344,11 +344,16 @@ func dumpAll(ctx context.Context, conn *ofconn.Conn) ([]actualEntry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dump flows: %w", err)
 	}
-	others, err := dumpGroupsMeters(ctx, conn)
+	groups, meters, err := dumpGroupsAndMeters(ctx, conn)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]actualEntry, 0, len(flows)+len(others))
+	return actualEntries(flows, groups, meters)
+}
+
+// actualEntries turns dumped entries into canonical form.
+func actualEntries(flows []ofconn.Flow, groups []ofconn.Group, meters []ofconn.Meter) ([]actualEntry, error) {
+	out := make([]actualEntry, 0, len(flows)+len(groups)+len(meters))
 	for _, f := range flows {
 		if f.Err != nil {
 			return nil, f.Err
@@ -358,7 +363,19 @@ func dumpAll(ctx context.Context, conn *ofconn.Conn) ([]actualEntry, error) {
 			return nil, err
 		}
 	}
-	return append(out, others...), nil
+	for _, g := range groups {
+		m, err := g.GroupMod()
+		if err := appendActual(&out, entry.KindGroup, m, err); err != nil {
+			return nil, err
+		}
+	}
+	for _, mt := range meters {
+		m, err := mt.MeterMod()
+		if err := appendActual(&out, entry.KindMeter, m, err); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 func errString(err error) string {

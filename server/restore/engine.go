@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flowstate-io/flowstate/canon"
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/server/events"
@@ -110,6 +111,9 @@ type Config struct {
 // writes) and one for OVSDB. Run starts them and returns when ctx is
 // cancelled and all of them have stopped.
 type Engine struct {
+	// forms are what the switch made of entries canon keeps in part as
+	// sent (forms.go).
+	forms   *canon.Forms
 	cfg     Config
 	log     *slog.Logger
 	bridges map[string]*bridge
@@ -207,7 +211,19 @@ func New(cfg Config) (*Engine, error) {
 			return nil, fmt.Errorf("restore: required %w", err)
 		}
 	}
+	pruned, err := cfg.Store.PruneForms()
+	if err != nil {
+		return nil, fmt.Errorf("restore: %w", err)
+	}
+	if pruned > 0 {
+		cfg.Logger.Info("forgot the switch's forms of entries no longer declared", "forms", pruned)
+	}
+	known, err := cfg.Store.Forms()
+	if err != nil {
+		return nil, fmt.Errorf("restore: %w", err)
+	}
 	e := &Engine{
+		forms:     canon.NewForms(known),
 		cfg:       cfg,
 		log:       cfg.Logger,
 		bridges:   make(map[string]*bridge, len(cfg.Bridges)),

@@ -296,6 +296,7 @@ func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) (
 	// Once Run is stopping, writes are only stored: the next start replays.
 	live := conn != nil && b.converged && e.gate.isOpen() && ctx.Err() == nil
 	var unknown error // the switch failed with an unknown outcome
+	var sent []Change // what the switch took, for learnForms
 	results = make([]writeResult, len(reqs))
 	err = e.cfg.Store.Update(func(w *store.Writer) error {
 		n := 0
@@ -358,6 +359,8 @@ func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) (
 				live = false
 			case e.faults.beforeStoreCommit != nil:
 				return e.faults.beforeStoreCommit()
+			default:
+				sent = cs
 			}
 		}
 		return nil
@@ -381,6 +384,11 @@ func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) (
 		e.divergedLocked(b, "write stored, its outcome on the switch is unknown", unknown)
 	} else if !live {
 		b.requestReplay()
+	}
+	if sent != nil {
+		lctx, cancel := context.WithTimeout(ctx, e.cfg.WriteTimeout)
+		e.learnForms(lctx, conn, sent, false, e.log.With("bridge", b.name))
+		cancel()
 	}
 	return results, nil
 }

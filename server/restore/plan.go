@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 
+	"github.com/flowstate-io/flowstate/canon"
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/server/ofconn"
 	"github.com/flowstate-io/flowstate/store"
@@ -47,34 +48,28 @@ type Change struct {
 	foreign bool
 }
 
-// message is the OpenFlow message that performs c.
-func (c Change) message() ofconn.Message {
-	switch c.Kind {
-	case entry.KindFlow:
-		if c.Op == OpDelete {
-			return entry.DeleteFlowStrict(c.Actual)
-		}
-		// ADD of an existing identity replaces its content.
-		return c.Desired.Payload
-	case entry.KindGroup:
-		switch c.Op {
-		case OpAdd:
-			return c.Desired.Payload
-		case OpModify:
-			return entry.WithModify(c.Desired.Payload)
-		default:
-			return entry.DeleteGroup(groupOrMeterID(c.Actual))
-		}
+// messages are the OpenFlow messages that perform c, in order: one, or for a
+// group larger than one message its ADD or MODIFY and INSERT_BUCKETs
+// (canon.Messages), which must share a bundle.
+func (c Change) messages() []ofconn.Message {
+	switch {
+	case c.Op != OpDelete:
+		return toMessages(canon.Messages(c.Kind, c.Op == OpModify, c.Desired.Payload))
+	case c.Kind == entry.KindFlow:
+		return []ofconn.Message{entry.DeleteFlowStrict(c.Actual)}
+	case c.Kind == entry.KindGroup:
+		return []ofconn.Message{entry.DeleteGroup(groupOrMeterID(c.Actual))}
 	default:
-		switch c.Op {
-		case OpAdd:
-			return c.Desired.Payload
-		case OpModify:
-			return entry.WithModify(c.Desired.Payload)
-		default:
-			return entry.DeleteMeter(groupOrMeterID(c.Actual))
-		}
+		return []ofconn.Message{entry.DeleteMeter(groupOrMeterID(c.Actual))}
 	}
+}
+
+func toMessages(bs [][]byte) []ofconn.Message {
+	ms := make([]ofconn.Message, len(bs))
+	for i, b := range bs {
+		ms[i] = b
+	}
+	return ms
 }
 
 // groupOrMeterID reads the id of a canonical GROUP_MOD or METER_MOD.

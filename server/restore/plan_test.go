@@ -86,14 +86,14 @@ func TestChangeMessages(t *testing.T) {
 	binary.BigEndian.PutUint16(groupAdd[2:], 24)
 	binary.BigEndian.PutUint32(groupAdd[12:], 77)
 	g := entry.Entry{Kind: entry.KindGroup, ID: groupAdd[12:16], Payload: groupAdd}
-	if m := (Change{Kind: entry.KindGroup, Op: OpModify, Desired: g}).message(); binary.BigEndian.Uint16(m[8:]) != 1 {
+	if m := (Change{Kind: entry.KindGroup, Op: OpModify, Desired: g}).messages()[0]; binary.BigEndian.Uint16(m[8:]) != 1 {
 		t.Fatalf("group modify has command %d", binary.BigEndian.Uint16(m[8:]))
 	}
-	del := (Change{Kind: entry.KindGroup, Op: OpDelete, Actual: groupAdd}).message()
+	del := (Change{Kind: entry.KindGroup, Op: OpDelete, Actual: groupAdd}).messages()[0]
 	if binary.BigEndian.Uint16(del[8:]) != 2 || binary.BigEndian.Uint32(del[12:]) != 77 {
 		t.Fatalf("group delete %x", del)
 	}
-	if m := (Change{Kind: entry.KindGroup, Op: OpAdd, Desired: g}).message(); &m[0] != &groupAdd[0] {
+	if m := (Change{Kind: entry.KindGroup, Op: OpAdd, Desired: g}).messages()[0]; &m[0] != &groupAdd[0] {
 		t.Fatal("add does not send the payload as is")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/flowstate-io/flowstate/canon"
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/server/ofconn"
 	"github.com/flowstate-io/flowstate/store"
@@ -52,7 +53,13 @@ type flowScan struct {
 	// keepUndeclared leaves alone the groups and meters on the switch that
 	// no module declared (a partial owned cookie space, cookie.go).
 	keepUndeclared bool
-	k              []byte
+	// forms are the switch's forms of declared payloads (canon.Forms): a
+	// desired flow is compared and sent in its learned form.
+	forms *canon.Forms
+	// learn collects, while the bundle is written, the modified flows whose
+	// form the switch may rewrite (canon.Opaque), to learn it after.
+	learn []Change
+	k     []byte
 }
 
 // compared returns the groups and meters of the switch that the plan compares
@@ -95,6 +102,7 @@ func (fs *flowScan) each(from []byte, mark bool, fn func(op Op, rec store.Record
 		if fs.skipped(rec.ID) {
 			return nil
 		}
+		rec.Payload = fs.forms.Form(rec.Payload)
 		if op := fs.sw.lookup(rec.ID, rec.Payload, mark); op != 0 {
 			return fn(op, rec)
 		}
@@ -120,7 +128,7 @@ func (e *Engine) desiredOthers(bridge string) ([]entry.Entry, error) {
 			return nil, err
 		}
 	}
-	return out, nil
+	return e.forms.Apply(out), nil
 }
 
 // planReplay builds the plan that makes the switch of fs hold the desired
@@ -172,36 +180,45 @@ func (e *Engine) planReplay(ctx context.Context, conn *ofconn.Conn, fs *flowScan
 	return p, nil
 }
 
-// source is the bundle of p, made from the store as it is written.
+// source is the bundle of p, made from the store as it is written. Flows
+// and deletes are one message each; a group may take several.
 func (p *replayPlan) source(fs *flowScan) bundleSource {
-	g, d, s, f := len(p.groupsIn), len(p.flowDels), p.sets(), len(p.foreignFlows)
-	return bundleSource{
-		n: p.bundleLen(),
-		produce: func(emit func(ofconn.Message) error) error {
-			for _, c := range p.groupsIn {
-				if err := emit(c.message()); err != nil {
-					return err
-				}
+	groups := changesSource(p.groupsIn)
+	g, d, s, f := groups.n, len(p.flowDels), p.sets(), len(p.foreignFlows)
+	one := func(emit func(ofconn.Message) error, cs []Change) error {
+		for _, c := range cs {
+			if err := emit(c.messages()[0]); err != nil {
+				return err
 			}
-			for _, c := range p.flowDels {
-				if err := emit(c.message()); err != nil {
-					return err
-				}
+		}
+		return nil
+	}
+	return bundleSource{
+		n: g + d + s + f + len(p.groupDels),
+		produce: func(emit func(ofconn.Message) error) error {
+			if err := groups.produce(emit); err != nil {
+				return err
+			}
+			if err := one(emit, p.flowDels); err != nil {
+				return err
 			}
 			if s > 0 {
 				// An ADD of an existing identity replaces its content.
-				if _, err := fs.each(nil, false, func(_ Op, rec store.Record) error { return emit(rec.Payload) }); err != nil {
+				fs.learn = fs.learn[:0]
+				_, err := fs.each(nil, false, func(op Op, rec store.Record) error {
+					if op == OpModify && canon.Opaque(entry.KindFlow, rec.Payload) {
+						fs.learn = append(fs.learn, Change{Op: op, Kind: entry.KindFlow, Desired: recordEntry(rec), Index: -1})
+					}
+					return emit(rec.Payload)
+				})
+				if err != nil {
 					return err
 				}
 			}
-			for _, cs := range [][]Change{p.foreignFlows, p.groupDels} {
-				for _, c := range cs {
-					if err := emit(c.message()); err != nil {
-						return err
-					}
-				}
+			if err := one(emit, p.foreignFlows); err != nil {
+				return err
 			}
-			return nil
+			return one(emit, p.groupDels)
 		},
 		at: func(idx []int) ([]Change, error) {
 			out := make([]Change, len(idx))
@@ -209,7 +226,11 @@ func (p *replayPlan) source(fs *flowScan) bundleSource {
 			for i, x := range idx {
 				switch {
 				case x < g:
-					out[i] = p.groupsIn[x]
+					c, err := groups.at([]int{x})
+					if err != nil {
+						return nil, err
+					}
+					out[i] = c[0]
 				case x < g+d:
 					out[i] = p.flowDels[x-g]
 				case x < g+d+s:
@@ -304,7 +325,7 @@ func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn,
 	}
 	for {
 		r.Rounds++
-		fs := &flowScan{store: e.cfg.Store, bridge: b.name, sw: sw, keepUndeclared: !e.ownsGroupsAndMeters()}
+		fs := &flowScan{store: e.cfg.Store, bridge: b.name, sw: sw, keepUndeclared: !e.ownsGroupsAndMeters(), forms: e.forms}
 		if err := e.skipsLocked(b, fs, others, limits, log); err != nil {
 			return r, err
 		}
@@ -321,6 +342,9 @@ func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn,
 		}
 		st, err := applyChanges(ctx, conn, p.pre, p.source(fs), p.post)
 		r.Messages, r.Bytes = st.messages, st.bytes
+		if err == nil {
+			e.learnForms(ctx, conn, slices.Concat(p.pre, p.groupsIn, fs.learn), true, log)
+		}
 		if err == nil && len(foreign) > 0 {
 			b.foreignSettled = true
 			log.Info("entries outside the owned cookie space restored from the mirror", "entries", len(foreign))
@@ -375,7 +399,7 @@ func (e *Engine) diffNow(ctx context.Context, b *bridge, conn *ofconn.Conn, fn f
 	if err != nil {
 		return err
 	}
-	fs := &flowScan{store: e.cfg.Store, bridge: b.name, sw: sw, skip: skip, keepUndeclared: !e.ownsGroupsAndMeters()}
+	fs := &flowScan{store: e.cfg.Store, bridge: b.name, sw: sw, skip: skip, keepUndeclared: !e.ownsGroupsAndMeters(), forms: e.forms}
 	if b.foreignSettled {
 		e.saveForeign(b, fs.foreignOf(others), e.log.With("bridge", b.name))
 	}

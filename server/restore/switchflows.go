@@ -242,28 +242,24 @@ func (e *Engine) eachFlowMod(ctx context.Context, conn *ofconn.Conn, fn func(m [
 
 // dumpGroupsMeters dumps groups and meters in canonical form.
 func dumpGroupsMeters(ctx context.Context, conn *ofconn.Conn) ([]actualEntry, error) {
+	groups, meters, err := dumpGroupsAndMeters(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	return actualEntries(nil, groups, meters)
+}
+
+// dumpGroupsAndMeters dumps groups and meters as the switch sends them.
+func dumpGroupsAndMeters(ctx context.Context, conn *ofconn.Conn) ([]ofconn.Group, []ofconn.Meter, error) {
 	groups, err := conn.DumpGroups(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("dump groups: %w", err)
+		return nil, nil, fmt.Errorf("dump groups: %w", err)
 	}
 	meters, err := conn.DumpMeters(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("dump meters: %w", err)
+		return nil, nil, fmt.Errorf("dump meters: %w", err)
 	}
-	out := make([]actualEntry, 0, len(groups)+len(meters))
-	for _, g := range groups {
-		m, err := g.GroupMod()
-		if err := appendActual(&out, entry.KindGroup, m, err); err != nil {
-			return nil, err
-		}
-	}
-	for _, mt := range meters {
-		m, err := mt.MeterMod()
-		if err := appendActual(&out, entry.KindMeter, m, err); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return groups, meters, nil
 }
 
 func appendActual(out *[]actualEntry, kind entry.Kind, m ofconn.Message, err error) error {

@@ -1,0 +1,163 @@
+package ofctl
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// This file is what package canon needs of ofctl's models to bring encoded
+// entries that the text syntax cannot wholly express to OVS's canonical
+// form: the match (a finite field set, re-encoded in OVS's order) and each
+// action on its own (printed and parsed back when the printer knows it,
+// reported unknown otherwise, so canon keeps it as opaque bytes).
+
+// CanonicalMatch returns OXM fields (the body of an ofp_match, without its
+// header or padding) encoded as OVS encodes the same match: in nx_put_raw's
+// order, all-ones masks as exact matches, values masked. It refuses what
+// OVS refuses rather than dropping it: an unknown field, a field given
+// twice (OFPBMC_DUP_FIELD), a field without its prerequisites
+// (OFPBMC_BAD_PREREQ).
+func CanonicalMatch(oxms []byte) ([]byte, error) {
+	if err := checkDupFields(oxms); err != nil {
+		return nil, err
+	}
+	mt, err := decodeOXMs(oxms)
+	if err != nil {
+		// Where OVS puts a field in a match decides the flow's identity,
+		// so a field ofctl does not know cannot be kept as sent.
+		return nil, fmt.Errorf("ofctl: match: %w (a field flowstate does not know yet cannot be declared: its place in OVS's order decides the flow's identity)", err)
+	}
+	out := encodeOXMs(mt.encode())
+	back, err := decodeOXMs(out)
+	if err != nil {
+		return nil, fmt.Errorf("ofctl: match: re-encoded match does not decode: %w", err)
+	}
+	if *back != *mt {
+		return nil, fmt.Errorf("ofctl: match: %s: OVS refuses a match field without its prerequisites (OFPBMC_BAD_PREREQ)", lostFields(mt, back))
+	}
+	return out, nil
+}
+
+// checkDupFields refuses a match that names one field twice, which
+// decodeOXMs would silently merge.
+func checkDupFields(b []byte) error {
+	seen := map[uint32]bool{}
+	for len(b) >= 4 {
+		h := binary.BigEndian.Uint32(b) &^ 0x1ff // class and field, without mask bit and length
+		if seen[h] {
+			return fmt.Errorf("ofctl: match: field %#04x:%d given twice: OVS refuses it (OFPBMC_DUP_FIELD)", h>>16, (h>>9)&0x7f)
+		}
+		seen[h] = true
+		n := 4 + int(b[3])
+		if n > len(b) {
+			return errors.New("ofctl: match: truncated match field")
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
+// lostFields names the slots that differ between a decoded match and its
+// re-encoding: the fields whose prerequisites are missing.
+func lostFields(want, got *match) string {
+	var names []string
+	for s := slot(0); s < nSlots; s++ {
+		if want.m[s] != got.m[s] || want.v[s] != got.v[s] {
+			names = append(names, slotName(s))
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+// slotName names a match slot by the first field that maps to it.
+func slotName(s slot) string {
+	for _, f := range fields {
+		if f.slot == s && !f.special {
+			return f.name
+		}
+	}
+	return fmt.Sprintf("field slot %d", s)
+}
+
+// encodeOXMs encodes fields as they appear in an ofp_match body.
+func encodeOXMs(fs []oxm) []byte {
+	var b []byte
+	for _, f := range fs {
+		b = appendOXMHeader(b, f.hdr, f.m != nil, len(f.v)+len(f.m))
+		b = append(append(b, f.v...), f.m...)
+	}
+	return b
+}
+
+// ActionContext canonicalises the actions of one action list, one at a time,
+// in the context the text parser checks them in: the flow's match and
+// table, or a group bucket, or an action set (write_actions).
+type ActionContext struct {
+	cx actx
+}
+
+// FlowActions returns the context of the apply_actions of a flow in table
+// with the given canonical match body.
+func FlowActions(oxms []byte, table uint8) (*ActionContext, error) {
+	mt, err := decodeOXMs(oxms)
+	if err != nil {
+		return nil, fmt.Errorf("ofctl: match: %w", err)
+	}
+	return &ActionContext{cx: actx{mt: *mt, table: table}}, nil
+}
+
+// WriteActions returns the context of the flow's write_actions.
+func (c *ActionContext) WriteActions() *ActionContext {
+	return &ActionContext{cx: actx{mt: c.cx.mt, table: c.cx.table, outer: "write_actions", anyMatch: c.cx.anyMatch}}
+}
+
+// BucketActions returns the context of the actions of a group bucket.
+func BucketActions() *ActionContext {
+	return &ActionContext{cx: actx{anyMatch: true}}
+}
+
+// Canonical returns action a (one encoded action, as its header's length
+// says) as OVS encodes it, and true, when ofctl can print it and parse the
+// print back; otherwise it returns nil and false, and the caller keeps the
+// bytes as they are. Actions are given in list order: the context follows
+// the VLAN header through push_vlan and pop_vlan as the parser does.
+func (c *ActionContext) Canonical(a []byte) ([]byte, bool) {
+	text, err := formatAction(a)
+	if err != nil {
+		return nil, false
+	}
+	saved := c.cx
+	out, err := c.parse(text)
+	if err != nil {
+		c.cx = saved
+		return nil, false
+	}
+	return out, true
+}
+
+func (c *ActionContext) parse(text string) ([]byte, error) {
+	acts, err := parseEach(text, 0, func(p kv, key string) ([][]byte, error) {
+		if c.cx.anyMatch && c.cx.outer == "" {
+			return c.cx.bucketAction(p)
+		}
+		return c.cx.parseAction(p, key)
+	})
+	return bytes.Join(acts, nil), err
+}
+
+// CanonicalGroupProperties returns the properties that follow a group's
+// buckets as OVS encodes them (the selection method of a select group), and
+// true, or nil and false when ofctl does not know them.
+func CanonicalGroupProperties(b []byte) ([]byte, bool) {
+	if len(b) == 0 {
+		return nil, true
+	}
+	sel, err := decodeSelection(b)
+	if err != nil || sel.check(0) != nil {
+		return nil, false
+	}
+	return sel.encode(), true
+}
