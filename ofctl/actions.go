@@ -72,8 +72,20 @@ func actionField(f *field) *field {
 	return f
 }
 
-// parseSubfield parses NAME, NAME[], NAME[N] or NAME[A..B].
+// parseSubfield parses NAME, NAME[], NAME[N] or NAME[A..B] for the
+// actions that name a field by a 32-bit NXM/OXM header (move, output,
+// learn, ...), which experimenter fields do not have.
 func parseSubfield(s string) (subfield, error) {
+	sf, err := parseSubfieldAny(s)
+	if err == nil && sf.f.hdr.isExperimenter() {
+		return subfield{}, fmt.Errorf("field %s cannot be used here: only set_field and load take experimenter fields", sf.f.name)
+	}
+	return sf, err
+}
+
+// parseSubfieldAny is parseSubfield for any field, experimenter ones
+// included (load, which is sent as set_field).
+func parseSubfieldAny(s string) (subfield, error) {
 	name, rng, hasRng := strings.Cut(s, "[")
 	f := lookupField(name)
 	if f == nil {
@@ -419,7 +431,7 @@ func action32(typ uint16, v uint32) []byte {
 // outputPort encodes OFPAT_OUTPUT after OVS's port checks.
 func (cx *actx) outputPort(p kv, port uint16, maxLen uint16) ([]byte, error) {
 	switch port {
-	case portNone:
+	case portNone, portUnset:
 		return nil, errAt(p.keyOff, p.text(), "invalid output port")
 	case portController:
 		if maxLen == 0 && p.delim == 0 {
@@ -554,7 +566,7 @@ func (cx *actx) parseLoad(p kv) ([]byte, error) {
 		return nil, errAt(p.valOff, p.val, "load needs VALUE->FIELD[]")
 	}
 	dOff := p.valOff + len(vs) + 2
-	sf, err := parseSubfield(ds)
+	sf, err := parseSubfieldAny(ds)
 	if err != nil {
 		return nil, errAt(dOff, ds, "%v", err)
 	}

@@ -220,6 +220,9 @@ func formatAction(a []byte) (string, error) {
 		return "pop_vlan", nil
 	case ofpatPushVLAN:
 		return fmt.Sprintf("push_vlan:0x%x", binary.BigEndian.Uint16(a[4:])), nil
+	case ofpatPushMpls, ofpatPopMpls, ofpatSetMplsTTL, ofpatDecMplsTTL:
+		s, _ := formatMplsAction(a)
+		return s, nil
 	case ofpatSetField:
 		return formatSetField(a)
 	case ofpatCopyField:
@@ -235,7 +238,7 @@ func formatAction(a []byte) (string, error) {
 
 // fieldFromHeader finds the field named by a 4-byte NXM/OXM header.
 func fieldFromHeader(h uint32) (*field, error) {
-	hdr := oxmHdr{uint16(h >> 16), uint8(h>>9) & 0x7f}
+	hdr := oxmHdr{h >> 16, uint8(h>>9) & 0x7f}
 	f, ok := fieldByHdr[hdr]
 	if !ok || int(h&0xff) != f.bytes {
 		return nil, fmt.Errorf("unsupported field header %#08x", h)
@@ -249,18 +252,30 @@ func formatSetField(a []byte) (string, error) {
 	}
 	h := binary.BigEndian.Uint32(a[4:])
 	masked := h&0x100 != 0
-	f, ok := fieldByHdr[oxmHdr{uint16(h >> 16), uint8(h>>9) & 0x7f}]
+	hdr, body := oxmHdr{h >> 16, uint8(h>>9) & 0x7f}, a[8:]
 	n := int(h & 0xff)
+	if n > len(body) {
+		return "", fmt.Errorf("set_field: truncated field %#08x", h)
+	}
+	body = body[:n]
+	if hdr.class == 0xffff {
+		var err error
+		if hdr, body, err = pullExperimenter(hdr.field, body); err != nil {
+			return "", fmt.Errorf("set_field: %w", err)
+		}
+	}
+	f, ok := fieldByHdr[hdr]
+	n = len(body)
 	if masked {
 		n /= 2
 	}
-	if !ok || n != f.bytes || 8+int(h&0xff) > len(a) {
+	if !ok || n != f.bytes {
 		return "", fmt.Errorf("set_field: unsupported field header %#08x", h)
 	}
-	v := a[8 : 8+n]
+	v := body[:n]
 	var m []byte
 	if masked {
-		m = a[8+n : 8+2*n]
+		m = body[n : 2*n]
 	}
 	return "set_field:" + formatValue(f, v, m) + "->" + f.name, nil
 }

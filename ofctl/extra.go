@@ -237,31 +237,47 @@ var (
 	mpAlgNames     = []string{"modulo_n", "hash_threshold", "hrw", "iter_hash"}
 )
 
-// parseMultipath parses multipath(FIELDS,BASIS,ALGORITHM,N_LINKS,ARG,DST).
-func parseMultipath(p kv) ([]byte, error) {
-	args := strings.FieldsFunc(p.val, func(r rune) bool { return r == ',' || r == ' ' })
-	if len(args) < 6 {
-		return nil, errAt(p.keyOff, p.text(), "not enough arguments to multipath action")
-	}
-	// off[i] is where args[i] starts in the line, for errors.
-	off := make([]int, len(args))
+// splitArgs splits the value of an action at commas and blanks, with where
+// each argument starts in the line, for errors.
+func splitArgs(p kv) (args []string, off []int) {
+	args = strings.FieldsFunc(p.val, func(r rune) bool { return r == ',' || r == ' ' })
+	off = make([]int, len(args))
 	for i, at := 0, 0; i < len(args); i++ {
 		at += strings.Index(p.val[at:], args[i])
 		off[i] = p.valOff + at
 		at += len(args[i])
 	}
-	fields := indexOf(hashFieldNames, strings.ToLower(args[0]))
+	return args, off
+}
+
+// parseHashArgs parses the hash fields and basis that multipath and bundle
+// take first. OVS reads the basis with atoi; flowstate insists on a plain
+// number.
+func parseHashArgs(args []string, off []int) (fields int, basis uint64, err error) {
+	fields = indexOf(hashFieldNames, strings.ToLower(args[0]))
 	if fields < 0 {
-		return nil, errAt(off[0], args[0], "unknown fields")
+		return 0, 0, errAt(off[0], args[0], "unknown fields")
+	}
+	basis, perr := parseUint(args[1], 16)
+	if perr != nil {
+		return 0, 0, errAt(off[1], args[1], "bad basis (want 0 to 65535)")
+	}
+	return fields, basis, nil
+}
+
+// parseMultipath parses multipath(FIELDS,BASIS,ALGORITHM,N_LINKS,ARG,DST).
+func parseMultipath(p kv) ([]byte, error) {
+	args, off := splitArgs(p)
+	if len(args) < 6 {
+		return nil, errAt(p.keyOff, p.text(), "not enough arguments to multipath action")
+	}
+	fields, basis, err := parseHashArgs(args, off)
+	if err != nil {
+		return nil, err
 	}
 	alg := indexOf(mpAlgNames, strings.ToLower(args[2]))
 	if alg < 0 {
 		return nil, errAt(off[2], args[2], "unknown algorithm")
-	}
-	// OVS reads the numbers with atoi; insist on plain numbers instead.
-	basis, err := parseUint(args[1], 16)
-	if err != nil {
-		return nil, errAt(off[1], args[1], "bad basis (want 0 to 65535)")
 	}
 	links, err := parseUint(args[3], 32)
 	if err != nil || links < 1 || links > 65536 {
@@ -302,11 +318,7 @@ func formatMultipath(a []byte) (string, error) {
 	if fields >= len(hashFieldNames) || alg >= len(mpAlgNames) {
 		return "", errors.New("multipath: unknown fields or algorithm")
 	}
-	f, err := fieldFromNXMHeader(binary.BigEndian.Uint32(a[28:]))
-	if err != nil {
-		return "", fmt.Errorf("multipath: %w", err)
-	}
-	sf, err := decodeOfsNbits(f, binary.BigEndian.Uint16(a[26:]))
+	sf, err := nxmSubfield(binary.BigEndian.Uint32(a[28:]), binary.BigEndian.Uint16(a[26:]))
 	if err != nil {
 		return "", fmt.Errorf("multipath: %w", err)
 	}
@@ -527,6 +539,17 @@ func (cx *actx) parseExtraAction(p kv, key string) (acts [][]byte, ok bool, err 
 		return one(cx.asSetField(p, p.val+"->tun_id"))
 	case "push", "pop":
 		return one(cx.parseStack(p, key == "push"))
+	case "encap":
+		return one(cx.parseEncap(p))
+	case "decap":
+		return one(cx.parseDecap(p))
+	case "dec_nsh_ttl":
+		return one(cx.parseDecNshTTL(p))
+	case "bundle", "bundle_load":
+		return one(cx.parseBundle(p, key == "bundle_load"))
+	}
+	if b, ok, err := cx.parseMplsAction(p, key); ok {
+		return one(b, err)
 	}
 	return nil, false, nil
 }
@@ -553,6 +576,14 @@ func formatExtraNX(a []byte, sub uint16) (s string, ok bool, err error) {
 		return formatOutputTrunc(a), true, nil
 	case nxastStackPush, nxastStackPop:
 		s, err = formatStack(a)
+	case nxastEncap:
+		s, err = formatEncap(a)
+	case nxastDecap:
+		return formatDecap(a), true, nil
+	case nxastDecNshTTL:
+		return "dec_nsh_ttl", true, nil
+	case nxastBundle, nxastBundleLoad:
+		s, err = formatBundle(a)
 	default:
 		return "", false, nil
 	}

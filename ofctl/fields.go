@@ -51,7 +51,26 @@ const (
 	sCtTpSrc
 	sCtTpDst
 	sMetadata
-	sReg0               // first of 16 consecutive 32-bit registers
+	sPacketType   // OpenFlow 1.5 packet type: namespace and type
+	sActsetOutput // OpenFlow 1.1+ port number
+	sMplsLabel
+	sMplsTC
+	sMplsBOS
+	sMplsTTL
+	sTunErspanIdx
+	sTunErspanVer
+	sTunErspanDir
+	sTunErspanHwid
+	sTunGtpuFlags
+	sTunGtpuMsgtype
+	sNshFlags
+	sNshTTL
+	sNshMdtype
+	sNshNp
+	sNshSPI
+	sNshSI
+	sNshC1              // first of 4 NSH context headers
+	sReg0  = sNshC1 + 4 // first of 16 consecutive 32-bit registers
 	nSlots = sReg0 + 16 // number of slots
 )
 
@@ -63,9 +82,12 @@ var slotWidth = func() [nSlots]int {
 			w[s] = n
 		}
 	}
-	set(1, sNwFrag, sNwTos, sNwTTL, sNwProto, sTunGbpFlags, sCtNwProto)
+	set(1, sNwFrag, sNwTos, sNwTTL, sNwProto, sTunGbpFlags, sCtNwProto, sMplsTC, sMplsBOS, sMplsTTL,
+		sTunErspanVer, sTunErspanDir, sTunErspanHwid, sTunGtpuFlags, sTunGtpuMsgtype,
+		sNshFlags, sNshTTL, sNshMdtype, sNshNp, sNshSI)
 	set(2, sDlType, sVlanTCI, sTpSrc, sTpDst, sTCPFlags, sTunFlags, sTunGbpID, sCtZone, sCtTpSrc, sCtTpDst)
-	set(4, sConjID, sInPort, sNwSrc, sNwDst, sIPv6Label, sTunSrc, sTunDst, sPktMark, sCtState, sCtMark, sCtNwSrc, sCtNwDst)
+	set(4, sConjID, sInPort, sNwSrc, sNwDst, sIPv6Label, sTunSrc, sTunDst, sPktMark, sCtState, sCtMark, sCtNwSrc, sCtNwDst,
+		sPacketType, sActsetOutput, sMplsLabel, sTunErspanIdx, sNshSPI, sNshC1, sNshC1+1, sNshC1+2, sNshC1+3)
 	set(6, sDlSrc, sDlDst, sArpSha, sArpTha)
 	set(8, sTunID, sMetadata)
 	set(16, sIPv6Src, sIPv6Dst, sNdTarget, sTunIPv6Src, sTunIPv6Dst, sCtLabel, sCtIPv6Src, sCtIPv6Dst)
@@ -79,16 +101,17 @@ var slotWidth = func() [nSlots]int {
 type valKind int
 
 const (
-	kHex      valKind = iota // integer, printed 0x...
-	kDec                     // integer, printed in decimal
-	kEth                     // Ethernet address
-	kIPv4                    // dotted quad
-	kIPv6                    // IPv6 address
-	kPort                    // OpenFlow port number or name
-	kCtState                 // +trk-new flags
-	kTCPFlags                // +syn-ack flags
-	kTunFlags                // +oam flags
-	kFrag                    // no, yes, first, later, not_later
+	kHex        valKind = iota // integer, printed 0x...
+	kDec                       // integer, printed in decimal
+	kEth                       // Ethernet address
+	kIPv4                      // dotted quad
+	kIPv6                      // IPv6 address
+	kPort                      // OpenFlow port number or name
+	kCtState                   // +trk-new flags
+	kTCPFlags                  // +syn-ack flags
+	kTunFlags                  // +oam flags
+	kFrag                      // no, yes, first, later, not_later
+	kPacketType                // (namespace,type)
 )
 
 // prereq is what the rest of the match must say before a field may appear.
@@ -116,11 +139,14 @@ const (
 	preCtIPv4 // preCt and ip
 	preCtIPv6 // preCt and ipv6
 	preCtL4   // preCt and ct_nw_proto
+	preNSH    // eth_type 0x894f (NSH), or packet_type=(1,0x894f)
 )
 
-// oxmHdr is an OXM/NXM header without its length and mask bit.
+// oxmHdr is an OXM/NXM header without its length and mask bit. Classes
+// above 0xffff stand for experimenter OXMs (class 0xffff on the wire,
+// followed by an experimenter id, see experimenterIDs).
 type oxmHdr struct {
-	class uint16
+	class uint32
 	field uint8
 }
 
@@ -251,6 +277,7 @@ func init() {
 			maskable: true, writable: true, hdr: oxmHdr{clsNXM1, uint8(111 + i)}, special: true,
 		})
 	}
+	fields = append(fields, encapFields...)
 	for _, f := range fields {
 		f.nxmHdr = f.hdr
 		if h, ok := nxmHeaders[f.nxm]; ok {

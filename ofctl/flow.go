@@ -2,6 +2,7 @@ package ofctl
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -155,6 +156,9 @@ func parseFlow(s string) (*openflow15.FlowMod, error) {
 	if err := mt.checkPrereqs(set); err != nil {
 		return nil, err
 	}
+	if err := mt.checkPrintable(set); err != nil {
+		return nil, err
+	}
 	cx := &actx{mt: *mt, table: fm.TableId}
 	is, err := cx.parseActions(s[actStart:], actOff)
 	if err != nil {
@@ -196,7 +200,17 @@ func (mt *match) parseMatchPair(p kv, set *[]setting) error {
 	}
 	v, m, err := parseFieldValue(f, p.val)
 	if err != nil {
+		if n, nerr := parseUint(p.val, 64); nerr == nil && truncatedInMatch[f.slot] && !f.special {
+			return errAt(p.valOff, p.val, "%v; OVS would match %s=%d, its low %d bits", err, f.name, n&(1<<f.bits-1), f.bits)
+		}
 		return errAt(p.valOff, p.val, "%v", err)
+	}
+	if !f.special && valueAsMask[f.slot] {
+		if err := mt.setValueAsMask(f, p, v, m); err != nil {
+			return err
+		}
+		*set = append(*set, setting{f, p})
+		return nil
 	}
 	if err := mt.setField(f, v, m); err != nil {
 		return errAt(p.valOff, p.val, "%v", err)
@@ -251,14 +265,21 @@ func flowFlag(name string) uint16 {
 func buildMatch(fs []oxm) openflow15.Match {
 	m := openflow15.Match{Type: openflow15.MatchType_OXM, Length: 4}
 	for _, f := range fs {
-		mf := openflow15.MatchField{Class: f.hdr.class, Field: f.hdr.field, HasMask: f.m != nil}
+		mf := openflow15.MatchField{Class: uint16(f.hdr.class), Field: f.hdr.field, HasMask: f.m != nil}
 		v := rawBytes(f.v)
+		if f.hdr.isExperimenter() {
+			// The experimenter id leads the body; libOpenflow's own
+			// ExperimenterID is counted in Len but never written.
+			mf.Class = 0xffff
+			v = binary.BigEndian.AppendUint32(nil, experimenterIDs[f.hdr.class])
+			v = append(v, f.v...)
+		}
 		mf.Value = &v
 		if f.m != nil {
 			mk := rawBytes(f.m)
 			mf.Mask = &mk
 		}
-		mf.Length = uint8(len(f.v) + len(f.m))
+		mf.Length = uint8(len(v) + len(f.m))
 		m.Fields = append(m.Fields, mf)
 		m.Length += mf.Len()
 	}

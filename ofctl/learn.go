@@ -476,8 +476,18 @@ func formatLearn(a []byte) (string, error) {
 }
 
 // fieldFromNXMHeader finds the field learn names by an NXM header.
+// nxmSubfield decodes the NXM header and ofs_nbits of a Nicira action's
+// destination.
+func nxmSubfield(h uint32, ofsNbits uint16) (subfield, error) {
+	f, err := fieldFromNXMHeader(h)
+	if err != nil {
+		return subfield{}, err
+	}
+	return decodeOfsNbits(f, ofsNbits)
+}
+
 func fieldFromNXMHeader(h uint32) (*field, error) {
-	f, ok := fieldByNXMHdr[oxmHdr{uint16(h >> 16), uint8(h>>9) & 0x7f}]
+	f, ok := fieldByNXMHdr[oxmHdr{h >> 16, uint8(h>>9) & 0x7f}]
 	if !ok || int(h&0xff) != f.bytes || h&0x100 != 0 {
 		return nil, fmt.Errorf("unsupported field header %#08x", h)
 	}

@@ -67,7 +67,18 @@ func (mt *match) setUint(s slot, v uint64) {
 	mt.set(s, putBE(v, w), ones(w))
 }
 
+// dlType returns the Ethernet type the match implies, as OVS's get_dl_type
+// does: the type of a packet_type in the Ethernet-type namespace, else the
+// eth_type field.
 func (mt *match) dlType() (uint16, bool) {
+	if pt := mt.u(sPacketType); mt.has(sPacketType) && pt>>16 == ptNsEther {
+		return uint16(pt), true
+	}
+	return mt.dlTypeField()
+}
+
+// dlTypeField returns the eth_type field itself.
+func (mt *match) dlTypeField() (uint16, bool) {
 	if !mt.has(sDlType) {
 		return 0, false
 	}
@@ -162,6 +173,9 @@ func (mt *match) prereqOK(p prereq) bool {
 	case preMPLS:
 		t, ok := mt.dlType()
 		return ok && (t == ethMPLS || t == ethMPLM)
+	case preNSH:
+		t, ok := mt.dlType()
+		return ok && t == ethNSH
 	case preCt:
 		return mt.ctValid()
 	case preCtIPv4:
@@ -208,7 +222,9 @@ func prereqText(p prereq) string {
 	case preVLAN:
 		return "a VLAN header (e.g. vlan_tci=0x1000/0x1000)"
 	case preMPLS:
-		return "mpls"
+		return "mpls or mplsm"
+	case preNSH:
+		return "NSH (dl_type=0x894f or packet_type=(1,0x894f))"
 	case preCt:
 		return "a valid connection (e.g. ct_state=+est+trk)"
 	case preCtIPv4:
@@ -314,11 +330,17 @@ func putExact(out []oxm, hdr oxmHdr, v []byte) []oxm {
 // nx_put_raw emits them.
 func (mt *match) encode() []oxm {
 	var out []oxm
+	if mt.has(sPacketType) && !mt.defaultPacketType() {
+		out = putExact(out, oxmHdr{clsOXM, 44}, mt.val(sPacketType))
+	}
 	if mt.has(sConjID) {
 		out = putExact(out, oxmHdr{clsNXM1, 37}, mt.val(sConjID))
 	}
 	if mt.has(sInPort) {
 		out = putExact(out, oxmHdr{clsOXM, 0}, mt.val(sInPort))
+	}
+	if mt.has(sActsetOutput) {
+		out = putExact(out, oxmHdr{clsOXM, 43}, mt.val(sActsetOutput))
 	}
 	out = put(out, oxmHdr{clsOXM, 4}, mt.val(sDlSrc), mt.mask(sDlSrc))
 	out = put(out, oxmHdr{clsOXM, 3}, mt.val(sDlDst), mt.mask(sDlDst))
@@ -333,6 +355,15 @@ func (mt *match) encode() []oxm {
 	}
 	if vid != 0 && tciMask&vlanPCPMask != 0 {
 		out = putExact(out, oxmHdr{clsOXM, 7}, []byte{byte(tci >> 13)})
+	}
+
+	if t, ok := mt.dlType(); ok && (t == ethMPLS || t == ethMPLM) {
+		// OVS puts the MPLS fields exact, in this order.
+		for _, s := range []slot{sMplsTC, sMplsBOS, sMplsTTL, sMplsLabel} {
+			if mt.has(s) {
+				out = putExact(out, fieldBySlot[s].hdr, mt.val(s))
+			}
+		}
 	}
 
 	switch {
@@ -356,6 +387,10 @@ func (mt *match) encode() []oxm {
 	out = put(out, oxmHdr{clsNXM1, 110}, mt.val(sTunIPv6Dst), mt.mask(sTunIPv6Dst))
 	out = put(out, oxmHdr{clsNXM1, 38}, mt.val(sTunGbpID), mt.mask(sTunGbpID))
 	out = put(out, oxmHdr{clsNXM1, 39}, mt.val(sTunGbpFlags), mt.mask(sTunGbpFlags))
+	for _, s := range []slot{sTunErspanIdx, sTunErspanVer, sTunErspanDir, sTunErspanHwid, sTunGtpuFlags, sTunGtpuMsgtype,
+		sNshFlags, sNshTTL, sNshMdtype, sNshNp, sNshSPI, sNshSI, sNshC1, sNshC1 + 1, sNshC1 + 2, sNshC1 + 3} {
+		out = put(out, fieldBySlot[s].hdr, mt.val(s), mt.mask(s))
+	}
 
 	// OpenFlow 1.5 carries registers in pairs as 64-bit packet registers.
 	for i := 0; i < 8; i++ {
@@ -452,12 +487,25 @@ func (mt *match) encodeIP(out []oxm) []oxm {
 	return out
 }
 
+// appendOXMHeader appends the header of an OXM with an n-byte body (value
+// and mask); an experimenter OXM gets its experimenter id too.
 func appendOXMHeader(b []byte, h oxmHdr, masked bool, n int) []byte {
 	fb := h.field << 1
 	if masked {
 		fb |= 1
 	}
+	if h.isExperimenter() {
+		b = append(b, 0xff, 0xff, fb, byte(n+4))
+		return binary.BigEndian.AppendUint32(b, experimenterIDs[h.class])
+	}
 	return append(b, byte(h.class>>8), byte(h.class), fb, byte(n))
+}
+
+// defaultPacketType reports whether the match says packet_type=(0,0)
+// exactly, which OVS leaves out of the encoding when another field implies
+// Ethernet.
+func (mt *match) defaultPacketType() bool {
+	return isOnes(mt.mask(sPacketType)) && mt.u(sPacketType) == ptEth
 }
 
 // decodeOXMs parses OXM fields (without the ofp_match header) into a match,
@@ -468,18 +516,22 @@ func decodeOXMs(b []byte) (*match, error) {
 		if len(b) < 4 {
 			return nil, fmt.Errorf("truncated match field header")
 		}
-		class := binary.BigEndian.Uint16(b)
+		class := uint32(binary.BigEndian.Uint16(b))
 		fb, n := b[2], int(b[3])
 		b = b[4:]
-		if class == 0xffff {
-			return nil, fmt.Errorf("unsupported experimenter match field")
-		}
 		if len(b) < n {
 			return nil, fmt.Errorf("truncated match field")
 		}
 		body := b[:n]
 		b = b[n:]
 		h := oxmHdr{class, fb >> 1}
+		if class == 0xffff {
+			var err error
+			if h, body, err = pullExperimenter(fb>>1, body); err != nil {
+				return nil, err
+			}
+			n = len(body)
+		}
 		var v, m []byte
 		if fb&1 != 0 {
 			if n%2 != 0 {
