@@ -54,6 +54,8 @@ func (mt *match) checkPrintable(set []setting) error {
 		}
 		ver := mt.u(sTunErspanVer)
 		switch {
+		case s == sTunErspanIdx && !isOnes(mt.mask(s)):
+			return errAt(st.p.keyOff, st.p.text(), "%s cannot be matched with a mask: OVS would match it masked but print it without the mask, which reads back as an exact match", name)
 		case s == sTunErspanIdx && ver != 1:
 			return errAt(st.p.keyOff, st.p.text(), "%s needs tun_erspan_ver=1: OVS would match it but leave it out of the flow it prints", name)
 		case (s == sTunErspanDir || s == sTunErspanHwid) && ver != 2:

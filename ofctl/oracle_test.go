@@ -58,11 +58,16 @@ type ofctlError struct{ msg string }
 
 func (e *ofctlError) Error() string { return e.msg }
 
-// ofctlPrint asks ovs-ofctl how it decodes our bytes.
+// ofctlPrint asks ovs-ofctl how it decodes our bytes. Its log lines (for
+// example that OFPAT_SET_MPLS_TTL is deprecated, although ovs-ofctl sends
+// it itself) go to stderr and are not part of the printout.
 func ofctlPrint(ctx context.Context, msg []byte) (string, error) {
-	out, err := exec.CommandContext(ctx, "ovs-ofctl", "ofp-print", hex.EncodeToString(msg)).CombinedOutput()
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, "ovs-ofctl", "ofp-print", hex.EncodeToString(msg))
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		return "", &ofctlError{strings.TrimSpace(string(out))}
+		return "", &ofctlError{strings.TrimSpace(string(out) + stderr.String())}
 	}
 	return strings.TrimSpace(string(out)), nil
 }
