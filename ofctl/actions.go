@@ -80,6 +80,9 @@ func parseSubfield(s string) (subfield, error) {
 	if err == nil && sf.f.hdr.isExperimenter() {
 		return subfield{}, fmt.Errorf("field %s cannot be used here: only set_field and load take experimenter fields", sf.f.name)
 	}
+	if err == nil && sf.f.variable {
+		return subfield{}, fmt.Errorf("field %s cannot be used here: only set_field, load and delete_field take tun_metadata fields", sf.f.name)
+	}
 	return sf, err
 }
 
@@ -557,6 +560,16 @@ func (cx *actx) parseSetField(p kv) ([]byte, error) {
 			return nil, errAt(p.valOff, vs, "value has bits set outside the mask")
 		}
 	}
+	if f.variable {
+		if err := cx.checkMapped(f, fOff, fs); err != nil {
+			return nil, err
+		}
+		_, _, hasMask := splitMask(vs)
+		if !hasMask {
+			m = ones(len(v))
+		}
+		return tunMDSetField(f, v, m), nil
+	}
 	return setFieldAction(f, v, m), nil
 }
 
@@ -580,6 +593,12 @@ func (cx *actx) parseLoad(p kv) ([]byte, error) {
 	// Shift the value into place and build the mask of the sub-field.
 	v := shiftLeft(raw, sf.ofs)
 	m := shiftLeft(bitMask(sf.f.bytes, sf.bits), sf.ofs)
+	if sf.f.variable {
+		if err := cx.checkMapped(sf.f, dOff, ds); err != nil {
+			return nil, err
+		}
+		return tunMDSetField(sf.f, v, m), nil
+	}
 	return setFieldAction(sf.f, v, m), nil
 }
 

@@ -269,13 +269,17 @@ func formatSetField(a []byte) (string, error) {
 	if masked {
 		n /= 2
 	}
-	if !ok || n != f.bytes {
+	if !ok || n != f.bytes && !(f.variable && n <= f.bytes) {
 		return "", fmt.Errorf("set_field: unsupported field header %#08x", h)
 	}
 	v := body[:n]
 	var m []byte
 	if masked {
 		m = body[n : 2*n]
+	}
+	if f.variable && masked {
+		// OVS's mask is 124 bytes wide: it prints even one of all ones.
+		return "set_field:" + formatHex(v) + "/" + formatHex(m) + "->" + f.name, nil
 	}
 	return "set_field:" + formatValue(f, v, m) + "->" + f.name, nil
 }

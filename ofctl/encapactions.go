@@ -66,7 +66,7 @@ func (cx *actx) parseMplsAction(p kv, key string) (b []byte, ok bool, err error)
 		typ := uint8(ofpatPushMpls)
 		if key == "push_mpls" {
 			if v != ethMPLS && v != ethMPLM {
-				return nil, true, errAt(p.valOff, p.val, "not a valid MPLS ethertype (want 0x8847 or 0x8848)")
+				return nil, true, errAt(p.valOff, p.val, "not a valid MPLS ethertype (want 0x8847 or 0x8848; vswitchd refuses others with OFPBAC_BAD_ARGUMENT)")
 			}
 			if cx.outer != "write_actions" && cx.packetType() != ptEth {
 				return nil, true, errAt(p.keyOff, p.text(), "push_mpls needs an Ethernet packet (packet_type=(0,0))")
@@ -200,28 +200,28 @@ func parseNSHProps(s string, base int) ([]byte, error) {
 
 // parseNSHTLV parses tlv(0xCLASS,TYPE,0xHEX).
 func parseNSHTLV(q kv) ([]byte, error) {
-	parts := strings.Split(q.val, ",")
+	parts, offs := splitTop(q.val, ',', q.valOff)
 	if q.delim != '(' || len(parts) != 3 || !strings.HasPrefix(parts[0], "0x") || !strings.HasPrefix(parts[2], "0x") {
 		return nil, errAt(q.keyOff, q.text(), "invalid NSH TLV header: want tlv(0xCLASS,TYPE,0xVALUE)")
 	}
 	class, err := parseUint(parts[0], 16)
 	if err != nil {
-		return nil, errAt(q.valOff, parts[0], "bad TLV class (want 0x0 to 0xffff)")
+		return nil, errAt(offs[0], parts[0], "bad TLV class (want 0x0 to 0xffff)")
 	}
 	typ, err := parseUint(parts[1], 8)
 	if err != nil || strings.HasPrefix(parts[1], "0x") {
-		return nil, errAt(q.valOff, parts[1], "bad TLV type (want a decimal number up to 255)")
+		return nil, errAt(offs[1], parts[1], "bad TLV type (want a decimal number up to 255)")
 	}
 	hexDigits := parts[2][2:]
 	if hexDigits == "" || len(hexDigits)%2 != 0 || len(hexDigits) > 250 {
-		return nil, errAt(q.valOff, parts[2], "TLV value must be an even number of hex digits, at most 250 (OVS reads pairs and drops an odd last digit)")
+		return nil, errAt(offs[2], parts[2], "TLV value must be an even number of hex digits, at most 250 (OVS reads pairs and drops an odd last digit)")
 	}
 	if hexDigits[:2] == "00" {
-		return nil, errAt(q.valOff, parts[2], "TLV value with a leading zero byte is not supported: OVS prints it without the leading zeros, which reads back as a shorter value")
+		return nil, errAt(offs[2], parts[2], "TLV value with a leading zero byte is not supported: OVS prints it without the leading zeros, which reads back as a shorter value")
 	}
 	val, err := parseUintBytes(parts[2], len(hexDigits)/2, len(hexDigits)*4)
 	if err != nil {
-		return nil, errAt(q.valOff, parts[2], "bad TLV value: %v", err)
+		return nil, errAt(offs[2], parts[2], "bad TLV value: %v", err)
 	}
 	b := []byte{0, edClassNSH, edNSHTLV, 0}
 	b = binary.BigEndian.AppendUint16(b, uint16(class))

@@ -539,6 +539,8 @@ func (cx *actx) parseExtraAction(p kv, key string) (acts [][]byte, ok bool, err 
 		return one(cx.asSetField(p, p.val+"->tun_id"))
 	case "push", "pop":
 		return one(cx.parseStack(p, key == "push"))
+	case "delete_field":
+		return one(cx.parseDeleteField(p))
 	case "encap":
 		return one(cx.parseEncap(p))
 	case "decap":
@@ -576,6 +578,8 @@ func formatExtraNX(a []byte, sub uint16) (s string, ok bool, err error) {
 		return formatOutputTrunc(a), true, nil
 	case nxastStackPush, nxastStackPop:
 		s, err = formatStack(a)
+	case nxastDelete:
+		s, err = formatDeleteField(a)
 	case nxastEncap:
 		s, err = formatEncap(a)
 	case nxastDecap:

@@ -173,6 +173,7 @@ type field struct {
 	slot     slot   // storage in a match; meaningful only for plain fields
 	special  bool   // stored in a match by custom code, not slot
 	nxmHdr   oxmHdr // header of the NXM name (learn uses NXM headers)
+	variable bool   // a tun_metadata field: as wide as its value
 }
 
 // nxmHeaders are the headers of the NXM names; a field whose printed name is
@@ -275,6 +276,12 @@ func init() {
 		fields = append(fields, &field{
 			name: "xxreg" + itoa(i), nxm: "NXM_NX_XXREG" + itoa(i), bits: 128, bytes: 16, kind: kHex,
 			maskable: true, writable: true, hdr: oxmHdr{clsNXM1, uint8(111 + i)}, special: true,
+		})
+	}
+	for i := 0; i < tunMDFields; i++ {
+		fields = append(fields, &field{
+			name: "tun_metadata" + itoa(i), nxm: "NXM_NX_TUN_METADATA" + itoa(i), bits: 8 * tunMDBytes, bytes: tunMDBytes, kind: kHex,
+			maskable: true, writable: true, hdr: oxmHdr{clsNXM1, uint8(tunMDFirstNX + i)}, special: true, variable: true,
 		})
 	}
 	fields = append(fields, encapFields...)

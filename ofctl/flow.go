@@ -47,8 +47,18 @@ var statsKeys = map[string]bool{"duration": true, "n_packets": true, "n_bytes": 
 // ParseFlow parses one flow in `ovs-ofctl -O OpenFlow15 add-flow` syntax
 // into an ADD FlowMod in OVS's canonical encoding (see the package
 // documentation). The header's xid is 0. Errors are *SyntaxError with Line 0.
+// A tun_metadata match is encoded as ovs-ofctl encodes it, as wide as its
+// value; ParseFlowTLV encodes it as vswitchd holds it.
 func ParseFlow(s string) (*openflow15.FlowMod, error) {
-	fm, err := parseFlow(s)
+	return ParseFlowTLV(s, nil)
+}
+
+// ParseFlowTLV is ParseFlow for a bridge with the given TLV map: matches on
+// tun_metadata fields get the option lengths of the map, the form vswitchd
+// stores and dumps, and a field the map lacks is an error (vswitchd would
+// refuse the flow).
+func ParseFlowTLV(s string, tlv TLVMap) (*openflow15.FlowMod, error) {
+	fm, err := parseFlow(s, tlv)
 	if err != nil {
 		var se *SyntaxError
 		if errors.As(err, &se) {
@@ -59,11 +69,11 @@ func ParseFlow(s string) (*openflow15.FlowMod, error) {
 	return fm, nil
 }
 
-func parseFlow(s string) (*openflow15.FlowMod, error) {
+func parseFlow(s string, tlv TLVMap) (*openflow15.FlowMod, error) {
 	fm := openflow15.NewFlowMod()
 	fm.Header.Xid = 0
 	fm.Priority = defaultPriority
-	mt := new(match)
+	mt := &match{tlv: tlv}
 	var set []setting
 	actStart, actOff := -1, 0
 	sc := newScanner(s, 0)
@@ -159,6 +169,9 @@ func parseFlow(s string) (*openflow15.FlowMod, error) {
 	if err := mt.checkPrintable(set); err != nil {
 		return nil, err
 	}
+	if err := mt.checkTLV(set); err != nil {
+		return nil, err
+	}
 	cx := &actx{mt: *mt, table: fm.TableId}
 	is, err := cx.parseActions(s[actStart:], actOff)
 	if err != nil {
@@ -191,6 +204,13 @@ func (mt *match) parseMatchPair(p kv, set *[]setting) error {
 	f := fieldByName[p.key]
 	if f == nil {
 		return errAt(p.keyOff, p.key, "unknown field")
+	}
+	if f.variable {
+		if err := mt.setTunMetadata(f, p); err != nil {
+			return err
+		}
+		*set = append(*set, setting{f, p})
+		return nil
 	}
 	if p.delim == 0 || p.val == "" {
 		return errAt(p.keyOff, p.text(), "%s needs a value", p.key)

@@ -300,6 +300,7 @@ func (mt *match) format(priority uint16) string {
 	if fm := mt.um(sTunFlags) & 1; fm != 0 {
 		w.add("tun_flags", formatFlagsMasked(mt.u(sTunFlags)&1, fm, tunFlagNames))
 	}
+	mt.formatTunMetadata(w)
 
 	w.u64("metadata", mt.u(sMetadata), mt.um(sMetadata))
 	if mt.has(sInPort) {

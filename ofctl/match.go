@@ -35,6 +35,8 @@ const (
 // whose mask is zero is not matched.
 type match struct {
 	v, m [nSlots][16]byte
+	md   map[int]mdMatch // tun_metadata matches by field number
+	tlv  TLVMap          // the bridge's option lengths, if known
 }
 
 func (mt *match) val(s slot) []byte  { return mt.v[s][:slotWidth[s]] }
@@ -387,6 +389,7 @@ func (mt *match) encode() []oxm {
 	out = put(out, oxmHdr{clsNXM1, 110}, mt.val(sTunIPv6Dst), mt.mask(sTunIPv6Dst))
 	out = put(out, oxmHdr{clsNXM1, 38}, mt.val(sTunGbpID), mt.mask(sTunGbpID))
 	out = put(out, oxmHdr{clsNXM1, 39}, mt.val(sTunGbpFlags), mt.mask(sTunGbpFlags))
+	out = mt.encodeTunMetadata(out)
 	for _, s := range []slot{sTunErspanIdx, sTunErspanVer, sTunErspanDir, sTunErspanHwid, sTunGtpuFlags, sTunGtpuMsgtype,
 		sNshFlags, sNshTTL, sNshMdtype, sNshNp, sNshSPI, sNshSI, sNshC1, sNshC1 + 1, sNshC1 + 2, sNshC1 + 3} {
 		out = put(out, fieldBySlot[s].hdr, mt.val(s), mt.mask(s))
@@ -540,6 +543,10 @@ func decodeOXMs(b []byte) (*match, error) {
 			v, m = body[:n/2], body[n/2:]
 		} else {
 			v, m = body, ones(n)
+		}
+		if h.class == clsNXM1 && h.field >= tunMDFirstNX && h.field < tunMDFirstNX+tunMDFields {
+			mt.decodeTunMetadata(int(h.field)-tunMDFirstNX, v, m, fb&1 != 0)
+			continue
 		}
 		if err := mt.decodeField(h, v, m); err != nil {
 			return nil, err
