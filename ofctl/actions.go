@@ -94,11 +94,15 @@ func parseSubfieldAny(s string) (subfield, error) {
 	if f == nil {
 		return subfield{}, fmt.Errorf("unknown field %q", name)
 	}
-	f = actionField(f)
-	sf := subfield{f: f, ofs: 0, bits: f.bits}
 	if !hasRng {
-		return sf, nil
+		return subfield{f: actionField(f), bits: actionField(f).bits}, nil
 	}
+	return bitRange(actionField(f), s, rng)
+}
+
+// bitRange reads the "A..B]" (or "N]", or "]") after FIELD[ in s.
+func bitRange(f *field, s, rng string) (subfield, error) {
+	sf := subfield{f: f, ofs: 0, bits: f.bits}
 	if !strings.HasSuffix(rng, "]") {
 		return subfield{}, fmt.Errorf("missing ']' in %q", s)
 	}

@@ -47,6 +47,9 @@ func formatMatchValue(f *field, v []byte) string {
 // reads back as a different flow, so that what flowstate stores always
 // prints and parses back to the same bytes.
 func (mt *match) checkPrintable(set []setting) error {
+	if err := mt.checkImpliedEthernet(set); err != nil {
+		return err
+	}
 	for _, st := range set {
 		s, name := st.f.slot, st.f.name
 		if st.f.special || !mt.has(s) {
@@ -92,6 +95,29 @@ func (mt *match) checkPacketType(p kv) error {
 		}
 	}
 	return errAt(p.keyOff, p.text(), "packet_type=(0,0) without an Ethernet or higher-layer field is not supported: OVS would match it but print the flow without it, which reads back as a flow that matches every packet type")
+}
+
+// checkImpliedEthernet refuses a match whose Ethernet-layer fields all
+// have zero masks: OVS's parser still makes the flow match only Ethernet
+// packets (match_add_ethernet_prereq), sends packet_type=(0,0) for it, and
+// prints the flow without it.
+func (mt *match) checkImpliedEthernet(set []setting) error {
+	if mt.has(sPacketType) {
+		return nil // an explicit packet_type stands (checkPacketType)
+	}
+	for _, st := range set {
+		f := st.f
+		if !impliesEthernet(f.hdr) && f.name != "dl_vlan" && f.name != "dl_vlan_pcp" {
+			continue
+		}
+		for _, o := range mt.encode() {
+			if impliesEthernet(o.hdr) {
+				return nil
+			}
+		}
+		return errAt(st.p.keyOff, st.p.text(), "%s with a zero mask matches any value: OVS would leave it out but still match only Ethernet packets (packet_type=(0,0)), and print the flow without that, which reads back as a flow for every packet type; leave %s out", f.name, f.name)
+	}
+	return nil
 }
 
 // impliesEthernet reports whether a match field implies an Ethernet packet

@@ -81,6 +81,12 @@ var errorCases = []struct {
 	{"erspan direction 0", "tun_erspan_ver=2,tun_erspan_dir=0,actions=drop", 18, "tun_erspan_dir=0", "OVS uses the value as the mask, so it would leave tun_erspan_dir out", false},
 	{"erspan index without version 1", "tun_erspan_idx=0x7,actions=drop", 1, "tun_erspan_idx=0x7", "OVS would match it but leave it out", false},
 	{"masked erspan index", "tun_erspan_ver=1,tun_erspan_idx=0x7/0xf,actions=drop", 18, "tun_erspan_idx=0x7/0xf", "print it without the mask", false},
+	{"zero-mask Ethernet field alone", "dl_dst=aa:bb:cc:dd:ee:ff/00:00:00:00:00:00,actions=drop", 1, "dl_dst=aa:bb:cc:dd:ee:ff/00:00:00:00:00:00", "still match only Ethernet packets", false},
+	{"tun_metadata mask of all ones", "tun_metadata1=0xef/0xff,actions=drop", 15, "0xef/0xff", "OVS would print the match as tun_metadata1=0xef", false},
+	{"tun_metadata set twice", "tun_metadata1=1,tun_metadata1=2,actions=drop", 17, "tun_metadata1=2", "set multiple times", true},
+	{"bits of a field too wide", "tcp,tp_src[0..3]=17,actions=drop", 18, "17", "out of range", true},
+	{"delete_field of a plain field", "actions=delete_field:reg0", 22, "reg0", "takes a tun_metadata field", true},
+	{"debug action", "actions=debug_recirc", 9, "debug_recirc", "only a vswitchd started with --enable-dummy accepts it", false},
 	{"move of an experimenter field", "actions=move:NXM_NX_REG0[0..7]->NXOXM_NSH_SI[]", 33, "NXOXM_NSH_SI[]", "only set_field and load", false},
 }
 

@@ -541,6 +541,9 @@ func (cx *actx) parseExtraAction(p kv, key string) (acts [][]byte, ok bool, err 
 		return one(cx.parseStack(p, key == "push"))
 	case "delete_field":
 		return one(cx.parseDeleteField(p))
+	case "debug_slow", "debug_recirc":
+		return nil, true, errAt(p.keyOff, p.text(), "%s is for testing Open vSwitch: only a vswitchd started with --enable-dummy accepts it "+
+			"(others refuse it as OFPBAC_BAD_VENDOR_TYPE), and ovs-ofctl cannot print a flow that holds it", key)
 	case "encap":
 		return one(cx.parseEncap(p))
 	case "decap":

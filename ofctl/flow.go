@@ -201,6 +201,9 @@ func (mt *match) parseMatchPair(p kv, set *[]setting) error {
 		}
 		return nil
 	}
+	if name, rng, ok := strings.Cut(p.key, "["); ok && fieldByName[name] != nil {
+		return mt.setSubfieldMatch(fieldByName[name], rng, p, set)
+	}
 	f := fieldByName[p.key]
 	if f == nil {
 		return errAt(p.keyOff, p.key, "unknown field")
@@ -235,6 +238,37 @@ func (mt *match) parseMatchPair(p kv, set *[]setting) error {
 	if err := mt.setField(f, v, m); err != nil {
 		return errAt(p.valOff, p.val, "%v", err)
 	}
+	*set = append(*set, setting{f, p})
+	return nil
+}
+
+// setSubfieldMatch matches bits of a field, FIELD[A..B]=VALUE, as OVS's
+// parse_subfield does: the bits join whatever the match already says
+// about the field.
+func (mt *match) setSubfieldMatch(f *field, rng string, p kv, set *[]setting) error {
+	sf, err := bitRange(f, p.key, rng)
+	if err != nil {
+		return errAt(p.keyOff, p.key, "%v", err)
+	}
+	if f.special || f.kind == kPacketType || !f.maskable && sf.bits != f.bits {
+		return errAt(p.keyOff, p.key, "field %s cannot be matched bit by bit", f.name)
+	}
+	if p.delim == 0 || p.val == "" {
+		return errAt(p.keyOff, p.text(), "%s needs a value", p.key)
+	}
+	raw, err := parseUintBytes(p.val, f.bytes, sf.bits)
+	if err != nil {
+		return errAt(p.valOff, p.val, "%v (%s is %d bits)", err, p.key, sf.bits)
+	}
+	bits := shiftLeft(bitMask(f.bytes, sf.bits), sf.ofs)
+	v := shiftLeft(raw, sf.ofs)
+	old, oldMask := mt.val(f.slot), mt.mask(f.slot)
+	nv, nm := make([]byte, f.bytes), make([]byte, f.bytes)
+	for i := range nv {
+		nv[i] = old[i]&^bits[i] | v[i]
+		nm[i] = oldMask[i] | bits[i]
+	}
+	mt.set(f.slot, nv, nm)
 	*set = append(*set, setting{f, p})
 	return nil
 }

@@ -246,7 +246,9 @@ func (cx *actx) parseLearnSpec(q kv, learned *match) ([]byte, error) {
 		if err := checkDst(dst, q.valOff, q.val); err != nil {
 			return nil, err
 		}
-		if i := strings.IndexAny(q.val, "[-"); i >= 0 && q.val[i] == '-' {
+		// An immediate when the source reads as a number (OVS's
+		// parse_int_string), else a field: load:in_port->reg1[16..31].
+		if vs != "" && vs[0] >= '0' && vs[0] <= '9' {
 			v, err := parseUintBytes(vs, 16, dst.bits)
 			if err != nil {
 				return nil, errAt(q.valOff, vs, "%v (destination is %d bits)", err, dst.bits)
