@@ -78,16 +78,17 @@ func actionField(f *field) *field {
 func parseSubfield(s string) (subfield, error) {
 	sf, err := parseSubfieldAny(s)
 	if err == nil && sf.f.hdr.isExperimenter() {
-		return subfield{}, fmt.Errorf("field %s cannot be used here: only set_field and load take experimenter fields", sf.f.name)
+		return subfield{}, fmt.Errorf("field %s cannot be used here: only set_field, load and move take experimenter fields", sf.f.name)
 	}
 	if err == nil && sf.f.variable {
-		return subfield{}, fmt.Errorf("field %s cannot be used here: only set_field, load and delete_field take tun_metadata fields", sf.f.name)
+		return subfield{}, fmt.Errorf("field %s cannot be used here: only set_field, load, move and delete_field take tun_metadata fields", sf.f.name)
 	}
 	return sf, err
 }
 
-// parseSubfieldAny is parseSubfield for any field, experimenter ones
-// included (load, which is sent as set_field).
+// parseSubfieldAny is parseSubfield for any field, experimenter and
+// tun_metadata ones included (load, sent as set_field, and move, whose
+// copy_field takes 8-byte headers).
 func parseSubfieldAny(s string) (subfield, error) {
 	name, rng, hasRng := strings.Cut(s, "[")
 	f := lookupField(name)
@@ -627,11 +628,11 @@ func (cx *actx) parseMove(p kv) ([]byte, error) {
 		return nil, errAt(p.valOff, p.val, "move needs SRC[]->DST[]")
 	}
 	dOff := p.valOff + len(ss) + 2
-	src, err := parseSubfield(ss)
+	src, err := parseSubfieldAny(ss)
 	if err != nil {
 		return nil, errAt(p.valOff, ss, "%v", err)
 	}
-	dst, err := parseSubfield(ds)
+	dst, err := parseSubfieldAny(ds)
 	if err != nil {
 		return nil, errAt(dOff, ds, "%v", err)
 	}
@@ -652,8 +653,8 @@ func (cx *actx) parseMove(p kv) ([]byte, error) {
 	b = binary.BigEndian.AppendUint16(b, uint16(src.ofs))
 	b = binary.BigEndian.AppendUint16(b, uint16(dst.ofs))
 	b = append(b, 0, 0)
-	b = binary.BigEndian.AppendUint32(b, hdr32(src.f))
-	b = binary.BigEndian.AppendUint32(b, hdr32(dst.f))
+	b = append(b, oxmID(src.f, cx.mt.tlv)...)
+	b = append(b, oxmID(dst.f, cx.mt.tlv)...)
 	return setLen16(pad8(b)), nil
 }
 

@@ -335,11 +335,11 @@ func formatCopyField(a []byte) (string, error) {
 	bits := int(binary.BigEndian.Uint16(a[4:]))
 	srcOfs := int(binary.BigEndian.Uint16(a[6:]))
 	dstOfs := int(binary.BigEndian.Uint16(a[8:]))
-	src, err := fieldFromHeader(binary.BigEndian.Uint32(a[12:]))
+	src, n, err := pullOXMID(a[12:])
 	if err != nil {
 		return "", fmt.Errorf("move: %w", err)
 	}
-	dst, err := fieldFromHeader(binary.BigEndian.Uint32(a[16:]))
+	dst, _, err := pullOXMID(a[12+n:])
 	if err != nil {
 		return "", fmt.Errorf("move: %w", err)
 	}

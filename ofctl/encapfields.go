@@ -47,6 +47,50 @@ func pullExperimenter(field uint8, body []byte) (oxmHdr, []byte, error) {
 	return oxmHdr{c, field}, body[4:], nil
 }
 
+// oxmID is the header naming f in copy_field: 4 bytes, or 8 for an
+// experimenter field. A tun_metadata field is named with its full 124 bytes
+// by ovs-ofctl and with its option length by vswitchd, which keeps the
+// bridge's TLV map (tlv, when known).
+func oxmID(f *field, tlv TLVMap) []byte {
+	if f.hdr.isExperimenter() {
+		b := []byte{0xff, 0xff, f.hdr.field << 1, byte(f.bytes + 4)}
+		return binary.BigEndian.AppendUint32(b, experimenterIDs[f.hdr.class])
+	}
+	h := hdr32(f)
+	if l, ok := tlv[int(f.hdr.field)-tunMDFirstNX]; ok && f.variable {
+		h = h&^0xff | uint32(l)
+	}
+	return binary.BigEndian.AppendUint32(nil, h)
+}
+
+// pullOXMID reads a header written by oxmID and returns its field and
+// size.
+func pullOXMID(b []byte) (*field, int, error) {
+	if len(b) < 4 {
+		return nil, 0, fmt.Errorf("truncated field header")
+	}
+	h := binary.BigEndian.Uint32(b)
+	if h>>16 != 0xffff {
+		if f, ok := fieldByHdr[oxmHdr{h >> 16, uint8(h>>9) & 0x7f}]; ok && f.variable && int(h&0xff) <= tunMDBytes && h&0x100 == 0 {
+			return f, 4, nil
+		}
+		f, err := fieldFromHeader(h)
+		return f, 4, err
+	}
+	if len(b) < 8 {
+		return nil, 0, fmt.Errorf("truncated experimenter field header")
+	}
+	hdr, _, err := pullExperimenter(uint8(h>>9)&0x7f, b[4:8])
+	if err != nil {
+		return nil, 0, err
+	}
+	f, ok := fieldByHdr[hdr]
+	if !ok || int(h&0xff) != f.bytes+4 || h&0x100 != 0 {
+		return nil, 0, fmt.Errorf("unsupported field header %#08x", h)
+	}
+	return f, 8, nil
+}
+
 // The fields of encapsulations and their metadata that OpenFlow 1.5 (or
 // an experimenter) defines beyond the basic ones of fields.go: packet type,
 // action set output, MPLS, NSH, ERSPAN and GTP-U. Their names, widths and

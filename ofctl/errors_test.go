@@ -87,7 +87,7 @@ var errorCases = []struct {
 	{"bits of a field too wide", "tcp,tp_src[0..3]=17,actions=drop", 18, "17", "out of range", true},
 	{"delete_field of a plain field", "actions=delete_field:reg0", 22, "reg0", "takes a tun_metadata field", true},
 	{"debug action", "actions=debug_recirc", 9, "debug_recirc", "only a vswitchd started with --enable-dummy accepts it", false},
-	{"move of an experimenter field", "actions=move:NXM_NX_REG0[0..7]->NXOXM_NSH_SI[]", 33, "NXOXM_NSH_SI[]", "only set_field and load", false},
+	{"push of an experimenter field", "dl_type=0x894f,actions=push:NXOXM_NSH_SI[]", 29, "NXOXM_NSH_SI[]", "only set_field, load and move", false},
 }
 
 func TestParseFlowErrors(t *testing.T) {

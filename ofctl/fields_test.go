@@ -96,9 +96,7 @@ func TestEveryFieldMatchesOVS(t *testing.T) {
 			default:
 				lines = append(lines, pre+"actions=set_field:"+v+"->"+f.name)
 			}
-			// Experimenter and tun_metadata fields are not supported in move
-			// (docs/api.md).
-			if f.nxm != "" && f.bits >= 8 && !f.hdr.isExperimenter() && !f.variable && f.name != "ct_mark" && f.name != "ct_label" && f.name != "vlan_vid" {
+			if f.nxm != "" && f.bits >= 8 && f.name != "ct_mark" && f.name != "ct_label" && f.name != "vlan_vid" {
 				lines = append(lines, pre+"actions=move:NXM_NX_REG3[0..7]->"+f.nxm+"[0..7],load:0x1->"+f.nxm+"[1]")
 			}
 		}
