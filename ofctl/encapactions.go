@@ -216,8 +216,10 @@ func parseNSHTLV(q kv) ([]byte, error) {
 	if hexDigits == "" || len(hexDigits)%2 != 0 || len(hexDigits) > 250 {
 		return nil, errAt(offs[2], parts[2], "TLV value must be an even number of hex digits, at most 250 (OVS reads pairs and drops an odd last digit)")
 	}
-	if hexDigits[:2] == "00" {
-		return nil, errAt(offs[2], parts[2], "TLV value with a leading zero byte is not supported: OVS prints it without the leading zeros, which reads back as a shorter value")
+	if hexDigits[0] == '0' {
+		// ds_put_hex drops leading zero digits: 0x0012 prints as 0x12 and
+		// 0x01 as 0x1, which ofpbuf_put_hex reads as fewer bytes.
+		return nil, errAt(offs[2], parts[2], "TLV value starting with a zero digit is not supported: OVS prints it without the leading zeros, which reads back as a shorter value")
 	}
 	val, err := parseUintBytes(parts[2], len(hexDigits)/2, len(hexDigits)*4)
 	if err != nil {
