@@ -371,11 +371,11 @@ func (cx *actx) parseAction(p kv, key string) ([][]byte, error) {
 		cx.mt.set(sVlanTCI, []byte{0, 0}, []byte{0, 0})
 		return one([]byte{0, ofpatPopVLAN, 0, 8, 0, 0, 0, 0}, nil)
 	case "dec_ttl":
-		if p.delim != 0 {
-			return nil, errAt(p.keyOff, p.text(), "dec_ttl with controller ids is not supported")
-		}
 		if !cx.consistent(preIPAny) {
 			return nil, errAt(p.keyOff, p.text(), "dec_ttl requires ip or ipv6 in the match")
+		}
+		if p.val != "" {
+			return one(parseDecTTLIDs(p))
 		}
 		return one([]byte{0, ofpatDecNwTTL, 0, 8, 0, 0, 0, 0}, nil)
 	case "resubmit":

@@ -86,6 +86,7 @@ var errorCases = []struct {
 	{"tun_metadata set twice", "tun_metadata1=1,tun_metadata1=2,actions=drop", 17, "tun_metadata1=2", "set multiple times", true},
 	{"bits of a field too wide", "tcp,tp_src[0..3]=17,actions=drop", 18, "17", "out of range", true},
 	{"delete_field of a plain field", "actions=delete_field:reg0", 22, "reg0", "takes a tun_metadata field", true},
+	{"dec_ttl without ids", "ip,actions=dec_ttl(,)", 12, "dec_ttl(,)", "at least one controller id", true},
 	{"debug action", "actions=debug_recirc", 9, "debug_recirc", "only a vswitchd started with --enable-dummy accepts it", false},
 	{"push of an experimenter field", "dl_type=0x894f,actions=push:NXOXM_NSH_SI[]", 29, "NXOXM_NSH_SI[]", "only set_field, load and move", false},
 }

@@ -26,6 +26,41 @@ const (
 
 const ofpatSetQueue = 21
 
+const nxastDecTTLCntIDs = 21
+
+// parseDecTTLIDs parses dec_ttl(ID,...): the controllers to tell when the
+// TTL runs out (NXAST_DEC_TTL_CNT_IDS).
+func parseDecTTLIDs(p kv) ([]byte, error) {
+	ids := strings.FieldsFunc(p.val, func(r rune) bool { return r == ',' || r == ' ' })
+	if len(ids) == 0 {
+		return nil, errAt(p.keyOff, p.text(), "dec_ttl_cnt_ids: expected at least one controller id")
+	}
+	b := nxHeader(nxastDecTTLCntIDs)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(ids)))
+	b = append(b, 0, 0, 0, 0)
+	for _, id := range ids {
+		// OVS reads the ids with atoi; insist on numbers instead.
+		v, err := parseUint(id, 16)
+		if err != nil {
+			return nil, errAt(p.valOff+strings.Index(p.val, id), id, "bad controller id (want 0 to 65535)")
+		}
+		b = binary.BigEndian.AppendUint16(b, uint16(v))
+	}
+	return setLen16(pad8(b)), nil
+}
+
+func formatDecTTLIDs(a []byte) (string, error) {
+	n := int(binary.BigEndian.Uint16(a[10:]))
+	if 16+2*n > len(a) {
+		return "", errors.New("bad dec_ttl length")
+	}
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = strconv.Itoa(int(binary.BigEndian.Uint16(a[16+2*i:])))
+	}
+	return "dec_ttl(" + strings.Join(ids, ",") + ")", nil
+}
+
 // parseNote parses note:HEX.HEX... OVS pads the note with zero bytes to a
 // multiple of 8 and prints the padding as part of the note, so the printed
 // form is longer but encodes the same.
@@ -583,6 +618,8 @@ func formatExtraNX(a []byte, sub uint16) (s string, ok bool, err error) {
 		s, err = formatStack(a)
 	case nxastDelete:
 		s, err = formatDeleteField(a)
+	case nxastDecTTLCntIDs:
+		s, err = formatDecTTLIDs(a)
 	case nxastEncap:
 		s, err = formatEncap(a)
 	case nxastDecap:
