@@ -15,7 +15,23 @@ var valueAsMask = map[slot]bool{
 
 // truncatedInMatch lists the fields whose match OVS cuts to the field's
 // width without a word (match_set_mpls_tc keeps the low 3 bits, ...).
-var truncatedInMatch = map[slot]bool{sMplsLabel: true, sMplsTC: true, sMplsBOS: true}
+var truncatedInMatch = map[slot]bool{sMplsLabel: true, sMplsTC: true, sMplsBOS: true, sNshSPI: true}
+
+// uncheckedInMatch lists the fields whose match OVS takes at their full
+// byte width, whatever the field's nominal width (tun_erspan_ver=17 is
+// matched and printed as 17).
+var uncheckedInMatch = map[slot]bool{sTunErspanIdx: true, sTunErspanVer: true, sTunErspanDir: true, sTunErspanHwid: true}
+
+// matchField returns the field as a match reads it: the fields of
+// uncheckedInMatch at their full byte width.
+func matchField(f *field) *field {
+	if f.special || !uncheckedInMatch[f.slot] {
+		return f
+	}
+	wide := *f
+	wide.bits = 8 * f.bytes
+	return &wide
+}
 
 // setValueAsMask stores a match on one of the valueAsMask fields as OVS
 // does, refusing the forms OVS would silently turn into something else.

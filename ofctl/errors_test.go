@@ -87,6 +87,9 @@ var errorCases = []struct {
 	{"bits of a field too wide", "tcp,tp_src[0..3]=17,actions=drop", 18, "17", "out of range", true},
 	{"delete_field of a plain field", "actions=delete_field:reg0", 22, "reg0", "takes a tun_metadata field", true},
 	{"dec_ttl without ids", "ip,actions=dec_ttl(,)", 12, "dec_ttl(,)", "at least one controller id", true},
+	// ovs-ofctl takes this, vswitchd refuses it (OFPBAC_MATCH_INCONSISTENT):
+	// after encap(ethernet) its flow has no Ethernet type.
+	{"nsh field after encap(ethernet) of a packet type", "packet_type=(1,0x894f),actions=encap(ethernet),set_field:1->nsh_spi", 61, "nsh_spi", "requires NSH", false},
 	{"debug action", "actions=debug_recirc", 9, "debug_recirc", "only a vswitchd started with --enable-dummy accepts it", false},
 	{"push of an experimenter field", "dl_type=0x894f,actions=push:NXOXM_NSH_SI[]", 29, "NXOXM_NSH_SI[]", "only set_field, load and move", false},
 }

@@ -221,10 +221,11 @@ func (mt *match) parseMatchPair(p kv, set *[]setting) error {
 	if f.name == "dl_vlan" {
 		return setDlVlan(mt, p)
 	}
-	v, m, err := parseFieldValue(f, p.val)
+	v, m, err := parseFieldValue(matchField(f), p.val)
 	if err != nil {
 		if n, nerr := parseUint(p.val, 64); nerr == nil && truncatedInMatch[f.slot] && !f.special {
-			return errAt(p.valOff, p.val, "%v; OVS would match %s=%d, its low %d bits", err, f.name, n&(1<<f.bits-1), f.bits)
+			low := putBE(n&(1<<f.bits-1), f.bytes)
+			return errAt(p.valOff, p.val, "%v; OVS would match %s=%s, its low %d bits", err, f.name, formatMatchValue(f, low), f.bits)
 		}
 		return errAt(p.valOff, p.val, "%v", err)
 	}
