@@ -73,22 +73,23 @@ func actionField(f *field) *field {
 }
 
 // parseSubfield parses NAME, NAME[], NAME[N] or NAME[A..B] for the
-// actions that name a field by a 32-bit NXM/OXM header (move, output,
-// learn, ...), which experimenter fields do not have.
+// actions that name a field by a 32-bit NXM/OXM header of the field's own
+// width (learn, multipath, bundle_load, ...), which experimenter and
+// tun_metadata fields do not have.
 func parseSubfield(s string) (subfield, error) {
 	sf, err := parseSubfieldAny(s)
 	if err == nil && sf.f.hdr.isExperimenter() {
-		return subfield{}, fmt.Errorf("field %s cannot be used here: only set_field, load and move take experimenter fields", sf.f.name)
+		return subfield{}, fmt.Errorf("field %s cannot be used here: only set_field, load, move, push, pop and output take experimenter fields", sf.f.name)
 	}
 	if err == nil && sf.f.variable {
-		return subfield{}, fmt.Errorf("field %s cannot be used here: only set_field, load, move and delete_field take tun_metadata fields", sf.f.name)
+		return subfield{}, fmt.Errorf("field %s cannot be used here: only set_field, load, move, push, pop, output and delete_field take tun_metadata fields", sf.f.name)
 	}
 	return sf, err
 }
 
 // parseSubfieldAny is parseSubfield for any field, experimenter and
-// tun_metadata ones included (load, sent as set_field, and move, whose
-// copy_field takes 8-byte headers).
+// tun_metadata ones included: load (sent as set_field), move, push, pop and
+// output, which OVS encodes with 8-byte headers for them.
 func parseSubfieldAny(s string) (subfield, error) {
 	name, rng, hasRng := strings.Cut(s, "[")
 	f := lookupField(name)
@@ -467,7 +468,7 @@ func (cx *actx) parseOutput(p kv) ([]byte, error) {
 		}
 		return cx.outputPort(p, port, 0)
 	}
-	sf, err := parseSubfield(p.val)
+	sf, err := parseSubfieldAny(p.val)
 	if err != nil {
 		return nil, errAt(p.valOff, p.val, "bad output port or field: %v", err)
 	}
@@ -477,9 +478,17 @@ func (cx *actx) parseOutput(p kv) ([]byte, error) {
 	if !cx.ok(sf.f.pre) {
 		return nil, errAt(p.valOff, p.val, "%s requires %s in the match", sf.f.name, prereqText(sf.f.pre))
 	}
+	if sf.f.hdr.isExperimenter() {
+		// NXAST_OUTPUT_REG2 takes the 8-byte header after max_len.
+		b := nxHeader(nxastOutputReg2)
+		b = binary.BigEndian.AppendUint16(b, ofsNbits(sf.ofs, sf.bits))
+		b = binary.BigEndian.AppendUint16(b, 0xffff)
+		b = append(b, oxmID(sf.f, nil)...)
+		return setLen16(pad8(b)), nil
+	}
 	b := nxHeader(nxastOutputReg)
 	b = binary.BigEndian.AppendUint16(b, ofsNbits(sf.ofs, sf.bits))
-	b = binary.BigEndian.AppendUint32(b, hdr32(sf.f))
+	b = append(b, nxmID(sf.f, cx.mt.tlv)...)
 	b = binary.BigEndian.AppendUint16(b, 0xffff)
 	b = append(b, make([]byte, 6)...)
 	return setLen16(b), nil

@@ -383,11 +383,16 @@ func formatNX(a []byte) (string, error) {
 			s += ",ct"
 		}
 		return s + ")", nil
-	case nxastOutputReg:
+	case nxastOutputReg, nxastOutputReg2:
+		// OUTPUT_REG has the field before max_len, OUTPUT_REG2 after it.
+		hdrAt, mlAt := 12, 16
+		if sub == nxastOutputReg2 {
+			hdrAt, mlAt = 14, 12
+		}
 		if len(a) != 24 {
 			return "", errors.New("bad output_reg length")
 		}
-		f, err := fieldFromHeader(binary.BigEndian.Uint32(a[12:]))
+		f, _, err := pullNXMID(a[hdrAt:])
 		if err != nil {
 			return "", fmt.Errorf("output: %w", err)
 		}
@@ -396,7 +401,7 @@ func formatNX(a []byte) (string, error) {
 			return "", fmt.Errorf("output: %w", err)
 		}
 		s := "output:" + sf.String()
-		if ml := binary.BigEndian.Uint16(a[16:]); ml != 0xffff {
+		if ml := binary.BigEndian.Uint16(a[mlAt:]); ml != 0xffff {
 			return "", fmt.Errorf("output_reg with max_len %d is not supported", ml)
 		}
 		return s, nil

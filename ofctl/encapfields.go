@@ -63,6 +63,27 @@ func oxmID(f *field, tlv TLVMap) []byte {
 	return binary.BigEndian.AppendUint32(nil, h)
 }
 
+// nxmID is oxmID for the Nicira actions that name fields by their NXM
+// header (push, pop): the NXM header where a field has one.
+func nxmID(f *field, tlv TLVMap) []byte {
+	if f.hdr.isExperimenter() || f.variable {
+		return oxmID(f, tlv)
+	}
+	return binary.BigEndian.AppendUint32(nil, nxmHdr32(f))
+}
+
+// pullNXMID reads a header written by nxmID.
+func pullNXMID(b []byte) (*field, int, error) {
+	if len(b) >= 4 && binary.BigEndian.Uint16(b) != 0xffff {
+		h := binary.BigEndian.Uint32(b)
+		if f, ok := fieldByNXMHdr[oxmHdr{h >> 16, uint8(h>>9) & 0x7f}]; !ok || !f.variable {
+			f, err := fieldFromNXMHeader(h)
+			return f, 4, err
+		}
+	}
+	return pullOXMID(b)
+}
+
 // pullOXMID reads a header written by oxmID and returns its field and
 // size.
 func pullOXMID(b []byte) (*field, int, error) {

@@ -91,7 +91,7 @@ var errorCases = []struct {
 	// after encap(ethernet) its flow has no Ethernet type.
 	{"nsh field after encap(ethernet) of a packet type", "packet_type=(1,0x894f),actions=encap(ethernet),set_field:1->nsh_spi", 61, "nsh_spi", "requires NSH", false},
 	{"debug action", "actions=debug_recirc", 9, "debug_recirc", "only a vswitchd started with --enable-dummy accepts it", false},
-	{"push of an experimenter field", "dl_type=0x894f,actions=push:NXOXM_NSH_SI[]", 29, "NXOXM_NSH_SI[]", "only set_field, load and move", false},
+	{"learn of an experimenter field", "dl_type=0x894f,actions=learn(NXOXM_NSH_SI[])", 30, "NXOXM_NSH_SI[]", "only set_field, load, move, push, pop and output", true},
 }
 
 func TestParseFlowErrors(t *testing.T) {

@@ -488,7 +488,7 @@ func (cx *actx) parseVLANAction(p kv, key string) ([][]byte, error) {
 
 // parseStack parses push:SRC[] and pop:DST[].
 func (cx *actx) parseStack(p kv, push bool) ([]byte, error) {
-	sf, err := parseSubfield(p.val)
+	sf, err := parseSubfieldAny(p.val)
 	if err != nil {
 		return nil, errAt(p.valOff, p.val, "%v", err)
 	}
@@ -503,9 +503,11 @@ func (cx *actx) parseStack(p kv, push bool) ([]byte, error) {
 	}
 	b := nxHeader(sub)
 	b = binary.BigEndian.AppendUint16(b, uint16(sf.ofs))
-	b = binary.BigEndian.AppendUint32(b, nxmHdr32(sf.f))
+	b = append(b, nxmID(sf.f, cx.mt.tlv)...)
 	b = binary.BigEndian.AppendUint16(b, uint16(sf.bits))
-	b = append(b, 0, 0, 0, 0, 0, 0)
+	for len(b) < 24 {
+		b = append(b, 0)
+	}
 	return setLen16(b), nil
 }
 
@@ -513,11 +515,11 @@ func formatStack(a []byte) (string, error) {
 	if len(a) != 24 {
 		return "", errors.New("bad push/pop length")
 	}
-	f, err := fieldFromNXMHeader(binary.BigEndian.Uint32(a[12:]))
+	f, n, err := pullNXMID(a[12:])
 	if err != nil {
 		return "", fmt.Errorf("push/pop: %w", err)
 	}
-	ofs, bits := int(binary.BigEndian.Uint16(a[10:])), int(binary.BigEndian.Uint16(a[16:]))
+	ofs, bits := int(binary.BigEndian.Uint16(a[10:])), int(binary.BigEndian.Uint16(a[12+n:]))
 	if bits == 0 || ofs+bits > f.bits {
 		return "", errors.New("push/pop: bad bit range")
 	}
