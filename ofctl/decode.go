@@ -449,11 +449,7 @@ func formatCT(a []byte) (string, error) {
 		fmt.Fprintf(&sb, "table=%d,", table)
 	}
 	if zoneSrc != 0 {
-		f, err := fieldFromHeader(zoneSrc)
-		if err != nil {
-			return "", fmt.Errorf("ct zone: %w", err)
-		}
-		sf, err := decodeOfsNbits(f, zone)
+		sf, err := nxmSubfield(zoneSrc, zone)
 		if err != nil {
 			return "", fmt.Errorf("ct zone: %w", err)
 		}
