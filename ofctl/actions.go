@@ -78,7 +78,7 @@ func actionField(f *field) *field {
 // tun_metadata fields do not have.
 func parseSubfield(s string) (subfield, error) {
 	sf, err := parseSubfieldAny(s)
-	if err == nil && sf.f.hdr.isExperimenter() {
+	if err == nil && (sf.f.hdr.isExperimenter() || sf.f.nxmHdr.isExperimenter()) {
 		return subfield{}, fmt.Errorf("field %s cannot be used here: only set_field, load, move, push, pop and output take experimenter fields", sf.f.name)
 	}
 	if err == nil && sf.f.variable {
@@ -478,17 +478,19 @@ func (cx *actx) parseOutput(p kv) ([]byte, error) {
 	if !cx.ok(sf.f.pre) {
 		return nil, errAt(p.valOff, p.val, "%s requires %s in the match", sf.f.name, prereqText(sf.f.pre))
 	}
-	if sf.f.hdr.isExperimenter() {
-		// NXAST_OUTPUT_REG2 takes the 8-byte header after max_len.
+	id := nxmID(sf.f, cx.mt.tlv)
+	if len(id) == 8 {
+		// NXAST_OUTPUT_REG2 takes an experimenter's 8-byte header after
+		// max_len.
 		b := nxHeader(nxastOutputReg2)
 		b = binary.BigEndian.AppendUint16(b, ofsNbits(sf.ofs, sf.bits))
 		b = binary.BigEndian.AppendUint16(b, 0xffff)
-		b = append(b, oxmID(sf.f, nil)...)
+		b = append(b, id...)
 		return setLen16(pad8(b)), nil
 	}
 	b := nxHeader(nxastOutputReg)
 	b = binary.BigEndian.AppendUint16(b, ofsNbits(sf.ofs, sf.bits))
-	b = append(b, nxmID(sf.f, cx.mt.tlv)...)
+	b = append(b, id...)
 	b = binary.BigEndian.AppendUint16(b, 0xffff)
 	b = append(b, make([]byte, 6)...)
 	return setLen16(b), nil

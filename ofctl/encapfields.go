@@ -12,11 +12,13 @@ import (
 const (
 	clsExpTun = 0x1_0000 // NXOXM_ET: ERSPAN and GTP-U tunnel fields
 	clsExpNSH = 0x1_0001 // NXOXM_NSH: Network Service Header fields
+	clsExpONF = 0x1_0002 // ONFOXM_ET: actset_output's header in Nicira actions
 )
 
 var experimenterIDs = map[uint32]uint32{
 	clsExpTun: 0x00002320, // Nicira
 	clsExpNSH: 0x005ad650, // Nicira's NSH experimenter id
+	clsExpONF: 0x4f4e4600, // ONF
 }
 
 // isExperimenter reports whether h is an experimenter OXM.
@@ -53,8 +55,7 @@ func pullExperimenter(field uint8, body []byte) (oxmHdr, []byte, error) {
 // bridge's TLV map (tlv, when known).
 func oxmID(f *field, tlv TLVMap) []byte {
 	if f.hdr.isExperimenter() {
-		b := []byte{0xff, 0xff, f.hdr.field << 1, byte(f.bytes + 4)}
-		return binary.BigEndian.AppendUint32(b, experimenterIDs[f.hdr.class])
+		return experimenterID(f.hdr, f.bytes)
 	}
 	h := hdr32(f)
 	if l, ok := tlv[int(f.hdr.field)-tunMDFirstNX]; ok && f.variable {
@@ -66,6 +67,9 @@ func oxmID(f *field, tlv TLVMap) []byte {
 // nxmID is oxmID for the Nicira actions that name fields by their NXM
 // header (push, pop): the NXM header where a field has one.
 func nxmID(f *field, tlv TLVMap) []byte {
+	if f.nxmHdr.isExperimenter() {
+		return experimenterID(f.nxmHdr, f.bytes)
+	}
 	if f.hdr.isExperimenter() || f.variable {
 		return oxmID(f, tlv)
 	}
@@ -82,6 +86,13 @@ func pullNXMID(b []byte) (*field, int, error) {
 		}
 	}
 	return pullOXMID(b)
+}
+
+// experimenterID is the 8-byte header of an experimenter field with an
+// n-byte value.
+func experimenterID(h oxmHdr, n int) []byte {
+	b := []byte{0xff, 0xff, h.field << 1, byte(n + 4)}
+	return binary.BigEndian.AppendUint32(b, experimenterIDs[h.class])
 }
 
 // pullOXMID reads a header written by oxmID and returns its field and
@@ -106,6 +117,9 @@ func pullOXMID(b []byte) (*field, int, error) {
 		return nil, 0, err
 	}
 	f, ok := fieldByHdr[hdr]
+	if !ok {
+		f, ok = fieldByNXMHdr[hdr]
+	}
 	if !ok || int(h&0xff) != f.bytes+4 || h&0x100 != 0 {
 		return nil, 0, fmt.Errorf("unsupported field header %#08x", h)
 	}

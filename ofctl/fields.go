@@ -188,6 +188,7 @@ var nxmHeaders = map[string]oxmHdr{
 	"NXM_NX_IPV6_DST": {1, 20}, "NXM_NX_ICMPV6_TYPE": {1, 21}, "NXM_NX_ICMPV6_CODE": {1, 22}, "NXM_NX_ND_TARGET": {1, 23},
 	"NXM_NX_ND_SLL": {1, 24}, "NXM_NX_ND_TLL": {1, 25}, "NXM_NX_IP_FRAG": {1, 26}, "NXM_NX_IPV6_LABEL": {1, 27},
 	"NXM_NX_IP_ECN": {1, 28}, "NXM_NX_IP_TTL": {1, 29}, "NXM_NX_TCP_FLAGS": {1, 34},
+	"ONFOXM_ET_ACTSET_OUTPUT": {clsExpONF, 43},
 }
 
 var fields = []*field{

@@ -100,6 +100,22 @@ func TestEveryFieldMatchesOVS(t *testing.T) {
 				lines = append(lines, pre+"actions=move:NXM_NX_REG3[0..7]->"+f.nxm+"[0..7],load:0x1->"+f.nxm+"[1]")
 			}
 		}
+		// Reading the field in the Nicira actions that name it by header.
+		if f.nxm != "" && f.bits >= 16 && fieldByName[f.name] == f && f.name != "ct_mark" && f.name != "ct_label" {
+			lines = append(lines, pre+"actions=push:"+f.nxm+"[0..15],output:"+f.nxm+"[0..15]")
+			if f.writable {
+				lines = append(lines, pre+"actions=pop:"+f.nxm+"[0..15]")
+			}
+			// These take 32-bit headers of the field's own width only, which
+			// experimenter and tun_metadata fields lack (docs/api.md).
+			plain := !f.variable && !f.hdr.isExperimenter() && !f.nxmHdr.isExperimenter()
+			if plain && f.writable {
+				lines = append(lines, pre+"actions=check_pkt_larger(100)->"+f.nxm+"[1],multipath(eth_src,0,hrw,2,0,"+f.nxm+"[2..3])")
+			}
+			if plain && !strings.Contains(pre, "ip") {
+				lines = append(lines, "ip,"+pre+"actions=ct(zone="+f.nxm+"[0..15])")
+			}
+		}
 	}
 	for _, line := range lines {
 		t.Run(line, func(t *testing.T) {
