@@ -316,8 +316,13 @@ func (cx *actx) parseAction(p kv, key string) ([][]byte, error) {
 			if b, err := cx.parseController(p); err == nil && binary.BigEndian.Uint16(b) != ofpatOutput {
 				return nil, errAt(p.keyOff, p.text(), "write_actions supports controller only without reason, id, userdata, pause or meter_id")
 			}
-		case "meter", "ct", "learn", "conjunction", "exit", "resubmit":
+		case "meter", "learn", "conjunction", "exit":
 			return nil, errAt(p.keyOff, p.text(), "write_actions does not support nested action %s", key)
+		case "note", "clone", "bundle", "bundle_load", "sample", "push", "pop", "multipath", "fin_timeout", "pop_queue",
+			"check_pkt_larger", "delete_field":
+			// ovs-ofctl sends these, but an action set cannot hold them
+			// (OVS's action_set_classify).
+			return nil, errAt(p.keyOff, p.text(), "write_actions does not support nested action %s: vswitchd would refuse the flow (disallowed action in action set)", key)
 		case "output":
 			if _, err := parsePort(p.val); err != nil {
 				return nil, errAt(p.keyOff, p.text(), "write_actions supports output to ports only")

@@ -37,7 +37,7 @@ const (
 
 // parseCT parses ct(...) into NXAST_CT with its nested actions.
 func (cx *actx) parseCT(p kv) ([]byte, error) {
-	if cx.outer != "" && cx.outer != "clone" {
+	if cx.outer != "" && cx.outer != "clone" && cx.outer != "write_actions" {
 		return nil, errAt(p.keyOff, p.text(), "ct is not allowed inside %s", cx.outer)
 	}
 	var (
