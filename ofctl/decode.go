@@ -312,6 +312,9 @@ func formatValue(f *field, v, m []byte) string {
 			s += "/" + formatHex(m)
 		}
 		return s
+	case kPacketType:
+		// mf_format names the field in the value, as learn then shows.
+		return "packet_type=" + formatPacketType(uint32(beUint(v)))
 	case kCtState, kTCPFlags, kTunFlags:
 		// A masked value prints as +flag-flag so it parses back masked
 		// (OVS prints it like an unmasked one).

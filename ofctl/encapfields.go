@@ -78,7 +78,7 @@ func cutComma(s string) (a, b string, ok bool) {
 }
 
 // formatPacketType prints a packet type as OVS's put_u16_masked does:
-// numbers above 9 in hexadecimal.
+// "(NS,TYPE)", numbers above 9 in hexadecimal.
 func formatPacketType(pt uint32) string {
 	u := func(v uint32) string {
 		if v > 9 {
@@ -86,7 +86,7 @@ func formatPacketType(pt uint32) string {
 		}
 		return fmt.Sprintf("%d", v)
 	}
-	return "packet_type=(" + u(pt>>16) + "," + u(pt&0xffff) + ")"
+	return "(" + u(pt>>16) + "," + u(pt&0xffff) + ")"
 }
 
 // fieldBySlot finds the field of a slot that only one field uses (those

@@ -91,6 +91,7 @@ var errorCases = []struct {
 	// after encap(ethernet) its flow has no Ethernet type.
 	{"nsh field after encap(ethernet) of a packet type", "packet_type=(1,0x894f),actions=encap(ethernet),set_field:1->nsh_spi", 61, "nsh_spi", "requires NSH", false},
 	{"note in write_actions", "actions=write_actions(note:01)", 23, "note:01", "vswitchd would refuse the flow (disallowed action in action set)", false},
+	{"packet_type in learn", "actions=learn(table=1,packet_type=(1,0x800))", 23, "packet_type=(1,0x800)", "OVS prints it as packet_type=packet_type=", false},
 	{"debug action", "actions=debug_recirc", 9, "debug_recirc", "only a vswitchd started with --enable-dummy accepts it", false},
 	{"learn of an experimenter field", "dl_type=0x894f,actions=learn(NXOXM_NSH_SI[])", 30, "NXOXM_NSH_SI[]", "only set_field, load, move, push, pop and output", true},
 }

@@ -219,7 +219,7 @@ func (mt *match) format(priority uint16) string {
 	}
 
 	if mt.has(sPacketType) && !mt.defaultPacketType() {
-		w.add(formatPacketType(uint32(mt.u(sPacketType))), "")
+		w.add("packet_type", formatPacketType(uint32(mt.u(sPacketType))))
 	}
 	// The shorthand (ip, tcp, ...) stands for the eth_type field; the
 	// rest of the match is named after the Ethernet type the match

@@ -164,6 +164,9 @@ func (cx *actx) parseLearnSpec(q kv, learned *match) ([]byte, error) {
 	switch {
 	case fieldByName[q.key] != nil && q.key != "tp_src" && q.key != "tp_dst":
 		f := fieldByName[q.key]
+		if f.kind == kPacketType {
+			return nil, errAt(q.keyOff, q.text(), "packet_type in learn is not supported: OVS prints it as packet_type=packet_type=(NS,TYPE), which does not read back")
+		}
 		sf := subfield{f: f, bits: f.bits}
 		if err := nxmOnly(sf, q.keyOff, q.key); err != nil {
 			return nil, err
