@@ -98,12 +98,7 @@ func (mt *match) checkPacketType(p kv) error {
 		return errAt(p.keyOff, p.text(), "packet_type=(1,TYPE) already gives the Ethernet type: leave out dl_type and shorthands such as ip (OVS would send both, which vswitchd refuses as a bad prerequisite)")
 	}
 	if pt != ptEth {
-		for _, s := range []slot{sDlSrc, sDlDst, sVlanTCI} {
-			if mt.has(s) {
-				return errAt(p.keyOff, p.text(), "Ethernet fields (dl_src, dl_dst, VLAN) need packet_type=(0,0), the default")
-			}
-		}
-		return nil
+		return nil // Ethernet fields are refused by their prerequisite
 	}
 	for _, o := range mt.encode() {
 		if impliesEthernet(o.hdr) {

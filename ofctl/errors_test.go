@@ -92,6 +92,10 @@ var errorCases = []struct {
 	{"nsh field after encap(ethernet) of a packet type", "packet_type=(1,0x894f),actions=encap(ethernet),set_field:1->nsh_spi", 61, "nsh_spi", "requires NSH", false},
 	{"note in write_actions", "actions=write_actions(note:01)", 23, "note:01", "vswitchd would refuse the flow (disallowed action in action set)", false},
 	{"packet_type in learn", "actions=learn(table=1,packet_type=(1,0x800))", 23, "packet_type=(1,0x800)", "OVS prints it as packet_type=packet_type=", false},
+	{"L4 field in a later fragment", "udp,ip_frag=later,udp_src=5,actions=drop", 19, "udp_src=5", "cannot be matched in a later fragment", false},
+	{"Ethernet field with a packet type", "packet_type=(1,0x800),dl_src=00:00:00:00:00:01,actions=drop", 23, "dl_src=00:00:00:00:00:01", "needs an Ethernet packet", false},
+	{"eth_dst after decap", "ip,actions=decap(),set_field:00:00:00:00:00:01->eth_dst", 49, "eth_dst", "requires an Ethernet packet", true},
+	{"mod_vlan_vid after decap", "ip,actions=decap(),mod_vlan_vid:5", 20, "mod_vlan_vid:5", "requires an Ethernet packet", false},
 	{"debug action", "actions=debug_recirc", 9, "debug_recirc", "only a vswitchd started with --enable-dummy accepts it", false},
 	{"learn of an experimenter field", "dl_type=0x894f,actions=learn(NXOXM_NSH_SI[])", 30, "NXOXM_NSH_SI[]", "only set_field, load, move, push, pop and output", true},
 }

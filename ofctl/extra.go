@@ -468,6 +468,9 @@ func (cx *actx) parseVLANAction(p kv, key string) ([][]byte, error) {
 	case !isVID && (err != nil || v > 7):
 		return nil, errAt(p.valOff, p.val, "not a valid VLAN PCP (want 0 to 7)")
 	}
+	if !cx.ok(preEther) {
+		return nil, errAt(p.keyOff, p.text(), "%s requires an Ethernet packet (packet_type=(0,0)); vswitchd refuses it after decap or encap of another header", key)
+	}
 	var out [][]byte
 	if !cx.ok(preVLAN) {
 		if strings.HasPrefix(key, "set_") {

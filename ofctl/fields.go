@@ -140,6 +140,7 @@ const (
 	preCtIPv6 // preCt and ipv6
 	preCtL4   // preCt and ct_nw_proto
 	preNSH    // eth_type 0x894f (NSH), or packet_type=(1,0x894f)
+	preEther  // an Ethernet packet: packet_type (0,0), the default
 )
 
 // oxmHdr is an OXM/NXM header without its length and mask bit. Classes
@@ -194,14 +195,14 @@ var nxmHeaders = map[string]oxmHdr{
 var fields = []*field{
 	{name: "in_port", nxm: "NXM_OF_IN_PORT", bits: 16, bytes: 2, kind: kPort, writable: true, hdr: oxmHdr{clsNXM0, 0}, special: true},
 	{name: "in_port_oxm", nxm: "OXM_OF_IN_PORT", bits: 32, bytes: 4, kind: kPort, writable: true, hdr: oxmHdr{clsOXM, 0}, special: true},
-	{name: "eth_src", aliases: []string{"dl_src"}, nxm: "NXM_OF_ETH_SRC", nxmAlt: []string{"OXM_OF_ETH_SRC"}, bits: 48, bytes: 6, kind: kEth, maskable: true, writable: true, hdr: oxmHdr{clsOXM, 4}, slot: sDlSrc},
-	{name: "eth_dst", aliases: []string{"dl_dst"}, nxm: "NXM_OF_ETH_DST", nxmAlt: []string{"OXM_OF_ETH_DST"}, bits: 48, bytes: 6, kind: kEth, maskable: true, writable: true, hdr: oxmHdr{clsOXM, 3}, slot: sDlDst},
-	{name: "eth_type", aliases: []string{"dl_type"}, nxm: "NXM_OF_ETH_TYPE", nxmAlt: []string{"OXM_OF_ETH_TYPE"}, bits: 16, bytes: 2, kind: kHex, hdr: oxmHdr{clsOXM, 5}, slot: sDlType},
-	{name: "vlan_tci", nxm: "NXM_OF_VLAN_TCI", bits: 16, bytes: 2, kind: kHex, maskable: true, writable: true, hdr: oxmHdr{clsNXM0, 4}, slot: sVlanTCI},
-	{name: "dl_vlan", bits: 12, bytes: 2, kind: kDec, writable: true, special: true},
-	{name: "vlan_vid", nxm: "OXM_OF_VLAN_VID", bits: 12, bytes: 2, kind: kDec, maskable: true, writable: true, hdr: oxmHdr{clsOXM, 6}, special: true},
-	{name: "dl_vlan_pcp", bits: 3, bytes: 1, kind: kDec, writable: true, special: true},
-	{name: "vlan_pcp", nxm: "OXM_OF_VLAN_PCP", bits: 3, bytes: 1, kind: kDec, writable: true, hdr: oxmHdr{clsOXM, 7}, special: true},
+	{name: "eth_src", aliases: []string{"dl_src"}, nxm: "NXM_OF_ETH_SRC", nxmAlt: []string{"OXM_OF_ETH_SRC"}, bits: 48, bytes: 6, kind: kEth, maskable: true, writable: true, hdr: oxmHdr{clsOXM, 4}, slot: sDlSrc, pre: preEther},
+	{name: "eth_dst", aliases: []string{"dl_dst"}, nxm: "NXM_OF_ETH_DST", nxmAlt: []string{"OXM_OF_ETH_DST"}, bits: 48, bytes: 6, kind: kEth, maskable: true, writable: true, hdr: oxmHdr{clsOXM, 3}, slot: sDlDst, pre: preEther},
+	{name: "eth_type", aliases: []string{"dl_type"}, nxm: "NXM_OF_ETH_TYPE", nxmAlt: []string{"OXM_OF_ETH_TYPE"}, bits: 16, bytes: 2, kind: kHex, hdr: oxmHdr{clsOXM, 5}, slot: sDlType, pre: preEther},
+	{name: "vlan_tci", nxm: "NXM_OF_VLAN_TCI", bits: 16, bytes: 2, kind: kHex, maskable: true, writable: true, hdr: oxmHdr{clsNXM0, 4}, slot: sVlanTCI, pre: preEther},
+	{name: "dl_vlan", bits: 12, bytes: 2, kind: kDec, writable: true, special: true, pre: preEther},
+	{name: "vlan_vid", nxm: "OXM_OF_VLAN_VID", bits: 12, bytes: 2, kind: kDec, maskable: true, writable: true, hdr: oxmHdr{clsOXM, 6}, special: true, pre: preEther},
+	{name: "dl_vlan_pcp", bits: 3, bytes: 1, kind: kDec, writable: true, special: true, pre: preEther},
+	{name: "vlan_pcp", nxm: "OXM_OF_VLAN_PCP", bits: 3, bytes: 1, kind: kDec, writable: true, hdr: oxmHdr{clsOXM, 7}, special: true, pre: preEther},
 	{name: "ip_src", aliases: []string{"nw_src"}, nxm: "NXM_OF_IP_SRC", nxmAlt: []string{"OXM_OF_IPV4_SRC"}, bits: 32, bytes: 4, kind: kIPv4, maskable: true, writable: true, pre: preIPv4, hdr: oxmHdr{clsOXM, 11}, slot: sNwSrc},
 	{name: "ip_dst", aliases: []string{"nw_dst"}, nxm: "NXM_OF_IP_DST", nxmAlt: []string{"OXM_OF_IPV4_DST"}, bits: 32, bytes: 4, kind: kIPv4, maskable: true, writable: true, pre: preIPv4, hdr: oxmHdr{clsOXM, 12}, slot: sNwDst},
 	{name: "ipv6_src", nxm: "NXM_NX_IPV6_SRC", nxmAlt: []string{"OXM_OF_IPV6_SRC"}, bits: 128, bytes: 16, kind: kIPv6, maskable: true, writable: true, pre: preIPv6, hdr: oxmHdr{clsOXM, 26}, slot: sIPv6Src},

@@ -283,6 +283,15 @@ func (mt *match) checkPrereqs(set []setting) error {
 			// In a match these name the ICMPv6 type and code too.
 			pre = preICMPAny
 		}
+		// ovs-ofctl sends these two with the field; vswitchd refuses them.
+		switch {
+		case mt.prereqOK(pre):
+			continue
+		case pre == preEther:
+			return errAt(st.p.keyOff, st.p.text(), "%s needs an Ethernet packet (packet_type=(0,0), the default): vswitchd would refuse the flow (OFPBMC_BAD_PREREQ)", st.f.name)
+		case mt.laterFragment() && (pre == preTCP || pre == preUDP || pre == preSCTP || pre == preL4):
+			return errAt(st.p.keyOff, st.p.text(), "%s cannot be matched in a later fragment (ip_frag=later has no L4 header): vswitchd would refuse the flow (OFPBMC_BAD_PREREQ)", st.f.name)
+		}
 		if !mt.prereqOK(pre) {
 			return errAt(st.p.keyOff, st.p.text(), "missing prerequisite: %s requires %s (OVS would leave %s out of the match)", st.f.name, prereqText(pre), st.f.name)
 		}

@@ -97,6 +97,11 @@ func (mt *match) isARP() bool {
 	return ok && (t == ethARP || t == ethRARP)
 }
 
+// laterFragment reports whether the match says the packet is a later IP
+// fragment (ip_frag=later), which has no L4 header: OVS's prerequisites of
+// the TCP, UDP and SCTP fields check that bit of the value.
+func (mt *match) laterFragment() bool { return mt.u(sNwFrag)&2 != 0 }
+
 // proto returns the matched IP protocol, if any.
 func (mt *match) proto() (uint8, bool) {
 	if !mt.isIPAny() || !mt.has(sNwProto) {
@@ -145,13 +150,15 @@ func (mt *match) prereqOK(p prereq) bool {
 	case preIPAny:
 		return mt.isIPAny()
 	case preTCP:
-		return mt.isProto(protoTCP)
+		return mt.isProto(protoTCP) && !mt.laterFragment()
 	case preUDP:
-		return mt.isProto(protoUDP)
+		return mt.isProto(protoUDP) && !mt.laterFragment()
 	case preSCTP:
-		return mt.isProto(protoSCTP)
+		return mt.isProto(protoSCTP) && !mt.laterFragment()
 	case preL4:
-		return mt.isProto(protoTCP) || mt.isProto(protoUDP) || mt.isProto(protoSCTP)
+		return (mt.isProto(protoTCP) || mt.isProto(protoUDP) || mt.isProto(protoSCTP)) && !mt.laterFragment()
+	case preEther:
+		return mt.u(sPacketType) == ptEth
 	case preICMPv4:
 		return mt.isIPv4() && mt.isProto(protoICMP)
 	case preICMPv6:
@@ -227,6 +234,8 @@ func prereqText(p prereq) string {
 		return "mpls or mplsm"
 	case preNSH:
 		return "NSH (dl_type=0x894f or packet_type=(1,0x894f))"
+	case preEther:
+		return "an Ethernet packet (packet_type=(0,0), the default)"
 	case preCt:
 		return "a valid connection (e.g. ct_state=+est+trk)"
 	case preCtIPv4:
