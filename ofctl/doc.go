@@ -66,8 +66,13 @@
 //
 // # Coverage
 //
-// TestOVSTestsCoverage measures ParseFlow against the flows of Open
-// vSwitch's own test suite (set OVS_TESTS_DIR to its tests/ directory).
+// TestOVSTestsCoverage measures ParseFlow and ParseGroup against the flows
+// and groups of Open vSwitch's own test suite (set OVS_TESTS_DIR to its
+// tests/ directory; OVS_TESTS_SWITCH also installs every handled flow on a
+// private vswitchd and compares what it holds). Against OVS 3.1.0 it
+// handles 1,173 of the 1,192 flows ovs-ofctl accepts and all 36 groups;
+// the flows left are refused on purpose (docs/api.md), and vswitchd holds
+// every handled flow it accepts exactly as ParseFlow encodes it.
 //
 // # Errors
 //
