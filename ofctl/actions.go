@@ -73,23 +73,19 @@ func actionField(f *field) *field {
 }
 
 // parseSubfield parses NAME, NAME[], NAME[N] or NAME[A..B] for the
-// actions that name a field by a 32-bit NXM/OXM header of the field's own
-// width (learn, multipath, bundle_load, ...), which experimenter and
-// tun_metadata fields do not have.
+// actions that name a field by a 32-bit NXM header (learn, multipath,
+// bundle_load, ...), which experimenter fields do not have.
 func parseSubfield(s string) (subfield, error) {
 	sf, err := parseSubfieldAny(s)
 	if err == nil && (sf.f.hdr.isExperimenter() || sf.f.nxmHdr.isExperimenter()) {
 		return subfield{}, fmt.Errorf("field %s cannot be used here: only set_field, load, move, push, pop and output take experimenter fields", sf.f.name)
 	}
-	if err == nil && sf.f.variable {
-		return subfield{}, fmt.Errorf("field %s cannot be used here: only set_field, load, move, push, pop, output and delete_field take tun_metadata fields", sf.f.name)
-	}
 	return sf, err
 }
 
-// parseSubfieldAny is parseSubfield for any field, experimenter and
-// tun_metadata ones included: load (sent as set_field), move, push, pop and
-// output, which OVS encodes with 8-byte headers for them.
+// parseSubfieldAny is parseSubfield for any field, experimenter ones
+// included: load (sent as set_field), move, push, pop and output, which OVS
+// encodes with 8-byte headers for them.
 func parseSubfieldAny(s string) (subfield, error) {
 	name, rng, hasRng := strings.Cut(s, "[")
 	f := lookupField(name)

@@ -82,7 +82,7 @@ func (cx *actx) parseBundle(p kv, load bool) ([]byte, error) {
 	b = binary.BigEndian.AppendUint16(b, uint16(len(ports)))
 	if load {
 		b = binary.BigEndian.AppendUint16(b, ofsNbits(dst.ofs, dst.bits))
-		b = binary.BigEndian.AppendUint32(b, nxmHdr32(dst.f))
+		b = binary.BigEndian.AppendUint32(b, cx.nxmHdrOf(dst.f))
 	} else {
 		b = append(b, 0, 0, 0, 0, 0, 0)
 	}

@@ -84,7 +84,7 @@ func (cx *actx) parseCT(p kv) ([]byte, error) {
 			if !cx.ok(sf.f.pre) {
 				return nil, errAt(q.valOff, q.val, "%s requires %s in the match", sf.f.name, prereqText(sf.f.pre))
 			}
-			zoneSrc, zoneVal = nxmHdr32(sf.f), ofsNbits(sf.ofs, sf.bits)
+			zoneSrc, zoneVal = cx.nxmHdrOf(sf.f), ofsNbits(sf.ofs, sf.bits)
 		case "alg":
 			switch q.val {
 			case "ftp":

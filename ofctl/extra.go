@@ -222,7 +222,7 @@ func formatSample(a []byte) (string, error) {
 
 // parseCheckPktLarger parses check_pkt_larger(LEN)->DST, whose value the
 // scanner hands over as "LEN)->DST".
-func parseCheckPktLarger(p kv) ([]byte, error) {
+func (cx *actx) parseCheckPktLarger(p kv) ([]byte, error) {
 	ls, ds, ok := strings.Cut(p.val, ")->")
 	if !ok {
 		return nil, errAt(p.keyOff, p.text(), "check_pkt_larger needs (LEN)->DST[BIT]")
@@ -245,7 +245,7 @@ func parseCheckPktLarger(p kv) ([]byte, error) {
 	b := nxHeader(nxastCheckPktLarger)
 	b = binary.BigEndian.AppendUint16(b, uint16(n))
 	b = binary.BigEndian.AppendUint16(b, uint16(sf.ofs))
-	b = binary.BigEndian.AppendUint32(b, nxmHdr32(sf.f))
+	b = binary.BigEndian.AppendUint32(b, cx.nxmHdrOf(sf.f))
 	b = append(b, make([]byte, 6)...)
 	return setLen16(b), nil
 }
@@ -301,7 +301,7 @@ func parseHashArgs(args []string, off []int) (fields int, basis uint64, err erro
 }
 
 // parseMultipath parses multipath(FIELDS,BASIS,ALGORITHM,N_LINKS,ARG,DST).
-func parseMultipath(p kv) ([]byte, error) {
+func (cx *actx) parseMultipath(p kv) ([]byte, error) {
 	args, off := splitArgs(p)
 	if len(args) < 6 {
 		return nil, errAt(p.keyOff, p.text(), "not enough arguments to multipath action")
@@ -341,7 +341,7 @@ func parseMultipath(p kv) ([]byte, error) {
 	b = binary.BigEndian.AppendUint32(b, uint32(arg))
 	b = append(b, 0, 0)
 	b = binary.BigEndian.AppendUint16(b, ofsNbits(sf.ofs, sf.bits))
-	b = binary.BigEndian.AppendUint32(b, nxmHdr32(sf.f))
+	b = binary.BigEndian.AppendUint32(b, cx.nxmHdrOf(sf.f))
 	return setLen16(b), nil
 }
 
@@ -550,9 +550,9 @@ func (cx *actx) parseExtraAction(p kv, key string) (acts [][]byte, ok bool, err 
 	case "sample":
 		return one(parseSample(p))
 	case "check_pkt_larger":
-		return one(parseCheckPktLarger(p))
+		return one(cx.parseCheckPktLarger(p))
 	case "multipath":
-		return one(parseMultipath(p))
+		return one(cx.parseMultipath(p))
 	case "fin_timeout":
 		return one(cx.parseFinTimeout(p))
 	case "set_queue":

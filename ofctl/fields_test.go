@@ -106,9 +106,9 @@ func TestEveryFieldMatchesOVS(t *testing.T) {
 			if f.writable {
 				lines = append(lines, pre+"actions=pop:"+f.nxm+"[0..15]")
 			}
-			// These take 32-bit headers of the field's own width only, which
-			// experimenter and tun_metadata fields lack (docs/api.md).
-			plain := !f.variable && !f.hdr.isExperimenter() && !f.nxmHdr.isExperimenter()
+			// These take 32-bit headers, which experimenter fields lack
+			// (docs/api.md).
+			plain := !f.hdr.isExperimenter() && !f.nxmHdr.isExperimenter()
 			if plain && f.writable {
 				lines = append(lines, pre+"actions=check_pkt_larger(100)->"+f.nxm+"[1],multipath(eth_src,0,hrw,2,0,"+f.nxm+"[2..3])")
 			}
