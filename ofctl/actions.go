@@ -72,18 +72,35 @@ func actionField(f *field) *field {
 	return f
 }
 
-// parseSubfield parses NAME, NAME[], NAME[N] or NAME[A..B].
+// parseSubfield parses NAME, NAME[], NAME[N] or NAME[A..B] for the
+// actions that name a field by a 32-bit NXM header (learn, multipath,
+// bundle_load, ...), which experimenter fields do not have.
 func parseSubfield(s string) (subfield, error) {
+	sf, err := parseSubfieldAny(s)
+	if err == nil && (sf.f.hdr.isExperimenter() || sf.f.nxmHdr.isExperimenter()) {
+		return subfield{}, fmt.Errorf("field %s cannot be used here: only set_field, load, move, push, pop and output take experimenter fields", sf.f.name)
+	}
+	return sf, err
+}
+
+// parseSubfieldAny is parseSubfield for any field, experimenter ones
+// included: load (sent as set_field), move, push, pop and output, which OVS
+// encodes with 8-byte headers for them.
+func parseSubfieldAny(s string) (subfield, error) {
 	name, rng, hasRng := strings.Cut(s, "[")
 	f := lookupField(name)
 	if f == nil {
 		return subfield{}, fmt.Errorf("unknown field %q", name)
 	}
-	f = actionField(f)
-	sf := subfield{f: f, ofs: 0, bits: f.bits}
 	if !hasRng {
-		return sf, nil
+		return subfield{f: actionField(f), bits: actionField(f).bits}, nil
 	}
+	return bitRange(actionField(f), s, rng)
+}
+
+// bitRange reads the "A..B]" (or "N]", or "]") after FIELD[ in s.
+func bitRange(f *field, s, rng string) (subfield, error) {
+	sf := subfield{f: f, ofs: 0, bits: f.bits}
 	if !strings.HasSuffix(rng, "]") {
 		return subfield{}, fmt.Errorf("missing ']' in %q", s)
 	}
@@ -295,8 +312,13 @@ func (cx *actx) parseAction(p kv, key string) ([][]byte, error) {
 			if b, err := cx.parseController(p); err == nil && binary.BigEndian.Uint16(b) != ofpatOutput {
 				return nil, errAt(p.keyOff, p.text(), "write_actions supports controller only without reason, id, userdata, pause or meter_id")
 			}
-		case "meter", "ct", "learn", "conjunction", "exit", "resubmit":
+		case "meter", "learn", "conjunction", "exit":
 			return nil, errAt(p.keyOff, p.text(), "write_actions does not support nested action %s", key)
+		case "note", "clone", "bundle", "bundle_load", "sample", "push", "pop", "multipath", "fin_timeout", "pop_queue",
+			"check_pkt_larger", "delete_field":
+			// ovs-ofctl sends these, but an action set cannot hold them
+			// (OVS's action_set_classify).
+			return nil, errAt(p.keyOff, p.text(), "write_actions does not support nested action %s: vswitchd would refuse the flow (disallowed action in action set)", key)
 		case "output":
 			if _, err := parsePort(p.val); err != nil {
 				return nil, errAt(p.keyOff, p.text(), "write_actions supports output to ports only")
@@ -351,11 +373,11 @@ func (cx *actx) parseAction(p kv, key string) ([][]byte, error) {
 		cx.mt.set(sVlanTCI, []byte{0, 0}, []byte{0, 0})
 		return one([]byte{0, ofpatPopVLAN, 0, 8, 0, 0, 0, 0}, nil)
 	case "dec_ttl":
-		if p.delim != 0 {
-			return nil, errAt(p.keyOff, p.text(), "dec_ttl with controller ids is not supported")
-		}
 		if !cx.consistent(preIPAny) {
 			return nil, errAt(p.keyOff, p.text(), "dec_ttl requires ip or ipv6 in the match")
+		}
+		if p.val != "" {
+			return one(parseDecTTLIDs(p))
 		}
 		return one([]byte{0, ofpatDecNwTTL, 0, 8, 0, 0, 0, 0}, nil)
 	case "resubmit":
@@ -419,7 +441,7 @@ func action32(typ uint16, v uint32) []byte {
 // outputPort encodes OFPAT_OUTPUT after OVS's port checks.
 func (cx *actx) outputPort(p kv, port uint16, maxLen uint16) ([]byte, error) {
 	switch port {
-	case portNone:
+	case portNone, portUnset:
 		return nil, errAt(p.keyOff, p.text(), "invalid output port")
 	case portController:
 		if maxLen == 0 && p.delim == 0 {
@@ -447,7 +469,7 @@ func (cx *actx) parseOutput(p kv) ([]byte, error) {
 		}
 		return cx.outputPort(p, port, 0)
 	}
-	sf, err := parseSubfield(p.val)
+	sf, err := parseSubfieldAny(p.val)
 	if err != nil {
 		return nil, errAt(p.valOff, p.val, "bad output port or field: %v", err)
 	}
@@ -457,9 +479,19 @@ func (cx *actx) parseOutput(p kv) ([]byte, error) {
 	if !cx.ok(sf.f.pre) {
 		return nil, errAt(p.valOff, p.val, "%s requires %s in the match", sf.f.name, prereqText(sf.f.pre))
 	}
+	id := nxmID(sf.f, cx.mt.tlv)
+	if len(id) == 8 {
+		// NXAST_OUTPUT_REG2 takes an experimenter's 8-byte header after
+		// max_len.
+		b := nxHeader(nxastOutputReg2)
+		b = binary.BigEndian.AppendUint16(b, ofsNbits(sf.ofs, sf.bits))
+		b = binary.BigEndian.AppendUint16(b, 0xffff)
+		b = append(b, id...)
+		return setLen16(pad8(b)), nil
+	}
 	b := nxHeader(nxastOutputReg)
 	b = binary.BigEndian.AppendUint16(b, ofsNbits(sf.ofs, sf.bits))
-	b = binary.BigEndian.AppendUint32(b, hdr32(sf.f))
+	b = append(b, id...)
 	b = binary.BigEndian.AppendUint16(b, 0xffff)
 	b = append(b, make([]byte, 6)...)
 	return setLen16(b), nil
@@ -545,6 +577,16 @@ func (cx *actx) parseSetField(p kv) ([]byte, error) {
 			return nil, errAt(p.valOff, vs, "value has bits set outside the mask")
 		}
 	}
+	if f.variable {
+		if err := cx.checkMapped(f, fOff, fs); err != nil {
+			return nil, err
+		}
+		_, _, hasMask := splitMask(vs)
+		if !hasMask {
+			m = ones(len(v))
+		}
+		return tunMDSetField(f, v, m), nil
+	}
 	return setFieldAction(f, v, m), nil
 }
 
@@ -554,7 +596,7 @@ func (cx *actx) parseLoad(p kv) ([]byte, error) {
 		return nil, errAt(p.valOff, p.val, "load needs VALUE->FIELD[]")
 	}
 	dOff := p.valOff + len(vs) + 2
-	sf, err := parseSubfield(ds)
+	sf, err := parseSubfieldAny(ds)
 	if err != nil {
 		return nil, errAt(dOff, ds, "%v", err)
 	}
@@ -568,6 +610,12 @@ func (cx *actx) parseLoad(p kv) ([]byte, error) {
 	// Shift the value into place and build the mask of the sub-field.
 	v := shiftLeft(raw, sf.ofs)
 	m := shiftLeft(bitMask(sf.f.bytes, sf.bits), sf.ofs)
+	if sf.f.variable {
+		if err := cx.checkMapped(sf.f, dOff, ds); err != nil {
+			return nil, err
+		}
+		return tunMDSetField(sf.f, v, m), nil
+	}
 	return setFieldAction(sf.f, v, m), nil
 }
 
@@ -592,11 +640,11 @@ func (cx *actx) parseMove(p kv) ([]byte, error) {
 		return nil, errAt(p.valOff, p.val, "move needs SRC[]->DST[]")
 	}
 	dOff := p.valOff + len(ss) + 2
-	src, err := parseSubfield(ss)
+	src, err := parseSubfieldAny(ss)
 	if err != nil {
 		return nil, errAt(p.valOff, ss, "%v", err)
 	}
-	dst, err := parseSubfield(ds)
+	dst, err := parseSubfieldAny(ds)
 	if err != nil {
 		return nil, errAt(dOff, ds, "%v", err)
 	}
@@ -617,8 +665,8 @@ func (cx *actx) parseMove(p kv) ([]byte, error) {
 	b = binary.BigEndian.AppendUint16(b, uint16(src.ofs))
 	b = binary.BigEndian.AppendUint16(b, uint16(dst.ofs))
 	b = append(b, 0, 0)
-	b = binary.BigEndian.AppendUint32(b, hdr32(src.f))
-	b = binary.BigEndian.AppendUint32(b, hdr32(dst.f))
+	b = append(b, oxmID(src.f, cx.mt.tlv)...)
+	b = append(b, oxmID(dst.f, cx.mt.tlv)...)
 	return setLen16(pad8(b)), nil
 }
 

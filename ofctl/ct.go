@@ -37,7 +37,7 @@ const (
 
 // parseCT parses ct(...) into NXAST_CT with its nested actions.
 func (cx *actx) parseCT(p kv) ([]byte, error) {
-	if cx.outer != "" && cx.outer != "clone" {
+	if cx.outer != "" && cx.outer != "clone" && cx.outer != "write_actions" {
 		return nil, errAt(p.keyOff, p.text(), "ct is not allowed inside %s", cx.outer)
 	}
 	var (
@@ -84,7 +84,7 @@ func (cx *actx) parseCT(p kv) ([]byte, error) {
 			if !cx.ok(sf.f.pre) {
 				return nil, errAt(q.valOff, q.val, "%s requires %s in the match", sf.f.name, prereqText(sf.f.pre))
 			}
-			zoneSrc, zoneVal = hdr32(sf.f), ofsNbits(sf.ofs, sf.bits)
+			zoneSrc, zoneVal = cx.nxmHdrOf(sf.f), ofsNbits(sf.ofs, sf.bits)
 		case "alg":
 			switch q.val {
 			case "ftp":

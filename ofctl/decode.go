@@ -220,6 +220,9 @@ func formatAction(a []byte) (string, error) {
 		return "pop_vlan", nil
 	case ofpatPushVLAN:
 		return fmt.Sprintf("push_vlan:0x%x", binary.BigEndian.Uint16(a[4:])), nil
+	case ofpatPushMpls, ofpatPopMpls, ofpatSetMplsTTL, ofpatDecMplsTTL:
+		s, _ := formatMplsAction(a)
+		return s, nil
 	case ofpatSetField:
 		return formatSetField(a)
 	case ofpatCopyField:
@@ -235,7 +238,7 @@ func formatAction(a []byte) (string, error) {
 
 // fieldFromHeader finds the field named by a 4-byte NXM/OXM header.
 func fieldFromHeader(h uint32) (*field, error) {
-	hdr := oxmHdr{uint16(h >> 16), uint8(h>>9) & 0x7f}
+	hdr := oxmHdr{h >> 16, uint8(h>>9) & 0x7f}
 	f, ok := fieldByHdr[hdr]
 	if !ok || int(h&0xff) != f.bytes {
 		return nil, fmt.Errorf("unsupported field header %#08x", h)
@@ -249,18 +252,34 @@ func formatSetField(a []byte) (string, error) {
 	}
 	h := binary.BigEndian.Uint32(a[4:])
 	masked := h&0x100 != 0
-	f, ok := fieldByHdr[oxmHdr{uint16(h >> 16), uint8(h>>9) & 0x7f}]
+	hdr, body := oxmHdr{h >> 16, uint8(h>>9) & 0x7f}, a[8:]
 	n := int(h & 0xff)
+	if n > len(body) {
+		return "", fmt.Errorf("set_field: truncated field %#08x", h)
+	}
+	body = body[:n]
+	if hdr.class == 0xffff {
+		var err error
+		if hdr, body, err = pullExperimenter(hdr.field, body); err != nil {
+			return "", fmt.Errorf("set_field: %w", err)
+		}
+	}
+	f, ok := fieldByHdr[hdr]
+	n = len(body)
 	if masked {
 		n /= 2
 	}
-	if !ok || n != f.bytes || 8+int(h&0xff) > len(a) {
+	if !ok || n != f.bytes && !(f.variable && n <= f.bytes) {
 		return "", fmt.Errorf("set_field: unsupported field header %#08x", h)
 	}
-	v := a[8 : 8+n]
+	v := body[:n]
 	var m []byte
 	if masked {
-		m = a[8+n : 8+2*n]
+		m = body[n : 2*n]
+	}
+	if f.variable && masked {
+		// OVS's mask is 124 bytes wide: it prints even one of all ones.
+		return "set_field:" + formatHex(v) + "/" + formatHex(m) + "->" + f.name, nil
 	}
 	return "set_field:" + formatValue(f, v, m) + "->" + f.name, nil
 }
@@ -293,6 +312,9 @@ func formatValue(f *field, v, m []byte) string {
 			s += "/" + formatHex(m)
 		}
 		return s
+	case kPacketType:
+		// mf_format names the field in the value, as learn then shows.
+		return "packet_type=" + formatPacketType(uint32(beUint(v)))
 	case kCtState, kTCPFlags, kTunFlags:
 		// A masked value prints as +flag-flag so it parses back masked
 		// (OVS prints it like an unmasked one).
@@ -316,11 +338,11 @@ func formatCopyField(a []byte) (string, error) {
 	bits := int(binary.BigEndian.Uint16(a[4:]))
 	srcOfs := int(binary.BigEndian.Uint16(a[6:]))
 	dstOfs := int(binary.BigEndian.Uint16(a[8:]))
-	src, err := fieldFromHeader(binary.BigEndian.Uint32(a[12:]))
+	src, n, err := pullOXMID(a[12:])
 	if err != nil {
 		return "", fmt.Errorf("move: %w", err)
 	}
-	dst, err := fieldFromHeader(binary.BigEndian.Uint32(a[16:]))
+	dst, _, err := pullOXMID(a[12+n:])
 	if err != nil {
 		return "", fmt.Errorf("move: %w", err)
 	}
@@ -364,11 +386,16 @@ func formatNX(a []byte) (string, error) {
 			s += ",ct"
 		}
 		return s + ")", nil
-	case nxastOutputReg:
+	case nxastOutputReg, nxastOutputReg2:
+		// OUTPUT_REG has the field before max_len, OUTPUT_REG2 after it.
+		hdrAt, mlAt := 12, 16
+		if sub == nxastOutputReg2 {
+			hdrAt, mlAt = 14, 12
+		}
 		if len(a) != 24 {
 			return "", errors.New("bad output_reg length")
 		}
-		f, err := fieldFromHeader(binary.BigEndian.Uint32(a[12:]))
+		f, _, err := pullNXMID(a[hdrAt:])
 		if err != nil {
 			return "", fmt.Errorf("output: %w", err)
 		}
@@ -377,7 +404,7 @@ func formatNX(a []byte) (string, error) {
 			return "", fmt.Errorf("output: %w", err)
 		}
 		s := "output:" + sf.String()
-		if ml := binary.BigEndian.Uint16(a[16:]); ml != 0xffff {
+		if ml := binary.BigEndian.Uint16(a[mlAt:]); ml != 0xffff {
 			return "", fmt.Errorf("output_reg with max_len %d is not supported", ml)
 		}
 		return s, nil
@@ -425,11 +452,7 @@ func formatCT(a []byte) (string, error) {
 		fmt.Fprintf(&sb, "table=%d,", table)
 	}
 	if zoneSrc != 0 {
-		f, err := fieldFromHeader(zoneSrc)
-		if err != nil {
-			return "", fmt.Errorf("ct zone: %w", err)
-		}
-		sf, err := decodeOfsNbits(f, zone)
+		sf, err := nxmSubfield(zoneSrc, zone)
 		if err != nil {
 			return "", fmt.Errorf("ct zone: %w", err)
 		}

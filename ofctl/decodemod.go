@@ -92,17 +92,27 @@ func splitOXMs(b []byte) ([]oxm, error) {
 		if len(b) < 4 {
 			return nil, errors.New("truncated match field")
 		}
-		h := oxmHdr{binary.BigEndian.Uint16(b), b[2] >> 1}
+		h := oxmHdr{uint32(binary.BigEndian.Uint16(b)), b[2] >> 1}
 		masked, n := b[2]&1 != 0, int(b[3])
-		if h.class == 0xffff || len(b) < 4+n || masked && n%2 != 0 {
-			return nil, fmt.Errorf("unsupported or truncated match field %#04x:%d", h.class, h.field)
+		if len(b) < 4+n {
+			return nil, fmt.Errorf("truncated match field %#04x:%d", h.class, h.field)
 		}
-		f := oxm{hdr: h, v: append([]byte(nil), b[4:4+n]...)}
+		body := b[4 : 4+n]
+		b = b[4+n:]
+		if h.class == 0xffff {
+			var err error
+			if h, body, err = pullExperimenter(h.field, body); err != nil {
+				return nil, err
+			}
+		}
+		if masked && len(body)%2 != 0 {
+			return nil, fmt.Errorf("bad masked match field %#04x:%d", h.class, h.field)
+		}
+		f := oxm{hdr: h, v: append([]byte(nil), body...)}
 		if masked {
-			f.v, f.m = f.v[:n/2], f.v[n/2:]
+			f.v, f.m = f.v[:len(body)/2], f.v[len(body)/2:]
 		}
 		out = append(out, f)
-		b = b[4+n:]
 	}
 	return out, nil
 }

@@ -41,12 +41,38 @@
 //
 // docs/api.md lists these differences for users. enqueue is refused too:
 // OVS sends it as set_queue, output with max_len 65535 and pop_queue, which
-// it prints as text that reads back with max_len 0.
+// it prints as text that reads back with max_len 0. So are matches OVS
+// stores or prints in a way that reads back as another flow: ERSPAN and
+// GTP-U fields with a mask (OVS 3.1 uses the value as the mask), ERSPAN
+// index, direction and hardware id without the tun_erspan_ver that makes
+// OVS print them, NSH context headers without nsh_mdtype=1, a
+// packet_type=(0,0) that no other field implies, and tun_metadata masks OVS
+// prints as exact or presence matches.
+//
+// # Encapsulations and experimenter fields
+//
+// MPLS, NSH (encap, decap, packet_type), ERSPAN and GTP-U are supported as
+// OVS 3.1 encodes them; the NSH, ERSPAN and GTP-U fields are experimenter
+// OXMs (class 0xffff and an experimenter id), kept inside the package as
+// classes above 0xffff. Actions that name a field by a 32-bit header (move,
+// learn, multipath, ...) do not take them.
+//
+// # Tunnel metadata
+//
+// tun_metadata0..63 are as wide as their value in what ovs-ofctl sends;
+// vswitchd stores a match at the option length of the bridge's TLV map.
+// ParseFlowTLV, given that map (ParseTLVMap reads add-tlv-map syntax),
+// encodes matches as the switch holds them.
 //
 // # Coverage
 //
-// TestOVSTestsCoverage measures ParseFlow against the flows of Open
-// vSwitch's own test suite (set OVS_TESTS_DIR to its tests/ directory).
+// TestOVSTestsCoverage measures ParseFlow and ParseGroup against the flows
+// and groups of Open vSwitch's own test suite (set OVS_TESTS_DIR to its
+// tests/ directory; OVS_TESTS_SWITCH also installs every handled flow on a
+// private vswitchd and compares what it holds). Against OVS 3.1.0 it
+// handles 1,173 of the 1,192 flows ovs-ofctl accepts and all 36 groups;
+// the flows left are refused on purpose (docs/api.md), and vswitchd holds
+// every handled flow it accepts exactly as ParseFlow encodes it.
 //
 // # Errors
 //

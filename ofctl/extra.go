@@ -26,6 +26,41 @@ const (
 
 const ofpatSetQueue = 21
 
+const nxastDecTTLCntIDs = 21
+
+// parseDecTTLIDs parses dec_ttl(ID,...): the controllers to tell when the
+// TTL runs out (NXAST_DEC_TTL_CNT_IDS).
+func parseDecTTLIDs(p kv) ([]byte, error) {
+	ids := strings.FieldsFunc(p.val, func(r rune) bool { return r == ',' || r == ' ' })
+	if len(ids) == 0 {
+		return nil, errAt(p.keyOff, p.text(), "dec_ttl_cnt_ids: expected at least one controller id")
+	}
+	b := nxHeader(nxastDecTTLCntIDs)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(ids)))
+	b = append(b, 0, 0, 0, 0)
+	for _, id := range ids {
+		// OVS reads the ids with atoi; insist on numbers instead.
+		v, err := parseUint(id, 16)
+		if err != nil {
+			return nil, errAt(p.valOff+strings.Index(p.val, id), id, "bad controller id (want 0 to 65535)")
+		}
+		b = binary.BigEndian.AppendUint16(b, uint16(v))
+	}
+	return setLen16(pad8(b)), nil
+}
+
+func formatDecTTLIDs(a []byte) (string, error) {
+	n := int(binary.BigEndian.Uint16(a[10:]))
+	if 16+2*n > len(a) {
+		return "", errors.New("bad dec_ttl length")
+	}
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = strconv.Itoa(int(binary.BigEndian.Uint16(a[16+2*i:])))
+	}
+	return "dec_ttl(" + strings.Join(ids, ",") + ")", nil
+}
+
 // parseNote parses note:HEX.HEX... OVS pads the note with zero bytes to a
 // multiple of 8 and prints the padding as part of the note, so the printed
 // form is longer but encodes the same.
@@ -187,7 +222,7 @@ func formatSample(a []byte) (string, error) {
 
 // parseCheckPktLarger parses check_pkt_larger(LEN)->DST, whose value the
 // scanner hands over as "LEN)->DST".
-func parseCheckPktLarger(p kv) ([]byte, error) {
+func (cx *actx) parseCheckPktLarger(p kv) ([]byte, error) {
 	ls, ds, ok := strings.Cut(p.val, ")->")
 	if !ok {
 		return nil, errAt(p.keyOff, p.text(), "check_pkt_larger needs (LEN)->DST[BIT]")
@@ -210,7 +245,7 @@ func parseCheckPktLarger(p kv) ([]byte, error) {
 	b := nxHeader(nxastCheckPktLarger)
 	b = binary.BigEndian.AppendUint16(b, uint16(n))
 	b = binary.BigEndian.AppendUint16(b, uint16(sf.ofs))
-	b = binary.BigEndian.AppendUint32(b, nxmHdr32(sf.f))
+	b = binary.BigEndian.AppendUint32(b, cx.nxmHdrOf(sf.f))
 	b = append(b, make([]byte, 6)...)
 	return setLen16(b), nil
 }
@@ -237,31 +272,47 @@ var (
 	mpAlgNames     = []string{"modulo_n", "hash_threshold", "hrw", "iter_hash"}
 )
 
-// parseMultipath parses multipath(FIELDS,BASIS,ALGORITHM,N_LINKS,ARG,DST).
-func parseMultipath(p kv) ([]byte, error) {
-	args := strings.FieldsFunc(p.val, func(r rune) bool { return r == ',' || r == ' ' })
-	if len(args) < 6 {
-		return nil, errAt(p.keyOff, p.text(), "not enough arguments to multipath action")
-	}
-	// off[i] is where args[i] starts in the line, for errors.
-	off := make([]int, len(args))
+// splitArgs splits the value of an action at commas and blanks, with where
+// each argument starts in the line, for errors.
+func splitArgs(p kv) (args []string, off []int) {
+	args = strings.FieldsFunc(p.val, func(r rune) bool { return r == ',' || r == ' ' })
+	off = make([]int, len(args))
 	for i, at := 0, 0; i < len(args); i++ {
 		at += strings.Index(p.val[at:], args[i])
 		off[i] = p.valOff + at
 		at += len(args[i])
 	}
-	fields := indexOf(hashFieldNames, strings.ToLower(args[0]))
+	return args, off
+}
+
+// parseHashArgs parses the hash fields and basis that multipath and bundle
+// take first. OVS reads the basis with atoi; flowstate insists on a plain
+// number.
+func parseHashArgs(args []string, off []int) (fields int, basis uint64, err error) {
+	fields = indexOf(hashFieldNames, strings.ToLower(args[0]))
 	if fields < 0 {
-		return nil, errAt(off[0], args[0], "unknown fields")
+		return 0, 0, errAt(off[0], args[0], "unknown fields")
+	}
+	basis, perr := parseUint(args[1], 16)
+	if perr != nil {
+		return 0, 0, errAt(off[1], args[1], "bad basis (want 0 to 65535)")
+	}
+	return fields, basis, nil
+}
+
+// parseMultipath parses multipath(FIELDS,BASIS,ALGORITHM,N_LINKS,ARG,DST).
+func (cx *actx) parseMultipath(p kv) ([]byte, error) {
+	args, off := splitArgs(p)
+	if len(args) < 6 {
+		return nil, errAt(p.keyOff, p.text(), "not enough arguments to multipath action")
+	}
+	fields, basis, err := parseHashArgs(args, off)
+	if err != nil {
+		return nil, err
 	}
 	alg := indexOf(mpAlgNames, strings.ToLower(args[2]))
 	if alg < 0 {
 		return nil, errAt(off[2], args[2], "unknown algorithm")
-	}
-	// OVS reads the numbers with atoi; insist on plain numbers instead.
-	basis, err := parseUint(args[1], 16)
-	if err != nil {
-		return nil, errAt(off[1], args[1], "bad basis (want 0 to 65535)")
 	}
 	links, err := parseUint(args[3], 32)
 	if err != nil || links < 1 || links > 65536 {
@@ -290,7 +341,7 @@ func parseMultipath(p kv) ([]byte, error) {
 	b = binary.BigEndian.AppendUint32(b, uint32(arg))
 	b = append(b, 0, 0)
 	b = binary.BigEndian.AppendUint16(b, ofsNbits(sf.ofs, sf.bits))
-	b = binary.BigEndian.AppendUint32(b, nxmHdr32(sf.f))
+	b = binary.BigEndian.AppendUint32(b, cx.nxmHdrOf(sf.f))
 	return setLen16(b), nil
 }
 
@@ -302,11 +353,7 @@ func formatMultipath(a []byte) (string, error) {
 	if fields >= len(hashFieldNames) || alg >= len(mpAlgNames) {
 		return "", errors.New("multipath: unknown fields or algorithm")
 	}
-	f, err := fieldFromNXMHeader(binary.BigEndian.Uint32(a[28:]))
-	if err != nil {
-		return "", fmt.Errorf("multipath: %w", err)
-	}
-	sf, err := decodeOfsNbits(f, binary.BigEndian.Uint16(a[26:]))
+	sf, err := nxmSubfield(binary.BigEndian.Uint32(a[28:]), binary.BigEndian.Uint16(a[26:]))
 	if err != nil {
 		return "", fmt.Errorf("multipath: %w", err)
 	}
@@ -421,6 +468,9 @@ func (cx *actx) parseVLANAction(p kv, key string) ([][]byte, error) {
 	case !isVID && (err != nil || v > 7):
 		return nil, errAt(p.valOff, p.val, "not a valid VLAN PCP (want 0 to 7)")
 	}
+	if !cx.ok(preEther) {
+		return nil, errAt(p.keyOff, p.text(), "%s requires an Ethernet packet (packet_type=(0,0)); vswitchd refuses it after decap or encap of another header", key)
+	}
 	var out [][]byte
 	if !cx.ok(preVLAN) {
 		if strings.HasPrefix(key, "set_") {
@@ -441,7 +491,7 @@ func (cx *actx) parseVLANAction(p kv, key string) ([][]byte, error) {
 
 // parseStack parses push:SRC[] and pop:DST[].
 func (cx *actx) parseStack(p kv, push bool) ([]byte, error) {
-	sf, err := parseSubfield(p.val)
+	sf, err := parseSubfieldAny(p.val)
 	if err != nil {
 		return nil, errAt(p.valOff, p.val, "%v", err)
 	}
@@ -456,9 +506,11 @@ func (cx *actx) parseStack(p kv, push bool) ([]byte, error) {
 	}
 	b := nxHeader(sub)
 	b = binary.BigEndian.AppendUint16(b, uint16(sf.ofs))
-	b = binary.BigEndian.AppendUint32(b, nxmHdr32(sf.f))
+	b = append(b, nxmID(sf.f, cx.mt.tlv)...)
 	b = binary.BigEndian.AppendUint16(b, uint16(sf.bits))
-	b = append(b, 0, 0, 0, 0, 0, 0)
+	for len(b) < 24 {
+		b = append(b, 0)
+	}
 	return setLen16(b), nil
 }
 
@@ -466,11 +518,11 @@ func formatStack(a []byte) (string, error) {
 	if len(a) != 24 {
 		return "", errors.New("bad push/pop length")
 	}
-	f, err := fieldFromNXMHeader(binary.BigEndian.Uint32(a[12:]))
+	f, n, err := pullNXMID(a[12:])
 	if err != nil {
 		return "", fmt.Errorf("push/pop: %w", err)
 	}
-	ofs, bits := int(binary.BigEndian.Uint16(a[10:])), int(binary.BigEndian.Uint16(a[16:]))
+	ofs, bits := int(binary.BigEndian.Uint16(a[10:])), int(binary.BigEndian.Uint16(a[12+n:]))
 	if bits == 0 || ofs+bits > f.bits {
 		return "", errors.New("push/pop: bad bit range")
 	}
@@ -498,9 +550,9 @@ func (cx *actx) parseExtraAction(p kv, key string) (acts [][]byte, ok bool, err 
 	case "sample":
 		return one(parseSample(p))
 	case "check_pkt_larger":
-		return one(parseCheckPktLarger(p))
+		return one(cx.parseCheckPktLarger(p))
 	case "multipath":
-		return one(parseMultipath(p))
+		return one(cx.parseMultipath(p))
 	case "fin_timeout":
 		return one(cx.parseFinTimeout(p))
 	case "set_queue":
@@ -527,6 +579,22 @@ func (cx *actx) parseExtraAction(p kv, key string) (acts [][]byte, ok bool, err 
 		return one(cx.asSetField(p, p.val+"->tun_id"))
 	case "push", "pop":
 		return one(cx.parseStack(p, key == "push"))
+	case "delete_field":
+		return one(cx.parseDeleteField(p))
+	case "debug_slow", "debug_recirc":
+		return nil, true, errAt(p.keyOff, p.text(), "%s is for testing Open vSwitch: only a vswitchd started with --enable-dummy accepts it "+
+			"(others refuse it as OFPBAC_BAD_VENDOR_TYPE), and ovs-ofctl cannot print a flow that holds it", key)
+	case "encap":
+		return one(cx.parseEncap(p))
+	case "decap":
+		return one(cx.parseDecap(p))
+	case "dec_nsh_ttl":
+		return one(cx.parseDecNshTTL(p))
+	case "bundle", "bundle_load":
+		return one(cx.parseBundle(p, key == "bundle_load"))
+	}
+	if b, ok, err := cx.parseMplsAction(p, key); ok {
+		return one(b, err)
 	}
 	return nil, false, nil
 }
@@ -553,6 +621,18 @@ func formatExtraNX(a []byte, sub uint16) (s string, ok bool, err error) {
 		return formatOutputTrunc(a), true, nil
 	case nxastStackPush, nxastStackPop:
 		s, err = formatStack(a)
+	case nxastDelete:
+		s, err = formatDeleteField(a)
+	case nxastDecTTLCntIDs:
+		s, err = formatDecTTLIDs(a)
+	case nxastEncap:
+		s, err = formatEncap(a)
+	case nxastDecap:
+		return formatDecap(a), true, nil
+	case nxastDecNshTTL:
+		return "dec_nsh_ttl", true, nil
+	case nxastBundle, nxastBundleLoad:
+		s, err = formatBundle(a)
 	default:
 		return "", false, nil
 	}

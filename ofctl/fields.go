@@ -51,7 +51,26 @@ const (
 	sCtTpSrc
 	sCtTpDst
 	sMetadata
-	sReg0               // first of 16 consecutive 32-bit registers
+	sPacketType   // OpenFlow 1.5 packet type: namespace and type
+	sActsetOutput // OpenFlow 1.1+ port number
+	sMplsLabel
+	sMplsTC
+	sMplsBOS
+	sMplsTTL
+	sTunErspanIdx
+	sTunErspanVer
+	sTunErspanDir
+	sTunErspanHwid
+	sTunGtpuFlags
+	sTunGtpuMsgtype
+	sNshFlags
+	sNshTTL
+	sNshMdtype
+	sNshNp
+	sNshSPI
+	sNshSI
+	sNshC1              // first of 4 NSH context headers
+	sReg0  = sNshC1 + 4 // first of 16 consecutive 32-bit registers
 	nSlots = sReg0 + 16 // number of slots
 )
 
@@ -63,9 +82,12 @@ var slotWidth = func() [nSlots]int {
 			w[s] = n
 		}
 	}
-	set(1, sNwFrag, sNwTos, sNwTTL, sNwProto, sTunGbpFlags, sCtNwProto)
+	set(1, sNwFrag, sNwTos, sNwTTL, sNwProto, sTunGbpFlags, sCtNwProto, sMplsTC, sMplsBOS, sMplsTTL,
+		sTunErspanVer, sTunErspanDir, sTunErspanHwid, sTunGtpuFlags, sTunGtpuMsgtype,
+		sNshFlags, sNshTTL, sNshMdtype, sNshNp, sNshSI)
 	set(2, sDlType, sVlanTCI, sTpSrc, sTpDst, sTCPFlags, sTunFlags, sTunGbpID, sCtZone, sCtTpSrc, sCtTpDst)
-	set(4, sConjID, sInPort, sNwSrc, sNwDst, sIPv6Label, sTunSrc, sTunDst, sPktMark, sCtState, sCtMark, sCtNwSrc, sCtNwDst)
+	set(4, sConjID, sInPort, sNwSrc, sNwDst, sIPv6Label, sTunSrc, sTunDst, sPktMark, sCtState, sCtMark, sCtNwSrc, sCtNwDst,
+		sPacketType, sActsetOutput, sMplsLabel, sTunErspanIdx, sNshSPI, sNshC1, sNshC1+1, sNshC1+2, sNshC1+3)
 	set(6, sDlSrc, sDlDst, sArpSha, sArpTha)
 	set(8, sTunID, sMetadata)
 	set(16, sIPv6Src, sIPv6Dst, sNdTarget, sTunIPv6Src, sTunIPv6Dst, sCtLabel, sCtIPv6Src, sCtIPv6Dst)
@@ -79,16 +101,17 @@ var slotWidth = func() [nSlots]int {
 type valKind int
 
 const (
-	kHex      valKind = iota // integer, printed 0x...
-	kDec                     // integer, printed in decimal
-	kEth                     // Ethernet address
-	kIPv4                    // dotted quad
-	kIPv6                    // IPv6 address
-	kPort                    // OpenFlow port number or name
-	kCtState                 // +trk-new flags
-	kTCPFlags                // +syn-ack flags
-	kTunFlags                // +oam flags
-	kFrag                    // no, yes, first, later, not_later
+	kHex        valKind = iota // integer, printed 0x...
+	kDec                       // integer, printed in decimal
+	kEth                       // Ethernet address
+	kIPv4                      // dotted quad
+	kIPv6                      // IPv6 address
+	kPort                      // OpenFlow port number or name
+	kCtState                   // +trk-new flags
+	kTCPFlags                  // +syn-ack flags
+	kTunFlags                  // +oam flags
+	kFrag                      // no, yes, first, later, not_later
+	kPacketType                // (namespace,type)
 )
 
 // prereq is what the rest of the match must say before a field may appear.
@@ -116,11 +139,15 @@ const (
 	preCtIPv4 // preCt and ip
 	preCtIPv6 // preCt and ipv6
 	preCtL4   // preCt and ct_nw_proto
+	preNSH    // eth_type 0x894f (NSH), or packet_type=(1,0x894f)
+	preEther  // an Ethernet packet: packet_type (0,0), the default
 )
 
-// oxmHdr is an OXM/NXM header without its length and mask bit.
+// oxmHdr is an OXM/NXM header without its length and mask bit. Classes
+// above 0xffff stand for experimenter OXMs (class 0xffff on the wire,
+// followed by an experimenter id, see experimenterIDs).
 type oxmHdr struct {
-	class uint16
+	class uint32
 	field uint8
 }
 
@@ -147,6 +174,7 @@ type field struct {
 	slot     slot   // storage in a match; meaningful only for plain fields
 	special  bool   // stored in a match by custom code, not slot
 	nxmHdr   oxmHdr // header of the NXM name (learn uses NXM headers)
+	variable bool   // a tun_metadata field: as wide as its value
 }
 
 // nxmHeaders are the headers of the NXM names; a field whose printed name is
@@ -161,19 +189,20 @@ var nxmHeaders = map[string]oxmHdr{
 	"NXM_NX_IPV6_DST": {1, 20}, "NXM_NX_ICMPV6_TYPE": {1, 21}, "NXM_NX_ICMPV6_CODE": {1, 22}, "NXM_NX_ND_TARGET": {1, 23},
 	"NXM_NX_ND_SLL": {1, 24}, "NXM_NX_ND_TLL": {1, 25}, "NXM_NX_IP_FRAG": {1, 26}, "NXM_NX_IPV6_LABEL": {1, 27},
 	"NXM_NX_IP_ECN": {1, 28}, "NXM_NX_IP_TTL": {1, 29}, "NXM_NX_TCP_FLAGS": {1, 34},
+	"ONFOXM_ET_ACTSET_OUTPUT": {clsExpONF, 43},
 }
 
 var fields = []*field{
 	{name: "in_port", nxm: "NXM_OF_IN_PORT", bits: 16, bytes: 2, kind: kPort, writable: true, hdr: oxmHdr{clsNXM0, 0}, special: true},
 	{name: "in_port_oxm", nxm: "OXM_OF_IN_PORT", bits: 32, bytes: 4, kind: kPort, writable: true, hdr: oxmHdr{clsOXM, 0}, special: true},
-	{name: "eth_src", aliases: []string{"dl_src"}, nxm: "NXM_OF_ETH_SRC", nxmAlt: []string{"OXM_OF_ETH_SRC"}, bits: 48, bytes: 6, kind: kEth, maskable: true, writable: true, hdr: oxmHdr{clsOXM, 4}, slot: sDlSrc},
-	{name: "eth_dst", aliases: []string{"dl_dst"}, nxm: "NXM_OF_ETH_DST", nxmAlt: []string{"OXM_OF_ETH_DST"}, bits: 48, bytes: 6, kind: kEth, maskable: true, writable: true, hdr: oxmHdr{clsOXM, 3}, slot: sDlDst},
-	{name: "eth_type", aliases: []string{"dl_type"}, nxm: "NXM_OF_ETH_TYPE", nxmAlt: []string{"OXM_OF_ETH_TYPE"}, bits: 16, bytes: 2, kind: kHex, hdr: oxmHdr{clsOXM, 5}, slot: sDlType},
-	{name: "vlan_tci", nxm: "NXM_OF_VLAN_TCI", bits: 16, bytes: 2, kind: kHex, maskable: true, writable: true, hdr: oxmHdr{clsNXM0, 4}, slot: sVlanTCI},
-	{name: "dl_vlan", bits: 12, bytes: 2, kind: kDec, writable: true, special: true},
-	{name: "vlan_vid", nxm: "OXM_OF_VLAN_VID", bits: 12, bytes: 2, kind: kDec, maskable: true, writable: true, hdr: oxmHdr{clsOXM, 6}, special: true},
-	{name: "dl_vlan_pcp", bits: 3, bytes: 1, kind: kDec, writable: true, special: true},
-	{name: "vlan_pcp", nxm: "OXM_OF_VLAN_PCP", bits: 3, bytes: 1, kind: kDec, writable: true, hdr: oxmHdr{clsOXM, 7}, special: true},
+	{name: "eth_src", aliases: []string{"dl_src"}, nxm: "NXM_OF_ETH_SRC", nxmAlt: []string{"OXM_OF_ETH_SRC"}, bits: 48, bytes: 6, kind: kEth, maskable: true, writable: true, hdr: oxmHdr{clsOXM, 4}, slot: sDlSrc, pre: preEther},
+	{name: "eth_dst", aliases: []string{"dl_dst"}, nxm: "NXM_OF_ETH_DST", nxmAlt: []string{"OXM_OF_ETH_DST"}, bits: 48, bytes: 6, kind: kEth, maskable: true, writable: true, hdr: oxmHdr{clsOXM, 3}, slot: sDlDst, pre: preEther},
+	{name: "eth_type", aliases: []string{"dl_type"}, nxm: "NXM_OF_ETH_TYPE", nxmAlt: []string{"OXM_OF_ETH_TYPE"}, bits: 16, bytes: 2, kind: kHex, hdr: oxmHdr{clsOXM, 5}, slot: sDlType, pre: preEther},
+	{name: "vlan_tci", nxm: "NXM_OF_VLAN_TCI", bits: 16, bytes: 2, kind: kHex, maskable: true, writable: true, hdr: oxmHdr{clsNXM0, 4}, slot: sVlanTCI, pre: preEther},
+	{name: "dl_vlan", bits: 12, bytes: 2, kind: kDec, writable: true, special: true, pre: preEther},
+	{name: "vlan_vid", nxm: "OXM_OF_VLAN_VID", bits: 12, bytes: 2, kind: kDec, maskable: true, writable: true, hdr: oxmHdr{clsOXM, 6}, special: true, pre: preEther},
+	{name: "dl_vlan_pcp", bits: 3, bytes: 1, kind: kDec, writable: true, special: true, pre: preEther},
+	{name: "vlan_pcp", nxm: "OXM_OF_VLAN_PCP", bits: 3, bytes: 1, kind: kDec, writable: true, hdr: oxmHdr{clsOXM, 7}, special: true, pre: preEther},
 	{name: "ip_src", aliases: []string{"nw_src"}, nxm: "NXM_OF_IP_SRC", nxmAlt: []string{"OXM_OF_IPV4_SRC"}, bits: 32, bytes: 4, kind: kIPv4, maskable: true, writable: true, pre: preIPv4, hdr: oxmHdr{clsOXM, 11}, slot: sNwSrc},
 	{name: "ip_dst", aliases: []string{"nw_dst"}, nxm: "NXM_OF_IP_DST", nxmAlt: []string{"OXM_OF_IPV4_DST"}, bits: 32, bytes: 4, kind: kIPv4, maskable: true, writable: true, pre: preIPv4, hdr: oxmHdr{clsOXM, 12}, slot: sNwDst},
 	{name: "ipv6_src", nxm: "NXM_NX_IPV6_SRC", nxmAlt: []string{"OXM_OF_IPV6_SRC"}, bits: 128, bytes: 16, kind: kIPv6, maskable: true, writable: true, pre: preIPv6, hdr: oxmHdr{clsOXM, 26}, slot: sIPv6Src},
@@ -251,6 +280,13 @@ func init() {
 			maskable: true, writable: true, hdr: oxmHdr{clsNXM1, uint8(111 + i)}, special: true,
 		})
 	}
+	for i := 0; i < tunMDFields; i++ {
+		fields = append(fields, &field{
+			name: "tun_metadata" + itoa(i), nxm: "NXM_NX_TUN_METADATA" + itoa(i), bits: 8 * tunMDBytes, bytes: tunMDBytes, kind: kHex,
+			maskable: true, writable: true, hdr: oxmHdr{clsNXM1, uint8(tunMDFirstNX + i)}, special: true, variable: true,
+		})
+	}
+	fields = append(fields, encapFields...)
 	for _, f := range fields {
 		f.nxmHdr = f.hdr
 		if h, ok := nxmHeaders[f.nxm]; ok {

@@ -109,5 +109,33 @@ func (ff *FlowFilter) Match(b []byte) (bool, error) {
 			}
 		}
 	}
-	return true, nil
+	return ff.mt.looseMatchTunMetadata(fm), nil
+}
+
+// looseMatchTunMetadata is the loose match for tun_metadata fields, whose
+// filter and flow may have different widths (the filter as ovs-ofctl sends
+// it, the flow as the switch holds it): values compare right-aligned, and
+// a presence filter (no value) wants the field matched at all.
+func (mt *match) looseMatchTunMetadata(flow *match) bool {
+	for i, fe := range mt.md {
+		e, ok := flow.md[i]
+		if !ok {
+			return false
+		}
+		w := max(len(fe.v), len(e.v))
+		fm, m := ones(len(fe.v)), ones(len(e.v))
+		if fe.masked {
+			fm = fe.m
+		}
+		if e.masked {
+			m = e.m
+		}
+		fv, fmask, v, mask := rightAlign(fe.v, w), rightAlign(fm, w), rightAlign(e.v, w), rightAlign(m, w)
+		for j := 0; j < w; j++ {
+			if mask[j]&fmask[j] != fmask[j] || v[j]&fmask[j] != fv[j]&fmask[j] {
+				return false
+			}
+		}
+	}
+	return true
 }

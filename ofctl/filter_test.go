@@ -26,6 +26,14 @@ func TestFlowFilterOracle(t *testing.T) {
 	if out, err := sb.Ofctl(ctx, "del-flows", "br0"); err != nil {
 		t.Fatal(err, out)
 	}
+	const tlvMap = "{class=0xffff,type=0,len=4}->tun_metadata0"
+	if out, err := sb.Ofctl(ctx, "add-tlv-map", "br0", tlvMap); err != nil {
+		t.Fatal(err, out)
+	}
+	tlv, err := ParseTLVMap(tlvMap)
+	if err != nil {
+		t.Fatal(err)
+	}
 	flows := []string{
 		"table=0,priority=100,ip,actions=ct(table=1,zone=65520)",
 		"table=0,priority=90,in_port=1,actions=normal",
@@ -39,6 +47,11 @@ func TestFlowFilterOracle(t *testing.T) {
 		"table=2,priority=90,cookie=0x25,reg0=0x5/0xff,ip,actions=drop",
 		"table=2,priority=80,ipv6,actions=drop",
 		"table=3,priority=0,actions=drop",
+		"table=4,priority=100,mpls,mpls_label=5,actions=drop",
+		"table=4,priority=90,packet_type=(1,0x894f),nsh_spi=0x10,actions=drop",
+		"table=4,priority=80,tun_metadata0=0x1234,actions=drop",
+		"table=4,priority=70,tun_metadata0=0x1200/0xff00,actions=drop",
+		"table=4,priority=60,tun_metadata0,actions=drop",
 	}
 	for _, f := range flows {
 		if out, err := sb.Ofctl(ctx, "add-flow", "br0", f); err != nil {
@@ -48,7 +61,8 @@ func TestFlowFilterOracle(t *testing.T) {
 	texts := make([]string, len(flows))
 	encoded := make([][]byte, len(flows))
 	for i, f := range flows {
-		fm, err := ParseFlow(f)
+		// As the switch holds them: tun_metadata at its option length.
+		fm, err := ParseFlowTLV(f, tlv)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,6 +77,8 @@ func TestFlowFilterOracle(t *testing.T) {
 		"", "table=0", "table=1,ip", "ip", "tcp", "tcp,tp_dst=80", "ip,nw_dst=10.0.0.0/8", "ip,nw_dst=10.1.0.0/16",
 		"ip,nw_dst=10.1.2.3", "reg0=0x5", "reg0=0x5/0xf", "cookie=0x15/-1", "cookie=0x05/0x0f", "cookie=0x20/0xf0",
 		"in_port=1", "dl_type=0x0800", "arp", "ipv6", "table=3",
+		"mpls", "mpls,mpls_label=5", "packet_type=(1,0x894f)", "tun_metadata0=0x1234", "tun_metadata0=0x1200/0xff00",
+		"tun_metadata0", "table=4,tun_metadata0=0x1034/0xf0ff", "tun_metadata0=0x34/0xf0ff",
 	} {
 		t.Run(filter, func(t *testing.T) {
 			args := []string{"--no-stats", "dump-flows", "br0"}

@@ -2,6 +2,7 @@ package ofctl
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -46,8 +47,18 @@ var statsKeys = map[string]bool{"duration": true, "n_packets": true, "n_bytes": 
 // ParseFlow parses one flow in `ovs-ofctl -O OpenFlow15 add-flow` syntax
 // into an ADD FlowMod in OVS's canonical encoding (see the package
 // documentation). The header's xid is 0. Errors are *SyntaxError with Line 0.
+// A tun_metadata match is encoded as ovs-ofctl encodes it, as wide as its
+// value; ParseFlowTLV encodes it as vswitchd holds it.
 func ParseFlow(s string) (*openflow15.FlowMod, error) {
-	fm, err := parseFlow(s)
+	return ParseFlowTLV(s, nil)
+}
+
+// ParseFlowTLV is ParseFlow for a bridge with the given TLV map: matches on
+// tun_metadata fields get the option lengths of the map, the form vswitchd
+// stores and dumps, and a field the map lacks is an error (vswitchd would
+// refuse the flow).
+func ParseFlowTLV(s string, tlv TLVMap) (*openflow15.FlowMod, error) {
+	fm, err := parseFlow(s, tlv)
 	if err != nil {
 		var se *SyntaxError
 		if errors.As(err, &se) {
@@ -58,11 +69,11 @@ func ParseFlow(s string) (*openflow15.FlowMod, error) {
 	return fm, nil
 }
 
-func parseFlow(s string) (*openflow15.FlowMod, error) {
+func parseFlow(s string, tlv TLVMap) (*openflow15.FlowMod, error) {
 	fm := openflow15.NewFlowMod()
 	fm.Header.Xid = 0
 	fm.Priority = defaultPriority
-	mt := new(match)
+	mt := &match{tlv: tlv}
 	var set []setting
 	actStart, actOff := -1, 0
 	sc := newScanner(s, 0)
@@ -155,6 +166,12 @@ func parseFlow(s string) (*openflow15.FlowMod, error) {
 	if err := mt.checkPrereqs(set); err != nil {
 		return nil, err
 	}
+	if err := mt.checkPrintable(set); err != nil {
+		return nil, err
+	}
+	if err := mt.checkTLV(set); err != nil {
+		return nil, err
+	}
 	cx := &actx{mt: *mt, table: fm.TableId}
 	is, err := cx.parseActions(s[actStart:], actOff)
 	if err != nil {
@@ -184,9 +201,19 @@ func (mt *match) parseMatchPair(p kv, set *[]setting) error {
 		}
 		return nil
 	}
+	if name, rng, ok := strings.Cut(p.key, "["); ok && fieldByName[name] != nil {
+		return mt.setSubfieldMatch(fieldByName[name], rng, p, set)
+	}
 	f := fieldByName[p.key]
 	if f == nil {
 		return errAt(p.keyOff, p.key, "unknown field")
+	}
+	if f.variable {
+		if err := mt.setTunMetadata(f, p); err != nil {
+			return err
+		}
+		*set = append(*set, setting{f, p})
+		return nil
 	}
 	if p.delim == 0 || p.val == "" {
 		return errAt(p.keyOff, p.text(), "%s needs a value", p.key)
@@ -194,13 +221,55 @@ func (mt *match) parseMatchPair(p kv, set *[]setting) error {
 	if f.name == "dl_vlan" {
 		return setDlVlan(mt, p)
 	}
-	v, m, err := parseFieldValue(f, p.val)
+	v, m, err := parseFieldValue(matchField(f), p.val)
 	if err != nil {
+		if n, nerr := parseUint(p.val, 64); nerr == nil && truncatedInMatch[f.slot] && !f.special {
+			low := putBE(n&(1<<f.bits-1), f.bytes)
+			return errAt(p.valOff, p.val, "%v; OVS would match %s=%s, its low %d bits", err, f.name, formatMatchValue(f, low), f.bits)
+		}
 		return errAt(p.valOff, p.val, "%v", err)
+	}
+	if !f.special && valueAsMask[f.slot] {
+		if err := mt.setValueAsMask(f, p, v, m); err != nil {
+			return err
+		}
+		*set = append(*set, setting{f, p})
+		return nil
 	}
 	if err := mt.setField(f, v, m); err != nil {
 		return errAt(p.valOff, p.val, "%v", err)
 	}
+	*set = append(*set, setting{f, p})
+	return nil
+}
+
+// setSubfieldMatch matches bits of a field, FIELD[A..B]=VALUE, as OVS's
+// parse_subfield does: the bits join whatever the match already says
+// about the field.
+func (mt *match) setSubfieldMatch(f *field, rng string, p kv, set *[]setting) error {
+	sf, err := bitRange(f, p.key, rng)
+	if err != nil {
+		return errAt(p.keyOff, p.key, "%v", err)
+	}
+	if f.special || f.kind == kPacketType || !f.maskable && sf.bits != f.bits {
+		return errAt(p.keyOff, p.key, "field %s cannot be matched bit by bit", f.name)
+	}
+	if p.delim == 0 || p.val == "" {
+		return errAt(p.keyOff, p.text(), "%s needs a value", p.key)
+	}
+	raw, err := parseUintBytes(p.val, f.bytes, sf.bits)
+	if err != nil {
+		return errAt(p.valOff, p.val, "%v (%s is %d bits)", err, p.key, sf.bits)
+	}
+	bits := shiftLeft(bitMask(f.bytes, sf.bits), sf.ofs)
+	v := shiftLeft(raw, sf.ofs)
+	old, oldMask := mt.val(f.slot), mt.mask(f.slot)
+	nv, nm := make([]byte, f.bytes), make([]byte, f.bytes)
+	for i := range nv {
+		nv[i] = old[i]&^bits[i] | v[i]
+		nm[i] = oldMask[i] | bits[i]
+	}
+	mt.set(f.slot, nv, nm)
 	*set = append(*set, setting{f, p})
 	return nil
 }
@@ -213,6 +282,15 @@ func (mt *match) checkPrereqs(set []setting) error {
 		if st.f.name == "icmp_type" || st.f.name == "icmp_code" {
 			// In a match these name the ICMPv6 type and code too.
 			pre = preICMPAny
+		}
+		// ovs-ofctl sends these two with the field; vswitchd refuses them.
+		switch {
+		case mt.prereqOK(pre):
+			continue
+		case pre == preEther:
+			return errAt(st.p.keyOff, st.p.text(), "%s needs an Ethernet packet (packet_type=(0,0), the default): vswitchd would refuse the flow (OFPBMC_BAD_PREREQ)", st.f.name)
+		case mt.laterFragment() && (pre == preTCP || pre == preUDP || pre == preSCTP || pre == preL4):
+			return errAt(st.p.keyOff, st.p.text(), "%s cannot be matched in a later fragment (ip_frag=later has no L4 header): vswitchd would refuse the flow (OFPBMC_BAD_PREREQ)", st.f.name)
 		}
 		if !mt.prereqOK(pre) {
 			return errAt(st.p.keyOff, st.p.text(), "missing prerequisite: %s requires %s (OVS would leave %s out of the match)", st.f.name, prereqText(pre), st.f.name)
@@ -251,14 +329,21 @@ func flowFlag(name string) uint16 {
 func buildMatch(fs []oxm) openflow15.Match {
 	m := openflow15.Match{Type: openflow15.MatchType_OXM, Length: 4}
 	for _, f := range fs {
-		mf := openflow15.MatchField{Class: f.hdr.class, Field: f.hdr.field, HasMask: f.m != nil}
+		mf := openflow15.MatchField{Class: uint16(f.hdr.class), Field: f.hdr.field, HasMask: f.m != nil}
 		v := rawBytes(f.v)
+		if f.hdr.isExperimenter() {
+			// The experimenter id leads the body; libOpenflow's own
+			// ExperimenterID is counted in Len but never written.
+			mf.Class = 0xffff
+			v = binary.BigEndian.AppendUint32(nil, experimenterIDs[f.hdr.class])
+			v = append(v, f.v...)
+		}
 		mf.Value = &v
 		if f.m != nil {
 			mk := rawBytes(f.m)
 			mf.Mask = &mk
 		}
-		mf.Length = uint8(len(f.v) + len(f.m))
+		mf.Length = uint8(len(v) + len(f.m))
 		m.Fields = append(m.Fields, mf)
 		m.Length += mf.Len()
 	}

@@ -154,7 +154,7 @@ func TestFormatFlowGuards(t *testing.T) {
 	unknownNX.Instructions = append(unknownNX.Instructions, ib)
 
 	unknownField := openflow15.NewFlowMod()
-	unknownField.Match = buildMatch([]oxm{{hdr: oxmHdr{clsNXM1, 99}, v: []byte{1, 2, 3, 4}}})
+	unknownField.Match = buildMatch([]oxm{{hdr: oxmHdr{clsNXM1, 127}, v: []byte{1, 2, 3, 4}}})
 
 	for name, fm := range map[string]*openflow15.FlowMod{
 		"nil FlowMod": nil, "nil action": nilAction, "nil match value": nilValue,

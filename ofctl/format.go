@@ -184,6 +184,9 @@ func (mt *match) format(priority uint16) string {
 	if mt.has(sConjID) {
 		w.add("conj_id", strconv.FormatUint(mt.u(sConjID), 10))
 	}
+	if mt.has(sActsetOutput) {
+		w.add("actset_output", formatPort11(uint32(mt.u(sActsetOutput))))
+	}
 	if mt.has(sCtState) {
 		v, m := mt.u(sCtState), mt.um(sCtState)
 		// OVS keeps 8 bits of ct_state.
@@ -215,7 +218,14 @@ func (mt *match) format(priority uint16) string {
 		w.u16("ct_tp_dst", mt.u(sCtTpDst), mt.um(sCtTpDst))
 	}
 
-	dlType, hasType := mt.dlType()
+	if mt.has(sPacketType) && !mt.defaultPacketType() {
+		w.add("packet_type", formatPacketType(uint32(mt.u(sPacketType))))
+	}
+	// The shorthand (ip, tcp, ...) stands for the eth_type field; the
+	// rest of the match is named after the Ethernet type the match
+	// implies, which a packet_type may give.
+	_, hasType := mt.dlTypeField()
+	dlType, hasEff := mt.dlType()
 	skipType, skipProto := false, false
 	if hasType {
 		skipType = true
@@ -286,9 +296,11 @@ func (mt *match) format(priority uint16) string {
 	if mt.has(sTunGbpFlags) {
 		w.add("tun_gbp_flags", formatHexC(mt.u(sTunGbpFlags)))
 	}
+	mt.formatErspanGtpu(w)
 	if fm := mt.um(sTunFlags) & 1; fm != 0 {
 		w.add("tun_flags", formatFlagsMasked(mt.u(sTunFlags)&1, fm, tunFlagNames))
 	}
+	mt.formatTunMetadata(w)
 
 	w.u64("metadata", mt.u(sMetadata), mt.um(sMetadata))
 	if mt.has(sInPort) {
@@ -317,9 +329,9 @@ func (mt *match) format(priority uint16) string {
 	if !skipType && hasType {
 		w.add("dl_type", fmt.Sprintf("0x%04x", dlType))
 	}
-	isARP := hasType && (dlType == ethARP || dlType == ethRARP)
+	isARP := hasEff && (dlType == ethARP || dlType == ethRARP)
 	switch {
-	case hasType && dlType == ethIPv6:
+	case hasEff && dlType == ethIPv6:
 		w.ip("ipv6_src", mt.val(sIPv6Src), mt.mask(sIPv6Src))
 		w.ip("ipv6_dst", mt.val(sIPv6Dst), mt.mask(sIPv6Dst))
 		if lm := mt.um(sIPv6Label); lm != 0 {
@@ -332,6 +344,8 @@ func (mt *match) format(priority uint16) string {
 	case isARP:
 		w.ip("arp_spa", mt.val(sNwSrc), mt.mask(sNwSrc))
 		w.ip("arp_tpa", mt.val(sNwDst), mt.mask(sNwDst))
+	case hasEff && dlType == ethNSH:
+		mt.formatNSH(w)
 	default:
 		w.ip("nw_src", mt.val(sNwSrc), mt.mask(sNwSrc))
 		w.ip("nw_dst", mt.val(sNwDst), mt.mask(sNwDst))
@@ -356,6 +370,11 @@ func (mt *match) format(priority uint16) string {
 	}
 	if mt.has(sNwTTL) {
 		w.add("nw_ttl", strconv.FormatUint(mt.u(sNwTTL), 10))
+	}
+	for _, s := range []slot{sMplsLabel, sMplsTC, sMplsTTL, sMplsBOS} {
+		if mt.has(s) {
+			w.add(fieldBySlot[s].name, strconv.FormatUint(mt.u(s), 10))
+		}
 	}
 	frag, fragMask := mt.u(sNwFrag)&3, mt.um(sNwFrag)&3
 	switch fragMask {
@@ -385,10 +404,10 @@ func (mt *match) format(priority uint16) string {
 	}
 	proto := uint8(mt.u(sNwProto))
 	switch {
-	case hasType && dlType == ethIP && proto == protoICMP:
+	case hasEff && dlType == ethIP && proto == protoICMP:
 		w.u16("icmp_type", mt.u(sTpSrc), mt.um(sTpSrc))
 		w.u16("icmp_code", mt.u(sTpDst), mt.um(sTpDst))
-	case hasType && dlType == ethIPv6 && proto == protoICMPv6:
+	case hasEff && dlType == ethIPv6 && proto == protoICMPv6:
 		w.u16("icmp_type", mt.u(sTpSrc), mt.um(sTpSrc))
 		w.u16("icmp_code", mt.u(sTpDst), mt.um(sTpDst))
 		w.ip("nd_target", mt.val(sNdTarget), mt.mask(sNdTarget))

@@ -11,7 +11,7 @@ import (
 // fuzzSeeds are the package's corpus lines and error cases.
 func fuzzSeeds(f *testing.F) []string {
 	var seeds []string
-	for _, file := range []string{"testdata/flows.txt", "testdata/classes.txt"} {
+	for _, file := range []string{"testdata/flows.txt", "testdata/classes.txt", "testdata/tunmetadata.txt"} {
 		b, err := os.ReadFile(file)
 		if err != nil {
 			f.Fatal(err)

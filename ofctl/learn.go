@@ -40,6 +40,12 @@ func nxmHdr32(f *field) uint32 {
 	return uint32(f.nxmHdr.class)<<16 | uint32(f.nxmHdr.field)<<9 | uint32(f.bytes)
 }
 
+// nxmHdrOf is nxmHdr32 as the bridge keeps it: a tun_metadata field with
+// the option length of the TLV map, when the parser has one.
+func (cx *actx) nxmHdrOf(f *field) uint32 {
+	return binary.BigEndian.Uint32(nxmID(f, cx.mt.tlv))
+}
+
 // parseLearn parses learn(...) into NXAST_LEARN, or NXAST_LEARN2 when limit
 // or result_dst is used, checking prerequisites as OVS's learn_check does.
 func (cx *actx) parseLearn(p kv) ([]byte, error) {
@@ -121,7 +127,7 @@ func (cx *actx) parseLearn(p kv) ([]byte, error) {
 			l.specs = append(l.specs, b...)
 		}
 	}
-	return l.encode(), nil
+	return l.encode(cx), nil
 }
 
 // parseLearnSpec encodes one flow_mod_spec.
@@ -129,7 +135,7 @@ func (cx *actx) parseLearnSpec(q kv, learned *match) ([]byte, error) {
 	var b []byte
 	put := func(hdr uint16) { b = binary.BigEndian.AppendUint16(b, hdr) }
 	putField := func(sf subfield) {
-		b = binary.BigEndian.AppendUint32(b, nxmHdr32(sf.f))
+		b = binary.BigEndian.AppendUint32(b, cx.nxmHdrOf(sf.f))
 		b = binary.BigEndian.AppendUint16(b, uint16(sf.ofs))
 	}
 	putImm := func(v []byte, bits int) {
@@ -164,6 +170,9 @@ func (cx *actx) parseLearnSpec(q kv, learned *match) ([]byte, error) {
 	switch {
 	case fieldByName[q.key] != nil && q.key != "tp_src" && q.key != "tp_dst":
 		f := fieldByName[q.key]
+		if f.kind == kPacketType {
+			return nil, errAt(q.keyOff, q.text(), "packet_type in learn is not supported: OVS prints it as packet_type=packet_type=(NS,TYPE), which does not read back")
+		}
 		sf := subfield{f: f, bits: f.bits}
 		if err := nxmOnly(sf, q.keyOff, q.key); err != nil {
 			return nil, err
@@ -246,7 +255,9 @@ func (cx *actx) parseLearnSpec(q kv, learned *match) ([]byte, error) {
 		if err := checkDst(dst, q.valOff, q.val); err != nil {
 			return nil, err
 		}
-		if i := strings.IndexAny(q.val, "[-"); i >= 0 && q.val[i] == '-' {
+		// An immediate when the source reads as a number (OVS's
+		// parse_int_string), else a field: load:in_port->reg1[16..31].
+		if vs != "" && vs[0] >= '0' && vs[0] <= '9' {
 			v, err := parseUintBytes(vs, 16, dst.bits)
 			if err != nil {
 				return nil, errAt(q.valOff, vs, "%v (destination is %d bits)", err, dst.bits)
@@ -291,7 +302,7 @@ func (cx *actx) parseLearnSpec(q kv, learned *match) ([]byte, error) {
 	return b, nil
 }
 
-func (l *learnAction) encode() []byte {
+func (l *learnAction) encode(cx *actx) []byte {
 	sub := uint16(nxastLearn)
 	if l.limit != 0 || l.flags&learnWriteResult != 0 {
 		sub = nxastLearn2
@@ -314,7 +325,7 @@ func (l *learnAction) encode() []byte {
 		b = binary.BigEndian.AppendUint16(b, ofs)
 		b = append(b, 0, 0)
 		if l.resultDst != nil {
-			b = binary.BigEndian.AppendUint32(b, nxmHdr32(l.resultDst.f))
+			b = binary.BigEndian.AppendUint32(b, cx.nxmHdrOf(l.resultDst.f))
 		}
 	}
 	b = append(b, l.specs...)
@@ -476,8 +487,21 @@ func formatLearn(a []byte) (string, error) {
 }
 
 // fieldFromNXMHeader finds the field learn names by an NXM header.
+// nxmSubfield decodes the NXM header and ofs_nbits of a Nicira action's
+// destination.
+func nxmSubfield(h uint32, ofsNbits uint16) (subfield, error) {
+	f, err := fieldFromNXMHeader(h)
+	if err != nil {
+		return subfield{}, err
+	}
+	return decodeOfsNbits(f, ofsNbits)
+}
+
 func fieldFromNXMHeader(h uint32) (*field, error) {
-	f, ok := fieldByNXMHdr[oxmHdr{uint16(h >> 16), uint8(h>>9) & 0x7f}]
+	f, ok := fieldByNXMHdr[oxmHdr{h >> 16, uint8(h>>9) & 0x7f}]
+	if ok && f.variable && int(h&0xff) <= f.bytes && h&0x100 == 0 {
+		return f, nil // as wide as the bridge's option, or 124 bytes
+	}
 	if !ok || int(h&0xff) != f.bytes || h&0x100 != 0 {
 		return nil, fmt.Errorf("unsupported field header %#08x", h)
 	}

@@ -35,6 +35,8 @@ const (
 // whose mask is zero is not matched.
 type match struct {
 	v, m [nSlots][16]byte
+	md   map[int]mdMatch // tun_metadata matches by field number
+	tlv  TLVMap          // the bridge's option lengths, if known
 }
 
 func (mt *match) val(s slot) []byte  { return mt.v[s][:slotWidth[s]] }
@@ -67,7 +69,18 @@ func (mt *match) setUint(s slot, v uint64) {
 	mt.set(s, putBE(v, w), ones(w))
 }
 
+// dlType returns the Ethernet type the match implies, as OVS's get_dl_type
+// does: the type of a packet_type in the Ethernet-type namespace, else the
+// eth_type field.
 func (mt *match) dlType() (uint16, bool) {
+	if pt := mt.u(sPacketType); mt.has(sPacketType) && pt>>16 == ptNsEther {
+		return uint16(pt), true
+	}
+	return mt.dlTypeField()
+}
+
+// dlTypeField returns the eth_type field itself.
+func (mt *match) dlTypeField() (uint16, bool) {
 	if !mt.has(sDlType) {
 		return 0, false
 	}
@@ -83,6 +96,11 @@ func (mt *match) isARP() bool {
 	t, ok := mt.dlType()
 	return ok && (t == ethARP || t == ethRARP)
 }
+
+// laterFragment reports whether the match says the packet is a later IP
+// fragment (ip_frag=later), which has no L4 header: OVS's prerequisites of
+// the TCP, UDP and SCTP fields check that bit of the value.
+func (mt *match) laterFragment() bool { return mt.u(sNwFrag)&2 != 0 }
 
 // proto returns the matched IP protocol, if any.
 func (mt *match) proto() (uint8, bool) {
@@ -132,13 +150,15 @@ func (mt *match) prereqOK(p prereq) bool {
 	case preIPAny:
 		return mt.isIPAny()
 	case preTCP:
-		return mt.isProto(protoTCP)
+		return mt.isProto(protoTCP) && !mt.laterFragment()
 	case preUDP:
-		return mt.isProto(protoUDP)
+		return mt.isProto(protoUDP) && !mt.laterFragment()
 	case preSCTP:
-		return mt.isProto(protoSCTP)
+		return mt.isProto(protoSCTP) && !mt.laterFragment()
 	case preL4:
-		return mt.isProto(protoTCP) || mt.isProto(protoUDP) || mt.isProto(protoSCTP)
+		return (mt.isProto(protoTCP) || mt.isProto(protoUDP) || mt.isProto(protoSCTP)) && !mt.laterFragment()
+	case preEther:
+		return mt.u(sPacketType) == ptEth
 	case preICMPv4:
 		return mt.isIPv4() && mt.isProto(protoICMP)
 	case preICMPv6:
@@ -162,6 +182,9 @@ func (mt *match) prereqOK(p prereq) bool {
 	case preMPLS:
 		t, ok := mt.dlType()
 		return ok && (t == ethMPLS || t == ethMPLM)
+	case preNSH:
+		t, ok := mt.dlType()
+		return ok && t == ethNSH
 	case preCt:
 		return mt.ctValid()
 	case preCtIPv4:
@@ -208,7 +231,11 @@ func prereqText(p prereq) string {
 	case preVLAN:
 		return "a VLAN header (e.g. vlan_tci=0x1000/0x1000)"
 	case preMPLS:
-		return "mpls"
+		return "mpls or mplsm"
+	case preNSH:
+		return "NSH (dl_type=0x894f or packet_type=(1,0x894f))"
+	case preEther:
+		return "an Ethernet packet (packet_type=(0,0), the default)"
 	case preCt:
 		return "a valid connection (e.g. ct_state=+est+trk)"
 	case preCtIPv4:
@@ -314,11 +341,17 @@ func putExact(out []oxm, hdr oxmHdr, v []byte) []oxm {
 // nx_put_raw emits them.
 func (mt *match) encode() []oxm {
 	var out []oxm
+	if mt.has(sPacketType) && !mt.defaultPacketType() {
+		out = putExact(out, oxmHdr{clsOXM, 44}, mt.val(sPacketType))
+	}
 	if mt.has(sConjID) {
 		out = putExact(out, oxmHdr{clsNXM1, 37}, mt.val(sConjID))
 	}
 	if mt.has(sInPort) {
 		out = putExact(out, oxmHdr{clsOXM, 0}, mt.val(sInPort))
+	}
+	if mt.has(sActsetOutput) {
+		out = putExact(out, oxmHdr{clsOXM, 43}, mt.val(sActsetOutput))
 	}
 	out = put(out, oxmHdr{clsOXM, 4}, mt.val(sDlSrc), mt.mask(sDlSrc))
 	out = put(out, oxmHdr{clsOXM, 3}, mt.val(sDlDst), mt.mask(sDlDst))
@@ -333,6 +366,15 @@ func (mt *match) encode() []oxm {
 	}
 	if vid != 0 && tciMask&vlanPCPMask != 0 {
 		out = putExact(out, oxmHdr{clsOXM, 7}, []byte{byte(tci >> 13)})
+	}
+
+	if t, ok := mt.dlType(); ok && (t == ethMPLS || t == ethMPLM) {
+		// OVS puts the MPLS fields exact, in this order.
+		for _, s := range []slot{sMplsTC, sMplsBOS, sMplsTTL, sMplsLabel} {
+			if mt.has(s) {
+				out = putExact(out, fieldBySlot[s].hdr, mt.val(s))
+			}
+		}
 	}
 
 	switch {
@@ -356,6 +398,11 @@ func (mt *match) encode() []oxm {
 	out = put(out, oxmHdr{clsNXM1, 110}, mt.val(sTunIPv6Dst), mt.mask(sTunIPv6Dst))
 	out = put(out, oxmHdr{clsNXM1, 38}, mt.val(sTunGbpID), mt.mask(sTunGbpID))
 	out = put(out, oxmHdr{clsNXM1, 39}, mt.val(sTunGbpFlags), mt.mask(sTunGbpFlags))
+	out = mt.encodeTunMetadata(out)
+	for _, s := range []slot{sTunErspanIdx, sTunErspanVer, sTunErspanDir, sTunErspanHwid, sTunGtpuFlags, sTunGtpuMsgtype,
+		sNshFlags, sNshTTL, sNshMdtype, sNshNp, sNshSPI, sNshSI, sNshC1, sNshC1 + 1, sNshC1 + 2, sNshC1 + 3} {
+		out = put(out, fieldBySlot[s].hdr, mt.val(s), mt.mask(s))
+	}
 
 	// OpenFlow 1.5 carries registers in pairs as 64-bit packet registers.
 	for i := 0; i < 8; i++ {
@@ -452,12 +499,25 @@ func (mt *match) encodeIP(out []oxm) []oxm {
 	return out
 }
 
+// appendOXMHeader appends the header of an OXM with an n-byte body (value
+// and mask); an experimenter OXM gets its experimenter id too.
 func appendOXMHeader(b []byte, h oxmHdr, masked bool, n int) []byte {
 	fb := h.field << 1
 	if masked {
 		fb |= 1
 	}
+	if h.isExperimenter() {
+		b = append(b, 0xff, 0xff, fb, byte(n+4))
+		return binary.BigEndian.AppendUint32(b, experimenterIDs[h.class])
+	}
 	return append(b, byte(h.class>>8), byte(h.class), fb, byte(n))
+}
+
+// defaultPacketType reports whether the match says packet_type=(0,0)
+// exactly, which OVS leaves out of the encoding when another field implies
+// Ethernet.
+func (mt *match) defaultPacketType() bool {
+	return isOnes(mt.mask(sPacketType)) && mt.u(sPacketType) == ptEth
 }
 
 // decodeOXMs parses OXM fields (without the ofp_match header) into a match,
@@ -468,18 +528,22 @@ func decodeOXMs(b []byte) (*match, error) {
 		if len(b) < 4 {
 			return nil, fmt.Errorf("truncated match field header")
 		}
-		class := binary.BigEndian.Uint16(b)
+		class := uint32(binary.BigEndian.Uint16(b))
 		fb, n := b[2], int(b[3])
 		b = b[4:]
-		if class == 0xffff {
-			return nil, fmt.Errorf("unsupported experimenter match field")
-		}
 		if len(b) < n {
 			return nil, fmt.Errorf("truncated match field")
 		}
 		body := b[:n]
 		b = b[n:]
 		h := oxmHdr{class, fb >> 1}
+		if class == 0xffff {
+			var err error
+			if h, body, err = pullExperimenter(fb>>1, body); err != nil {
+				return nil, err
+			}
+			n = len(body)
+		}
 		var v, m []byte
 		if fb&1 != 0 {
 			if n%2 != 0 {
@@ -488,6 +552,10 @@ func decodeOXMs(b []byte) (*match, error) {
 			v, m = body[:n/2], body[n/2:]
 		} else {
 			v, m = body, ones(n)
+		}
+		if h.class == clsNXM1 && h.field >= tunMDFirstNX && h.field < tunMDFirstNX+tunMDFields {
+			mt.decodeTunMetadata(int(h.field)-tunMDFirstNX, v, m, fb&1 != 0)
+			continue
 		}
 		if err := mt.decodeField(h, v, m); err != nil {
 			return nil, err

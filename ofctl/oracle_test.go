@@ -36,7 +36,19 @@ var hexDumpLine = regexp.MustCompile(`^[0-9a-f]{8}  (.*?)\|`)
 // ofctlParse asks ovs-ofctl how it encodes a flow: the printed flow_mod and
 // the bytes it would send.
 func ofctlParse(ctx context.Context, line string) (text string, msg []byte, err error) {
-	out, err := exec.CommandContext(ctx, "ovs-ofctl", "-O", "OpenFlow15", "-mmmmm", "parse-flow", line).CombinedOutput()
+	return ofctlParseAs(ctx, "parse-flow", "OFPT_FLOW_MOD", line)
+}
+
+// ofctlParseGroup asks ovs-ofctl how it encodes a group (parse-group).
+func ofctlParseGroup(ctx context.Context, line string) ([]byte, error) {
+	_, msg, err := ofctlParseAs(ctx, "parse-group", "OFPT_GROUP_MOD", line)
+	return msg, err
+}
+
+// ofctlParseAs runs an ovs-ofctl parse command on line and returns the
+// line of the printout that starts with prefix and the message's bytes.
+func ofctlParseAs(ctx context.Context, cmd, prefix, line string) (text string, msg []byte, err error) {
+	out, err := exec.CommandContext(ctx, "ovs-ofctl", "-O", "OpenFlow15", "-mmmmm", cmd, line).CombinedOutput()
 	if err != nil {
 		return "", nil, &ofctlError{strings.TrimSpace(string(out))}
 	}
@@ -46,7 +58,7 @@ func ofctlParse(ctx context.Context, line string) (text string, msg []byte, err 
 		l := sc.Text()
 		if m := hexDumpLine.FindStringSubmatch(l); m != nil {
 			hx.WriteString(strings.NewReplacer(" ", "", "-", "").Replace(m[1]))
-		} else if strings.HasPrefix(l, "OFPT_FLOW_MOD") {
+		} else if strings.HasPrefix(l, prefix) {
 			text = l
 		}
 	}
@@ -58,11 +70,16 @@ type ofctlError struct{ msg string }
 
 func (e *ofctlError) Error() string { return e.msg }
 
-// ofctlPrint asks ovs-ofctl how it decodes our bytes.
+// ofctlPrint asks ovs-ofctl how it decodes our bytes. Its log lines (for
+// example that OFPAT_SET_MPLS_TTL is deprecated, although ovs-ofctl sends
+// it itself) go to stderr and are not part of the printout.
 func ofctlPrint(ctx context.Context, msg []byte) (string, error) {
-	out, err := exec.CommandContext(ctx, "ovs-ofctl", "ofp-print", hex.EncodeToString(msg)).CombinedOutput()
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, "ovs-ofctl", "ofp-print", hex.EncodeToString(msg))
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		return "", &ofctlError{strings.TrimSpace(string(out))}
+		return "", &ofctlError{strings.TrimSpace(string(out) + stderr.String())}
 	}
 	return strings.TrimSpace(string(out)), nil
 }

@@ -77,6 +77,7 @@ const (
 	nxastResubmit      = 1
 	nxastResubmitTable = 14
 	nxastOutputReg     = 15
+	nxastOutputReg2    = 32
 	nxastLearn         = 16
 	nxastExit          = 17
 	nxastController    = 20

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -32,50 +31,8 @@ type switchCorpus struct {
 // importance), and (2) `ovs-ofctl --no-stats dump-flows` prints exactly what
 // FormatFlow prints.
 func TestSwitchDump(t *testing.T) {
-	needOVS(t, "ovs-vswitchd", "ovsdb-server", "ovsdb-tool", "ovs-vsctl")
-	ctx := testCtx(t, 55*time.Second)
-	sb, err := sandbox.Start(ctx, sandbox.Options{})
-	if errors.Is(err, sandbox.ErrNotInstalled) {
-		t.Fatalf("%v", err)
-	}
-	if err != nil {
-		t.Fatalf("start sandbox: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := sb.Close(); err != nil {
-			t.Errorf("close sandbox: %v", err)
-		}
-	})
-	if err := sb.AddBridge(ctx, "br0"); err != nil {
-		t.Fatalf("add bridge: %v", err)
-	}
-	corpora := []switchCorpus{
-		{"own", "testdata/flows.txt", "testdata/groups.txt", "testdata/meters.txt"},
-		{"classes", "testdata/classes.txt", "testdata/classes-groups.txt", "testdata/classes-meters.txt"},
-	}
-	dir := productionCorpusDir()
-	corpora = append(corpora, switchCorpus{"antrea", filepath.Join(dir, "flows.txt"),
-		filepath.Join(dir, "groups.txt"), filepath.Join(dir, "meters.txt")})
-	for _, c := range corpora {
-		t.Run(c.name, func(t *testing.T) {
-			for _, args := range [][]string{{"del-flows", "br0"}, {"del-groups", "br0"}, {"del-meters", "br0"}} {
-				if out, err := sb.Ofctl(ctx, args...); err != nil {
-					t.Fatalf("ovs-ofctl %v: %v %s", args, err, out)
-				}
-			}
-			for _, l := range readCorpus(t, c.meters) {
-				if out, err := sb.Ofctl(ctx, "add-meter", "br0", l); err != nil {
-					t.Fatalf("add-meter %q: %v %s", l, err, out)
-				}
-			}
-			if out, err := sb.Ofctl(ctx, "add-groups", "br0", c.groups); err != nil {
-				t.Fatalf("add-groups: %v %s", err, out)
-			}
-			if out, err := sb.Ofctl(ctx, "add-flows", "br0", c.flows); err != nil {
-				t.Fatalf("add-flows: %v %s", err, out)
-			}
-
-			got, gotGroups, gotMeters := dumpSwitch(ctx, t, sb)
+	onEachCorpus(t, func(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, c switchCorpus, got []flowStat, gotGroups, gotMeters map[uint32][]byte) {
+		{
 			checkGroupsAndMeters(t, sb, c, gotGroups, gotMeters)
 
 			f, err := os.Open(c.flows)
@@ -172,7 +129,74 @@ func TestSwitchDump(t *testing.T) {
 				t.Errorf("FormatFlow differs from ovs-ofctl dump-flows\n  only ours:\n    %s\n  only ovs-ofctl:\n    %s",
 					strings.Join(missing, "\n    "), strings.Join(extra, "\n    "))
 			}
+		}
+	})
+}
+
+// onEachCorpus installs each corpus of switchCorpora in turn into one
+// private vswitchd, with ovs-ofctl, and runs check (as a subtest) with what
+// the switch then holds.
+func onEachCorpus(t *testing.T, check func(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, c switchCorpus, flows []flowStat, groups, meters map[uint32][]byte)) {
+	ctx := testCtx(t, 55*time.Second)
+	sb := startSwitch(ctx, t)
+	for _, c := range switchCorpora() {
+		t.Run(c.name, func(t *testing.T) {
+			installCorpus(ctx, t, sb, c)
+			flows, groups, meters := dumpSwitch(ctx, t, sb)
+			check(ctx, t, sb, c, flows, groups, meters)
 		})
+	}
+}
+
+// startSwitch starts a private vswitchd with one bridge, br0.
+func startSwitch(ctx context.Context, t *testing.T) *sandbox.Sandbox {
+	t.Helper()
+	needOVS(t, "ovs-vswitchd", "ovsdb-server", "ovsdb-tool", "ovs-vsctl")
+	sb, err := sandbox.Start(ctx, sandbox.Options{})
+	if err != nil {
+		t.Fatalf("start sandbox: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := sb.Close(); err != nil {
+			t.Errorf("close sandbox: %v", err)
+		}
+	})
+	if err := sb.AddBridge(ctx, "br0"); err != nil {
+		t.Fatalf("add bridge: %v", err)
+	}
+	return sb
+}
+
+// switchCorpora lists the flow files with their groups and meters: the
+// package's own and the production one.
+func switchCorpora() []switchCorpus {
+	dir := productionCorpusDir()
+	return []switchCorpus{
+		{"own", "testdata/flows.txt", "testdata/groups.txt", "testdata/meters.txt"},
+		{"classes", "testdata/classes.txt", "testdata/classes-groups.txt", "testdata/classes-meters.txt"},
+		{"antrea", filepath.Join(dir, "flows.txt"), filepath.Join(dir, "groups.txt"), filepath.Join(dir, "meters.txt")},
+	}
+}
+
+// installCorpus replaces br0's flows, groups and meters with a corpus,
+// installed by ovs-ofctl itself.
+func installCorpus(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, c switchCorpus) {
+	t.Helper()
+	for _, args := range [][]string{{"del-flows", "br0"}, {"del-groups", "br0"}, {"del-meters", "br0"}} {
+		if out, err := sb.Ofctl(ctx, args...); err != nil {
+			t.Fatalf("ovs-ofctl %v: %v %s", args, err, out)
+		}
+	}
+	for _, l := range readCorpus(t, c.meters) {
+		if out, err := sb.Ofctl(ctx, "add-meter", "br0", l); err != nil {
+			t.Fatalf("add-meter %q: %v %s", l, err, out)
+		}
+	}
+	if out, err := sb.Ofctl(ctx, "add-groups", "br0", c.groups); err != nil {
+		t.Fatalf("add-groups: %v %s", err, out)
+	}
+	if out, err := sb.Ofctl(ctx, "add-flows", "br0", c.flows); err != nil {
+		t.Fatalf("add-flows: %v %s", err, out)
 	}
 }
 

@@ -200,6 +200,7 @@ func prefixLen(m []byte) int {
 // Reserved OpenFlow 1.0 port numbers and their names, as OVS prints them.
 const (
 	portMax        = 0xff00
+	portUnset      = 0xfff7
 	portInPort     = 0xfff8
 	portTable      = 0xfff9
 	portNormal     = 0xfffa
@@ -211,7 +212,7 @@ const (
 )
 
 var portNames = map[uint16]string{
-	portInPort: "IN_PORT", portTable: "TABLE", portNormal: "NORMAL", portFlood: "FLOOD",
+	portUnset: "UNSET", portInPort: "IN_PORT", portTable: "TABLE", portNormal: "NORMAL", portFlood: "FLOOD",
 	portAll: "ALL", portController: "CONTROLLER", portLocal: "LOCAL", portNone: "ANY",
 }
 
@@ -369,6 +370,12 @@ func parseFieldValueMask(f *field, s string, maskable bool) (v, m []byte, err er
 			return putBE(uint64(port11(p)), 4), ones(4), nil
 		}
 		return putBE(uint64(p), 2), ones(2), nil
+	case kPacketType:
+		pt, err := parsePacketType(s)
+		if err != nil {
+			return nil, nil, err
+		}
+		return pt, ones(4), nil
 	case kFrag:
 		fm, ok := fragNames[s]
 		if !ok {

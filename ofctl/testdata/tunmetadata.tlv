@@ -1,0 +1,1 @@
+{class=0xffff,type=0,len=4}->tun_metadata0,{class=0xffff,type=1,len=8}->tun_metadata1,{class=0xffff,type=2,len=4}->tun_metadata2,{class=0x0102,type=0x80,len=4}->tun_metadata3,{class=0xffff,type=5,len=12}->tun_metadata5,{class=0xffff,type=6,len=0}->tun_metadata6,{class=0xffff,type=63,len=4}->tun_metadata63
