@@ -35,10 +35,24 @@ func CanonicalMatch(oxms []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ofctl: match: re-encoded match does not decode: %w", err)
 	}
-	if *back != *mt {
+	if !sameMatch(back, mt) {
 		return nil, fmt.Errorf("ofctl: match: %s: OVS refuses a match field without its prerequisites (OFPBMC_BAD_PREREQ)", lostFields(mt, back))
 	}
 	return out, nil
+}
+
+// sameMatch reports whether two decoded matches hold the same fields.
+func sameMatch(a, b *match) bool {
+	if a.v != b.v || a.m != b.m || len(a.md) != len(b.md) {
+		return false
+	}
+	for n, x := range a.md {
+		y, ok := b.md[n]
+		if !ok || x.masked != y.masked || !bytes.Equal(x.v, y.v) || !bytes.Equal(x.m, y.m) {
+			return false
+		}
+	}
+	return true
 }
 
 // checkDupFields refuses a match that names one field twice, which
