@@ -318,3 +318,28 @@ func TestOpaqueAndForms(t *testing.T) {
 }
 
 func sha256Sum(b []byte) Key { return sha256.Sum256(b) }
+
+// FromSwitch leaves a dumped flow without tun_metadata as it is (the same
+// bytes, no re-encoding) and re-encodes one whose tun_metadata the switch
+// stored at its option length, to what Parse makes of the same text.
+func TestFromSwitch(t *testing.T) {
+	plain := mustParse(t, entry.KindFlow, "table=1,priority=100,ip,actions=output:2")
+	if got := FromSwitch(plain); &got[0] != &plain[0] {
+		t.Fatal("a flow without tun_metadata was re-encoded")
+	}
+	wide := mustParse(t, entry.KindFlow, "priority=30,tun_metadata0=0x5,actions=drop")
+	// The switch's form: the same field at a 4-byte option length.
+	fm := openflow15.NewFlowMod()
+	fm.Priority = 30
+	fm.Match.AddField(openflow15.MatchField{Class: 1, Field: 40, Length: 4, Value: &openflow15.ByteArrayField{Data: []byte{0, 0, 0, 5}, Length: 4}})
+	narrow, _, err := entry.Identify(entry.KindFlow, marshal(t, fm))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(narrow, wide) {
+		t.Fatal("fixture: the narrow and wide forms are the same")
+	}
+	if got := FromSwitch(narrow); !bytes.Equal(got, wide) {
+		t.Fatalf("FromSwitch(%x) = %x, want %x", narrow, got, wide)
+	}
+}

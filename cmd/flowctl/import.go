@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/flowstate-io/flowstate/canon"
 	"github.com/flowstate-io/flowstate/client"
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/ofctl"
@@ -172,6 +173,7 @@ func fromBridge(ctx context.Context, c *client.Client, sock, bridge string, spac
 		if err != nil {
 			return err
 		}
+		m = canon.FromSwitch(m)
 		if im.keep(m, space) {
 			im.entries = append(im.entries, client.FlowBytes(m))
 			for _, r := range entry.FlowRefs(m) {

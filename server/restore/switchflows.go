@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"slices"
 
+	"github.com/flowstate-io/flowstate/canon"
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/server/ofconn"
 )
@@ -231,6 +232,7 @@ func (e *Engine) eachFlowMod(ctx context.Context, conn *ofconn.Conn, fn func(m [
 			// compare or mirror.
 			return nil
 		}
+		m = canon.FromSwitch(m)
 		fn(m, e.cfg.OwnedCookie.Owns(entry.FlowCookie(m)))
 		return nil
 	})
@@ -265,6 +267,9 @@ func dumpGroupsAndMeters(ctx context.Context, conn *ofconn.Conn) ([]ofconn.Group
 func appendActual(out *[]actualEntry, kind entry.Kind, m ofconn.Message, err error) error {
 	if err != nil {
 		return err
+	}
+	if kind == entry.KindFlow {
+		m = canon.FromSwitch(m)
 	}
 	payload, id, err := entry.Identify(kind, m)
 	if err != nil {
