@@ -984,13 +984,14 @@ type StatusResponse struct {
 	// sessions lists the connected gRPC clients. A frozen client is dropped
 	// by the server's keepalive (about 15 s after it last answered).
 	Sessions []*Session `protobuf:"bytes,13,rep,name=sessions,proto3" json:"sessions,omitempty"`
-	// owned_cookie_value and owned_cookie_mask are flowstated's --owned-cookie:
-	// on every managed bridge it manages the flows whose cookie & mask equals
+	// owned_cookie_value is the value of flowstated's --owned-cookie: on every
+	// managed bridge it manages the flows whose cookie & mask equals
 	// value & mask, and leaves the others alone (0/0: every flow).
 	OwnedCookieValue uint64 `protobuf:"varint,16,opt,name=owned_cookie_value,json=ownedCookieValue,proto3" json:"owned_cookie_value,omitempty"`
-	OwnedCookieMask  uint64 `protobuf:"varint,17,opt,name=owned_cookie_mask,json=ownedCookieMask,proto3" json:"owned_cookie_mask,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// owned_cookie_mask is the mask of flowstated's --owned-cookie.
+	OwnedCookieMask uint64 `protobuf:"varint,17,opt,name=owned_cookie_mask,json=ownedCookieMask,proto3" json:"owned_cookie_mask,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
