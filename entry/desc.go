@@ -15,7 +15,11 @@ const (
 // decoder, which loses MAC addresses and does not know every action): a dump
 // is OVS's own form, so nothing in it is re-encoded. Out port and out group
 // are ANY and the buffer id NO_BUFFER, as ovs-ofctl sends them.
-func FlowFromDesc(raw []byte) ([]byte, error) {
+func FlowFromDesc(raw []byte) ([]byte, error) { return AppendFlowFromDesc(nil, raw) }
+
+// AppendFlowFromDesc is FlowFromDesc into dst's memory when it is large
+// enough: a dump of a million flows then needs one buffer, not a million.
+func AppendFlowFromDesc(dst, raw []byte) ([]byte, error) {
 	if len(raw) < flowDescFixed+8 {
 		return nil, fmt.Errorf("flow entry of %d bytes is truncated", len(raw))
 	}
@@ -38,7 +42,12 @@ func FlowFromDesc(raw []byte) ([]byte, error) {
 	if size > MaxMessage {
 		return nil, fmt.Errorf("flow of %d bytes exceeds the %d-byte limit", size, MaxMessage)
 	}
-	m := make([]byte, size)
+	m := dst[:0]
+	if cap(m) < size {
+		m = make([]byte, size)
+	}
+	m = m[:size]
+	clear(m[:flowModFixed])
 	m[0], m[1] = ofVersion15, typeFlowMod
 	be.PutUint16(m[2:], uint16(size))
 	copy(m[8:16], raw[16:24])  // cookie; cookie_mask stays 0

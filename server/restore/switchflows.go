@@ -1,6 +1,7 @@
 package restore
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/binary"
@@ -161,7 +162,7 @@ func (s *switchState) addFlow(m []byte, owned bool) {
 		s.foreign++
 		s.foreignIn[m[24]]++
 		if s.keepForeign {
-			s.foreignFlows = append(s.foreignFlows, m)
+			s.foreignFlows = append(s.foreignFlows, bytes.Clone(m))
 		}
 		return
 	}
@@ -169,7 +170,7 @@ func (s *switchState) addFlow(m []byte, owned bool) {
 	k := s.key(s.id)
 	s.flows = append(s.flows, onSwitch{key: k, sum: s.sum(m)})
 	if len(s.kept) < keepFlows {
-		s.kept[k] = m
+		s.kept[k] = bytes.Clone(m)
 	} else {
 		s.complete = false
 	}
@@ -203,7 +204,7 @@ func (e *Engine) unseen(ctx context.Context, conn *ofconn.Conn, s *switchState) 
 		id = flowIdentity(id[:0], m)
 		if k := s.key(id); want[k] {
 			delete(want, k)
-			out = append(out, m)
+			out = append(out, bytes.Clone(m))
 		}
 	})
 	if err != nil {
@@ -214,17 +215,20 @@ func (e *Engine) unseen(ctx context.Context, conn *ofconn.Conn, s *switchState) 
 }
 
 // eachFlowMod dumps the flows of conn's bridge and calls fn with the
-// canonical FLOW_MOD of each (fn may keep it) and whether it lies in the
-// owned cookie space. Flows with timeouts are left out.
+// canonical FLOW_MOD of each and whether it lies in the owned cookie space.
+// m is valid only during the call (one buffer serves the whole dump): fn
+// clones what it keeps. Flows with timeouts are left out.
 func (e *Engine) eachFlowMod(ctx context.Context, conn *ofconn.Conn, fn func(m []byte, owned bool)) error {
+	var buf []byte
 	err := conn.EachFlow(ctx, func(f ofconn.Flow) error {
 		if f.Err != nil {
 			return f.Err
 		}
-		m, err := f.FlowMod()
+		m, err := entry.AppendFlowFromDesc(buf, f.Raw)
 		if err != nil {
 			return fmt.Errorf("dumped flow: %w", err)
 		}
+		buf = m
 		if binary.BigEndian.Uint32(m[26:30]) != 0 {
 			// An idle or hard timeout: a flow vswitchd learned (learn
 			// actions) or one that expires by itself. It is never desired
