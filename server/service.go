@@ -464,8 +464,9 @@ func (s *service) Diff(req *flowstatev1.DiffRequest, stream flowstatev1.FlowStat
 	return nil
 }
 
-// diffStall is how long Diff waits for a client that does not read.
-const diffStall = 10 * time.Second
+// diffStall is how long Diff waits for a client that does not read (a
+// variable for tests).
+var diffStall = 10 * time.Second
 
 func (s *service) Watch(req *flowstatev1.WatchRequest, stream flowstatev1.FlowStateService_WatchServer) error {
 	from := req.GetFromRevision()
