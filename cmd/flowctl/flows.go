@@ -91,6 +91,7 @@ func checkFlows(cmd *cobra.Command, name string, lines []line) error {
 		})
 	}
 	wg.Wait()
+	bar.set(len(lines))
 	bar.done()
 	return errors.Join(errs...)
 }
