@@ -62,8 +62,9 @@ func formatMatchValue(f *field, v []byte) string {
 // checkPrintable refuses matches that OVS accepts but prints in a way that
 // reads back as a different flow, so that what flowstate stores always
 // prints and parses back to the same bytes.
-func (mt *match) checkPrintable(set []setting) error {
-	if err := mt.checkImpliedEthernet(set); err != nil {
+// enc is mt.encode(), computed once by the caller (it is most of a parse).
+func (mt *match) checkPrintable(set []setting, enc []oxm) error {
+	if err := mt.checkImpliedEthernet(set, enc); err != nil {
 		return err
 	}
 	for _, st := range set {
@@ -82,7 +83,7 @@ func (mt *match) checkPrintable(set []setting) error {
 		case s >= sNshC1 && s < sNshC1+4 && !(isOnes(mt.mask(sNshMdtype)) && mt.u(sNshMdtype) == 1):
 			return errAt(st.p.keyOff, st.p.text(), "%s needs nsh_mdtype=1: OVS would match it but leave it out of the flow it prints", name)
 		case s == sPacketType:
-			if err := mt.checkPacketType(st.p); err != nil {
+			if err := mt.checkPacketType(st.p, enc); err != nil {
 				return err
 			}
 		}
@@ -92,7 +93,7 @@ func (mt *match) checkPrintable(set []setting) error {
 
 // checkPacketType refuses packet types OVS would encode in a way its own
 // printout does not reproduce.
-func (mt *match) checkPacketType(p kv) error {
+func (mt *match) checkPacketType(p kv, enc []oxm) error {
 	pt := uint32(mt.u(sPacketType))
 	if _, ok := mt.dlTypeField(); ok && pt>>16 == ptNsEther {
 		return errAt(p.keyOff, p.text(), "packet_type=(1,TYPE) already gives the Ethernet type: leave out dl_type and shorthands such as ip (OVS would send both, which vswitchd refuses as a bad prerequisite)")
@@ -100,7 +101,7 @@ func (mt *match) checkPacketType(p kv) error {
 	if pt != ptEth {
 		return nil // Ethernet fields are refused by their prerequisite
 	}
-	for _, o := range mt.encode() {
+	for _, o := range enc {
 		if impliesEthernet(o.hdr) {
 			return nil // OVS leaves (0,0) out, as flowstate does
 		}
@@ -112,7 +113,7 @@ func (mt *match) checkPacketType(p kv) error {
 // have zero masks: OVS's parser still makes the flow match only Ethernet
 // packets (match_add_ethernet_prereq), sends packet_type=(0,0) for it, and
 // prints the flow without it.
-func (mt *match) checkImpliedEthernet(set []setting) error {
+func (mt *match) checkImpliedEthernet(set []setting, enc []oxm) error {
 	if mt.has(sPacketType) {
 		return nil // an explicit packet_type stands (checkPacketType)
 	}
@@ -121,7 +122,7 @@ func (mt *match) checkImpliedEthernet(set []setting) error {
 		if !impliesEthernet(f.hdr) && f.name != "dl_vlan" && f.name != "dl_vlan_pcp" {
 			continue
 		}
-		for _, o := range mt.encode() {
+		for _, o := range enc {
 			if impliesEthernet(o.hdr) {
 				return nil
 			}

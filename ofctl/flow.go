@@ -166,10 +166,12 @@ func parseFlow(s string, tlv TLVMap) (*openflow15.FlowMod, error) {
 	if err := mt.checkPrereqs(set); err != nil {
 		return nil, err
 	}
-	if err := mt.checkPrintable(set); err != nil {
+	// The TLV map bounds what encode may do with tun_metadata: first.
+	if err := mt.checkTLV(set); err != nil {
 		return nil, err
 	}
-	if err := mt.checkTLV(set); err != nil {
+	enc := mt.encode()
+	if err := mt.checkPrintable(set, enc); err != nil {
 		return nil, err
 	}
 	cx := &actx{mt: *mt, table: fm.TableId}
@@ -177,7 +179,7 @@ func parseFlow(s string, tlv TLVMap) (*openflow15.FlowMod, error) {
 	if err != nil {
 		return nil, err
 	}
-	fm.Match = buildMatch(mt.encode())
+	fm.Match = buildMatch(enc) // the actions leave mt as it was
 	fm.Instructions = buildInstructions(is)
 	return fm, nil
 }
