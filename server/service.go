@@ -262,10 +262,10 @@ type entryMessage interface {
 // before the handler sees it) having written nothing: a streamed request is
 // all or nothing like any other. each, if set, sees every message.
 func recvEntries[M entryMessage](ctx context.Context, s *service, recv func() (M, error), each func(M)) (bridge, module string, es []entry.Entry, err error) {
-	// Converting a message (parsing text, canonicalising) costs about what
-	// receiving and decoding it does: one goroutine converts while this one
-	// receives the next, in order. It ends when conv is closed, and reports
-	// a refused entry at once through refused.
+	// Converting a message (parsing text, canonicalising) costs more than
+	// receiving and decoding it: one goroutine converts, on every CPU, while
+	// this one receives the next, in order. It ends when conv is closed, and
+	// reports a refused entry at once through refused.
 	var conv chan M
 	var refused, converted chan error
 	var out []entry.Entry // the converter's until stop returns
@@ -297,7 +297,7 @@ func recvEntries[M entryMessage](ctx context.Context, s *service, recv func() (M
 				var err error
 				for m := range in {
 					if err == nil {
-						if out, err = appendEntries(out, module, m.GetEntries(), false); err != nil {
+						if out, err = appendEntriesParallel(out, module, m.GetEntries()); err != nil {
 							refused <- err
 						}
 					}
