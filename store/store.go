@@ -223,14 +223,19 @@ func (s *Store) Update(fn func(w *Writer) error) error {
 // not declared on the bridge fails it with ErrFailedPrecondition.
 func (w *Writer) Put(bridge, module string, es []entry.Entry) (Result, error) {
 	var r Result
-	if err := checkDuplicates(es); err != nil {
+	order := newKeyOrder(es)
+	if err := order.duplicate(); err != nil {
 		return r, fmt.Errorf("store: put %s/%s: %w", bridge, module, err)
 	}
 	br, err := bridgeBucket(w.tx, bridge, true)
 	if err != nil {
 		return r, fmt.Errorf("store: put %s/%s: %w", bridge, module, err)
 	}
-	for i, e := range es {
+	// In key order: bbolt keeps a node's keys sorted and splits nodes only
+	// at commit, so inserting a large request in any other order moves the
+	// rest of the node at every key (100 s for 200,000 unsorted flows).
+	for _, at := range order.idx {
+		i, e := int(at), es[at]
 		prev, existed, same, err := putOwned(br, module, i, e)
 		if err != nil {
 			return r, fmt.Errorf("store: put %s/%s: %w", bridge, module, err)
@@ -266,7 +271,8 @@ func (w *Writer) sync(bridge, module string, es []entry.Entry) (Result, error) {
 	if err != nil {
 		return r, err
 	}
-	for i, e := range es {
+	for _, at := range keep.idx { // in key order, as Put
+		i, e := int(at), es[at]
 		prev, existed, same, err := putOwned(br, module, i, e)
 		if err != nil {
 			return r, err
@@ -334,7 +340,8 @@ func (w *Writer) delete(bridge, module string, keys []entry.Entry) (Result, erro
 		return r, err
 	}
 	var index []int // request index of r.Removed[j]
-	for i, k := range keys {
+	for _, at := range newKeyOrder(keys).idx { // in key order, as Put
+		i, k := int(at), keys[at]
 		var old []byte
 		kb, _ := kindBucket(br, k.Kind, false)
 		if kb != nil {
