@@ -339,7 +339,7 @@ func (w *Writer) delete(bridge, module string, keys []entry.Entry) (Result, erro
 	if err != nil {
 		return r, err
 	}
-	var index []int // request index of r.Removed[j]
+	var index []int                            // request index of r.Removed[j]
 	for _, at := range newKeyOrder(keys).idx { // in key order, as Put
 		i, k := int(at), keys[at]
 		var old []byte
