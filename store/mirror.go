@@ -51,7 +51,8 @@ func (s *Store) SetMirror(bridge string, es []entry.Entry) (changed bool, err er
 		if err != nil {
 			return err
 		}
-		for _, e := range es {
+		for _, at := range newKeyOrder(es).idx { // in key order, as Put
+			e := es[at]
 			kb, err := kindBucket(br, e.Kind, true)
 			if err != nil {
 				return err
