@@ -83,6 +83,14 @@ func measure(ctx context.Context, o options, bins binaries, n int, log *slog.Log
 	if r.dbSize, err = fileSize(e.dbPath()); err != nil {
 		return nil, err
 	}
+	// A new flowstated for the rest, with the flows stored and on the
+	// switch: its profile then holds reconciles and restores only.
+	if err := e.stopDaemon(); err != nil {
+		return nil, err
+	}
+	if err := e.startConverged(ctx, "reconcile-restore"); err != nil {
+		return nil, err
+	}
 	for i := range o.runs {
 		fs, of, err := e.noopRun(ctx)
 		if err != nil {

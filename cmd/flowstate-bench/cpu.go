@@ -23,6 +23,9 @@ type sample struct {
 	vswitchd time.Duration
 	// mem is flowstated's memory over the interval (zero: not running).
 	mem memSample
+	// stopped says the operation was stopped at -declare-timeout: wall is
+	// a lower bound.
+	stopped bool
 }
 
 // driverKind says whose CPU a meter counts as the driver's.

@@ -109,3 +109,14 @@ func (d *daemon) stop() error {
 	}
 	return err
 }
+
+// kill ends a flowstated that is busy with an abandoned request: a graceful
+// stop would wait for it.
+func (d *daemon) kill() {
+	if d.c != nil {
+		_ = d.c.Close()
+		d.c = nil
+	}
+	_ = d.cmd.Process.Kill()
+	<-d.done
+}

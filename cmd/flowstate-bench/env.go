@@ -120,6 +120,14 @@ func (e *env) startConverged(ctx context.Context, phase string) error {
 	return e.waitConverged(ctx)
 }
 
+// killDaemon kills flowstated (see daemon.kill).
+func (e *env) killDaemon() {
+	if e.d != nil {
+		e.d.kill()
+		e.d = nil
+	}
+}
+
 func (e *env) stopDaemon() error {
 	if e.d == nil {
 		return nil

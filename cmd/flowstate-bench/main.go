@@ -22,6 +22,7 @@ type options struct {
 	runs          int           // runs of each measurement
 	batch         int           // flows per Put of the Go client
 	writers       int           // concurrent Go client writers
+	declareMax    time.Duration // a declare that takes longer is stopped
 	timeout       time.Duration // bound of the whole command
 	keep          bool          // keep the sandbox directories (logs)
 	cpuProf       string        // prefix of flowstated's CPU profiles
@@ -63,6 +64,7 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 	fs.IntVar(&o.runs, "runs", 3, "runs of each measurement (median, min and max are printed)")
 	fs.IntVar(&o.batch, "batch", 1000, "flows per Put of the Go client in the declare measurement")
 	fs.IntVar(&o.writers, "writers", 8, "concurrent Go client writers in the declare measurement")
+	fs.DurationVar(&o.declareMax, "declare-timeout", 5*time.Minute, "stop a declare (flowctl or Go client) that takes longer, and report it as taking more")
 	fs.DurationVar(&o.timeout, "timeout", 60*time.Minute, "bound of the whole run")
 	fs.BoolVar(&o.keep, "keep", false, "keep the sandbox directories (vswitchd and flowstated logs)")
 	fs.StringVar(&o.cpuProf, "cpuprofile", "", "write a CPU profile of each flowstated process to `prefix`.FLOWS.NN-PHASE.pprof (flowstated --cpuprofile)")
@@ -91,6 +93,9 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 	}
 	if o.writers < 1 {
 		return o, fmt.Errorf("-writers %d: want at least 1", o.writers)
+	}
+	if o.declareMax <= 0 {
+		return o, fmt.Errorf("-declare-timeout %v: want a positive duration", o.declareMax)
 	}
 	if o.timeout <= 0 {
 		return o, fmt.Errorf("-timeout %v: want a positive duration", o.timeout)

@@ -135,6 +135,7 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"-flows", "200000,1000000"}, []int{200000, 1000000}, false},
 		{[]string{"-flows", "10000,50k, 1M"}, []int{10000, 50000, 1000000}, false},
 		{[]string{"-writers", "0"}, nil, true},
+		{[]string{"-declare-timeout", "0s"}, nil, true},
 		{[]string{"-flows", "0"}, nil, true},
 		{[]string{"-flows", "10,x"}, nil, true},
 		{[]string{"-runs", "0"}, nil, true},
@@ -203,7 +204,7 @@ func TestRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var out, progress bytes.Buffer
-	o := options{flows: []int{300}, runs: 1, batch: 100, writers: 3, timeout: 2 * time.Minute,
+	o := options{flows: []int{300}, runs: 1, batch: 100, writers: 3, declareMax: time.Minute, timeout: 2 * time.Minute,
 		cpuProf: filepath.Join(t.TempDir(), "fs")}
 	if err := run(ctx, o, "flowstate-bench -flows 300", &out, &progress); err != nil {
 		if errors.Is(err, sandbox.ErrNotInstalled) {
@@ -228,11 +229,11 @@ func TestRun(t *testing.T) {
 	if strings.Contains(report, "n/a") {
 		t.Errorf("report has a figure it could not measure:\n%s", report)
 	}
-	// One profile per flowstated process: two declares, the restores' and
-	// the start-up's.
+	// One profile per flowstated process: two declares, the reconciles'
+	// and restores', and the start-up's.
 	profiles, err := filepath.Glob(o.cpuProf + ".300.*.pprof")
-	if err != nil || len(profiles) != 3 {
-		t.Errorf("profiles %v (%v), want 3", profiles, err)
+	if err != nil || len(profiles) != 4 {
+		t.Errorf("profiles %v (%v), want 4", profiles, err)
 	}
 	for _, p := range profiles {
 		if st, err := os.Stat(p); err != nil || st.Size() == 0 {

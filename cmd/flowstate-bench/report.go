@@ -35,7 +35,27 @@ func timed(name string, s series, f func(sample) time.Duration, rate int, client
 		r.fs += ", " + fmtRate(rate, fs)
 		r.of += ", " + fmtRate(rate, of)
 	}
+	if n, at := stopped(s.fs); n > 0 {
+		r.fs = fmt.Sprintf("> %s (stopped at -declare-timeout in %d of %d runs)", fmtDur(at), n, len(s.fs))
+		if m := median(of); m > 0 {
+			r.ratio = fmt.Sprintf("> %.0f×", at.Seconds()/m.Seconds())
+		}
+	}
 	return r
+}
+
+// stopped counts the samples stopped at -declare-timeout and returns the
+// shortest of their times, a lower bound of every run's.
+func stopped(ss []sample) (n int, at time.Duration) {
+	for _, s := range ss {
+		if s.stopped {
+			if n == 0 || s.wall < at {
+				at = s.wall
+			}
+			n++
+		}
+	}
+	return n, at
 }
 
 // fmtMem is the highest VmHWM and RssAnon peak of the runs.

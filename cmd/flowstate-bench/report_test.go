@@ -123,3 +123,15 @@ func checkReport(t *testing.T, report string, flows int, wants []string) {
 		t.Errorf("report has %d tables, want 1:\n%s", n, report)
 	}
 }
+
+func TestReportStopped(t *testing.T) {
+	s := series{fs: []sample{{wall: 5 * time.Minute, stopped: true, flowstated: time.Minute, driver: time.Second}},
+		of: []sample{{wall: 10 * time.Second, driver: time.Second}}}
+	r := timed("declare", s, wallOf, 1000000, "flowctl")
+	if want := "> 300.0 s (stopped at -declare-timeout in 1 of 1 runs)"; r.fs != want {
+		t.Errorf("fs = %q, want %q", r.fs, want)
+	}
+	if want := "> 30×"; r.ratio != want {
+		t.Errorf("ratio = %q, want %q", r.ratio, want)
+	}
+}
