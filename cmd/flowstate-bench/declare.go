@@ -93,22 +93,24 @@ func (e *env) declareFlowctl(ctx context.Context) (s sample, maxRSS uint64, err 
 		"--timeout", e.o.declareMax.String(), "add-flows", "--module", module, e.file)
 	out, err := cmd.CombinedOutput()
 	s = m.stop()
+	if cmd.ProcessState != nil {
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			maxRSS = uint64(ru.Maxrss) << 10
+		}
+	}
 	if err != nil && s.wall >= e.o.declareMax {
 		// flowctl gave up at its --timeout; flowstated may still be at
 		// work on the request, which is abandoned.
 		e.log.Warn("flowctl add-flows stopped at -declare-timeout", "after", s.wall, "output", string(out))
 		s.stopped = true
 		e.killDaemon()
-		return s, 0, nil
+		return s, maxRSS, nil
 	}
 	if err != nil {
-		return s, 0, fmt.Errorf("%w: %s", err, out)
+		return s, maxRSS, fmt.Errorf("%w: %s", err, out)
 	}
 	if !strings.Contains(string(out), "applied") {
-		return s, 0, fmt.Errorf("flows stored, not applied to the live bridge: %s", out)
-	}
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		maxRSS = uint64(ru.Maxrss) << 10
+		return s, maxRSS, fmt.Errorf("flows stored, not applied to the live bridge: %s", out)
 	}
 	return s, maxRSS, nil
 }
