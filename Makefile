@@ -60,13 +60,13 @@ fuzz: ## run each fuzz target for FUZZTIME (default 20s)
 	done
 
 .PHONY: bench
-bench: ## run the benchmarks (see docs/benchmarks.md)
-	go test -run '^$$' -bench . -benchmem ./...
-
-.PHONY: bench-restore
-bench-restore: ## compare restore, declare and reconcile with ovs-ofctl --bundle (FLOWS=50000 RUNS=3)
+bench: ## flowstate against ovs-ofctl --bundle: one table of restore, start-up, declare, reconcile, memory (FLOWS=200000 RUNS=3; docs/benchmarks.md)
 	@./scripts/install-deps.sh
-	go run ./cmd/flowstate-bench -flows $${FLOWS:-50000} -runs $${RUNS:-3}
+	go run ./cmd/flowstate-bench -flows $${FLOWS:-200000} -runs $${RUNS:-3}
+
+.PHONY: bench-go
+bench-go: ## run every go test Benchmark function
+	go test -run '^$$' -bench . -benchmem ./...
 
 .PHONY: deps
 deps: ## install OVS, buf and the pinned protoc plugins

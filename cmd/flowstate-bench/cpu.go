@@ -9,43 +9,122 @@ import (
 	"time"
 )
 
-// sample is one timed operation: its wall time, the CPU time of the side
-// that drove it (this process for flowstate: flowstated and its client; the
-// ovs-ofctl and ovs-vsctl children for the baseline) and vswitchd's CPU time
-// over the same interval. A CPU figure that could not be read is -1.
+// sample is one timed operation. A CPU figure that could not be read is -1.
 type sample struct {
-	wall, cpu, vswitchd time.Duration
-}
-
-// meter measures one operation from its creation to stop.
-type meter struct {
-	start    time.Time
-	children bool // count the CPU of waited-for children instead of our own
-	cpu      time.Duration
-	pid      int
+	wall time.Duration
+	// forwarding is, for a restore, the time until vswitchd acknowledged
+	// the cleared flag (and so forwards again), as an OVSDB monitor saw it.
+	forwarding time.Duration
+	// flowstated is flowstated's CPU over the interval (-1: not running).
+	flowstated time.Duration
+	// driver is the CPU of what drove the operation: the ovs-ofctl and
+	// ovs-vsctl children, flowctl, or this process's Go client (-1: none).
+	driver   time.Duration
 	vswitchd time.Duration
+	// mem is flowstated's memory over the interval (zero: not running).
+	mem memSample
+	// stopped says the operation was stopped at -declare-timeout: wall is
+	// a lower bound.
+	stopped bool
 }
 
-// startMeter starts measuring; vswitchd is the pid of vswitchd (0: none).
-func startMeter(children bool, vswitchd int) meter {
-	m := meter{children: children, pid: vswitchd}
-	m.cpu = rusage(children)
-	m.vswitchd = procCPU(vswitchd)
+// driverKind says whose CPU a meter counts as the driver's.
+type driverKind int
+
+const (
+	driverNone     driverKind = iota
+	driverChildren            // waited-for children: ovs-ofctl, ovs-vsctl, flowctl
+	driverSelf                // this process: the Go client
+)
+
+// meter measures one operation: the wall clock from begin to stop, the CPU
+// of flowstated, of the driver and of vswitchd over the same interval, and
+// flowstated's memory.
+type meter struct {
+	start      time.Time
+	driver     driverKind
+	driverCPU0 time.Duration
+	fsPID      int
+	fsCPU0     time.Duration
+	mem        *memSampler
+	vsPID      int
+	vsCPU0     time.Duration
+}
+
+// newMeter starts counting the driver's CPU; the clock starts at begin.
+func newMeter(driver driverKind) *meter {
+	m := &meter{driver: driver, driverCPU0: -1}
+	switch driver {
+	case driverChildren:
+		m.driverCPU0 = rusage(true)
+	case driverSelf:
+		m.driverCPU0 = rusage(false)
+	case driverNone:
+	}
 	m.start = time.Now()
 	return m
 }
 
-// stop returns the sample; wall ends now.
-func (m meter) stop() sample {
-	wall := time.Since(m.start)
-	s := sample{wall: wall, cpu: -1, vswitchd: -1}
-	if c := rusage(m.children); c >= 0 && m.cpu >= 0 {
-		s.cpu = c - m.cpu
+// flowstated starts measuring the flowstated process pid: its CPU from now
+// and its memory (VmHWM reset) or, for a process started in the interval
+// (fresh), from its start.
+func (m *meter) flowstated(pid int, fresh bool) error {
+	s, err := startMemSampler(pid, !fresh)
+	if err != nil {
+		return err
 	}
-	if v := procCPU(m.pid); v >= 0 && m.vswitchd >= 0 {
-		s.vswitchd = v - m.vswitchd
+	m.fsPID, m.mem = pid, s
+	if !fresh {
+		m.fsCPU0 = procCPU(pid)
+	}
+	return nil
+}
+
+// vswitchd starts counting vswitchd's CPU.
+func (m *meter) vswitchd(pid int) {
+	m.vsPID, m.vsCPU0 = pid, procCPU(pid)
+}
+
+// begin restarts the clock: what happened before (a vswitchd restart) is
+// left out of the wall time, not out of the CPU and memory figures.
+func (m *meter) begin() { m.start = time.Now() }
+
+// stop ends the interval now; it stops the memory sampler, so every meter
+// that measured flowstated must be stopped (or abandoned through abort).
+func (m *meter) stop() sample {
+	s := sample{wall: time.Since(m.start), flowstated: -1, driver: -1, vswitchd: -1}
+	switch m.driver {
+	case driverChildren:
+		s.driver = diff(rusage(true), m.driverCPU0)
+	case driverSelf:
+		s.driver = diff(rusage(false), m.driverCPU0)
+	case driverNone:
+	}
+	if m.fsPID > 0 {
+		s.flowstated = diff(procCPU(m.fsPID), m.fsCPU0)
+		s.mem = m.mem.finish()
+		m.fsPID, m.mem = 0, nil
+	}
+	if m.vsPID > 0 {
+		s.vswitchd = diff(procCPU(m.vsPID), m.vsCPU0)
 	}
 	return s
+}
+
+// abort stops the memory sampler of a meter whose interval failed.
+func (m *meter) abort() {
+	if m.mem != nil {
+		m.mem.finish()
+		m.mem = nil
+	}
+}
+
+// diff is b-a, or -1 when either is unknown.
+func diff(b, a time.Duration) time.Duration {
+	if a < 0 || b < 0 {
+		return -1
+	}
+	return b - a
 }
 
 // rusage is the user+system CPU of this process or of its terminated,
@@ -100,27 +179,12 @@ type series struct {
 	fs, of []sample
 }
 
-// pair is one run of a measurement: flowstate's sample and ovs-ofctl's.
-type pair struct {
-	fs, of sample
+func (s *series) add(fs, of sample) {
+	s.fs, s.of = append(s.fs, fs), append(s.of, of)
 }
 
-func (s *series) add(p pair) {
-	s.fs, s.of = append(s.fs, p.fs), append(s.of, p.of)
-}
-
-func walls(ss []sample) []time.Duration {
-	return pick(ss, func(s sample) time.Duration { return s.wall })
-}
-func cpus(ss []sample) []time.Duration {
-	return pick(ss, func(s sample) time.Duration { return s.cpu })
-}
-func vswitchdCPUs(ss []sample) []time.Duration {
-	return pick(ss, func(s sample) time.Duration { return s.vswitchd })
-}
-
-// pick returns f of every sample, or nil if any is unknown (negative).
-func pick(ss []sample, f func(sample) time.Duration) []time.Duration {
+// durations returns f of every sample, or nil if any is unknown (negative).
+func durations(ss []sample, f func(sample) time.Duration) []time.Duration {
 	out := make([]time.Duration, 0, len(ss))
 	for _, s := range ss {
 		v := f(s)
@@ -131,6 +195,12 @@ func pick(ss []sample, f func(sample) time.Duration) []time.Duration {
 	}
 	return out
 }
+
+func wallOf(s sample) time.Duration       { return s.wall }
+func forwardingOf(s sample) time.Duration { return s.forwarding }
+func flowstatedOf(s sample) time.Duration { return s.flowstated }
+func driverOf(s sample) time.Duration     { return s.driver }
+func vswitchdOf(s sample) time.Duration   { return s.vswitchd }
 
 // machineCPU is the busy and stolen CPU time of the whole machine from
 // /proc/stat, and this process's CPU plus its waited-for children's, at

@@ -1,35 +1,44 @@
 // Command flowstate-bench measures flowstated against `ovs-ofctl --bundle`
 // on the same generated flows, in the same run and the same private Open
-// vSwitch sandbox, and prints markdown tables of medians, ranges and ratios.
+// vSwitch sandbox, and prints one markdown table of medians, ranges, ratios,
+// flowstated's peak memory and the CPU of both sides and of vswitchd.
 //
-//	go run ./cmd/flowstate-bench -flows 10000,50000,200000 -runs 3
+//	go run ./cmd/flowstate-bench                              # 200,000 flows, 3 runs (make bench)
+//	go run ./cmd/flowstate-bench -flows 200000,1000000 -runs 1
 //
-// For each flow count it measures, in interleaved pairs (one flowstate run,
-// then one ovs-ofctl run, -runs times), so that a noisy machine slows both
+// flowstated and flowctl run as processes of their own, built once with go
+// build before any clock starts (or given with -flowstated and -flowctl), so
+// that flowstated's memory (VmHWM, and RssAnon sampled every 20 ms, both
+// from /proc/PID/status, VmHWM reset with clear_refs before each interval)
+// and CPU (/proc/PID/stat) are its own. flowstated runs with
+// --rearm-flow-restore-wait=false, so a cleared flag stays observable, and
+// with -cpuprofile each flowstated process writes a profile (flowstated
+// --cpuprofile).
+//
+// For each flow count it measures, in interleaved runs (flowstate, then
+// ovs-ofctl, back to back, -runs times), so that a noisy machine slows both
 // sides of a ratio alike:
 //
-//  1. restore: ovs-vswitchd restarted with flow-restore-wait=true, from the
-//     moment its management socket accepts until the bridge is restored and
-//     the flag is cleared and acknowledged by vswitchd. flowstate: the
-//     flag_cleared event of flowstated, which is published after vswitchd
-//     acknowledged the clear (cur_cfg caught up), confirmed afterwards by
-//     Status (converged) and OVSDB (flag gone). ovs-ofctl: `ovs-ofctl
-//     --bundle replace-flows` then `ovs-vsctl remove Open_vSwitch .
-//     other_config flow-restore-wait` (which waits for vswitchd), what a
-//     shell restorer does. Both must leave identical dump-flows output.
-//  2. declare: Put in batches of -batch flows on a live bridge (one bundle
-//     and one bbolt transaction each) against one `ovs-ofctl --bundle
-//     add-flows` of the whole file.
-//  3. no-op reconcile: a Reconcile RPC with nothing to change (dump, diff,
-//     nothing sent) against `ovs-ofctl --bundle replace-flows` on a bridge
-//     that already holds the file.
-//  4. memory: the Go heap in use after a restore (flowstated runs in this
-//     process, so the process RSS says little) and the bbolt file size.
+//  1. declare into an empty live bridge and a fresh store: `flowctl
+//     add-flows` of the whole file (one command), and the Go client with
+//     -writers goroutines Putting -batch pre-encoded FLOW_MODs each
+//     (client.FlowBytes); against one `ovs-ofctl --bundle add-flows`.
+//  2. no-op reconcile: a Reconcile RPC with nothing to change, against
+//     `ovs-ofctl --bundle replace-flows` on the same, identical bridge.
+//  3. restore: vswitchd restarted with flow-restore-wait=true under the
+//     running flowstated, from its management socket accepting until
+//     forwarding resumes (an `ovsdb-client monitor` sees vswitchd apply the
+//     cleared flag: cur_cfg caught up with the next_cfg of the clear) and
+//     until flowstated's flag_cleared event (published once it saw that
+//     acknowledgement). Against, flowstated stopped, `ovs-ofctl --bundle
+//     replace-flows` and `ovs-vsctl remove Open_vSwitch . other_config
+//     flow-restore-wait` into a freshly restarted vswitchd, the same monitor
+//     watching. Then start-up: flowstated started with the flows stored
+//     beside a held, empty vswitchd, from its exec to its flag_cleared
+//     event; and its idle memory two seconds later.
 //
-// Timing is never asserted: the command prints figures. It fails only when
-// the two sides disagree on the resulting flow table, or an operation fails.
-//
-// flowstated runs in-process (server.Start) with flow-restore-wait re-arming
-// off, so the flag, once cleared, stays cleared until the next restart of the
-// measurement arms it again.
+// Every restore must leave the same `ovs-ofctl dump-flows` on both sides,
+// and the first declare run the same on all three. Timing is never
+// asserted: the command prints figures. It fails only when the sides
+// disagree on the resulting flow table, or an operation fails.
 package main

@@ -128,10 +128,12 @@ func generated(k, s int) string {
 	}
 }
 
-// checkFlows parses every line with flowstate's parser and checks that the
-// (table, priority, match) identities are distinct.
-func checkFlows(lines []string) error {
+// encodeFlows parses every line with flowstate's parser, checks that the
+// (table, priority, match) identities are distinct, and returns the FLOW_MODs
+// (OpenFlow 1.5) a Go controller would send.
+func encodeFlows(lines []string) ([][]byte, error) {
 	seen := make(map[string]int, len(lines))
+	out := make([][]byte, len(lines))
 	var errs []error
 	for i, l := range lines {
 		fm, err := ofctl.ParseFlow(l)
@@ -154,11 +156,15 @@ func checkFlows(lines []string) error {
 			continue
 		}
 		seen[string(id)] = i
+		out[i] = b
 		if len(errs) > 10 {
 			break
 		}
 	}
-	return errors.Join(errs...)
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return out, nil
 }
 
 // flowFile is the text ovs-ofctl reads.

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,13 +18,17 @@ import (
 
 // options are the command's flags.
 type options struct {
-	flows   []int         // flow counts, one sandbox each
-	runs    int           // pairs per measurement
-	batch   int           // flows per Put
-	timeout time.Duration // bound of the whole command
-	keep    bool          // keep the sandbox directories (logs)
-	cpuProf string        // CPU profile of this process (flowstated included)
-	verbose bool          // flowstated's log to stderr
+	flows         []int         // flow counts, one sandbox each
+	runs          int           // runs of each measurement
+	batch         int           // flows per Put of the Go client
+	writers       int           // concurrent Go client writers
+	declareMax    time.Duration // a declare that takes longer is stopped
+	timeout       time.Duration // bound of the whole command
+	keep          bool          // keep the sandbox directories (logs)
+	cpuProf       string        // prefix of flowstated's CPU profiles
+	flowstatedBin string        // flowstated to run (empty: go build)
+	flowctlBin    string        // flowctl to run (empty: go build)
+	verbose       bool          // progress details to stderr
 }
 
 func main() {
@@ -57,13 +60,17 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 	fs := flag.NewFlagSet("flowstate-bench", flag.ContinueOnError)
 	fs.SetOutput(errOut)
 	var o options
-	flows := fs.String("flows", "50000", "flow counts, comma-separated (e.g. 10000,50000,200000; a k suffix means thousands)")
+	flows := fs.String("flows", "200000", "flow counts, comma-separated (e.g. 200000,1000000; a k or M suffix means thousands or millions)")
 	fs.IntVar(&o.runs, "runs", 3, "runs of each measurement (median, min and max are printed)")
-	fs.IntVar(&o.batch, "batch", 1000, "flows per Put in the declare measurement")
-	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "bound of the whole run")
+	fs.IntVar(&o.batch, "batch", 1000, "flows per Put of the Go client in the declare measurement")
+	fs.IntVar(&o.writers, "writers", 8, "concurrent Go client writers in the declare measurement")
+	fs.DurationVar(&o.declareMax, "declare-timeout", 5*time.Minute, "stop a declare (flowctl or Go client) that takes longer, and report it as taking more")
+	fs.DurationVar(&o.timeout, "timeout", 60*time.Minute, "bound of the whole run")
 	fs.BoolVar(&o.keep, "keep", false, "keep the sandbox directories (vswitchd and flowstated logs)")
-	fs.StringVar(&o.cpuProf, "cpuprofile", "", "write a CPU profile of the whole run (flowstated runs in-process) to `file`")
-	fs.BoolVar(&o.verbose, "v", false, "log progress details and flowstated's log to stderr")
+	fs.StringVar(&o.cpuProf, "cpuprofile", "", "write a CPU profile of each flowstated process to `prefix`.FLOWS.NN-PHASE.pprof (flowstated --cpuprofile)")
+	fs.StringVar(&o.flowstatedBin, "flowstated", "", "flowstated binary to run (default: go build ./cmd/flowstated)")
+	fs.StringVar(&o.flowctlBin, "flowctl", "", "flowctl binary to run (default: go build ./cmd/flowctl)")
+	fs.BoolVar(&o.verbose, "v", false, "log progress details to stderr")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: flowstate-bench [flags]\n\nCompares flowstated with ovs-ofctl --bundle on a private OVS sandbox; see docs/benchmarks.md.\n\n")
 		fs.PrintDefaults()
@@ -84,20 +91,28 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 	if o.batch < 1 {
 		return o, fmt.Errorf("-batch %d: want at least 1", o.batch)
 	}
+	if o.writers < 1 {
+		return o, fmt.Errorf("-writers %d: want at least 1", o.writers)
+	}
+	if o.declareMax <= 0 {
+		return o, fmt.Errorf("-declare-timeout %v: want a positive duration", o.declareMax)
+	}
 	if o.timeout <= 0 {
 		return o, fmt.Errorf("-timeout %v: want a positive duration", o.timeout)
 	}
 	return o, nil
 }
 
-// parseCounts reads "10000,50k,200000".
+// parseCounts reads "200000,1M" or "10000,50k".
 func parseCounts(s string) ([]int, error) {
 	var out []int
 	for f := range strings.SplitSeq(s, ",") {
-		f = strings.TrimSpace(f)
+		f = strings.ToLower(strings.TrimSpace(f))
 		mult := 1
-		if t, ok := strings.CutSuffix(strings.ToLower(f), "k"); ok {
+		if t, ok := strings.CutSuffix(f, "k"); ok {
 			f, mult = t, 1000
+		} else if t, ok := strings.CutSuffix(f, "m"); ok {
+			f, mult = t, 1000000
 		}
 		n, err := strconv.Atoi(f)
 		if err != nil || n < 1 {
@@ -132,21 +147,24 @@ func run(ctx context.Context, o options, cmdline string, out, progress io.Writer
 	if err != nil {
 		return err
 	}
+	binDir, err := os.MkdirTemp("", "flowstate-bench")
+	if err != nil {
+		return fmt.Errorf("binaries: %w", err)
+	}
+	defer os.RemoveAll(binDir)
+	bins, err := buildBinaries(ctx, o, binDir)
+	if err != nil {
+		return err
+	}
 	if o.cpuProf != "" {
-		f, err := os.Create(o.cpuProf)
-		if err != nil {
-			return fmt.Errorf("cpu profile: %w", err)
+		if o.cpuProf, err = filepath.Abs(o.cpuProf); err != nil {
+			return fmt.Errorf("-cpuprofile: %w", err)
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("cpu profile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
 	}
 	start, cpuStart := time.Now(), readMachineCPU()
 	var results []*result
 	for _, n := range o.flows {
-		r, err := measure(ctx, o, n, plog)
+		r, err := measure(ctx, o, bins, n, plog)
 		if err != nil {
 			return fmt.Errorf("%d flows: %w", n, err)
 		}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -40,6 +41,7 @@ func newCommand() *cobra.Command {
 		logLevel  string
 		writers   []string
 		owned     string
+		cpuProf   string
 	)
 	cmd := &cobra.Command{
 		Use:     "flowstated",
@@ -62,6 +64,13 @@ func newCommand() *cobra.Command {
 				return err
 			}
 			cfg.Logger = log
+			if cpuProf != "" {
+				stop, err := startCPUProfile(cpuProf)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			if cfg.OwnedCookie, err = entry.ParseCookieSpace(owned); err != nil {
 				return fmt.Errorf("--owned-cookie: %w", err)
 			}
@@ -107,6 +116,7 @@ func newCommand() *cobra.Command {
 	f.StringArrayVar(&writers, "module-writer", nil, "MODULE=uid:N or MODULE=gid:N: only root and these peers may write MODULE (repeatable); without any, every peer that can open the socket may write every module")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.StringVar(&cpuProf, "cpuprofile", "", "write a CPU profile of flowstated to `FILE` until it exits (for cmd/flowstate-bench; see docs/benchmarks.md)")
 	cmd.AddCommand(newGuardCommand())
 	cmd.SetVersionTemplate("{{.Version}}\n")
 	return cmd
@@ -184,4 +194,22 @@ func newLogger(format, level string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
 	}
 	return nil, errors.New("--log-format: want text or json")
+}
+
+// startCPUProfile profiles this process into path until the returned stop is
+// called: flowstate-bench runs flowstated as its own process, so its profile
+// has to be written from inside.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("--cpuprofile %s: %w", path, err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }

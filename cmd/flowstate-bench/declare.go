@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/flowstate-io/flowstate/client"
+)
+
+// declareRun is one run of the declare measurement: ovs-ofctl and the two
+// flowstate clients, back to back.
+type declareRun struct {
+	of, flowctl, goClient sample
+	flowctlMaxRSS         uint64 // bytes
+}
+
+// declareRun measures, each into an empty live bridge: one `ovs-ofctl
+// --bundle add-flows` of the file; `flowctl add-flows` of the file into a
+// fresh flowstated and store; and the Go client's concurrent Puts of the
+// encoded flows into another fresh flowstated and store. It ends with
+// flowstated running, the flows stored and installed. verify checks that
+// all three leave the same flow table.
+func (e *env) declareRun(ctx context.Context, verify bool) (r declareRun, err error) {
+	if err := e.freshStore(ctx); err != nil {
+		return r, err
+	}
+	m := newMeter(driverChildren)
+	m.vswitchd(e.sb.VswitchdPID())
+	if _, err := e.sb.Ofctl(ctx, "--bundle", "add-flows", bridge, e.file); err != nil {
+		return r, err
+	}
+	r.of = m.stop()
+	var want []string
+	if verify {
+		if want, err = e.dump(ctx); err != nil {
+			return r, err
+		}
+	}
+
+	if r.flowctl, r.flowctlMaxRSS, err = e.declareFlowctl(ctx); err != nil {
+		return r, fmt.Errorf("flowctl add-flows: %w", err)
+	}
+	if verify && !r.flowctl.stopped {
+		if err := e.sameAs(ctx, "ovs-ofctl add-flows", want, "flowctl add-flows"); err != nil {
+			return r, err
+		}
+	}
+	if r.goClient, err = e.declareGoClient(ctx); err != nil {
+		return r, fmt.Errorf("declare through the Go client: %w", err)
+	}
+	if r.goClient.stopped {
+		return r, fmt.Errorf("declare through the Go client: not done after -declare-timeout %v: "+
+			"the other measurements need the flows stored", e.o.declareMax)
+	}
+	if verify {
+		if err := e.sameAs(ctx, "ovs-ofctl add-flows", want, "Go client Puts"); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}
+
+func (e *env) sameAs(ctx context.Context, wantName string, want []string, name string) error {
+	got, err := e.dump(ctx)
+	if err != nil {
+		return err
+	}
+	return sameFlows(wantName, want, name, got)
+}
+
+// declareFlowctl runs the real flowctl binary on the whole file, one
+// command, into a fresh store.
+func (e *env) declareFlowctl(ctx context.Context) (s sample, maxRSS uint64, err error) {
+	if err := e.freshStore(ctx); err != nil {
+		return s, 0, err
+	}
+	if err := e.startConverged(ctx, "declare-flowctl"); err != nil {
+		return s, 0, err
+	}
+	m := newMeter(driverChildren)
+	if err := m.flowstated(e.d.pid(), false); err != nil {
+		return s, 0, err
+	}
+	m.vswitchd(e.sb.VswitchdPID())
+	m.begin()
+	cmd := exec.CommandContext(ctx, e.bins.flowctl, "--server", e.sock(), "--bridge", bridge,
+		"--timeout", e.o.declareMax.String(), "add-flows", "--module", module, e.file)
+	out, err := cmd.CombinedOutput()
+	s = m.stop()
+	if cmd.ProcessState != nil {
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			maxRSS = uint64(ru.Maxrss) << 10
+		}
+	}
+	if err != nil && s.wall >= e.o.declareMax {
+		// flowctl gave up at its --timeout; flowstated may still be at
+		// work on the request, which is abandoned.
+		e.log.Warn("flowctl add-flows stopped at -declare-timeout", "after", s.wall, "output", string(out))
+		s.stopped = true
+		e.killDaemon()
+		return s, maxRSS, nil
+	}
+	if err != nil {
+		return s, maxRSS, fmt.Errorf("%w: %s", err, out)
+	}
+	if !strings.Contains(string(out), "applied") {
+		return s, maxRSS, fmt.Errorf("flows stored, not applied to the live bridge: %s", out)
+	}
+	return s, maxRSS, nil
+}
+
+// declareGoClient sends the pre-encoded flows (FLOW_MODs of OpenFlow 1.5,
+// client.FlowBytes) through the Go client from e.o.writers goroutines, each
+// Put holding e.o.batch flows, into a fresh store; it leaves flowstated
+// running.
+func (e *env) declareGoClient(ctx context.Context) (sample, error) {
+	if err := e.freshStore(ctx); err != nil {
+		return sample{}, err
+	}
+	if err := e.startConverged(ctx, "declare-client"); err != nil {
+		return sample{}, err
+	}
+	m := newMeter(driverSelf)
+	if err := m.flowstated(e.d.pid(), false); err != nil {
+		return sample{}, err
+	}
+	m.vswitchd(e.sb.VswitchdPID())
+	m.begin()
+	pctx, cancel := context.WithTimeout(ctx, e.o.declareMax)
+	defer cancel()
+	err := putConcurrently(pctx, e.d.c, e.encoded, e.o.batch, e.o.writers)
+	s := m.stop()
+	if err != nil && errors.Is(pctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+		s.stopped = true
+		return s, nil
+	}
+	return s, err
+}
+
+// putConcurrently has writers goroutines take the next batch of entries
+// until none is left; it returns when all have ended, with the first error
+// (which stops the others).
+func putConcurrently(ctx context.Context, c *client.Client, es []client.Entry, batch, writers int) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		next int64
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				lo := int(atomic.AddInt64(&next, int64(batch))) - batch
+				if lo >= len(es) || ctx.Err() != nil {
+					return
+				}
+				hi := min(lo+batch, len(es))
+				applied, err := c.Put(ctx, bridge, module, es[lo:hi]...)
+				if err == nil && !applied {
+					err = errors.New("stored but not applied to the live bridge")
+				}
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("put flows %d-%d: %w", lo+1, hi, err))
+					mu.Unlock()
+					cancel()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
