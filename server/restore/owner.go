@@ -186,6 +186,7 @@ func (e *Engine) claimOnce(ctx context.Context, b *bridge, conn *ofconn.Conn, ou
 // (table 0, priority 0, empty match), within the owned cookie space: what a
 // replay from this store would delete.
 func (e *Engine) foreignEntries(ctx context.Context, b *bridge, conn *ofconn.Conn) (int, error) {
+	defer b.busy()()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	n := 0

@@ -384,6 +384,9 @@ func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn,
 // under b's lock: fn must not wait long (the Diff RPC hands the changes to a
 // sender through a bounded queue).
 func (e *Engine) diffNow(ctx context.Context, b *bridge, conn *ofconn.Conn, fn func(Change) error) error {
+	// An audit or a Diff stuck on a frozen switch holds the bridge as a
+	// replay would: it counts for Wedged.
+	defer b.busy()()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	others, err := e.desiredOthers(b.name)
