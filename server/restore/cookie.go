@@ -108,14 +108,9 @@ func (fs *flowScan) foreignOf(others []entry.Entry) []entry.Entry {
 	if !fs.keepUndeclared {
 		return out
 	}
-	declared := make(map[string]bool, len(others))
-	for _, d := range others {
-		declared[key(d.Kind, d.ID)] = true
-	}
-	for _, a := range fs.sw.others {
-		if !declared[key(a.kind, a.id)] {
-			out = append(out, entry.Entry{Kind: a.kind, ID: a.id, Payload: a.payload})
-		}
+	_, undeclared := fs.byDeclared(others)
+	for _, a := range undeclared {
+		out = append(out, entry.Entry{Kind: a.kind, ID: a.id, Payload: a.payload})
 	}
 	return out
 }

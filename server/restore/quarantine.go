@@ -168,17 +168,13 @@ func (fs *flowScan) predictFull(l ovsconfig.TableLimit, preds map[string]predict
 	reason := fmt.Sprintf("OFPFMFC_TABLE_FULL (predicted): table %d holds at most %d flows (Flow_Table flow_limit, overflow_policy refuse)", t, l.FlowLimit)
 	n := 0
 	return scan(func(on bool, rec store.Record) {
-		if n += btoi(!on); !on && n > room {
+		if on {
+			return
+		}
+		if n++; n > room {
 			preds[key(entry.KindFlow, rec.ID)] = prediction{entry: recordEntry(rec), reason: reason}
 		}
 	})
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // skipsLocked sets fs.skip to the keys the next round of a replay leaves

@@ -69,17 +69,25 @@ func (fs *flowScan) compared(others []entry.Entry) []actualEntry {
 	if !fs.keepUndeclared {
 		return fs.sw.others
 	}
-	declared := make(map[string]bool, len(others))
+	declared, _ := fs.byDeclared(others)
+	return declared
+}
+
+// byDeclared splits the groups and meters of the switch into those a module
+// declares (others) and the rest.
+func (fs *flowScan) byDeclared(others []entry.Entry) (declared, undeclared []actualEntry) {
+	keys := make(map[string]bool, len(others))
 	for _, d := range others {
-		declared[key(d.Kind, d.ID)] = true
+		keys[key(d.Kind, d.ID)] = true
 	}
-	var out []actualEntry
 	for _, a := range fs.sw.others {
-		if declared[key(a.kind, a.id)] {
-			out = append(out, a)
+		if keys[key(a.kind, a.id)] {
+			declared = append(declared, a)
+		} else {
+			undeclared = append(undeclared, a)
 		}
 	}
-	return out
+	return declared, undeclared
 }
 
 func (fs *flowScan) skipped(id []byte) bool {
@@ -109,6 +117,12 @@ func (fs *flowScan) each(from []byte, mark bool, fn func(op Op, rec store.Record
 		return nil
 	})
 	return n, err
+}
+
+// newFlowScan reads b's desired flows against sw, leaving out skip.
+func (e *Engine) newFlowScan(b *bridge, sw *switchState, skip map[string]bool) *flowScan {
+	return &flowScan{store: e.cfg.Store, bridge: b.name, sw: sw, skip: skip,
+		keepUndeclared: !e.ownsGroupsAndMeters(), forms: e.forms}
 }
 
 // recordEntry copies a scanned flow out of the store's pages.
@@ -319,13 +333,13 @@ func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn,
 	}
 	defer func() { sw.releaseMemory() }()
 	limits := e.tableLimits(b.name, log)
-	foreign, err := e.foreignToRestore(b, &flowScan{sw: sw, keepUndeclared: !e.ownsGroupsAndMeters()}, others, log)
+	foreign, err := e.foreignToRestore(b, e.newFlowScan(b, sw, nil), others, log)
 	if err != nil {
 		return r, err
 	}
 	for {
 		r.Rounds++
-		fs := &flowScan{store: e.cfg.Store, bridge: b.name, sw: sw, keepUndeclared: !e.ownsGroupsAndMeters(), forms: e.forms}
+		fs := e.newFlowScan(b, sw, nil)
 		if err := e.skipsLocked(b, fs, others, limits, log); err != nil {
 			return r, err
 		}
@@ -402,7 +416,7 @@ func (e *Engine) diffNow(ctx context.Context, b *bridge, conn *ofconn.Conn, fn f
 	if err != nil {
 		return err
 	}
-	fs := &flowScan{store: e.cfg.Store, bridge: b.name, sw: sw, skip: skip, keepUndeclared: !e.ownsGroupsAndMeters(), forms: e.forms}
+	fs := e.newFlowScan(b, sw, skip)
 	if b.foreignSettled {
 		e.saveForeign(b, fs.foreignOf(others), e.log.With("bridge", b.name))
 	}

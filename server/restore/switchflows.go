@@ -70,9 +70,8 @@ type switchState struct {
 	// the last pass that found flows[i] desired.
 	flows []onSwitch
 	seen  []uint32
-	// foreign counts the flows outside the owned cookie space, left alone;
-	// foreignIn counts them per table (they count against a flow_limit).
-	foreign   int
+	// foreignIn counts the flows outside the owned cookie space, left
+	// alone, per table (they count against a flow_limit).
 	foreignIn map[uint8]int
 	// foreignFlows holds their canonical ADDs when the owned space is not
 	// every cookie (the mirror of foreign entries, cookie.go).
@@ -159,7 +158,6 @@ func newSwitchState() *switchState {
 // may keep.
 func (s *switchState) addFlow(m []byte, owned bool) {
 	if !owned {
-		s.foreign++
 		s.foreignIn[m[24]]++
 		if s.keepForeign {
 			s.foreignFlows = append(s.foreignFlows, bytes.Clone(m))
