@@ -166,6 +166,16 @@ func (e *Engine) planReplay(ctx context.Context, conn *ofconn.Conn, fs *flowScan
 			p.groupsIn = append(p.groupsIn, c)
 		}
 	}
+	same, err := fs.sameFlows()
+	if err != nil {
+		return nil, err
+	}
+	if same {
+		// The switch holds exactly the desired flows: nothing to add,
+		// modify or delete among them.
+		p.entries = fs.sw.desired.read + len(others)
+		return p, nil
+	}
 	fs.sw.pass++
 	n, err := fs.each(nil, true, func(op Op, _ store.Record) error {
 		if op == OpAdd {
@@ -327,7 +337,7 @@ func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn,
 	if err != nil {
 		return r, err
 	}
-	sw, err := e.dumpSwitch(ctx, conn)
+	sw, err := e.dumpSwitch(ctx, conn, b.name)
 	if err != nil {
 		return r, err
 	}
@@ -387,7 +397,7 @@ func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn,
 		}
 		if len(p.pre) > 0 {
 			// Meters may have been applied before the refusal: look again.
-			if sw, err = e.dumpSwitch(ctx, conn); err != nil {
+			if sw, err = e.dumpSwitch(ctx, conn, b.name); err != nil {
 				return r, err
 			}
 		}
@@ -407,7 +417,7 @@ func (e *Engine) diffNow(ctx context.Context, b *bridge, conn *ofconn.Conn, fn f
 	if err != nil {
 		return err
 	}
-	sw, err := e.dumpSwitch(ctx, conn)
+	sw, err := e.dumpSwitch(ctx, conn, b.name)
 	if err != nil {
 		return err
 	}

@@ -66,10 +66,17 @@ type onSwitch struct {
 type switchState struct {
 	seeds  [3]maphash.Seed
 	others []actualEntry
-	// flows is sorted by key once the dump is complete (sealed); seen[i] is
-	// the last pass that found flows[i] desired.
-	flows []onSwitch
-	seen  []uint32
+	// flows is sorted by key when first looked up (sealed); seen[i] is the
+	// last pass that found flows[i] desired.
+	flows  []onSwitch
+	seen   []uint32
+	sealed bool
+	// digestSeeds key the digests (digest.go); have is the digest of flows,
+	// desired that of the desired flows read beside the dump (nil when
+	// they were not).
+	digestSeeds [2]maphash.Seed
+	have        flowDigest
+	desired     *desiredDigest
 	// foreignIn counts the flows outside the owned cookie space, left
 	// alone, per table (they count against a flow_limit).
 	foreignIn map[uint8]int
@@ -97,6 +104,7 @@ func (s *switchState) sum(payload []byte) uint64 { return maphash.Bytes(s.seeds[
 // when it holds other content, 0 when it holds the same. With mark, the flow
 // on the switch is marked seen by the current pass.
 func (s *switchState) lookup(id, payload []byte, mark bool) Op {
+	s.seal()
 	k := s.key(id)
 	i, ok := slices.BinarySearchFunc(s.flows, k, func(f onSwitch, k flowKey) int { return f.key.compare(k) })
 	if !ok {
@@ -111,8 +119,13 @@ func (s *switchState) lookup(id, payload []byte, mark bool) Op {
 	return 0
 }
 
-// seal sorts the flows for lookup once the dump is complete.
+// seal sorts the flows for lookup once the dump is complete; a no-op
+// reconcile decided by digest never needs it.
 func (s *switchState) seal() {
+	if s.sealed {
+		return
+	}
+	s.sealed = true
 	slices.SortFunc(s.flows, func(a, b onSwitch) int { return a.key.compare(b.key) })
 	// Identities are unique on a switch; equal hashes would be a collision,
 	// and the second one found would never be looked up: keep one.
@@ -129,16 +142,31 @@ func flowIdentity(dst, m []byte) []byte {
 	return append(dst, m[fixed+4:fixed+mlen]...)
 }
 
-// dumpSwitch dumps a bridge's flows, groups and meters into a switchState.
-// Flows outside the owned cookie space are counted, not kept.
-func (e *Engine) dumpSwitch(ctx context.Context, conn *ofconn.Conn) (*switchState, error) {
+// dumpSwitch dumps bridge's flows, groups and meters into a switchState.
+// Flows outside the owned cookie space are counted, not kept. While vswitchd
+// builds the dump, the desired flows are digested on another goroutine
+// (digest.go), which dumpSwitch waits for whatever happens.
+func (e *Engine) dumpSwitch(ctx context.Context, conn *ofconn.Conn, bridge string) (*switchState, error) {
 	s := newSwitchState()
 	s.keepForeign = !e.cfg.OwnedCookie.All()
+	var (
+		want    desiredDigest
+		wantErr error
+		done    = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		want, wantErr = digestDesired(e.cfg.Store, bridge, e.forms, s)
+	}()
 	err := e.eachFlowMod(ctx, conn, func(m []byte, owned bool) { s.addFlow(m, owned) })
+	<-done
 	if err != nil {
 		return nil, err
 	}
-	s.seal()
+	if wantErr != nil {
+		return nil, wantErr
+	}
+	s.desired = &want
 	if s.others, err = dumpGroupsMeters(ctx, conn); err != nil {
 		return nil, err
 	}
@@ -147,10 +175,11 @@ func (e *Engine) dumpSwitch(ctx context.Context, conn *ofconn.Conn) (*switchStat
 
 func newSwitchState() *switchState {
 	return &switchState{
-		seeds:     [3]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed(), maphash.MakeSeed()},
-		foreignIn: make(map[uint8]int),
-		kept:      make(map[flowKey][]byte),
-		complete:  true,
+		seeds:       [3]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed(), maphash.MakeSeed()},
+		digestSeeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
+		foreignIn:   make(map[uint8]int),
+		kept:        make(map[flowKey][]byte),
+		complete:    true,
 	}
 }
 
@@ -165,8 +194,9 @@ func (s *switchState) addFlow(m []byte, owned bool) {
 		return
 	}
 	s.id = flowIdentity(s.id[:0], m)
-	k := s.key(s.id)
-	s.flows = append(s.flows, onSwitch{key: k, sum: s.sum(m)})
+	k, sum := s.key(s.id), s.sum(m)
+	s.flows = append(s.flows, onSwitch{key: k, sum: sum})
+	s.have.add(s, k, sum)
 	if len(s.kept) < keepFlows {
 		s.kept[k] = bytes.Clone(m)
 	} else {
@@ -178,6 +208,7 @@ func (s *switchState) addFlow(m []byte, owned bool) {
 // last marking scan did not find desired: the flows a replay deletes. When
 // the dump kept only hashes, it dumps again for them.
 func (e *Engine) unseen(ctx context.Context, conn *ofconn.Conn, s *switchState) ([][]byte, error) {
+	s.seal()
 	want := make(map[flowKey]bool)
 	for i, f := range s.flows {
 		if s.seen[i] != s.pass {
