@@ -12,7 +12,12 @@ import (
 // not something to re-implement here. kept is set when an action is kept as
 // sent.
 func canonicalActions(b []byte, cx *ofctl.ActionContext, kept *bool) ([]byte, error) {
-	out := make([]byte, 0, len(b))
+	return appendCanonicalActions(make([]byte, 0, len(b)), b, cx, kept)
+}
+
+// appendCanonicalActions is canonicalActions appending to out. cx may be
+// nil when allExact(b).
+func appendCanonicalActions(out, b []byte, cx *ofctl.ActionContext, kept *bool) ([]byte, error) {
 	for i := 0; len(b) > 0; i++ {
 		if len(b) < 8 {
 			return nil, fmt.Errorf("action %d: truncated (%d bytes)", i, len(b))
@@ -21,8 +26,8 @@ func canonicalActions(b []byte, cx *ofctl.ActionContext, kept *bool) ([]byte, er
 		if n < 8 || n%8 != 0 || n > len(b) {
 			return nil, fmt.Errorf("action %d: length %d (want a multiple of 8, at most the %d bytes left)", i, n, len(b))
 		}
-		if c, ok := exactAction(b[:n]); ok {
-			out = append(out, c...)
+		if isExactAction(b[:n]) {
+			out = appendExactAction(out, b[:n])
 		} else if c, ok := cx.Canonical(b[:n]); ok {
 			out = append(out, c...)
 		} else {
@@ -34,6 +39,23 @@ func canonicalActions(b []byte, cx *ofctl.ActionContext, kept *bool) ([]byte, er
 	return out, nil
 }
 
+// allExact reports whether b is a well-formed action list of exact actions
+// only, which canonicalActions brings to the canonical form without a
+// context.
+func allExact(b []byte) bool {
+	for len(b) > 0 {
+		if len(b) < 8 {
+			return false
+		}
+		n := int(be.Uint16(b[2:]))
+		if n < 8 || n%8 != 0 || n > len(b) || !isExactAction(b[:n]) {
+			return false
+		}
+		b = b[n:]
+	}
+	return true
+}
+
 // OpenFlow 1.5 action types OVS keeps field for field.
 const (
 	actionOutput = 0
@@ -41,17 +63,23 @@ const (
 	actionMeter  = 29
 )
 
-// exactAction returns the actions OVS stores as they are sent, with their
+// isExactAction reports whether OVS stores action a as it is sent, with its
 // padding zeroed: output (its max_len, which the text does not show for a
 // port, is kept), group and meter.
-func exactAction(a []byte) ([]byte, bool) {
+func isExactAction(a []byte) bool {
 	switch typ := be.Uint16(a); {
 	case typ == actionOutput && len(a) == 16:
-		out := make([]byte, 16)
-		copy(out, a[:10])
-		return out, true
+		return true
 	case (typ == actionGroup || typ == actionMeter) && len(a) == 8:
-		return clone(a), true
+		return true
 	}
-	return nil, false
+	return false
+}
+
+// appendExactAction appends an action isExactAction accepts in OVS's form.
+func appendExactAction(out, a []byte) []byte {
+	if be.Uint16(a) == actionOutput {
+		return append(append(out, a[:10]...), 0, 0, 0, 0, 0, 0)
+	}
+	return append(out, a...)
 }

@@ -2,6 +2,8 @@ package canon
 
 import (
 	"fmt"
+	"slices"
+	"sync"
 
 	"github.com/flowstate-io/flowstate/ofctl"
 )
@@ -28,29 +30,48 @@ var instrOrder = []uint16{instrApplyActions, instrClearActions, instrWriteAction
 // output's max_len), and one action it does not know would make the whole
 // flow unprintable.
 func canonicalFlow(b []byte, kept *bool) ([]byte, error) {
+	return canonicalFlowCached(b, kept, actionLists)
+}
+
+// actionLists caches the canonical action lists of flows.
+var actionLists = newListCache()
+
+// flowScratch is what canonicalising a flow needs beyond its result,
+// pooled: a decoded match is kilobytes.
+type flowScratch struct {
+	fm  ofctl.FlowMatch
+	key []byte
+}
+
+var flowScratches = sync.Pool{New: func() any { return new(flowScratch) }}
+
+// canonicalFlowCached is canonicalFlow with cache for the action lists, or
+// none when it is nil.
+func canonicalFlowCached(b []byte, kept *bool, cache *listCache) ([]byte, error) {
 	mlen := int(be.Uint16(b[flowModFixed+2:]))
 	if be.Uint16(b[flowModFixed:]) != 1 { // OFPMT_OXM
 		return nil, fmt.Errorf("match type %d, want OXM (1)", be.Uint16(b[flowModFixed:]))
 	}
-	match, err := ofctl.CanonicalMatch(b[flowModFixed+4 : flowModFixed+mlen])
-	if err != nil {
-		return nil, err
-	}
-	instrs, err := canonicalInstructions(b[flowModFixed+pad8(mlen):], match, b[24], kept)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]byte, flowModFixed, flowModFixed+4+len(match)+8+len(instrs))
+	sc := flowScratches.Get().(*flowScratch)
+	defer flowScratches.Put(sc)
+	out := make([]byte, flowModFixed+4, len(b)+16)
 	copy(out, b[:flowModFixed])
+	out, err := sc.fm.Canonical(out, b[flowModFixed+4:flowModFixed+mlen], b[24])
+	if err != nil {
+		return nil, err
+	}
+	n := len(out) - flowModFixed // ofp_match length, header included
+	out = append(out, make([]byte, pad8(n)-n)...)
+	out, err = canonicalInstructions(out, b[flowModFixed+pad8(mlen):], b[24], kept, sc, cache)
+	if err != nil {
+		return nil, err
+	}
 	be.PutUint32(out[4:], 0)         // xid
 	be.PutUint64(out[16:], 0)        // cookie_mask: meaningless for ADD
 	be.PutUint32(out[36:], portAny)  // out_port
 	be.PutUint32(out[40:], groupAny) // out_group
-	out = be.AppendUint16(out, 1)    // OFPMT_OXM
-	out = be.AppendUint16(out, uint16(4+len(match)))
-	out = append(out, match...)
-	out = append(out, make([]byte, pad8(4+len(match))-4-len(match))...)
-	out = append(out, instrs...)
+	be.PutUint16(out[flowModFixed:], 1)
+	be.PutUint16(out[flowModFixed+2:], uint16(n))
 	if len(out) > MaxMessage {
 		return nil, fmt.Errorf("FLOW_MOD of %d bytes exceeds the %d-byte limit", len(out), MaxMessage)
 	}
@@ -58,9 +79,14 @@ func canonicalFlow(b []byte, kept *bool) ([]byte, error) {
 	return out, nil
 }
 
-// canonicalInstructions re-encodes an instruction list as OVS does.
-func canonicalInstructions(b []byte, match []byte, table uint8, kept *bool) ([]byte, error) {
-	byType := map[uint16][]byte{}
+// instrTypes is the number of instruction types OVS takes (1 to 5).
+const instrTypes = instrClearActions + 1
+
+// canonicalInstructions appends an instruction list re-encoded as OVS
+// does to out; sc.fm holds the flow's match.
+func canonicalInstructions(out, b []byte, table uint8, kept *bool, sc *flowScratch, cache *listCache) ([]byte, error) {
+	var byType [instrTypes][]byte
+	var others []uint16 // types OVS does not take, to report and to find twice
 	for len(b) > 0 {
 		if len(b) < 8 {
 			return nil, fmt.Errorf("truncated instruction (%d bytes)", len(b))
@@ -69,46 +95,47 @@ func canonicalInstructions(b []byte, match []byte, table uint8, kept *bool) ([]b
 		if n < 8 || n%8 != 0 || n > len(b) {
 			return nil, fmt.Errorf("instruction type %d: length %d (want a multiple of 8, at most the %d bytes left)", typ, n, len(b))
 		}
-		if _, dup := byType[typ]; dup {
+		known := typ >= instrGotoTable && typ <= instrClearActions
+		if known && byType[typ] != nil || !known && slices.Contains(others, typ) {
 			return nil, fmt.Errorf("instruction type %d given twice: OVS refuses it (OFPBIC_DUP_INST)", typ)
 		}
-		byType[typ] = b[:n]
+		if known {
+			byType[typ] = b[:n]
+		} else {
+			others = append(others, typ)
+		}
 		b = b[n:]
 	}
-	var out []byte
-	for typ := range byType {
-		switch typ {
-		case instrGotoTable, instrWriteMeta, instrWriteActions, instrApplyActions, instrClearActions:
-		default:
-			return nil, fmt.Errorf("instruction type %d: OVS takes goto_table, write_metadata, write_actions, apply_actions and clear_actions in OpenFlow 1.5", typ)
-		}
+	if len(others) > 0 {
+		return nil, fmt.Errorf("instruction type %d: OVS takes goto_table, write_metadata, write_actions, apply_actions and clear_actions in OpenFlow 1.5", others[0])
 	}
-	cx, err := ofctl.FlowActions(match, table)
-	if err != nil {
-		return nil, err
+	// write_actions are checked in the context the apply_actions leave
+	// (a push_vlan's header): a flow whose write_actions need the context
+	// has both computed in order, uncached.
+	if w := byType[instrWriteActions]; w != nil && !allExact(w[8:]) {
+		cache = nil
 	}
+	var cx *ofctl.ActionContext // made when first needed
 	for _, typ := range instrOrder {
-		in, ok := byType[typ]
-		if !ok {
+		in := byType[typ]
+		if in == nil {
 			continue
 		}
 		switch typ {
 		case instrApplyActions, instrWriteActions:
-			acx := cx
-			if typ == instrWriteActions {
-				acx = cx.WriteActions()
-			}
-			acts, err := canonicalActions(in[8:], acx, kept)
+			h := len(out)
+			out = append(out, 0, 0, 0, 0, 0, 0, 0, 0)
+			var err error
+			out, err = appendInstrActions(out, in[8:], typ, &cx, kept, sc, cache)
 			if err != nil {
 				return nil, fmt.Errorf("instruction type %d: %w", typ, err)
 			}
-			if len(acts) == 0 {
-				continue // OVS keeps no empty action list
+			if len(out) == h+8 {
+				out = out[:h] // OVS keeps no empty action list
+				continue
 			}
-			h := make([]byte, 8)
-			be.PutUint16(h, typ)
-			be.PutUint16(h[2:], uint16(8+len(acts)))
-			out = append(append(out, h...), acts...)
+			be.PutUint16(out[h:], typ)
+			be.PutUint16(out[h+2:], uint16(len(out)-h))
 		case instrClearActions:
 			out = append(out, 0, instrClearActions, 0, 8, 0, 0, 0, 0)
 		case instrWriteMeta:
@@ -126,6 +153,41 @@ func canonicalInstructions(b []byte, match []byte, table uint8, kept *bool) ([]b
 			}
 			out = append(out, 0, instrGotoTable, 0, 8, in[4], 0, 0, 0)
 		}
+	}
+	return out, nil
+}
+
+// appendInstrActions appends the canonical form of the actions of an
+// apply_actions or write_actions instruction to out, from cache when it
+// can. *cx is the flow's apply_actions context, made on first use.
+func appendInstrActions(out, acts []byte, typ uint16, cx **ofctl.ActionContext, kept *bool, sc *flowScratch, cache *listCache) ([]byte, error) {
+	if allExact(acts) {
+		return appendCanonicalActions(out, acts, nil, kept) // no context, no need for a cache
+	}
+	if cache != nil {
+		sc.key = append(sc.key[:0], byte(typ))
+		sc.key = sc.fm.AppendActionKey(sc.key)
+		sc.key = append(sc.key, acts...)
+		if l, ok := cache.get(sc.key); ok {
+			*kept = *kept || l.kept
+			return append(out, l.acts...), nil
+		}
+	}
+	if *cx == nil {
+		*cx = sc.fm.Actions()
+	}
+	acx := *cx
+	if typ == instrWriteActions {
+		acx = acx.WriteActions()
+	}
+	start, listKept := len(out), false
+	out, err := appendCanonicalActions(out, acts, acx, &listKept)
+	if err != nil {
+		return nil, err
+	}
+	*kept = *kept || listKept
+	if cache != nil {
+		cache.put(sc.key, out[start:], listKept)
 	}
 	return out, nil
 }

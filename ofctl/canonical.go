@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -21,24 +22,69 @@ import (
 // twice (OFPBMC_DUP_FIELD), a field without its prerequisites
 // (OFPBMC_BAD_PREREQ).
 func CanonicalMatch(oxms []byte) ([]byte, error) {
+	var fm FlowMatch
+	return fm.Canonical(nil, oxms, 0)
+}
+
+// FlowMatch is the match of an encoded flow, decoded once for both its
+// canonical encoding and the context of the flow's actions. It is large
+// (two matches): reuse one rather than allocate one per flow.
+type FlowMatch struct {
+	mt, back match
+	enc      oxmList
+	table    uint8
+}
+
+// Canonical appends to dst the canonical encoding of the OXM fields oxms,
+// as CanonicalMatch returns it, and keeps the match for the actions of a
+// flow in table (Actions, AppendActionKey) until the next call.
+func (fm *FlowMatch) Canonical(dst, oxms []byte, table uint8) ([]byte, error) {
+	fm.mt.reset()
+	fm.back.reset()
+	fm.table = table
+	fm.enc.fs, fm.enc.buf = fm.enc.fs[:0], fm.enc.buf[:0]
 	if err := checkDupFields(oxms); err != nil {
 		return nil, err
 	}
-	mt, err := decodeOXMs(oxms)
-	if err != nil {
+	if err := fm.mt.decodeOXMs(oxms); err != nil {
 		// Where OVS puts a field in a match decides the flow's identity,
 		// so a field ofctl does not know cannot be kept as sent.
 		return nil, fmt.Errorf("ofctl: match: %w (a field flowstate does not know yet cannot be declared: its place in OVS's order decides the flow's identity)", err)
 	}
-	out := encodeOXMs(mt.encode())
-	back, err := decodeOXMs(out)
-	if err != nil {
+	fm.mt.encodeTo(&fm.enc)
+	n := len(dst)
+	dst = appendOXMs(dst, fm.enc.fs)
+	if err := fm.back.decodeOXMs(dst[n:]); err != nil {
 		return nil, fmt.Errorf("ofctl: match: re-encoded match does not decode: %w", err)
 	}
-	if !sameMatch(back, mt) {
-		return nil, fmt.Errorf("ofctl: match: %s: OVS refuses a match field without its prerequisites (OFPBMC_BAD_PREREQ)", lostFields(mt, back))
+	if !sameMatch(&fm.back, &fm.mt) {
+		return nil, fmt.Errorf("ofctl: match: %s: OVS refuses a match field without its prerequisites (OFPBMC_BAD_PREREQ)", lostFields(&fm.mt, &fm.back))
 	}
-	return out, nil
+	return dst, nil
+}
+
+// Actions returns the context of the flow's apply_actions, as FlowActions
+// does for the canonical match.
+func (fm *FlowMatch) Actions() *ActionContext {
+	return &ActionContext{cx: actx{mt: fm.back, table: fm.table}}
+}
+
+// actionSlots are the match slots that parsing an action reads, through
+// prerequisites (prereqOK) and the VLAN header, packet type and protocol
+// that actions track: nothing else of a flow's match changes its actions.
+var actionSlots = [...]slot{sPacketType, sDlType, sNwProto, sNwFrag, sTpSrc, sTpDst, sVlanTCI, sCtState, sCtNwProto}
+
+// AppendActionKey appends to b, at a fixed length, all that the context
+// of the flow's actions (Actions and its WriteActions) depends on: the
+// table and the values and masks of actionSlots (a decoded match has no
+// TLV map). Two flows with equal keys get the same canonical actions for
+// the same action bytes.
+func (fm *FlowMatch) AppendActionKey(b []byte) []byte {
+	b = append(b, fm.table)
+	for _, s := range actionSlots {
+		b = append(append(b, fm.back.val(s)...), fm.back.mask(s)...)
+	}
+	return b
 }
 
 // sameMatch reports whether two decoded matches hold the same fields.
@@ -58,13 +104,28 @@ func sameMatch(a, b *match) bool {
 // checkDupFields refuses a match that names one field twice, which
 // decodeOXMs would silently merge.
 func checkDupFields(b []byte) error {
-	seen := map[uint32]bool{}
+	// A match has a few fields: a linear search beats a map until it
+	// has many.
+	var small [32]uint32
+	seen := small[:0]
+	var many map[uint32]bool
 	for len(b) >= 4 {
 		h := binary.BigEndian.Uint32(b) &^ 0x1ff // class and field, without mask bit and length
-		if seen[h] {
+		if many != nil && many[h] || many == nil && slices.Contains(seen, h) {
 			return fmt.Errorf("ofctl: match: field %#04x:%d given twice: OVS refuses it (OFPBMC_DUP_FIELD)", h>>16, (h>>9)&0x7f)
 		}
-		seen[h] = true
+		switch {
+		case many != nil:
+			many[h] = true
+		case len(seen) < cap(seen):
+			seen = append(seen, h)
+		default:
+			many = make(map[uint32]bool, 2*len(seen))
+			for _, x := range seen {
+				many[x] = true
+			}
+			many[h] = true
+		}
 		n := 4 + int(b[3])
 		if n > len(b) {
 			return errors.New("ofctl: match: truncated match field")
@@ -96,9 +157,8 @@ func slotName(s slot) string {
 	return fmt.Sprintf("field slot %d", s)
 }
 
-// encodeOXMs encodes fields as they appear in an ofp_match body.
-func encodeOXMs(fs []oxm) []byte {
-	var b []byte
+// appendOXMs appends fields to b as they appear in an ofp_match body.
+func appendOXMs(b []byte, fs []oxm) []byte {
 	for _, f := range fs {
 		b = appendOXMHeader(b, f.hdr, f.m != nil, len(f.v)+len(f.m))
 		b = append(append(b, f.v...), f.m...)

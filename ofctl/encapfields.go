@@ -90,11 +90,11 @@ func formatPacketType(pt uint32) string {
 }
 
 // fieldBySlot finds the field of a slot that only one field uses (those
-// of this file), for the encoder.
-var fieldBySlot = map[slot]*field{}
-
-func init() {
+// of this file), for the encoder: an array, as encoding a match reads it
+// for each of these slots.
+var fieldBySlot = func() (by [nSlots]*field) {
 	for _, f := range encapFields {
-		fieldBySlot[f.slot] = f
+		by[f.slot] = f
 	}
-}
+	return by
+}()

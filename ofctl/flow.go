@@ -58,7 +58,34 @@ func ParseFlow(s string) (*openflow15.FlowMod, error) {
 // stores and dumps, and a field the map lacks is an error (vswitchd would
 // refuse the flow).
 func ParseFlowTLV(s string, tlv TLVMap) (*openflow15.FlowMod, error) {
-	fm, err := parseFlow(s, tlv)
+	fp, err := parseFlowSyntax(s, tlv)
+	if err != nil {
+		return nil, err
+	}
+	return fp.flowMod(), nil
+}
+
+// ParseFlowBinary is ParseFlow returning the FLOW_MOD encoded, as its
+// MarshalBinary encodes it, without building libOpenflow's model of it.
+func ParseFlowBinary(s string) ([]byte, error) {
+	fp, err := parseFlowSyntax(s, nil)
+	if err != nil {
+		return nil, err
+	}
+	b := fp.appendBinary(make([]byte, 0, 128+len(s)))
+	if len(b) > 0xffff {
+		// libOpenflow's 16-bit lengths wrap: keep its bytes for what
+		// must then be refused.
+		if b, err = fp.flowMod().MarshalBinary(); err != nil {
+			return nil, fmt.Errorf("encoding: %w", err)
+		}
+	}
+	return b, nil
+}
+
+// parseFlowSyntax is parseFlow with its errors as *SyntaxError.
+func parseFlowSyntax(s string, tlv TLVMap) (*flowParts, error) {
+	fp, err := parseFlow(s, tlv)
 	if err != nil {
 		var se *SyntaxError
 		if errors.As(err, &se) {
@@ -66,13 +93,90 @@ func ParseFlowTLV(s string, tlv TLVMap) (*openflow15.FlowMod, error) {
 		}
 		return nil, &SyntaxError{Col: 1, Token: s, Msg: err.Error()}
 	}
-	return fm, nil
+	return fp, nil
 }
 
-func parseFlow(s string, tlv TLVMap) (*openflow15.FlowMod, error) {
+// flowParts is a parsed flow before it is encoded: the FlowMod fields that
+// the text sets, the match and the instructions.
+type flowParts struct {
+	cookie                                  uint64
+	table                                   uint8
+	idle, hard, priority, flags, importance uint16
+	enc                                     []oxm
+	is                                      *instrSet
+}
+
+// flowMod returns the flow as an ADD FlowMod with xid 0.
+func (fp *flowParts) flowMod() *openflow15.FlowMod {
 	fm := openflow15.NewFlowMod()
 	fm.Header.Xid = 0
-	fm.Priority = defaultPriority
+	fm.Cookie, fm.TableId = fp.cookie, fp.table
+	fm.IdleTimeout, fm.HardTimeout, fm.Priority = fp.idle, fp.hard, fp.priority
+	fm.Flags, fm.Importance = fp.flags, fp.importance
+	fm.Match = buildMatch(fp.enc)
+	fm.Instructions = buildInstructions(fp.is)
+	return fm
+}
+
+// appendBinary appends the flow as flowMod's MarshalBinary encodes it, for
+// a flow under 64 KiB.
+func (fp *flowParts) appendBinary(b []byte) []byte {
+	start := len(b)
+	b = append(b, openflow15.VERSION, openflow15.Type_FlowMod, 0, 0, 0, 0, 0, 0)
+	b = binary.BigEndian.AppendUint64(b, fp.cookie)
+	b = binary.BigEndian.AppendUint64(b, 0) // cookie_mask
+	b = append(b, fp.table, openflow15.FC_ADD)
+	b = binary.BigEndian.AppendUint16(b, fp.idle)
+	b = binary.BigEndian.AppendUint16(b, fp.hard)
+	b = binary.BigEndian.AppendUint16(b, fp.priority)
+	b = binary.BigEndian.AppendUint32(b, 0xffffffff)          // buffer_id
+	b = binary.BigEndian.AppendUint32(b, openflow15.P_ANY)    // out_port
+	b = binary.BigEndian.AppendUint32(b, openflow15.OFPG_ANY) // out_group
+	b = binary.BigEndian.AppendUint16(b, fp.flags)
+	b = binary.BigEndian.AppendUint16(b, fp.importance)
+	m := len(b)
+	b = append(b, 0, openflow15.MatchType_OXM, 0, 0)
+	b = appendOXMs(b, fp.enc)
+	binary.BigEndian.PutUint16(b[m+2:], uint16(len(b)-m))
+	b = append(b, make([]byte, pad8Len(len(b)-m))...)
+	is := fp.is
+	if len(is.apply) > 0 {
+		b = appendInstrActions(b, openflow15.InstrType_APPLY_ACTIONS, is.apply)
+	}
+	if is.clear {
+		b = append(b, 0, openflow15.InstrType_CLEAR_ACTIONS, 0, 8, 0, 0, 0, 0)
+	}
+	if is.hasWrite && len(is.write) > 0 { // OVS drops an empty write_actions
+		b = appendInstrActions(b, openflow15.InstrType_WRITE_ACTIONS, is.write)
+	}
+	if is.meta != nil {
+		b = append(b, 0, openflow15.InstrType_WRITE_METADATA, 0, 24, 0, 0, 0, 0)
+		b = append(b, is.meta[:16]...)
+	}
+	if is.gotoTable >= 0 {
+		b = append(b, 0, openflow15.InstrType_GOTO_TABLE, 0, 8, byte(is.gotoTable), 0, 0, 0)
+	}
+	binary.BigEndian.PutUint16(b[start+2:], uint16(len(b)-start))
+	return b
+}
+
+// appendInstrActions appends an instruction of encoded actions, which
+// libAction's types marshal to the same bytes.
+func appendInstrActions(b []byte, typ uint16, acts [][]byte) []byte {
+	h := len(b)
+	b = append(b, byte(typ>>8), byte(typ), 0, 0, 0, 0, 0, 0)
+	for _, a := range acts {
+		b = append(b, a...)
+	}
+	binary.BigEndian.PutUint16(b[h+2:], uint16(len(b)-h))
+	return b
+}
+
+// pad8Len is the padding that brings n to a multiple of 8.
+func pad8Len(n int) int { return (n+7)&^7 - n }
+
+func parseFlow(s string, tlv TLVMap) (*flowParts, error) {
+	fp := &flowParts{priority: defaultPriority}
 	mt := &match{tlv: tlv}
 	var set []setting
 	actStart, actOff := -1, 0
@@ -105,7 +209,7 @@ func parseFlow(s string, tlv TLVMap) (*openflow15.FlowMod, error) {
 			if err != nil || t == 255 {
 				return nil, errAt(p.valOff, p.val, "bad table id (want 0 to 254)")
 			}
-			fm.TableId = uint8(t)
+			fp.table = uint8(t)
 		case p.key == "priority":
 			if err := needVal(); err != nil {
 				return nil, err
@@ -114,7 +218,7 @@ func parseFlow(s string, tlv TLVMap) (*openflow15.FlowMod, error) {
 			if err != nil {
 				return nil, errAt(p.valOff, p.val, "invalid priority (want 0 to 65535)")
 			}
-			fm.Priority = uint16(v)
+			fp.priority = uint16(v)
 		case p.key == "cookie":
 			if err := needVal(); err != nil {
 				return nil, err
@@ -127,7 +231,7 @@ func parseFlow(s string, tlv TLVMap) (*openflow15.FlowMod, error) {
 			if err != nil {
 				return nil, errAt(p.valOff, p.val, "bad cookie: %v", err)
 			}
-			fm.Cookie = v
+			fp.cookie = v
 		case p.key == "idle_timeout" || p.key == "hard_timeout" || p.key == "importance":
 			if err := needVal(); err != nil {
 				return nil, err
@@ -138,11 +242,11 @@ func parseFlow(s string, tlv TLVMap) (*openflow15.FlowMod, error) {
 			}
 			switch p.key {
 			case "idle_timeout":
-				fm.IdleTimeout = uint16(v)
+				fp.idle = uint16(v)
 			case "hard_timeout":
-				fm.HardTimeout = uint16(v)
+				fp.hard = uint16(v)
 			default:
-				fm.Importance = uint16(v)
+				fp.importance = uint16(v)
 			}
 		case p.key == "out_port" || p.key == "out_group":
 			return nil, errAt(p.keyOff, p.text(), "%s is only meaningful when deleting flows", p.key)
@@ -152,7 +256,7 @@ func parseFlow(s string, tlv TLVMap) (*openflow15.FlowMod, error) {
 				if p.delim != 0 {
 					return nil, errAt(p.keyOff, p.text(), "%s takes no value", p.key)
 				}
-				fm.Flags |= flag
+				fp.flags |= flag
 				continue
 			}
 			if err := mt.parseMatchPair(p, &set); err != nil {
@@ -174,14 +278,13 @@ func parseFlow(s string, tlv TLVMap) (*openflow15.FlowMod, error) {
 	if err := mt.checkPrintable(set, enc); err != nil {
 		return nil, err
 	}
-	cx := &actx{mt: *mt, table: fm.TableId}
+	cx := &actx{mt: *mt, table: fp.table}
 	is, err := cx.parseActions(s[actStart:], actOff)
 	if err != nil {
 		return nil, err
 	}
-	fm.Match = buildMatch(enc) // the actions leave mt as it was
-	fm.Instructions = buildInstructions(is)
-	return fm, nil
+	fp.enc, fp.is = enc, is // the actions leave mt as it was
+	return fp, nil
 }
 
 // setting is a match field as written, for the prerequisite check.

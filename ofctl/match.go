@@ -39,6 +39,14 @@ type match struct {
 	tlv  TLVMap          // the bridge's option lengths, if known
 }
 
+// reset empties mt; clearing the arrays on their own spares the write
+// barriers of assigning a whole match.
+func (mt *match) reset() {
+	clear(mt.v[:])
+	clear(mt.m[:])
+	mt.md, mt.tlv = nil, nil
+}
+
 func (mt *match) val(s slot) []byte  { return mt.v[s][:slotWidth[s]] }
 func (mt *match) mask(s slot) []byte { return mt.m[s][:slotWidth[s]] }
 func (mt *match) has(s slot) bool    { return !isZero(mt.mask(s)) }
@@ -321,182 +329,223 @@ type oxm struct {
 	v, m []byte // m is nil for an exact match
 }
 
-// put appends hdr with v/m unless the mask is all zeros; an all-ones mask
-// gives an exact match, as OVS's nxm_put does.
-func put(out []oxm, hdr oxmHdr, v, m []byte) []oxm {
-	if isZero(m) {
-		return out
-	}
-	if isOnes(m) {
-		return append(out, oxm{hdr: hdr, v: append([]byte(nil), v...)})
-	}
-	return append(out, oxm{hdr: hdr, v: andBytes(v, m), m: append([]byte(nil), m...)})
+// oxmList collects encoded fields; their values and masks are copied into
+// one arena rather than allocated one by one.
+type oxmList struct {
+	fs  []oxm
+	buf []byte
 }
 
-func putExact(out []oxm, hdr oxmHdr, v []byte) []oxm {
-	return append(out, oxm{hdr: hdr, v: append([]byte(nil), v...)})
+// clip copies b into the arena, non-nil even when empty.
+func (l *oxmList) clip(b []byte) []byte {
+	if l.buf == nil {
+		l.buf = make([]byte, 0, 64)
+	}
+	n := len(l.buf)
+	l.buf = append(l.buf, b...)
+	return l.buf[n:len(l.buf):len(l.buf)]
+}
+
+// add appends a field with a copy of v and of m, nil for an exact match.
+func (l *oxmList) add(hdr oxmHdr, v, m []byte) {
+	if l.fs == nil {
+		l.fs = make([]oxm, 0, 8)
+	}
+	f := oxm{hdr: hdr, v: l.clip(v)}
+	if m != nil {
+		f.m = l.clip(m)
+	}
+	l.fs = append(l.fs, f)
+}
+
+// put appends hdr with v/m unless the mask is all zeros; an all-ones mask
+// gives an exact match, as OVS's nxm_put does.
+func (l *oxmList) put(hdr oxmHdr, v, m []byte) {
+	if isZero(m) {
+		return
+	}
+	if isOnes(m) {
+		l.add(hdr, v, nil)
+		return
+	}
+	l.add(hdr, v, m)
+	f := &l.fs[len(l.fs)-1]
+	for i := range f.v {
+		f.v[i] &= m[i]
+	}
+}
+
+func (l *oxmList) putExact(hdr oxmHdr, v []byte) {
+	l.add(hdr, v, nil)
 }
 
 // encode returns the match as OpenFlow 1.5 OXM fields in the order OVS's
 // nx_put_raw emits them.
 func (mt *match) encode() []oxm {
-	var out []oxm
+	var l oxmList
+	mt.encodeTo(&l)
+	return l.fs
+}
+
+// encodeTo is encode into l.
+func (mt *match) encodeTo(l *oxmList) {
 	if mt.has(sPacketType) && !mt.defaultPacketType() {
-		out = putExact(out, oxmHdr{clsOXM, 44}, mt.val(sPacketType))
+		l.putExact(oxmHdr{clsOXM, 44}, mt.val(sPacketType))
 	}
 	if mt.has(sConjID) {
-		out = putExact(out, oxmHdr{clsNXM1, 37}, mt.val(sConjID))
+		l.putExact(oxmHdr{clsNXM1, 37}, mt.val(sConjID))
 	}
 	if mt.has(sInPort) {
-		out = putExact(out, oxmHdr{clsOXM, 0}, mt.val(sInPort))
+		l.putExact(oxmHdr{clsOXM, 0}, mt.val(sInPort))
 	}
 	if mt.has(sActsetOutput) {
-		out = putExact(out, oxmHdr{clsOXM, 43}, mt.val(sActsetOutput))
+		l.putExact(oxmHdr{clsOXM, 43}, mt.val(sActsetOutput))
 	}
-	out = put(out, oxmHdr{clsOXM, 4}, mt.val(sDlSrc), mt.mask(sDlSrc))
-	out = put(out, oxmHdr{clsOXM, 3}, mt.val(sDlDst), mt.mask(sDlDst))
-	out = put(out, oxmHdr{clsOXM, 5}, mt.val(sDlType), mt.mask(sDlType))
+	l.put(oxmHdr{clsOXM, 4}, mt.val(sDlSrc), mt.mask(sDlSrc))
+	l.put(oxmHdr{clsOXM, 3}, mt.val(sDlDst), mt.mask(sDlDst))
+	l.put(oxmHdr{clsOXM, 5}, mt.val(sDlType), mt.mask(sDlType))
 
 	tci, tciMask := uint16(mt.u(sVlanTCI)), uint16(mt.um(sVlanTCI))
 	vid, vidMask := tci&(vlanVIDMask|vlanCFI), tciMask&(vlanVIDMask|vlanCFI)
 	if vidMask == vlanVIDMask|vlanCFI {
-		out = putExact(out, oxmHdr{clsOXM, 6}, putBE(uint64(vid), 2))
+		l.putExact(oxmHdr{clsOXM, 6}, putBE(uint64(vid), 2))
 	} else if vidMask != 0 {
-		out = append(out, oxm{hdr: oxmHdr{clsOXM, 6}, v: putBE(uint64(vid), 2), m: putBE(uint64(vidMask), 2)})
+		l.add(oxmHdr{clsOXM, 6}, putBE(uint64(vid), 2), putBE(uint64(vidMask), 2))
 	}
 	if vid != 0 && tciMask&vlanPCPMask != 0 {
-		out = putExact(out, oxmHdr{clsOXM, 7}, []byte{byte(tci >> 13)})
+		l.putExact(oxmHdr{clsOXM, 7}, []byte{byte(tci >> 13)})
 	}
 
 	if t, ok := mt.dlType(); ok && (t == ethMPLS || t == ethMPLM) {
 		// OVS puts the MPLS fields exact, in this order.
 		for _, s := range []slot{sMplsTC, sMplsBOS, sMplsTTL, sMplsLabel} {
 			if mt.has(s) {
-				out = putExact(out, fieldBySlot[s].hdr, mt.val(s))
+				l.putExact(fieldBySlot[s].hdr, mt.val(s))
 			}
 		}
 	}
 
 	switch {
 	case mt.isIPAny():
-		out = mt.encodeIP(out)
+		mt.encodeIP(l)
 	case mt.isARP():
 		if mt.has(sNwProto) {
-			out = putExact(out, oxmHdr{clsOXM, 21}, putBE(mt.u(sNwProto), 2))
+			l.putExact(oxmHdr{clsOXM, 21}, putBE(mt.u(sNwProto), 2))
 		}
-		out = put(out, oxmHdr{clsOXM, 22}, mt.val(sNwSrc), mt.mask(sNwSrc))
-		out = put(out, oxmHdr{clsOXM, 23}, mt.val(sNwDst), mt.mask(sNwDst))
-		out = put(out, oxmHdr{clsOXM, 24}, mt.val(sArpSha), mt.mask(sArpSha))
-		out = put(out, oxmHdr{clsOXM, 25}, mt.val(sArpTha), mt.mask(sArpTha))
+		l.put(oxmHdr{clsOXM, 22}, mt.val(sNwSrc), mt.mask(sNwSrc))
+		l.put(oxmHdr{clsOXM, 23}, mt.val(sNwDst), mt.mask(sNwDst))
+		l.put(oxmHdr{clsOXM, 24}, mt.val(sArpSha), mt.mask(sArpSha))
+		l.put(oxmHdr{clsOXM, 25}, mt.val(sArpTha), mt.mask(sArpTha))
 	}
 
-	out = put(out, oxmHdr{clsOXM, 38}, mt.val(sTunID), mt.mask(sTunID))
-	out = put(out, oxmHdr{clsNXM1, 104}, mt.val(sTunFlags), mt.mask(sTunFlags))
-	out = put(out, oxmHdr{clsNXM1, 31}, mt.val(sTunSrc), mt.mask(sTunSrc))
-	out = put(out, oxmHdr{clsNXM1, 32}, mt.val(sTunDst), mt.mask(sTunDst))
-	out = put(out, oxmHdr{clsNXM1, 109}, mt.val(sTunIPv6Src), mt.mask(sTunIPv6Src))
-	out = put(out, oxmHdr{clsNXM1, 110}, mt.val(sTunIPv6Dst), mt.mask(sTunIPv6Dst))
-	out = put(out, oxmHdr{clsNXM1, 38}, mt.val(sTunGbpID), mt.mask(sTunGbpID))
-	out = put(out, oxmHdr{clsNXM1, 39}, mt.val(sTunGbpFlags), mt.mask(sTunGbpFlags))
-	out = mt.encodeTunMetadata(out)
+	l.put(oxmHdr{clsOXM, 38}, mt.val(sTunID), mt.mask(sTunID))
+	l.put(oxmHdr{clsNXM1, 104}, mt.val(sTunFlags), mt.mask(sTunFlags))
+	l.put(oxmHdr{clsNXM1, 31}, mt.val(sTunSrc), mt.mask(sTunSrc))
+	l.put(oxmHdr{clsNXM1, 32}, mt.val(sTunDst), mt.mask(sTunDst))
+	l.put(oxmHdr{clsNXM1, 109}, mt.val(sTunIPv6Src), mt.mask(sTunIPv6Src))
+	l.put(oxmHdr{clsNXM1, 110}, mt.val(sTunIPv6Dst), mt.mask(sTunIPv6Dst))
+	l.put(oxmHdr{clsNXM1, 38}, mt.val(sTunGbpID), mt.mask(sTunGbpID))
+	l.put(oxmHdr{clsNXM1, 39}, mt.val(sTunGbpFlags), mt.mask(sTunGbpFlags))
+	mt.encodeTunMetadata(l)
 	for _, s := range []slot{sTunErspanIdx, sTunErspanVer, sTunErspanDir, sTunErspanHwid, sTunGtpuFlags, sTunGtpuMsgtype,
 		sNshFlags, sNshTTL, sNshMdtype, sNshNp, sNshSPI, sNshSI, sNshC1, sNshC1 + 1, sNshC1 + 2, sNshC1 + 3} {
-		out = put(out, fieldBySlot[s].hdr, mt.val(s), mt.mask(s))
+		l.put(fieldBySlot[s].hdr, mt.val(s), mt.mask(s))
 	}
 
 	// OpenFlow 1.5 carries registers in pairs as 64-bit packet registers.
 	for i := 0; i < 8; i++ {
 		hi, lo := sReg0+slot(2*i), sReg0+slot(2*i+1)
-		v := append(append([]byte(nil), mt.val(hi)...), mt.val(lo)...)
-		m := append(append([]byte(nil), mt.mask(hi)...), mt.mask(lo)...)
-		out = put(out, oxmHdr{clsPktRg, uint8(i)}, v, m)
+		var v, m [8]byte
+		copy(v[:4], mt.val(hi))
+		copy(v[4:], mt.val(lo))
+		copy(m[:4], mt.mask(hi))
+		copy(m[4:], mt.mask(lo))
+		l.put(oxmHdr{clsPktRg, uint8(i)}, v[:], m[:])
 	}
 
-	out = put(out, oxmHdr{clsNXM1, 33}, mt.val(sPktMark), mt.mask(sPktMark))
-	out = put(out, oxmHdr{clsNXM1, 105}, mt.val(sCtState), mt.mask(sCtState))
-	out = put(out, oxmHdr{clsNXM1, 106}, mt.val(sCtZone), mt.mask(sCtZone))
-	out = put(out, oxmHdr{clsNXM1, 107}, mt.val(sCtMark), mt.mask(sCtMark))
-	out = put(out, oxmHdr{clsNXM1, 108}, mt.val(sCtLabel), mt.mask(sCtLabel))
-	out = put(out, oxmHdr{clsNXM1, 120}, mt.val(sCtNwSrc), mt.mask(sCtNwSrc))
-	out = put(out, oxmHdr{clsNXM1, 122}, mt.val(sCtIPv6Src), mt.mask(sCtIPv6Src))
-	out = put(out, oxmHdr{clsNXM1, 121}, mt.val(sCtNwDst), mt.mask(sCtNwDst))
-	out = put(out, oxmHdr{clsNXM1, 123}, mt.val(sCtIPv6Dst), mt.mask(sCtIPv6Dst))
+	l.put(oxmHdr{clsNXM1, 33}, mt.val(sPktMark), mt.mask(sPktMark))
+	l.put(oxmHdr{clsNXM1, 105}, mt.val(sCtState), mt.mask(sCtState))
+	l.put(oxmHdr{clsNXM1, 106}, mt.val(sCtZone), mt.mask(sCtZone))
+	l.put(oxmHdr{clsNXM1, 107}, mt.val(sCtMark), mt.mask(sCtMark))
+	l.put(oxmHdr{clsNXM1, 108}, mt.val(sCtLabel), mt.mask(sCtLabel))
+	l.put(oxmHdr{clsNXM1, 120}, mt.val(sCtNwSrc), mt.mask(sCtNwSrc))
+	l.put(oxmHdr{clsNXM1, 122}, mt.val(sCtIPv6Src), mt.mask(sCtIPv6Src))
+	l.put(oxmHdr{clsNXM1, 121}, mt.val(sCtNwDst), mt.mask(sCtNwDst))
+	l.put(oxmHdr{clsNXM1, 123}, mt.val(sCtIPv6Dst), mt.mask(sCtIPv6Dst))
 	if mt.u(sCtNwProto) != 0 {
-		out = put(out, oxmHdr{clsNXM1, 119}, mt.val(sCtNwProto), mt.mask(sCtNwProto))
-		out = put(out, oxmHdr{clsNXM1, 124}, mt.val(sCtTpSrc), mt.mask(sCtTpSrc))
-		out = put(out, oxmHdr{clsNXM1, 125}, mt.val(sCtTpDst), mt.mask(sCtTpDst))
+		l.put(oxmHdr{clsNXM1, 119}, mt.val(sCtNwProto), mt.mask(sCtNwProto))
+		l.put(oxmHdr{clsNXM1, 124}, mt.val(sCtTpSrc), mt.mask(sCtTpSrc))
+		l.put(oxmHdr{clsNXM1, 125}, mt.val(sCtTpDst), mt.mask(sCtTpDst))
 	}
-	out = put(out, oxmHdr{clsOXM, 2}, mt.val(sMetadata), mt.mask(sMetadata))
-	return out
+	l.put(oxmHdr{clsOXM, 2}, mt.val(sMetadata), mt.mask(sMetadata))
 }
 
-func (mt *match) encodeIP(out []oxm) []oxm {
+func (mt *match) encodeIP(l *oxmList) {
 	if mt.isIPv4() {
-		out = put(out, oxmHdr{clsOXM, 11}, mt.val(sNwSrc), mt.mask(sNwSrc))
-		out = put(out, oxmHdr{clsOXM, 12}, mt.val(sNwDst), mt.mask(sNwDst))
+		l.put(oxmHdr{clsOXM, 11}, mt.val(sNwSrc), mt.mask(sNwSrc))
+		l.put(oxmHdr{clsOXM, 12}, mt.val(sNwDst), mt.mask(sNwDst))
 	} else {
-		out = put(out, oxmHdr{clsOXM, 26}, mt.val(sIPv6Src), mt.mask(sIPv6Src))
-		out = put(out, oxmHdr{clsOXM, 27}, mt.val(sIPv6Dst), mt.mask(sIPv6Dst))
+		l.put(oxmHdr{clsOXM, 26}, mt.val(sIPv6Src), mt.mask(sIPv6Src))
+		l.put(oxmHdr{clsOXM, 27}, mt.val(sIPv6Dst), mt.mask(sIPv6Dst))
 	}
 	if fm := mt.um(sNwFrag) & 3; fm != 0 {
 		m := fm
 		if fm == 3 {
 			m = 0xff
 		}
-		out = put(out, oxmHdr{clsNXM1, 26}, []byte{byte(mt.u(sNwFrag) & 3)}, []byte{byte(m)})
+		l.put(oxmHdr{clsNXM1, 26}, []byte{byte(mt.u(sNwFrag) & 3)}, []byte{byte(m)})
 	}
 	tos, tosMask := mt.u(sNwTos), mt.um(sNwTos)
 	if tosMask&0xfc != 0 {
-		out = putExact(out, oxmHdr{clsOXM, 8}, []byte{byte(tos >> 2)})
+		l.putExact(oxmHdr{clsOXM, 8}, []byte{byte(tos >> 2)})
 	}
 	if tosMask&0x03 != 0 {
-		out = putExact(out, oxmHdr{clsOXM, 9}, []byte{byte(tos & 3)})
+		l.putExact(oxmHdr{clsOXM, 9}, []byte{byte(tos & 3)})
 	}
 	if mt.has(sNwTTL) {
-		out = putExact(out, oxmHdr{clsNXM1, 29}, mt.val(sNwTTL))
+		l.putExact(oxmHdr{clsNXM1, 29}, mt.val(sNwTTL))
 	}
-	out = put(out, oxmHdr{clsOXM, 28}, mt.val(sIPv6Label), mt.mask(sIPv6Label))
+	l.put(oxmHdr{clsOXM, 28}, mt.val(sIPv6Label), mt.mask(sIPv6Label))
 	if !mt.has(sNwProto) {
-		return out
+		return
 	}
 	proto := uint8(mt.u(sNwProto))
-	out = putExact(out, oxmHdr{clsOXM, 10}, []byte{proto})
+	l.putExact(oxmHdr{clsOXM, 10}, []byte{proto})
 	switch {
 	case proto == protoTCP:
-		out = put(out, oxmHdr{clsOXM, 13}, mt.val(sTpSrc), mt.mask(sTpSrc))
-		out = put(out, oxmHdr{clsOXM, 14}, mt.val(sTpDst), mt.mask(sTpDst))
-		out = put(out, oxmHdr{clsOXM, 42}, mt.val(sTCPFlags), mt.mask(sTCPFlags))
+		l.put(oxmHdr{clsOXM, 13}, mt.val(sTpSrc), mt.mask(sTpSrc))
+		l.put(oxmHdr{clsOXM, 14}, mt.val(sTpDst), mt.mask(sTpDst))
+		l.put(oxmHdr{clsOXM, 42}, mt.val(sTCPFlags), mt.mask(sTCPFlags))
 	case proto == protoUDP:
-		out = put(out, oxmHdr{clsOXM, 15}, mt.val(sTpSrc), mt.mask(sTpSrc))
-		out = put(out, oxmHdr{clsOXM, 16}, mt.val(sTpDst), mt.mask(sTpDst))
+		l.put(oxmHdr{clsOXM, 15}, mt.val(sTpSrc), mt.mask(sTpSrc))
+		l.put(oxmHdr{clsOXM, 16}, mt.val(sTpDst), mt.mask(sTpDst))
 	case proto == protoSCTP:
-		out = put(out, oxmHdr{clsOXM, 17}, mt.val(sTpSrc), mt.mask(sTpSrc))
-		out = put(out, oxmHdr{clsOXM, 18}, mt.val(sTpDst), mt.mask(sTpDst))
+		l.put(oxmHdr{clsOXM, 17}, mt.val(sTpSrc), mt.mask(sTpSrc))
+		l.put(oxmHdr{clsOXM, 18}, mt.val(sTpDst), mt.mask(sTpDst))
 	case proto == protoICMP && mt.isIPv4():
 		if mt.has(sTpSrc) {
-			out = putExact(out, oxmHdr{clsOXM, 19}, []byte{byte(mt.u(sTpSrc))})
+			l.putExact(oxmHdr{clsOXM, 19}, []byte{byte(mt.u(sTpSrc))})
 		}
 		if mt.has(sTpDst) {
-			out = putExact(out, oxmHdr{clsOXM, 20}, []byte{byte(mt.u(sTpDst))})
+			l.putExact(oxmHdr{clsOXM, 20}, []byte{byte(mt.u(sTpDst))})
 		}
 	case proto == protoICMPv6 && mt.isIPv6():
 		if mt.has(sTpSrc) {
-			out = putExact(out, oxmHdr{clsOXM, 29}, []byte{byte(mt.u(sTpSrc))})
+			l.putExact(oxmHdr{clsOXM, 29}, []byte{byte(mt.u(sTpSrc))})
 		}
 		if mt.has(sTpDst) {
-			out = putExact(out, oxmHdr{clsOXM, 30}, []byte{byte(mt.u(sTpDst))})
+			l.putExact(oxmHdr{clsOXM, 30}, []byte{byte(mt.u(sTpDst))})
 		}
 		if mt.prereqOK(preND) {
-			out = put(out, oxmHdr{clsOXM, 31}, mt.val(sNdTarget), mt.mask(sNdTarget))
+			l.put(oxmHdr{clsOXM, 31}, mt.val(sNdTarget), mt.mask(sNdTarget))
 			if mt.u(sTpSrc) == 135 {
-				out = put(out, oxmHdr{clsOXM, 32}, mt.val(sArpSha), mt.mask(sArpSha))
+				l.put(oxmHdr{clsOXM, 32}, mt.val(sArpSha), mt.mask(sArpSha))
 			}
 			if mt.u(sTpSrc) == 136 {
-				out = put(out, oxmHdr{clsOXM, 33}, mt.val(sArpTha), mt.mask(sArpTha))
+				l.put(oxmHdr{clsOXM, 33}, mt.val(sArpTha), mt.mask(sArpTha))
 			}
 		}
 	}
-	return out
 }
 
 // appendOXMHeader appends the header of an OXM with an n-byte body (value
@@ -524,15 +573,26 @@ func (mt *match) defaultPacketType() bool {
 // mapping each wire field back to its slot as OVS's nx_pull_raw does.
 func decodeOXMs(b []byte) (*match, error) {
 	mt := new(match)
+	if err := mt.decodeOXMs(b); err != nil {
+		return nil, err
+	}
+	return mt, nil
+}
+
+// allOnes backs the mask of an exact field being decoded; never written.
+var allOnes = ones(255)
+
+// decodeOXMs is decodeOXMs into mt, which must be empty.
+func (mt *match) decodeOXMs(b []byte) error {
 	for len(b) > 0 {
 		if len(b) < 4 {
-			return nil, fmt.Errorf("truncated match field header")
+			return fmt.Errorf("truncated match field header")
 		}
 		class := uint32(binary.BigEndian.Uint16(b))
 		fb, n := b[2], int(b[3])
 		b = b[4:]
 		if len(b) < n {
-			return nil, fmt.Errorf("truncated match field")
+			return fmt.Errorf("truncated match field")
 		}
 		body := b[:n]
 		b = b[n:]
@@ -540,28 +600,28 @@ func decodeOXMs(b []byte) (*match, error) {
 		if class == 0xffff {
 			var err error
 			if h, body, err = pullExperimenter(fb>>1, body); err != nil {
-				return nil, err
+				return err
 			}
 			n = len(body)
 		}
 		var v, m []byte
 		if fb&1 != 0 {
 			if n%2 != 0 {
-				return nil, fmt.Errorf("bad masked match field length %d", n)
+				return fmt.Errorf("bad masked match field length %d", n)
 			}
 			v, m = body[:n/2], body[n/2:]
 		} else {
-			v, m = body, ones(n)
+			v, m = body, allOnes[:n:n]
 		}
 		if h.class == clsNXM1 && h.field >= tunMDFirstNX && h.field < tunMDFirstNX+tunMDFields {
 			mt.decodeTunMetadata(int(h.field)-tunMDFirstNX, v, m, fb&1 != 0)
 			continue
 		}
 		if err := mt.decodeField(h, v, m); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return mt, nil
+	return nil
 }
 
 func (mt *match) decodeField(h oxmHdr, v, m []byte) error {

@@ -154,7 +154,10 @@ func (mt *match) setTunMetadata(f *field, p kv) error {
 
 // encodeTunMetadata appends the tun_metadata matches in field order, at
 // the TLV map's option lengths when the match has a map.
-func (mt *match) encodeTunMetadata(out []oxm) []oxm {
+func (mt *match) encodeTunMetadata(ol *oxmList) {
+	if len(mt.md) == 0 {
+		return
+	}
 	idxs := make([]int, 0, len(mt.md))
 	for i := range mt.md {
 		idxs = append(idxs, i)
@@ -172,9 +175,9 @@ func (mt *match) encodeTunMetadata(out []oxm) []oxm {
 				m = rightAlign(e.m, l)
 			}
 			if l > 0 && isOnes(m) {
-				out = append(out, oxm{hdr: h, v: v})
+				ol.add(h, v, nil)
 			} else {
-				out = append(out, oxm{hdr: h, v: v, m: m})
+				ol.add(h, v, m)
 			}
 			continue
 		}
@@ -183,12 +186,11 @@ func (mt *match) encodeTunMetadata(out []oxm) []oxm {
 			if m == nil {
 				m = []byte{}
 			}
-			out = append(out, oxm{hdr: h, v: append([]byte{}, e.v...), m: append([]byte{}, m...)})
+			ol.add(h, e.v, m)
 		} else {
-			out = append(out, oxm{hdr: h, v: append([]byte{}, e.v...)})
+			ol.add(h, e.v, nil)
 		}
 	}
-	return out
 }
 
 // checkTLV refuses tun_metadata matches the bridge's TLV map cannot hold.

@@ -1,0 +1,102 @@
+package canon
+
+import (
+	"bytes"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/flowstate-io/flowstate/entry"
+)
+
+// cacheFlows are encoded flows whose action lists repeat across match
+// values and tables: the corpora's and the generated CNI pipeline's.
+func cacheFlows(t *testing.T) [][]byte {
+	ps := encoded(t, append(antreaFlows(t), cniFlows(3000)...))
+	for _, l := range corpusLines(t, "../ofctl/testdata/flows.txt") {
+		if p, _, err := Parse(entry.KindFlow, l); err == nil {
+			ps = append(ps, p, reversedMatch(t, p))
+		}
+	}
+	return ps
+}
+
+// TestListCacheSameResults: canonicalising flows from many goroutines at
+// once through one cache gives what canonicalising them one by one without
+// a cache gives, byte for byte, kept flags and errors included.
+func TestListCacheSameResults(t *testing.T) {
+	ps := cacheFlows(t)
+	type result struct {
+		out  []byte
+		kept bool
+		err  string
+	}
+	run := func(p []byte, cache *listCache) result {
+		var r result
+		b, _, err := entry.Identify(entry.KindFlow, p)
+		if err == nil {
+			b, err = canonicalFlowCached(b, &r.kept, cache)
+		}
+		r.out = b
+		if err != nil {
+			r.err = err.Error()
+		}
+		return r
+	}
+	want := make([]result, len(ps))
+	for i, p := range ps {
+		want[i] = run(p, nil)
+	}
+	cache := newListCache()
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for k := range 3 * len(ps) {
+				i := (k*7 + g*131) % len(ps)
+				if got := run(ps[i], cache); !bytes.Equal(got.out, want[i].out) || got.kept != want[i].kept || got.err != want[i].err {
+					t.Errorf("flow %d: cached %x (kept %v, %q), uncached %x (kept %v, %q)", i, got.out, got.kept, got.err, want[i].out, want[i].kept, want[i].err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if cache.len() == 0 {
+		t.Error("nothing was cached")
+	}
+}
+
+// TestListCacheBound: however many distinct lists go through it, the cache
+// holds at most cacheShards*cacheShardLimit of them.
+func TestListCacheBound(t *testing.T) {
+	cache := newListCache()
+	const bound = cacheShards * cacheShardLimit
+	for i := range 3 * bound {
+		key := fmt.Appendf(nil, "list %d", i)
+		cache.put(key, key, false)
+		if n := cache.len(); n > bound {
+			t.Fatalf("%d lists cached after %d puts, bound %d", n, i+1, bound)
+		}
+		if l, ok := cache.get(key); !ok || !bytes.Equal(l.acts, key) {
+			t.Fatalf("list %d not cached right after its put", i)
+		}
+	}
+	// Distinct flows whose lists all differ stay within it too.
+	for i := range 2 * bound {
+		p, _, err := Parse(entry.KindFlow, fmt.Sprintf("table=1,ip,actions=set_field:%#x->reg1,goto_table:2", i+1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _, err := entry.Identify(entry.KindFlow, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var kept bool
+		if _, err := canonicalFlowCached(b, &kept, cache); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := cache.len(); n > bound {
+		t.Fatalf("%d lists cached, bound %d", n, bound)
+	}
+}
