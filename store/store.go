@@ -198,7 +198,15 @@ func (s *Store) SetGateOpened(id string) error {
 type Writer struct {
 	tx       *bolt.Tx
 	describe func(entry.Entry) string
+	observe  func(Change)
 }
+
+// Observe makes Put call fn with each change as soon as it is decided, in
+// the order Result.Changed lists them; nil stops it. A Put that then fails
+// has still called fn: the caller must treat what it saw as undone. This lets
+// a large write go to the switch while it is being stored. Sync and Delete
+// do not call fn.
+func (w *Writer) Observe(fn func(Change)) { w.observe = fn }
 
 // Result is what one write changed.
 type Result struct {
@@ -242,6 +250,9 @@ func (w *Writer) Put(bridge, module string, es []entry.Entry) (Result, error) {
 		}
 		if !same {
 			r.Changed = append(r.Changed, Change{Entry: e, Index: i, Existed: existed, Old: prev})
+			if w.observe != nil {
+				w.observe(r.Changed[len(r.Changed)-1])
+			}
 		}
 	}
 	if err := checkRefs(br, es); err != nil {

@@ -45,6 +45,17 @@ func (c *Conn) Bundle(ctx context.Context, msgs []Message) error {
 // of produce, or a count other than n discards the bundle: nothing is installed. BundleError indexes count
 // the messages in emit order.
 func (c *Conn) BundleStream(ctx context.Context, n int, produce func(emit func(Message) error) error) error {
+	return c.bundleStream(ctx, n, true, produce)
+}
+
+// BundleStreamUpTo is BundleStream for at most n messages, when the producer learns how many as it goes (a
+// write whose changes go to the switch while the store decides them). Fewer than n is not an error; BundleError
+// indexes still count the messages in emit order.
+func (c *Conn) BundleStreamUpTo(ctx context.Context, n int, produce func(emit func(Message) error) error) error {
+	return c.bundleStream(ctx, n, false, produce)
+}
+
+func (c *Conn) bundleStream(ctx context.Context, n int, exact bool, produce func(emit func(Message) error) error) error {
 	if n == 0 {
 		return nil
 	}
@@ -108,7 +119,7 @@ func (c *Conn) BundleStream(ctx context.Context, n int, produce func(emit func(M
 		return nil
 	}
 	err = produce(emit)
-	if err == nil && sent != n {
+	if err == nil && exact && sent != n {
 		err = fmt.Errorf("ofconn: bundle: %d messages made, %d announced", sent, n)
 	}
 	if err != nil {
@@ -131,7 +142,7 @@ func (c *Conn) BundleStream(ctx context.Context, n int, produce func(emit func(M
 			c.stats.sent[t].Add(k)
 		}
 	}
-	c.stats.sent[openflow15.Type_BundleAddMessage].Add(uint64(n))
+	c.stats.sent[openflow15.Type_BundleAddMessage].Add(uint64(sent))
 	c.stats.sent[openflow15.Type_BundleControl].Add(1)
 	c.stats.countSent(openflow15.Type_BarrierRequest, 0)
 	c.stats.bytesSent.Add(uint64(bytes))

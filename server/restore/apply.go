@@ -43,6 +43,8 @@ type bundleSource struct {
 	n       int
 	produce func(emit func(ofconn.Message) error) error
 	at      func(idx []int) ([]Change, error)
+	// upTo says n is a bound: produce may make fewer messages.
+	upTo bool
 }
 
 // source is the bundle of p, held in memory.
@@ -155,7 +157,11 @@ func applyChanges(ctx context.Context, conn *ofconn.Conn, pre []Change, bundle b
 		}
 	}
 	if bundle.n > 0 {
-		err := conn.BundleStream(ctx, bundle.n, func(emit func(ofconn.Message) error) error {
+		stream := conn.BundleStream
+		if bundle.upTo {
+			stream = conn.BundleStreamUpTo
+		}
+		err := stream(ctx, bundle.n, func(emit func(ofconn.Message) error) error {
 			return bundle.produce(func(m ofconn.Message) error {
 				st.messages++
 				st.bytes += len(m)

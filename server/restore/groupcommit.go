@@ -64,6 +64,9 @@ type writeReq struct {
 	// declared are the entries the request declares (their quarantine is
 	// lifted: the write itself tells whether the switch takes them now).
 	declared []entry.Entry
+	// flowsOnly says op is a Put of declared, all flows: its changes can
+	// go to the switch while they are stored (writeStream).
+	flowsOnly bool
 	// taken is set (under writeQueue.mu) when the owner takes the request
 	// into a batch; from then on its outcome no longer depends on its caller.
 	taken bool
@@ -133,7 +136,7 @@ func (q *writeQueue) stop() []*writeReq {
 // for ctx. If ctx ends first: a request still queued is dropped and the
 // error is ctx's; a request already taken into a commit goes on without its
 // caller, whose error then wraps ErrOutcomeUnknown and ctx's error.
-func (e *Engine) write(ctx context.Context, bridgeName string, declared []entry.Entry, op func(w *store.Writer) (store.Result, error)) (applied bool, res store.Result, err error) {
+func (e *Engine) write(ctx context.Context, bridgeName string, req *writeReq) (applied bool, res store.Result, err error) {
 	b, err := e.bridge(bridgeName)
 	if err != nil {
 		return false, store.Result{}, err
@@ -142,7 +145,7 @@ func (e *Engine) write(ctx context.Context, bridgeName string, declared []entry.
 	if err := ctx.Err(); err != nil {
 		return false, store.Result{}, err
 	}
-	req := &writeReq{op: op, declared: declared, done: make(chan writeResult, 1)}
+	req.done = make(chan writeResult, 1)
 	if err := b.writes.push(req); err != nil {
 		return false, store.Result{}, fmt.Errorf("bridge %s: %w", b.name, err)
 	}
@@ -299,8 +302,32 @@ func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) (
 	var sent []Change // what the switch took, for learnForms
 	results = make([]writeResult, len(reqs))
 	err = e.cfg.Store.Update(func(w *store.Writer) error {
+		var (
+			stream  *writeStream
+			owner   map[string]int // only a batch of several requests can overlap
+			overlap *failedError
+		)
+		if ok, bound := streamable(reqs); live && ok {
+			if len(reqs) > 1 {
+				owner = make(map[string]int, bound)
+			}
+			sctx, cancel := context.WithTimeout(ctx, e.cfg.WriteTimeout)
+			defer cancel()
+			stream = startStream(sctx, conn, bound)
+			// Whatever ends the transaction (an error, a panic), the
+			// bundle ends with it and before it: never committed unless
+			// finish(true) ran.
+			defer func() {
+				if stream != nil {
+					_, _ = stream.finish(false)
+				}
+			}()
+		}
 		n := 0
 		for i, r := range reqs {
+			if stream != nil {
+				w.Observe(observeFlows(stream, i, owner, &overlap))
+			}
 			res, err := r.op(w)
 			if err != nil {
 				return failed(i, err)
@@ -308,9 +335,30 @@ func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) (
 			results[i].res = res
 			n += len(res.Changed) + len(res.Removed)
 		}
+		w.Observe(nil)
+		if overlap != nil {
+			return overlap
+		}
+		var streamed []Change
+		var streamErr error
+		if stream != nil {
+			touched = true
+			streamed, streamErr = stream.finish(true)
+			stream = nil
+			if e.faults.streamVerdict != nil {
+				streamErr = e.faults.streamVerdict(streamErr)
+			}
+			var re *RejectedError
+			if errors.As(streamErr, &re) && len(re.Changes) == 0 {
+				// Refused as a whole, not for an entry (the switch
+				// expired the bundle while the store was slow): nothing
+				// was committed, send it the usual way.
+				e.log.Warn("streamed write refused as a whole; sending it again after the store", "bridge", b.name, "err", streamErr)
+				touched, streamed, streamErr = false, nil, nil
+			}
+		}
 		cs := make([]Change, 0, n)
-		var owner map[string]int // only a batch of several requests can overlap
-		if len(reqs) > 1 {
+		if streamed == nil && owner == nil && len(reqs) > 1 {
 			owner = make(map[string]int, n)
 		}
 		for i := range reqs {
@@ -324,7 +372,7 @@ func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) (
 				}
 				if owner != nil || len(b.quarantine) > 0 {
 					k := key(c.Kind, changeID(*c))
-					if other, dup := owner[k]; dup && other != i {
+					if other, dup := owner[k]; dup && other != i && streamed == nil {
 						return failed(i, errOverlap)
 					}
 					if _, q := b.quarantine[k]; q && c.Op == OpModify {
@@ -339,11 +387,14 @@ func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) (
 			}
 		}
 		if live && len(cs) > 0 {
-			p := newPlan(cs)
-			touched = true
-			sctx, cancel := context.WithTimeout(ctx, e.cfg.WriteTimeout)
-			_, err := applyPlan(sctx, conn, p)
-			cancel()
+			err := streamErr
+			if streamed == nil {
+				p := newPlan(cs)
+				touched = true
+				sctx, cancel := context.WithTimeout(ctx, e.cfg.WriteTimeout)
+				_, err = applyPlan(sctx, conn, p)
+				cancel()
+			}
 			if err == nil && e.faults.afterBundle != nil {
 				err = e.faults.afterBundle()
 			}
@@ -436,4 +487,7 @@ type writeFaults struct {
 	// beforeStoreCommit runs at the end of a write's transaction, after the
 	// switch accepted it; its error rolls the transaction back.
 	beforeStoreCommit func() error
+	// streamVerdict replaces the switch's verdict on a streamed write
+	// (writeStream).
+	streamVerdict func(error) error
 }

@@ -53,7 +53,7 @@ func startEngine(ctx context.Context, t *testing.T, faults writeFaults) *testEng
 		t.Fatal(err)
 	}
 	e.faults = faults
-	te := &testEngine{Engine: e, registry: reg}
+	te := &testEngine{Engine: e, registry: reg, sb: sb}
 	rctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -75,6 +75,7 @@ func startEngine(ctx context.Context, t *testing.T, faults writeFaults) *testEng
 type testEngine struct {
 	*Engine
 	registry *prometheus.Registry
+	sb       *sandbox.Sandbox
 }
 
 type testLog struct{ t *testing.T }
@@ -233,7 +234,7 @@ func TestWritePanicDoesNotWedge(t *testing.T) {
 	// Queued behind the held batch, so the two share the next one.
 	panicked := make(chan error, 1)
 	go func() {
-		_, _, err := e.write(ctx, testBridge, nil, func(*store.Writer) (store.Result, error) { panic("boom") })
+		_, _, err := e.write(ctx, testBridge, &writeReq{op: func(*store.Writer) (store.Result, error) { panic("boom") }})
 		panicked <- err
 	}()
 	poll(ctx, t, "panicking request queued", func() bool { return queued(b) == 1 })

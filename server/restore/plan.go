@@ -189,13 +189,18 @@ func appendWriteChanges(cs []Change, changed []store.Change, removed []entry.Ent
 		cs = append(cs, Change{Op: OpDelete, Kind: r.Kind, Actual: r.Payload, Index: -1})
 	}
 	for _, c := range changed {
-		op := OpAdd
-		if c.Existed {
-			op = OpModify
-		}
-		cs = append(cs, Change{Op: op, Kind: c.Entry.Kind, Desired: c.Entry, Actual: c.Old, Index: c.Index})
+		cs = append(cs, writeChange(c))
 	}
 	return cs
+}
+
+// writeChange is the change a write makes of an entry the store changed.
+func writeChange(c store.Change) Change {
+	op := OpAdd
+	if c.Existed {
+		op = OpModify
+	}
+	return Change{Op: op, Kind: c.Entry.Kind, Desired: c.Entry, Actual: c.Old, Index: c.Index}
 }
 
 func key(k entry.Kind, id []byte) string { return string(append([]byte{byte(k)}, id...)) }

@@ -3,6 +3,7 @@ package restore
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/errdefs"
@@ -19,9 +20,9 @@ func (e *Engine) Put(ctx context.Context, bridgeName, module string, es []entry.
 	if err := e.checkOwned(es); err != nil {
 		return false, err
 	}
-	applied, _, err = e.write(ctx, bridgeName, es, func(w *store.Writer) (store.Result, error) {
-		return w.Put(bridgeName, module, es)
-	})
+	flowsOnly := !slices.ContainsFunc(es, func(en entry.Entry) bool { return en.Kind != entry.KindFlow })
+	applied, _, err = e.write(ctx, bridgeName, &writeReq{declared: es, flowsOnly: flowsOnly,
+		op: func(w *store.Writer) (store.Result, error) { return w.Put(bridgeName, module, es) }})
 	return applied, err
 }
 
@@ -42,9 +43,8 @@ func (e *Engine) Sync(ctx context.Context, bridgeName, module string, es []entry
 	if err := e.checkOwned(es); err != nil {
 		return SyncResult{}, err
 	}
-	applied, res, err := e.write(ctx, bridgeName, es, func(w *store.Writer) (store.Result, error) {
-		return w.Sync(bridgeName, module, es)
-	})
+	applied, res, err := e.write(ctx, bridgeName, &writeReq{declared: es,
+		op: func(w *store.Writer) (store.Result, error) { return w.Sync(bridgeName, module, es) }})
 	if err != nil {
 		return SyncResult{}, err
 	}
@@ -67,9 +67,8 @@ func (e *Engine) Sync(ctx context.Context, bridgeName, module string, es []entry
 // Delete removes entries of module on bridge by identity (keys carry Kind and
 // ID), from the switch and the store together, like Put.
 func (e *Engine) Delete(ctx context.Context, bridgeName, module string, keys []entry.Entry) (applied bool, n int, err error) {
-	applied, res, err := e.write(ctx, bridgeName, nil, func(w *store.Writer) (store.Result, error) {
-		return w.Delete(bridgeName, module, keys)
-	})
+	applied, res, err := e.write(ctx, bridgeName, &writeReq{
+		op: func(w *store.Writer) (store.Result, error) { return w.Delete(bridgeName, module, keys) }})
 	return applied, len(res.Removed), err
 }
 
