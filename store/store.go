@@ -199,14 +199,34 @@ type Writer struct {
 	tx       *bolt.Tx
 	describe func(entry.Entry) string
 	observe  func(Change)
+	removed  func(entry.Entry)
 }
 
-// Observe makes Put call fn with each change as soon as it is decided, in
-// the order Result.Changed lists them; nil stops it. A Put that then fails
-// has still called fn: the caller must treat what it saw as undone. This lets
-// a large write go to the switch while it is being stored. Sync and Delete
-// do not call fn.
-func (w *Writer) Observe(fn func(Change)) { w.observe = fn }
+// Observe makes Put and Sync call changed with each change as soon as it is
+// decided, in the order Result.Changed lists them, and Sync call removed with
+// each entry it removes once they are all known; nil stops it. A write that
+// then fails has still called them: the caller must treat what it saw as
+// undone. This lets a large write go to the switch while it is being stored.
+// Delete does not call them.
+func (w *Writer) Observe(changed func(Change), removed func(entry.Entry)) {
+	w.observe, w.removed = changed, removed
+}
+
+// Entries returns the number of entries stored on bridge, of every module:
+// a bound on what a Sync there can remove.
+func (w *Writer) Entries(bridge string) int {
+	br := w.tx.Bucket(bucketBridges).Bucket([]byte(bridge))
+	if br == nil {
+		return 0
+	}
+	n := 0
+	for _, kind := range entry.Kinds {
+		if kb := br.Bucket(kindBuckets[kind]); kb != nil {
+			n += kb.Stats().KeyN
+		}
+	}
+	return n
+}
 
 // Result is what one write changed.
 type Result struct {
@@ -290,6 +310,9 @@ func (w *Writer) sync(bridge, module string, es []entry.Entry) (Result, error) {
 		}
 		if !same {
 			r.Changed = append(r.Changed, Change{Entry: e, Index: i, Existed: existed, Old: prev})
+			if w.observe != nil {
+				w.observe(r.Changed[len(r.Changed)-1])
+			}
 		}
 	}
 	for _, kind := range entry.Kinds {
@@ -329,7 +352,15 @@ func (w *Writer) sync(bridge, module string, es []entry.Entry) (Result, error) {
 	if err := checkRefs(br, es); err != nil {
 		return r, err
 	}
-	return r, checkUsers(br, r.Removed, nil, w.describe)
+	if err := checkUsers(br, r.Removed, nil, w.describe); err != nil {
+		return r, err
+	}
+	if w.removed != nil {
+		for _, e := range r.Removed {
+			w.removed(e)
+		}
+	}
+	return r, nil
 }
 
 // Delete removes the entries of module on bridge named by keys (Kind and

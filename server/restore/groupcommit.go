@@ -64,9 +64,9 @@ type writeReq struct {
 	// declared are the entries the request declares (their quarantine is
 	// lifted: the write itself tells whether the switch takes them now).
 	declared []entry.Entry
-	// flowsOnly says op is a Put of declared, all flows: its changes can
-	// go to the switch while they are stored (writeStream).
-	flowsOnly bool
+	// flowsOnly says op is a Put or Sync (sync) of declared, all flows:
+	// its changes can go to the switch while they are stored (writeStream).
+	flowsOnly, sync bool
 	// taken is set (under writeQueue.mu) when the owner takes the request
 	// into a batch; from then on its outcome no longer depends on its caller.
 	taken bool
@@ -307,7 +307,7 @@ func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) (
 			owner   map[string]int // only a batch of several requests can overlap
 			overlap *failedError
 		)
-		if ok, bound := streamable(reqs); live && ok {
+		if ok, bound := streamable(reqs, w, b.name); live && ok {
 			if len(reqs) > 1 {
 				owner = make(map[string]int, bound)
 			}
@@ -326,7 +326,7 @@ func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) (
 		n := 0
 		for i, r := range reqs {
 			if stream != nil {
-				w.Observe(observeFlows(stream, i, owner, &overlap))
+				stream.observe(w, i, owner, &overlap)
 			}
 			res, err := r.op(w)
 			if err != nil {
@@ -335,9 +335,16 @@ func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) (
 			results[i].res = res
 			n += len(res.Changed) + len(res.Removed)
 		}
-		w.Observe(nil)
+		w.Observe(nil, nil)
 		if overlap != nil {
 			return overlap
+		}
+		if stream != nil && stream.fallback {
+			_, _ = stream.finish(false)
+			stream = nil
+			if len(reqs) > 1 {
+				owner = nil // rebuilt below
+			}
 		}
 		var streamed []Change
 		var streamErr error

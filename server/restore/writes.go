@@ -20,8 +20,7 @@ func (e *Engine) Put(ctx context.Context, bridgeName, module string, es []entry.
 	if err := e.checkOwned(es); err != nil {
 		return false, err
 	}
-	flowsOnly := !slices.ContainsFunc(es, func(en entry.Entry) bool { return en.Kind != entry.KindFlow })
-	applied, _, err = e.write(ctx, bridgeName, &writeReq{declared: es, flowsOnly: flowsOnly,
+	applied, _, err = e.write(ctx, bridgeName, &writeReq{declared: es, flowsOnly: flowsOnly(es),
 		op: func(w *store.Writer) (store.Result, error) { return w.Put(bridgeName, module, es) }})
 	return applied, err
 }
@@ -43,7 +42,7 @@ func (e *Engine) Sync(ctx context.Context, bridgeName, module string, es []entry
 	if err := e.checkOwned(es); err != nil {
 		return SyncResult{}, err
 	}
-	applied, res, err := e.write(ctx, bridgeName, &writeReq{declared: es,
+	applied, res, err := e.write(ctx, bridgeName, &writeReq{declared: es, flowsOnly: flowsOnly(es), sync: true,
 		op: func(w *store.Writer) (store.Result, error) { return w.Sync(bridgeName, module, es) }})
 	if err != nil {
 		return SyncResult{}, err
@@ -62,6 +61,11 @@ func (e *Engine) Sync(ctx context.Context, bridgeName, module string, es []entry
 		}
 	}
 	return out, nil
+}
+
+// flowsOnly reports whether es declares flows alone.
+func flowsOnly(es []entry.Entry) bool {
+	return !slices.ContainsFunc(es, func(en entry.Entry) bool { return en.Kind != entry.KindFlow })
 }
 
 // Delete removes entries of module on bridge by identity (keys carry Kind and

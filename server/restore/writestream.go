@@ -26,9 +26,13 @@ import (
 //     nothing was committed. Either way finish returns only once the
 //     producer has stopped, so the bundle never outlives the bridge's lock.
 //
-// Only flows stream: they take one message each and need no order among
+// Only writes that declare flows alone stream (Put, and Sync with what it
+// removes): a flow takes one message and flows need no order among
 // themselves (groups must precede the flows that use them, meters cannot be
-// bundled), and a batch holds one change per identity (errOverlap).
+// bundled), and a batch holds one change per identity (errOverlap). A Sync
+// reports its removals last: flow and group deletes go to the end of the
+// bundle, as in a plan; a removed meter, which must follow the bundle, makes
+// the batch fall back to the usual path before anything is committed.
 
 // streamBatch is how many changes go to the producer at a time.
 const streamBatch = 512
@@ -46,17 +50,24 @@ type writeStream struct {
 	aborted bool
 	// sent is the producer's until done delivers.
 	sent []Change
+	// fallback is set when a change cannot stream (a removed meter): the
+	// batch is then sent the usual way.
+	fallback bool
 }
 
 // streamable reports whether reqs can stream (see writeStream) and the
-// bound on their changes.
-func streamable(reqs []*writeReq) (bool, int) {
-	n := 0
+// bound on their changes; a Sync can remove whatever the bridge holds.
+func streamable(reqs []*writeReq, w *store.Writer, bridge string) (bool, int) {
+	n, syncs := 0, false
 	for _, r := range reqs {
 		if !r.flowsOnly {
 			return false, 0
 		}
 		n += len(r.declared)
+		syncs = syncs || r.sync
+	}
+	if syncs {
+		n += w.Entries(bridge)
 	}
 	return n > 0, n
 }
@@ -76,7 +87,8 @@ func startStream(ctx context.Context, conn *ofconn.Conn, n int) *writeStream {
 			for batch := range s.batches {
 				for _, c := range batch {
 					s.sent = append(s.sent, c)
-					if err := emit(c.Desired.Payload); err != nil {
+					// One message each: flows, and deletes.
+					if err := emit(c.messages()[0]); err != nil {
 						return err
 					}
 				}
@@ -134,15 +146,14 @@ func (s *writeStream) finish(commit bool) ([]Change, error) {
 	return s.sent, err
 }
 
-// observeFlows returns the store observer of request i of a streamed batch:
+// observe sets the store observers of request i of a streamed batch on w:
 // each change goes to s, and its key to owner (nil for a lone request) so
-// that two requests changing one flow fail the batch (errOverlap, recorded in
-// *overlap).
-func observeFlows(s *writeStream, i int, owner map[string]int, overlap **failedError) func(store.Change) {
-	return func(sc store.Change) {
-		c := writeChange(sc)
+// that two requests changing one entry fail the batch (errOverlap, recorded
+// in *overlap).
+func (s *writeStream) observe(w *store.Writer, i int, owner map[string]int, overlap **failedError) {
+	add := func(c Change) {
 		if owner != nil {
-			k := key(entry.KindFlow, c.Desired.ID)
+			k := key(c.Kind, changeID(c))
 			if other, dup := owner[k]; dup && other != i && *overlap == nil {
 				*overlap = failed(i, errOverlap)
 			}
@@ -150,4 +161,11 @@ func observeFlows(s *writeStream, i int, owner map[string]int, overlap **failedE
 		}
 		s.add(c)
 	}
+	w.Observe(func(sc store.Change) { add(writeChange(sc)) }, func(e entry.Entry) {
+		if e.Kind == entry.KindMeter {
+			s.fallback = true
+			return
+		}
+		add(Change{Op: OpDelete, Kind: e.Kind, Actual: e.Payload, Index: -1})
+	})
 }

@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowstate-io/flowstate/canon"
 	"github.com/flowstate-io/flowstate/entry"
+	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/store"
 )
 
@@ -68,6 +70,32 @@ func TestStreamedWrite(t *testing.T) {
 	if got := te.Engine.bridges[testBridge].isConverged(); !got {
 		t.Fatal("bridge not converged after a streamed write")
 	}
+
+	// The switch refuses an entry of a streamed bundle (table 5 is full at
+	// 100 flows): the error names it by its place in the request, and
+	// nothing of the request is kept.
+	if out, err := te.sb.Vsctl(ctx, "--", "--id=@ft", "create", "Flow_Table", "flow_limit=100", "overflow_policy=refuse",
+		"--", "set", "Bridge", testBridge, "flow_tables:5=@ft"); err != nil {
+		t.Fatal(err, out)
+	}
+	lines := make([]string, 150)
+	for i := range lines {
+		lines[i] = fmt.Sprintf("table=5,priority=%d,actions=drop", i+1)
+	}
+	_, err = te.Put(ctx, testBridge, "m", flows(t, lines...))
+	var ee *errdefs.EntryError
+	if !errors.As(err, &ee) || !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "TABLE_FULL") {
+		t.Fatalf("Put into a full table: %v, want INVALID_ARGUMENT naming an entry and OFPFMFC_TABLE_FULL", err)
+	}
+	if ee.Index < 100 || ee.Index >= len(lines) {
+		t.Fatalf("refused entry %d, want one past the table's 100", ee.Index)
+	}
+	if out, err := te.sb.Ofctl(ctx, "dump-flows", testBridge, "table=5"); err != nil || strings.Contains(out, "table=5") {
+		t.Fatalf("table 5 after a refused streamed write: %v\n%s", err, out)
+	}
+	if _, ok, err := te.cfg.Store.Get(testBridge, entry.KindFlow, flows(t, lines[0])[0].ID); err != nil || ok {
+		t.Fatalf("the refused request's first flow is stored (%v, %v)", ok, err)
+	}
 }
 
 // TestStreamedWriteRefusedWhole: when the switch refuses a streamed bundle
@@ -103,4 +131,75 @@ func TestStreamedWriteRefusedWhole(t *testing.T) {
 	if err != nil || stored != len(es) {
 		t.Fatalf("stored %d flows (%v), want %d", stored, err, len(es))
 	}
+}
+
+// TestStreamedSync: a Sync of flows streams its changes and its removals
+// (flow and group deletes at the end of the bundle); one that removes a
+// meter falls back to the usual path (meters go after the bundle). Each
+// leaves the switch equal to the store.
+func TestStreamedSync(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	te := startEngine(ctx, t, writeFaults{})
+	check := func(what string, want int) {
+		t.Helper()
+		if n := dumpCount(ctx, t, te); n != want {
+			t.Fatalf("%s: the switch holds %d flows, want %d", what, n, want)
+		}
+		var stored int
+		err := te.cfg.Store.ScanFlows(testBridge, nil, func(store.Record) error { stored++; return nil })
+		if err != nil || stored != want {
+			t.Fatalf("%s: stored %d flows (%v), want %d", what, stored, err, want)
+		}
+	}
+	if _, err := te.Sync(ctx, testBridge, "m", pipelineFlows(t, 3000, 0), false); err != nil {
+		t.Fatal(err)
+	}
+	check("first set", 3000)
+	res, err := te.Sync(ctx, testBridge, "m", pipelineFlows(t, 3000, 1500), false)
+	if err != nil || !res.Applied || res.Added != 1500 || res.Removed != 1500 {
+		t.Fatalf("Sync: %+v, %v", res, err)
+	}
+	check("half replaced", 3000)
+
+	// A group and a meter of the module, then a Sync of flows alone
+	// removes both.
+	group, meter := textEntry(t, entry.KindGroup, "group_id=5,type=all,bucket=actions=drop"), textEntry(t, entry.KindMeter, "meter=7,kbps,band=type=drop,rate=1000")
+	extra := append(pipelineFlows(t, 10, 0), group, meter)
+	if _, err := te.Sync(ctx, testBridge, "m", extra, false); err != nil {
+		t.Fatal(err)
+	}
+	check("with a group and a meter", 10)
+	res, err = te.Sync(ctx, testBridge, "m", pipelineFlows(t, 20, 0), false)
+	if err != nil || !res.Applied || res.Removed != 2 || res.Added != 10 {
+		t.Fatalf("Sync removing a group and a meter: %+v, %v", res, err)
+	}
+	check("group and meter removed", 20)
+	for _, what := range []string{"dump-groups", "dump-meters"} {
+		out, err := te.sb.Ofctl(ctx, "-O", "OpenFlow15", what, testBridge)
+		if err != nil || strings.Contains(out, "group_id=5") || strings.Contains(out, "meter=7") {
+			t.Fatalf("%s after the Sync: %v\n%s", what, err, out)
+		}
+	}
+	// A group alone streams: its delete ends the bundle.
+	if _, err := te.Sync(ctx, testBridge, "m", append(pipelineFlows(t, 20, 0), group), false); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := te.Sync(ctx, testBridge, "m", pipelineFlows(t, 5, 0), false); err != nil || res.Removed != 16 {
+		t.Fatalf("Sync removing a group: %+v, %v", res, err)
+	}
+	check("group removed", 5)
+	if out, _ := te.sb.Ofctl(ctx, "-O", "OpenFlow15", "dump-groups", testBridge); strings.Contains(out, "group_id=5") {
+		t.Fatalf("group 5 still on the switch:\n%s", out)
+	}
+}
+
+// textEntry is an entry of kind in ovs-ofctl syntax.
+func textEntry(t *testing.T, kind entry.Kind, text string) entry.Entry {
+	t.Helper()
+	payload, id, err := canon.Parse(kind, text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return entry.Entry{Kind: kind, ID: id, Payload: payload}
 }
