@@ -311,7 +311,7 @@ func (c *Conn) readLoop(br *bufio.Reader) {
 			}
 		default:
 			if w := c.lookup(frameXid(f)); w != nil {
-				w.push(f)
+				w.push(f, c.done)
 			} else if f[1] == openflow15.Type_Error {
 				c.log.Warn("ofconn: error for no pending request", "xid", frameXid(f), "error", decodeError(f).Name)
 			} else {
@@ -402,12 +402,37 @@ type waiter struct {
 	mu    sync.Mutex
 	q     [][]byte
 	sig   chan struct{}
+	// limit bounds the bytes queued (0: no bound); queued counts them.
+	// space is signalled by pop, gone closed by unregister.
+	limit, queued int
+	space, gone   chan struct{}
 }
 
-// push never blocks: the reader must keep reading (echo replies) whatever the consumer does.
-func (w *waiter) push(f []byte) {
+// dumpQueue bounds what a dump's waiter holds. vswitchd builds every reply of a dump before it sends the
+// first, then writes them as fast as the socket takes them: without a bound, a consumer slower than the
+// reader (decoding, hashing) would find the whole dump of a million flows queued here, some 300 MB. With it,
+// the reader stops reading while the consumer catches up, a few milliseconds at a time, which the echo
+// timeout allows for: echo replies wait in the socket behind the dump meanwhile.
+const dumpQueue = 4 << 20
+
+// push queues f. It never blocks on an unbounded waiter; on a bounded one it waits for room, for the waiter
+// to go, or for the connection to die (done), so that the reader stops reading only while a consumer is
+// draining.
+func (w *waiter) push(f []byte, done <-chan struct{}) {
 	w.mu.Lock()
+	for w.limit > 0 && w.queued >= w.limit {
+		w.mu.Unlock()
+		select {
+		case <-w.space:
+		case <-w.gone:
+			return
+		case <-done:
+			return
+		}
+		w.mu.Lock()
+	}
 	w.q = append(w.q, f)
+	w.queued += len(f)
 	w.mu.Unlock()
 	select {
 	case w.sig <- struct{}{}:
@@ -424,11 +449,22 @@ func (w *waiter) pop() ([]byte, bool) {
 	f := w.q[0]
 	w.q[0] = nil
 	w.q = w.q[1:]
+	w.queued -= len(f)
+	if w.limit > 0 {
+		select {
+		case w.space <- struct{}{}:
+		default:
+		}
+	}
 	return f, true
 }
 
-func (c *Conn) register(lo, n uint32) *waiter {
-	w := &waiter{lo: lo, n: n, sig: make(chan struct{}, 1)}
+func (c *Conn) register(lo, n uint32) *waiter { return c.registerLimit(lo, n, 0) }
+
+// registerLimit registers a waiter that holds at most about limit bytes (see waiter.push).
+func (c *Conn) registerLimit(lo, n uint32, limit int) *waiter {
+	w := &waiter{lo: lo, n: n, sig: make(chan struct{}, 1), limit: limit,
+		space: make(chan struct{}, 1), gone: make(chan struct{})}
 	c.pmu.Lock()
 	c.pending = append(c.pending, w)
 	c.pmu.Unlock()
@@ -441,6 +477,7 @@ func (c *Conn) unregister(w *waiter) {
 	for i, p := range c.pending {
 		if p == w {
 			c.pending = append(c.pending[:i], c.pending[i+1:]...)
+			close(w.gone)
 			return
 		}
 	}

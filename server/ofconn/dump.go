@@ -266,7 +266,7 @@ func (c *Conn) multiparts(ctx context.Context, mpType uint16, bodies []util.Mess
 	if barrier {
 		msgs = append(msgs, controlMsg(openflow15.Type_BarrierRequest, xid+n, nil)...)
 	}
-	w := c.register(xid, n+1)
+	w := c.registerLimit(xid, n+1, dumpQueue)
 	defer c.unregister(w)
 	if err := c.write(ctx, true, func(bw *bufio.Writer) error {
 		_, err := bw.Write(msgs)
