@@ -28,9 +28,12 @@ func newKeyOrder(es []entry.Entry) keyOrder {
 	for i := range o.idx {
 		o.idx[i] = int32(i)
 	}
-	// Stable: among equal identities the first in the request comes first.
-	slices.SortStableFunc(o.idx, func(a, b int32) int {
-		return compareKey(es[a].Kind, es[a].ID, es[b].Kind, es[b].ID)
+	// Among equal identities the first in the request comes first: the
+	// index breaks ties, which makes an unstable sort stable (and
+	// O(n log n): SortStableFunc merges in place, O(n log² n), a third of
+	// a large Put's CPU).
+	slices.SortFunc(o.idx, func(a, b int32) int {
+		return cmp.Or(compareKey(es[a].Kind, es[a].ID, es[b].Kind, es[b].ID), cmp.Compare(a, b))
 	})
 	return o
 }
