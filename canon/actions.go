@@ -1,6 +1,7 @@
 package canon
 
 import (
+	"bytes"
 	"fmt"
 
 	"github.com/flowstate-io/flowstate/ofctl"
@@ -12,12 +13,12 @@ import (
 // not something to re-implement here. kept is set when an action is kept as
 // sent.
 func canonicalActions(b []byte, cx *ofctl.ActionContext, kept *bool) ([]byte, error) {
-	return appendCanonicalActions(make([]byte, 0, len(b)), b, cx, kept)
+	return appendCanonicalActions(make([]byte, 0, len(b)), b, cx, kept, nil)
 }
 
-// appendCanonicalActions is canonicalActions appending to out. cx may be
-// nil when allExact(b).
-func appendCanonicalActions(out, b []byte, cx *ofctl.ActionContext, kept *bool) ([]byte, error) {
+// appendCanonicalActions is canonicalActions appending to out, through am
+// unless it is nil. cx may be nil when allExact(b).
+func appendCanonicalActions(out, b []byte, cx *ofctl.ActionContext, kept *bool, am *actionMemo) ([]byte, error) {
 	for i := 0; len(b) > 0; i++ {
 		if len(b) < 8 {
 			return nil, fmt.Errorf("action %d: truncated (%d bytes)", i, len(b))
@@ -28,7 +29,7 @@ func appendCanonicalActions(out, b []byte, cx *ofctl.ActionContext, kept *bool) 
 		}
 		if isExactAction(b[:n]) {
 			out = appendExactAction(out, b[:n])
-		} else if c, ok := cx.Canonical(b[:n]); ok {
+		} else if c, ok := am.canonical(cx, b[:n]); ok {
 			out = append(out, c...)
 		} else {
 			out = append(out, b[:n]...)
@@ -37,6 +38,51 @@ func appendCanonicalActions(out, b []byte, cx *ofctl.ActionContext, kept *bool) 
 		b = b[n:]
 	}
 	return out, nil
+}
+
+// actionMemo is cx.Canonical memoised in a cache by the context's key
+// (ofctl.ActionContext.AppendKey) and the action's bytes, for the actions
+// of one list in turn.
+type actionMemo struct {
+	cache *listCache
+	key   []byte // the context's key, then the action's
+	plen  int    // length of the context's key; 0 until computed
+	after []byte // the context's key after a miss
+}
+
+// start readies m for a list in a new context.
+func (m *actionMemo) start(cache *listCache) {
+	m.cache, m.plen = cache, 0
+}
+
+// canonical returns what cx.Canonical(a) returns, from the cache when it
+// can. A result from the cache is shared: read only. A nil m only calls
+// cx.Canonical.
+func (m *actionMemo) canonical(cx *ofctl.ActionContext, a []byte) ([]byte, bool) {
+	if m == nil {
+		return cx.Canonical(a)
+	}
+	if m.plen == 0 {
+		m.key = cx.AppendKey(m.key[:0])
+		m.plen = len(m.key)
+	}
+	m.key = append(m.key[:m.plen], a...)
+	h := m.cache.hash(m.key)
+	if l, ok := m.cache.lookup(h, m.key); ok {
+		return l.acts, !l.kept
+	}
+	c, ok := cx.Canonical(a)
+	m.after = cx.AppendKey(m.after[:0])
+	if bytes.Equal(m.after, m.key[:m.plen]) {
+		m.cache.offer(h, m.key, c, !ok)
+	} else {
+		// The action changed the context (push_vlan, encap...): its result
+		// is not all it does, so it is not memoised, and the actions after
+		// it are keyed by the new context.
+		m.key = append(m.key[:0], m.after...)
+		m.plen = len(m.key)
+	}
+	return c, ok
 }
 
 // allExact reports whether b is a well-formed action list of exact actions

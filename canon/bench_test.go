@@ -100,10 +100,11 @@ func BenchmarkDecodeEntryCNI(b *testing.B) {
 }
 
 // BenchmarkDecodeEntryCNINoCache: BenchmarkDecodeEntryCNI without the
-// cache of action lists, what a flow whose actions are new costs.
+// caches of action lists and actions, what a flow whose actions are new
+// costs.
 func BenchmarkDecodeEntryCNINoCache(b *testing.B) {
-	defer func(c *listCache) { actionLists = c }(actionLists)
-	actionLists = nil
+	defer func(c flowCaches) { caches = c }(caches)
+	caches = flowCaches{}
 	benchDecodeEntry(b, encoded(b, cniFlows(5000)))
 }
 
@@ -151,4 +152,101 @@ func benchParse(b *testing.B, flows []string) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// pipelineFlows returns n distinct flows shaped like the pipeline
+// cmd/flowstate-bench generates (groups of 20 flows per pod: classifier,
+// spoof guard, services, endpoints, policy rules, conntrack commits,
+// routes): no two flows share an action list, but single actions
+// (set_field:0x2->reg0, resubmit(,40), a register load in one table)
+// recur across pods and tables.
+func pipelineFlows(n int) []string {
+	const slots = 20
+	proto := func(x int) string {
+		if x%2 == 0 {
+			return "tcp"
+		}
+		return "udp"
+	}
+	ip := func(k int) string { return fmt.Sprintf("10.244.%d.%d", (k+2)>>8&0xff, (k+2)&0xff) }
+	out := make([]string, 0, n)
+	for j := 0; len(out) < n; j++ {
+		k, s := j/slots, j%slots
+		port, pod := k+3, k+1
+		var l string
+		switch {
+		case s == 0:
+			l = fmt.Sprintf("table=0,priority=190,in_port=%d,actions=set_field:0x2->reg0,set_field:0x%x->reg1,goto_table:10", port, pod)
+		case s == 1:
+			l = fmt.Sprintf("table=10,priority=200,ip,in_port=%d,nw_src=%s,actions=goto_table:20", port, ip(k))
+		case s == 2:
+			l = fmt.Sprintf("table=70,priority=200,ip,reg0=0x2/0xf,nw_dst=%s,actions=set_field:0x%x->reg1,output:%d", ip(k), pod, port)
+		case s == 3:
+			l = fmt.Sprintf("table=40,priority=100,ip,reg1=0x%x,actions=drop", pod)
+		case s <= 5:
+			svc := k*2 + s - 4
+			l = fmt.Sprintf("table=30,priority=200,%s,nw_dst=10.96.%d.%d,tp_dst=%d,actions=set_field:0x%x->reg3,goto_table:31",
+				proto(svc), svc>>8&0xff, svc&0xff, 80+svc%8*1000+svc>>16, svc+1)
+		case s <= 7:
+			ep := k*2 + s - 6
+			l = fmt.Sprintf("table=31,priority=200,reg3=0x%x/0xfffff,actions=set_field:0x%x->reg2,resubmit(,40)", ep+1, ep+1)
+		case s <= 13:
+			r := s - 8
+			cidr := k*6 + r
+			l = fmt.Sprintf("table=40,priority=%d,%s,reg1=0x%x,nw_dst=172.%d.%d.0/24,tp_dst=%d,actions=set_field:0x%x->reg2,goto_table:50",
+				1000+r, proto(r), pod, 16+cidr>>8%16, cidr&0xff, 1024+r*11, (k*6+r)+1)
+		case s <= 17:
+			r := s - 14
+			src := fmt.Sprintf("192.%d.0.0/16", 168+(k*4+r)%64)
+			if r < 2 {
+				l = fmt.Sprintf("table=50,priority=%d,%s,reg1=0x%x/0xffff,nw_src=%s,tp_dst=%d,actions=set_field:0x%x->reg2,goto_table:60",
+					2000+r, proto(r), pod, src, 443+r*10, (k*4+r)+1)
+			} else {
+				l = fmt.Sprintf("table=50,priority=%d,ct_state=+new+trk,%s,reg1=0x%x/0xffff,nw_src=%s,tp_dst=%d,actions=ct(commit,table=60,zone=%d)",
+					2000+r, proto(r), pod, src, 8080+r, 1+(k*4+r)%65000)
+			}
+		default:
+			route := k*2 + s - 18
+			l = fmt.Sprintf("table=80,priority=200,ip,nw_dst=%d.%d.%d.0/24,actions=set_field:0x%x->reg0,output:%d",
+				11+route>>16, route>>8&0xff, route&0xff, route+1, 2)
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// BenchmarkDecodeEntryPipeline: DecodeEntry of 200,000 pipeline-shaped
+// flows, whose action lists all differ: what a Go client's bulk declare
+// costs per flow.
+func BenchmarkDecodeEntryPipeline(b *testing.B) {
+	benchDecodeEntry(b, encoded(b, pipelineFlows(200000)))
+}
+
+// BenchmarkDecodeEntryPipelineListCache: BenchmarkDecodeEntryPipeline
+// with the cache of action lists only, not of single actions.
+func BenchmarkDecodeEntryPipelineListCache(b *testing.B) {
+	defer func(c flowCaches) { caches = c }(caches)
+	caches = flowCaches{lists: newListCache()}
+	benchDecodeEntry(b, encoded(b, pipelineFlows(200000)))
+}
+
+// BenchmarkDecodeEntryPipelineParallel: BenchmarkDecodeEntryPipeline on
+// every CPU, as the server canonicalises a bulk declare.
+func BenchmarkDecodeEntryPipelineParallel(b *testing.B) {
+	ps := encoded(b, pipelineFlows(200000))
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for i := 0; pb.Next(); i++ {
+			if _, err := DecodeEntry(entry.KindFlow, ps[i%len(ps)]); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkParsePipeline: Parse of the same flows as text.
+func BenchmarkParsePipeline(b *testing.B) {
+	benchParse(b, pipelineFlows(200000))
 }

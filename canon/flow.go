@@ -30,24 +30,31 @@ var instrOrder = []uint16{instrApplyActions, instrClearActions, instrWriteAction
 // output's max_len), and one action it does not know would make the whole
 // flow unprintable.
 func canonicalFlow(b []byte, kept *bool) ([]byte, error) {
-	return canonicalFlowCached(b, kept, actionLists)
+	return canonicalFlowCached(b, kept, caches)
 }
 
-// actionLists caches the canonical action lists of flows.
-var actionLists = newListCache()
+// flowCaches are the caches canonicalising a flow goes through; a nil one
+// is not used.
+type flowCaches struct {
+	lists   *listCache // whole action lists
+	actions *listCache // single actions, for lists seen once
+}
+
+// caches are the caches of canonicalFlow.
+var caches = flowCaches{lists: newListCache(), actions: newListCache()}
 
 // flowScratch is what canonicalising a flow needs beyond its result,
 // pooled: a decoded match is kilobytes.
 type flowScratch struct {
 	fm  ofctl.FlowMatch
 	key []byte
+	am  actionMemo
 }
 
 var flowScratches = sync.Pool{New: func() any { return new(flowScratch) }}
 
-// canonicalFlowCached is canonicalFlow with cache for the action lists, or
-// none when it is nil.
-func canonicalFlowCached(b []byte, kept *bool, cache *listCache) ([]byte, error) {
+// canonicalFlowCached is canonicalFlow through the given caches.
+func canonicalFlowCached(b []byte, kept *bool, cache flowCaches) ([]byte, error) {
 	mlen := int(be.Uint16(b[flowModFixed+2:]))
 	if be.Uint16(b[flowModFixed:]) != 1 { // OFPMT_OXM
 		return nil, fmt.Errorf("match type %d, want OXM (1)", be.Uint16(b[flowModFixed:]))
@@ -84,7 +91,7 @@ const instrTypes = instrClearActions + 1
 
 // canonicalInstructions appends an instruction list re-encoded as OVS
 // does to out; sc.fm holds the flow's match.
-func canonicalInstructions(out, b []byte, table uint8, kept *bool, sc *flowScratch, cache *listCache) ([]byte, error) {
+func canonicalInstructions(out, b []byte, table uint8, kept *bool, sc *flowScratch, cache flowCaches) ([]byte, error) {
 	var byType [instrTypes][]byte
 	var others []uint16 // types OVS does not take, to report and to find twice
 	for len(b) > 0 {
@@ -111,9 +118,10 @@ func canonicalInstructions(out, b []byte, table uint8, kept *bool, sc *flowScrat
 	}
 	// write_actions are checked in the context the apply_actions leave
 	// (a push_vlan's header): a flow whose write_actions need the context
-	// has both computed in order, uncached.
+	// has both computed in order, without the list cache (single actions
+	// are keyed by the context at each).
 	if w := byType[instrWriteActions]; w != nil && !allExact(w[8:]) {
-		cache = nil
+		cache.lists = nil
 	}
 	var cx *ofctl.ActionContext // made when first needed
 	for _, typ := range instrOrder {
@@ -160,15 +168,18 @@ func canonicalInstructions(out, b []byte, table uint8, kept *bool, sc *flowScrat
 // appendInstrActions appends the canonical form of the actions of an
 // apply_actions or write_actions instruction to out, from cache when it
 // can. *cx is the flow's apply_actions context, made on first use.
-func appendInstrActions(out, acts []byte, typ uint16, cx **ofctl.ActionContext, kept *bool, sc *flowScratch, cache *listCache) ([]byte, error) {
+func appendInstrActions(out, acts []byte, typ uint16, cx **ofctl.ActionContext, kept *bool, sc *flowScratch, caches flowCaches) ([]byte, error) {
 	if allExact(acts) {
-		return appendCanonicalActions(out, acts, nil, kept) // no context, no need for a cache
+		return appendCanonicalActions(out, acts, nil, kept, nil) // no context, no need for a cache
 	}
+	cache := caches.lists
+	var h uint64
 	if cache != nil {
 		sc.key = append(sc.key[:0], byte(typ))
 		sc.key = sc.fm.AppendActionKey(sc.key)
 		sc.key = append(sc.key, acts...)
-		if l, ok := cache.get(sc.key); ok {
+		h = cache.hash(sc.key)
+		if l, ok := cache.lookup(h, sc.key); ok {
 			*kept = *kept || l.kept
 			return append(out, l.acts...), nil
 		}
@@ -181,13 +192,18 @@ func appendInstrActions(out, acts []byte, typ uint16, cx **ofctl.ActionContext, 
 		acx = acx.WriteActions()
 	}
 	start, listKept := len(out), false
-	out, err := appendCanonicalActions(out, acts, acx, &listKept)
+	var am *actionMemo
+	if caches.actions != nil {
+		am = &sc.am
+		am.start(caches.actions)
+	}
+	out, err := appendCanonicalActions(out, acts, acx, &listKept, am)
 	if err != nil {
 		return nil, err
 	}
 	*kept = *kept || listKept
 	if cache != nil {
-		cache.put(sc.key, out[start:], listKept)
+		cache.offer(h, sc.key, out[start:], listKept)
 	}
 	return out, nil
 }

@@ -17,6 +17,9 @@ type instrSet struct {
 	hasWrite  bool
 	meta      []byte // value and mask, 16 bytes, or nil
 	gotoTable int    // -1 when absent
+	// applyBuf backs apply for the few actions of most lists, in the
+	// same allocation as the set.
+	applyBuf [4][]byte
 }
 
 // Instruction stages in the order OVS requires them.
@@ -154,6 +157,7 @@ func ofsNbits(ofs, bits int) uint16 { return uint16(ofs<<6 | (bits - 1)) }
 // parseActions parses an action list (the text after "actions=").
 func (cx *actx) parseActions(s string, base int) (*instrSet, error) {
 	is := &instrSet{gotoTable: -1}
+	is.apply = is.applyBuf[:0]
 	sc := newScanner(s, base)
 	stage := stageApply
 	drop, meterSeen := false, false

@@ -33,6 +33,7 @@ type FlowMatch struct {
 	mt, back match
 	enc      oxmList
 	table    uint8
+	acx      ActionContext // Actions' result, reused: a context is kilobytes
 }
 
 // Canonical appends to dst the canonical encoding of the OXM fields oxms,
@@ -64,9 +65,11 @@ func (fm *FlowMatch) Canonical(dst, oxms []byte, table uint8) ([]byte, error) {
 }
 
 // Actions returns the context of the flow's apply_actions, as FlowActions
-// does for the canonical match.
+// does for the canonical match. It is fm's own, valid until the next call
+// of Canonical or Actions.
 func (fm *FlowMatch) Actions() *ActionContext {
-	return &ActionContext{cx: actx{mt: fm.back, table: fm.table}}
+	fm.acx.cx = actx{mt: fm.back, table: fm.table}
+	return &fm.acx
 }
 
 // actionSlots are the match slots that parsing an action reads, through
@@ -80,11 +83,47 @@ var actionSlots = [...]slot{sPacketType, sDlType, sNwProto, sNwFrag, sTpSrc, sTp
 // TLV map). Two flows with equal keys get the same canonical actions for
 // the same action bytes.
 func (fm *FlowMatch) AppendActionKey(b []byte) []byte {
-	b = append(b, fm.table)
+	return appendSlotsKey(append(b, fm.table), &fm.back)
+}
+
+// appendSlotsKey appends the values and masks of mt's actionSlots to b.
+func appendSlotsKey(b []byte, mt *match) []byte {
 	for _, s := range actionSlots {
-		b = append(append(b, fm.back.val(s)...), fm.back.mask(s)...)
+		b = append(append(b, mt.val(s)...), mt.mask(s)...)
 	}
 	return b
+}
+
+// AppendKey appends to b all that Canonical's result for the next action
+// depends on: the kind of list, the table and actionSlots of the context
+// as the list's earlier actions left it (push_vlan, encap...). Equal keys
+// and equal action bytes give equal results, and an action that leaves
+// the key as it was leaves the context as it was, so a caller may memoise
+// Canonical by key and action bytes for such actions.
+func (c *ActionContext) AppendKey(b []byte) []byte {
+	var flags byte
+	if c.cx.anyMatch {
+		flags = 1
+	}
+	b = append(b, flags, c.cx.table, byte(len(c.cx.outer)))
+	b = append(b, c.cx.outer...)
+	return appendSlotsKey(b, &c.cx.mt)
+}
+
+// ctxSlots holds actionSlots of a context: all that parsing an action
+// changes of it (the VLAN header, packet type, dl_type, nw_proto).
+type ctxSlots [len(actionSlots)][2][16]byte
+
+func (s *ctxSlots) save(mt *match) {
+	for i, sl := range actionSlots {
+		s[i] = [2][16]byte{mt.v[sl], mt.m[sl]}
+	}
+}
+
+func (s *ctxSlots) restore(mt *match) {
+	for i, sl := range actionSlots {
+		mt.v[sl], mt.m[sl] = s[i][0], s[i][1]
+	}
 }
 
 // sameMatch reports whether two decoded matches hold the same fields.
@@ -203,10 +242,13 @@ func (c *ActionContext) Canonical(a []byte) ([]byte, bool) {
 	if err != nil {
 		return nil, false
 	}
-	saved := c.cx
+	// A failed parse may have changed the context halfway: restore it.
+	// Copying the slots actions change spares copying the whole match.
+	var saved ctxSlots
+	saved.save(&c.cx.mt)
 	out, err := c.parse(text)
 	if err != nil {
-		c.cx = saved
+		saved.restore(&c.cx.mt)
 		return nil, false
 	}
 	return out, true
@@ -219,6 +261,9 @@ func (c *ActionContext) parse(text string) ([]byte, error) {
 		}
 		return c.cx.parseAction(p, key)
 	})
+	if len(acts) == 1 {
+		return acts[0], err // one action, the usual case: no copy to join
+	}
 	return bytes.Join(acts, nil), err
 }
 
