@@ -313,13 +313,13 @@ func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) (
 			}
 			sctx, cancel := context.WithTimeout(ctx, e.cfg.WriteTimeout)
 			defer cancel()
-			stream = startStream(sctx, conn, bound)
+			stream = startStream(sctx, conn, bound, streamedAt(results))
 			// Whatever ends the transaction (an error, a panic), the
 			// bundle ends with it and before it: never committed unless
 			// finish(true) ran.
 			defer func() {
 				if stream != nil {
-					_, _ = stream.finish(false)
+					_ = stream.finish(false)
 				}
 			}()
 		}
@@ -340,17 +340,17 @@ func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) (
 			return overlap
 		}
 		if stream != nil && stream.fallback {
-			_, _ = stream.finish(false)
+			_ = stream.finish(false)
 			stream = nil
 			if len(reqs) > 1 {
 				owner = nil // rebuilt below
 			}
 		}
-		var streamed []Change
+		var streamed bool
 		var streamErr error
 		if stream != nil {
-			touched = true
-			streamed, streamErr = stream.finish(true)
+			touched, streamed = true, true
+			streamErr = stream.finish(true)
 			stream = nil
 			if e.faults.streamVerdict != nil {
 				streamErr = e.faults.streamVerdict(streamErr)
@@ -361,11 +361,11 @@ func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) (
 				// expired the bundle while the store was slow): nothing
 				// was committed, send it the usual way.
 				e.log.Warn("streamed write refused as a whole; sending it again after the store", "bridge", b.name, "err", streamErr)
-				touched, streamed, streamErr = false, nil, nil
+				touched, streamed, streamErr = false, false, nil
 			}
 		}
 		cs := make([]Change, 0, n)
-		if streamed == nil && owner == nil && len(reqs) > 1 {
+		if !streamed && owner == nil && len(reqs) > 1 {
 			owner = make(map[string]int, n)
 		}
 		for i := range reqs {
@@ -379,7 +379,7 @@ func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) (
 				}
 				if owner != nil || len(b.quarantine) > 0 {
 					k := key(c.Kind, changeID(*c))
-					if other, dup := owner[k]; dup && other != i && streamed == nil {
+					if other, dup := owner[k]; dup && other != i && !streamed {
 						return failed(i, errOverlap)
 					}
 					if _, q := b.quarantine[k]; q && c.Op == OpModify {
@@ -395,7 +395,7 @@ func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) (
 		}
 		if live && len(cs) > 0 {
 			err := streamErr
-			if streamed == nil {
+			if !streamed {
 				p := newPlan(cs)
 				touched = true
 				sctx, cancel := context.WithTimeout(ctx, e.cfg.WriteTimeout)

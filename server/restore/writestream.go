@@ -3,6 +3,7 @@ package restore
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/server/ofconn"
@@ -19,8 +20,9 @@ import (
 //  1. startStream opens the bundle on a goroutine of its own (the producer),
 //     bounded by the number of entries the batch declares.
 //  2. The store calls add with each change as it decides it (store.Writer
-//     Observe); add hands changes to the producer in batches. The producer
-//     keeps every change it sends, for refusals and for learnForms.
+//     Observe); add hands changes to the producer in batches. The store's
+//     Result keeps them, in the same order: a refused position is mapped
+//     back through it (streamedAt), with no second copy.
 //  3. finish(true) ends the bundle: barrier, then COMMIT, and returns the
 //     switch's verdict. finish(false) (the store failed) discards it:
 //     nothing was committed. Either way finish returns only once the
@@ -48,8 +50,6 @@ type writeStream struct {
 	// aborted is set before batches is closed: the producer discards the
 	// bundle.
 	aborted bool
-	// sent is the producer's until done delivers.
-	sent []Change
 	// fallback is set when a change cannot stream (a removed meter): the
 	// batch is then sent the usual way.
 	fallback bool
@@ -72,8 +72,10 @@ func streamable(reqs []*writeReq, w *store.Writer, bridge string) (bool, int) {
 	return n > 0, n
 }
 
-// startStream opens a bundle of at most n flow changes on conn.
-func startStream(ctx context.Context, conn *ofconn.Conn, n int) *writeStream {
+// startStream opens a bundle of at most n flow changes on conn; at returns
+// the changes behind bundle positions (streamedAt) once every change was
+// added.
+func startStream(ctx context.Context, conn *ofconn.Conn, n int, at func(idx []int) ([]Change, error)) *writeStream {
 	s := &writeStream{
 		batches: make(chan []Change, 4),
 		stopped: make(chan struct{}),
@@ -86,7 +88,6 @@ func startStream(ctx context.Context, conn *ofconn.Conn, n int) *writeStream {
 			defer close(s.stopped)
 			for batch := range s.batches {
 				for _, c := range batch {
-					s.sent = append(s.sent, c)
 					// One message each: flows, and deletes.
 					if err := emit(c.messages()[0]); err != nil {
 						return err
@@ -98,13 +99,7 @@ func startStream(ctx context.Context, conn *ofconn.Conn, n int) *writeStream {
 			}
 			return nil
 		},
-		at: func(idx []int) ([]Change, error) {
-			out := make([]Change, len(idx))
-			for i, x := range idx {
-				out[i] = s.sent[x]
-			}
-			return out, nil
-		},
+		at: at,
 	}
 	go func() {
 		_, err := applyChanges(ctx, conn, nil, src, nil)
@@ -135,15 +130,57 @@ func (s *writeStream) flush() {
 }
 
 // finish ends the bundle: committed when commit is true, discarded when not.
-// It returns the switch's verdict (nil: committed) and the changes sent.
-func (s *writeStream) finish(commit bool) ([]Change, error) {
+// It returns the switch's verdict (nil: committed).
+func (s *writeStream) finish(commit bool) error {
 	if commit {
 		s.flush()
 	}
 	s.aborted = !commit
 	close(s.batches)
-	err := <-s.done
-	return s.sent, err
+	return <-s.done
+}
+
+// streamedAt maps positions in a streamed batch's bundle to its changes
+// without a copy of them: the bundle holds them in the order the store
+// reported them, request by request, its changes (Result.Changed) then its
+// removals (a removed meter makes the batch fall back: never streamed). It
+// reads results once the store is done with them (after finish closed the
+// stream).
+func streamedAt(results []writeResult) func(idx []int) ([]Change, error) {
+	return func(idx []int) ([]Change, error) {
+		out := make([]Change, len(idx))
+		for i, x := range idx {
+			c, ok := nthStreamed(results, x)
+			if !ok {
+				return nil, fmt.Errorf("restore: bundle position %d is past the %d streamed changes", x, streamedLen(results))
+			}
+			out[i] = c
+		}
+		return out, nil
+	}
+}
+
+func nthStreamed(results []writeResult, x int) (Change, bool) {
+	for _, r := range results {
+		if x < len(r.res.Changed) {
+			return writeChange(r.res.Changed[x]), true
+		}
+		x -= len(r.res.Changed)
+		if x < len(r.res.Removed) {
+			e := r.res.Removed[x]
+			return Change{Op: OpDelete, Kind: e.Kind, Actual: e.Payload, Index: -1}, true
+		}
+		x -= len(r.res.Removed)
+	}
+	return Change{}, false
+}
+
+func streamedLen(results []writeResult) int {
+	n := 0
+	for _, r := range results {
+		n += len(r.res.Changed) + len(r.res.Removed)
+	}
+	return n
 }
 
 // observe sets the store observers of request i of a streamed batch on w:
