@@ -262,9 +262,10 @@ func (w *Writer) Put(bridge, module string, es []entry.Entry) (Result, error) {
 	// In key order: bbolt keeps a node's keys sorted and splits nodes only
 	// at commit, so inserting a large request in any other order moves the
 	// rest of the node at every key (100 s for 200,000 unsorted flows).
+	var kbs kindCursors
 	for _, at := range order.idx {
 		i, e := int(at), es[at]
-		prev, existed, same, err := putOwned(br, module, i, e)
+		prev, existed, same, err := putOwned(br, &kbs, module, i, e)
 		if err != nil {
 			return r, fmt.Errorf("store: put %s/%s: %w", bridge, module, err)
 		}
@@ -302,9 +303,10 @@ func (w *Writer) sync(bridge, module string, es []entry.Entry) (Result, error) {
 	if err != nil {
 		return r, err
 	}
+	var kbs kindCursors
 	for _, at := range keep.idx { // in key order, as Put
 		i, e := int(at), es[at]
-		prev, existed, same, err := putOwned(br, module, i, e)
+		prev, existed, same, err := putOwned(br, &kbs, module, i, e)
 		if err != nil {
 			return r, err
 		}
@@ -575,12 +577,12 @@ type Change struct {
 // putOwned writes e (entry i of a request) for module, refusing an identity
 // another module owns. existed reports an older content; same that it was
 // identical (nothing written).
-func putOwned(br *bolt.Bucket, module string, i int, e entry.Entry) (prev []byte, existed, same bool, err error) {
-	kb, err := kindBucket(br, e.Kind, true)
+func putOwned(br *bolt.Bucket, kbs *kindCursors, module string, i int, e entry.Entry) (prev []byte, existed, same bool, err error) {
+	kb, cur, err := kbs.get(br, e.Kind)
 	if err != nil {
 		return nil, false, false, err
 	}
-	if old := kb.Get(e.ID); old != nil {
+	if k, old := cur.Seek(e.ID); old != nil && bytes.Equal(k, e.ID) {
 		owner, payload, err := decodeRecord(old)
 		if err != nil {
 			return nil, false, false, &errdefs.EntryError{Index: i, Err: err}
@@ -606,6 +608,26 @@ func putOwned(br *bolt.Bucket, module string, i int, e entry.Entry) (prev []byte
 		}
 	}
 	return prev, existed, false, nil
+}
+
+// kindCursors holds, for a request's entries (in key order, so by kind), the
+// bucket of the current kind and a cursor on it: one bucket lookup per kind
+// and no cursor per entry. Seek repositions the cursor after each Put.
+type kindCursors struct {
+	kind entry.Kind
+	kb   *bolt.Bucket
+	cur  *bolt.Cursor
+}
+
+func (k *kindCursors) get(br *bolt.Bucket, kind entry.Kind) (*bolt.Bucket, *bolt.Cursor, error) {
+	if k.kb == nil || k.kind != kind {
+		kb, err := kindBucket(br, kind, true)
+		if err != nil {
+			return nil, nil, err
+		}
+		k.kind, k.kb, k.cur = kind, kb, kb.Cursor()
+	}
+	return k.kb, k.cur, nil
 }
 
 // checkRefs fails when a flow of es uses a group or meter the bridge does not
