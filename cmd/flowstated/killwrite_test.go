@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/flowstate-io/flowstate/client"
+)
+
+// TestKillDuringStreamedWrite: flowstated is killed (SIGKILL) while a large
+// write streams to the switch, at four moments of it (while the request
+// arrives, while its bundle is sent, around the commit). Whatever the moment, once
+// flowstated is back the write is all there or not at all, in the store and
+// on the switch alike: a bundle left open by a dead flowstated is dropped by
+// vswitchd, and a store transaction not committed leaves nothing.
+func TestKillDuringStreamedWrite(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	n := newNode(ctx, t, []string{"br-int"}, "--bridge", "br-int", "--guard", "off", "--audit-interval", "0",
+		"--rearm-flow-restore-wait=false", "--ofp-echo-timeout", "5s")
+	n.start(ctx)
+	converged := func() *client.Status {
+		var st *client.Status
+		n.poll(ctx, "converged", func() bool {
+			var err error
+			st, err = n.c.Status(ctx)
+			return err == nil && st.Bridges[0].Converged
+		})
+		return st
+	}
+	converged()
+	const flows = 60_000
+	es := make([]client.Entry, flows)
+	for i := range es {
+		es[i] = client.FlowText(fmt.Sprintf("table=1,priority=10,ip,nw_dst=10.%d.%d.%d,actions=drop", i>>16&255, i>>8&255, i&255))
+	}
+	// How long the write takes here, to strike at fractions of it.
+	start := time.Now()
+	if _, err := n.c.Put(ctx, "br-int", "big", es...); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	if _, err := n.c.Sync(ctx, "br-int", "big", false); err != nil {
+		t.Fatal(err)
+	}
+	converged()
+	for _, frac := range []float64{0.3, 0.6, 0.8, 0.95, 1.1} {
+		after := time.Duration(frac * float64(took))
+		done := make(chan error, 1)
+		go func() {
+			_, err := n.c.Put(ctx, "br-int", "big", es...)
+			done <- err
+		}()
+		time.Sleep(after) // when the fault strikes: the point of the test
+		n.signal(ctx, syscall.SIGKILL)
+		putErr := <-done
+		n.start(ctx)
+		st := converged()
+		stored := 0
+		for _, m := range st.Modules {
+			if m.Name == "big" {
+				stored = m.Flows
+			}
+		}
+		onSwitch := 0
+		for _, l := range n.dump(ctx, "br-int") {
+			if strings.Contains(l, "table=1,") || strings.Contains(l, "table=1 ") {
+				onSwitch++
+			}
+		}
+		t.Logf("killed %v into a write of %v (Put: %v): %d stored, %d on the switch", after.Round(time.Millisecond), took.Round(time.Millisecond), putErr, stored, onSwitch)
+		if stored != 0 && stored != flows {
+			t.Fatalf("killed %v into the write: %d of %d flows stored, want all or none", after, stored, flows)
+		}
+		if onSwitch != stored {
+			t.Fatalf("killed %v into the write: %d flows on the switch, %d stored", after, onSwitch, stored)
+		}
+		if cs, err := n.c.Diff(ctx, "br-int"); err != nil || len(cs) != 0 {
+			t.Fatalf("diff after the restart: %d changes, %v", len(cs), err)
+		}
+		if _, err := n.c.Sync(ctx, "br-int", "big", false); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
