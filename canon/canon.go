@@ -56,10 +56,14 @@ func DecodeEntry(kind entry.Kind, msg []byte) (entry.Entry, error) {
 func decode(kind entry.Kind, msg []byte) (payload, id []byte, kept bool, err error) {
 	switch kind {
 	case entry.KindFlow, entry.KindMeter:
-		b, _, err := entry.Identify(kind, msg)
-		if err != nil {
-			return nil, nil, false, err
+		b := msg // canonicalFlow only reads it, and copies it with xid 0
+		if kind != entry.KindFlow || entry.CheckFlow(msg) != nil {
+			var err error
+			if b, _, err = entry.Identify(kind, msg); err != nil {
+				return nil, nil, false, err
+			}
 		}
+		var err error
 		if kind == entry.KindFlow {
 			b, err = canonicalFlow(b, &kept)
 		} else {
@@ -68,7 +72,11 @@ func decode(kind entry.Kind, msg []byte) (payload, id []byte, kept bool, err err
 		if err != nil {
 			return nil, nil, false, fmt.Errorf("%s: %w", kind, err)
 		}
-		payload, id, err = entry.Identify(kind, b)
+		if kind == entry.KindFlow {
+			payload, id, err = entry.IdentifyOwned(kind, b) // built here, held by nobody
+		} else {
+			payload, id, err = entry.Identify(kind, b)
+		}
 		return payload, id, kept, err
 	case entry.KindGroup:
 		msgs, err := entry.SplitMessages(msg)
@@ -158,6 +166,9 @@ func Parse(kind entry.Kind, text string) (payload, id []byte, err error) {
 		}
 	default:
 		return nil, nil, fmt.Errorf("invalid entry kind %d", kind)
+	}
+	if kind == entry.KindFlow {
+		return entry.IdentifyOwned(kind, raw) // built here, held by nobody
 	}
 	return entry.Identify(kind, raw)
 }

@@ -125,32 +125,66 @@ func SplitMessages(b []byte) ([][]byte, error) {
 // messages of a group larger than one message), and returns a copy with
 // xid 0 and its identity.
 func Identify(kind Kind, payload []byte) (canonical, id []byte, err error) {
+	if err := checkMessage(kind, payload); err != nil {
+		return nil, nil, err
+	}
+	return identify(kind, bytes.Clone(payload))
+}
+
+// IdentifyOwned is Identify of a message nothing else holds (one its caller
+// has just built): the canonical payload is b itself, its xid set to 0 in
+// place and its capacity cut to its length, not a copy. Same checks, same
+// errors.
+func IdentifyOwned(kind Kind, b []byte) (canonical, id []byte, err error) {
+	if err := checkMessage(kind, b); err != nil {
+		return nil, nil, err
+	}
+	return identify(kind, b[:len(b):len(b)])
+}
+
+// CheckFlow reports why Identify would refuse b as a flow, without a copy:
+// nil when it takes it.
+func CheckFlow(b []byte) error {
+	if err := checkMessage(KindFlow, b); err != nil {
+		return err
+	}
+	return checkFlowMod(b)
+}
+
+// checkMessage checks the OpenFlow header of an entry of kind.
+func checkMessage(kind Kind, payload []byte) error {
 	if len(payload) < headerLen {
-		return nil, nil, fmt.Errorf("message of %d bytes is shorter than an OpenFlow header", len(payload))
+		return fmt.Errorf("message of %d bytes is shorter than an OpenFlow header", len(payload))
 	}
 	if limit := maxSize(kind); len(payload) > limit {
-		return nil, nil, fmt.Errorf("%s of %d bytes exceeds the %d-byte limit", kind, len(payload), limit)
+		return fmt.Errorf("%s of %d bytes exceeds the %d-byte limit", kind, len(payload), limit)
 	}
 	if payload[0] != ofVersion15 {
-		return nil, nil, fmt.Errorf("OpenFlow version 0x%02x, want 0x06 (OpenFlow 1.5)", payload[0])
+		return fmt.Errorf("OpenFlow version 0x%02x, want 0x06 (OpenFlow 1.5)", payload[0])
 	}
 	if l := int(binary.BigEndian.Uint16(payload[2:])); l != len(payload) {
 		if kind != KindGroup || l > len(payload) {
-			return nil, nil, fmt.Errorf("header length %d does not match the %d bytes given", l, len(payload))
+			return fmt.Errorf("header length %d does not match the %d bytes given", l, len(payload))
 		}
 		msgs, err := SplitMessages(payload)
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
 		for i, m := range msgs[1:] {
 			if m[1] != typeGroupMod || len(m) < 16 || binary.BigEndian.Uint16(m[8:]) != cmdInsertBucket ||
 				!bytes.Equal(m[12:16], payload[12:16]) {
-				return nil, nil, fmt.Errorf("message %d after the group's ADD is not an INSERT_BUCKET of the same group", i+1)
+				return fmt.Errorf("message %d after the group's ADD is not an INSERT_BUCKET of the same group", i+1)
 			}
 		}
 	}
-	canonical = bytes.Clone(payload)
+	return nil
+}
+
+// identify zeroes the xid of a checked message and computes its identity.
+func identify(kind Kind, canonical []byte) ([]byte, []byte, error) {
 	binary.BigEndian.PutUint32(canonical[4:], 0)
+	var id []byte
+	var err error
 	switch kind {
 	case KindFlow:
 		id, err = flowID(canonical)
@@ -177,24 +211,33 @@ func maxSize(kind Kind) int {
 }
 
 func flowID(b []byte) ([]byte, error) {
-	if b[1] != typeFlowMod {
-		return nil, fmt.Errorf("message type %d, want FLOW_MOD (14)", b[1])
-	}
-	if len(b) < flowModFixed+4 {
-		return nil, fmt.Errorf("FLOW_MOD of %d bytes is truncated", len(b))
-	}
-	if b[25] != flowCmdAdd {
-		return nil, fmt.Errorf("FLOW_MOD command %d, want ADD (0)", b[25])
+	if err := checkFlowMod(b); err != nil {
+		return nil, err
 	}
 	mlen := int(binary.BigEndian.Uint16(b[flowModFixed+2:]))
-	if mlen < 4 || flowModFixed+pad8(mlen) > len(b) {
-		return nil, fmt.Errorf("FLOW_MOD match length %d does not fit in %d bytes", mlen, len(b))
-	}
 	id := make([]byte, 0, 3+mlen-4)
 	id = append(id, b[24])        // table
 	id = append(id, b[30], b[31]) // priority
 	id = append(id, b[flowModFixed+4:flowModFixed+mlen]...)
 	return id, nil
+}
+
+// checkFlowMod checks what flowID reads of a FLOW_MOD ADD.
+func checkFlowMod(b []byte) error {
+	if b[1] != typeFlowMod {
+		return fmt.Errorf("message type %d, want FLOW_MOD (14)", b[1])
+	}
+	if len(b) < flowModFixed+4 {
+		return fmt.Errorf("FLOW_MOD of %d bytes is truncated", len(b))
+	}
+	if b[25] != flowCmdAdd {
+		return fmt.Errorf("FLOW_MOD command %d, want ADD (0)", b[25])
+	}
+	mlen := int(binary.BigEndian.Uint16(b[flowModFixed+2:]))
+	if mlen < 4 || flowModFixed+pad8(mlen) > len(b) {
+		return fmt.Errorf("FLOW_MOD match length %d does not fit in %d bytes", mlen, len(b))
+	}
+	return nil
 }
 
 // GROUP_MOD: command(2) type(1) pad(1) group_id(4); METER_MOD: command(2) flags(2) meter_id(4).

@@ -156,8 +156,21 @@ func ofsNbits(ofs, bits int) uint16 { return uint16(ofs<<6 | (bits - 1)) }
 
 // parseActions parses an action list (the text after "actions=").
 func (cx *actx) parseActions(s string, base int) (*instrSet, error) {
-	is := &instrSet{gotoTable: -1}
-	is.apply = is.applyBuf[:0]
+	is := new(instrSet)
+	if err := cx.parseActionsTo(is, s, base); err != nil {
+		return nil, err
+	}
+	return is, nil
+}
+
+// parseActionsTo is parseActions into is, whose apply slice it reuses
+// (a pooled set keeps its capacity).
+func (cx *actx) parseActionsTo(is *instrSet, s string, base int) error {
+	apply := is.apply[:0]
+	if apply == nil {
+		apply = is.applyBuf[:0]
+	}
+	*is = instrSet{gotoTable: -1, apply: apply}
 	sc := newScanner(s, base)
 	stage := stageApply
 	drop, meterSeen := false, false
@@ -179,7 +192,7 @@ func (cx *actx) parseActions(s string, base int) (*instrSet, error) {
 	for {
 		p, ok, err := sc.next()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if !ok {
 			break
@@ -195,39 +208,39 @@ func (cx *actx) parseActions(s string, base int) (*instrSet, error) {
 		n++
 		switch key {
 		case "apply_actions":
-			return nil, errAt(p.keyOff, p.text(), "apply_actions is the default instruction")
+			return errAt(p.keyOff, p.text(), "apply_actions is the default instruction")
 		case "goto_table":
 			if err := enter(p, stageGoto); err != nil {
-				return nil, err
+				return err
 			}
 			t, err := parseUint(p.val, 8)
 			if err != nil || t > 254 {
-				return nil, errAt(p.valOff, p.val, "bad table id (want 0 to 254)")
+				return errAt(p.valOff, p.val, "bad table id (want 0 to 254)")
 			}
 			if uint8(t) <= cx.table {
-				return nil, errAt(p.valOff, p.val, "goto_table must go to a later table than %d", cx.table)
+				return errAt(p.valOff, p.val, "goto_table must go to a later table than %d", cx.table)
 			}
 			is.gotoTable = int(t)
 			continue
 		case "clear_actions":
 			if err := enter(p, stageClear); err != nil {
-				return nil, err
+				return err
 			}
 			is.clear = true
 			continue
 		case "write_metadata":
 			if err := enter(p, stageMeta); err != nil {
-				return nil, err
+				return err
 			}
 			vs, ms, hasMask := splitMask(p.val)
 			v, err := parseUintBytes(vs, 8, 64)
 			if err != nil {
-				return nil, errAt(p.valOff, p.val, "%v", err)
+				return errAt(p.valOff, p.val, "%v", err)
 			}
 			m := ones(8)
 			if hasMask {
 				if m, err = parseUintBytes(ms, 8, 64); err != nil {
-					return nil, errAt(p.valOff, p.val, "bad mask: %v", err)
+					return errAt(p.valOff, p.val, "bad mask: %v", err)
 				}
 			}
 			// OVS keeps the value as given, bits outside the mask included.
@@ -235,43 +248,43 @@ func (cx *actx) parseActions(s string, base int) (*instrSet, error) {
 			continue
 		case "write_actions":
 			if err := enter(p, stageWrite); err != nil {
-				return nil, err
+				return err
 			}
 			inner := &actx{mt: cx.mt, table: cx.table, outer: "write_actions", anyMatch: cx.anyMatch}
 			sub, err := inner.parseActions(p.val, p.valOff)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			is.write, is.hasWrite = sub.apply, true
 			continue
 		}
 		if stage != stageApply {
-			return nil, errAt(p.keyOff, p.text(), "invalid instruction ordering: apply_actions must appear before %s", stageNames[stage])
+			return errAt(p.keyOff, p.text(), "invalid instruction ordering: apply_actions must appear before %s", stageNames[stage])
 		}
 		if key == "meter" {
 			// OVS orders meter as an instruction before apply_actions, even
 			// though OpenFlow 1.5 sends it as the first action.
 			if meterSeen {
-				return nil, errAt(p.keyOff, p.text(), "duplicate meter instruction not allowed")
+				return errAt(p.keyOff, p.text(), "duplicate meter instruction not allowed")
 			}
 			if len(is.apply) > 0 {
-				return nil, errAt(p.keyOff, p.text(), "invalid instruction ordering: meter must appear before apply_actions")
+				return errAt(p.keyOff, p.text(), "invalid instruction ordering: meter must appear before apply_actions")
 			}
 			meterSeen = true
 		}
-		acts, err := cx.parseAction(p, key)
+		apply, err := cx.parseActionTo(is.apply, p, key)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		is.apply = append(is.apply, acts...)
+		is.apply = apply
 	}
 	if drop && n > 0 {
-		return nil, errAt(dropTok.keyOff, dropTok.key, "\"drop\" must not be accompanied by any other action or instruction")
+		return errAt(dropTok.keyOff, dropTok.key, "\"drop\" must not be accompanied by any other action or instruction")
 	}
 	if err := is.checkConjunctions(); err != nil {
-		return nil, errAt(base, s, "%v", err)
+		return errAt(base, s, "%v", err)
 	}
-	return is, nil
+	return nil
 }
 
 // checkConjunctions enforces OVS's rule that conjunction actions stand
@@ -300,6 +313,12 @@ func isNX(a []byte, subtype uint16) bool {
 
 // parseAction parses one action (not an instruction).
 func (cx *actx) parseAction(p kv, key string) ([][]byte, error) {
+	return cx.parseActionTo(nil, p, key)
+}
+
+// parseActionTo is parseAction appending to dst, which spares a slice per
+// action in a list.
+func (cx *actx) parseActionTo(dst [][]byte, p kv, key string) ([][]byte, error) {
 	switch cx.outer {
 	case "ct":
 		switch key {
@@ -333,7 +352,7 @@ func (cx *actx) parseAction(p kv, key string) ([][]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		return [][]byte{b}, nil
+		return append(dst, b), nil
 	}
 	switch key {
 	case "output":
@@ -424,7 +443,10 @@ func (cx *actx) parseAction(p kv, key string) ([][]byte, error) {
 		return one(cx.parseModAction(p, key))
 	}
 	if acts, ok, err := cx.parseExtraAction(p, key); ok {
-		return acts, err
+		if err != nil {
+			return nil, err
+		}
+		return append(dst, acts...), nil
 	}
 	if p.delim == 0 {
 		if port, err := parsePort(p.key); err == nil {
@@ -542,11 +564,16 @@ func (cx *actx) checkWritable(f *field, off int, tok string) error {
 // unmasked.
 func setFieldAction(f *field, v, m []byte) []byte {
 	masked := m != nil && !isOnes(m)
-	b := []byte{0, ofpatSetField, 0, 0}
 	n := len(v)
 	if masked {
 		n *= 2
 	}
+	hl := 4
+	if f.hdr.isExperimenter() {
+		hl = 8
+	}
+	// Allocated once at its padded size.
+	b := append(make([]byte, 0, (4+hl+n+7)&^7), 0, ofpatSetField, 0, 0)
 	b = appendOXMHeader(b, f.hdr, masked, n)
 	b = append(b, v...)
 	if masked {

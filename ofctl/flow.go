@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 
 	"antrea.io/libOpenflow/openflow15"
 )
@@ -58,7 +59,8 @@ func ParseFlow(s string) (*openflow15.FlowMod, error) {
 // stores and dumps, and a field the map lacks is an error (vswitchd would
 // refuse the flow).
 func ParseFlowTLV(s string, tlv TLVMap) (*openflow15.FlowMod, error) {
-	fp, err := parseFlowSyntax(s, tlv)
+	// Not pooled: the FlowMod may share bytes with the scratch.
+	fp, err := parseFlowSyntax(s, tlv, new(flowScratch))
 	if err != nil {
 		return nil, err
 	}
@@ -68,11 +70,13 @@ func ParseFlowTLV(s string, tlv TLVMap) (*openflow15.FlowMod, error) {
 // ParseFlowBinary is ParseFlow returning the FLOW_MOD encoded, as its
 // MarshalBinary encodes it, without building libOpenflow's model of it.
 func ParseFlowBinary(s string) ([]byte, error) {
-	fp, err := parseFlowSyntax(s, nil)
+	fs := flowScratches.Get().(*flowScratch)
+	defer fs.release()
+	fp, err := parseFlowSyntax(s, nil, fs)
 	if err != nil {
 		return nil, err
 	}
-	b := fp.appendBinary(make([]byte, 0, 128+len(s)))
+	b := fp.appendBinary(make([]byte, 0, fp.binaryLen()))
 	if len(b) > 0xffff {
 		// libOpenflow's 16-bit lengths wrap: keep its bytes for what
 		// must then be refused.
@@ -83,9 +87,32 @@ func ParseFlowBinary(s string) ([]byte, error) {
 	return b, nil
 }
 
+// flowScratch is what parsing a flow needs besides its text: the parts,
+// the action context (whose match is kilobytes), the encoded match and the
+// fields as written. ParseFlowBinary pools it.
+type flowScratch struct {
+	fp  flowParts
+	is  instrSet
+	cx  actx
+	enc oxmList
+	set []setting
+}
+
+var flowScratches = sync.Pool{New: func() any { return new(flowScratch) }}
+
+// release returns fs to the pool, without references to the last flow's
+// text or actions.
+func (fs *flowScratch) release() {
+	clear(fs.set[:cap(fs.set)])
+	clear(fs.is.apply[:cap(fs.is.apply)])
+	fs.is.write, fs.is.meta, fs.fp.enc, fs.fp.is = nil, nil, nil, nil
+	fs.cx.mt.md, fs.cx.mt.tlv = nil, nil
+	flowScratches.Put(fs)
+}
+
 // parseFlowSyntax is parseFlow with its errors as *SyntaxError.
-func parseFlowSyntax(s string, tlv TLVMap) (*flowParts, error) {
-	fp, err := parseFlow(s, tlv)
+func parseFlowSyntax(s string, tlv TLVMap, fs *flowScratch) (*flowParts, error) {
+	fp, err := parseFlow(s, tlv, fs)
 	if err != nil {
 		var se *SyntaxError
 		if errors.As(err, &se) {
@@ -160,6 +187,43 @@ func (fp *flowParts) appendBinary(b []byte) []byte {
 	return b
 }
 
+// binaryLen is the length appendBinary appends, so the FLOW_MOD is
+// allocated once, at its size.
+func (fp *flowParts) binaryLen() int {
+	n := 4
+	for _, f := range fp.enc {
+		n += 4 + len(f.v) + len(f.m)
+		if f.hdr.isExperimenter() {
+			n += 4
+		}
+	}
+	n = 48 + n + pad8Len(n)
+	acts := func(as [][]byte) int {
+		k := 8
+		for _, a := range as {
+			k += len(a)
+		}
+		return k
+	}
+	is := fp.is
+	if len(is.apply) > 0 {
+		n += acts(is.apply)
+	}
+	if is.clear {
+		n += 8
+	}
+	if is.hasWrite && len(is.write) > 0 {
+		n += acts(is.write)
+	}
+	if is.meta != nil {
+		n += 24
+	}
+	if is.gotoTable >= 0 {
+		n += 8
+	}
+	return n
+}
+
 // appendInstrActions appends an instruction of encoded actions, which
 // libAction's types marshal to the same bytes.
 func appendInstrActions(b []byte, typ uint16, acts [][]byte) []byte {
@@ -175,10 +239,19 @@ func appendInstrActions(b []byte, typ uint16, acts [][]byte) []byte {
 // pad8Len is the padding that brings n to a multiple of 8.
 func pad8Len(n int) int { return (n+7)&^7 - n }
 
-func parseFlow(s string, tlv TLVMap) (*flowParts, error) {
-	fp := &flowParts{priority: defaultPriority}
-	mt := &match{tlv: tlv}
-	var set []setting
+// parseFlow parses s with fs's memory; the result is part of fs.
+func parseFlow(s string, tlv TLVMap, fs *flowScratch) (*flowParts, error) {
+	fs.fp = flowParts{priority: defaultPriority}
+	fp := &fs.fp
+	// The match is parsed into the actions' context, which the actions
+	// may change only once it is encoded: no copy of it.
+	cx := &fs.cx
+	cx.mt.reset()
+	cx.mt.tlv = tlv
+	cx.table, cx.outer, cx.anyMatch = 0, "", false
+	mt := &cx.mt
+	set := fs.set[:0]
+	defer func() { fs.set = set[:0] }() // keeps what it grew to
 	actStart, actOff := -1, 0
 	sc := newScanner(s, 0)
 	sc.rest = func(key string) bool { return key == "actions" || key == "action" }
@@ -274,16 +347,17 @@ func parseFlow(s string, tlv TLVMap) (*flowParts, error) {
 	if err := mt.checkTLV(set); err != nil {
 		return nil, err
 	}
-	enc := mt.encode()
+	fs.enc.fs, fs.enc.buf = fs.enc.fs[:0], fs.enc.buf[:0]
+	mt.encodeTo(&fs.enc)
+	enc := fs.enc.fs
 	if err := mt.checkPrintable(set, enc); err != nil {
 		return nil, err
 	}
-	cx := &actx{mt: *mt, table: fp.table}
-	is, err := cx.parseActions(s[actStart:], actOff)
-	if err != nil {
+	cx.table = fp.table
+	if err := cx.parseActionsTo(&fs.is, s[actStart:], actOff); err != nil {
 		return nil, err
 	}
-	fp.enc, fp.is = enc, is // the actions leave mt as it was
+	fp.enc, fp.is = enc, &fs.is
 	return fp, nil
 }
 

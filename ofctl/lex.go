@@ -42,11 +42,24 @@ type scanner struct {
 
 func newScanner(s string, base int) *scanner { return &scanner{s: s, base: base} }
 
+// Byte classes of the scanner, a table rather than strings.IndexByte per
+// byte: scanSep separates pairs, scanKeyEnd also ends a key.
+var scanSep, scanKeyEnd [256]bool
+
+func init() {
+	for _, c := range []byte(", \t\r\n") {
+		scanSep[c], scanKeyEnd[c] = true, true
+	}
+	for _, c := range []byte(":=(") {
+		scanKeyEnd[c] = true
+	}
+}
+
 // next returns the next pair; ok is false at the end of the input. An
 // unbalanced parenthesis is reported through errTok.
 func (sc *scanner) next() (p kv, ok bool, err error) {
 	s := sc.s
-	for sc.pos < len(s) && strings.IndexByte(", \t\r\n", s[sc.pos]) >= 0 {
+	for sc.pos < len(s) && scanSep[s[sc.pos]] {
 		sc.pos++
 	}
 	if sc.pos >= len(s) {
@@ -54,12 +67,12 @@ func (sc *scanner) next() (p kv, ok bool, err error) {
 	}
 	start := sc.pos
 	end := start
-	for end < len(s) && strings.IndexByte(":=(, \t\r\n", s[end]) < 0 {
+	for end < len(s) && !scanKeyEnd[s[end]] {
 		end++
 	}
 	p.key = s[start:end]
 	p.keyOff = sc.base + start
-	if end >= len(s) || strings.IndexByte(", \t\r\n", s[end]) >= 0 {
+	if end >= len(s) || scanSep[s[end]] {
 		sc.pos = end
 		p.valOff = sc.base + end
 		return p, true, nil
@@ -94,7 +107,7 @@ func (sc *scanner) next() (p kv, ok bool, err error) {
 		// "X)->Y", as in OVS's ofputil_parse_key_value.
 		if strings.HasPrefix(s[i+1:], "->") {
 			j := i + 3
-			for j < len(s) && strings.IndexByte(", \t\r\n", s[j]) < 0 {
+			for j < len(s) && !scanSep[s[j]] {
 				j++
 			}
 			p.val = s[vstart:j]
@@ -103,7 +116,7 @@ func (sc *scanner) next() (p kv, ok bool, err error) {
 		return p, true, nil
 	}
 	i := vstart
-	for i < len(s) && strings.IndexByte(", \t\r\n", s[i]) < 0 {
+	for i < len(s) && !scanSep[s[i]] {
 		if s[i] == '(' {
 			depth := 0
 			for i < len(s) {

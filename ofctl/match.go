@@ -49,7 +49,7 @@ func (mt *match) reset() {
 
 func (mt *match) val(s slot) []byte  { return mt.v[s][:slotWidth[s]] }
 func (mt *match) mask(s slot) []byte { return mt.m[s][:slotWidth[s]] }
-func (mt *match) has(s slot) bool    { return !isZero(mt.mask(s)) }
+func (mt *match) has(s slot) bool    { return mt.m[s] != [16]byte{} && !isZero(mt.mask(s)) }
 func (mt *match) u(s slot) uint64    { return beUint(mt.val(s)) }
 func (mt *match) um(s slot) uint64   { return beUint(mt.mask(s)) }
 
@@ -65,16 +65,23 @@ func (mt *match) set(s slot, v, m []byte) {
 // setBits replaces the bits of slot s selected by bits with value v (already
 // aligned) and adds bits to the mask.
 func (mt *match) setBits(s slot, v, bits uint64) {
-	w := slotWidth[s]
 	cv, cm := mt.u(s), mt.um(s)
-	cv = cv&^bits | v&bits
-	cm |= bits
-	mt.set(s, putBE(cv, w), putBE(cm, w))
+	mt.setU(s, cv&^bits|v&bits, cm|bits)
 }
 
 func (mt *match) setUint(s slot, v uint64) {
-	w := slotWidth[s]
-	mt.set(s, putBE(v, w), ones(w))
+	mt.setU(s, v, ^uint64(0))
+}
+
+// setU is set of a value and mask given as numbers (their low bytes as
+// wide as the slot), written in place rather than through putBE.
+func (mt *match) setU(s slot, v, m uint64) {
+	for i := slotWidth[s] - 1; i >= 0; i-- {
+		mt.m[s][i] = byte(m)
+		mt.v[s][i] = byte(v & m)
+		v >>= 8
+		m >>= 8
+	}
 }
 
 // dlType returns the Ethernet type the match implies, as OVS's get_dl_type
@@ -375,6 +382,15 @@ func (l *oxmList) put(hdr oxmHdr, v, m []byte) {
 	}
 }
 
+// putSlot is put of slot s of mt, with a quick look at an unmatched slot:
+// most of the slots encodeTo visits are.
+func (l *oxmList) putSlot(mt *match, hdr oxmHdr, s slot) {
+	if mt.m[s] == [16]byte{} {
+		return
+	}
+	l.put(hdr, mt.val(s), mt.mask(s))
+}
+
 func (l *oxmList) putExact(hdr oxmHdr, v []byte) {
 	l.add(hdr, v, nil)
 }
@@ -401,9 +417,9 @@ func (mt *match) encodeTo(l *oxmList) {
 	if mt.has(sActsetOutput) {
 		l.putExact(oxmHdr{clsOXM, 43}, mt.val(sActsetOutput))
 	}
-	l.put(oxmHdr{clsOXM, 4}, mt.val(sDlSrc), mt.mask(sDlSrc))
-	l.put(oxmHdr{clsOXM, 3}, mt.val(sDlDst), mt.mask(sDlDst))
-	l.put(oxmHdr{clsOXM, 5}, mt.val(sDlType), mt.mask(sDlType))
+	l.putSlot(mt, oxmHdr{clsOXM, 4}, sDlSrc)
+	l.putSlot(mt, oxmHdr{clsOXM, 3}, sDlDst)
+	l.putSlot(mt, oxmHdr{clsOXM, 5}, sDlType)
 
 	tci, tciMask := uint16(mt.u(sVlanTCI)), uint16(mt.um(sVlanTCI))
 	vid, vidMask := tci&(vlanVIDMask|vlanCFI), tciMask&(vlanVIDMask|vlanCFI)
@@ -432,29 +448,32 @@ func (mt *match) encodeTo(l *oxmList) {
 		if mt.has(sNwProto) {
 			l.putExact(oxmHdr{clsOXM, 21}, putBE(mt.u(sNwProto), 2))
 		}
-		l.put(oxmHdr{clsOXM, 22}, mt.val(sNwSrc), mt.mask(sNwSrc))
-		l.put(oxmHdr{clsOXM, 23}, mt.val(sNwDst), mt.mask(sNwDst))
-		l.put(oxmHdr{clsOXM, 24}, mt.val(sArpSha), mt.mask(sArpSha))
-		l.put(oxmHdr{clsOXM, 25}, mt.val(sArpTha), mt.mask(sArpTha))
+		l.putSlot(mt, oxmHdr{clsOXM, 22}, sNwSrc)
+		l.putSlot(mt, oxmHdr{clsOXM, 23}, sNwDst)
+		l.putSlot(mt, oxmHdr{clsOXM, 24}, sArpSha)
+		l.putSlot(mt, oxmHdr{clsOXM, 25}, sArpTha)
 	}
 
-	l.put(oxmHdr{clsOXM, 38}, mt.val(sTunID), mt.mask(sTunID))
-	l.put(oxmHdr{clsNXM1, 104}, mt.val(sTunFlags), mt.mask(sTunFlags))
-	l.put(oxmHdr{clsNXM1, 31}, mt.val(sTunSrc), mt.mask(sTunSrc))
-	l.put(oxmHdr{clsNXM1, 32}, mt.val(sTunDst), mt.mask(sTunDst))
-	l.put(oxmHdr{clsNXM1, 109}, mt.val(sTunIPv6Src), mt.mask(sTunIPv6Src))
-	l.put(oxmHdr{clsNXM1, 110}, mt.val(sTunIPv6Dst), mt.mask(sTunIPv6Dst))
-	l.put(oxmHdr{clsNXM1, 38}, mt.val(sTunGbpID), mt.mask(sTunGbpID))
-	l.put(oxmHdr{clsNXM1, 39}, mt.val(sTunGbpFlags), mt.mask(sTunGbpFlags))
+	l.putSlot(mt, oxmHdr{clsOXM, 38}, sTunID)
+	l.putSlot(mt, oxmHdr{clsNXM1, 104}, sTunFlags)
+	l.putSlot(mt, oxmHdr{clsNXM1, 31}, sTunSrc)
+	l.putSlot(mt, oxmHdr{clsNXM1, 32}, sTunDst)
+	l.putSlot(mt, oxmHdr{clsNXM1, 109}, sTunIPv6Src)
+	l.putSlot(mt, oxmHdr{clsNXM1, 110}, sTunIPv6Dst)
+	l.putSlot(mt, oxmHdr{clsNXM1, 38}, sTunGbpID)
+	l.putSlot(mt, oxmHdr{clsNXM1, 39}, sTunGbpFlags)
 	mt.encodeTunMetadata(l)
 	for _, s := range []slot{sTunErspanIdx, sTunErspanVer, sTunErspanDir, sTunErspanHwid, sTunGtpuFlags, sTunGtpuMsgtype,
 		sNshFlags, sNshTTL, sNshMdtype, sNshNp, sNshSPI, sNshSI, sNshC1, sNshC1 + 1, sNshC1 + 2, sNshC1 + 3} {
-		l.put(fieldBySlot[s].hdr, mt.val(s), mt.mask(s))
+		l.putSlot(mt, fieldBySlot[s].hdr, s)
 	}
 
 	// OpenFlow 1.5 carries registers in pairs as 64-bit packet registers.
 	for i := 0; i < 8; i++ {
 		hi, lo := sReg0+slot(2*i), sReg0+slot(2*i+1)
+		if mt.m[hi] == [16]byte{} && mt.m[lo] == [16]byte{} {
+			continue
+		}
 		var v, m [8]byte
 		copy(v[:4], mt.val(hi))
 		copy(v[4:], mt.val(lo))
@@ -463,30 +482,30 @@ func (mt *match) encodeTo(l *oxmList) {
 		l.put(oxmHdr{clsPktRg, uint8(i)}, v[:], m[:])
 	}
 
-	l.put(oxmHdr{clsNXM1, 33}, mt.val(sPktMark), mt.mask(sPktMark))
-	l.put(oxmHdr{clsNXM1, 105}, mt.val(sCtState), mt.mask(sCtState))
-	l.put(oxmHdr{clsNXM1, 106}, mt.val(sCtZone), mt.mask(sCtZone))
-	l.put(oxmHdr{clsNXM1, 107}, mt.val(sCtMark), mt.mask(sCtMark))
-	l.put(oxmHdr{clsNXM1, 108}, mt.val(sCtLabel), mt.mask(sCtLabel))
-	l.put(oxmHdr{clsNXM1, 120}, mt.val(sCtNwSrc), mt.mask(sCtNwSrc))
-	l.put(oxmHdr{clsNXM1, 122}, mt.val(sCtIPv6Src), mt.mask(sCtIPv6Src))
-	l.put(oxmHdr{clsNXM1, 121}, mt.val(sCtNwDst), mt.mask(sCtNwDst))
-	l.put(oxmHdr{clsNXM1, 123}, mt.val(sCtIPv6Dst), mt.mask(sCtIPv6Dst))
+	l.putSlot(mt, oxmHdr{clsNXM1, 33}, sPktMark)
+	l.putSlot(mt, oxmHdr{clsNXM1, 105}, sCtState)
+	l.putSlot(mt, oxmHdr{clsNXM1, 106}, sCtZone)
+	l.putSlot(mt, oxmHdr{clsNXM1, 107}, sCtMark)
+	l.putSlot(mt, oxmHdr{clsNXM1, 108}, sCtLabel)
+	l.putSlot(mt, oxmHdr{clsNXM1, 120}, sCtNwSrc)
+	l.putSlot(mt, oxmHdr{clsNXM1, 122}, sCtIPv6Src)
+	l.putSlot(mt, oxmHdr{clsNXM1, 121}, sCtNwDst)
+	l.putSlot(mt, oxmHdr{clsNXM1, 123}, sCtIPv6Dst)
 	if mt.u(sCtNwProto) != 0 {
-		l.put(oxmHdr{clsNXM1, 119}, mt.val(sCtNwProto), mt.mask(sCtNwProto))
-		l.put(oxmHdr{clsNXM1, 124}, mt.val(sCtTpSrc), mt.mask(sCtTpSrc))
-		l.put(oxmHdr{clsNXM1, 125}, mt.val(sCtTpDst), mt.mask(sCtTpDst))
+		l.putSlot(mt, oxmHdr{clsNXM1, 119}, sCtNwProto)
+		l.putSlot(mt, oxmHdr{clsNXM1, 124}, sCtTpSrc)
+		l.putSlot(mt, oxmHdr{clsNXM1, 125}, sCtTpDst)
 	}
-	l.put(oxmHdr{clsOXM, 2}, mt.val(sMetadata), mt.mask(sMetadata))
+	l.putSlot(mt, oxmHdr{clsOXM, 2}, sMetadata)
 }
 
 func (mt *match) encodeIP(l *oxmList) {
 	if mt.isIPv4() {
-		l.put(oxmHdr{clsOXM, 11}, mt.val(sNwSrc), mt.mask(sNwSrc))
-		l.put(oxmHdr{clsOXM, 12}, mt.val(sNwDst), mt.mask(sNwDst))
+		l.putSlot(mt, oxmHdr{clsOXM, 11}, sNwSrc)
+		l.putSlot(mt, oxmHdr{clsOXM, 12}, sNwDst)
 	} else {
-		l.put(oxmHdr{clsOXM, 26}, mt.val(sIPv6Src), mt.mask(sIPv6Src))
-		l.put(oxmHdr{clsOXM, 27}, mt.val(sIPv6Dst), mt.mask(sIPv6Dst))
+		l.putSlot(mt, oxmHdr{clsOXM, 26}, sIPv6Src)
+		l.putSlot(mt, oxmHdr{clsOXM, 27}, sIPv6Dst)
 	}
 	if fm := mt.um(sNwFrag) & 3; fm != 0 {
 		m := fm
@@ -505,7 +524,7 @@ func (mt *match) encodeIP(l *oxmList) {
 	if mt.has(sNwTTL) {
 		l.putExact(oxmHdr{clsNXM1, 29}, mt.val(sNwTTL))
 	}
-	l.put(oxmHdr{clsOXM, 28}, mt.val(sIPv6Label), mt.mask(sIPv6Label))
+	l.putSlot(mt, oxmHdr{clsOXM, 28}, sIPv6Label)
 	if !mt.has(sNwProto) {
 		return
 	}
@@ -513,15 +532,15 @@ func (mt *match) encodeIP(l *oxmList) {
 	l.putExact(oxmHdr{clsOXM, 10}, []byte{proto})
 	switch {
 	case proto == protoTCP:
-		l.put(oxmHdr{clsOXM, 13}, mt.val(sTpSrc), mt.mask(sTpSrc))
-		l.put(oxmHdr{clsOXM, 14}, mt.val(sTpDst), mt.mask(sTpDst))
-		l.put(oxmHdr{clsOXM, 42}, mt.val(sTCPFlags), mt.mask(sTCPFlags))
+		l.putSlot(mt, oxmHdr{clsOXM, 13}, sTpSrc)
+		l.putSlot(mt, oxmHdr{clsOXM, 14}, sTpDst)
+		l.putSlot(mt, oxmHdr{clsOXM, 42}, sTCPFlags)
 	case proto == protoUDP:
-		l.put(oxmHdr{clsOXM, 15}, mt.val(sTpSrc), mt.mask(sTpSrc))
-		l.put(oxmHdr{clsOXM, 16}, mt.val(sTpDst), mt.mask(sTpDst))
+		l.putSlot(mt, oxmHdr{clsOXM, 15}, sTpSrc)
+		l.putSlot(mt, oxmHdr{clsOXM, 16}, sTpDst)
 	case proto == protoSCTP:
-		l.put(oxmHdr{clsOXM, 17}, mt.val(sTpSrc), mt.mask(sTpSrc))
-		l.put(oxmHdr{clsOXM, 18}, mt.val(sTpDst), mt.mask(sTpDst))
+		l.putSlot(mt, oxmHdr{clsOXM, 17}, sTpSrc)
+		l.putSlot(mt, oxmHdr{clsOXM, 18}, sTpDst)
 	case proto == protoICMP && mt.isIPv4():
 		if mt.has(sTpSrc) {
 			l.putExact(oxmHdr{clsOXM, 19}, []byte{byte(mt.u(sTpSrc))})
@@ -537,12 +556,12 @@ func (mt *match) encodeIP(l *oxmList) {
 			l.putExact(oxmHdr{clsOXM, 30}, []byte{byte(mt.u(sTpDst))})
 		}
 		if mt.prereqOK(preND) {
-			l.put(oxmHdr{clsOXM, 31}, mt.val(sNdTarget), mt.mask(sNdTarget))
+			l.putSlot(mt, oxmHdr{clsOXM, 31}, sNdTarget)
 			if mt.u(sTpSrc) == 135 {
-				l.put(oxmHdr{clsOXM, 32}, mt.val(sArpSha), mt.mask(sArpSha))
+				l.putSlot(mt, oxmHdr{clsOXM, 32}, sArpSha)
 			}
 			if mt.u(sTpSrc) == 136 {
-				l.put(oxmHdr{clsOXM, 33}, mt.val(sArpTha), mt.mask(sArpTha))
+				l.putSlot(mt, oxmHdr{clsOXM, 33}, sArpTha)
 			}
 		}
 	}

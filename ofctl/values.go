@@ -18,8 +18,7 @@ func parseUintBytes(s string, nbytes, bits int) ([]byte, error) {
 		return nil, errors.New("missing value")
 	}
 	// Fast path: most values fit in 64 bits.
-	if v, err := strconv.ParseUint(s, 0, 64); err == nil && !strings.HasPrefix(s, "0o") && !strings.HasPrefix(s, "0b") &&
-		!strings.HasPrefix(s, "0O") && !strings.HasPrefix(s, "0B") && !strings.Contains(s, "_") && (s == "0" || s[0] != '0' || len(s) > 1 && (s[1] == 'x' || s[1] == 'X')) {
+	if v, ok := parseUint64(s); ok {
 		if bits < 64 && v>>uint(bits) != 0 {
 			return nil, fmt.Errorf("value %s out of range (field is %d bits wide)", s, bits)
 		}
@@ -54,8 +53,24 @@ func parseUintBytes(s string, nbytes, bits int) ([]byte, error) {
 	return out, nil
 }
 
+// parseUint64 parses decimal or 0x-prefixed hexadecimal text that fits in
+// 64 bits; false sends the caller to parseUintBytes's slower path, which
+// reports what is wrong.
+func parseUint64(s string) (uint64, bool) {
+	v, err := strconv.ParseUint(s, 0, 64)
+	return v, err == nil && !strings.HasPrefix(s, "0o") && !strings.HasPrefix(s, "0b") &&
+		!strings.HasPrefix(s, "0O") && !strings.HasPrefix(s, "0B") && !strings.Contains(s, "_") && (s == "0" || s[0] != '0' || len(s) > 1 && (s[1] == 'x' || s[1] == 'X'))
+}
+
 // parseUint parses a number of at most bits bits.
 func parseUint(s string, bits int) (uint64, error) {
+	// parseUintBytes's fast path, without its 8-byte result.
+	if v, ok := parseUint64(s); ok {
+		if bits < 64 && v>>uint(bits) != 0 {
+			return 0, fmt.Errorf("value %s out of range (field is %d bits wide)", s, bits)
+		}
+		return v, nil
+	}
 	b, err := parseUintBytes(s, 8, bits)
 	if err != nil {
 		return 0, err
@@ -383,7 +398,13 @@ func parseFieldValueMask(f *field, s string, maskable bool) (v, m []byte, err er
 		}
 		return []byte{fm[0]}, []byte{fm[1]}, nil
 	case kCtState, kTCPFlags, kTunFlags:
-		names := map[valKind][]string{kCtState: ctStateFlags, kTCPFlags: tcpFlagNames, kTunFlags: tunFlagNames}[f.kind]
+		names := ctStateFlags // a switch, not a map built per call
+		switch f.kind {
+		case kTCPFlags:
+			names = tcpFlagNames
+		case kTunFlags:
+			names = tunFlagNames
+		}
 		// Flags without +/- give a fully specified value, as in OVS.
 		fv, fm, ferr := parseFlags(s, names, beUint(ones(f.bytes)))
 		if ferr == nil {
@@ -407,7 +428,11 @@ func parseFieldValueMask(f *field, s string, maskable bool) (v, m []byte, err er
 	if !isOnes(m) && !maskable {
 		return nil, nil, fmt.Errorf("field %s does not support masking", f.name)
 	}
-	return andBytes(v, m), m, nil
+	// Every branch above parsed v into a fresh slice: mask it in place.
+	for i := range v {
+		v[i] &= m[i]
+	}
+	return v, m, nil
 }
 
 func parseIntMask(f *field, s string) (v, m []byte, err error) {
