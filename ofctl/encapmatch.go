@@ -62,7 +62,7 @@ func formatMatchValue(f *field, v []byte) string {
 // checkPrintable refuses matches that OVS accepts but prints in a way that
 // reads back as a different flow, so that what flowstate stores always
 // prints and parses back to the same bytes.
-// enc is mt.encode(), computed once by the caller (it is most of a parse).
+// enc is mt encoded (encodeTo), computed once by the caller (it is most of a parse).
 func (mt *match) checkPrintable(set []setting, enc []oxm) error {
 	if err := mt.checkImpliedEthernet(set, enc); err != nil {
 		return err

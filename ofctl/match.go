@@ -395,15 +395,8 @@ func (l *oxmList) putExact(hdr oxmHdr, v []byte) {
 	l.add(hdr, v, nil)
 }
 
-// encode returns the match as OpenFlow 1.5 OXM fields in the order OVS's
-// nx_put_raw emits them.
-func (mt *match) encode() []oxm {
-	var l oxmList
-	mt.encodeTo(&l)
-	return l.fs
-}
-
-// encodeTo is encode into l.
+// encodeTo puts the match into l as OpenFlow 1.5 OXM fields, in the order
+// OVS's nx_put_raw emits them.
 func (mt *match) encodeTo(l *oxmList) {
 	if mt.has(sPacketType) && !mt.defaultPacketType() {
 		l.putExact(oxmHdr{clsOXM, 44}, mt.val(sPacketType))
