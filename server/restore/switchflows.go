@@ -5,10 +5,12 @@ import (
 	"cmp"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"runtime/debug"
 	"slices"
+	"sync/atomic"
 
 	"github.com/flowstate-io/flowstate/canon"
 	"github.com/flowstate-io/flowstate/entry"
@@ -153,20 +155,28 @@ func (e *Engine) dumpSwitch(ctx context.Context, conn *ofconn.Conn, bridge strin
 		want    desiredDigest
 		wantErr error
 		done    = make(chan struct{})
+		// dumped is the number of owned flows the dump found, -1 until
+		// it is complete.
+		dumped atomic.Int64
 	)
+	dumped.Store(-1)
 	go func() {
 		defer close(done)
-		want, wantErr = digestDesired(e.cfg.Store, bridge, e.forms, s)
+		want, wantErr = digestDesired(e.cfg.Store, bridge, e.forms, s, &dumped)
 	}()
 	err := e.eachFlowMod(ctx, conn, func(m []byte, owned bool) { s.addFlow(m, owned) })
+	dumped.Store(int64(len(s.flows)))
 	<-done
 	if err != nil {
 		return nil, err
 	}
-	if wantErr != nil {
+	switch {
+	case errors.Is(wantErr, errDigestMoot):
+	case wantErr != nil:
 		return nil, wantErr
+	default:
+		s.desired = &want
 	}
-	s.desired = &want
 	if s.others, err = dumpGroupsMeters(ctx, conn); err != nil {
 		return nil, err
 	}
