@@ -83,6 +83,7 @@ var errorCases = []struct {
 	{"masked erspan index", "tun_erspan_ver=1,tun_erspan_idx=0x7/0xf,actions=drop", 18, "tun_erspan_idx=0x7/0xf", "print it without the mask", false},
 	{"zero-mask Ethernet field alone", "dl_dst=aa:bb:cc:dd:ee:ff/00:00:00:00:00:00,actions=drop", 1, "dl_dst=aa:bb:cc:dd:ee:ff/00:00:00:00:00:00", "still match only Ethernet packets", false},
 	{"tun_metadata mask of all ones", "tun_metadata1=0xef/0xff,actions=drop", 15, "0xef/0xff", "OVS would print the match as tun_metadata1=0xef", false},
+	{"tun_metadata value wider than its mask", "tun_metadata0=0x100/0x1,actions=drop", 15, "0x100/0x1", "OVS would print the match as tun_metadata0=0/0x1, which reads back as a 1-byte field", false},
 	{"tun_metadata set twice", "tun_metadata1=1,tun_metadata1=2,actions=drop", 17, "tun_metadata1=2", "set multiple times", true},
 	{"bits of a field too wide", "tcp,tp_src[0..3]=17,actions=drop", 18, "17", "out of range", true},
 	{"delete_field of a plain field", "actions=delete_field:reg0", 22, "reg0", "takes a tun_metadata field", true},
