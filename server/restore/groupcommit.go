@@ -364,36 +364,43 @@ func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) (
 				touched, streamed, streamErr = false, false, nil
 			}
 		}
-		cs := make([]Change, 0, n)
-		if !streamed && owner == nil && len(reqs) > 1 {
-			owner = make(map[string]int, n)
-		}
-		for i := range reqs {
-			res := results[i].res
-			from := len(cs)
-			cs = appendWriteChanges(cs, res.Changed, res.Removed)
-			for j := from; j < len(cs); j++ {
-				c := &cs[j]
-				if len(reqs) > 1 && c.Kind == entry.KindMeter {
-					return failed(i, errMeterInBatch)
-				}
-				if owner != nil || len(b.quarantine) > 0 {
-					k := key(c.Kind, changeID(*c))
-					if other, dup := owner[k]; dup && other != i && !streamed {
-						return failed(i, errOverlap)
+		var cs []Change
+		if streamed {
+			// Checked as they were streamed; of a million changes, keep
+			// for learnForms only the few it looks at.
+			cs = opaqueWrites(results)
+		} else {
+			cs = make([]Change, 0, n)
+			if owner == nil && len(reqs) > 1 {
+				owner = make(map[string]int, n)
+			}
+			for i := range reqs {
+				res := results[i].res
+				from := len(cs)
+				cs = appendWriteChanges(cs, res.Changed, res.Removed)
+				for j := from; j < len(cs); j++ {
+					c := &cs[j]
+					if len(reqs) > 1 && c.Kind == entry.KindMeter {
+						return failed(i, errMeterInBatch)
 					}
-					if _, q := b.quarantine[k]; q && c.Op == OpModify {
-						// A quarantined entry is not on the switch: a
-						// MODIFY of a group or meter would be refused.
-						c.Op, c.Actual = OpAdd, nil
-					}
-					if owner != nil {
-						owner[k] = i
+					if owner != nil || len(b.quarantine) > 0 {
+						k := key(c.Kind, changeID(*c))
+						if other, dup := owner[k]; dup && other != i {
+							return failed(i, errOverlap)
+						}
+						if _, q := b.quarantine[k]; q && c.Op == OpModify {
+							// A quarantined entry is not on the switch: a
+							// MODIFY of a group or meter would be refused.
+							c.Op, c.Actual = OpAdd, nil
+						}
+						if owner != nil {
+							owner[k] = i
+						}
 					}
 				}
 			}
 		}
-		if live && len(cs) > 0 {
+		if live && (streamed || len(cs) > 0) {
 			err := streamErr
 			if !streamed {
 				p := newPlan(cs)

@@ -206,3 +206,17 @@ func (s *writeStream) observe(w *store.Writer, i int, owner map[string]int, over
 		add(Change{Op: OpDelete, Kind: e.Kind, Actual: e.Payload, Index: -1})
 	})
 }
+
+// opaqueWrites returns the changes of a streamed batch that learnForms looks
+// at after a write: those whose payload holds something kept as sent.
+func opaqueWrites(results []writeResult) []Change {
+	var out []Change
+	for _, r := range results {
+		for _, c := range r.res.Changed {
+			if c.Entry.Opaque {
+				out = append(out, writeChange(c))
+			}
+		}
+	}
+	return out
+}
