@@ -29,6 +29,11 @@
 //     Otherwise BUNDLE_COMMIT; a failure at commit (table full) arrives as the failing add's error followed by
 //     OFPBFC_MSG_FAILED on the commit's xid, everything is rolled back, and it is reported as a [*BundleError] too.
 //
+// [Conn.BundleStream] makes the messages one at a time, as the switch takes them; [Conn.BundleStreamUpTo] does
+// the same when the producer learns the count as it goes (a write streamed while the store decides it): the xids
+// of a bound are reserved and fewer messages are fine. A bundle left open by a dead connection is dropped by
+// vswitchd.
+//
 // Lengths in OpenFlow are 16 bits: a bundled message may be at most [MaxBundledMessage] bytes, and larger messages
 // are refused before anything is sent ([ErrTooLarge]).
 //
@@ -37,7 +42,10 @@
 // [Conn.DumpFlows] (OFPMP_FLOW_DESC over all tables), [Conn.DumpGroups] (OFPMP_GROUP_STATS for the ids, then one
 // OFPMP_GROUP_DESC per group: OVS 3.1 aborts when a description over 64 KiB is followed by another, and wraps
 // its lengths, which the read loop undoes in wrapped.go) and [Conn.DumpMeters] (OFPMP_METER_DESC) follow
-// multipart replies until REPLY_MORE clears. Every entry keeps its raw bytes. Decoding
+// multipart replies until REPLY_MORE clears; [Conn.EachFlow] hands them over one reply at a time. vswitchd
+// builds every reply of a dump before it sends the first, so a dump's replies queue at most 4 MiB here: past
+// that the reader waits for the consumer (echo replies wait in the socket meanwhile, a few milliseconds).
+// Every entry keeps its raw bytes. Decoding
 // with libOpenflow is guarded: the entry's structure is checked first (a zero-length action makes libOpenflow
 // loop forever), panics are recovered, and the decoded entry must encode back to the raw bytes. An entry that
 // fails any of this (the ct_clear and exit actions, a masked eth_dst, in libOpenflow v0.15.0) has Err set and

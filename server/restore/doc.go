@@ -5,6 +5,9 @@
 // difference with the desired entries and sends it in one ORDERED|ATOMIC
 // bundle; when every bridge has converged it clears
 // other_config:flow-restore-wait and waits until vswitchd acknowledged it.
-// Writes from controllers (Put, Delete) go through the engine so they reach the
-// switch and the store together, serialised with replays per bridge.
+// Writes from controllers (Put, Sync, Delete) go through the engine so they
+// reach the switch and the store together, serialised with replays per
+// bridge; writes of flows stream to the switch while the store decides them
+// (writestream.go), and a reconcile that finds the switch equal to the store
+// knows it by digest, without comparing flow by flow (digest.go).
 package restore
