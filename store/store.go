@@ -250,7 +250,11 @@ func (s *Store) Update(fn func(w *Writer) error) error {
 // identity fail it with ErrInvalidArgument; a flow that uses a group or meter
 // not declared on the bridge fails it with ErrFailedPrecondition.
 func (w *Writer) Put(bridge, module string, es []entry.Entry) (Result, error) {
-	var r Result
+	// Sized for a request that changes everything (a first declare): growing
+	// the list of a 200,000-entry request copied and faulted in twice its
+	// size, 5% of a declare's CPU. One that changes nothing holds the room
+	// until the request ends.
+	r := Result{Changed: make([]Change, 0, len(es))}
 	order := newKeyOrder(es)
 	if err := order.duplicate(); err != nil {
 		return r, fmt.Errorf("store: put %s/%s: %w", bridge, module, err)
@@ -294,7 +298,7 @@ func (w *Writer) Sync(bridge, module string, es []entry.Entry) (Result, error) {
 }
 
 func (w *Writer) sync(bridge, module string, es []entry.Entry) (Result, error) {
-	var r Result
+	r := Result{Changed: make([]Change, 0, len(es))} // as in Put
 	keep := newKeyOrder(es)
 	if err := keep.duplicate(); err != nil {
 		return r, err
