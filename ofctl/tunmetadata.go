@@ -130,8 +130,9 @@ func (mt *match) setTunMetadata(f *field, p kv) error {
 		e = mdMatch{v: v[tunMDBytes-w:], masked: masked}
 		if masked {
 			e.m = m[tunMDBytes-w:]
+			_, mapped := mt.tlv[idx]
 			switch shown, _ := tunMDWidth(v, m); {
-			case shown < w:
+			case shown < w && !mapped: // a TLV map fixes the width whatever the text
 				return errAt(p.valOff, p.val, "the value has bits outside the mask that widen the field to %d bytes: OVS would print the match as %s=%s/%s, which reads back as a %d-byte field", w, f.name, formatHex(v[tunMDBytes-shown:]), formatHex(m[tunMDBytes-shown:]), shown)
 			case w > 0 && isOnes(e.m):
 				return errAt(p.valOff, p.val, "a mask of all ones over the value's %d bytes is not supported: OVS would print the match as %s=%s, which reads back as an exact match", w, f.name, formatHex(e.v))

@@ -116,3 +116,32 @@ func TestTunMetadataSwitch(t *testing.T) {
 			strings.Join(a, "\n    "), strings.Join(b, "\n    "))
 	}
 }
+
+// TestTunMetadataWiderThanMask: a value with bits outside its mask widens
+// a field sized by its text, which OVS would print narrower: refused
+// (errors_test.go). With a TLV map the option's length fixes the width, so
+// the match is the one its masked form gives.
+func TestTunMetadataWiderThanMask(t *testing.T) {
+	m, err := ParseTLVMap("{class=0xffff,type=0,len=4}->tun_metadata0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := func(line string) []byte {
+		t.Helper()
+		fm, err := ParseFlowTLV(line, m)
+		if err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		b, err := fm.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	if a, b := enc("tun_metadata0=0x100/0x1,actions=drop"), enc("tun_metadata0=0/0x1,actions=drop"); !bytes.Equal(a, b) {
+		t.Fatalf("with a TLV map, 0x100/0x1 encodes as\n%x\nnot as its masked form 0/0x1\n%x", a, b)
+	}
+	if _, err := ParseFlow("tun_metadata0=0x100/0x1,actions=drop"); err == nil {
+		t.Fatal("without a TLV map, a value wider than its mask is taken")
+	}
+}
