@@ -599,7 +599,7 @@ func putOwned(br *bolt.Bucket, kbs *kindCursors, module string, i int, e entry.E
 		}
 		prev, existed = payload, true
 	}
-	if err := kb.Put(e.ID, encodeRecord(module, e.Payload)); err != nil {
+	if err := kb.Put(e.ID, kbs.record(module, e.Payload)); err != nil {
 		return nil, false, false, &errdefs.EntryError{Index: i, Err: err}
 	}
 	if e.Kind == entry.KindFlow {
@@ -621,6 +621,27 @@ type kindCursors struct {
 	kind entry.Kind
 	kb   *bolt.Bucket
 	cur  *bolt.Cursor
+	// arena holds the request's records, a chunk at a time: one
+	// allocation per chunk rather than per entry. bbolt keeps them until
+	// the transaction ends, as it would single records.
+	arena []byte
+}
+
+// recordChunk is the size of an arena chunk.
+const recordChunk = 1 << 20
+
+// record is encodeRecord into the arena.
+func (k *kindCursors) record(module string, payload []byte) []byte {
+	n := 2 + len(module) + len(payload)
+	if cap(k.arena)-len(k.arena) < n {
+		if n > recordChunk/4 {
+			return encodeRecord(module, payload)
+		}
+		k.arena = make([]byte, 0, recordChunk)
+	}
+	at := len(k.arena)
+	k.arena = appendRecord(k.arena, module, payload)
+	return k.arena[at:len(k.arena):len(k.arena)]
 }
 
 func (k *kindCursors) get(br *bolt.Bucket, kind entry.Kind) (*bolt.Bucket, *bolt.Cursor, error) {
@@ -674,7 +695,10 @@ func kindBucket(br *bolt.Bucket, kind entry.Kind, create bool) (*bolt.Bucket, er
 }
 
 func encodeRecord(module string, payload []byte) []byte {
-	b := make([]byte, 0, 2+len(module)+len(payload))
+	return appendRecord(make([]byte, 0, 2+len(module)+len(payload)), module, payload)
+}
+
+func appendRecord(b []byte, module string, payload []byte) []byte {
 	b = append(b, recordVersion, byte(len(module)))
 	b = append(b, module...)
 	return append(b, payload...)
