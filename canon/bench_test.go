@@ -111,7 +111,11 @@ func BenchmarkDecodeEntryCNINoCache(b *testing.B) {
 // BenchmarkDecodeEntryCNIParallel: BenchmarkDecodeEntryCNI on every CPU, as
 // the server canonicalises.
 func BenchmarkDecodeEntryCNIParallel(b *testing.B) {
-	ps := encoded(b, cniFlows(5000))
+	benchDecodeEntryParallel(b, encoded(b, cniFlows(5000)))
+}
+
+// benchDecodeEntryParallel is benchDecodeEntry on every CPU.
+func benchDecodeEntryParallel(b *testing.B, ps [][]byte) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
@@ -233,17 +237,7 @@ func BenchmarkDecodeEntryPipelineListCache(b *testing.B) {
 // BenchmarkDecodeEntryPipelineParallel: BenchmarkDecodeEntryPipeline on
 // every CPU, as the server canonicalises a bulk declare.
 func BenchmarkDecodeEntryPipelineParallel(b *testing.B) {
-	ps := encoded(b, pipelineFlows(200000))
-	b.ReportAllocs()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for i := 0; pb.Next(); i++ {
-			if _, err := DecodeEntry(entry.KindFlow, ps[i%len(ps)]); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
+	benchDecodeEntryParallel(b, encoded(b, pipelineFlows(200000)))
 }
 
 // BenchmarkParsePipeline: Parse of the same flows as text.

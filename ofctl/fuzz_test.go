@@ -3,8 +3,6 @@ package ofctl
 import (
 	"bytes"
 	"errors"
-	"os"
-	"strings"
 	"testing"
 )
 
@@ -12,15 +10,7 @@ import (
 func fuzzSeeds(f *testing.F) []string {
 	var seeds []string
 	for _, file := range []string{"testdata/flows.txt", "testdata/classes.txt", "testdata/tunmetadata.txt"} {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			f.Fatal(err)
-		}
-		for _, l := range strings.Split(string(b), "\n") {
-			if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
-				seeds = append(seeds, l)
-			}
-		}
+		seeds = append(seeds, readCorpus(f, file)...)
 	}
 	for _, tc := range errorCases {
 		seeds = append(seeds, tc.line)

@@ -212,22 +212,6 @@ func (w *Writer) Observe(changed func(Change), removed func(entry.Entry)) {
 	w.observe, w.removed = changed, removed
 }
 
-// Entries returns the number of entries stored on bridge, of every module:
-// a bound on what a Sync there can remove.
-func (w *Writer) Entries(bridge string) int {
-	br := w.tx.Bucket(bucketBridges).Bucket([]byte(bridge))
-	if br == nil {
-		return 0
-	}
-	n := 0
-	for _, kind := range entry.Kinds {
-		if kb := br.Bucket(kindBuckets[kind]); kb != nil {
-			n += kb.Stats().KeyN
-		}
-	}
-	return n
-}
-
 // Result is what one write changed.
 type Result struct {
 	// Changed are the entries whose content changes (new, or different from
@@ -263,27 +247,37 @@ func (w *Writer) Put(bridge, module string, es []entry.Entry) (Result, error) {
 	if err != nil {
 		return r, fmt.Errorf("store: put %s/%s: %w", bridge, module, err)
 	}
-	// In key order: bbolt keeps a node's keys sorted and splits nodes only
-	// at commit, so inserting a large request in any other order moves the
-	// rest of the node at every key (100 s for 200,000 unsorted flows).
-	var kbs kindCursors
-	for _, at := range order.idx {
-		i, e := int(at), es[at]
-		prev, existed, same, err := putOwned(br, &kbs, module, i, e)
-		if err != nil {
-			return r, fmt.Errorf("store: put %s/%s: %w", bridge, module, err)
-		}
-		if !same {
-			r.Changed = append(r.Changed, Change{Entry: e, Index: i, Existed: existed, Old: prev})
-			if w.observe != nil {
-				w.observe(r.Changed[len(r.Changed)-1])
-			}
-		}
+	if err := w.putInOrder(br, module, es, order, &r); err != nil {
+		return r, fmt.Errorf("store: put %s/%s: %w", bridge, module, err)
 	}
 	if err := checkRefs(br, es); err != nil {
 		return r, fmt.Errorf("store: put %s/%s: %w", bridge, module, err)
 	}
 	return r, nil
+}
+
+// putInOrder writes es for module on br in key order (order), listing in r
+// what changed and handing it to the observer. In key order: bbolt keeps a
+// node's keys sorted and splits nodes only at commit, so inserting a large
+// request in any other order moves the rest of the node at every key (100 s
+// for 200,000 unsorted flows).
+func (w *Writer) putInOrder(br *bolt.Bucket, module string, es []entry.Entry, order keyOrder, r *Result) error {
+	var kbs kindCursors
+	for _, at := range order.idx {
+		i, e := int(at), es[at]
+		prev, existed, same, err := putOwned(br, &kbs, module, i, e)
+		if err != nil {
+			return err
+		}
+		if same {
+			continue
+		}
+		r.Changed = append(r.Changed, Change{Entry: e, Index: i, Existed: existed, Old: prev})
+		if w.observe != nil {
+			w.observe(r.Changed[len(r.Changed)-1])
+		}
+	}
+	return nil
 }
 
 // Sync makes es the complete set of module's entries on bridge: entries of
@@ -307,19 +301,8 @@ func (w *Writer) sync(bridge, module string, es []entry.Entry) (Result, error) {
 	if err != nil {
 		return r, err
 	}
-	var kbs kindCursors
-	for _, at := range keep.idx { // in key order, as Put
-		i, e := int(at), es[at]
-		prev, existed, same, err := putOwned(br, &kbs, module, i, e)
-		if err != nil {
-			return r, err
-		}
-		if !same {
-			r.Changed = append(r.Changed, Change{Entry: e, Index: i, Existed: existed, Old: prev})
-			if w.observe != nil {
-				w.observe(r.Changed[len(r.Changed)-1])
-			}
-		}
+	if err := w.putInOrder(br, module, es, keep, &r); err != nil {
+		return r, err
 	}
 	for _, kind := range entry.Kinds {
 		kb := br.Bucket(kindBuckets[kind])

@@ -307,7 +307,7 @@ func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) (
 			owner   map[string]int // only a batch of several requests can overlap
 			overlap *failedError
 		)
-		if ok, bound := streamable(reqs, w, b.name); live && ok {
+		if ok, bound := streamable(reqs); live && ok {
 			if len(reqs) > 1 {
 				owner = make(map[string]int, bound)
 			}
@@ -341,10 +341,7 @@ func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) (
 		}
 		if stream != nil && stream.fallback {
 			_ = stream.finish(false)
-			stream = nil
-			if len(reqs) > 1 {
-				owner = nil // rebuilt below
-			}
+			stream, owner = nil, nil // owner is rebuilt below
 		}
 		var streamed bool
 		var streamErr error

@@ -70,9 +70,8 @@ type switchState struct {
 	others []actualEntry
 	// flows is sorted by key when first looked up (sealed); seen[i] is the
 	// last pass that found flows[i] desired.
-	flows  []onSwitch
-	seen   []uint32
-	sealed bool
+	flows []onSwitch
+	seen  []uint32 // nil until sealed
 	// digestSeeds key the digests (digest.go); have is the digest of flows,
 	// desired that of the desired flows read beside the dump (nil when
 	// they were not).
@@ -124,10 +123,9 @@ func (s *switchState) lookup(id, payload []byte, mark bool) Op {
 // seal sorts the flows for lookup once the dump is complete; a no-op
 // reconcile decided by digest never needs it.
 func (s *switchState) seal() {
-	if s.sealed {
+	if s.seen != nil {
 		return
 	}
-	s.sealed = true
 	slices.SortFunc(s.flows, func(a, b onSwitch) int { return a.key.compare(b.key) })
 	// Identities are unique on a switch; equal hashes would be a collision,
 	// and the second one found would never be looked up: keep one.

@@ -50,14 +50,23 @@ type writeStream struct {
 	// aborted is set before batches is closed: the producer discards the
 	// bundle.
 	aborted bool
-	// fallback is set when a change cannot stream (a removed meter): the
-	// batch is then sent the usual way.
+	// fallback is set when a change cannot stream (a removed meter, more
+	// changes than the bound has room for): the batch is then sent the
+	// usual way. room is what is left of the bound.
 	fallback bool
+	room     int
 }
 
+// syncRemovals is how many removals a streamed batch with a Sync has room
+// for beyond one per entry it declares: the bound reserves the bundle's xids
+// up front, and counting what a Sync could remove would walk the bridge's
+// pages at every Sync.
+const syncRemovals = 4096
+
 // streamable reports whether reqs can stream (see writeStream) and the
-// bound on their changes; a Sync can remove whatever the bridge holds.
-func streamable(reqs []*writeReq, w *store.Writer, bridge string) (bool, int) {
+// bound on their changes. A Sync that removes more than the bound leaves
+// room for falls back (writeStream.add).
+func streamable(reqs []*writeReq) (bool, int) {
 	n, syncs := 0, false
 	for _, r := range reqs {
 		if !r.flowsOnly {
@@ -67,7 +76,7 @@ func streamable(reqs []*writeReq, w *store.Writer, bridge string) (bool, int) {
 		syncs = syncs || r.sync
 	}
 	if syncs {
-		n += w.Entries(bridge)
+		n += n + syncRemovals
 	}
 	return n > 0, n
 }
@@ -80,6 +89,7 @@ func startStream(ctx context.Context, conn *ofconn.Conn, n int, at func(idx []in
 		batches: make(chan []Change, 4),
 		stopped: make(chan struct{}),
 		done:    make(chan error, 1),
+		room:    n,
 	}
 	src := bundleSource{
 		n:    n,
@@ -109,8 +119,17 @@ func startStream(ctx context.Context, conn *ofconn.Conn, n int, at func(idx []in
 }
 
 // add queues c for the bundle. After the producer stopped (the connection
-// failed), changes are dropped: finish reports the failure.
+// failed), changes are dropped: finish reports the failure. Past the bound,
+// the batch falls back.
 func (s *writeStream) add(c Change) {
+	if s.fallback {
+		return
+	}
+	if s.room == 0 {
+		s.fallback = true
+		return
+	}
+	s.room--
 	s.pending = append(s.pending, c)
 	if len(s.pending) < streamBatch {
 		return

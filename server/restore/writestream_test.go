@@ -116,12 +116,22 @@ func TestStreamedWriteRefusedWhole(t *testing.T) {
 		return &RejectedError{Err: errors.New("OFPBFC_TIMEOUT (injected)")}
 	}})
 	es := pipelineFlows(t, 3000, 0)
+	conn, err := te.bridges[testBridge].connected()
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := conn.Stats().BundlesCommitted
 	applied, err := te.Put(ctx, testBridge, "m", es)
 	if err != nil || !applied {
 		t.Fatalf("Put: applied=%v err=%v", applied, err)
 	}
 	if injected.Load() != 1 {
 		t.Fatalf("the verdict was replaced %d times, want 1", injected.Load())
+	}
+	// The streamed bundle (whose verdict the test replaced) and the one
+	// sent again after the store.
+	if got := conn.Stats().BundlesCommitted - before; got != 2 {
+		t.Fatalf("%d bundles committed for the write, want 2: the streamed one and the resend", got)
 	}
 	if n := dumpCount(ctx, t, te); n != len(es) {
 		t.Fatalf("the switch holds %d flows, want %d", n, len(es))
@@ -135,8 +145,9 @@ func TestStreamedWriteRefusedWhole(t *testing.T) {
 
 // TestStreamedSync: a Sync of flows streams its changes and its removals
 // (flow and group deletes at the end of the bundle); one that removes a
-// meter falls back to the usual path (meters go after the bundle). Each
-// leaves the switch equal to the store.
+// meter (meters go after the bundle), or more than the stream's bound has
+// room for, falls back to the usual path. Each leaves the switch equal to
+// the store.
 func TestStreamedSync(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
@@ -189,6 +200,14 @@ func TestStreamedSync(t *testing.T) {
 		t.Fatalf("Sync removing a group: %+v, %v", res, err)
 	}
 	check("group removed", 5)
+	// More removals than the stream's bound has room for: the usual path.
+	if _, err := te.Sync(ctx, testBridge, "m", pipelineFlows(t, 6000, 0), false); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := te.Sync(ctx, testBridge, "m", pipelineFlows(t, 10, 0), false); err != nil || !res.Applied || res.Removed != 5990 {
+		t.Fatalf("Sync removing 5,990 flows: %+v, %v", res, err)
+	}
+	check("5,990 removed", 10)
 	if out, _ := te.sb.Ofctl(ctx, "-O", "OpenFlow15", "dump-groups", testBridge); strings.Contains(out, "group_id=5") {
 		t.Fatalf("group 5 still on the switch:\n%s", out)
 	}
