@@ -111,6 +111,13 @@ func (s *Store) init() error {
 		if _, err := tx.CreateBucketIfNotExists(bucketModules); err != nil {
 			return err
 		}
+		// A staged write that never committed (stage.go): the flowstated
+		// that staged it died.
+		if tx.Bucket(bucketStage) != nil {
+			if err := tx.DeleteBucket(bucketStage); err != nil {
+				return err
+			}
+		}
 		if v := meta.Get(keySchema); v != nil {
 			if len(v) != 4 {
 				return fmt.Errorf("corrupt schema version (%d bytes)", len(v))

@@ -22,7 +22,11 @@ func (s *Store) update(fn func(tx *bolt.Tx) error) error {
 // ErrResourceExhausted, a file system that refuses writes (read-only, I/O
 // errors) ErrUnavailable. Other errors pass unchanged. bbolt rolls the
 // transaction back in either case: nothing of it is stored.
-func (s *Store) writeError(err error) error {
+func (s *Store) writeError(err error) error { return writeErrorAt(s.Path(), err) }
+
+// writeErrorAt is writeError for a write to path (the store, or the
+// directory of its spools).
+func writeErrorAt(path string, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -31,10 +35,10 @@ func (s *Store) writeError(err error) error {
 	// those by text.
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT), strings.Contains(err.Error(), syscall.ENOSPC.Error()):
 		return fmt.Errorf("store: %s: the disk is full, nothing of this write was stored (make room on its file system): %w: %w",
-			s.Path(), err, errdefs.ErrResourceExhausted)
+			path, err, errdefs.ErrResourceExhausted)
 	case errors.Is(err, syscall.EROFS), errors.Is(err, syscall.EIO), errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
 		return fmt.Errorf("store: %s: the store cannot be written, nothing of this write was stored: %w: %w",
-			s.Path(), err, errdefs.ErrUnavailable)
+			path, err, errdefs.ErrUnavailable)
 	}
 	return err
 }

@@ -1,0 +1,443 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/flowstate-io/flowstate/entry"
+	"github.com/flowstate-io/flowstate/errdefs"
+)
+
+// A staged write makes a large request (a Spool) the module's entries without
+// holding it, or bbolt's dirty pages of it, in memory: one transaction of a
+// million entries holds about 1.2 KB an entry until it commits.
+//
+//  1. Stage merges, in key order, the bridge's flow bucket with the spool,
+//     and writes the result, the bridge's flow bucket as it will be, to a
+//     bucket of its own (stage/<bridge>/flow) in transactions of
+//     stageChunk entries each. Appending in key order dirties only the
+//     right edge of the new tree: each transaction costs what it appends.
+//     Each change is reported as it is decided (StagedWrite.Changed,
+//     Removed), so it can go to the switch while the rest is staged.
+//  2. Commit swaps the staged bucket in for the bridge's flow bucket in one
+//     small transaction (bbolt moves a bucket by its header) and updates
+//     the refs index. Until then readers, a replay and a restarted
+//     flowstated see the bridge as it was: the write is all or nothing.
+//  3. Discard, or Open after a crash, drops the staged bucket.
+//
+// The bridge's flows must not change between Stage and Commit: the caller
+// (the bridge's write owner) holds every other write of the bridge back.
+// Only flows stage: a spool with groups or meters, or a Sync of a module
+// that declares groups or meters on the bridge, is ErrNotStageable (the
+// order of groups and flows on the switch, and the refs checks of removed
+// groups, are the usual path's).
+
+// ErrNotStageable is returned by Stage for a request it cannot stage: the
+// caller writes it the usual way.
+var ErrNotStageable = errors.New("store: request cannot be staged")
+
+var (
+	bucketStage = []byte("stage")
+	flowBucket  = kindBuckets[entry.KindFlow]
+)
+
+// stageChunk is how many entries of the new flow bucket one staging
+// transaction writes: about 25 MB of dirty pages (a variable for the tests).
+var stageChunk = 48 << 10
+
+// StagedWrite is a Put or Sync of a spooled request.
+type StagedWrite struct {
+	Bridge, Module string
+	// Sync removes the module's flows that the spool does not declare.
+	Sync  bool
+	Spool *Spool
+	// Changed, if set, is called with each entry whose content changes,
+	// in key order; its Entry's slices stay valid after the call. Removed,
+	// if set, with each flow a Sync removes (copies). Old is not set.
+	Changed func(Change)
+	Removed func(entry.Entry)
+}
+
+// Staged is a staged write waiting for Commit or Discard.
+type Staged struct {
+	s      *Store
+	bridge string
+	// Added, Changed and Removed count the flows the write adds, changes
+	// and (Sync) removes.
+	Added, Changed, Removed int
+	// refs are the refs index updates, applied by Commit: flows that use
+	// groups or meters only.
+	refDel, refAdd [][]byte
+	module         string
+	done           bool
+}
+
+// Stage stages w (see above). An error leaves nothing staged; the spool
+// may then be read again.
+func (s *Store) Stage(w StagedWrite) (*Staged, error) {
+	st, err := s.stage(w)
+	if err != nil {
+		if derr := s.dropStage(w.Bridge); derr != nil {
+			err = fmt.Errorf("%w (and dropping what was staged failed: %w)", err, derr)
+		}
+		if errors.Is(err, ErrNotStageable) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("store: staged %s %s/%s: %w", opName(w.Sync), w.Bridge, w.Module, err)
+	}
+	return st, nil
+}
+
+func opName(sync bool) string {
+	if sync {
+		return "sync"
+	}
+	return "put"
+}
+
+// stageState carries the merge from one staging transaction to the next.
+type stageState struct {
+	w  StagedWrite
+	st *Staged
+	it *spoolIter
+	// resume is the first flow of the bridge's bucket not yet merged; nil
+	// before the first transaction, done once the bucket is merged.
+	resume  []byte
+	oldDone bool
+	// prev is the identity and index of the last spooled entry merged, to
+	// find duplicates (adjacent in key order).
+	prev      []byte
+	prevIndex int
+	arena     kindCursors
+}
+
+func (s *Store) stage(w StagedWrite) (*Staged, error) {
+	if w.Spool.Count(entry.KindFlow) != w.Spool.Len() {
+		return nil, ErrNotStageable
+	}
+	it, err := w.Spool.iter()
+	if err != nil {
+		return nil, err
+	}
+	ss := &stageState{w: w, it: it, st: &Staged{s: s, bridge: w.Bridge, module: w.Module}}
+	err = s.update(func(tx *bolt.Tx) error {
+		if w.Sync {
+			if owns, err := ownsNonFlows(tx, w.Bridge, w.Module); err != nil || owns {
+				return cmpErr(err, ErrNotStageable)
+			}
+		}
+		root, err := tx.CreateBucketIfNotExists(bucketStage)
+		if err != nil {
+			return err
+		}
+		if root.Bucket([]byte(w.Bridge)) != nil {
+			if err := root.DeleteBucket([]byte(w.Bridge)); err != nil {
+				return err
+			}
+		}
+		sb, err := root.CreateBucket([]byte(w.Bridge))
+		if err != nil {
+			return err
+		}
+		_, err = sb.CreateBucket(flowBucket)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for done := false; !done; {
+		err := s.update(func(tx *bolt.Tx) error {
+			var err error
+			done, err = ss.chunk(tx)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return ss.st, nil
+}
+
+func cmpErr(err, otherwise error) error {
+	if err != nil {
+		return err
+	}
+	return otherwise
+}
+
+// ownsNonFlows reports whether module declares groups or meters on bridge.
+func ownsNonFlows(tx *bolt.Tx, bridge, module string) (bool, error) {
+	br := tx.Bucket(bucketBridges).Bucket([]byte(bridge))
+	if br == nil {
+		return false, nil
+	}
+	for _, kind := range []entry.Kind{entry.KindGroup, entry.KindMeter} {
+		kb := br.Bucket(kindBuckets[kind])
+		if kb == nil {
+			continue
+		}
+		c := kb.Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			owner, err := recordOwner(v)
+			if err != nil {
+				return false, fmt.Errorf("%s %x: %w", kind, k, err)
+			}
+			if string(owner) == module {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+// chunk merges up to stageChunk flows into the staged bucket in tx; done
+// once both sides are merged.
+func (ss *stageState) chunk(tx *bolt.Tx) (done bool, err error) {
+	w := ss.w
+	dst := tx.Bucket(bucketStage).Bucket([]byte(w.Bridge)).Bucket(flowBucket)
+	// Appended in key order: full pages, as a file written sequentially.
+	dst.FillPercent = 1.0
+	var br, old *bolt.Bucket
+	if br = tx.Bucket(bucketBridges).Bucket([]byte(w.Bridge)); br != nil {
+		old = br.Bucket(flowBucket)
+	}
+	var ok, ov []byte
+	var oc *bolt.Cursor
+	if old != nil && !ss.oldDone {
+		oc = old.Cursor()
+		if ss.resume == nil {
+			ok, ov = oc.First()
+		} else {
+			ok, ov = oc.Seek(ss.resume)
+		}
+	}
+	ss.arena.arena = nil // the last transaction's records are written
+	for n := 0; n < stageChunk; n++ {
+		e := ss.it.peek()
+		if ss.it.err != nil {
+			return false, ss.it.err
+		}
+		if ok == nil && e == nil {
+			ss.oldDone = true
+			return true, nil
+		}
+		c := 1 // which side comes first: -1 the bridge's, 1 the request's
+		if ok != nil && e != nil {
+			c = bytes.Compare(ok, e.id)
+		} else if ok != nil {
+			c = -1
+		}
+		switch {
+		case c < 0:
+			// A flow the request does not declare: kept, or removed by a
+			// Sync of its owner.
+			owner, err := recordOwner(ov)
+			if err != nil {
+				return false, fmt.Errorf("flow %x: %w", ok, err)
+			}
+			if w.Sync && string(owner) == w.Module {
+				if err := ss.remove(ok, ov[2+len(owner):]); err != nil {
+					return false, err
+				}
+			} else if err := dst.Put(ok, ov); err != nil {
+				return false, err
+			}
+			ok, ov = oc.Next()
+		default:
+			var prev []byte
+			if c == 0 {
+				owner, payload, err := decodeRecordAlias(ov)
+				if err != nil {
+					return false, &errdefs.EntryError{Index: e.index, Err: fmt.Errorf("flow %x: %w", ok, err)}
+				}
+				if string(owner) != w.Module {
+					return false, &errdefs.EntryError{Index: e.index, Err: fmt.Errorf("%s is owned by module %q: %w", entry.KindFlow, owner, errdefs.ErrFailedPrecondition)}
+				}
+				prev = payload
+			}
+			if err := ss.declare(br, dst, e, c == 0, prev, ov); err != nil {
+				return false, err
+			}
+			if c == 0 {
+				ok, ov = oc.Next()
+			}
+		}
+	}
+	if ok == nil {
+		ss.oldDone = true
+	} else {
+		ss.resume = bytes.Clone(ok)
+	}
+	return false, nil
+}
+
+// declare merges spooled entry e; existed says the bridge holds its
+// identity, with payload prev in record rec (aliasing the file).
+func (ss *stageState) declare(br, dst *bolt.Bucket, e *spooled, existed bool, prev, rec []byte) error {
+	w := ss.w
+	if ss.prev != nil && bytes.Equal(ss.prev, e.id) {
+		return &errdefs.EntryError{Index: e.index, Err: fmt.Errorf("same %s identity as entry %d: %w", e.kind, ss.prevIndex, errdefs.ErrInvalidArgument)}
+	}
+	ss.prev, ss.prevIndex = append(ss.prev[:0], e.id...), e.index
+	if err := checkFlowRefs(br, e.payload); err != nil {
+		return &errdefs.EntryError{Index: e.index, Err: err}
+	}
+	if existed && bytes.Equal(prev, e.payload) {
+		err := dst.Put(e.id, rec)
+		ss.it.next() // e's slices are gone from here on
+		return err
+	}
+	r := ss.arena.record(w.Module, e.payload)
+	if err := dst.Put(e.id, r); err != nil {
+		return &errdefs.EntryError{Index: e.index, Err: err}
+	}
+	if existed {
+		ss.st.Changed++
+		ss.st.refDel = appendRefKeys(ss.st.refDel, e.id, prev)
+	} else {
+		ss.st.Added++
+	}
+	ss.st.refAdd = appendRefKeys(ss.st.refAdd, e.id, e.payload)
+	if w.Changed != nil {
+		// The payload is the record's, in the arena; the identity a copy:
+		// e's slices go with the next read.
+		w.Changed(Change{Entry: entry.Entry{Kind: entry.KindFlow, Module: w.Module, ID: bytes.Clone(e.id),
+			Payload: r[2+len(w.Module):], Opaque: e.opaque}, Index: e.index, Existed: existed})
+	}
+	ss.it.next()
+	return nil
+}
+
+// remove records that a Sync removes flow id (payload aliasing the file).
+func (ss *stageState) remove(id, payload []byte) error {
+	ss.st.Removed++
+	ss.st.refDel = appendRefKeys(ss.st.refDel, id, payload)
+	if ss.w.Removed != nil {
+		ss.w.Removed(entry.Entry{Kind: entry.KindFlow, Module: ss.w.Module, ID: bytes.Clone(id), Payload: bytes.Clone(payload)})
+	}
+	return nil
+}
+
+// checkFlowRefs fails when the flow uses a group or meter the bridge does
+// not declare (a staged write changes neither).
+func checkFlowRefs(br *bolt.Bucket, payload []byte) error {
+	for _, r := range flowRefs(payload) {
+		var kb *bolt.Bucket
+		if br != nil {
+			kb = br.Bucket(kindBuckets[r.Kind])
+		}
+		if kb == nil || kb.Get(r.Key()) == nil {
+			return fmt.Errorf("flow uses %s, which no module declared on this bridge: %w", r, errdefs.ErrFailedPrecondition)
+		}
+	}
+	return nil
+}
+
+func appendRefKeys(keys [][]byte, id, payload []byte) [][]byte {
+	for _, r := range flowRefs(payload) {
+		keys = append(keys, refKey(r, id))
+	}
+	return keys
+}
+
+// decodeRecordAlias is decodeRecord without copies: valid in the
+// transaction only.
+func decodeRecordAlias(v []byte) (owner, payload []byte, err error) {
+	owner, err = recordOwner(v)
+	if err != nil {
+		return nil, nil, err
+	}
+	return owner, v[2+len(owner):], nil
+}
+
+// Commit makes the staged bucket the bridge's flows, in one transaction.
+func (st *Staged) Commit() error {
+	if st.done {
+		return fmt.Errorf("store: staged write of bridge %s already ended: %w", st.bridge, errdefs.ErrInternal)
+	}
+	st.done = true
+	err := st.s.update(func(tx *bolt.Tx) error {
+		root := tx.Bucket(bucketStage)
+		var sb *bolt.Bucket
+		if root != nil {
+			sb = root.Bucket([]byte(st.bridge))
+		}
+		if sb == nil {
+			return fmt.Errorf("the staged bucket is gone: %w", errdefs.ErrInternal)
+		}
+		br, err := bridgeBucket(tx, st.bridge, true)
+		if err != nil {
+			return err
+		}
+		if br.Bucket(flowBucket) != nil {
+			if err := br.DeleteBucket(flowBucket); err != nil {
+				return err
+			}
+		}
+		if err := sb.MoveBucket(flowBucket, br); err != nil {
+			return err
+		}
+		if err := root.DeleteBucket([]byte(st.bridge)); err != nil {
+			return err
+		}
+		if len(st.refDel) == 0 && len(st.refAdd) == 0 {
+			return nil
+		}
+		rb, err := br.CreateBucketIfNotExists(bucketRefs)
+		if err != nil {
+			return err
+		}
+		for _, k := range st.refDel {
+			if err := rb.Delete(k); err != nil {
+				return err
+			}
+		}
+		for _, k := range st.refAdd {
+			if err := rb.Put(k, []byte(st.module)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	st.refDel, st.refAdd = nil, nil
+	if err != nil {
+		if derr := st.s.dropStage(st.bridge); derr != nil {
+			err = fmt.Errorf("%w (and dropping what was staged failed: %w)", err, derr)
+		}
+		return fmt.Errorf("store: staged write of bridge %s: %w", st.bridge, err)
+	}
+	return nil
+}
+
+// Discard drops the staged write: the bridge keeps its flows.
+func (st *Staged) Discard() error {
+	if st.done {
+		return nil
+	}
+	st.done = true
+	st.refDel, st.refAdd = nil, nil
+	if err := st.s.dropStage(st.bridge); err != nil {
+		return fmt.Errorf("store: discarding the staged write of bridge %s: %w", st.bridge, err)
+	}
+	return nil
+}
+
+// dropStage deletes what is staged for bridge ("" for every bridge).
+func (s *Store) dropStage(bridge string) error {
+	return s.update(func(tx *bolt.Tx) error {
+		root := tx.Bucket(bucketStage)
+		if root == nil {
+			return nil
+		}
+		if bridge == "" {
+			return tx.DeleteBucket(bucketStage)
+		}
+		if root.Bucket([]byte(bridge)) == nil {
+			return nil
+		}
+		return root.DeleteBucket([]byte(bridge))
+	})
+}

@@ -1,0 +1,359 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/flowstate-io/flowstate/entry"
+	"github.com/flowstate-io/flowstate/errdefs"
+)
+
+// smallStages makes spool runs and staging transactions a few entries
+// long, so that small requests cross many of both.
+func smallStages(t *testing.T) {
+	t.Helper()
+	runs, chunk := spoolRunEntries, stageChunk
+	spoolRunEntries, stageChunk = 7, 5
+	t.Cleanup(func() { spoolRunEntries, stageChunk = runs, chunk })
+}
+
+// dumpStore lists every entry of s as text, with the refs index.
+func dumpStore(t *testing.T, s *Store) []string {
+	t.Helper()
+	var out []string
+	if err := s.List(Filter{}, func(bridge string, e entry.Entry) error {
+		out = append(out, fmt.Sprintf("%s %s %s %x %q", bridge, e.Kind, e.Module, e.ID, e.Payload))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketBridges).ForEachBucket(func(name []byte) error {
+			rb := tx.Bucket(bucketBridges).Bucket(name).Bucket(bucketRefs)
+			if rb == nil {
+				return nil
+			}
+			return rb.ForEach(func(k, v []byte) error {
+				out = append(out, fmt.Sprintf("%s ref %x %s", name, k, v))
+				return nil
+			})
+		})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func spoolOf(t *testing.T, s *Store, es []entry.Entry) *Spool {
+	t.Helper()
+	sp, err := s.NewSpool()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sp.Close() })
+	// In pieces, as a stream arrives.
+	for len(es) > 0 {
+		n := min(len(es), 3)
+		if err := sp.Add(es[:n]); err != nil {
+			t.Fatal(err)
+		}
+		es = es[n:]
+	}
+	return sp
+}
+
+func stageAndCommit(t *testing.T, s *Store, w StagedWrite) (*Staged, error) {
+	t.Helper()
+	st, err := s.Stage(w)
+	if err != nil {
+		return nil, err
+	}
+	return st, st.Commit()
+}
+
+func noStage(t *testing.T, s *Store) {
+	t.Helper()
+	if err := s.db.View(func(tx *bolt.Tx) error {
+		if root := tx.Bucket(bucketStage); root != nil && root.Stats().BucketN > 1 {
+			return fmt.Errorf("staged buckets left: %d", root.Stats().BucketN-1)
+		}
+		return nil
+	}); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestStagedSameAsInMemory: a staged Put or Sync leaves exactly the store
+// (entries and refs index) the usual Put or Sync leaves, and reports the
+// same changes, over random requests on a bridge that other modules share.
+func TestStagedSameAsInMemory(t *testing.T) {
+	smallStages(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := range 40 {
+		sync := round%2 == 1
+		t.Run(fmt.Sprintf("%s-%d", opName(sync), round), func(t *testing.T) {
+			usual, staged := openTest(t), openTest(t)
+			groups := []entry.Entry{groupOrMeter(entry.KindGroup, 1), groupOrMeter(entry.KindGroup, 2), groupOrMeter(entry.KindMeter, 3)}
+			mk := func(module string, i, version int) entry.Entry {
+				e := flow(module, byte(i%4), byte(i), fmt.Sprintf("m%03d", i))
+				e.Payload = fmt.Appendf(nil, "v%d-%d", version, i)
+				switch i % 5 {
+				case 0:
+					e = withRef(e, entry.KindGroup, uint32(1+version%2))
+				case 1:
+					e = withRef(e, entry.KindMeter, 3)
+				}
+				return e
+			}
+			var before, other []entry.Entry
+			for i := range 60 {
+				switch rng.IntN(3) {
+				case 0:
+					before = append(before, mk("a", i, 0))
+				case 1:
+					other = append(other, mk("b", i+1000, 0))
+				}
+			}
+			var req []entry.Entry
+			for i := range 60 {
+				if rng.IntN(3) > 0 {
+					req = append(req, mk("a", i, rng.IntN(2)))
+				}
+			}
+			rng.Shuffle(len(req), func(i, j int) { req[i], req[j] = req[j], req[i] })
+			for _, s := range []*Store{usual, staged} {
+				for _, p := range []struct {
+					m  string
+					es []entry.Entry
+				}{{"lb", groups}, {"a", before}, {"b", other}} {
+					if len(p.es) > 0 {
+						if err := s.Put("br0", p.m, p.es, nil); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+			}
+			var want Result
+			err := usual.Update(func(w *Writer) error {
+				var err error
+				if sync {
+					want, err = w.Sync("br0", "a", req)
+				} else {
+					want, err = w.Put("br0", "a", req)
+				}
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var changed []Change
+			var removed []entry.Entry
+			st, err := stageAndCommit(t, staged, StagedWrite{Bridge: "br0", Module: "a", Sync: sync, Spool: spoolOf(t, staged, req),
+				Changed: func(c Change) { changed = append(changed, c) },
+				Removed: func(e entry.Entry) { removed = append(removed, e) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameLines(t, dumpStore(t, staged), dumpStore(t, usual))
+			noStage(t, staged)
+			sameChanges(t, changed, want.Changed)
+			if len(removed) != len(want.Removed) || st.Removed != len(removed) {
+				t.Errorf("removed %d (counted %d), the usual Sync %d", len(removed), st.Removed, len(want.Removed))
+			}
+			if st.Added+st.Changed != len(changed) {
+				t.Errorf("counted %d added + %d changed, reported %d", st.Added, st.Changed, len(changed))
+			}
+		})
+	}
+}
+
+// sameLines fails with the first line where got and want differ.
+func sameLines(t *testing.T, got, want []string) {
+	t.Helper()
+	for i := range max(len(got), len(want)) {
+		var g, w string
+		if i < len(got) {
+			g = got[i]
+		}
+		if i < len(want) {
+			w = want[i]
+		}
+		if g != w {
+			t.Fatalf("line %d of %d: staged %q, usual %q", i, len(want), g, w)
+		}
+	}
+}
+
+func sameChanges(t *testing.T, got, want []Change) {
+	t.Helper()
+	key := func(c Change) string {
+		return fmt.Sprintf("%d %x %q %d %v", c.Entry.Kind, c.Entry.ID, c.Entry.Payload, c.Index, c.Existed)
+	}
+	g, w := make([]string, len(got)), make([]string, len(want))
+	for i, c := range got {
+		g[i] = key(c)
+	}
+	for i, c := range want {
+		w[i] = key(c)
+	}
+	slices.Sort(g)
+	slices.Sort(w)
+	if !slices.Equal(g, w) {
+		t.Errorf("staged changes:\n%q\nusual:\n%q", g, w)
+	}
+}
+
+// TestStagedRefusals: a staged write that fails (an identity another module
+// owns, a duplicate, a group nobody declared) names the entry by its place in
+// the request, leaves the store as it was and nothing staged.
+func TestStagedRefusals(t *testing.T) {
+	smallStages(t)
+	many := func(module string, n int) []entry.Entry {
+		var es []entry.Entry
+		for i := range n {
+			es = append(es, flow(module, 1, byte(i), fmt.Sprintf("f%03d", i)))
+		}
+		return es
+	}
+	for _, tc := range []struct {
+		name  string
+		req   func() []entry.Entry
+		index int
+		is    error
+	}{
+		{"owned by another module", func() []entry.Entry {
+			es := many("a", 30)
+			es[17] = flow("a", 0, 9, "other")
+			return es
+		}, 17, errdefs.ErrFailedPrecondition},
+		{"duplicate", func() []entry.Entry {
+			es := many("a", 30)
+			es[23] = es[4]
+			return es
+		}, 23, errdefs.ErrInvalidArgument},
+		{"undeclared group", func() []entry.Entry {
+			es := many("a", 30)
+			es[11] = withRef(es[11], entry.KindGroup, 77)
+			return es
+		}, 11, errdefs.ErrFailedPrecondition},
+	} {
+		for _, sync := range []bool{false, true} {
+			t.Run(tc.name+"/"+opName(sync), func(t *testing.T) {
+				s := openTest(t)
+				if err := s.Put("br0", "b", []entry.Entry{flow("b", 0, 9, "other")}, nil); err != nil {
+					t.Fatal(err)
+				}
+				if err := s.Put("br0", "a", many("a", 40)[25:], nil); err != nil {
+					t.Fatal(err)
+				}
+				before := dumpStore(t, s)
+				_, err := s.Stage(StagedWrite{Bridge: "br0", Module: "a", Sync: sync, Spool: spoolOf(t, s, tc.req())})
+				var ee *errdefs.EntryError
+				if !errors.As(err, &ee) || ee.Index != tc.index || !errors.Is(err, tc.is) {
+					t.Fatalf("err = %v, want entry %d: %v", err, tc.index, tc.is)
+				}
+				if got := dumpStore(t, s); !slices.Equal(got, before) {
+					t.Errorf("store changed:\n%q\nwas\n%q", got, before)
+				}
+				noStage(t, s)
+			})
+		}
+	}
+}
+
+// TestNotStageable: groups or meters in the request, or a Sync of a module
+// that declares some, are left to the usual path, which can read the spool
+// back in request order.
+func TestNotStageable(t *testing.T) {
+	smallStages(t)
+	s := openTest(t)
+	req := []entry.Entry{flow("a", 0, 1, "x"), groupOrMeter(entry.KindGroup, 4), flow("a", 0, 2, "y")}
+	sp := spoolOf(t, s, req)
+	if _, err := s.Stage(StagedWrite{Bridge: "br0", Module: "a", Spool: sp}); !errors.Is(err, ErrNotStageable) {
+		t.Fatalf("groups in the spool: %v", err)
+	}
+	back, err := sp.Entries("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range req {
+		req[i].Module = "a"
+		if !back[i].Equal(req[i]) {
+			t.Errorf("entry %d read back as %+v, was %+v", i, back[i], req[i])
+		}
+	}
+	if err := s.Put("br0", "a", []entry.Entry{groupOrMeter(entry.KindMeter, 4)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	flows := spoolOf(t, s, []entry.Entry{flow("a", 0, 1, "x")})
+	if _, err := s.Stage(StagedWrite{Bridge: "br0", Module: "a", Sync: true, Spool: flows}); !errors.Is(err, ErrNotStageable) {
+		t.Fatalf("Sync of a module with a meter: %v", err)
+	}
+	if _, err := stageAndCommit(t, s, StagedWrite{Bridge: "br0", Module: "a", Spool: flows}); err != nil {
+		t.Fatalf("Put of flows by a module with a meter: %v", err)
+	}
+	noStage(t, s)
+}
+
+// TestStagedNeverCommitted: a flowstated that dies between Stage and Commit
+// (or whose Commit never runs) leaves the store as it was; the next Open
+// drops what was staged. Discard does the same at once.
+func TestStagedNeverCommitted(t *testing.T) {
+	smallStages(t)
+	path := filepath.Join(t.TempDir(), "flowstate.db")
+	s, err := Open(path, Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put("br0", "a", []entry.Entry{flow("a", 0, 1, "kept")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	before := dumpStore(t, s)
+	var req []entry.Entry
+	for i := range 50 {
+		req = append(req, flow("a", 2, byte(i), fmt.Sprint(i)))
+	}
+	st, err := s.Stage(StagedWrite{Bridge: "br0", Module: "a", Sync: true, Spool: spoolOf(t, s, req)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Added != 50 || st.Removed != 1 {
+		t.Errorf("staged %d added, %d removed; want 50, 1", st.Added, st.Removed)
+	}
+	if got := dumpStore(t, s); !slices.Equal(got, before) {
+		t.Errorf("staged, not committed, yet the store reads %q", got)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := Open(path, Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	noStage(t, s2)
+	if got := dumpStore(t, s2); !slices.Equal(got, before) {
+		t.Errorf("after the restart the store reads %q, want %q", got, before)
+	}
+	st, err = s2.Stage(StagedWrite{Bridge: "br0", Module: "a", Spool: spoolOf(t, s2, req)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Discard(); err != nil {
+		t.Fatal(err)
+	}
+	noStage(t, s2)
+	if err := st.Commit(); err == nil {
+		t.Error("Commit after Discard succeeded")
+	}
+	if got := dumpStore(t, s2); !slices.Equal(got, before) {
+		t.Errorf("after Discard the store reads %q", got)
+	}
+}
