@@ -254,21 +254,61 @@ type entryMessage interface {
 	GetEntries() []*flowstatev1.Entry
 }
 
+// stageAbove is the number of entries past which a streamed write is
+// staged on disk (store.Spool, store.Stage) instead of held in memory: a
+// staged write needs about the memory of 50,000 entries whatever its size.
+// Atomic, so tests may lower it while the server runs (export_test.go).
+var stageAbove atomic.Int32
+
+func init() { stageAbove.Store(DefaultStageAbove) }
+
+// DefaultStageAbove is stageAbove's value. Below it a write costs about 1.2
+// KB an entry while it runs (the request, the store's result, bbolt's dirty
+// pages): 60 MB at most.
+const DefaultStageAbove = 50_000
+
+// received is a streamed write request in canonical form: in memory (es),
+// or, past stageAbove entries, on disk (spool). Its owner closes it.
+type received struct {
+	bridge, module string
+	es             []entry.Entry
+	spool          *store.Spool
+}
+
+func (r *received) len() int {
+	if r.spool != nil {
+		return r.spool.Len()
+	}
+	return len(r.es)
+}
+
+func (r *received) close() {
+	if r.spool != nil {
+		_ = r.spool.Close()
+	}
+}
+
 // recvEntries receives a client stream of entries for one bridge and module
 // and returns them in canonical form. Each message is converted as it
-// arrives, so the request is held once, as canonical entries, whatever its
-// size. It returns at the first error (a broken stream, an entry refused, a
-// message over MaxMessageBytes, which gRPC refuses with RESOURCE_EXHAUSTED
-// before the handler sees it) having written nothing: a streamed request is
-// all or nothing like any other. each, if set, sees every message.
-func recvEntries[M entryMessage](ctx context.Context, s *service, recv func() (M, error), each func(M)) (bridge, module string, es []entry.Entry, err error) {
+// arrives, so the request is held once, as canonical entries, or, past
+// stageAbove entries, written to a spool a run at a time. It returns at the
+// first error (a broken stream, an entry refused, a message over
+// MaxMessageBytes, which gRPC refuses with RESOURCE_EXHAUSTED before the
+// handler sees it) having written nothing: a streamed request is all or
+// nothing like any other. each, if set, sees every message.
+func recvEntries[M entryMessage](ctx context.Context, s *service, recv func() (M, error), each func(M)) (_ *received, err error) {
+	r := &received{}
+	defer func() {
+		if err != nil {
+			r.close() // after stop (below): the converter is done with r
+		}
+	}()
 	// Converting a message (parsing text, canonicalising) costs more than
 	// receiving and decoding it: one goroutine converts, on every CPU, while
 	// this one receives the next, in order. It ends when conv is closed, and
 	// reports a refused entry at once through refused.
 	var conv chan M
 	var refused, converted chan error
-	var out []entry.Entry // the converter's until stop returns
 	stop := func() error {
 		if conv == nil {
 			return nil
@@ -285,77 +325,126 @@ func recvEntries[M entryMessage](ctx context.Context, s *service, recv func() (M
 			break
 		}
 		if err != nil {
-			return "", "", nil, err
+			return nil, err
 		}
 		if first {
-			bridge, module = req.GetBridge(), req.GetModule()
-			if err := s.validateWrite(ctx, bridge, module); err != nil {
-				return "", "", nil, err
+			r.bridge, r.module = req.GetBridge(), req.GetModule()
+			if err := s.validateWrite(ctx, r.bridge, r.module); err != nil {
+				return nil, err
 			}
 			conv, refused, converted = make(chan M, 2), make(chan error, 1), make(chan error, 1)
-			go func(in <-chan M, module string) {
+			go func(in <-chan M) {
 				var err error
 				for m := range in {
 					if err == nil {
-						if out, err = appendEntriesParallel(out, module, m.GetEntries()); err != nil {
+						if err = s.convert(r, m.GetEntries()); err != nil {
 							refused <- err
 						}
 					}
 				}
 				converted <- err
-			}(conv, module)
-		} else if (req.GetBridge() != "" && req.GetBridge() != bridge) || (req.GetModule() != "" && req.GetModule() != module) {
-			return "", "", nil, fmt.Errorf("bridge and module must not change within a stream: %w", errdefs.ErrInvalidArgument)
+			}(conv)
+		} else if (req.GetBridge() != "" && req.GetBridge() != r.bridge) || (req.GetModule() != "" && req.GetModule() != r.module) {
+			return nil, fmt.Errorf("bridge and module must not change within a stream: %w", errdefs.ErrInvalidArgument)
 		}
 		if each != nil {
 			each(req)
 		}
 		if n += len(req.GetEntries()); n > MaxEntriesPerRequest {
-			return "", "", nil, errTooManyEntries(n)
+			return nil, errTooManyEntries(n)
 		}
 		select {
 		case err := <-refused:
-			return "", "", nil, err
+			return nil, err
 		case conv <- req:
 		}
 	}
-	if bridge == "" {
-		return "", "", nil, fmt.Errorf("empty stream: the first message names the bridge and module: %w", errdefs.ErrInvalidArgument)
+	if r.bridge == "" {
+		return nil, fmt.Errorf("empty stream: the first message names the bridge and module: %w", errdefs.ErrInvalidArgument)
 	}
 	if err := stop(); err != nil {
-		return "", "", nil, err
+		return nil, err
 	}
-	return bridge, module, out, nil
+	return r, nil
+}
+
+// convert appends in, the next entries of a streamed request, to r: to
+// r.es, and once r holds more than stageAbove entries to its spool. It runs
+// on recvEntries's converter goroutine, which owns r until stop returns.
+func (s *service) convert(r *received, in []*flowstatev1.Entry) error {
+	if r.spool == nil {
+		var err error
+		if r.es, err = appendEntriesParallel(r.es, r.module, in); err != nil {
+			return err
+		}
+		if len(r.es) <= int(stageAbove.Load()) {
+			return nil
+		}
+		if r.spool, err = s.store.NewSpool(); err != nil {
+			return err
+		}
+		if err := s.engine.CheckDeclared(r.es, 0); err != nil {
+			return err
+		}
+		err = r.spool.Add(r.es)
+		r.es = nil
+		return err
+	}
+	base := r.spool.Len()
+	es, err := appendEntriesParallel(nil, r.module, in)
+	if err != nil {
+		var ee *errdefs.EntryError
+		if errors.As(err, &ee) {
+			ee.Index += base
+		}
+		return err
+	}
+	if err := s.engine.CheckDeclared(es, base); err != nil {
+		return err
+	}
+	return r.spool.Add(es)
 }
 
 func (s *service) PutStream(stream flowstatev1.FlowStateService_PutStreamServer) error {
-	bridge, module, es, err := recvEntries(stream.Context(), s, stream.Recv, nil)
+	r, err := recvEntries(stream.Context(), s, stream.Recv, nil)
 	if err != nil {
 		return toGRPC(err)
 	}
-	if len(es) == 0 {
+	defer r.close()
+	if r.len() == 0 {
 		return toGRPC(fmt.Errorf("no entries: %w", errdefs.ErrInvalidArgument))
 	}
-	applied, err := s.engine.Put(stream.Context(), bridge, module, es)
+	var applied bool
+	if r.spool != nil {
+		applied, err = s.engine.PutSpool(stream.Context(), r.bridge, r.module, r.spool)
+	} else {
+		applied, err = s.engine.Put(stream.Context(), r.bridge, r.module, r.es)
+	}
 	if err != nil {
 		return toGRPC(err)
 	}
-	return stream.SendAndClose(&flowstatev1.PutStreamResponse{Applied: applied, Stored: uint32(len(es))})
+	return stream.SendAndClose(&flowstatev1.PutStreamResponse{Applied: applied, Stored: uint32(r.len())})
 }
 
 func (s *service) Sync(stream flowstatev1.FlowStateService_SyncServer) error {
 	ready := false
-	bridge, module, es, err := recvEntries(stream.Context(), s, stream.Recv, func(req *flowstatev1.SyncRequest) {
+	r, err := recvEntries(stream.Context(), s, stream.Recv, func(req *flowstatev1.SyncRequest) {
 		ready = ready || req.GetReady()
 	})
 	if err != nil {
 		return toGRPC(err)
 	}
-	res, err := s.engine.Sync(stream.Context(), bridge, module, es, ready)
+	defer r.close()
+	var res restore.SyncResult
+	if r.spool != nil {
+		res, err = s.engine.SyncSpool(stream.Context(), r.bridge, r.module, r.spool, ready)
+	} else {
+		res, err = s.engine.Sync(stream.Context(), r.bridge, r.module, r.es, ready)
+	}
 	if err != nil {
 		return toGRPC(err)
 	}
-	return stream.SendAndClose(&flowstatev1.SyncResponse{Applied: res.Applied, Stored: uint32(len(es)),
+	return stream.SendAndClose(&flowstatev1.SyncResponse{Applied: res.Applied, Stored: uint32(r.len()),
 		Removed: uint32(res.Removed), Added: uint32(res.Added), Changed: uint32(res.Changed)})
 }
 

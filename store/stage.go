@@ -59,6 +59,30 @@ type StagedWrite struct {
 	// if set, with each flow a Sync removes (copies). Old is not set.
 	Changed func(Change)
 	Removed func(entry.Entry)
+	// Declared, if set, is called with the identity of every entry of the
+	// spool (valid during the call only).
+	Declared func(kind entry.Kind, id []byte)
+}
+
+// StageBound is the most changes w can report (Changed and Removed): one per
+// entry of the spool, and for a Sync one per flow the bridge holds.
+func (s *Store) StageBound(w StagedWrite) (int, error) {
+	n := w.Spool.Len()
+	if !w.Sync {
+		return n, nil
+	}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if br := tx.Bucket(bucketBridges).Bucket([]byte(w.Bridge)); br != nil {
+			if fb := br.Bucket(flowBucket); fb != nil {
+				n += fb.Stats().KeyN
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: %w", err)
+	}
+	return n, nil
 }
 
 // Staged is a staged write waiting for Commit or Discard.
@@ -282,6 +306,9 @@ func (ss *stageState) declare(br, dst *bolt.Bucket, e *spooled, existed bool, pr
 		return &errdefs.EntryError{Index: e.index, Err: fmt.Errorf("same %s identity as entry %d: %w", e.kind, ss.prevIndex, errdefs.ErrInvalidArgument)}
 	}
 	ss.prev, ss.prevIndex = append(ss.prev[:0], e.id...), e.index
+	if w.Declared != nil {
+		w.Declared(e.kind, e.id)
+	}
 	if err := checkFlowRefs(br, e.payload); err != nil {
 		return &errdefs.EntryError{Index: e.index, Err: err}
 	}

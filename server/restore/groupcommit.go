@@ -67,6 +67,10 @@ type writeReq struct {
 	// flowsOnly says op is a Put or Sync (sync) of declared, all flows:
 	// its changes can go to the switch while they are stored (writeStream).
 	flowsOnly, sync bool
+	// staged, when set, is a spooled Put or Sync (writestaged.go), which
+	// commits alone; unstage makes it a usual request (op, declared).
+	staged  *store.StagedWrite
+	unstage func() error
 	// taken is set (under writeQueue.mu) when the owner takes the request
 	// into a batch; from then on its outcome no longer depends on its caller.
 	taken bool
@@ -78,7 +82,9 @@ type writeReq struct {
 type writeResult struct {
 	applied bool
 	res     store.Result
-	err     error
+	// staged is the outcome of a staged write, which has no Result.
+	staged *store.Staged
+	err    error
 }
 
 func (q *writeQueue) push(r *writeReq) error {
@@ -137,32 +143,38 @@ func (q *writeQueue) stop() []*writeReq {
 // error is ctx's; a request already taken into a commit goes on without its
 // caller, whose error then wraps ErrOutcomeUnknown and ctx's error.
 func (e *Engine) write(ctx context.Context, bridgeName string, req *writeReq) (applied bool, res store.Result, err error) {
+	r, err := e.submit(ctx, bridgeName, req)
+	return r.applied, r.res, err
+}
+
+// submit is write with the whole result.
+func (e *Engine) submit(ctx context.Context, bridgeName string, req *writeReq) (_ writeResult, err error) {
 	b, err := e.bridge(bridgeName)
 	if err != nil {
-		return false, store.Result{}, err
+		return writeResult{}, err
 	}
 	defer func() { e.cfg.Metrics.writeRequests.WithLabelValues(b.name, resultLabel(err)).Inc() }()
 	if err := ctx.Err(); err != nil {
-		return false, store.Result{}, err
+		return writeResult{}, err
 	}
 	req.done = make(chan writeResult, 1)
 	if err := b.writes.push(req); err != nil {
-		return false, store.Result{}, fmt.Errorf("bridge %s: %w", b.name, err)
+		return writeResult{}, fmt.Errorf("bridge %s: %w", b.name, err)
 	}
 	select {
 	case r := <-req.done:
-		return r.applied, r.res, r.err
+		return r, r.err
 	case <-ctx.Done():
 	}
 	if b.writes.drop(req) {
-		return false, store.Result{}, ctx.Err()
+		return writeResult{}, ctx.Err()
 	}
 	select {
 	case r := <-req.done: // decided while ctx ended
-		return r.applied, r.res, r.err
+		return r, r.err
 	default:
 	}
-	return false, store.Result{}, fmt.Errorf("bridge %s: caller gone while its write was being committed: %w: %w", b.name, ErrOutcomeUnknown, ctx.Err())
+	return writeResult{}, fmt.Errorf("bridge %s: caller gone while its write was being committed: %w: %w", b.name, ErrOutcomeUnknown, ctx.Err())
 }
 
 // runWrites is the owner of b's write queue: it commits queued requests
@@ -190,14 +202,40 @@ func (e *Engine) runWrites(ctx context.Context, b *bridge) {
 			if f := e.faults.taken; f != nil {
 				f(len(batch))
 			}
-			e.commitBatch(ctx, b, batch)
+			e.commitBatch(ctx, b, e.commitStagedOf(ctx, b, batch))
 		}
 	}
+}
+
+// commitStagedOf commits the staged requests of batch, each alone, and
+// returns the others, with those the store could not stage made usual.
+func (e *Engine) commitStagedOf(ctx context.Context, b *bridge, batch []*writeReq) []*writeReq {
+	rest := batch[:0:0]
+	for _, r := range batch {
+		if r.staged == nil {
+			rest = append(rest, r)
+			continue
+		}
+		res, fallback := e.commitStaged(ctx, b, r)
+		if !fallback {
+			r.done <- res
+			continue
+		}
+		if err := r.unstage(); err != nil {
+			r.done <- writeResult{err: err}
+			continue
+		}
+		rest = append(rest, r)
+	}
+	return rest
 }
 
 // commitBatch commits batch, taking failing requests out and running them
 // alone (see Group commit above). Every request gets exactly one result.
 func (e *Engine) commitBatch(ctx context.Context, b *bridge, batch []*writeReq) {
+	if len(batch) == 0 {
+		return
+	}
 	group, solo := batch, []*writeReq(nil)
 	for len(group) > 0 {
 		results, err := e.commitGroup(ctx, b, group)

@@ -42,19 +42,12 @@ func (e *Engine) Sync(ctx context.Context, bridgeName, module string, es []entry
 	if err := e.checkOwned(es); err != nil {
 		return SyncResult{}, err
 	}
-	applied, res, err := e.write(ctx, bridgeName, &writeReq{declared: es, flowsOnly: flowsOnly(es), sync: true,
+	r, err := e.submit(ctx, bridgeName, &writeReq{declared: es, flowsOnly: flowsOnly(es), sync: true,
 		op: func(w *store.Writer) (store.Result, error) { return w.Sync(bridgeName, module, es) }})
 	if err != nil {
 		return SyncResult{}, err
 	}
-	out := SyncResult{Applied: applied, Removed: len(res.Removed)}
-	for _, c := range res.Changed {
-		if c.Existed {
-			out.Changed++
-		} else {
-			out.Added++
-		}
-	}
+	out := syncResult(r)
 	if ready {
 		if err := e.MarkReady(module); err != nil {
 			return out, err

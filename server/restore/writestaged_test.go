@@ -1,0 +1,188 @@
+package restore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/flowstate-io/flowstate/entry"
+	"github.com/flowstate-io/flowstate/errdefs"
+	"github.com/flowstate-io/flowstate/store"
+)
+
+// spooled is es in a spool of te's store, as the API hands a large
+// streamed request to the engine.
+func spooled(t *testing.T, te *testEngine, es []entry.Entry) *store.Spool {
+	t.Helper()
+	sp, err := te.cfg.Store.NewSpool()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sp.Close() })
+	for len(es) > 0 {
+		n := min(len(es), 500)
+		if err := sp.Add(es[:n]); err != nil {
+			t.Fatal(err)
+		}
+		es = es[n:]
+	}
+	return sp
+}
+
+func noDiff(ctx context.Context, t *testing.T, te *testEngine) {
+	t.Helper()
+	cs, err := diffAll(ctx, te.Engine, testBridge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) > 0 {
+		t.Fatalf("the switch differs from the store by %d changes, the first %+v", len(cs), cs[0])
+	}
+}
+
+// TestStagedWrite: a spooled Put or Sync reaches the switch and the store
+// together, all or nothing: a request the store refuses half way (an
+// identity another module owns) or the switch refuses (a full table)
+// leaves both as they were, with the entry named by its place in the
+// request; one with a group goes the usual way.
+func TestStagedWrite(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	te := startEngine(ctx, t, writeFaults{})
+
+	owned := pipelineFlows(t, 1, 9000)
+	if _, err := te.Put(ctx, testBridge, "other", owned); err != nil {
+		t.Fatal(err)
+	}
+	bad := append(pipelineFlows(t, 8000, 0), owned...)
+	_, err := te.PutSpool(ctx, testBridge, "m", spooled(t, te, bad))
+	var ee *errdefs.EntryError
+	if !errors.As(err, &ee) || ee.Index != 8000 || !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), `owned by module "other"`) {
+		t.Fatalf("staged Put over another module's flow: %v, want entry 8000 owned by module \"other\"", err)
+	}
+	if n := dumpCount(ctx, t, te); n != 1 {
+		t.Fatalf("the switch holds %d flows after a refused staged write, want 1 (the other module's)", n)
+	}
+	if n := stored(t, te, "m"); n != 0 {
+		t.Fatalf("%d flows stored by a refused staged write", n)
+	}
+
+	applied, err := te.PutSpool(ctx, testBridge, "m", spooled(t, te, pipelineFlows(t, 8000, 0)))
+	if err != nil || !applied {
+		t.Fatalf("staged Put: applied=%v err=%v", applied, err)
+	}
+	if n := dumpCount(ctx, t, te); n != 8001 {
+		t.Fatalf("the switch holds %d flows, want 8001", n)
+	}
+	noDiff(ctx, t, te)
+
+	next := append(pipelineFlows(t, 4000, 4000), pipelineFlows(t, 4000, 10000)...) // keeps half
+	res, err := te.SyncSpool(ctx, testBridge, "m", spooled(t, te, next), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (SyncResult{Applied: true, Added: 4000, Removed: 4000}); res != want {
+		t.Fatalf("staged Sync: %+v, want %+v", res, want)
+	}
+	if n := dumpCount(ctx, t, te); n != 8001 || stored(t, te, "m") != 8000 {
+		t.Fatalf("after the Sync the switch holds %d flows (want 8001), the store %d of m (want 8000)", n, stored(t, te, "m"))
+	}
+	noDiff(ctx, t, te)
+	if !te.Engine.bridges[testBridge].isConverged() {
+		t.Fatal("bridge not converged after staged writes")
+	}
+
+	// Table 5 holds 100 flows: the switch refuses the 101st.
+	if out, err := te.sb.Vsctl(ctx, "--", "--id=@ft", "create", "Flow_Table", "flow_limit=100", "overflow_policy=refuse",
+		"--", "set", "Bridge", testBridge, "flow_tables:5=@ft"); err != nil {
+		t.Fatal(err, out)
+	}
+	lines := make([]string, 150)
+	for i := range lines {
+		lines[i] = fmt.Sprintf("table=5,priority=%d,actions=drop", i+1)
+	}
+	_, err = te.SyncSpool(ctx, testBridge, "m", spooled(t, te, flows(t, lines...)), false)
+	if !errors.As(err, &ee) || !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "TABLE_FULL") {
+		t.Fatalf("staged Sync into a full table: %v, want INVALID_ARGUMENT naming an entry and OFPFMFC_TABLE_FULL", err)
+	}
+	if ee.Index < 0 || ee.Index >= len(lines) {
+		t.Fatalf("refused entry %d, not one of the request's %d", ee.Index, len(lines))
+	}
+	if n := dumpCount(ctx, t, te); n != 8001 || stored(t, te, "m") != 8000 {
+		t.Fatalf("after a refused Sync the switch holds %d flows (want 8001), the store %d of m (want 8000)", n, stored(t, te, "m"))
+	}
+	noDiff(ctx, t, te)
+
+	// A group in the request: written the usual way, from the spool.
+	withGroup := append([]entry.Entry{textEntry(t, entry.KindGroup, "group_id=7,type=select,bucket=actions=drop")},
+		flows(t, "table=0,priority=20,ip,actions=group:7")...)
+	if applied, err := te.PutSpool(ctx, testBridge, "lb", spooled(t, te, withGroup)); err != nil || !applied {
+		t.Fatalf("spooled Put with a group: applied=%v err=%v", applied, err)
+	}
+	if out, err := te.sb.Ofctl(ctx, "dump-groups", testBridge); err != nil || !strings.Contains(out, "group_id=7") {
+		t.Fatalf("group 7 not on the switch: %v\n%s", err, out)
+	}
+	noDiff(ctx, t, te)
+}
+
+// TestStagedStoreFailsAfterApply: the switch took a staged write, then the
+// store could not commit it: the bridge replays, which takes the write off
+// the switch again; nothing is stored.
+func TestStagedStoreFailsAfterApply(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	var armed atomic.Bool
+	errDisk := errors.New("disk gone")
+	te := startEngine(ctx, t, writeFaults{beforeStoreCommit: func() error {
+		if armed.CompareAndSwap(true, false) {
+			return errDisk
+		}
+		return nil
+	}})
+	t0 := time.Now()
+	armed.Store(true)
+	if _, err := te.PutSpool(ctx, testBridge, "m", spooled(t, te, pipelineFlows(t, 3000, 0))); !errors.Is(err, errDisk) {
+		t.Fatalf("staged Put: %v, want the store's error", err)
+	}
+	convergedAfter(ctx, t, te, t0)
+	if n := stored(t, te, "m"); n != 0 {
+		t.Fatalf("%d entries stored by a failed staged write", n)
+	}
+	if n := dumpCount(ctx, t, te); n != 0 {
+		t.Fatalf("the switch holds %d of the failed write's flows after the replay", n)
+	}
+}
+
+// TestStagedOutcomeUnknown: when the switch's verdict on a staged bundle is
+// lost (here: replaced by a connection error), the write is stored,
+// reported not applied, and the replay makes the switch equal to the store.
+func TestStagedOutcomeUnknown(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	var armed atomic.Bool
+	te := startEngine(ctx, t, writeFaults{streamVerdict: func(err error) error {
+		if armed.CompareAndSwap(true, false) {
+			// What the verdict says does not matter: the bundle may or may
+			// not have been committed.
+			return errors.New("connection reset (injected)")
+		}
+		return err
+	}})
+	t0 := time.Now()
+	armed.Store(true)
+	applied, err := te.PutSpool(ctx, testBridge, "m", spooled(t, te, pipelineFlows(t, 3000, 0)))
+	if err != nil || applied {
+		t.Fatalf("staged Put with a lost verdict: applied=%v err=%v, want stored, not applied", applied, err)
+	}
+	convergedAfter(ctx, t, te, t0)
+	if n := stored(t, te, "m"); n != 3000 {
+		t.Fatalf("%d entries stored, want 3000", n)
+	}
+	if n := dumpCount(ctx, t, te); n != 3000 {
+		t.Fatalf("the switch holds %d flows after the replay, want 3000", n)
+	}
+}
