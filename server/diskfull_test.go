@@ -93,9 +93,25 @@ func TestDiskFull(t *testing.T) {
 	if es, err := e.c.List(ctx, client.Filter{Module: "pod"}); err != nil || len(es) != 0 {
 		t.Fatalf("after the failed write the store holds %d pod entries (%v)", len(es), err)
 	}
+
+	// A large streamed write is spooled to disk first (stageAbove): the
+	// spool cannot be written either, and says so.
+	defer server.SetStageAbove(100)()
+	_, err = e.c.SyncSet(ctx, "br-int", "pod", false, flows)
+	if !errors.Is(err, errdefs.ErrResourceExhausted) || !strings.Contains(err.Error(), "the disk is full") {
+		t.Fatalf("staged sync on a full disk: %v, want RESOURCE_EXHAUSTED saying the disk is full", err)
+	}
+	e.assertExact(ctx, pipeline)
+	e.wantNoDiff(ctx, "after the failed staged sync")
+
 	room()
 	if applied, err := e.c.Put(ctx, "br-int", "pod", flows...); err != nil || !applied {
 		t.Fatalf("put with room again: applied=%v err=%v", applied, err)
 	}
 	e.wantNoDiff(ctx, "after the put with room")
+	res, err := e.c.SyncSet(ctx, "br-int", "pod", false, flows[:250])
+	if err != nil || !res.Applied || res.Removed != 250 {
+		t.Fatalf("staged sync with room again: %+v, %v", res, err)
+	}
+	e.wantNoDiff(ctx, "after the staged sync with room")
 }

@@ -454,6 +454,17 @@ func (st *Staged) Discard() error {
 
 // dropStage deletes what is staged for bridge ("" for every bridge).
 func (s *Store) dropStage(bridge string) error {
+	// Most failures stage nothing: no write then, which on a full disk
+	// could fail in turn.
+	staged := false
+	_ = s.db.View(func(tx *bolt.Tx) error {
+		root := tx.Bucket(bucketStage)
+		staged = root != nil && (bridge == "" || root.Bucket([]byte(bridge)) != nil)
+		return nil
+	})
+	if !staged {
+		return nil
+	}
 	return s.update(func(tx *bolt.Tx) error {
 		root := tx.Bucket(bucketStage)
 		if root == nil {
