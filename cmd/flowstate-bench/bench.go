@@ -29,6 +29,9 @@ type result struct {
 	declareFlowctl, declareClient series
 	flowctlMaxRSS                 []uint64
 	noop                          series
+	// sync is flowctl replace-flows of half the flows, paired with
+	// ovs-ofctl replace-flows of the same.
+	sync series
 
 	dbSize int64
 }
@@ -98,6 +101,14 @@ func measure(ctx context.Context, o options, bins binaries, n int, log *slog.Log
 		}
 		r.noop.add(fs, of)
 		log.Info("no-op reconcile", "run", i+1, "flowstate", fs.wall, "ovs-ofctl", of.wall)
+	}
+	for i := range o.runs {
+		fs, of, err := e.syncRun(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("replace-flows, run %d: %w", i+1, err)
+		}
+		r.sync.add(fs, of)
+		log.Info("replace-flows", "run", i+1, "flowstate", fs.wall, "ovs-ofctl", of.wall)
 	}
 	for i := range o.runs {
 		rr, err := e.restoreRun(ctx)

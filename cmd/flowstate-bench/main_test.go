@@ -222,6 +222,7 @@ func TestRun(t *testing.T) {
 		"| 300 | declare: `flowctl add-flows` of the file, one command |",
 		"| 300 | declare: Go client, 3 writers, Puts of 100 encoded flows |",
 		"| 300 | no-op reconcile |",
+		"| 300 | replace-flows: `flowctl replace-flows` of half the flows (one Sync, the other half removed) |",
 		"| 300 | idle, ",
 		"ovs-vswitchd (Open vSwitch)",
 		"300 flows: store ",

@@ -97,6 +97,7 @@ func rows(r *result, o options) []row {
 		timed(fmt.Sprintf("declare: Go client, %d writers, Puts of %d encoded flows", o.writers, o.batch),
 			r.declareClient, wallOf, r.flows, "client"),
 		timed("no-op reconcile", r.noop, wallOf, 0, ""),
+		timed("replace-flows: `flowctl replace-flows` of half the flows (one Sync, the other half removed)", r.sync, wallOf, 0, "flowctl"),
 		{figure: fmt.Sprintf("idle, %s after the start-up replay: RssAnon (VmRSS)", fmtDur(idleWait)),
 			fs: fmtMiB(medianBytes(idle)) + " (" + fmtMiB(medianBytes(idleRSS)) + ")", of: none, ratio: none, mem: none, cpu: none, vswitchd: none},
 	}

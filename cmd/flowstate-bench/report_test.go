@@ -85,7 +85,7 @@ func TestReport(t *testing.T) {
 		return series{fs: []sample{s(a, a-1), s(a+10, a+9)}, of: []sample{of(b), of(b + 10)}}
 	}
 	r := &result{flows: 200000, restore: pair(1000, 2000), startup: pair(1500, 2000), declareFlowctl: pair(3000, 2000),
-		declareClient: pair(1800, 2000), noop: pair(300, 1500), serving: []time.Duration{ms(50), ms(60)},
+		declareClient: pair(1800, 2000), noop: pair(300, 1500), sync: pair(900, 1200), serving: []time.Duration{ms(50), ms(60)},
 		replay: []time.Duration{ms(900), ms(950)}, flagAck: []time.Duration{ms(20), ms(22)},
 		idle: []procStatus{{rss: 80 << 20, anon: 40 << 20}, {rss: 82 << 20, anon: 42 << 20}}, flowctlMaxRSS: []uint64{90 << 20},
 		dbSize: 80 << 20}
@@ -98,6 +98,7 @@ func TestReport(t *testing.T) {
 		"| 200k | restore, flowstated running: until forwarding resumes | 1.00 s (999 ms–1.01 s) | 2.00 s (2.00 s–2.01 s) | **0.50×** (0.50–0.50) | 200 MiB / 100 MiB |",
 		"| 200k | declare: `flowctl add-flows` of the file, one command | 3.00 s (3.00 s–3.01 s), 67k flows/s | 2.00 s (2.00 s–2.01 s), 100k flows/s | **1.50×**",
 		"1.50 s + 751 ms flowctl / 1.00 s |",
+		"| 200k | replace-flows: `flowctl replace-flows` of half the flows (one Sync, the other half removed) | 905 ms (900 ms–910 ms) | 1.21 s (1.20 s–1.21 s) | **0.75×**",
 		"| 200k | declare: Go client, 8 writers, Puts of 1000 encoded flows |",
 		"| 200k | start-up: until the API serves | 55.0 ms (50.0 ms–60.0 ms) | — |",
 		"| 200k | idle, 2.00 s after the start-up replay: RssAnon (VmRSS) | 42 MiB (82 MiB) | — |",
@@ -108,7 +109,7 @@ func TestReport(t *testing.T) {
 }
 
 // checkReport checks that the report holds every wanted string, one table,
-// and the eight rows of the flow count.
+// and the nine rows of the flow count.
 func checkReport(t *testing.T, report string, flows int, wants []string) {
 	t.Helper()
 	for _, want := range wants {
@@ -116,8 +117,8 @@ func checkReport(t *testing.T, report string, flows int, wants []string) {
 			t.Errorf("report lacks %q:\n%s", want, report)
 		}
 	}
-	if n := strings.Count(report, "\n| "+fmtCount(flows)+" |"); n != 8 {
-		t.Errorf("report has %d rows for %d flows, want 8:\n%s", n, flows, report)
+	if n := strings.Count(report, "\n| "+fmtCount(flows)+" |"); n != 9 {
+		t.Errorf("report has %d rows for %d flows, want 9:\n%s", n, flows, report)
 	}
 	if n := strings.Count(report, "\n|---:|"); n != 1 {
 		t.Errorf("report has %d tables, want 1:\n%s", n, report)

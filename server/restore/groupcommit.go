@@ -101,12 +101,28 @@ func (q *writeQueue) push(r *writeReq) error {
 	return nil
 }
 
-// take returns every queued request, marked taken.
+// maxBatchEntries bounds the entries one group commit takes from the queue
+// (a request larger than that goes alone): a write transaction holds about
+// 1.2 KB an entry until it commits, so concurrent large requests must not
+// add up to one huge transaction. Larger streamed requests are staged
+// (writestaged.go) and do not count.
+const maxBatchEntries = 50_000
+
+// take returns the queued requests, oldest first, up to maxBatchEntries
+// entries (at least one request), marked taken.
 func (q *writeQueue) take() []*writeReq {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	batch := q.reqs
-	q.reqs = nil
+	n, entries := 0, 0
+	for n < len(q.reqs) {
+		entries += len(q.reqs[n].declared)
+		if n > 0 && entries > maxBatchEntries {
+			break
+		}
+		n++
+	}
+	batch := q.reqs[:n:n]
+	q.reqs = slices.Clone(q.reqs[n:])
 	for _, r := range batch {
 		r.taken = true
 	}
