@@ -67,7 +67,7 @@ func TestDiskFull(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	mnt := mountTmpfs(t, "2m")
-	e := newEnv(ctx, t, func(c *server.Config) { c.DBPath = filepath.Join(mnt, "flowstate.db") })
+	e := newEnv(ctx, t, func(c *server.Config) { c.DBPath, c.StageAbove = filepath.Join(mnt, "flowstate.db"), 100 })
 	e.Start(ctx)
 	e.WaitConverged(ctx)
 	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
@@ -94,9 +94,8 @@ func TestDiskFull(t *testing.T) {
 		t.Fatalf("after the failed write the store holds %d pod entries (%v)", len(es), err)
 	}
 
-	// A large streamed write is spooled to disk first (stageAbove): the
-	// spool cannot be written either, and says so.
-	defer server.SetStageAbove(100)()
+	// A large streamed write is spooled to disk first (StageAbove, 100
+	// here): the spool cannot be written either, and says so.
 	_, err = e.c.SyncSet(ctx, "br-int", "pod", false, flows)
 	if !errors.Is(err, errdefs.ErrResourceExhausted) || !strings.Contains(err.Error(), "the disk is full") {
 		t.Fatalf("staged sync on a full disk: %v, want RESOURCE_EXHAUSTED saying the disk is full", err)

@@ -24,10 +24,3 @@ func SetDiffStall(d time.Duration) (restore func()) {
 	diffStall = d
 	return func() { diffStall = old }
 }
-
-// SetStageAbove makes streamed writes of more than n entries staged (see
-// stageAbove) until the returned function restores the bound.
-func SetStageAbove(n int) (restore func()) {
-	old := stageAbove.Swap(int32(n))
-	return func() { stageAbove.Store(old) }
-}

@@ -100,6 +100,10 @@ type Config struct {
 	// MaxHold bounds how long a bridge that cannot be restored holds
 	// flow-restore-wait for the others (restore.Config.MaxHold).
 	MaxHold time.Duration
+	// StageAbove is the number of entries past which a streamed write
+	// (PutStream, Sync) is staged on disk instead of held in memory
+	// (DefaultStageAbove when 0).
+	StageAbove int
 	// WedgeAfter is how long one operation on the switch may run before the
 	// engine counts as wedged (restore.Config.WedgeAfter).
 	WedgeAfter time.Duration
@@ -145,6 +149,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if cfg.EchoTimeout <= 0 {
 		cfg.EchoTimeout = DefaultEchoTimeout
+	}
+	if cfg.StageAbove <= 0 {
+		cfg.StageAbove = DefaultStageAbove
 	}
 	if cfg.KeepaliveTime <= 0 {
 		cfg.KeepaliveTime = DefaultKeepaliveTime
@@ -248,7 +255,7 @@ func Run(ctx context.Context, cfg Config) error {
 	)
 	gs.RegisterService(withDecodeErrors(&flowstatev1.FlowStateService_ServiceDesc), &service{
 		engine: engine, store: st, events: evlog, writers: cfg.Writers, streamID: newStreamID(), bootID: bootID, coldStart: cold, keep: keep,
-		sessions: sessions, log: log,
+		sessions: sessions, log: log, stageAbove: cfg.StageAbove,
 	})
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)

@@ -77,6 +77,8 @@ type service struct {
 	keep      *keeper
 	sessions  *sessionTable
 	log       *slog.Logger
+	// stageAbove is Config.StageAbove.
+	stageAbove int
 }
 
 var _ flowstatev1.FlowStateServiceServer = (*service)(nil)
@@ -254,21 +256,15 @@ type entryMessage interface {
 	GetEntries() []*flowstatev1.Entry
 }
 
-// stageAbove is the number of entries past which a streamed write is
-// staged on disk (store.Spool, store.Stage) instead of held in memory: a
-// staged write needs about the memory of 50,000 entries whatever its size.
-// Atomic, so tests may lower it while the server runs (export_test.go).
-var stageAbove atomic.Int32
-
-func init() { stageAbove.Store(DefaultStageAbove) }
-
-// DefaultStageAbove is stageAbove's value. Below it a write costs about 1.2
-// KB an entry while it runs (the request, the store's result, bbolt's dirty
-// pages): 60 MB at most.
+// DefaultStageAbove is the default of Config.StageAbove: the number of
+// entries past which a streamed write is staged on disk (store.Spool,
+// store.Stage), which needs about the memory of 50,000 entries whatever its
+// size. Below it a write costs about 1.2 KB an entry while it runs (the
+// request, the store's result, bbolt's dirty pages): 60 MB at most.
 const DefaultStageAbove = 50_000
 
 // received is a streamed write request in canonical form: in memory (es),
-// or, past stageAbove entries, on disk (spool). Its owner closes it.
+// or, past Config.StageAbove entries, on disk (spool). Its owner closes it.
 type received struct {
 	bridge, module string
 	es             []entry.Entry
@@ -369,7 +365,7 @@ func recvEntries[M entryMessage](ctx context.Context, s *service, recv func() (M
 }
 
 // convert appends in, the next entries of a streamed request, to r: to
-// r.es, and once r holds more than stageAbove entries to its spool. It runs
+// r.es, and once r holds more than Config.StageAbove entries to its spool. It runs
 // on recvEntries's converter goroutine, which owns r until stop returns.
 func (s *service) convert(r *received, in []*flowstatev1.Entry) error {
 	if r.spool == nil {
@@ -377,7 +373,7 @@ func (s *service) convert(r *received, in []*flowstatev1.Entry) error {
 		if r.es, err = appendEntriesParallel(r.es, r.module, in); err != nil {
 			return err
 		}
-		if len(r.es) <= int(stageAbove.Load()) {
+		if len(r.es) <= s.stageAbove {
 			return nil
 		}
 		if r.spool, err = s.store.NewSpool(); err != nil {

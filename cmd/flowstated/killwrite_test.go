@@ -12,16 +12,28 @@ import (
 )
 
 // TestKillDuringStreamedWrite: flowstated is killed (SIGKILL) while a large
-// write streams to the switch, at four moments of it (while the request
-// arrives, while its bundle is sent, around the commit). Whatever the moment, once
+// write streams to the switch, at five moments of it (while the request
+// arrives, while its bundle is sent, around the commit), the write held in
+// memory (one store transaction) and staged (--stage-above: spooled, staged in
+// transactions of its own, swapped in by one). Whatever the moment, once
 // flowstated is back the write is all there or not at all, in the store and
 // on the switch alike: a bundle left open by a dead flowstated is dropped by
-// vswitchd, and a store transaction not committed leaves nothing.
+// vswitchd, a store transaction not committed leaves nothing, and a staged
+// bucket not swapped in is dropped at the next start.
 func TestKillDuringStreamedWrite(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		stageAbove string
+	}{{"in memory", "100000"}, {"staged", "10000"}} {
+		t.Run(tc.name, func(t *testing.T) { killDuringWrite(t, tc.stageAbove) })
+	}
+}
+
+func killDuringWrite(t *testing.T, stageAbove string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	n := newNode(ctx, t, []string{"br-int"}, "--bridge", "br-int", "--guard", "off", "--audit-interval", "0",
-		"--rearm-flow-restore-wait=false", "--ofp-echo-timeout", "5s")
+		"--rearm-flow-restore-wait=false", "--ofp-echo-timeout", "5s", "--stage-above", stageAbove)
 	n.start(ctx)
 	converged := func() *client.Status {
 		var st *client.Status
