@@ -28,8 +28,11 @@
 //	│       ├── flow   identity -> payload
 //	│       ├── group  identity -> payload
 //	│       └── meter  identity -> payload
-//	└── forms          (created by the first PutForms; PruneForms drops what no entry leads to)
-//	    └── SHA-256 of a declared payload -> the form the switch gave it
+//	├── forms          (created by the first PutForms; PruneForms drops what no entry leads to)
+//	│   └── SHA-256 of a declared payload -> the form the switch gave it
+//	└── stage          (a staged write under way, stage.go; Open deletes it)
+//	    └── <bridge>
+//	        └── flow   the bridge's flows as the write makes them, swapped in by Staged.Commit
 //
 // Identities are those of package entry. refs indexes which flows use which
 // group or meter (schema 2), kept in the transaction that writes the flows:
@@ -53,6 +56,13 @@
 // caller sends the changes the Writer reports to the switch before Update
 // returns, so the store commits only what the switch accepted, and nothing
 // when it refused. Code running inside an Update must not use the store.
+//
+// A write too large to hold in memory is staged instead (stage.go): the
+// request comes as a Spool (sorted runs in an unlinked file beside the
+// store), is merged with the bridge's flows into the stage bucket in
+// transactions of bounded size, and becomes the bridge's flows in one small
+// transaction that moves the bucket. The stage bucket needs no schema
+// version: an older flowstated ignores it.
 //
 // # Damage
 //

@@ -8,6 +8,7 @@
 // Writes from controllers (Put, Sync, Delete) go through the engine so they
 // reach the switch and the store together, serialised with replays per
 // bridge; writes of flows stream to the switch while the store decides them
-// (writestream.go), and a reconcile that finds the switch equal to the store
+// (writestream.go), writes too large to hold in memory are staged on disk
+// and swapped in once the switch took them (writestaged.go), and a reconcile that finds the switch equal to the store
 // knows it by digest, without comparing flow by flow (digest.go).
 package restore

@@ -169,10 +169,17 @@ func (e *Engine) commitStaged(ctx context.Context, b *bridge, r *writeReq) (res 
 			stream.add(Change{Op: OpDelete, Kind: en.Kind, Actual: en.Payload, Index: -1})
 		}
 	}
+	// The quarantined entries the request declares are forgotten once it is
+	// stored, as for any write: the switch tells again whether it takes
+	// them.
+	var unquarantine []string
 	if len(b.quarantine) > 0 {
-		// As for any write: the switch tells again whether it takes them.
-		w.Declared = func(kind entry.Kind, id []byte) { delete(b.quarantine, key(kind, id)) }
-		defer b.publishLocked()
+		w.Declared = func(kind entry.Kind, id []byte) {
+			k := key(kind, id)
+			if _, q := b.quarantine[k]; q {
+				unquarantine = append(unquarantine, k)
+			}
+		}
 	}
 	staged, err := e.cfg.Store.Stage(w)
 	if errors.Is(err, store.ErrNotStageable) {
@@ -223,6 +230,12 @@ func (e *Engine) commitStaged(ctx context.Context, b *bridge, r *writeReq) (res 
 		return writeResult{err: err}, false
 	}
 	stored = true
+	if len(unquarantine) > 0 {
+		for _, k := range unquarantine {
+			delete(b.quarantine, k)
+		}
+		b.publishLocked()
+	}
 	switch {
 	case unknown != nil:
 		e.divergedLocked(b, "staged write stored, its outcome on the switch is unknown", unknown)
