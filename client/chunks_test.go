@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -14,6 +15,10 @@ import (
 // request is still one message (it carries the bridge and module).
 func TestChunks(t *testing.T) {
 	big := strings.Repeat("x", chunkBytes)
+	distinct := make([]Entry, 2*chunkEntries+1)
+	for i := range distinct {
+		distinct[i] = FlowText(strconv.Itoa(i))
+	}
 	for _, tc := range []struct {
 		name string
 		es   []Entry
@@ -21,7 +26,7 @@ func TestChunks(t *testing.T) {
 	}{
 		{"empty", nil, []int{0}},
 		{"one", []Entry{FlowText("a")}, []int{1}},
-		{"by count", make([]Entry, 2*chunkEntries+1), []int{chunkEntries, chunkEntries, 1}},
+		{"by count", distinct, []int{chunkEntries, chunkEntries, 1}},
 		{"by bytes", []Entry{FlowText(big[:chunkBytes/2]), FlowText(big[:chunkBytes/2]), FlowText("a")}, []int{1, 2}},
 		{"an entry over the budget goes alone", []Entry{FlowText("a"), FlowText(big), FlowText("b")}, []int{1, 1, 1}},
 	} {
@@ -29,12 +34,12 @@ func TestChunks(t *testing.T) {
 			var got []int
 			firsts := 0
 			seen := 0
-			err := chunks(tc.es, func(first bool, part []Entry) error {
+			n, err := chunks(entries(tc.es), func(first bool, part []Entry) error {
 				if first {
 					firsts++
 				}
 				for i := range part {
-					if &part[i] != &tc.es[seen+i] {
+					if part[i].Text != tc.es[seen+i].Text {
 						t.Fatalf("message %d: entries out of order", len(got))
 					}
 				}
@@ -42,7 +47,7 @@ func TestChunks(t *testing.T) {
 				got = append(got, len(part))
 				return nil
 			})
-			if err != nil || firsts != 1 || seen != len(tc.es) || len(got) != len(tc.want) {
+			if err != nil || firsts != 1 || seen != len(tc.es) || n != seen || len(got) != len(tc.want) {
 				t.Fatalf("chunks %v (err %v, %d first), want %v", got, err, firsts, tc.want)
 			}
 			for i := range got {
@@ -51,6 +56,25 @@ func TestChunks(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestChunksSeqError: an error of the entries' source stops the messages
+// there and is returned, with how many entries were sent before it.
+func TestChunksSeqError(t *testing.T) {
+	errRead := errors.New("read failed")
+	seq := func(yield func(Entry, error) bool) {
+		for i := range chunkEntries + 10 {
+			if !yield(FlowText(strconv.Itoa(i)), nil) {
+				return
+			}
+		}
+		yield(Entry{}, errRead)
+	}
+	messages := 0
+	n, err := chunks(seq, func(bool, []Entry) error { messages++; return nil })
+	if !errors.Is(err, errRead) || messages != 1 || n != chunkEntries+10 {
+		t.Fatalf("chunks: %d entries in %d messages, %v; want the first message sent, then the source's error", n, messages, err)
 	}
 }
 

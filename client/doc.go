@@ -16,6 +16,8 @@
 // as encoded OpenFlow 1.5 FLOW_MOD messages (FlowBytes), e.g. built with
 // antrea.io/libOpenflow. Put and Delete change some entries of a module, Sync
 // replaces its whole set, MarkReady tells the boot gate the module is ready.
+// PutSeq and SyncSeq stream entries from an iterator as it yields them, for
+// sets too large to build in memory first.
 //
 // # Reading
 //

@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log"
 	"time"
 
@@ -83,4 +84,28 @@ func Example() {
 			time.Sleep(time.Second)
 		}
 	}
+}
+
+// A policy controller replaces its whole set, however large, without
+// building it in memory first: SyncSeq streams the entries as the
+// iterator yields them, and the set is still written all or nothing.
+func ExampleClient_SyncSeq() {
+	c, err := client.New(client.DefaultTarget)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	rules := func(yield func(client.Entry, error) bool) {
+		for i := range 300_000 {
+			text := fmt.Sprintf("table=70,priority=200,ip,nw_src=10.%d.%d.%d,actions=conjunction(%d,1/2)", i>>16&255, i>>8&255, i&255, 1+i%4096)
+			if !yield(client.FlowText(text), nil) {
+				return
+			}
+		}
+	}
+	res, err := c.SyncSeq(context.Background(), "br-int", "policy", true, rules)
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Printf("%d flows: %d added, %d changed, %d removed", res.Stored, res.Added, res.Changed, res.Removed)
 }

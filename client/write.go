@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 
 	"google.golang.org/protobuf/proto"
 
@@ -55,22 +56,44 @@ const (
 // entrySize is an entry's share of a message, near enough.
 func entrySize(e Entry) int { return len(e.Text) + len(e.OpenFlow) + 8 }
 
-// chunks calls send with consecutive slices of es that each fit one
-// message, at least once (with an empty slice when es is empty). It stops at
-// the first error.
-func chunks(es []Entry, send func(first bool, part []Entry) error) error {
-	for i, first := 0, true; first || i < len(es); first = false {
-		j, size := i, 0
-		for j < len(es) && j-i < chunkEntries && (j == i || size+entrySize(es[j]) <= chunkBytes) {
-			size += entrySize(es[j])
-			j++
-		}
-		if err := send(first, es[i:j]); err != nil {
-			return err
-		}
-		i = j
+// chunks calls send with consecutive runs of the entries seq yields that
+// each fit one message, at least once (with an empty run when there are
+// none), and returns how many entries it sent. send must not keep the run:
+// its memory is reused. It stops at the first error, seq's or send's.
+func chunks(seq iter.Seq2[Entry, error], send func(first bool, part []Entry) error) (n int, err error) {
+	part, size, first := make([]Entry, 0, chunkEntries), 0, true
+	flush := func() error {
+		err := send(first, part)
+		clear(part)
+		part, size, first = part[:0], 0, false
+		return err
 	}
-	return nil
+	for e, err := range seq {
+		if err != nil {
+			return n, err
+		}
+		if len(part) > 0 && (len(part) == chunkEntries || size+entrySize(e) > chunkBytes) {
+			if err := flush(); err != nil {
+				return n, err
+			}
+		}
+		part, size, n = append(part, e), size+entrySize(e), n+1
+	}
+	if first || len(part) > 0 {
+		return n, flush()
+	}
+	return n, nil
+}
+
+// entries yields es.
+func entries(es []Entry) iter.Seq2[Entry, error] {
+	return func(yield func(Entry, error) bool) {
+		for _, e := range es {
+			if !yield(e, nil) {
+				return
+			}
+		}
+	}
 }
 
 // Put declares entries of module on bridge. applied reports whether the switch
@@ -98,29 +121,43 @@ func oneMessage(es []Entry) bool {
 }
 
 func (c *Client) putStream(ctx context.Context, bridge, module string, es []Entry) (bool, error) {
+	applied, _, err := c.PutSeq(ctx, bridge, module, entries(es))
+	return applied, err
+}
+
+// PutSeq is Put of the entries seq yields, streamed as they come (PutStream)
+// so that a set read from a file is never held whole, and returns how many it
+// sent. An error from seq ends the stream before it is complete: flowstated
+// stores nothing, and PutSeq returns that error.
+func (c *Client) PutSeq(ctx context.Context, bridge, module string, seq iter.Seq2[Entry, error]) (applied bool, n int, err error) {
 	// Cancelled on return, so a failed send ends the stream and flowstated
 	// stores nothing of it.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := c.api.PutStream(ctx)
 	if err != nil {
-		return false, fromGRPC(err)
+		return false, 0, fromGRPC(err)
 	}
-	err = chunks(es, func(first bool, part []Entry) error {
+	var sendErr error
+	n, err = chunks(seq, func(first bool, part []Entry) error {
 		req := &flowstatev1.PutStreamRequest{Entries: toProtoEntries(part)}
 		if first {
 			req.Bridge, req.Module = bridge, module
 		}
-		return stream.Send(req)
+		sendErr = stream.Send(req)
+		return sendErr
 	})
+	if err != nil && sendErr == nil {
+		return false, n, err // seq's
+	}
 	if err != nil && !errors.Is(err, io.EOF) { // io.EOF: the server ended the stream; CloseAndRecv says why
-		return false, fromGRPC(err)
+		return false, n, fromGRPC(err)
 	}
 	resp, err := stream.CloseAndRecv()
 	if err != nil {
-		return false, fromGRPC(err)
+		return false, n, fromGRPC(err)
 	}
-	return resp.GetApplied(), nil
+	return resp.GetApplied(), n, nil
 }
 
 // Delete removes entries of module on bridge, named by identity (for flows:
@@ -162,19 +199,31 @@ func (c *Client) Sync(ctx context.Context, bridge, module string, ready bool, es
 
 // SyncSet is Sync, reporting what changed.
 func (c *Client) SyncSet(ctx context.Context, bridge, module string, ready bool, es []Entry) (SyncResult, error) {
+	return c.SyncSeq(ctx, bridge, module, ready, entries(es))
+}
+
+// SyncSeq is SyncSet of the entries seq yields, streamed as they come, like
+// PutSeq: an error from seq ends the stream, nothing changes, and SyncSeq
+// returns that error.
+func (c *Client) SyncSeq(ctx context.Context, bridge, module string, ready bool, seq iter.Seq2[Entry, error]) (SyncResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := c.api.Sync(ctx)
 	if err != nil {
 		return SyncResult{}, fromGRPC(err)
 	}
-	err = chunks(es, func(first bool, part []Entry) error {
+	var sendErr error
+	_, err = chunks(seq, func(first bool, part []Entry) error {
 		req := &flowstatev1.SyncRequest{Entries: toProtoEntries(part)}
 		if first {
 			req.Bridge, req.Module, req.Ready = bridge, module, ready
 		}
-		return stream.Send(req)
+		sendErr = stream.Send(req)
+		return sendErr
 	})
+	if err != nil && sendErr == nil {
+		return SyncResult{}, err // seq's
+	}
 	if err != nil && !errors.Is(err, io.EOF) {
 		return SyncResult{}, fromGRPC(err)
 	}

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"iter"
 	"os"
 	"runtime"
 	"strings"
@@ -67,17 +69,11 @@ func readInputSkipping(cmd *cobra.Command, name string, kind entry.Kind, skip fu
 		r = f
 	}
 	var out []line
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), canon.MaxText+2) // a line as long as flowstated takes, and its line end
-	for n := 1; sc.Scan(); n++ {
-		text := strings.TrimSpace(sc.Text())
-		if text == "" || strings.HasPrefix(text, "#") || (skip != nil && skip(text)) {
-			continue
+	for l, err := range scanLines(r, name, skip) {
+		if err != nil {
+			return nil, err
 		}
-		out = append(out, line{n: n, text: text})
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		out = append(out, l)
 	}
 	if kind == entry.KindFlow {
 		if err := checkFlows(cmd, name, out); err != nil {
@@ -85,6 +81,74 @@ func readInputSkipping(cmd *cobra.Command, name string, kind entry.Kind, skip fu
 		}
 	}
 	return out, nil
+}
+
+// scanLines yields the non-blank, non-comment lines of r (the input name),
+// numbered, except those skip matches.
+func scanLines(r io.Reader, name string, skip func(string) bool) iter.Seq2[line, error] {
+	return func(yield func(line, error) bool) {
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 64<<10), canon.MaxText+2) // a line as long as flowstated takes, and its line end
+		for n := 1; sc.Scan(); n++ {
+			text := strings.TrimSpace(sc.Text())
+			if text == "" || strings.HasPrefix(text, "#") || (skip != nil && skip(text)) {
+				continue
+			}
+			if !yield(line{n: n, text: text}, nil) {
+				return
+			}
+		}
+		if err := sc.Err(); err != nil {
+			yield(line{}, fmt.Errorf("%s: %w", name, err))
+		}
+	}
+}
+
+// sendFlowFile sends the flows of file name as they are read (send is the
+// client's PutSeq or SyncSeq), so that flowctl holds no more of a
+// million-line file than a message's worth. When flowstated refuses an
+// entry, the file is read again to report every syntax error with its line
+// (syntaxErrors). Standard input, which cannot be read twice, is read whole
+// first. It returns how many flows were sent.
+func sendFlowFile(cmd *cobra.Command, name string, send func(iter.Seq2[client.Entry, error]) (int, error)) (int, error) {
+	if name == "-" {
+		lines, err := readLines(cmd, name)
+		if err != nil {
+			return 0, err
+		}
+		n, err := send(func(yield func(client.Entry, error) bool) {
+			for _, l := range lines {
+				if !yield(client.FlowText(l.text), nil) {
+					return
+				}
+			}
+		})
+		if err != nil {
+			return n, syntaxErrors(cmd, name, lines, err)
+		}
+		return n, nil
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	n, err := send(func(yield func(client.Entry, error) bool) {
+		for l, err := range scanLines(f, name, nil) {
+			if !yield(client.FlowText(l.text), err) || err != nil {
+				return
+			}
+		}
+	})
+	var ee *errdefs.EntryError
+	if err == nil || !errors.As(err, &ee) {
+		return n, err
+	}
+	lines, rerr := readLines(cmd, name)
+	if rerr != nil {
+		return n, err
+	}
+	return n, syntaxErrors(cmd, name, lines, err)
 }
 
 // checkFlows parses every line, on every CPU (a million-line file is
@@ -185,11 +249,24 @@ func newAdd(g *globals, kind entry.Kind) *cobra.Command {
 		}[kind],
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			read := func() ([]line, error) { return readInput(cmd, args[0], kind) }
 			if kind == entry.KindFlow {
-				read = func() ([]line, error) { return readLines(cmd, args[0]) }
+				return g.run(cmd, func(ctx context.Context, c *client.Client) error {
+					var applied bool
+					n, err := sendFlowFile(cmd, args[0], func(seq iter.Seq2[client.Entry, error]) (n int, err error) {
+						applied, n, err = c.PutSeq(ctx, g.bridge, module, seq)
+						return n, err
+					})
+					if n == 0 && (err == nil || errors.Is(err, errdefs.ErrInvalidArgument)) {
+						return fmt.Errorf("%s: no %s", args[0], noun)
+					}
+					if err != nil {
+						return err
+					}
+					fmt.Fprintln(cmd.OutOrStdout(), appliedText(n, noun, applied))
+					return nil
+				})
 			}
-			lines, err := read()
+			lines, err := readInput(cmd, args[0], kind)
 			if err != nil {
 				return err
 			}
@@ -198,9 +275,6 @@ func newAdd(g *globals, kind entry.Kind) *cobra.Command {
 			}
 			return g.run(cmd, func(ctx context.Context, c *client.Client) error {
 				applied, err := c.Put(ctx, g.bridge, module, toEntries(kind, lines)...)
-				if err != nil && kind == entry.KindFlow {
-					return syntaxErrors(cmd, args[0], lines, err)
-				}
 				if err != nil {
 					return lineError(args[0], lines, err)
 				}
@@ -264,14 +338,15 @@ func newReplaceFlows(g *globals) *cobra.Command {
   flowctl replace-flows --module old /dev/null`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			lines, err := readLines(cmd, args[0])
-			if err != nil {
-				return err
-			}
 			return g.run(cmd, func(ctx context.Context, c *client.Client) error {
-				res, err := c.SyncSet(ctx, g.bridge, module, ready, toEntries(entry.KindFlow, lines))
+				var res client.SyncResult
+				_, err := sendFlowFile(cmd, args[0], func(seq iter.Seq2[client.Entry, error]) (int, error) {
+					var err error
+					res, err = c.SyncSeq(ctx, g.bridge, module, ready, seq)
+					return res.Stored, err
+				})
 				if err != nil {
-					return syntaxErrors(cmd, args[0], lines, err)
+					return err
 				}
 				w := cmd.OutOrStdout()
 				fmt.Fprintf(w, "%s: %d flows: %d added, %d changed, %d removed, %d unchanged\n", module,
