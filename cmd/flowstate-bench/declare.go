@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 
 	"github.com/flowstate-io/flowstate/client"
 )
@@ -91,12 +91,19 @@ func (e *env) declareFlowctl(ctx context.Context) (s sample, maxRSS uint64, err 
 	m.begin()
 	cmd := exec.CommandContext(ctx, e.bins.flowctl, "--server", e.sock(), "--bridge", bridge,
 		"--timeout", e.o.declareMax.String(), "add-flows", "--module", module, e.file)
-	out, err := cmd.CombinedOutput()
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	if err := cmd.Start(); err != nil {
+		return s, 0, err
+	}
+	// flowctl's VmHWM, sampled while it runs: the rusage of a child counts
+	// the memory of this process it was forked from (before its exec).
+	ms, serr := startMemSampler(cmd.Process.Pid, false)
+	err = cmd.Wait()
+	out := buf.Bytes()
 	s = m.stop()
-	if cmd.ProcessState != nil {
-		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			maxRSS = uint64(ru.Maxrss) << 10
-		}
+	if serr == nil {
+		maxRSS = ms.finish().hwm
 	}
 	if err != nil && s.wall >= e.o.declareMax {
 		// flowctl gave up at its --timeout; flowstated may still be at

@@ -26,7 +26,9 @@ type memSampler struct {
 	pid  int
 	stop chan struct{}
 	done chan struct{}
-	peak uint64 // written by the goroutine, read after done
+	// peak and hwm are the highest RssAnon and VmHWM sampled, written by
+	// the goroutine, read after done.
+	peak, hwm uint64
 }
 
 // startMemSampler starts sampling pid. reset clears the process's VmHWM
@@ -49,7 +51,7 @@ func (s *memSampler) loop() {
 	defer t.Stop()
 	for {
 		if st, err := readProcStatus(s.pid); err == nil {
-			s.peak = max(s.peak, st.anon)
+			s.peak, s.hwm = max(s.peak, st.anon), max(s.hwm, st.hwm)
 		}
 		select {
 		case <-s.stop:
@@ -64,9 +66,9 @@ func (s *memSampler) loop() {
 func (s *memSampler) finish() memSample {
 	close(s.stop)
 	<-s.done
-	m := memSample{anonPeak: s.peak}
+	m := memSample{anonPeak: s.peak, hwm: s.hwm}
 	if st, err := readProcStatus(s.pid); err == nil {
-		m.hwm = st.hwm
+		m.hwm = max(m.hwm, st.hwm)
 		m.anonPeak = max(m.anonPeak, st.anon)
 	}
 	return m
