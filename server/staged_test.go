@@ -1,0 +1,63 @@
+package server_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/flowstate-io/flowstate/client"
+	"github.com/flowstate-io/flowstate/server"
+)
+
+// TestStagedWriteSwitchGone: vswitchd freezes (SIGSTOP) before a staged
+// Sync reaches it, then is restarted under the flag, as an upgrade that
+// hangs would be. The write, whose bundle can neither complete nor be
+// known, is stored and reported not applied; the bridge replays the store
+// into the new vswitchd, which then holds exactly it, and the flag clears.
+func TestStagedWriteSwitchGone(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	e := newEnv(ctx, t, func(c *server.Config) { c.StageAbove = 1000 })
+	e.Start(ctx)
+	e.WaitConverged(ctx)
+	set := manyFlows(10, 20_000, 0)
+	if applied, err := e.c.Put(ctx, "br-int", "policy", set...); err != nil || !applied {
+		t.Fatalf("staged put: applied=%v err=%v", applied, err)
+	}
+	e.wantNoDiff(ctx, "after the staged put")
+
+	if err := e.sb.FreezeVswitchd(); err != nil {
+		t.Fatal(err)
+	}
+	next := append(append([]client.Entry(nil), set[10_000:]...), manyFlows(10, 10_000, 20_000)...)
+	type outcome struct {
+		res client.SyncResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := e.c.SyncSet(ctx, "br-int", "policy", false, next)
+		done <- outcome{res, err}
+	}()
+	var o outcome
+	select {
+	case o = <-done:
+	case <-ctx.Done():
+		t.Fatal("staged sync to a frozen vswitchd did not return")
+	}
+	if o.err != nil || o.res.Applied || o.res.Stored != len(next) || o.res.Added != 10_000 || o.res.Removed != 10_000 {
+		t.Fatalf("staged sync to a frozen vswitchd: %+v, %v; want it stored, not applied, 10,000 added and removed", o.res, o.err)
+	}
+	if err := e.sb.RestartVswitchd(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	e.WaitConverged(ctx)
+	poll(ctx, t, "flag cleared", func() (bool, error) {
+		on, err := e.sb.FlowRestoreWait(ctx)
+		return !on, err
+	})
+	e.wantNoDiff(ctx, "after the restart")
+	if n := e.moduleCount(ctx, "policy"); n != len(next) {
+		t.Fatalf("policy holds %d flows, want %d", n, len(next))
+	}
+}
