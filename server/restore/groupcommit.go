@@ -339,13 +339,8 @@ func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) (
 	// stored once the transaction committed.
 	var touched, stored bool
 	defer func() {
-		if p := recover(); p != nil {
-			e.log.Error("panic in a write transaction; its requests fail, the bridge goes on",
-				"bridge", b.name, "requests", len(reqs), "panic", p, "stack", string(debug.Stack()))
-			results, err = nil, fmt.Errorf("bridge %s: write failed: %v: %w", b.name, p, errdefs.ErrInternal)
-		}
-		if touched && !stored {
-			e.divergedLocked(b, "the switch may hold a write the store does not", err)
+		if perr := e.endWrite(b, recover(), "a write transaction", touched, stored, err); perr != nil {
+			results, err = nil, perr
 		}
 	}()
 
@@ -507,6 +502,23 @@ func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) (
 		cancel()
 	}
 	return results, nil
+}
+
+// endWrite ends a write run under b.mu (commitGroup, commitStaged), given
+// what recover returned: a panic is logged with its stack and returned as
+// ErrInternal (nil without one), and a switch that may hold what the store
+// does not (touched, not stored) makes the bridge replay.
+func (e *Engine) endWrite(b *bridge, p any, what string, touched, stored bool, err error) (panicErr error) {
+	if p != nil {
+		e.log.Error("panic in "+what+"; its requests fail, the bridge goes on",
+			"bridge", b.name, "panic", p, "stack", string(debug.Stack()))
+		panicErr = fmt.Errorf("bridge %s: write failed: %v: %w", b.name, p, errdefs.ErrInternal)
+		err = panicErr
+	}
+	if touched && !stored {
+		e.divergedLocked(b, "the switch may hold a write the store does not", err)
+	}
+	return panicErr
 }
 
 // refused turns the switch's refusal into the error of the requests whose

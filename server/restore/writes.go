@@ -42,8 +42,13 @@ func (e *Engine) Sync(ctx context.Context, bridgeName, module string, es []entry
 	if err := e.checkOwned(es); err != nil {
 		return SyncResult{}, err
 	}
-	r, err := e.submit(ctx, bridgeName, &writeReq{declared: es, flowsOnly: flowsOnly(es), sync: true,
-		op: func(w *store.Writer) (store.Result, error) { return w.Sync(bridgeName, module, es) }})
+	return e.syncWrite(ctx, bridgeName, module, &writeReq{declared: es, flowsOnly: flowsOnly(es), sync: true,
+		op: func(w *store.Writer) (store.Result, error) { return w.Sync(bridgeName, module, es) }}, ready)
+}
+
+// syncWrite runs req, a Sync, and with ready then marks module ready.
+func (e *Engine) syncWrite(ctx context.Context, bridgeName, module string, req *writeReq, ready bool) (SyncResult, error) {
+	r, err := e.submit(ctx, bridgeName, req)
 	if err != nil {
 		return SyncResult{}, err
 	}

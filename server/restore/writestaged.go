@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"time"
 
 	"github.com/flowstate-io/flowstate/entry"
@@ -55,17 +54,7 @@ func (e *Engine) PutSpool(ctx context.Context, bridgeName, module string, sp *st
 
 // SyncSpool is Sync for a request held in a spool.
 func (e *Engine) SyncSpool(ctx context.Context, bridgeName, module string, sp *store.Spool, ready bool) (SyncResult, error) {
-	r, err := e.submit(ctx, bridgeName, e.stagedReq(bridgeName, module, sp, true))
-	if err != nil {
-		return SyncResult{}, err
-	}
-	out := syncResult(r)
-	if ready {
-		if err := e.MarkReady(module); err != nil {
-			return out, err
-		}
-	}
-	return out, nil
+	return e.syncWrite(ctx, bridgeName, module, e.stagedReq(bridgeName, module, sp, true), ready)
 }
 
 // syncResult counts what a Sync changed.
@@ -114,13 +103,8 @@ func (e *Engine) commitStaged(ctx context.Context, b *bridge, r *writeReq) (res 
 	defer b.mu.Unlock()
 	var touched, stored bool
 	defer func() {
-		if p := recover(); p != nil {
-			e.log.Error("panic in a staged write; it fails, the bridge goes on",
-				"bridge", b.name, "panic", p, "stack", string(debug.Stack()))
-			res, fallback = writeResult{err: fmt.Errorf("bridge %s: write failed: %v: %w", b.name, p, errdefs.ErrInternal)}, false
-		}
-		if touched && !stored {
-			e.divergedLocked(b, "the switch may hold a write the store does not", res.err)
+		if err := e.endWrite(b, recover(), "a staged write", touched, stored, res.err); err != nil {
+			res, fallback = writeResult{err: err}, false
 		}
 	}()
 

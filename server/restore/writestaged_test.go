@@ -3,7 +3,6 @@ package restore
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -96,15 +95,7 @@ func TestStagedWrite(t *testing.T) {
 		t.Fatal("bridge not converged after staged writes")
 	}
 
-	// Table 5 holds 100 flows: the switch refuses the 101st.
-	if out, err := te.sb.Vsctl(ctx, "--", "--id=@ft", "create", "Flow_Table", "flow_limit=100", "overflow_policy=refuse",
-		"--", "set", "Bridge", testBridge, "flow_tables:5=@ft"); err != nil {
-		t.Fatal(err, out)
-	}
-	lines := make([]string, 150)
-	for i := range lines {
-		lines[i] = fmt.Sprintf("table=5,priority=%d,actions=drop", i+1)
-	}
+	lines := fullTable5(ctx, t, te)
 	_, err = te.SyncSpool(ctx, testBridge, "m", spooled(t, te, flows(t, lines...)), false)
 	if !errors.As(err, &ee) || !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "TABLE_FULL") {
 		t.Fatalf("staged Sync into a full table: %v, want INVALID_ARGUMENT naming an entry and OFPFMFC_TABLE_FULL", err)

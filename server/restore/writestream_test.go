@@ -26,6 +26,21 @@ func pipelineFlows(t *testing.T, n, from int) []entry.Entry {
 	return flows(t, lines...)
 }
 
+// fullTable5 limits table 5 to 100 flows, refusing more, and returns 150
+// flows of it: the switch refuses the 101st.
+func fullTable5(ctx context.Context, t *testing.T, te *testEngine) []string {
+	t.Helper()
+	if out, err := te.sb.Vsctl(ctx, "--", "--id=@ft", "create", "Flow_Table", "flow_limit=100", "overflow_policy=refuse",
+		"--", "set", "Bridge", testBridge, "flow_tables:5=@ft"); err != nil {
+		t.Fatal(err, out)
+	}
+	lines := make([]string, 150)
+	for i := range lines {
+		lines[i] = fmt.Sprintf("table=5,priority=%d,actions=drop", i+1)
+	}
+	return lines
+}
+
 func dumpCount(ctx context.Context, t *testing.T, te *testEngine) int {
 	t.Helper()
 	out, err := te.sb.Ofctl(ctx, "dump-flows", testBridge, "--no-stats")
@@ -74,14 +89,7 @@ func TestStreamedWrite(t *testing.T) {
 	// The switch refuses an entry of a streamed bundle (table 5 is full at
 	// 100 flows): the error names it by its place in the request, and
 	// nothing of the request is kept.
-	if out, err := te.sb.Vsctl(ctx, "--", "--id=@ft", "create", "Flow_Table", "flow_limit=100", "overflow_policy=refuse",
-		"--", "set", "Bridge", testBridge, "flow_tables:5=@ft"); err != nil {
-		t.Fatal(err, out)
-	}
-	lines := make([]string, 150)
-	for i := range lines {
-		lines[i] = fmt.Sprintf("table=5,priority=%d,actions=drop", i+1)
-	}
+	lines := fullTable5(ctx, t, te)
 	_, err = te.Put(ctx, testBridge, "m", flows(t, lines...))
 	var ee *errdefs.EntryError
 	if !errors.As(err, &ee) || !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "TABLE_FULL") {
