@@ -14,6 +14,7 @@ import (
 // hangs would be. The write, whose bundle can neither complete nor be
 // known, is stored and reported not applied; the bridge replays the store
 // into the new vswitchd, which then holds exactly it, and the flag clears.
+// A staged write while vswitchd is down is stored for the next replay.
 func TestStagedWriteSwitchGone(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -59,5 +60,22 @@ func TestStagedWriteSwitchGone(t *testing.T) {
 	e.wantNoDiff(ctx, "after the restart")
 	if n := e.moduleCount(ctx, "policy"); n != len(next) {
 		t.Fatalf("policy holds %d flows, want %d", n, len(next))
+	}
+
+	// vswitchd down before the write: stored for the replay, not sent.
+	if err := e.sb.StopVswitchd(ctx); err != nil {
+		t.Fatal(err)
+	}
+	poll(ctx, t, "bridge disconnected", func() (bool, error) { return !e.bridgeStatus(ctx, "br-int").Connected, nil })
+	if applied, err := e.c.Put(ctx, "br-int", "policy", manyFlows(10, 5_000, 30_000)...); err != nil || applied {
+		t.Fatalf("staged put with vswitchd down: applied=%v err=%v, want stored, not applied", applied, err)
+	}
+	if err := e.sb.RestartVswitchd(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	e.WaitConverged(ctx)
+	e.wantNoDiff(ctx, "after vswitchd came back")
+	if n := e.moduleCount(ctx, "policy"); n != len(next)+5_000 {
+		t.Fatalf("policy holds %d flows, want %d", n, len(next)+5_000)
 	}
 }
