@@ -1,0 +1,101 @@
+package store
+
+import (
+	"bytes"
+	"cmp"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/flowstate-io/flowstate/entry"
+)
+
+// spoolEntries decodes fuzz input into entries: per entry a byte of kind, a
+// byte of identity length (0-7), a byte of payload length (0-15), then the
+// bytes; identities repeat often at these lengths.
+func spoolEntries(b []byte) []entry.Entry {
+	var es []entry.Entry
+	for len(b) >= 3 {
+		kind, idLen, payLen := entry.Kind(1+int(b[0])%3), int(b[1])%8, int(b[2])%16
+		b = b[3:]
+		if len(b) < idLen+payLen {
+			break
+		}
+		es = append(es, entry.Entry{Kind: kind, ID: b[:idLen], Payload: b[idLen : idLen+payLen], Opaque: payLen%2 == 1})
+		b = b[idLen+payLen:]
+	}
+	return es
+}
+
+// FuzzSpool: whatever the entries, a spool of runs of a few entries yields
+// them merged in key order (equal identities in request order), every one
+// once with its index, and reads them back in request order.
+func FuzzSpool(f *testing.F) {
+	f.Add([]byte("\x00\x02\x03ab123\x01\x01\x00z\x00\x02\x01ab9\x00\x00\x00"))
+	f.Add(bytes.Repeat([]byte("\x00\x01\x01ax"), 20))
+	f.Add([]byte{})
+	runs := spoolRunEntries
+	spoolRunEntries = 3
+	f.Cleanup(func() { spoolRunEntries = runs })
+	dir := f.TempDir()
+	s, err := Open(filepath.Join(dir, "s.db"), Options{Timeout: time.Second})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { _ = s.Close() })
+	f.Fuzz(func(t *testing.T, b []byte) {
+		es := spoolEntries(b)
+		sp, err := s.NewSpool()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sp.Close()
+		for i := 0; i < len(es); i += 2 {
+			if err := sp.Add(es[i:min(i+2, len(es))]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if sp.Len() != len(es) {
+			t.Fatalf("Len %d, added %d", sp.Len(), len(es))
+		}
+		want := make([]int, len(es))
+		for i := range want {
+			want[i] = i
+		}
+		slices.SortStableFunc(want, func(a, b int) int {
+			return cmp.Or(compareKey(es[a].Kind, es[a].ID, es[b].Kind, es[b].ID), cmp.Compare(a, b))
+		})
+		it, err := sp.iter()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for n := 0; ; n++ {
+			e := it.peek()
+			if e == nil {
+				if it.err != nil {
+					t.Fatal(it.err)
+				}
+				if n != len(es) {
+					t.Fatalf("the merge yielded %d of %d entries", n, len(es))
+				}
+				break
+			}
+			w := es[want[n]]
+			if e.index != want[n] || e.kind != w.Kind || !bytes.Equal(e.id, w.ID) || !bytes.Equal(e.payload, w.Payload) || e.opaque != w.Opaque {
+				t.Fatalf("merge position %d: entry %d (%d %x %x), want entry %d (%d %x %x)", n, e.index, e.kind, e.id, e.payload, want[n], w.Kind, w.ID, w.Payload)
+			}
+			it.next()
+		}
+		back, err := sp.Entries("m")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, e := range es {
+			e.Module = "m"
+			if !back[i].Equal(e) || back[i].Opaque != e.Opaque {
+				t.Fatalf("entry %d read back as %+v, was %+v", i, back[i], e)
+			}
+		}
+	})
+}
