@@ -287,7 +287,7 @@ func (r *received) close() {
 // recvEntries receives a client stream of entries for one bridge and module
 // and returns them in canonical form. Each message is converted as it
 // arrives, so the request is held once, as canonical entries, or, past
-// stageAbove entries, written to a spool a run at a time. It returns at the
+// Config.StageAbove entries, written to a spool a run at a time. It returns at the
 // first error (a broken stream, an entry refused, a message over
 // MaxMessageBytes, which gRPC refuses with RESOURCE_EXHAUSTED before the
 // handler sees it) having written nothing: a streamed request is all or
@@ -361,44 +361,59 @@ func recvEntries[M entryMessage](ctx context.Context, s *service, recv func() (M
 	if err := stop(); err != nil {
 		return nil, err
 	}
+	if r.spool != nil {
+		if err := s.spool(r, 0); err != nil {
+			return nil, err
+		}
+	}
 	return r, nil
 }
 
-// convert appends in, the next entries of a streamed request, to r: to
-// r.es, and once r holds more than Config.StageAbove entries to its spool. It runs
+// convert appends in, the next entries of a streamed request, to r. It runs
 // on recvEntries's converter goroutine, which owns r until stop returns.
+// r.es holds what is not spooled yet: the whole request up to
+// Config.StageAbove entries, then only its last entry, which an
+// INSERT_BUCKET at the start of the next message may still join.
 func (s *service) convert(r *received, in []*flowstatev1.Entry) error {
-	if r.spool == nil {
-		var err error
-		if r.es, err = appendEntriesParallel(r.es, r.module, in); err != nil {
-			return err
-		}
-		if len(r.es) <= s.stageAbove {
-			return nil
-		}
-		if r.spool, err = s.store.NewSpool(); err != nil {
-			return err
-		}
-		if err := s.engine.CheckDeclared(r.es, 0); err != nil {
-			return err
-		}
-		err = r.spool.Add(r.es)
-		r.es = nil
-		return err
+	base := 0 // the request index of r.es[0]
+	if r.spool != nil {
+		base = r.spool.Len()
 	}
-	base := r.spool.Len()
-	es, err := appendEntriesParallel(nil, r.module, in)
-	if err != nil {
+	var err error
+	if r.es, err = appendEntriesParallel(r.es, r.module, in); err != nil {
 		var ee *errdefs.EntryError
 		if errors.As(err, &ee) {
 			ee.Index += base
 		}
 		return err
 	}
-	if err := s.engine.CheckDeclared(es, base); err != nil {
+	if r.spool == nil {
+		if len(r.es) <= s.stageAbove {
+			return nil
+		}
+		if r.spool, err = s.store.NewSpool(); err != nil {
+			return err
+		}
+	}
+	return s.spool(r, 1)
+}
+
+// spool moves r.es to its spool but for the last keep entries, checking them
+// as Put would (the owned cookie space).
+func (s *service) spool(r *received, keep int) error {
+	n := len(r.es) - keep
+	if n <= 0 {
+		return nil
+	}
+	if err := s.engine.CheckDeclared(r.es[:n], r.spool.Len()); err != nil {
 		return err
 	}
-	return r.spool.Add(es)
+	if err := r.spool.Add(r.es[:n]); err != nil {
+		return err
+	}
+	// The spool copied the entries (not their bytes): the array is free.
+	r.es = append(r.es[:0], r.es[n:]...)
+	return nil
 }
 
 func (s *service) PutStream(stream flowstatev1.FlowStateService_PutStreamServer) error {
