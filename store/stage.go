@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 
@@ -150,7 +151,7 @@ func (s *Store) stage(w StagedWrite) (*Staged, error) {
 	err = s.update(func(tx *bolt.Tx) error {
 		if w.Sync {
 			if owns, err := ownsNonFlows(tx, w.Bridge, w.Module); err != nil || owns {
-				return cmpErr(err, ErrNotStageable)
+				return cmp.Or(err, ErrNotStageable)
 			}
 		}
 		root, err := tx.CreateBucketIfNotExists(bucketStage)
@@ -183,13 +184,6 @@ func (s *Store) stage(w StagedWrite) (*Staged, error) {
 		}
 	}
 	return ss.st, nil
-}
-
-func cmpErr(err, otherwise error) error {
-	if err != nil {
-		return err
-	}
-	return otherwise
 }
 
 // ownsNonFlows reports whether module declares groups or meters on bridge.
