@@ -385,7 +385,11 @@ func FlowRefs(payload []byte) []Ref {
 		return nil
 	}
 	var refs []Ref
-	b := payload[flowModFixed+pad8(int(binary.BigEndian.Uint16(payload[flowModFixed+2:]))):]
+	at := flowModFixed + pad8(int(binary.BigEndian.Uint16(payload[flowModFixed+2:])))
+	if at > len(payload) {
+		return nil // a match longer than the message
+	}
+	b := payload[at:]
 	for len(b) >= 4 {
 		typ, n := binary.BigEndian.Uint16(b), int(binary.BigEndian.Uint16(b[2:]))
 		if n < 4 || n > len(b) {
