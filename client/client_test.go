@@ -114,7 +114,9 @@ func TestWaitConverged(t *testing.T) {
 		st, err := c.WaitConverged(ctx)
 		done <- result{st, err}
 	}()
-	if _, err := c.Sync(ctx, "br-int", "pod", true, client.FlowText("table=0,priority=100,ip,actions=drop")); err != nil {
+	// A new client too: c's few retries may all fall in its reconnect
+	// backoff and report the dial error from before flowstated started.
+	if _, err := e.Dial(e.Sock).Sync(ctx, "br-int", "pod", true, client.FlowText("table=0,priority=100,ip,actions=drop")); err != nil {
 		t.Fatal(err)
 	}
 	r := <-done

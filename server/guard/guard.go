@@ -112,18 +112,35 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 }
 
+// probeRetries and probeRetry: how often, and how far apart, a guard that
+// exits when another is active tries the lock before it believes it.
+const (
+	probeRetries = 10
+	probeRetry   = 5 * time.Millisecond
+)
+
 // acquire takes the guard lock. Without ExitWhenIdle it waits for it as a
 // standby; it returns nil and no error when the guard should exit.
 func acquire(ctx context.Context, cfg Config, log *slog.Logger) (*os.File, error) {
 	path := LockPath(cfg.Lease)
 	logged := false
-	for {
+	for tries := 0; ; tries++ {
 		f, ok, err := lockFile(path)
 		if err != nil {
 			return nil, err
 		}
 		if ok {
 			return f, nil
+		}
+		// Present probes by taking the lock for an instant: a lock held
+		// through probeRetries tries is a guard's.
+		if cfg.ExitWhenIdle && tries < probeRetries {
+			select {
+			case <-ctx.Done():
+				return nil, nil
+			case <-time.After(probeRetry):
+			}
+			continue
 		}
 		if cfg.ExitWhenIdle {
 			log.Info("another guard is active", "pid", ownerPID(path))
