@@ -269,13 +269,29 @@ type received struct {
 	bridge, module string
 	es             []entry.Entry
 	spool          *store.Spool
+	// n is the number of entries of a spool handed over (handOver).
+	n int
 }
 
 func (r *received) len() int {
-	if r.spool != nil {
+	switch {
+	case r.spool != nil:
 		return r.spool.Len()
+	case r.n > 0: // handed over
+		return r.n
 	}
 	return len(r.es)
+}
+
+// handOver gives the spool to the engine, which closes it (it may still be
+// writing it after the call returned, when the caller gave up): r no longer
+// does. nil for a request held in memory.
+func (r *received) handOver() *store.Spool {
+	sp := r.spool
+	if sp != nil {
+		r.spool, r.n = nil, sp.Len()
+	}
+	return sp
 }
 
 func (r *received) close() {
@@ -426,8 +442,8 @@ func (s *service) PutStream(stream flowstatev1.FlowStateService_PutStreamServer)
 		return toGRPC(fmt.Errorf("no entries: %w", errdefs.ErrInvalidArgument))
 	}
 	var applied bool
-	if r.spool != nil {
-		applied, err = s.engine.PutSpool(stream.Context(), r.bridge, r.module, r.spool)
+	if sp := r.handOver(); sp != nil {
+		applied, err = s.engine.PutSpool(stream.Context(), r.bridge, r.module, sp)
 	} else {
 		applied, err = s.engine.Put(stream.Context(), r.bridge, r.module, r.es)
 	}
@@ -447,8 +463,8 @@ func (s *service) Sync(stream flowstatev1.FlowStateService_SyncServer) error {
 	}
 	defer r.close()
 	var res restore.SyncResult
-	if r.spool != nil {
-		res, err = s.engine.SyncSpool(stream.Context(), r.bridge, r.module, r.spool, ready)
+	if sp := r.handOver(); sp != nil {
+		res, err = s.engine.SyncSpool(stream.Context(), r.bridge, r.module, sp, ready)
 	} else {
 		res, err = s.engine.Sync(stream.Context(), r.bridge, r.module, r.es, ready)
 	}

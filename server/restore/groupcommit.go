@@ -71,6 +71,11 @@ type writeReq struct {
 	// commits alone; unstage makes it a usual request (op, declared).
 	staged  *store.StagedWrite
 	unstage func() error
+	// release, if set, frees what the request holds (a staged write's
+	// spool) once nothing reads it any more: by the owner once it took the
+	// request, by the caller's side when the request never was. finish
+	// calls it once.
+	release func()
 	// taken is set (under writeQueue.mu) when the owner takes the request
 	// into a batch; from then on its outcome no longer depends on its caller.
 	taken bool
@@ -85,6 +90,14 @@ type writeResult struct {
 	// staged is the outcome of a staged write, which has no Result.
 	staged *store.Staged
 	err    error
+}
+
+// finish releases what r holds (release), once.
+func (r *writeReq) finish() {
+	if f := r.release; f != nil {
+		r.release = nil
+		f()
+	}
 }
 
 func (q *writeQueue) push(r *writeReq) error {
@@ -167,14 +180,17 @@ func (e *Engine) write(ctx context.Context, bridgeName string, req *writeReq) (a
 func (e *Engine) submit(ctx context.Context, bridgeName string, req *writeReq) (_ writeResult, err error) {
 	b, err := e.bridge(bridgeName)
 	if err != nil {
+		req.finish()
 		return writeResult{}, err
 	}
 	defer func() { e.cfg.Metrics.writeRequests.WithLabelValues(b.name, resultLabel(err)).Inc() }()
 	if err := ctx.Err(); err != nil {
+		req.finish()
 		return writeResult{}, err
 	}
 	req.done = make(chan writeResult, 1)
 	if err := b.writes.push(req); err != nil {
+		req.finish()
 		return writeResult{}, fmt.Errorf("bridge %s: %w", b.name, err)
 	}
 	select {
@@ -183,6 +199,7 @@ func (e *Engine) submit(ctx context.Context, bridgeName string, req *writeReq) (
 	case <-ctx.Done():
 	}
 	if b.writes.drop(req) {
+		req.finish()
 		return writeResult{}, ctx.Err()
 	}
 	select {
@@ -201,6 +218,7 @@ func (e *Engine) runWrites(ctx context.Context, b *bridge) {
 	defer func() {
 		err := fmt.Errorf("bridge %s: flowstated stopped before the write was committed: %w", b.name, errdefs.ErrUnavailable)
 		for _, r := range b.writes.stop() {
+			r.finish()
 			r.done <- writeResult{err: err}
 		}
 	}()
@@ -234,10 +252,13 @@ func (e *Engine) commitStagedOf(ctx context.Context, b *bridge, batch []*writeRe
 		}
 		res, fallback := e.commitStaged(ctx, b, r)
 		if !fallback {
+			r.finish()
 			r.done <- res
 			continue
 		}
-		if err := r.unstage(); err != nil {
+		err := r.unstage() // reads the spool into memory
+		r.finish()
+		if err != nil {
 			r.done <- writeResult{err: err}
 			continue
 		}

@@ -46,13 +46,15 @@ func (e *Engine) CheckDeclared(es []entry.Entry, base int) error {
 	return err
 }
 
-// PutSpool is Put for a request held in a spool.
+// PutSpool is Put for a request held in a spool. It takes sp: the spool is
+// closed once the write is done with it, which may be after PutSpool
+// returned (its caller gave up while the write was under way).
 func (e *Engine) PutSpool(ctx context.Context, bridgeName, module string, sp *store.Spool) (applied bool, err error) {
 	r, err := e.submit(ctx, bridgeName, e.stagedReq(bridgeName, module, sp, false))
 	return r.applied, err
 }
 
-// SyncSpool is Sync for a request held in a spool.
+// SyncSpool is Sync for a request held in a spool; it takes sp, as PutSpool.
 func (e *Engine) SyncSpool(ctx context.Context, bridgeName, module string, sp *store.Spool, ready bool) (SyncResult, error) {
 	return e.syncWrite(ctx, bridgeName, module, e.stagedReq(bridgeName, module, sp, true), ready)
 }
@@ -76,7 +78,8 @@ func syncResult(r writeResult) SyncResult {
 // stagedReq is the write request of a spooled Put or Sync. unstage turns it
 // into a usual request, for what the store cannot stage.
 func (e *Engine) stagedReq(bridgeName, module string, sp *store.Spool, sync bool) *writeReq {
-	r := &writeReq{staged: &store.StagedWrite{Bridge: bridgeName, Module: module, Sync: sync, Spool: sp}}
+	r := &writeReq{staged: &store.StagedWrite{Bridge: bridgeName, Module: module, Sync: sync, Spool: sp},
+		release: func() { _ = sp.Close() }}
 	r.unstage = func() error {
 		es, err := sp.Entries(module)
 		if err != nil {

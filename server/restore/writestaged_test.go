@@ -14,14 +14,13 @@ import (
 )
 
 // spooled is es in a spool of te's store, as the API hands a large
-// streamed request to the engine.
+// streamed request to the engine, which closes it.
 func spooled(t *testing.T, te *testEngine, es []entry.Entry) *store.Spool {
 	t.Helper()
 	sp, err := te.cfg.Store.NewSpool()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = sp.Close() })
 	for len(es) > 0 {
 		n := min(len(es), 500)
 		if err := sp.Add(es[:n]); err != nil {
@@ -176,4 +175,33 @@ func TestStagedOutcomeUnknown(t *testing.T) {
 	if n := dumpCount(ctx, t, te); n != 3000 {
 		t.Fatalf("the switch holds %d flows after the replay, want 3000", n)
 	}
+}
+
+// TestStagedCallerGivesUp: a caller whose context ends once its staged write
+// was taken gets ErrOutcomeUnknown at once; the write goes on, reads the
+// spool it was handed (the caller's side no longer closes it) and is stored
+// and applied.
+func TestStagedCallerGivesUp(t *testing.T) {
+	ctx, te, h := startHeld(t, 1)
+	sp := spooled(t, te, pipelineFlows(t, 3000, 0))
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := te.PutSpool(cctx, testBridge, "m", sp)
+		done <- err
+	}()
+	h.wait(ctx, t, 1)
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrOutcomeUnknown) {
+			t.Fatalf("caller gone after its staged write was taken: %v, want ErrOutcomeUnknown", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the caller did not return")
+	}
+	h.held[1].open()
+	poll(ctx, t, "the write stored", func() bool { return stored(t, te, "m") == 3000 })
+	poll(ctx, t, "the write applied", func() bool { return dumpCount(ctx, t, te) == 3000 })
+	noDiff(ctx, t, te)
 }
