@@ -24,6 +24,7 @@ type Metrics struct {
 	readinessTimeouts prometheus.Counter
 	writeRequests     *prometheus.CounterVec
 	writeBatches      *prometheus.CounterVec
+	stagedWrites      *prometheus.CounterVec
 	notRestored       *prometheus.GaugeVec
 	standingAside     *prometheus.GaugeVec
 	driftFound        *prometheus.CounterVec
@@ -70,6 +71,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		writeBatches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flowstate_write_batches_total", Help: "Store transactions run for write requests, one bundle each when the bridge is live; requests share them (group commit), and a batch with a failing request runs again without it.",
 		}, []string{"bridge"}),
+		stagedWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flowstate_staged_writes_total", Help: "Streamed writes past --stage-above entries, staged on disk and stored (applied or not); counted in flowstate_write_batches_total too.",
+		}, []string{"bridge"}),
 		notRestored: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "flowstate_bridge_not_restored",
 			Help: "1 while flow-restore-wait was released without this bridge: missing from OVSDB, or not restored within --max-hold.",
@@ -84,7 +88,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.connected, m.replays, m.replayDuration, m.replayMessages, m.flagCleared, m.flagRearmed,
-			m.drift, m.quarantined, m.quarantinedNow, m.readinessTimeouts, m.writeRequests, m.writeBatches, m.notRestored, m.standingAside, m.driftFound)
+			m.drift, m.quarantined, m.quarantinedNow, m.readinessTimeouts, m.writeRequests, m.writeBatches, m.stagedWrites, m.notRestored, m.standingAside, m.driftFound)
 	}
 	return m
 }
@@ -106,6 +110,7 @@ func (m *Metrics) initBridge(bridge string) {
 		m.writeRequests.WithLabelValues(bridge, r)
 	}
 	m.writeBatches.WithLabelValues(bridge)
+	m.stagedWrites.WithLabelValues(bridge)
 }
 
 // resultLabel names the outcome of a write for flowstate_write_requests_total.

@@ -217,6 +217,7 @@ func (e *Engine) commitStaged(ctx context.Context, b *bridge, r *writeReq) (res 
 		return writeResult{err: err}, false
 	}
 	stored = true
+	e.cfg.Metrics.stagedWrites.WithLabelValues(b.name).Inc()
 	if len(unquarantine) > 0 {
 		for _, k := range unquarantine {
 			delete(b.quarantine, k)

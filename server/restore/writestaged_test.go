@@ -107,6 +107,11 @@ func TestStagedWrite(t *testing.T) {
 	}
 	noDiff(ctx, t, te)
 
+	// The two staged writes that went through, not the two refused.
+	if n := counter(t, te, "flowstate_staged_writes_total"); n != 2 {
+		t.Fatalf("flowstate_staged_writes_total %v, want 2", n)
+	}
+
 	// A group in the request: written the usual way, from the spool.
 	withGroup := append([]entry.Entry{textEntry(t, entry.KindGroup, "group_id=7,type=select,bucket=actions=drop")},
 		flows(t, "table=0,priority=20,ip,actions=group:7")...)
