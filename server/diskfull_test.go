@@ -67,7 +67,9 @@ func TestDiskFull(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	mnt := mountTmpfs(t, "2m")
-	e := newEnv(ctx, t, func(c *server.Config) { c.DBPath, c.StageAbove = filepath.Join(mnt, "flowstate.db"), 100 })
+	e := newEnv(ctx, t, func(c *server.Config) {
+		c.DBPath, c.StageAbove, c.MetricsListen = filepath.Join(mnt, "flowstate.db"), 100, "127.0.0.1:0"
+	})
 	e.Start(ctx)
 	e.WaitConverged(ctx)
 	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
@@ -97,8 +99,8 @@ func TestDiskFull(t *testing.T) {
 	// A large streamed write is spooled to disk first (StageAbove, 100
 	// here): the spool cannot be written either, and says so.
 	_, err = e.c.SyncSet(ctx, "br-int", "pod", false, flows)
-	if !errors.Is(err, errdefs.ErrResourceExhausted) || !strings.Contains(err.Error(), "the disk is full") {
-		t.Fatalf("staged sync on a full disk: %v, want RESOURCE_EXHAUSTED saying the disk is full", err)
+	if !errors.Is(err, errdefs.ErrResourceExhausted) || !strings.Contains(err.Error(), "the disk is full") || !strings.Contains(err.Error(), "spool") {
+		t.Fatalf("staged sync on a full disk: %v, want RESOURCE_EXHAUSTED saying the disk is full for the spool", err)
 	}
 	e.assertExact(ctx, pipeline)
 	e.wantNoDiff(ctx, "after the failed staged sync")
@@ -111,6 +113,9 @@ func TestDiskFull(t *testing.T) {
 	res, err := e.c.SyncSet(ctx, "br-int", "pod", false, flows[:250])
 	if err != nil || !res.Applied || res.Removed != 250 {
 		t.Fatalf("staged sync with room again: %+v, %v", res, err)
+	}
+	if n := e.metric(ctx, "flowstate_staged_writes_total"); n != 1 {
+		t.Fatalf("flowstate_staged_writes_total %d, want 1: the sync with room was not staged", n)
 	}
 	e.wantNoDiff(ctx, "after the staged sync with room")
 }

@@ -269,16 +269,11 @@ type received struct {
 	bridge, module string
 	es             []entry.Entry
 	spool          *store.Spool
-	// n is the number of entries of a spool handed over (handOver).
-	n int
 }
 
 func (r *received) len() int {
-	switch {
-	case r.spool != nil:
+	if r.spool != nil {
 		return r.spool.Len()
-	case r.n > 0: // handed over
-		return r.n
 	}
 	return len(r.es)
 }
@@ -288,9 +283,7 @@ func (r *received) len() int {
 // does. nil for a request held in memory.
 func (r *received) handOver() *store.Spool {
 	sp := r.spool
-	if sp != nil {
-		r.spool, r.n = nil, sp.Len()
-	}
+	r.spool = nil
 	return sp
 }
 
@@ -438,7 +431,8 @@ func (s *service) PutStream(stream flowstatev1.FlowStateService_PutStreamServer)
 		return toGRPC(err)
 	}
 	defer r.close()
-	if r.len() == 0 {
+	n := r.len()
+	if n == 0 {
 		return toGRPC(fmt.Errorf("no entries: %w", errdefs.ErrInvalidArgument))
 	}
 	var applied bool
@@ -450,7 +444,7 @@ func (s *service) PutStream(stream flowstatev1.FlowStateService_PutStreamServer)
 	if err != nil {
 		return toGRPC(err)
 	}
-	return stream.SendAndClose(&flowstatev1.PutStreamResponse{Applied: applied, Stored: uint32(r.len())})
+	return stream.SendAndClose(&flowstatev1.PutStreamResponse{Applied: applied, Stored: uint32(n)})
 }
 
 func (s *service) Sync(stream flowstatev1.FlowStateService_SyncServer) error {
@@ -462,6 +456,7 @@ func (s *service) Sync(stream flowstatev1.FlowStateService_SyncServer) error {
 		return toGRPC(err)
 	}
 	defer r.close()
+	n := r.len()
 	var res restore.SyncResult
 	if sp := r.handOver(); sp != nil {
 		res, err = s.engine.SyncSpool(stream.Context(), r.bridge, r.module, sp, ready)
@@ -471,7 +466,7 @@ func (s *service) Sync(stream flowstatev1.FlowStateService_SyncServer) error {
 	if err != nil {
 		return toGRPC(err)
 	}
-	return stream.SendAndClose(&flowstatev1.SyncResponse{Applied: res.Applied, Stored: uint32(r.len()),
+	return stream.SendAndClose(&flowstatev1.SyncResponse{Applied: res.Applied, Stored: uint32(n),
 		Removed: uint32(res.Removed), Added: uint32(res.Added), Changed: uint32(res.Changed)})
 }
 

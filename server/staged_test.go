@@ -22,7 +22,7 @@ import (
 func TestStagedWriteSwitchGone(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	e := newEnv(ctx, t, func(c *server.Config) { c.StageAbove = 1000 })
+	e := newEnv(ctx, t, func(c *server.Config) { c.StageAbove, c.MetricsListen = 1000, "127.0.0.1:0" })
 	e.Start(ctx)
 	e.WaitConverged(ctx)
 	set := manyFlows(10, 20_000, 0)
@@ -81,6 +81,9 @@ func TestStagedWriteSwitchGone(t *testing.T) {
 	e.wantNoDiff(ctx, "after vswitchd came back")
 	if n := e.moduleCount(ctx, "policy"); n != len(next)+5_000 {
 		t.Fatalf("policy holds %d flows, want %d", n, len(next)+5_000)
+	}
+	if n := e.metric(ctx, "flowstate_staged_writes_total"); n != 3 {
+		t.Fatalf("flowstate_staged_writes_total %d, want 3: a write was not staged", n)
 	}
 }
 

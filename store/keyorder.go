@@ -3,11 +3,9 @@ package store
 import (
 	"bytes"
 	"cmp"
-	"fmt"
 	"slices"
 
 	"github.com/flowstate-io/flowstate/entry"
-	"github.com/flowstate-io/flowstate/errdefs"
 )
 
 // keyOrder is the order of a request's entries by kind and identity. It
@@ -58,7 +56,7 @@ func (o keyOrder) duplicate() error {
 		return nil
 	}
 	e := o.es[first]
-	return &errdefs.EntryError{Index: first, Err: fmt.Errorf("same %s identity as entry %d: %w", e.Kind, earlier, errdefs.ErrInvalidArgument)}
+	return sameIdentityError(first, e.Kind, earlier)
 }
 
 // contains reports whether the request declares the identity.

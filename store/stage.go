@@ -257,9 +257,7 @@ func (ss *stageState) chunk(tx *bolt.Tx) (done bool, err error) {
 				return false, fmt.Errorf("flow %x: %w", ok, err)
 			}
 			if w.Sync && string(owner) == w.Module {
-				if err := ss.remove(ok, ov[2+len(owner):]); err != nil {
-					return false, err
-				}
+				ss.remove(ok, ov[2+len(owner):])
 			} else if err := dst.Put(ok, ov); err != nil {
 				return false, err
 			}
@@ -272,7 +270,7 @@ func (ss *stageState) chunk(tx *bolt.Tx) (done bool, err error) {
 					return false, &errdefs.EntryError{Index: e.index, Err: fmt.Errorf("flow %x: %w", ok, err)}
 				}
 				if string(owner) != w.Module {
-					return false, &errdefs.EntryError{Index: e.index, Err: fmt.Errorf("%s is owned by module %q: %w", entry.KindFlow, owner, errdefs.ErrFailedPrecondition)}
+					return false, ownedError(e.index, entry.KindFlow, string(owner))
 				}
 				prev = payload
 			}
@@ -297,7 +295,7 @@ func (ss *stageState) chunk(tx *bolt.Tx) (done bool, err error) {
 func (ss *stageState) declare(br, dst *bolt.Bucket, e *spooled, existed bool, prev, rec []byte) error {
 	w := ss.w
 	if ss.prev != nil && bytes.Equal(ss.prev, e.id) {
-		return &errdefs.EntryError{Index: e.index, Err: fmt.Errorf("same %s identity as entry %d: %w", e.kind, ss.prevIndex, errdefs.ErrInvalidArgument)}
+		return sameIdentityError(e.index, e.kind, ss.prevIndex)
 	}
 	ss.prev, ss.prevIndex = append(ss.prev[:0], e.id...), e.index
 	if w.Declared != nil {
@@ -333,28 +331,12 @@ func (ss *stageState) declare(br, dst *bolt.Bucket, e *spooled, existed bool, pr
 }
 
 // remove records that a Sync removes flow id (payload aliasing the file).
-func (ss *stageState) remove(id, payload []byte) error {
+func (ss *stageState) remove(id, payload []byte) {
 	ss.st.Removed++
 	ss.st.refDel = appendRefKeys(ss.st.refDel, id, payload)
 	if ss.w.Removed != nil {
 		ss.w.Removed(entry.Entry{Kind: entry.KindFlow, Module: ss.w.Module, ID: bytes.Clone(id), Payload: bytes.Clone(payload)})
 	}
-	return nil
-}
-
-// checkFlowRefs fails when the flow uses a group or meter the bridge does
-// not declare (a staged write changes neither).
-func checkFlowRefs(br *bolt.Bucket, payload []byte) error {
-	for _, r := range flowRefs(payload) {
-		var kb *bolt.Bucket
-		if br != nil {
-			kb = br.Bucket(kindBuckets[r.Kind])
-		}
-		if kb == nil || kb.Get(r.Key()) == nil {
-			return fmt.Errorf("flow uses %s, which no module declared on this bridge: %w", r, errdefs.ErrFailedPrecondition)
-		}
-	}
-	return nil
 }
 
 func appendRefKeys(keys [][]byte, id, payload []byte) [][]byte {

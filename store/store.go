@@ -398,7 +398,7 @@ func (w *Writer) delete(bridge, module string, keys []entry.Entry) (Result, erro
 			return r, &errdefs.EntryError{Index: i, Err: err}
 		}
 		if owner != module {
-			return r, &errdefs.EntryError{Index: i, Err: fmt.Errorf("%s is owned by module %q: %w", k.Kind, owner, errdefs.ErrFailedPrecondition)}
+			return r, ownedError(i, k.Kind, owner)
 		}
 		r.Removed = append(r.Removed, entry.Entry{Kind: k.Kind, Module: owner, ID: bytes.Clone(k.ID), Payload: payload})
 		index = append(index, i)
@@ -587,7 +587,7 @@ func putOwned(br *bolt.Bucket, kbs *kindCursors, module string, i int, e entry.E
 			return nil, false, false, &errdefs.EntryError{Index: i, Err: err}
 		}
 		if owner != module {
-			return nil, false, false, &errdefs.EntryError{Index: i, Err: fmt.Errorf("%s is owned by module %q: %w", e.Kind, owner, errdefs.ErrFailedPrecondition)}
+			return nil, false, false, ownedError(i, e.Kind, owner)
 		}
 		if bytes.Equal(payload, e.Payload) {
 			return payload, true, true, nil
@@ -665,14 +665,37 @@ func checkRefs(br *bolt.Bucket, es []entry.Entry) error {
 		if e.Kind != entry.KindFlow {
 			continue
 		}
-		for _, r := range flowRefs(e.Payload) {
-			kb := br.Bucket(kindBuckets[r.Kind])
-			if kb == nil || kb.Get(r.Key()) == nil {
-				return &errdefs.EntryError{Index: i, Err: fmt.Errorf("flow uses %s, which no module declared on this bridge: %w", r, errdefs.ErrFailedPrecondition)}
-			}
+		if err := checkFlowRefs(br, e.Payload); err != nil {
+			return &errdefs.EntryError{Index: i, Err: err}
 		}
 	}
 	return nil
+}
+
+// checkFlowRefs fails when the flow payload uses a group or meter that br
+// (nil: a bridge that holds nothing yet) does not declare.
+func checkFlowRefs(br *bolt.Bucket, payload []byte) error {
+	for _, r := range flowRefs(payload) {
+		var kb *bolt.Bucket
+		if br != nil {
+			kb = br.Bucket(kindBuckets[r.Kind])
+		}
+		if kb == nil || kb.Get(r.Key()) == nil {
+			return fmt.Errorf("flow uses %s, which no module declared on this bridge: %w", r, errdefs.ErrFailedPrecondition)
+		}
+	}
+	return nil
+}
+
+// ownedError refuses entry i of a request: its identity belongs to owner.
+func ownedError(i int, kind entry.Kind, owner string) error {
+	return &errdefs.EntryError{Index: i, Err: fmt.Errorf("%s is owned by module %q: %w", kind, owner, errdefs.ErrFailedPrecondition)}
+}
+
+// sameIdentityError refuses entry i of a request: entry earlier has its
+// identity.
+func sameIdentityError(i int, kind entry.Kind, earlier int) error {
+	return &errdefs.EntryError{Index: i, Err: fmt.Errorf("same %s identity as entry %d: %w", kind, earlier, errdefs.ErrInvalidArgument)}
 }
 
 func bridgeBucket(tx *bolt.Tx, bridge string, create bool) (*bolt.Bucket, error) {
