@@ -100,46 +100,9 @@ func TestStagedSameAsInMemory(t *testing.T) {
 		sync := round%2 == 1
 		t.Run(fmt.Sprintf("%s-%d", opName(sync), round), func(t *testing.T) {
 			usual, staged := openTest(t), openTest(t)
-			groups := []entry.Entry{groupOrMeter(entry.KindGroup, 1), groupOrMeter(entry.KindGroup, 2), groupOrMeter(entry.KindMeter, 3)}
-			mk := func(module string, i, version int) entry.Entry {
-				e := flow(module, byte(i%4), byte(i), fmt.Sprintf("m%03d", i))
-				e.Payload = fmt.Appendf(nil, "v%d-%d", version, i)
-				switch i % 5 {
-				case 0:
-					e = withRef(e, entry.KindGroup, uint32(1+version%2))
-				case 1:
-					e = withRef(e, entry.KindMeter, 3)
-				}
-				return e
-			}
-			var before, other []entry.Entry
-			for i := range 60 {
-				switch rng.IntN(3) {
-				case 0:
-					before = append(before, mk("a", i, 0))
-				case 1:
-					other = append(other, mk("b", i+1000, 0))
-				}
-			}
-			var req []entry.Entry
-			for i := range 60 {
-				if rng.IntN(3) > 0 {
-					req = append(req, mk("a", i, rng.IntN(2)))
-				}
-			}
-			rng.Shuffle(len(req), func(i, j int) { req[i], req[j] = req[j], req[i] })
-			for _, s := range []*Store{usual, staged} {
-				for _, p := range []struct {
-					m  string
-					es []entry.Entry
-				}{{"lb", groups}, {"a", before}, {"b", other}} {
-					if len(p.es) > 0 {
-						if err := s.Put("br0", p.m, p.es, nil); err != nil {
-							t.Fatal(err)
-						}
-					}
-				}
-			}
+			sc := newSharedCase(rng, nil)
+			req := sc.req
+			sc.load(t, usual, staged)
 			var want Result
 			err := usual.Update(func(w *Writer) error {
 				var err error
@@ -171,6 +134,66 @@ func TestStagedSameAsInMemory(t *testing.T) {
 				t.Errorf("counted %d added + %d changed, reported %d", st.Added, st.Changed, len(changed))
 			}
 		})
+	}
+}
+
+// sharedCase is a random bridge that modules "a" and "b" share, with the
+// groups and meter of module "lb" that their flows use, and a request of
+// module "a" over it: some of its flows new, some stored the same, some
+// changed, in no order.
+type sharedCase struct {
+	groups, before, other, req []entry.Entry
+}
+
+// newSharedCase draws a sharedCase; edit, if set, may change the request
+// before it is shuffled.
+func newSharedCase(rng *rand.Rand, edit func(c *sharedCase)) sharedCase {
+	mk := func(module string, i, version int) entry.Entry {
+		e := flow(module, byte(i%4), byte(i), fmt.Sprintf("m%03d", i))
+		e.Payload = fmt.Appendf(nil, "v%d-%d", version, i)
+		switch i % 5 {
+		case 0:
+			e = withRef(e, entry.KindGroup, uint32(1+version%2))
+		case 1:
+			e = withRef(e, entry.KindMeter, 3)
+		}
+		return e
+	}
+	c := sharedCase{groups: []entry.Entry{groupOrMeter(entry.KindGroup, 1), groupOrMeter(entry.KindGroup, 2), groupOrMeter(entry.KindMeter, 3)}}
+	for i := range 60 {
+		switch rng.IntN(3) {
+		case 0:
+			c.before = append(c.before, mk("a", i, 0))
+		case 1:
+			c.other = append(c.other, mk("b", i+1000, 0))
+		}
+	}
+	for i := range 60 {
+		if rng.IntN(3) > 0 {
+			c.req = append(c.req, mk("a", i, rng.IntN(2)))
+		}
+	}
+	if edit != nil {
+		edit(&c)
+	}
+	rng.Shuffle(len(c.req), func(i, j int) { c.req[i], c.req[j] = c.req[j], c.req[i] })
+	return c
+}
+
+// load stores c's bridge (not the request) in each of stores.
+func (c sharedCase) load(t *testing.T, stores ...*Store) {
+	t.Helper()
+	for _, s := range stores {
+		for _, p := range []struct {
+			m  string
+			es []entry.Entry
+		}{{"lb", c.groups}, {"a", c.before}, {"b", c.other}} {
+			if len(p.es) > 0 {
+				if err := s.Put("br0", p.m, p.es, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
 	}
 }
 

@@ -581,21 +581,43 @@ func putOwned(br *bolt.Bucket, kbs *kindCursors, module string, i int, e entry.E
 	if err != nil {
 		return nil, false, false, err
 	}
-	if k, old := cur.Seek(e.ID); old != nil && bytes.Equal(k, e.ID) {
-		owner, payload, err := decodeRecord(old)
-		if err != nil {
-			return nil, false, false, &errdefs.EntryError{Index: i, Err: err}
-		}
-		if owner != module {
-			return nil, false, false, ownedError(i, e.Kind, owner)
-		}
-		if bytes.Equal(payload, e.Payload) {
-			return payload, true, true, nil
-		}
-		prev, existed = payload, true
+	prev, existed, same, err = decideOwned(cur, module, i, e)
+	if err != nil || same {
+		return prev, existed, same, err
 	}
-	if err := kb.Put(e.ID, kbs.record(module, e.Payload)); err != nil {
+	return prev, existed, false, writeOwned(br, kb, kbs, module, i, e, prev)
+}
+
+// decideOwned finds what writing e (entry i of a request) for module would do
+// through cur, a cursor on e's kind bucket (nil: the bucket does not exist):
+// the content it replaces (prev, existed), nothing (same), or a refusal of an
+// identity another module owns. prev points into the transaction's pages.
+func decideOwned(cur *bolt.Cursor, module string, i int, e entry.Entry) (prev []byte, existed, same bool, err error) {
+	if cur == nil {
+		return nil, false, false, nil
+	}
+	k, old := cur.Seek(e.ID)
+	if old == nil || !bytes.Equal(k, e.ID) {
+		return nil, false, false, nil
+	}
+	owner, payload, err := decodeRecord(old)
+	if err != nil {
 		return nil, false, false, &errdefs.EntryError{Index: i, Err: err}
+	}
+	if owner != module {
+		return nil, false, false, ownedError(i, e.Kind, owner)
+	}
+	if bytes.Equal(payload, e.Payload) {
+		return payload, true, true, nil
+	}
+	return payload, true, false, nil
+}
+
+// writeOwned stores e for module in kb, its kind's bucket of br, and moves
+// its refs index entries from prev (the content it replaces, if any) to e's.
+func writeOwned(br, kb *bolt.Bucket, kbs *kindCursors, module string, i int, e entry.Entry, prev []byte) error {
+	if err := kb.Put(e.ID, kbs.record(module, e.Payload)); err != nil {
+		return &errdefs.EntryError{Index: i, Err: err}
 	}
 	if e.Kind == entry.KindFlow {
 		err := unindexRefs(br, e.ID, prev)
@@ -603,10 +625,10 @@ func putOwned(br *bolt.Bucket, kbs *kindCursors, module string, i int, e entry.E
 			err = indexRefs(br, module, e.ID, e.Payload)
 		}
 		if err != nil {
-			return nil, false, false, &errdefs.EntryError{Index: i, Err: err}
+			return &errdefs.EntryError{Index: i, Err: err}
 		}
 	}
-	return prev, existed, false, nil
+	return nil
 }
 
 // kindCursors holds, for a request's entries (in key order, so by kind), the

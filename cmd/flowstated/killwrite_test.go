@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -96,6 +97,74 @@ func killDuringWrite(t *testing.T, stageAbove string) {
 		}
 		if _, err := n.c.Sync(ctx, "br-int", "big", false); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestKillDuringPipelinedWrites: flowstated is killed (SIGKILL) while eight
+// writers Put a thousand flows at a time, the writes pipelined (the switch
+// deciding one batch while the store writes the last). Once it is back, each
+// Put is there whole or not at all, and the switch holds exactly what the
+// store does: a batch the switch took but the store never committed is
+// taken off again by the replay.
+func TestKillDuringPipelinedWrites(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	n := newNode(ctx, t, []string{"br-int"}, "--bridge", "br-int", "--guard", "off", "--audit-interval", "0",
+		"--rearm-flow-restore-wait=false", "--ofp-echo-timeout", "5s")
+	n.start(ctx)
+	const writers, puts, per = 8, 40, 1000
+	for _, after := range []time.Duration{150 * time.Millisecond, 400 * time.Millisecond} {
+		n.poll(ctx, "converged", func() bool {
+			st, err := n.c.Status(ctx)
+			return err == nil && st.Bridges[0].Converged
+		})
+		var wg sync.WaitGroup
+		for w := range writers {
+			wg.Go(func() {
+				for i := range puts {
+					es := make([]client.Entry, per)
+					for j := range es {
+						x := i*per + j
+						es[j] = client.FlowText(fmt.Sprintf("table=2,priority=10,ip,nw_src=10.%d.%d.%d,actions=drop", w, x>>8&255, x&255))
+					}
+					if _, err := n.c.Put(ctx, "br-int", fmt.Sprint("w", w), es...); err != nil {
+						return // flowstated is gone
+					}
+				}
+			})
+		}
+		time.Sleep(after) // when the fault strikes: the point of the test
+		n.signal(ctx, syscall.SIGKILL)
+		wg.Wait()
+		n.start(ctx)
+		var st *client.Status
+		n.poll(ctx, "converged after the restart", func() bool {
+			var err error
+			st, err = n.c.Status(ctx)
+			return err == nil && st.Bridges[0].Converged
+		})
+		total := 0
+		for _, m := range st.Modules {
+			if strings.HasPrefix(m.Name, "w") {
+				if m.Flows%per != 0 {
+					t.Fatalf("killed %v into the writes: module %s holds %d flows, not whole Puts of %d", after, m.Name, m.Flows, per)
+				}
+				total += m.Flows
+			}
+		}
+		onSwitch := 0
+		for _, l := range n.dump(ctx, "br-int") {
+			if strings.Contains(l, "table=2,") || strings.Contains(l, "table=2 ") {
+				onSwitch++
+			}
+		}
+		t.Logf("killed %v into the writes: %d flows stored, %d on the switch", after, total, onSwitch)
+		if onSwitch != total {
+			t.Fatalf("killed %v into the writes: %d flows on the switch, %d stored", after, onSwitch, total)
+		}
+		if cs, err := n.c.Diff(ctx, "br-int"); err != nil || len(cs) != 0 {
+			t.Fatalf("diff after the restart: %d changes, %v", len(cs), err)
 		}
 	}
 }

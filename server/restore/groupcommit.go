@@ -67,6 +67,10 @@ type writeReq struct {
 	// flowsOnly says op is a Put or Sync (sync) of declared, all flows:
 	// its changes can go to the switch while they are stored (writeStream).
 	flowsOnly, sync bool
+	// put says op is a Put of declared, all flows, none opaque, for
+	// module: it may be pipelined (writepipe.go).
+	put    bool
+	module string
 	// staged, when set, is a spooled Put or Sync (writestaged.go), which
 	// commits alone; unstage makes it a usual request (op, declared).
 	staged  *store.StagedWrite
@@ -140,6 +144,17 @@ func (q *writeQueue) take() []*writeReq {
 		r.taken = true
 	}
 	return batch
+}
+
+// entries is how many entries the queued requests declare.
+func (q *writeQueue) entries() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := 0
+	for _, r := range q.reqs {
+		n += len(r.declared)
+	}
+	return n
 }
 
 // drop removes r from the queue unless it was taken; it reports whether it
@@ -222,6 +237,20 @@ func (e *Engine) runWrites(ctx context.Context, b *bridge) {
 			r.done <- writeResult{err: err}
 		}
 	}()
+	// p is the open pipe (writepipe.go), if any: what it hands back goes to
+	// group commit when it closes.
+	var p *pipe
+	closePipe := func() {
+		if p != nil {
+			back, solo := p.close()
+			p = nil
+			e.commitBatch(ctx, b, back)
+			for _, r := range solo {
+				e.commitBatch(ctx, b, []*writeReq{r})
+			}
+		}
+	}
+	defer closePipe()
 	for {
 		select {
 		case <-ctx.Done():
@@ -229,14 +258,46 @@ func (e *Engine) runWrites(ctx context.Context, b *bridge) {
 		case <-b.writes.wake:
 		}
 		for ctx.Err() == nil {
+			if p != nil {
+				if c := p.atSwitch(); c != nil && b.writes.entries() < pipeBatchEntries {
+					select {
+					case <-c:
+					case <-b.writes.wake:
+					case <-ctx.Done():
+					}
+					continue
+				}
+			}
 			batch := b.writes.take()
 			if len(batch) == 0 {
-				break
+				if p == nil {
+					break
+				}
+				// The pipe stays open while requests come in.
+				select {
+				case <-p.empty:
+					closePipe()
+				case <-b.writes.wake:
+				case <-ctx.Done():
+				}
+				continue
 			}
 			if f := e.faults.taken; f != nil {
 				f(len(batch))
 			}
-			e.commitBatch(ctx, b, e.commitStagedOf(ctx, b, batch))
+			if p != nil && !p.takes() {
+				closePipe()
+			}
+			if p == nil && e.pipes() && slices.ContainsFunc(batch, pipeable) {
+				p = e.openPipe(ctx, b)
+			}
+			if p != nil {
+				batch = p.run(batch)
+			}
+			if len(batch) > 0 {
+				closePipe()
+				e.commitBatch(ctx, b, e.commitStagedOf(ctx, b, batch))
+			}
 		}
 	}
 }
@@ -588,4 +649,9 @@ type writeFaults struct {
 	// streamVerdict replaces the switch's verdict on a streamed write
 	// (writeStream).
 	streamVerdict func(error) error
+	// noPipe turns pipelined writes (writepipe.go) off, for tests of group
+	// commit's own batches.
+	noPipe bool
+	// piped runs when a pipe sent a batch of n requests.
+	piped func(n int)
 }

@@ -140,13 +140,19 @@ type heldBatch struct {
 // startHeld starts an engine that holds the given batches, and bounds the
 // test.
 func startHeld(t *testing.T, batches ...int32) (context.Context, *testEngine, *hold) {
+	return startHeldWith(t, writeFaults{}, batches...)
+}
+
+// startHeldWith is startHeld with faults (whose taken it sets).
+func startHeldWith(t *testing.T, faults writeFaults, batches ...int32) (context.Context, *testEngine, *hold) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	h := &hold{held: map[int32]*heldBatch{}}
 	for _, n := range batches {
 		h.held[n] = &heldBatch{entered: make(chan struct{}), release: make(chan struct{})}
 	}
-	e := startEngine(ctx, t, writeFaults{taken: h.taken})
+	faults.taken = h.taken
+	e := startEngine(ctx, t, faults)
 	// Registered after the engine's stop, so it runs before it.
 	t.Cleanup(func() {
 		for _, g := range h.held {
@@ -226,7 +232,7 @@ func stored(t *testing.T, e *testEngine, module string) int {
 // TestWritePanicDoesNotWedge: a panic in a request's op fails the requests of
 // its transaction with ErrInternal, and the bridge takes later writes.
 func TestWritePanicDoesNotWedge(t *testing.T) {
-	ctx, e, h := startHeld(t, 1)
+	ctx, e, h := startHeldWith(t, writeFaults{noPipe: true}, 1)
 	b := e.bridges[testBridge]
 
 	first := goPut(ctx, e, "first", flow(t, 1))
@@ -339,7 +345,7 @@ func TestWriteCallerReturnsWhenDone(t *testing.T) {
 // rest commit together in one more transaction, and it runs alone; two
 // requests changing one entry never share a batch.
 func TestGroupCommitTrySolo(t *testing.T) {
-	ctx, e, h := startHeld(t, 1)
+	ctx, e, h := startHeldWith(t, writeFaults{noPipe: true}, 1)
 	b := e.bridges[testBridge]
 	batches := func() float64 {
 		mfs, err := e.registry.Gather()

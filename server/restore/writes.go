@@ -20,7 +20,9 @@ func (e *Engine) Put(ctx context.Context, bridgeName, module string, es []entry.
 	if err := e.checkOwned(es); err != nil {
 		return false, err
 	}
-	applied, _, err = e.write(ctx, bridgeName, &writeReq{declared: es, flowsOnly: flowsOnly(es),
+	fo := flowsOnly(es)
+	applied, _, err = e.write(ctx, bridgeName, &writeReq{declared: es, flowsOnly: fo,
+		put: fo && !slices.ContainsFunc(es, func(en entry.Entry) bool { return en.Opaque }), module: module,
 		op: func(w *store.Writer) (store.Result, error) { return w.Put(bridgeName, module, es) }})
 	return applied, err
 }

@@ -46,6 +46,8 @@ type writeStream struct {
 	// stopped is closed when the producer reads no more batches.
 	stopped chan struct{}
 	done    chan error
+	// decided is closed once the verdict is in done.
+	decided chan struct{}
 	pending []Change
 	// aborted is set before batches is closed: the producer discards the
 	// bundle.
@@ -89,6 +91,7 @@ func startStream(ctx context.Context, conn *ofconn.Conn, n int, at func(idx []in
 		batches: make(chan []Change, 4),
 		stopped: make(chan struct{}),
 		done:    make(chan error, 1),
+		decided: make(chan struct{}),
 		room:    n,
 	}
 	src := bundleSource{
@@ -114,6 +117,7 @@ func startStream(ctx context.Context, conn *ofconn.Conn, n int, at func(idx []in
 	go func() {
 		_, err := applyChanges(ctx, conn, nil, src, nil)
 		s.done <- err
+		close(s.decided)
 	}()
 	return s
 }
@@ -152,11 +156,19 @@ func (s *writeStream) flush() {
 // It returns the switch's verdict (nil: committed).
 func (s *writeStream) finish(commit bool) error {
 	if commit {
-		s.flush()
+		s.send()
+	} else {
+		s.aborted = true
+		close(s.batches)
 	}
-	s.aborted = !commit
-	close(s.batches)
 	return <-s.done
+}
+
+// send ends the bundle to be committed without waiting for the verdict,
+// which done then delivers.
+func (s *writeStream) send() {
+	s.flush()
+	close(s.batches)
 }
 
 // streamedAt maps positions in a streamed batch's bundle to its changes

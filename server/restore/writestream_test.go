@@ -116,7 +116,7 @@ func TestStreamedWriteRefusedWhole(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	var injected atomic.Int32
-	te := startEngine(ctx, t, writeFaults{streamVerdict: func(err error) error {
+	te := startEngine(ctx, t, writeFaults{noPipe: true, streamVerdict: func(err error) error {
 		if err != nil {
 			return err
 		}
