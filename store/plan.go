@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"fmt"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -70,28 +71,49 @@ func (s *Store) PlanPut(bridge, module string, es []entry.Entry) (Plan, error) {
 	return p, nil
 }
 
-// PutPlanned writes p, made by PlanPut, and returns its Result: the store is
-// then as Put would have left it (see Plan for when that holds).
-func (w *Writer) PutPlanned(p Plan) (Result, error) {
-	if len(p.Changed) == 0 {
-		return p.Result, nil
+// PutPlanned writes plans made by PlanPut, for one bridge, and leaves the
+// store as their Puts, one after the other, would have (see Plan for when
+// that holds). The plans must not change the same identity. Their changes
+// are written in key order across the plans: bbolt then walks its tree
+// once, not once per plan.
+func (w *Writer) PutPlanned(plans ...Plan) error {
+	type at struct{ p, c int32 }
+	var order []at
+	want := 0
+	for i, p := range plans {
+		if p.bridge != plans[0].bridge {
+			return fmt.Errorf("store: put plans of bridges %s and %s in one call", plans[0].bridge, p.bridge)
+		}
+		for j, c := range p.Changed {
+			order = append(order, at{int32(i), int32(j)})
+			want += 2 + len(p.module) + len(c.Entry.Payload)
+		}
 	}
-	br, err := bridgeBucket(w.tx, p.bridge, true)
+	if len(order) == 0 {
+		return nil
+	}
+	change := func(a at) *Change { return &plans[a.p].Changed[a.c] }
+	if len(plans) > 1 {
+		slices.SortFunc(order, func(a, b at) int {
+			ca, cb := change(a), change(b)
+			return compareKey(ca.Entry.Kind, ca.Entry.ID, cb.Entry.Kind, cb.Entry.ID)
+		})
+	}
+	bridge := plans[0].bridge
+	br, err := bridgeBucket(w.tx, bridge, true)
 	if err != nil {
-		return p.Result, fmt.Errorf("store: put %s/%s: %w", p.bridge, p.module, err)
+		return fmt.Errorf("store: put %s: %w", bridge, err)
 	}
-	var kbs kindCursors
-	for _, c := range p.Changed {
-		kbs.want += 2 + len(p.module) + len(c.Entry.Payload)
-	}
-	for _, c := range p.Changed {
+	kbs := kindCursors{want: want}
+	for _, a := range order {
+		c, module := change(a), plans[a.p].module
 		kb, _, err := kbs.get(br, c.Entry.Kind)
 		if err == nil {
-			err = writeOwned(br, kb, &kbs, p.module, c.Index, c.Entry, c.Old)
+			err = writeOwned(br, kb, &kbs, module, c.Index, c.Entry, c.Old)
 		}
 		if err != nil {
-			return p.Result, fmt.Errorf("store: put %s/%s: %w", p.bridge, p.module, err)
+			return fmt.Errorf("store: put %s/%s: %w", bridge, module, err)
 		}
 	}
-	return p.Result, nil
+	return nil
 }

@@ -49,14 +49,10 @@ func TestPlanSameAsPut(t *testing.T) {
 				}
 				return
 			}
-			var got Result
-			if err := planned.Update(func(w *Writer) error {
-				var err error
-				got, err = w.PutPlanned(p)
-				return err
-			}); err != nil {
+			if err := planned.Update(func(w *Writer) error { return w.PutPlanned(p) }); err != nil {
 				t.Fatal(err)
 			}
+			got := p.Result
 			sameLines(t, dumpStore(t, planned), dumpStore(t, usual))
 			sameChanges(t, got.Changed, want.Changed)
 			for i, c := range got.Changed {
@@ -78,5 +74,39 @@ func TestPlanOnlyFlows(t *testing.T) {
 	}
 	if got := dumpStore(t, s); len(got) != 0 {
 		t.Fatalf("a refused plan left %q", got)
+	}
+}
+
+// TestPutPlannedSeveral: plans made against one snapshot, of disjoint
+// identities, written by one PutPlanned (in key order across them) leave the
+// store their Puts one after the other leave.
+func TestPutPlannedSeveral(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for round := range 10 {
+		t.Run(fmt.Sprint(round), func(t *testing.T) {
+			usual, planned := openTest(t), openTest(t)
+			sc := newSharedCase(rng, nil)
+			sc.load(t, usual, planned)
+			third := len(sc.req) / 3
+			parts := [][]entry.Entry{sc.req[:third], sc.req[third : 2*third], sc.req[2*third:]}
+			var plans []Plan
+			for _, part := range parts {
+				if err := usual.Update(func(w *Writer) error {
+					_, err := w.Put("br0", "a", part)
+					return err
+				}); err != nil {
+					t.Fatal(err)
+				}
+				p, err := planned.PlanPut("br0", "a", part)
+				if err != nil {
+					t.Fatal(err)
+				}
+				plans = append(plans, p)
+			}
+			if err := planned.Update(func(w *Writer) error { return w.PutPlanned(plans...) }); err != nil {
+				t.Fatal(err)
+			}
+			sameLines(t, dumpStore(t, planned), dumpStore(t, usual))
+		})
 	}
 }

@@ -365,14 +365,14 @@ func (p *pipe) storeGroup(group []*pipedBatch) {
 		}
 		return e.cfg.Store.Update(func(w *store.Writer) error {
 			applied := false
+			// pb.results already hold the plans' Results (the bundle
+			// maps a refusal through them).
+			var plans []store.Plan
 			for _, pb := range open {
-				// pb.results already hold the plans' Results (the
-				// bundle maps a refusal through them).
-				for _, plan := range pb.plans {
-					if _, err := w.PutPlanned(plan); err != nil {
-						return err
-					}
-				}
+				plans = append(plans, pb.plans...)
+			}
+			if err := w.PutPlanned(plans...); err != nil {
+				return err
 			}
 			for _, pb := range open {
 				if wait {
