@@ -247,14 +247,19 @@ func (p *pipe) close() (back, solo []*writeReq) {
 }
 
 // store is the storer: the batches in order, in transactions of as many as
-// are queued (up to maxBatchEntries changes), so that a flood of small
-// batches does not pay a commit each.
+// are queued (up to maxBatchEntries changes, or one larger batch alone), so
+// that a flood of small batches does not pay a commit each.
 func (p *pipe) store() {
 	defer close(p.stopped)
+	var next *pipedBatch // taken from the queue, for the next transaction
 	for {
-		pb, ok := <-p.queue
-		if !ok {
-			return
+		pb := next
+		next = nil
+		if pb == nil {
+			var ok bool
+			if pb, ok = <-p.queue; !ok {
+				return
+			}
 		}
 		group, n := []*pipedBatch{pb}, pb.changes()
 	more:
@@ -262,6 +267,10 @@ func (p *pipe) store() {
 			select {
 			case nb, ok := <-p.queue:
 				if !ok {
+					break more
+				}
+				if n+nb.changes() > maxBatchEntries {
+					next = nb
 					break more
 				}
 				group, n = append(group, nb), n+nb.changes()
