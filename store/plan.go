@@ -74,46 +74,76 @@ func (s *Store) PlanPut(bridge, module string, es []entry.Entry) (Plan, error) {
 // PutPlanned writes plans made by PlanPut, for one bridge, and leaves the
 // store as their Puts, one after the other, would have (see Plan for when
 // that holds). The plans must not change the same identity. Their changes
-// are written in key order across the plans: bbolt then walks its tree
-// once, not once per plan.
+// are written in key order across the plans (each plan lists its own in
+// key order: they are merged), so bbolt walks its tree once, not once per
+// plan: its searches cost half as much.
 func (w *Writer) PutPlanned(plans ...Plan) error {
-	type at struct{ p, c int32 }
-	var order []at
-	want := 0
-	for i, p := range plans {
-		if p.bridge != plans[0].bridge {
-			return fmt.Errorf("store: put plans of bridges %s and %s in one call", plans[0].bridge, p.bridge)
+	if len(plans) == 0 {
+		return nil
+	}
+	bridge, want := plans[0].bridge, 0
+	for _, p := range plans {
+		if p.bridge != bridge {
+			return fmt.Errorf("store: put plans of bridges %s and %s in one call", bridge, p.bridge)
 		}
-		for j, c := range p.Changed {
-			order = append(order, at{int32(i), int32(j)})
+		for _, c := range p.Changed {
 			want += 2 + len(p.module) + len(c.Entry.Payload)
 		}
 	}
-	if len(order) == 0 {
+	if want == 0 {
 		return nil
 	}
-	change := func(a at) *Change { return &plans[a.p].Changed[a.c] }
-	if len(plans) > 1 {
-		slices.SortFunc(order, func(a, b at) int {
-			ca, cb := change(a), change(b)
-			return compareKey(ca.Entry.Kind, ca.Entry.ID, cb.Entry.Kind, cb.Entry.ID)
-		})
-	}
-	bridge := plans[0].bridge
 	br, err := bridgeBucket(w.tx, bridge, true)
 	if err != nil {
 		return fmt.Errorf("store: put %s: %w", bridge, err)
 	}
 	kbs := kindCursors{want: want}
-	for _, a := range order {
-		c, module := change(a), plans[a.p].module
+	write := func(p *Plan, c *Change) error {
 		kb, _, err := kbs.get(br, c.Entry.Kind)
 		if err == nil {
-			err = writeOwned(br, kb, &kbs, module, c.Index, c.Entry, c.Old)
+			err = writeOwned(br, kb, &kbs, p.module, c.Index, c.Entry, c.Old)
 		}
 		if err != nil {
-			return fmt.Errorf("store: put %s/%s: %w", bridge, module, err)
+			return fmt.Errorf("store: put %s/%s: %w", bridge, p.module, err)
+		}
+		return nil
+	}
+	less := func(a, b *Change) int { return compareKey(a.Entry.Kind, a.Entry.ID, b.Entry.Kind, b.Entry.ID) }
+	if len(plans) > mergePlans {
+		type at struct{ p, c int32 }
+		var order []at
+		for i, p := range plans {
+			for j := range p.Changed {
+				order = append(order, at{int32(i), int32(j)})
+			}
+		}
+		slices.SortFunc(order, func(a, b at) int { return less(&plans[a.p].Changed[a.c], &plans[b.p].Changed[b.c]) })
+		for _, a := range order {
+			if err := write(&plans[a.p], &plans[a.p].Changed[a.c]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	next := make([]int, len(plans)) // each plan's next change
+	for {
+		// The least next change of all plans: a few plans, so a scan.
+		pick := -1
+		for i, p := range plans {
+			if next[i] < len(p.Changed) && (pick < 0 || less(&p.Changed[next[i]], &plans[pick].Changed[next[pick]]) < 0) {
+				pick = i
+			}
+		}
+		if pick < 0 {
+			return nil
+		}
+		next[pick]++
+		if err := write(&plans[pick], &plans[pick].Changed[next[pick]-1]); err != nil {
+			return err
 		}
 	}
-	return nil
 }
+
+// mergePlans is how many plans PutPlanned merges by scanning their next
+// changes; more are sorted.
+const mergePlans = 8

@@ -78,8 +78,8 @@ func TestPlanOnlyFlows(t *testing.T) {
 }
 
 // TestPutPlannedSeveral: plans made against one snapshot, of disjoint
-// identities, written by one PutPlanned (in key order across them) leave the
-// store their Puts one after the other leave.
+// identities, written by one PutPlanned (in key order across them, merged or
+// sorted) leave the store their Puts one after the other leave.
 func TestPutPlannedSeveral(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for round := range 10 {
@@ -87,8 +87,15 @@ func TestPutPlannedSeveral(t *testing.T) {
 			usual, planned := openTest(t), openTest(t)
 			sc := newSharedCase(rng, nil)
 			sc.load(t, usual, planned)
-			third := len(sc.req) / 3
-			parts := [][]entry.Entry{sc.req[:third], sc.req[third : 2*third], sc.req[2*third:]}
+			// Three plans are merged; twelve, more than mergePlans, sorted.
+			k := 3
+			if round%2 == 1 {
+				k = 12
+			}
+			var parts [][]entry.Entry
+			for i := range k {
+				parts = append(parts, sc.req[i*len(sc.req)/k:(i+1)*len(sc.req)/k])
+			}
 			var plans []Plan
 			for _, part := range parts {
 				if err := usual.Update(func(w *Writer) error {
