@@ -341,24 +341,29 @@ func TestWriteCallerReturnsWhenDone(t *testing.T) {
 	}
 }
 
+// writeBatches reads flowstate_write_batches_total: the write transactions
+// run.
+func writeBatches(t *testing.T, e *testEngine) float64 {
+	t.Helper()
+	mfs, err := e.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "flowstate_write_batches_total" {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	return 0
+}
+
 // TestGroupCommitTrySolo: a request that fails in a batch is taken out, the
 // rest commit together in one more transaction, and it runs alone; two
 // requests changing one entry never share a batch.
 func TestGroupCommitTrySolo(t *testing.T) {
 	ctx, e, h := startHeldWith(t, writeFaults{noPipe: true}, 1)
 	b := e.bridges[testBridge]
-	batches := func() float64 {
-		mfs, err := e.registry.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, mf := range mfs {
-			if mf.GetName() == "flowstate_write_batches_total" {
-				return mf.GetMetric()[0].GetCounter().GetValue()
-			}
-		}
-		return 0
-	}
+	batches := func() float64 { return writeBatches(t, e) }
 
 	first := goPut(ctx, e, "first", flow(t, 1))
 	h.wait(ctx, t, 1)

@@ -165,7 +165,7 @@ func (p *pipe) run(batch []*writeReq) (rest []*writeReq) {
 			rest = append(rest, r)
 			continue
 		}
-		plan, err := p.e.cfg.Store.PlanPut(p.b.name, r.module, r.declared)
+		plan, err := p.plan(r)
 		if err != nil {
 			r.finish()
 			r.done <- writeResult{err: err}
@@ -204,6 +204,17 @@ func (p *pipe) run(batch []*writeReq) (rest []*writeReq) {
 	p.last = pb
 	p.queue <- pb
 	return rest
+}
+
+// plan is PlanPut of r; a panic (a store bbolt cannot read) fails r with
+// ErrInternal, as in commitGroup, and the bridge goes on.
+func (p *pipe) plan(r *writeReq) (plan store.Plan, err error) {
+	defer func() {
+		if perr := p.e.endWrite(p.b, recover(), "a pipelined write's plan", false, false, nil); perr != nil {
+			err = perr
+		}
+	}()
+	return p.e.cfg.Store.PlanPut(p.b.name, r.module, r.declared)
 }
 
 // atSwitch returns a channel closed once the switch has decided the batch

@@ -260,3 +260,56 @@ func mustDump(ctx context.Context, t *testing.T, te *testEngine) string {
 	}
 	return out
 }
+
+// TestPipeRefusalInGroup: the storer takes two batches into one transaction
+// and the switch refuses the second (as a whole, as when it expires a
+// bundle). The transaction is written again with the first alone, which is
+// stored and applied; the second goes back to group commit, which sends it
+// again. Both end stored and on the switch.
+func TestPipeRefusalInGroup(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	var count pipeCount
+	var verdicts atomic.Int32
+	release := make(chan struct{})
+	te := startEngine(ctx, t, writeFaults{piped: count.piped, streamVerdict: func(err error) error {
+		switch verdicts.Add(1) {
+		case 1: // the first batch's: the storer waits here while two more are sent
+			<-release
+		case 3: // the third's, in the storer's next transaction with the second
+			return &RejectedError{Err: errors.New("OFPBFC_TIMEOUT (injected)")}
+		}
+		return err
+	}})
+	x := goPut(ctx, te, "x", pipelineFlows(t, 10, 0))
+	poll(ctx, t, "the first batch sent", func() bool { return count.batches.Load() == 1 })
+	a := goPut(ctx, te, "a", pipelineFlows(t, 10, 100))
+	poll(ctx, t, "the second batch sent", func() bool { return count.batches.Load() == 2 })
+	b := goPut(ctx, te, "b", pipelineFlows(t, 10, 200))
+	poll(ctx, t, "the third batch sent", func() bool { return count.batches.Load() == 3 })
+	close(release)
+	for what, c := range map[string]<-chan outcome{"x": x, "a": a, "b": b} {
+		if o := await(ctx, t, what, c); o.err != nil || !o.applied {
+			t.Fatalf("%s: applied %v, %v", what, o.applied, o.err)
+		}
+	}
+	if n := verdicts.Load(); n < 4 {
+		t.Fatalf("%d verdicts, want the refused batch sent again", n)
+	}
+	// The first batch's transaction, the one of the second and third, and
+	// group commit's of the third sent again.
+	if n := writeBatches(t, te); n != 3 {
+		t.Fatalf("%v write transactions, want 3: the second and third batches did not share one", n)
+	}
+	for _, module := range []string{"x", "a", "b"} {
+		if n := stored(t, te, module); n != 10 {
+			t.Errorf("module %s: %d entries stored, want 10", module, n)
+		}
+	}
+	if n := dumpCount(ctx, t, te); n != 30 {
+		t.Fatalf("the switch holds %d flows, want 30", n)
+	}
+	if cs, err := diffAll(ctx, te.Engine, testBridge); err != nil || len(cs) != 0 {
+		t.Fatalf("diff: %d changes, %v", len(cs), err)
+	}
+}
