@@ -155,7 +155,16 @@ func (p *pipe) takes() bool {
 func (p *pipe) run(batch []*writeReq) (rest []*writeReq) {
 	p.taken++
 	pb := &pipedBatch{}
-	n := 0
+	// The bundle opens with the first change and takes each request's
+	// changes once it is planned, so vswitchd decodes them while the next
+	// is planned. Its bound, which reserves its xids, is what the batch
+	// declares.
+	bound := 0
+	for _, r := range batch {
+		if pipeable(r) {
+			bound += len(r.declared)
+		}
+	}
 	for _, r := range batch {
 		// A request declaring what a batch in the pipe changes (this one
 		// included) would be planned without that change. The storer drops
@@ -176,22 +185,28 @@ func (p *pipe) run(batch []*writeReq) (rest []*writeReq) {
 			p.changing[string(c.Entry.ID)]++
 		}
 		p.mu.Unlock()
-		n += len(plan.Changed)
 		pb.reqs = append(pb.reqs, r)
 		pb.plans = append(pb.plans, plan)
 		pb.results = append(pb.results, writeResult{res: plan.Result})
+		if len(plan.Changed) == 0 {
+			continue
+		}
+		if pb.stream == nil {
+			sctx, cancel := context.WithTimeout(p.ctx, p.e.cfg.WriteTimeout)
+			// A refused position is mapped through the results once the
+			// bundle is sent, when no more requests join.
+			at := func(idx []int) ([]Change, error) { return streamedAt(pb.results)(idx) }
+			pb.stream, pb.cancel = startStream(sctx, p.conn, bound, at), cancel
+		}
+		for _, c := range plan.Changed {
+			pb.stream.add(writeChange(c))
+		}
+		pb.stream.flush()
 	}
 	if len(pb.reqs) == 0 {
 		return rest
 	}
-	if n > 0 {
-		sctx, cancel := context.WithTimeout(p.ctx, p.e.cfg.WriteTimeout)
-		pb.stream, pb.cancel = startStream(sctx, p.conn, n, streamedAt(pb.results)), cancel
-		for _, plan := range pb.plans {
-			for _, c := range plan.Changed {
-				pb.stream.add(writeChange(c))
-			}
-		}
+	if pb.stream != nil {
 		// The COMMIT goes now, not when the storer gets to the batch.
 		pb.stream.send()
 	}
