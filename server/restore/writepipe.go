@@ -21,9 +21,10 @@ import (
 // for 200k flows from 8 writers. A pipe lets them overlap:
 //
 //  1. The owner (runWrites) plans a batch against the store without writing
-//     (store.PlanPut: ownership, duplicates, refs, what changes), streams its
-//     changes in a bundle and sends the COMMIT, and goes on to the next batch
-//     while the switch decides this one: at once when pipeBatchEntries are
+//     (store.PlanPut: ownership, duplicates, refs, what changes), streams
+//     each request's changes into the batch's bundle as soon as it is
+//     planned, sends the COMMIT, and goes on to the next batch while the
+//     switch decides this one: at once when pipeBatchEntries are
 //     queued, else once the verdict is in, so that batches grow under load.
 //  2. The storer, the pipe's own goroutine, takes the batches in order, as
 //     many as are queued, writes their plans (store.Writer.PutPlanned) in one
