@@ -76,7 +76,7 @@ func (s *Store) PlanPut(bridge, module string, es []entry.Entry) (Plan, error) {
 // that holds). The plans must not change the same identity. Their changes
 // are written in key order across the plans (each plan lists its own in
 // key order: they are merged), so bbolt walks its tree once, not once per
-// plan: its searches cost half as much.
+// plan.
 func (w *Writer) PutPlanned(plans ...Plan) error {
 	if len(plans) == 0 {
 		return nil

@@ -607,10 +607,7 @@ func decideOwned(cur *bolt.Cursor, module string, i int, e entry.Entry) (prev []
 	if owner != module {
 		return nil, false, false, ownedError(i, e.Kind, owner)
 	}
-	if bytes.Equal(payload, e.Payload) {
-		return payload, true, true, nil
-	}
-	return payload, true, false, nil
+	return payload, true, bytes.Equal(payload, e.Payload), nil
 }
 
 // writeOwned stores e for module in kb, its kind's bucket of br, and moves

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/flowstate-io/flowstate/entry"
@@ -392,9 +393,7 @@ func (p *pipe) storeGroup(group []*pipedBatch) {
 		p.back = append(p.back, back...)
 		p.solo = append(p.solo, solo...)
 	}()
-	for _, pb := range group {
-		touched = touched || pb.stream != nil
-	}
+	touched = sent(open)
 	write := func(wait bool) error {
 		if !touched { // nothing changes: nothing to write
 			return nil
@@ -430,7 +429,7 @@ func (p *pipe) storeGroup(group []*pipedBatch) {
 	for _, pb := range group {
 		pb.wait(e) // the transaction may have failed before it waited
 	}
-	if errors.Is(err, errRefusedInGroup) || err != nil {
+	if err != nil {
 		// Take the refused batches out; the others are written again
 		// (without a refusal, the same failure comes back).
 		open = nil
@@ -443,9 +442,7 @@ func (p *pipe) storeGroup(group []*pipedBatch) {
 			// Nothing of a refused bundle stays on the switch.
 			if re.SwitchChanged {
 				e.divergedLocked(b, "the switch may hold a write the store does not", pb.verdict)
-				p.mu.Lock()
-				p.broken = true
-				p.mu.Unlock()
+				p.setBroken()
 			}
 			switch {
 			case len(re.Changes) == 0:
@@ -459,10 +456,7 @@ func (p *pipe) storeGroup(group []*pipedBatch) {
 				back, solo = append(back, t...), append(solo, a...)
 			}
 		}
-		touched = false
-		for _, pb := range open {
-			touched = touched || pb.stream != nil
-		}
+		touched = sent(open)
 		if errors.Is(err, errRefusedInGroup) {
 			err = write(false)
 		}
@@ -495,11 +489,21 @@ func (p *pipe) storeGroup(group []*pipedBatch) {
 	}
 	open = nil
 	if unknown != nil {
-		p.mu.Lock()
-		p.broken = true
-		p.mu.Unlock()
+		p.setBroken()
 		e.divergedLocked(b, "write stored, its outcome on the switch is unknown", fmt.Errorf("pipelined write: %w", unknown))
 	}
+}
+
+// sent reports whether a batch of pbs sent its changes to the switch.
+func sent(pbs []*pipedBatch) bool {
+	return slices.ContainsFunc(pbs, func(pb *pipedBatch) bool { return pb.stream != nil })
+}
+
+// setBroken stops the pipe from taking more batches.
+func (p *pipe) setBroken() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.broken = true
 }
 
 // split divides pb's requests after the switch refused re: those whose
