@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -84,4 +85,71 @@ func TestGroupCommit(t *testing.T) {
 	if es, err := e.c.List(ctx, client.Filter{Module: "bad"}); err != nil || len(es) != 0 {
 		t.Fatalf("the refused request stored %d entries (%v)", len(es), err)
 	}
+}
+
+// TestPipelinedWritesFrozenVswitchd: vswitchd is frozen (SIGSTOP) while eight
+// controllers Put through pipes, then thawed. A frozen switch fails no write:
+// once it is declared gone, what it may not hold is stored, answered not
+// applied, and replayed after SIGCONT, and the switch ends holding exactly the
+// store.
+func TestPipelinedWritesFrozenVswitchd(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	e := newEnv(ctx, t, func(c *server.Config) { c.EchoInterval, c.EchoTimeout = 0, 0 }) // the defaults
+	e.Start(ctx)
+	e.WaitConverged(ctx)
+	const writers, puts, per = 8, 30, 200
+	var (
+		wg   sync.WaitGroup
+		errs = make(chan error, writers*puts)
+		done atomic.Int32
+		// unapplied counts the Puts stored for the replay.
+		unapplied atomic.Int32
+		expected  []string
+	)
+	for w := range writers {
+		var mine []string
+		for i := range puts * per {
+			mine = append(mine, fmt.Sprintf("table=3,priority=10,ip,nw_src=10.%d.%d.%d,actions=drop", w, i>>8, i&255))
+		}
+		expected = append(expected, mine...)
+		wg.Go(func() {
+			for i := range puts {
+				applied, err := e.c.Put(ctx, "br-int", fmt.Sprint("w", w), texts(mine[i*per:(i+1)*per])...)
+				if err != nil {
+					errs <- fmt.Errorf("writer %d, put %d: %w", w, i, err)
+				} else if !applied {
+					unapplied.Add(1)
+				}
+				done.Add(1)
+			}
+		})
+	}
+	poll(ctx, t, "writes under way", func() (bool, error) { return done.Load() >= writers, nil })
+	if err := e.sb.FreezeVswitchd(); err != nil {
+		t.Fatal(err)
+	}
+	if done.Load() == writers*puts {
+		t.Fatal("every write was done before vswitchd froze")
+	}
+	poll(ctx, t, "frozen vswitchd declared gone", func() (bool, error) {
+		return !e.bridgeStatus(ctx, "br-int").Connected, nil
+	})
+	if err := e.sb.ThawVswitchd(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if unapplied.Load() == 0 {
+		t.Fatal("no write was answered not applied: the freeze missed the writes")
+	}
+	t.Logf("%d of %d Puts stored for the replay", unapplied.Load(), writers*puts)
+	e.WaitConverged(ctx)
+	if changes, err := e.c.Diff(ctx, "br-int"); err != nil || len(changes) != 0 {
+		t.Fatalf("diff after the thaw: %d changes, %v", len(changes), err)
+	}
+	e.assertExact(ctx, expected)
 }
