@@ -317,7 +317,7 @@ func (e *Engine) commitStagedOf(ctx context.Context, b *bridge, batch []*writeRe
 			r.done <- res
 			continue
 		}
-		err := r.unstage() // reads the spool into memory
+		err := r.unstage() // reads the spool into memory, within maxUnstaged
 		r.finish()
 		if err != nil {
 			r.done <- writeResult{err: err}

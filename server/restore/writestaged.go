@@ -81,6 +81,9 @@ func (e *Engine) stagedReq(bridgeName, module string, sp *store.Spool, sync bool
 	r := &writeReq{staged: &store.StagedWrite{Bridge: bridgeName, Module: module, Sync: sync, Spool: sp},
 		release: func() { _ = sp.Close() }}
 	r.unstage = func() error {
+		if n := sp.Len(); n > maxUnstaged {
+			return errUnstagedTooLarge(n)
+		}
 		es, err := sp.Entries(module)
 		if err != nil {
 			return err
@@ -95,6 +98,20 @@ func (e *Engine) stagedReq(bridgeName, module string, sp *store.Spool, sync bool
 		return nil
 	}
 	return r
+}
+
+// maxUnstaged bounds a request the store cannot stage, which is read back
+// into memory at about 1.2 KB an entry: 500,000 entries hold about 600 MB,
+// what the deployed 1 GiB limit leaves room for beside the store's pages
+// (docs/operations.md, "Sizing"). A larger one would be OOM-killed halfway
+// and fail again at every retry; it fails at once instead, naming the way
+// out. A variable for the tests.
+var maxUnstaged = 500_000
+
+func errUnstagedTooLarge(n int) error {
+	return fmt.Errorf("%d entries in one request that declares groups or meters (or a Sync of a module that declares some) exceed the limit of %d for such a request, "+
+		"which is written in memory: declare the groups and meters under a module of their own, so that the flows are staged on disk whatever their number: %w",
+		n, maxUnstaged, errdefs.ErrInvalidArgument)
 }
 
 // commitStaged runs staged request r (see above). fallback says the store

@@ -122,6 +122,30 @@ func TestStagedWrite(t *testing.T) {
 		t.Fatalf("group 7 not on the switch: %v\n%s", err, out)
 	}
 	noDiff(ctx, t, te)
+
+	// Past maxUnstaged such a request is refused before it is read into
+	// memory, naming the limit and the way out; nothing changes.
+	defer func(n int) { maxUnstaged = n }(maxUnstaged)
+	maxUnstaged = 100
+	tooLarge := append([]entry.Entry{textEntry(t, entry.KindGroup, "group_id=8,type=select,bucket=actions=drop")},
+		pipelineFlows(t, 200, 20000)...)
+	before := dumpCount(ctx, t, te)
+	_, err = te.PutSpool(ctx, testBridge, "lb2", spooled(t, te, tooLarge))
+	if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "limit of 100") || !strings.Contains(err.Error(), "module of their own") {
+		t.Fatalf("spooled Put of 201 entries with a group past a limit of 100: %v, want INVALID_ARGUMENT naming the limit and the remedy", err)
+	}
+	if n := stored(t, te, "lb2"); n != 0 {
+		t.Fatalf("%d entries stored by a refused request", n)
+	}
+	if n := dumpCount(ctx, t, te); n != before {
+		t.Fatalf("the switch holds %d flows after a refused request, want %d", n, before)
+	}
+	noDiff(ctx, t, te)
+	// The same flows alone stage on disk.
+	if applied, err := te.PutSpool(ctx, testBridge, "lb2", spooled(t, te, tooLarge[1:])); err != nil || !applied {
+		t.Fatalf("the same flows without the group: applied=%v err=%v", applied, err)
+	}
+	noDiff(ctx, t, te)
 }
 
 // TestStagedStoreFailsAfterApply: the switch took a staged write, then the
