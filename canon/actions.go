@@ -102,30 +102,86 @@ func allExact(b []byte) bool {
 	return true
 }
 
-// OpenFlow 1.5 action types OVS keeps field for field.
+// OpenFlow 1.5 action types whose canonical form follows from their bytes.
 const (
-	actionOutput = 0
-	actionGroup  = 22
-	actionMeter  = 29
+	actionOutput   = 0
+	actionGroup    = 22
+	actionSetField = 25
+	actionMeter    = 29
 )
 
-// isExactAction reports whether OVS stores action a as it is sent, with its
-// padding zeroed: output (its max_len, which the text does not show for a
-// port, is kept), group and meter.
+// OXM classes of the registers: NXM_NX_REG0..15 (32 bits) and
+// OXM_OF_PKT_REG0..7 (xreg, 64 bits).
+const (
+	classNXM1   = 0x0001
+	classPktReg = 0x8001
+)
+
+// isExactAction reports whether OVS's form of action a follows from its
+// bytes alone, whatever the context: output (its max_len, which the text
+// does not show for a port, is kept), group and meter as sent with their
+// padding zeroed, and a set_field of a whole register, which every CNI
+// flow carries with a per-flow value and which would otherwise be printed
+// and parsed back one value at a time. TestExactActionsAsParsed holds each
+// to what printing and parsing back gives.
 func isExactAction(a []byte) bool {
 	switch typ := be.Uint16(a); {
 	case typ == actionOutput && len(a) == 16:
 		return true
 	case (typ == actionGroup || typ == actionMeter) && len(a) == 8:
 		return true
+	case typ == actionSetField:
+		return regWidth(a) > 0
 	}
 	return false
 }
 
+// regWidth returns the width in bytes of the register that set_field
+// action a sets whole: unmasked, or with a mask of all ones, which OVS
+// stores unmasked. It returns 0 for any other set_field.
+func regWidth(a []byte) int {
+	if len(a) < 8 {
+		return 0
+	}
+	h := be.Uint32(a[4:])
+	class, field, masked, n := h>>16, h>>9&0x7f, h&0x100 != 0, int(h&0xff)
+	var w int
+	switch {
+	case class == classNXM1 && field < 16:
+		w = 4
+	case class == classPktReg && field < 8:
+		w = 8
+	default:
+		return 0
+	}
+	if masked {
+		if n != 2*w || len(a) < 8+2*w || !bytes.Equal(a[8+w:8+2*w], ones[:w]) {
+			return 0
+		}
+	} else if n != w {
+		return 0
+	}
+	if len(a) != pad8(8+n) {
+		return 0
+	}
+	return w
+}
+
+// ones is the all-ones mask of the widest register.
+var ones = bytes.Repeat([]byte{0xff}, 8)
+
 // appendExactAction appends an action isExactAction accepts in OVS's form.
 func appendExactAction(out, a []byte) []byte {
-	if be.Uint16(a) == actionOutput {
+	switch be.Uint16(a) {
+	case actionOutput:
 		return append(append(out, a[:10]...), 0, 0, 0, 0, 0, 0)
+	case actionSetField:
+		w := regWidth(a)
+		n := len(out)
+		out = append(out, 0, actionSetField, 0, byte(pad8(8+w)))
+		out = be.AppendUint32(out, be.Uint32(a[4:])&^0x1ff|uint32(w)) // unmasked
+		out = append(out, a[8:8+w]...)
+		return append(out, make([]byte, pad8(8+w)-(len(out)-n))...)
 	}
 	return append(out, a...)
 }

@@ -116,7 +116,7 @@ func TestListCacheBound(t *testing.T) {
 	// stay within it too.
 	caches := flowCaches{lists: newListCache(), actions: newListCache()}
 	for i := range 2 * bound {
-		p, _, err := Parse(entry.KindFlow, fmt.Sprintf("table=1,ip,actions=set_field:%#x->reg1,set_field:%#x->reg2,goto_table:2", i+1, i%7))
+		p, _, err := Parse(entry.KindFlow, fmt.Sprintf("table=1,ip,actions=set_field:%#x/0xffff->reg1,set_field:%#x/0xf->reg2,goto_table:2", i+1, i%7))
 		if err != nil {
 			t.Fatal(err)
 		}

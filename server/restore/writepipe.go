@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"sync"
 
@@ -90,9 +91,12 @@ type pipe struct {
 	last *pipedBatch
 
 	mu sync.Mutex
-	// changing counts, per identity (flows only, so the ID), the batches in
-	// the pipe that change it.
-	changing map[string]int
+	// changing counts, per identity (flows only, so the ID) by its hash
+	// (idKey), the batches in the pipe that change it. Two identities that
+	// share a hash only make a request wait for the pipe (overlaps), and
+	// hashes spare a string allocated per change.
+	changing map[uint64]int32
+	seed     maphash.Seed
 	inPipe   int
 	// broken is set when the bridge is no longer live (a verdict lost, the
 	// store failed after the switch took a batch): no more batches enter.
@@ -139,7 +143,8 @@ func (e *Engine) openPipe(ctx context.Context, b *bridge) *pipe {
 		queue:    make(chan *pipedBatch, pipeDepth-1),
 		stopped:  make(chan struct{}),
 		empty:    make(chan struct{}, 1),
-		changing: map[string]int{},
+		changing: map[uint64]int32{},
+		seed:     maphash.MakeSeed(),
 	}
 	go p.store()
 	return p
@@ -184,7 +189,7 @@ func (p *pipe) run(batch []*writeReq) (rest []*writeReq) {
 		}
 		p.mu.Lock()
 		for _, c := range plan.Changed {
-			p.changing[string(c.Entry.ID)]++
+			p.changing[p.idKey(c.Entry.ID)]++
 		}
 		p.mu.Unlock()
 		pb.reqs = append(pb.reqs, r)
@@ -257,12 +262,15 @@ func (p *pipe) overlaps(es []entry.Entry) bool {
 		return false
 	}
 	for _, e := range es {
-		if p.changing[string(e.ID)] > 0 {
+		if p.changing[p.idKey(e.ID)] > 0 {
 			return true
 		}
 	}
 	return false
 }
+
+// idKey is the key of identity id in changing.
+func (p *pipe) idKey(id []byte) uint64 { return maphash.Bytes(p.seed, id) }
 
 // close waits until the storer is done with every batch, releases b.mu and
 // returns the requests handed back to group commit: back to run together,
@@ -311,7 +319,7 @@ func (p *pipe) store() {
 		for _, pb := range group {
 			for _, plan := range pb.plans {
 				for _, c := range plan.Changed {
-					k := string(c.Entry.ID)
+					k := p.idKey(c.Entry.ID)
 					if p.changing[k]--; p.changing[k] == 0 {
 						delete(p.changing, k)
 					}
