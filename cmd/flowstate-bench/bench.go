@@ -28,7 +28,10 @@ type result struct {
 	// add-flows runs.
 	declareFlowctl, declareClient series
 	flowctlMaxRSS                 []uint64
-	noop                          series
+	// The same declares with vswitchd down: stored only, nothing to
+	// compare with (ovs-ofctl needs the switch).
+	offFlowctl, offClient []sample
+	noop                  series
 	// sync is flowctl replace-flows of half the flows, paired with
 	// ovs-ofctl replace-flows of the same.
 	sync series
@@ -84,6 +87,22 @@ func measure(ctx context.Context, o options, bins binaries, n int, log *slog.Log
 		log.Info("declare", "run", i+1, "flowctl", d.flowctl.wall, "client", d.goClient.wall, "ovs-ofctl", d.of.wall)
 	}
 	if r.dbSize, err = fileSize(e.dbPath()); err != nil {
+		return nil, err
+	}
+	for i := range o.runs {
+		fc, gc, err := e.declareDisconnected(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("declare with vswitchd down, run %d: %w", i+1, err)
+		}
+		r.offFlowctl, r.offClient = append(r.offFlowctl, fc), append(r.offClient, gc)
+		log.Info("declare with vswitchd down", "run", i+1, "flowctl", fc.wall, "client", gc.wall)
+	}
+	// vswitchd back, empty: the Go client's flowstated replays the flows
+	// into it, as after a restart.
+	if err := e.sb.StartVswitchd(ctx); err != nil {
+		return nil, err
+	}
+	if err := e.waitConverged(ctx); err != nil {
 		return nil, err
 	}
 	// A new flowstated for the rest, with the flows stored and on the

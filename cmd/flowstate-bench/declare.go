@@ -43,7 +43,7 @@ func (e *env) declareRun(ctx context.Context, verify bool) (r declareRun, err er
 		}
 	}
 
-	if r.flowctl, r.flowctlMaxRSS, err = e.declareFlowctl(ctx); err != nil {
+	if r.flowctl, r.flowctlMaxRSS, err = e.declareFlowctl(ctx, true); err != nil {
 		return r, fmt.Errorf("flowctl add-flows: %w", err)
 	}
 	if verify && !r.flowctl.stopped {
@@ -51,7 +51,7 @@ func (e *env) declareRun(ctx context.Context, verify bool) (r declareRun, err er
 			return r, err
 		}
 	}
-	if r.goClient, err = e.declareGoClient(ctx); err != nil {
+	if r.goClient, err = e.declareGoClient(ctx, true); err != nil {
 		return r, fmt.Errorf("declare through the Go client: %w", err)
 	}
 	if r.goClient.stopped {
@@ -75,19 +75,19 @@ func (e *env) sameAs(ctx context.Context, wantName string, want []string, name s
 }
 
 // declareFlowctl runs the real flowctl binary on the whole file, one
-// command, into a fresh store.
-func (e *env) declareFlowctl(ctx context.Context) (s sample, maxRSS uint64, err error) {
-	if err := e.freshStore(ctx); err != nil {
-		return s, 0, err
-	}
-	if err := e.startConverged(ctx, "declare-flowctl"); err != nil {
+// command, into a fresh store: applied to the live bridge, or, unless live,
+// stored while vswitchd is down.
+func (e *env) declareFlowctl(ctx context.Context, live bool) (s sample, maxRSS uint64, err error) {
+	if err := e.startFresh(ctx, "declare-flowctl", live); err != nil {
 		return s, 0, err
 	}
 	m := newMeter(driverChildren)
 	if err := m.flowstated(e.d.pid(), false); err != nil {
 		return s, 0, err
 	}
-	m.vswitchd(e.sb.VswitchdPID())
+	if live {
+		m.vswitchd(e.sb.VswitchdPID())
+	}
 	m.begin()
 	cmd := exec.CommandContext(ctx, e.bins.flowctl, "--server", e.sock(), "--bridge", bridge,
 		"--timeout", e.o.declareMax.String(), "add-flows", "--module", module, e.file)
@@ -116,32 +116,44 @@ func (e *env) declareFlowctl(ctx context.Context) (s sample, maxRSS uint64, err 
 	if err != nil {
 		return s, maxRSS, fmt.Errorf("%w: %s", err, out)
 	}
-	if !strings.Contains(string(out), "applied") {
-		return s, maxRSS, fmt.Errorf("flows stored, not applied to the live bridge: %s", out)
+	if applied := strings.Contains(string(out), "applied"); applied != live {
+		return s, maxRSS, fmt.Errorf("applied to the bridge: %v, want %v: %s", applied, live, out)
 	}
 	return s, maxRSS, nil
 }
 
+// startFresh starts flowstated on a fresh store, and waits until the bridge
+// converged when live; otherwise (vswitchd down) only until it serves.
+func (e *env) startFresh(ctx context.Context, phase string, live bool) error {
+	if err := e.freshStore(ctx); err != nil {
+		return err
+	}
+	if !live {
+		return e.startDaemon(ctx, phase+"-disconnected")
+	}
+	return e.startConverged(ctx, phase)
+}
+
 // declareGoClient sends the pre-encoded flows (FLOW_MODs of OpenFlow 1.5,
 // client.FlowBytes) through the Go client from e.o.writers goroutines, each
-// Put holding e.o.batch flows, into a fresh store; it leaves flowstated
-// running.
-func (e *env) declareGoClient(ctx context.Context) (sample, error) {
-	if err := e.freshStore(ctx); err != nil {
-		return sample{}, err
-	}
-	if err := e.startConverged(ctx, "declare-client"); err != nil {
+// Put holding e.o.batch flows, into a fresh store, applied to the live
+// bridge or, unless live, stored while vswitchd is down; it leaves
+// flowstated running.
+func (e *env) declareGoClient(ctx context.Context, live bool) (sample, error) {
+	if err := e.startFresh(ctx, "declare-client", live); err != nil {
 		return sample{}, err
 	}
 	m := newMeter(driverSelf)
 	if err := m.flowstated(e.d.pid(), false); err != nil {
 		return sample{}, err
 	}
-	m.vswitchd(e.sb.VswitchdPID())
+	if live {
+		m.vswitchd(e.sb.VswitchdPID())
+	}
 	m.begin()
 	pctx, cancel := context.WithTimeout(ctx, e.o.declareMax)
 	defer cancel()
-	err := putConcurrently(pctx, e.d.c, e.encoded, e.o.batch, e.o.writers)
+	err := putConcurrently(pctx, e.d.c, e.encoded, e.o.batch, e.o.writers, live)
 	s := m.stop()
 	if err != nil && errors.Is(pctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
 		s.stopped = true
@@ -152,8 +164,9 @@ func (e *env) declareGoClient(ctx context.Context) (sample, error) {
 
 // putConcurrently has writers goroutines take the next batch of entries
 // until none is left; it returns when all have ended, with the first error
-// (which stops the others).
-func putConcurrently(ctx context.Context, c *client.Client, es []client.Entry, batch, writers int) error {
+// (which stops the others). Every Put must be applied to the bridge, or
+// stored without, as live says.
+func putConcurrently(ctx context.Context, c *client.Client, es []client.Entry, batch, writers int, live bool) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -173,8 +186,8 @@ func putConcurrently(ctx context.Context, c *client.Client, es []client.Entry, b
 				}
 				hi := min(lo+batch, len(es))
 				applied, err := c.Put(ctx, bridge, module, es[lo:hi]...)
-				if err == nil && !applied {
-					err = errors.New("stored but not applied to the live bridge")
+				if err == nil && applied != live {
+					err = fmt.Errorf("applied to the bridge: %v, want %v", applied, live)
 				}
 				if err != nil {
 					mu.Lock()
@@ -188,4 +201,26 @@ func putConcurrently(ctx context.Context, c *client.Client, es []client.Entry, b
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// declareDisconnected measures both flowstate declares with vswitchd down:
+// what a controller pays to declare while the switch restarts, the store's
+// own rate. It stops vswitchd first and leaves it stopped, with flowstated
+// running and the flows stored (the Go client's run last).
+func (e *env) declareDisconnected(ctx context.Context) (flowctl, goClient sample, err error) {
+	if err := e.stopDaemon(); err != nil {
+		return flowctl, goClient, err
+	}
+	if e.sb.VswitchdPID() > 0 {
+		if err := e.sb.StopVswitchd(ctx); err != nil {
+			return flowctl, goClient, err
+		}
+	}
+	if flowctl, _, err = e.declareFlowctl(ctx, false); err != nil {
+		return flowctl, goClient, fmt.Errorf("flowctl add-flows: %w", err)
+	}
+	if goClient, err = e.declareGoClient(ctx, false); err != nil {
+		return flowctl, goClient, fmt.Errorf("declare through the Go client: %w", err)
+	}
+	return flowctl, goClient, nil
 }

@@ -23,6 +23,8 @@
 //     add-flows` of the whole file (one command), and the Go client with
 //     -writers goroutines Putting -batch pre-encoded FLOW_MODs each
 //     (client.FlowBytes); against one `ovs-ofctl --bundle add-flows`.
+//     Then both again with vswitchd down (stored only, nothing to compare
+//     with), and vswitchd started again for the rest.
 //  2. no-op reconcile: a Reconcile RPC with nothing to change, against
 //     `ovs-ofctl --bundle replace-flows` on the same, identical bridge.
 //  3. restore: vswitchd restarted with flow-restore-wait=true under the

@@ -221,6 +221,8 @@ func TestRun(t *testing.T) {
 		"| 300 | start-up: until the API serves |",
 		"| 300 | declare: `flowctl add-flows` of the file, one command |",
 		"| 300 | declare: Go client, 3 writers, Puts of 100 encoded flows |",
+		"| 300 | declare with vswitchd down (stored only): `flowctl add-flows` of the file |",
+		"| 300 | declare with vswitchd down (stored only): Go client, 3 writers, Puts of 100 |",
 		"| 300 | no-op reconcile |",
 		"| 300 | replace-flows: `flowctl replace-flows` of half the flows (one Sync, the other half removed) |",
 		"| 300 | idle, ",
@@ -230,11 +232,11 @@ func TestRun(t *testing.T) {
 	if strings.Contains(report, "n/a") {
 		t.Errorf("report has a figure it could not measure:\n%s", report)
 	}
-	// One profile per flowstated process: two declares, the reconciles'
-	// and restores', and the start-up's.
+	// One profile per flowstated process: two declares live and two with
+	// vswitchd down, the reconciles' and restores', and the start-up's.
 	profiles, err := filepath.Glob(o.cpuProf + ".300.*.pprof")
-	if err != nil || len(profiles) != 4 {
-		t.Errorf("profiles %v (%v), want 4", profiles, err)
+	if err != nil || len(profiles) != 6 {
+		t.Errorf("profiles %v (%v), want 6", profiles, err)
 	}
 	for _, p := range profiles {
 		if st, err := os.Stat(p); err != nil || st.Size() == 0 {

@@ -44,6 +44,15 @@ func timed(name string, s series, f func(sample) time.Duration, rate int, client
 	return r
 }
 
+// alone is a row of flowstate's figure alone: there is no ovs-ofctl side.
+func alone(name string, ss []sample, rate int, client string) row {
+	fs := durations(ss, wallOf)
+	r := row{figure: name, fs: fmtSamples(fs) + ", " + fmtRate(rate, fs), of: none, ratio: none, mem: fmtMem(ss),
+		cpu:      fmtMedian(durations(ss, flowstatedOf)) + " + " + fmtMedian(durations(ss, driverOf)) + " " + client,
+		vswitchd: none}
+	return r
+}
+
 // stopped counts the samples stopped at -declare-timeout and returns the
 // shortest of their times, a lower bound of every run's.
 func stopped(ss []sample) (n int, at time.Duration) {
@@ -96,6 +105,9 @@ func rows(r *result, o options) []row {
 		timed("declare: `flowctl add-flows` of the file, one command", r.declareFlowctl, wallOf, r.flows, "flowctl"),
 		timed(fmt.Sprintf("declare: Go client, %d writers, Puts of %d encoded flows", o.writers, o.batch),
 			r.declareClient, wallOf, r.flows, "client"),
+		alone("declare with vswitchd down (stored only): `flowctl add-flows` of the file", r.offFlowctl, r.flows, "flowctl"),
+		alone(fmt.Sprintf("declare with vswitchd down (stored only): Go client, %d writers, Puts of %d", o.writers, o.batch),
+			r.offClient, r.flows, "client"),
 		timed("no-op reconcile", r.noop, wallOf, 0, ""),
 		timed("replace-flows: `flowctl replace-flows` of half the flows (one Sync, the other half removed)", r.sync, wallOf, 0, "flowctl"),
 		{figure: fmt.Sprintf("idle, %s after the start-up replay: RssAnon (VmRSS)", fmtDur(idleWait)),

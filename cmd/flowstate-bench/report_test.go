@@ -88,6 +88,7 @@ func TestReport(t *testing.T) {
 		declareClient: pair(1800, 2000), noop: pair(300, 1500), sync: pair(900, 1200), serving: []time.Duration{ms(50), ms(60)},
 		replay: []time.Duration{ms(900), ms(950)}, flagAck: []time.Duration{ms(20), ms(22)},
 		idle: []procStatus{{rss: 80 << 20, anon: 40 << 20}, {rss: 82 << 20, anon: 42 << 20}}, flowctlMaxRSS: []uint64{90 << 20},
+		offFlowctl: []sample{s(1200, 0), s(1300, 0)}, offClient: []sample{s(800, 0), s(900, 0)},
 		dbSize: 80 << 20}
 	o := options{runs: 2, batch: 1000, writers: 8}
 	var b bytes.Buffer
@@ -100,6 +101,8 @@ func TestReport(t *testing.T) {
 		"1.50 s + 751 ms flowctl / 1.00 s |",
 		"| 200k | replace-flows: `flowctl replace-flows` of half the flows (one Sync, the other half removed) | 905 ms (900 ms–910 ms) | 1.21 s (1.20 s–1.21 s) | **0.75×**",
 		"| 200k | declare: Go client, 8 writers, Puts of 1000 encoded flows |",
+		"| 200k | declare with vswitchd down (stored only): `flowctl add-flows` of the file | 1.25 s (1.20 s–1.30 s), 160k flows/s | — | — | 200 MiB / 100 MiB | 625 ms + 312 ms flowctl | — |",
+		"| 200k | declare with vswitchd down (stored only): Go client, 8 writers, Puts of 1000 | 850 ms (800 ms–900 ms), 235k flows/s | — |",
 		"| 200k | start-up: until the API serves | 55.0 ms (50.0 ms–60.0 ms) | — |",
 		"| 200k | idle, 2.00 s after the start-up replay: RssAnon (VmRSS) | 42 MiB (82 MiB) | — |",
 		"**Other processes were busy during this run",
@@ -109,7 +112,7 @@ func TestReport(t *testing.T) {
 }
 
 // checkReport checks that the report holds every wanted string, one table,
-// and the nine rows of the flow count.
+// and the eleven rows of the flow count.
 func checkReport(t *testing.T, report string, flows int, wants []string) {
 	t.Helper()
 	for _, want := range wants {
@@ -117,8 +120,8 @@ func checkReport(t *testing.T, report string, flows int, wants []string) {
 			t.Errorf("report lacks %q:\n%s", want, report)
 		}
 	}
-	if n := strings.Count(report, "\n| "+fmtCount(flows)+" |"); n != 9 {
-		t.Errorf("report has %d rows for %d flows, want 9:\n%s", n, flows, report)
+	if n := strings.Count(report, "\n| "+fmtCount(flows)+" |"); n != 11 {
+		t.Errorf("report has %d rows for %d flows, want 11:\n%s", n, flows, report)
 	}
 	if n := strings.Count(report, "\n|---:|"); n != 1 {
 		t.Errorf("report has %d tables, want 1:\n%s", n, report)
