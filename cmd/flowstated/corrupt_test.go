@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	encbinary "encoding/binary"
 	"errors"
 	"os"
 	"os/exec"
@@ -27,13 +28,19 @@ func TestBinaryRefusesCorruptStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = s.Close()
-	// Damage the txid of both meta pages (page size 4096), so neither
-	// checksum matches.
+	// Damage the txid of both meta pages, so neither checksum matches.
+	// Meta 1 is at the page size, which meta 0 holds after the page
+	// header, magic and version.
 	f, err := os.OpenFile(db, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, off := range []int64{16 + 48, 4096 + 16 + 48} {
+	var ps [4]byte
+	if _, err := f.ReadAt(ps[:], 16+8); err != nil {
+		t.Fatal(err)
+	}
+	pageSize := int64(encbinary.LittleEndian.Uint32(ps[:]))
+	for _, off := range []int64{16 + 48, pageSize + 16 + 48} {
 		if _, err := f.WriteAt([]byte{0xFF}, off); err != nil {
 			t.Fatal(err)
 		}
