@@ -263,6 +263,26 @@ func (c *Client) teardown(ovs client.Client) {
 	}
 }
 
+// startMonitor starts mon on ovs. libovsdb v0.7.0 reads the reply of a
+// monitor call whose context ended while its reader may still be writing
+// it (a data race, seen when flowstated stops during a connect): the call
+// keeps ctx's deadline but not its cancellation, so a stop waits for
+// ovsdb-server's answer, milliseconds, or at most the attempt's deadline
+// when the server hangs. A stop in between fails the attempt afterwards.
+func startMonitor(ctx context.Context, ovs client.Client, mon *client.Monitor) error {
+	mctx := context.WithoutCancel(ctx)
+	if d, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		mctx, cancel = context.WithDeadline(mctx, d)
+		defer cancel()
+	}
+	_, err := ovs.Monitor(mctx, mon)
+	if err == nil {
+		err = ctx.Err()
+	}
+	return err
+}
+
 // dialLoop calls connect until it succeeds or ctx ends, backing off between
 // attempts, each bounded by ReconnectTimeout.
 func (c *Client) dialLoop(ctx context.Context) (client.Client, error) {
@@ -331,7 +351,7 @@ func (c *Client) connect(ctx context.Context) (_ client.Client, err error) {
 		client.WithTable(b, &b.Name, &b.Protocols, &b.DatapathType, &b.FailMode, &b.OtherConfig, &b.ExternalIDs, &b.FlowTables),
 		client.WithTable(ft, &ft.FlowLimit, &ft.OverflowPolicy),
 	)
-	if _, err := ovs.Monitor(ctx, mon); err != nil {
+	if err := startMonitor(ctx, ovs, mon); err != nil {
 		return nil, fmt.Errorf("monitor %s, %s and %s: %w", tableOpenvSwitch, tableBridge, tableFlowTable, err)
 	}
 	// A database fresh from ovsdb-tool create has no row until
