@@ -60,7 +60,10 @@ func fmtMedian(d []time.Duration) string {
 
 // fmtSamples is "median (min–max)", or just the value for one sample.
 func fmtSamples(d []time.Duration) string {
-	if len(d) == 1 {
+	switch len(d) {
+	case 0:
+		return "n/a" // a figure not measured in some run (durations)
+	case 1:
 		return fmtDur(d[0])
 	}
 	return fmt.Sprintf("%s (%s–%s)", fmtDur(median(d)), fmtDur(slices.Min(d)), fmtDur(slices.Max(d)))
