@@ -279,3 +279,44 @@ func TestWalkFault(t *testing.T) {
 		t.Fatalf("walk of a truncated mapping: %v, want a read error naming the fault", err)
 	}
 }
+
+// TestOpenKeepsPageSize: a store bbolt created with 4 KiB pages (before
+// newPageSize) opens, checks and takes writes with its own page size, and a
+// new store gets newPageSize.
+func TestOpenKeepsPageSize(t *testing.T) {
+	old := filepath.Join(t.TempDir(), "old.db")
+	db, err := bolt.Open(old, 0o600, &bolt.Options{PageSize: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path string
+		want int
+	}{{old, 4096}, {filepath.Join(t.TempDir(), "new.db"), newPageSize}} {
+		for range 2 { // created or opened, then reopened with the flows
+			s, err := Open(tc.path, Options{Timeout: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := s.db.Info().PageSize; got != tc.want {
+				t.Errorf("%s: page size %d, want %d", tc.path, got, tc.want)
+			}
+			if err := s.Put("br-int", "pod", benchEntries(3000, 0), nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if s, err := Open(tc.path, Options{Timeout: time.Second}); err != nil {
+			t.Fatal(err)
+		} else if got := s.Preflight().PageSize; got != tc.want {
+			t.Errorf("%s: the file check read page size %d, want %d", tc.path, got, tc.want)
+		} else {
+			_ = s.Close()
+		}
+	}
+}

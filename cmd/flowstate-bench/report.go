@@ -47,10 +47,9 @@ func timed(name string, s series, f func(sample) time.Duration, rate int, client
 // alone is a row of flowstate's figure alone: there is no ovs-ofctl side.
 func alone(name string, ss []sample, rate int, client string) row {
 	fs := durations(ss, wallOf)
-	r := row{figure: name, fs: fmtSamples(fs) + ", " + fmtRate(rate, fs), of: none, ratio: none, mem: fmtMem(ss),
+	return row{figure: name, fs: fmtSamples(fs) + ", " + fmtRate(rate, fs), of: none, ratio: none, mem: fmtMem(ss),
 		cpu:      fmtMedian(durations(ss, flowstatedOf)) + " + " + fmtMedian(durations(ss, driverOf)) + " " + client,
 		vswitchd: none}
-	return r
 }
 
 // stopped counts the samples stopped at -declare-timeout and returns the
