@@ -61,11 +61,10 @@ func migrateRefs(tx *bolt.Tx) error {
 		if err != nil {
 			return err
 		}
+		var refs refMoves
 		for _, f := range flows {
-			if err := indexRefs(br, string(f.module), f.id, f.payload); err != nil {
-				return err
-			}
+			refs.move(string(f.module), f.id, nil, f.payload)
 		}
-		return nil
+		return refs.apply(br)
 	})
 }

@@ -101,7 +101,7 @@ func (w *Writer) PutPlanned(plans ...Plan) error {
 	write := func(p *Plan, c *Change) error {
 		kb, _, err := kbs.get(br, c.Entry.Kind)
 		if err == nil {
-			err = writeOwned(br, kb, &kbs, p.module, c.Index, c.Entry, c.Old)
+			err = writeOwned(kb, &kbs, p.module, c.Index, c.Entry, c.Old)
 		}
 		if err != nil {
 			return fmt.Errorf("store: put %s/%s: %w", bridge, p.module, err)
@@ -123,7 +123,7 @@ func (w *Writer) PutPlanned(plans ...Plan) error {
 				return err
 			}
 		}
-		return nil
+		return kbs.refs.apply(br)
 	}
 	next := make([]int, len(plans)) // each plan's next change
 	for {
@@ -135,7 +135,7 @@ func (w *Writer) PutPlanned(plans ...Plan) error {
 			}
 		}
 		if pick < 0 {
-			return nil
+			return kbs.refs.apply(br)
 		}
 		next[pick]++
 		if err := write(&plans[pick], &plans[pick].Changed[next[pick]-1]); err != nil {

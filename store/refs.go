@@ -45,36 +45,65 @@ func flowRefs(payload []byte) []entry.Ref {
 	return slices.Compact(refs)
 }
 
-// indexRefs records the references of flow id (owned by module).
-func indexRefs(br *bolt.Bucket, module string, id, payload []byte) error {
-	refs := flowRefs(payload)
-	if len(refs) == 0 {
-		return nil
-	}
-	rb, err := br.CreateBucketIfNotExists(bucketRefs)
-	if err != nil {
-		return err
-	}
-	for _, r := range refs {
-		if err := rb.Put(refKey(r, id), []byte(module)); err != nil {
-			return err
-		}
-	}
-	return nil
+// refMoves are a write's changes to the refs index, applied in key order
+// once its flows are written (apply). The refs of flows in flow order are in
+// no order of their own, and bbolt splits a node only at commit: each key
+// put out of order moves every key the transaction already put in that
+// node, so 50,000 flows using groups took 7 s to index into an empty bucket
+// one by one, and 100,000 of a staged write 28 s; sorted, they append.
+type refMoves struct {
+	del [][]byte
+	add []refAdd
 }
 
-// unindexRefs forgets the references of flow id whose payload was payload.
-func unindexRefs(br *bolt.Bucket, id, payload []byte) error {
-	refs := flowRefs(payload)
-	rb := br.Bucket(bucketRefs)
-	if rb == nil || len(refs) == 0 {
+type refAdd struct {
+	key    []byte
+	module string
+}
+
+// move records that flow id of module changes from payload prev (nil: new)
+// to payload (nil: removed). A change that keeps its refs moves nothing.
+func (m *refMoves) move(module string, id, prev, payload []byte) {
+	before, after := flowRefs(prev), flowRefs(payload)
+	if slices.Equal(before, after) {
+		return
+	}
+	for _, r := range before {
+		m.del = append(m.del, refKey(r, id))
+	}
+	for _, r := range after {
+		m.add = append(m.add, refAdd{refKey(r, id), module})
+	}
+}
+
+// apply writes the moves to br's refs bucket, the deletes first, and forgets
+// them.
+func (m *refMoves) apply(br *bolt.Bucket) error {
+	if len(m.del) == 0 && len(m.add) == 0 {
 		return nil
 	}
-	for _, r := range refs {
-		if err := rb.Delete(refKey(r, id)); err != nil {
+	slices.SortFunc(m.del, bytes.Compare)
+	slices.SortFunc(m.add, func(a, b refAdd) int { return bytes.Compare(a.key, b.key) })
+	rb := br.Bucket(bucketRefs)
+	if rb == nil && len(m.add) > 0 {
+		var err error
+		if rb, err = br.CreateBucket(bucketRefs); err != nil {
 			return err
 		}
 	}
+	if rb != nil {
+		for _, k := range m.del {
+			if err := rb.Delete(k); err != nil {
+				return err
+			}
+		}
+		for _, a := range m.add {
+			if err := rb.Put(a.key, []byte(a.module)); err != nil {
+				return err
+			}
+		}
+	}
+	m.del, m.add = m.del[:0], m.add[:0]
 	return nil
 }
 
@@ -132,7 +161,7 @@ func checkUsers(br *bolt.Bucket, removed []entry.Entry, index func(j int) int, d
 		if k == nil || !bytes.HasPrefix(k, prefix) {
 			continue
 		}
-		err := usersError(br, c, prefix, r, describe)
+		err := usersError(br, c, prefix, r, describe, nil)
 		if index != nil {
 			return &errdefs.EntryError{Index: index(j), Err: err}
 		}
@@ -141,14 +170,18 @@ func checkUsers(br *bolt.Bucket, removed []entry.Entry, index func(j int) int, d
 	return nil
 }
 
-// usersError reads every user of r, from the cursor positioned at the first.
-func usersError(br *bolt.Bucket, c *bolt.Cursor, prefix []byte, r entry.Entry, describe func(entry.Entry) string) error {
+// usersError reads every user of r, from the cursor positioned at the first,
+// but those skip names (nil: none), which the write takes away.
+func usersError(br *bolt.Bucket, c *bolt.Cursor, prefix []byte, r entry.Entry, describe func(entry.Entry) string, skip func(k []byte) bool) error {
 	e := &InUseError{Ref: entry.Ref{Kind: r.Kind}}
 	if len(r.ID) == 4 {
 		e.Ref.ID = uint32(r.ID[0])<<24 | uint32(r.ID[1])<<16 | uint32(r.ID[2])<<8 | uint32(r.ID[3])
 	}
 	mods := map[string]bool{}
 	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		if skip != nil && skip(k) {
+			continue
+		}
 		if e.Flows == 0 {
 			e.First = entry.Entry{Kind: entry.KindFlow, Module: string(v), ID: bytes.Clone(k[len(prefix):])}
 			if fb := br.Bucket(kindBuckets[entry.KindFlow]); fb != nil {

@@ -2,7 +2,6 @@ package store
 
 import (
 	"bufio"
-	"bytes"
 	"cmp"
 	"container/heap"
 	"encoding/binary"
@@ -23,6 +22,11 @@ import (
 // million entries then needs the memory of one run, not of the request
 // (Stage).
 //
+// Groups and meters are the exception: they stay in memory, copied, because
+// a staged write decides them before its flows (the flows are checked
+// against them, and the switch takes them first), and a node declares
+// thousands of them, not millions (maxSpooledNonFlows).
+//
 // The file is unlinked as soon as it is created, in the store's directory:
 // nothing is left behind when flowstated dies, and the page cache, not
 // anonymous memory, holds what the kernel keeps of it. A Spool is used by
@@ -37,6 +41,9 @@ type Spool struct {
 	curBytes int
 	n        int
 	kinds    [4]int // by entry.Kind
+	// nonFlows are the groups and meters, in request order; their slices
+	// are the spool's own.
+	nonFlows []spooled
 	err      error
 }
 
@@ -60,6 +67,11 @@ var (
 	spoolRunEntries = 32 << 10
 	spoolRunBytes   = 16 << 20
 )
+
+// maxSpooledNonFlows bounds the groups and meters of one spooled request,
+// which stay in memory (a variable for the tests). 100,000 groups of a few
+// buckets hold about 50 MB.
+var maxSpooledNonFlows = 100_000
 
 const (
 	// spoolRecordHeader: kind, flags, index (4), id length (2), payload
@@ -96,10 +108,16 @@ func (sp *Spool) Add(es []entry.Entry) error {
 		if len(e.ID) > 0xffff {
 			return fmt.Errorf("store: spool: entry %d: identity of %d bytes: %w", sp.n, len(e.ID), errdefs.ErrInvalidArgument)
 		}
-		sp.cur = append(sp.cur, spooled{kind: e.Kind, opaque: e.Opaque, index: sp.n, id: e.ID, payload: e.Payload})
-		sp.curBytes += spoolRecordHeader + len(e.ID) + len(e.Payload)
 		sp.kinds[e.Kind]++
 		sp.n++
+		if e.Kind != entry.KindFlow {
+			if err := sp.addNonFlow(e, sp.n-1); err != nil {
+				return err
+			}
+			continue
+		}
+		sp.cur = append(sp.cur, spooled{kind: e.Kind, opaque: e.Opaque, index: sp.n - 1, id: e.ID, payload: e.Payload})
+		sp.curBytes += spoolRecordHeader + len(e.ID) + len(e.Payload)
 		if len(sp.cur) >= spoolRunEntries || sp.curBytes >= spoolRunBytes {
 			if err := sp.flushRun(); err != nil {
 				return err
@@ -107,6 +125,30 @@ func (sp *Spool) Add(es []entry.Entry) error {
 		}
 	}
 	return nil
+}
+
+// addNonFlow keeps group or meter e, entry i of the request, in memory. Its
+// bytes are copied: the caller's may share a buffer with the flows around
+// them, which would stay pinned with them.
+func (sp *Spool) addNonFlow(e entry.Entry, i int) error {
+	if len(sp.nonFlows) >= maxSpooledNonFlows {
+		sp.err = fmt.Errorf("store: spool: entry %d: more than %d groups and meters in one request, the most a staged write holds in memory: "+
+			"declare them in several requests (a Put of groups before the flows that use them): %w", i, maxSpooledNonFlows, errdefs.ErrInvalidArgument)
+		return sp.err
+	}
+	b := make([]byte, len(e.ID)+len(e.Payload))
+	copy(b, e.ID)
+	copy(b[len(e.ID):], e.Payload)
+	sp.nonFlows = append(sp.nonFlows, spooled{kind: e.Kind, opaque: e.Opaque, index: i,
+		id: b[:len(e.ID):len(e.ID)], payload: b[len(e.ID):]})
+	return nil
+}
+
+// sortedNonFlows is the groups and meters of the spool in key order (equal
+// identities in request order).
+func (sp *Spool) sortedNonFlows() []spooled {
+	slices.SortFunc(sp.nonFlows, func(a, b spooled) int { return compareSpooled(&a, &b) })
+	return sp.nonFlows
 }
 
 // Len is the number of entries added.
@@ -122,7 +164,7 @@ func (sp *Spool) Count(kind entry.Kind) int {
 
 // Close releases the file.
 func (sp *Spool) Close() error {
-	sp.cur = nil
+	sp.cur, sp.nonFlows = nil, nil
 	if sp.f == nil {
 		return nil
 	}
@@ -225,8 +267,8 @@ func (h *runHeap) Pop() any {
 	return x
 }
 
-// iter ends the last run and starts reading the spool in key order (equal
-// identities in request order).
+// iter ends the last run and starts reading the spool's flows in key order
+// (equal identities in request order).
 func (sp *Spool) iter() (*spoolIter, error) {
 	if sp.err != nil {
 		return nil, sp.err
@@ -276,25 +318,4 @@ func (it *spoolIter) next() {
 	default:
 		heap.Pop(&it.h)
 	}
-}
-
-// Entries reads the whole spool back in request order: for a request the
-// store cannot stage (ErrNotStageable), at the memory cost of holding it.
-func (sp *Spool) Entries(module string) ([]entry.Entry, error) {
-	it, err := sp.iter()
-	if err != nil {
-		return nil, err
-	}
-	es := make([]entry.Entry, sp.n)
-	for e := it.peek(); e != nil; e = it.peek() {
-		if e.index < 0 || e.index >= len(es) {
-			return nil, fmt.Errorf("store: spool: entry index %d of %d: %w", e.index, len(es), errdefs.ErrInternal)
-		}
-		es[e.index] = entry.Entry{Kind: e.kind, Module: module, ID: bytes.Clone(e.id), Payload: bytes.Clone(e.payload), Opaque: e.opaque}
-		it.next()
-	}
-	if it.err != nil {
-		return nil, it.err
-	}
-	return es, nil
 }

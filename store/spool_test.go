@@ -30,7 +30,8 @@ func spoolEntries(b []byte) []entry.Entry {
 
 // FuzzSpool: whatever the entries, a spool of runs of a few entries yields
 // them merged in key order (equal identities in request order), every one
-// once with its index, and reads them back in request order.
+// once with its index: the flows from its runs, the groups and meters from
+// memory.
 func FuzzSpool(f *testing.F) {
 	f.Add([]byte("\x00\x02\x03ab123\x01\x01\x00z\x00\x02\x01ab9\x00\x00\x00"))
 	f.Add(bytes.Repeat([]byte("\x00\x01\x01ax"), 20))
@@ -66,36 +67,42 @@ func FuzzSpool(f *testing.F) {
 		slices.SortStableFunc(want, func(a, b int) int {
 			return cmp.Or(compareKey(es[a].Kind, es[a].ID, es[b].Kind, es[b].ID), cmp.Compare(a, b))
 		})
+		// The flows come from the runs, the groups and meters from memory:
+		// together, every entry in key order (flows sort first).
 		it, err := sp.iter()
 		if err != nil {
 			t.Fatal(err)
 		}
-		for n := 0; ; n++ {
-			e := it.peek()
-			if e == nil {
-				if it.err != nil {
-					t.Fatal(it.err)
-				}
-				if n != len(es) {
-					t.Fatalf("the merge yielded %d of %d entries", n, len(es))
-				}
-				break
+		n := 0
+		check := func(e *spooled) {
+			t.Helper()
+			if n >= len(es) {
+				t.Fatalf("more than the %d entries added", len(es))
 			}
 			w := es[want[n]]
 			if e.index != want[n] || e.kind != w.Kind || !bytes.Equal(e.id, w.ID) || !bytes.Equal(e.payload, w.Payload) || e.opaque != w.Opaque {
 				t.Fatalf("merge position %d: entry %d (%d %x %x), want entry %d (%d %x %x)", n, e.index, e.kind, e.id, e.payload, want[n], w.Kind, w.ID, w.Payload)
 			}
+			n++
+		}
+		for e := it.peek(); e != nil; e = it.peek() {
+			if e.kind != entry.KindFlow {
+				t.Fatalf("the runs hold a %s", e.kind)
+			}
+			check(e)
 			it.next()
 		}
-		back, err := sp.Entries("m")
-		if err != nil {
-			t.Fatal(err)
+		if it.err != nil {
+			t.Fatal(it.err)
 		}
-		for i, e := range es {
-			e.Module = "m"
-			if !back[i].Equal(e) || back[i].Opaque != e.Opaque {
-				t.Fatalf("entry %d read back as %+v, was %+v", i, back[i], e)
-			}
+		for _, e := range sp.sortedNonFlows() {
+			check(&e)
+		}
+		if n != len(es) {
+			t.Fatalf("read %d of %d entries", n, len(es))
+		}
+		if sp.Count(entry.KindFlow)+sp.Count(entry.KindGroup)+sp.Count(entry.KindMeter) != len(es) {
+			t.Fatalf("counts %d+%d+%d, added %d", sp.Count(entry.KindFlow), sp.Count(entry.KindGroup), sp.Count(entry.KindMeter), len(es))
 		}
 	})
 }

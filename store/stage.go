@@ -2,8 +2,6 @@ package store
 
 import (
 	"bytes"
-	"cmp"
-	"errors"
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
@@ -29,16 +27,17 @@ import (
 //     flowstated see the bridge as it was: the write is all or nothing.
 //  3. Discard, or Open after a crash, drops the staged bucket.
 //
-// The bridge's flows must not change between Stage and Commit: the caller
-// (the bridge's write owner) holds every other write of the bridge back.
-// Only flows stage: a spool with groups or meters, or a Sync of a module
-// that declares groups or meters on the bridge, is ErrNotStageable (the
-// order of groups and flows on the switch, and the refs checks of removed
-// groups, are the usual path's).
-
-// ErrNotStageable is returned by Stage for a request it cannot stage: the
-// caller writes it the usual way.
-var ErrNotStageable = errors.New("store: request cannot be staged")
+// Groups and meters are few (the spool holds them in memory) and decided
+// first, before any flow (PlanStage): the flows are checked against what the
+// bridge will hold (a flow may use a group the request adds, not one a Sync
+// removes), and the caller sends the groups and meters it adds to the switch
+// ahead of the flows that use them. Once every flow is merged, a group or
+// meter that a Sync removes is refused if a flow the write keeps still uses
+// it; Commit then writes the groups and meters with the swap.
+//
+// The bridge must not change between PlanStage, Stage and Commit: the
+// caller (the bridge's write owner) holds every other write of the bridge
+// back.
 
 var (
 	bucketStage = []byte("stage")
@@ -55,9 +54,13 @@ type StagedWrite struct {
 	// Sync removes the module's flows that the spool does not declare.
 	Sync  bool
 	Spool *Spool
-	// Changed, if set, is called with each entry whose content changes,
-	// in key order; its Entry's slices stay valid after the call. Removed,
-	// if set, with each flow a Sync removes (copies). Old is not set.
+	// Plan is what the write does to groups and meters (PlanStage); nil,
+	// Stage plans it.
+	Plan *StagePlan
+	// Changed, if set, is called with each flow whose content changes, in
+	// key order; its Entry's slices stay valid after the call. Removed, if
+	// set, with each flow a Sync removes (copies). Old is not set. The
+	// groups and meters are in the Plan.
 	Changed func(Change)
 	Removed func(entry.Entry)
 	// Declared, if set, is called with the identity of every entry of the
@@ -65,10 +68,127 @@ type StagedWrite struct {
 	Declared func(kind entry.Kind, id []byte)
 }
 
-// StageBound is the most changes w can report (Changed and Removed): one per
-// entry of the spool, and for a Sync one per flow the bridge holds.
+// StagePlan is what a staged write does to the bridge's groups and meters.
+type StagePlan struct {
+	// Changed are the groups and meters the write adds or changes, in key
+	// order (groups first); Old is set for a change.
+	Changed []Change
+	// Removed are those a Sync removes, in key order, with their payloads.
+	Removed []entry.Entry
+	// declared holds the refPrefix of every group and meter of the
+	// request, removed of those a Sync removes: what the flows are
+	// checked against before the bridge's buckets.
+	declared, removed map[string]struct{}
+}
+
+// checkFlowRefs fails when the flow payload uses a group or meter that the
+// bridge (br, nil for one that holds nothing yet) does not declare, or with
+// plan p (nil for none) will not declare once the write is stored.
+func checkFlowRefs(br *bolt.Bucket, p *StagePlan, payload []byte) error {
+	for _, r := range flowRefs(payload) {
+		if p != nil {
+			var buf [16]byte
+			k := append(append(buf[:0], byte(r.Kind)), r.Key()...)
+			if _, ok := p.declared[string(k)]; ok {
+				continue
+			}
+			if _, gone := p.removed[string(k)]; gone {
+				return undeclaredRef(r)
+			}
+		}
+		var kb *bolt.Bucket
+		if br != nil {
+			kb = br.Bucket(kindBuckets[r.Kind])
+		}
+		if kb == nil || kb.Get(r.Key()) == nil {
+			return undeclaredRef(r)
+		}
+	}
+	return nil
+}
+
+func undeclaredRef(r entry.Ref) error {
+	return fmt.Errorf("flow uses %s, which no module declared on this bridge: %w", r, errdefs.ErrFailedPrecondition)
+}
+
+// PlanStage decides what w does to the bridge's groups and meters: which it
+// adds, changes and (Sync) removes. It refuses a group or meter another
+// module owns, or two with one identity, naming the entry.
+func (s *Store) PlanStage(w StagedWrite) (*StagePlan, error) {
+	var p *StagePlan
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		p, err = planNonFlows(tx, w)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: staged %s %s/%s: %w", opName(w.Sync), w.Bridge, w.Module, err)
+	}
+	return p, nil
+}
+
+func planNonFlows(tx *bolt.Tx, w StagedWrite) (*StagePlan, error) {
+	nf := w.Spool.sortedNonFlows()
+	p := &StagePlan{declared: make(map[string]struct{}, len(nf))}
+	br := tx.Bucket(bucketBridges).Bucket([]byte(w.Bridge))
+	for i := range nf {
+		e := &nf[i]
+		if i > 0 && nf[i-1].kind == e.kind && bytes.Equal(nf[i-1].id, e.id) {
+			return nil, sameIdentityError(e.index, e.kind, nf[i-1].index)
+		}
+		p.declared[string(refPrefix(e.kind, e.id))] = struct{}{}
+		c := Change{Entry: entry.Entry{Kind: e.kind, Module: w.Module, ID: e.id, Payload: e.payload, Opaque: e.opaque}, Index: e.index}
+		if br != nil {
+			if kb := br.Bucket(kindBuckets[e.kind]); kb != nil {
+				if v := kb.Get(e.id); v != nil {
+					owner, payload, err := decodeRecordAlias(v)
+					if err != nil {
+						return nil, &errdefs.EntryError{Index: e.index, Err: fmt.Errorf("%s %x: %w", e.kind, e.id, err)}
+					}
+					if string(owner) != w.Module {
+						return nil, ownedError(e.index, e.kind, string(owner))
+					}
+					if bytes.Equal(payload, e.payload) {
+						continue
+					}
+					c.Existed, c.Old = true, bytes.Clone(payload)
+				}
+			}
+		}
+		p.Changed = append(p.Changed, c)
+	}
+	if !w.Sync || br == nil {
+		return p, nil
+	}
+	for _, kind := range []entry.Kind{entry.KindGroup, entry.KindMeter} {
+		kb := br.Bucket(kindBuckets[kind])
+		if kb == nil {
+			continue
+		}
+		c := kb.Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			owner, payload, err := decodeRecordAlias(v)
+			if err != nil {
+				return nil, fmt.Errorf("%s %x: %w", kind, k, err)
+			}
+			prefix := string(refPrefix(kind, k))
+			if _, kept := p.declared[prefix]; kept || string(owner) != w.Module {
+				continue
+			}
+			if p.removed == nil {
+				p.removed = map[string]struct{}{}
+			}
+			p.removed[prefix] = struct{}{}
+			p.Removed = append(p.Removed, entry.Entry{Kind: kind, Module: w.Module, ID: bytes.Clone(k), Payload: bytes.Clone(payload)})
+		}
+	}
+	return p, nil
+}
+
+// StageBound is the most flow changes w can report (Changed and Removed):
+// one per flow of the spool, and for a Sync one per flow the bridge holds.
 func (s *Store) StageBound(w StagedWrite) (int, error) {
-	n := w.Spool.Len()
+	n := w.Spool.Count(entry.KindFlow)
 	if !w.Sync {
 		return n, nil
 	}
@@ -90,12 +210,13 @@ func (s *Store) StageBound(w StagedWrite) (int, error) {
 type Staged struct {
 	s      *Store
 	bridge string
-	// Added, Changed and Removed count the flows the write adds, changes
-	// and (Sync) removes.
+	// Added, Changed and Removed count the entries the write adds,
+	// changes and (Sync) removes.
 	Added, Changed, Removed int
+	plan                    *StagePlan
 	// refs are the refs index updates, applied by Commit: flows that use
 	// groups or meters only.
-	refDel, refAdd [][]byte
+	refs refMoves
 	module         string
 	done           bool
 }
@@ -107,9 +228,6 @@ func (s *Store) Stage(w StagedWrite) (*Staged, error) {
 	if err != nil {
 		if derr := s.dropStage(w.Bridge); derr != nil {
 			err = fmt.Errorf("%w (and dropping what was staged failed: %w)", err, derr)
-		}
-		if errors.Is(err, ErrNotStageable) {
-			return nil, err
 		}
 		return nil, fmt.Errorf("store: staged %s %s/%s: %w", opName(w.Sync), w.Bridge, w.Module, err)
 	}
@@ -140,19 +258,23 @@ type stageState struct {
 }
 
 func (s *Store) stage(w StagedWrite) (*Staged, error) {
-	if w.Spool.Count(entry.KindFlow) != w.Spool.Len() {
-		return nil, ErrNotStageable
-	}
 	it, err := w.Spool.iter()
 	if err != nil {
 		return nil, err
 	}
-	ss := &stageState{w: w, it: it, st: &Staged{s: s, bridge: w.Bridge, module: w.Module}}
+	if w.Declared != nil {
+		for _, e := range w.Spool.nonFlows {
+			w.Declared(e.kind, e.id)
+		}
+	}
+	ss := &stageState{w: w, it: it, st: &Staged{s: s, bridge: w.Bridge, module: w.Module, plan: w.Plan}}
 	err = s.update(func(tx *bolt.Tx) error {
-		if w.Sync {
-			if owns, err := ownsNonFlows(tx, w.Bridge, w.Module); err != nil || owns {
-				return cmp.Or(err, ErrNotStageable)
+		if ss.st.plan == nil {
+			p, err := planNonFlows(tx, w)
+			if err != nil {
+				return err
 			}
+			ss.st.plan = p
 		}
 		root, err := tx.CreateBucketIfNotExists(bucketStage)
 		if err != nil {
@@ -183,32 +305,55 @@ func (s *Store) stage(w StagedWrite) (*Staged, error) {
 			return nil, err
 		}
 	}
-	return ss.st, nil
+	st := ss.st
+	for _, c := range st.plan.Changed {
+		if c.Existed {
+			st.Changed++
+		} else {
+			st.Added++
+		}
+	}
+	st.Removed += len(st.plan.Removed)
+	if len(st.plan.Removed) > 0 {
+		if err := s.db.View(st.checkRemoved); err != nil {
+			return nil, err
+		}
+	}
+	return st, nil
 }
 
-// ownsNonFlows reports whether module declares groups or meters on bridge.
-func ownsNonFlows(tx *bolt.Tx, bridge, module string) (bool, error) {
-	br := tx.Bucket(bucketBridges).Bucket([]byte(bridge))
-	if br == nil {
-		return false, nil
+// checkRemoved refuses the write when a group or meter it removes is still
+// used by a flow it keeps (its own unchanged, or another module's): the refs
+// index as Commit will leave it, without writing it.
+func (st *Staged) checkRemoved(tx *bolt.Tx) error {
+	br := tx.Bucket(bucketBridges).Bucket([]byte(st.bridge))
+	var rb *bolt.Bucket
+	if br != nil {
+		rb = br.Bucket(bucketRefs)
 	}
-	for _, kind := range []entry.Kind{entry.KindGroup, entry.KindMeter} {
-		kb := br.Bucket(kindBuckets[kind])
-		if kb == nil {
-			continue
+	if rb == nil {
+		return nil
+	}
+	// The users the write takes away: flows it changes or removes. The
+	// prefix of a ref key is its group or meter (kind and 4-byte id).
+	const prefixLen = 5
+	gone := map[string]struct{}{}
+	for _, k := range st.refs.del {
+		if _, removed := st.plan.removed[string(k[:prefixLen])]; removed {
+			gone[string(k)] = struct{}{}
 		}
-		c := kb.Cursor()
-		for k, v := c.First(); k != nil; k, v = c.Next() {
-			owner, err := recordOwner(v)
-			if err != nil {
-				return false, fmt.Errorf("%s %x: %w", kind, k, err)
-			}
-			if string(owner) == module {
-				return true, nil
+	}
+	leaving := func(k []byte) bool { _, ok := gone[string(k)]; return ok }
+	c := rb.Cursor()
+	for _, r := range st.plan.Removed {
+		prefix := refPrefix(r.Kind, r.ID)
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			if !leaving(k) {
+				return usersError(br, c, prefix, r, st.s.describe, leaving)
 			}
 		}
 	}
-	return false, nil
+	return nil
 }
 
 // chunk merges up to stageChunk flows into the staged bucket in tx; done
@@ -301,7 +446,7 @@ func (ss *stageState) declare(br, dst *bolt.Bucket, e *spooled, existed bool, pr
 	if w.Declared != nil {
 		w.Declared(e.kind, e.id)
 	}
-	if err := checkFlowRefs(br, e.payload); err != nil {
+	if err := checkFlowRefs(br, ss.st.plan, e.payload); err != nil {
 		return &errdefs.EntryError{Index: e.index, Err: err}
 	}
 	if existed && bytes.Equal(prev, e.payload) {
@@ -315,11 +460,10 @@ func (ss *stageState) declare(br, dst *bolt.Bucket, e *spooled, existed bool, pr
 	}
 	if existed {
 		ss.st.Changed++
-		ss.st.refDel = appendRefKeys(ss.st.refDel, e.id, prev)
 	} else {
 		ss.st.Added++
 	}
-	ss.st.refAdd = appendRefKeys(ss.st.refAdd, e.id, e.payload)
+	ss.st.refs.move(w.Module, e.id, prev, e.payload)
 	if w.Changed != nil {
 		// The payload is the record's, in the arena; the identity a copy:
 		// e's slices go with the next read.
@@ -333,17 +477,10 @@ func (ss *stageState) declare(br, dst *bolt.Bucket, e *spooled, existed bool, pr
 // remove records that a Sync removes flow id (payload aliasing the file).
 func (ss *stageState) remove(id, payload []byte) {
 	ss.st.Removed++
-	ss.st.refDel = appendRefKeys(ss.st.refDel, id, payload)
+	ss.st.refs.move(ss.w.Module, id, payload, nil)
 	if ss.w.Removed != nil {
 		ss.w.Removed(entry.Entry{Kind: entry.KindFlow, Module: ss.w.Module, ID: bytes.Clone(id), Payload: bytes.Clone(payload)})
 	}
-}
-
-func appendRefKeys(keys [][]byte, id, payload []byte) [][]byte {
-	for _, r := range flowRefs(payload) {
-		keys = append(keys, refKey(r, id))
-	}
-	return keys
 }
 
 // decodeRecordAlias is decodeRecord without copies: valid in the
@@ -386,31 +523,40 @@ func (st *Staged) Commit() error {
 		if err := root.DeleteBucket([]byte(st.bridge)); err != nil {
 			return err
 		}
-		if len(st.refDel) == 0 && len(st.refAdd) == 0 {
-			return nil
-		}
-		rb, err := br.CreateBucketIfNotExists(bucketRefs)
-		if err != nil {
+		if err := st.plan.write(br, st.module); err != nil {
 			return err
 		}
-		for _, k := range st.refDel {
-			if err := rb.Delete(k); err != nil {
-				return err
-			}
-		}
-		for _, k := range st.refAdd {
-			if err := rb.Put(k, []byte(st.module)); err != nil {
-				return err
-			}
-		}
-		return nil
+		return st.refs.apply(br)
 	})
-	st.refDel, st.refAdd = nil, nil
+	st.refs = refMoves{}
 	if err != nil {
 		if derr := st.s.dropStage(st.bridge); derr != nil {
 			err = fmt.Errorf("%w (and dropping what was staged failed: %w)", err, derr)
 		}
 		return fmt.Errorf("store: staged write of bridge %s: %w", st.bridge, err)
+	}
+	return nil
+}
+
+// write stores p's groups and meters for module in br.
+func (p *StagePlan) write(br *bolt.Bucket, module string) error {
+	for _, c := range p.Changed {
+		kb, err := kindBucket(br, c.Entry.Kind, true)
+		if err == nil {
+			err = kb.Put(c.Entry.ID, encodeRecord(module, c.Entry.Payload))
+		}
+		if err != nil {
+			return fmt.Errorf("%s %x: %w", c.Entry.Kind, c.Entry.ID, err)
+		}
+	}
+	for _, e := range p.Removed {
+		kb, err := kindBucket(br, e.Kind, false)
+		if err == nil && kb != nil {
+			err = kb.Delete(e.ID)
+		}
+		if err != nil {
+			return fmt.Errorf("%s %x: %w", e.Kind, e.ID, err)
+		}
 	}
 	return nil
 }
@@ -421,7 +567,7 @@ func (st *Staged) Discard() error {
 		return nil
 	}
 	st.done = true
-	st.refDel, st.refAdd = nil, nil
+	st.refs = refMoves{}
 	if err := st.s.dropStage(st.bridge); err != nil {
 		return fmt.Errorf("store: discarding the staged write of bridge %s: %w", st.bridge, err)
 	}

@@ -1,11 +1,13 @@
 package store
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -103,16 +105,7 @@ func TestStagedSameAsInMemory(t *testing.T) {
 			sc := newSharedCase(rng, nil)
 			req := sc.req
 			sc.load(t, usual, staged)
-			var want Result
-			err := usual.Update(func(w *Writer) error {
-				var err error
-				if sync {
-					want, err = w.Sync("br0", "a", req)
-				} else {
-					want, err = w.Put("br0", "a", req)
-				}
-				return err
-			})
+			want, err := usualWrite(usual, sync, req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -135,6 +128,21 @@ func TestStagedSameAsInMemory(t *testing.T) {
 			}
 		})
 	}
+}
+
+// usualWrite is req written by module a on br0 in memory, as a Put or Sync.
+func usualWrite(s *Store, sync bool, req []entry.Entry) (Result, error) {
+	var r Result
+	err := s.Update(func(w *Writer) error {
+		var err error
+		if sync {
+			r, err = w.Sync("br0", "a", req)
+		} else {
+			r, err = w.Put("br0", "a", req)
+		}
+		return err
+	})
+	return r, err
 }
 
 // sharedCase is a random bridge that modules "a" and "b" share, with the
@@ -291,38 +299,169 @@ func TestStagedRefusals(t *testing.T) {
 	}
 }
 
-// TestNotStageable: groups or meters in the request, or a Sync of a module
-// that declares some, are left to the usual path, which can read the spool
-// back in request order.
-func TestNotStageable(t *testing.T) {
+// TestStagedNonFlowsSameAsInMemory: with groups and meters in the request
+// and on the bridge (module "a" owns some, flows of "a" and "b" use them), a
+// staged Put or Sync leaves the store the usual write leaves, or fails as it
+// fails (an undeclared or removed group a flow uses, a group still in use, a
+// duplicate, a group another module owns), and nothing staged.
+func TestStagedNonFlowsSameAsInMemory(t *testing.T) {
 	smallStages(t)
-	s := openTest(t)
-	req := []entry.Entry{flow("a", 0, 1, "x"), groupOrMeter(entry.KindGroup, 4), flow("a", 0, 2, "y")}
-	sp := spoolOf(t, s, req)
-	if _, err := s.Stage(StagedWrite{Bridge: "br0", Module: "a", Spool: sp}); !errors.Is(err, ErrNotStageable) {
-		t.Fatalf("groups in the spool: %v", err)
+	rng := rand.New(rand.NewPCG(3, 4))
+	version := func(e entry.Entry, v int) entry.Entry {
+		e.Payload = fmt.Appendf(e.Payload, " v%d", v)
+		return e
 	}
-	back, err := sp.Entries("a")
-	if err != nil {
-		t.Fatal(err)
+	outcomes := map[string]int{}
+	for round := range 120 {
+		sync := round%2 == 1
+		t.Run(fmt.Sprintf("%s-%d", opName(sync), round), func(t *testing.T) {
+			usual, staged := openTest(t), openTest(t)
+			// Module a owns groups 10-13 and meter 20 (some stored, some
+			// declared by the request); lb owns group 1 and meter 3.
+			var own, req []entry.Entry
+			for _, id := range []uint32{10, 11, 12} {
+				if rng.IntN(4) > 0 {
+					own = append(own, groupOrMeter(entry.KindGroup, id))
+				}
+			}
+			own = append(own, groupOrMeter(entry.KindMeter, 20))
+			for _, id := range []uint32{10, 11, 12, 13} {
+				if rng.IntN(3) > 0 {
+					req = append(req, version(groupOrMeter(entry.KindGroup, id), rng.IntN(2)))
+				}
+			}
+			if rng.IntN(2) == 0 {
+				req = append(req, groupOrMeter(entry.KindMeter, 20))
+			}
+			declared := map[uint32]bool{}
+			for _, e := range req {
+				declared[binary.BigEndian.Uint32(e.ID)] = true
+			}
+			// The flows of a use only groups the request declares, but
+			// now and then one that it does not. A duplicate is found first
+			// by the usual write, as the staged one finds the flows'
+			// refusals: a round with one has no other refusal.
+			fault := rng.IntN(20)
+			pick := func() (entry.Kind, uint32) {
+				ids := []uint32{1}
+				for id := range declared {
+					if id != 20 {
+						ids = append(ids, id)
+					}
+				}
+				slices.Sort(ids)
+				if fault != 0 && rng.IntN(25) == 0 {
+					return entry.KindGroup, 10 + uint32(rng.IntN(4))
+				}
+				return entry.KindGroup, ids[rng.IntN(len(ids))]
+			}
+			var before, other []entry.Entry
+			for i := range 40 {
+				e := flow("a", byte(i%3), byte(i), fmt.Sprintf("a%03d", i))
+				if rng.IntN(2) == 0 {
+					k, id := pick()
+					e = withRef(e, k, id)
+				}
+				switch rng.IntN(3) {
+				case 0:
+					before = append(before, e)
+				case 1:
+					req = append(req, e)
+				default:
+					before, req = append(before, e), append(req, e)
+				}
+			}
+			for i := range 10 {
+				e := flow("b", 3, byte(i), fmt.Sprintf("b%03d", i))
+				if fault != 0 && rng.IntN(8) == 0 && len(own) > 1 {
+					// Another module's flow that uses a's group.
+					e = withRef(e, entry.KindGroup, binary.BigEndian.Uint32(own[rng.IntN(len(own)-1)].ID))
+				}
+				other = append(other, e)
+			}
+			switch fault {
+			case 0:
+				req = append(req, req[rng.IntN(len(req))]) // a duplicate
+			case 1:
+				req = append(req, groupOrMeter(entry.KindGroup, 1)) // lb's
+			}
+			rng.Shuffle(len(req), func(i, j int) { req[i], req[j] = req[j], req[i] })
+			// Flows first, so that every flow's refs hold when it is loaded.
+			for _, st := range []*Store{usual, staged} {
+				for _, p := range []struct {
+					m  string
+					es []entry.Entry
+				}{{"lb", []entry.Entry{groupOrMeter(entry.KindGroup, 1), groupOrMeter(entry.KindMeter, 3)}}, {"a", own}} {
+					if err := st.Put("br0", p.m, p.es, nil); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for _, p := range []struct {
+					m  string
+					es []entry.Entry
+				}{{"a", before}, {"b", other}} {
+					for _, e := range p.es {
+						// One that uses a group a does not hold is not
+						// loaded, in either store.
+						_ = st.Put("br0", p.m, []entry.Entry{e}, nil)
+					}
+				}
+			}
+			want, werr := usualWrite(usual, sync, req)
+			var changed []Change
+			var removed []entry.Entry
+			was := dumpStore(t, staged)
+			st, gerr := stageAndCommit(t, staged, StagedWrite{Bridge: "br0", Module: "a", Sync: sync, Spool: spoolOf(t, staged, req),
+				Changed: func(c Change) { changed = append(changed, c) },
+				Removed: func(e entry.Entry) { removed = append(removed, e) }})
+			noStage(t, staged)
+			if werr != nil || gerr != nil {
+				outcomes[errClass(werr)]++
+				if errClass(gerr) != errClass(werr) {
+					t.Fatalf("staged: %v\nusual:  %v", gerr, werr)
+				}
+				sameLines(t, dumpStore(t, staged), was)
+				return
+			}
+			outcomes["stored"]++
+			sameLines(t, dumpStore(t, staged), dumpStore(t, usual))
+			changed = append(changed, st.plan.Changed...)
+			removed = append(removed, st.plan.Removed...)
+			sameChanges(t, changed, want.Changed)
+			if len(removed) != len(want.Removed) || st.Removed != len(removed) {
+				t.Errorf("removed %d (counted %d), the usual Sync %d", len(removed), st.Removed, len(want.Removed))
+			}
+			if st.Added+st.Changed != len(changed) {
+				t.Errorf("counted %d added + %d changed, reported %d", st.Added, st.Changed, len(changed))
+			}
+		})
 	}
-	for i := range req {
-		req[i].Module = "a"
-		if !back[i].Equal(req[i]) {
-			t.Errorf("entry %d read back as %+v, was %+v", i, back[i], req[i])
+	// The rounds must cover each outcome, or the test proves less than it
+	// says.
+	for _, o := range []string{"stored", "in use", "undeclared", "duplicate", "owned"} {
+		if outcomes[o] == 0 {
+			t.Errorf("no round ended %q: %v", o, outcomes)
 		}
 	}
-	if err := s.Put("br0", "a", []entry.Entry{groupOrMeter(entry.KindMeter, 4)}, nil); err != nil {
-		t.Fatal(err)
+}
+
+// errClass names what kind of refusal err is, as the rounds above tell
+// them apart.
+func errClass(err error) string {
+	var iu *InUseError
+	switch {
+	case err == nil:
+		return "stored"
+	case errors.As(err, &iu):
+		return "in use"
+	case strings.Contains(err.Error(), "no module declared"):
+		return "undeclared"
+	case strings.Contains(err.Error(), "same "):
+		return "duplicate"
+	case strings.Contains(err.Error(), "owned by"):
+		return "owned"
 	}
-	flows := spoolOf(t, s, []entry.Entry{flow("a", 0, 1, "x")})
-	if _, err := s.Stage(StagedWrite{Bridge: "br0", Module: "a", Sync: true, Spool: flows}); !errors.Is(err, ErrNotStageable) {
-		t.Fatalf("Sync of a module with a meter: %v", err)
-	}
-	if _, err := stageAndCommit(t, s, StagedWrite{Bridge: "br0", Module: "a", Spool: flows}); err != nil {
-		t.Fatalf("Put of flows by a module with a meter: %v", err)
-	}
-	noStage(t, s)
+	return err.Error()
 }
 
 // TestStagedNeverCommitted: a flowstated that dies between Stage and Commit

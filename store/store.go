@@ -289,7 +289,7 @@ func (w *Writer) putInOrder(br *bolt.Bucket, module string, es []entry.Entry, or
 			w.observe(r.Changed[len(r.Changed)-1])
 		}
 	}
-	return nil
+	return kbs.refs.apply(br)
 }
 
 // Sync makes es the complete set of module's entries on bridge: entries of
@@ -343,12 +343,14 @@ func (w *Writer) sync(bridge, module string, es []entry.Entry) (Result, error) {
 			}
 		}
 	}
+	var refs refMoves
 	for _, e := range r.Removed {
 		if e.Kind == entry.KindFlow {
-			if err := unindexRefs(br, e.ID, e.Payload); err != nil {
-				return r, err
-			}
+			refs.move(module, e.ID, e.Payload, nil)
 		}
+	}
+	if err := refs.apply(br); err != nil {
+		return r, err
 	}
 	if err := checkRefs(br, es); err != nil {
 		return r, err
@@ -382,7 +384,8 @@ func (w *Writer) delete(bridge, module string, keys []entry.Entry) (Result, erro
 	if err != nil {
 		return r, err
 	}
-	var index []int                            // request index of r.Removed[j]
+	var index []int // request index of r.Removed[j]
+	var refs refMoves
 	for _, at := range newKeyOrder(keys).idx { // in key order, as Put
 		i, k := int(at), keys[at]
 		var old []byte
@@ -406,10 +409,11 @@ func (w *Writer) delete(bridge, module string, keys []entry.Entry) (Result, erro
 			return r, &errdefs.EntryError{Index: i, Err: err}
 		}
 		if k.Kind == entry.KindFlow {
-			if err := unindexRefs(br, k.ID, payload); err != nil {
-				return r, &errdefs.EntryError{Index: i, Err: err}
-			}
+			refs.move(module, k.ID, payload, nil)
 		}
+	}
+	if err := refs.apply(br); err != nil {
+		return r, err
 	}
 	return r, checkUsers(br, r.Removed, func(j int) int { return index[j] }, w.describe)
 }
@@ -585,7 +589,7 @@ func putOwned(br *bolt.Bucket, kbs *kindCursors, module string, i int, e entry.E
 	if err != nil || same {
 		return prev, existed, same, err
 	}
-	return prev, existed, false, writeOwned(br, kb, kbs, module, i, e, prev)
+	return prev, existed, false, writeOwned(kb, kbs, module, i, e, prev)
 }
 
 // decideOwned finds what writing e (entry i of a request) for module would do
@@ -610,20 +614,15 @@ func decideOwned(cur *bolt.Cursor, module string, i int, e entry.Entry) (prev []
 	return payload, true, bytes.Equal(payload, e.Payload), nil
 }
 
-// writeOwned stores e for module in kb, its kind's bucket of br, and moves
-// its refs index entries from prev (the content it replaces, if any) to e's.
-func writeOwned(br, kb *bolt.Bucket, kbs *kindCursors, module string, i int, e entry.Entry, prev []byte) error {
+// writeOwned stores e for module in kb, its kind's bucket, and records in
+// kbs the move of its refs index entries from prev (the content it
+// replaces, if any) to e's.
+func writeOwned(kb *bolt.Bucket, kbs *kindCursors, module string, i int, e entry.Entry, prev []byte) error {
 	if err := kb.Put(e.ID, kbs.record(module, e.Payload)); err != nil {
 		return &errdefs.EntryError{Index: i, Err: err}
 	}
 	if e.Kind == entry.KindFlow {
-		err := unindexRefs(br, e.ID, prev)
-		if err == nil {
-			err = indexRefs(br, module, e.ID, e.Payload)
-		}
-		if err != nil {
-			return &errdefs.EntryError{Index: i, Err: err}
-		}
+		kbs.refs.move(module, e.ID, prev, e.Payload)
 	}
 	return nil
 }
@@ -642,6 +641,9 @@ type kindCursors struct {
 	// want is what the records still to come need, when known: the next
 	// chunk is no larger.
 	want int
+	// refs are the request's refs index changes, applied once its
+	// entries are written.
+	refs refMoves
 }
 
 // recordChunk is the size of an arena chunk.
@@ -684,23 +686,8 @@ func checkRefs(br *bolt.Bucket, es []entry.Entry) error {
 		if e.Kind != entry.KindFlow {
 			continue
 		}
-		if err := checkFlowRefs(br, e.Payload); err != nil {
+		if err := checkFlowRefs(br, nil, e.Payload); err != nil {
 			return &errdefs.EntryError{Index: i, Err: err}
-		}
-	}
-	return nil
-}
-
-// checkFlowRefs fails when the flow payload uses a group or meter that br
-// (nil: a bridge that holds nothing yet) does not declare.
-func checkFlowRefs(br *bolt.Bucket, payload []byte) error {
-	for _, r := range flowRefs(payload) {
-		var kb *bolt.Bucket
-		if br != nil {
-			kb = br.Bucket(kindBuckets[r.Kind])
-		}
-		if kb == nil || kb.Get(r.Key()) == nil {
-			return fmt.Errorf("flow uses %s, which no module declared on this bridge: %w", r, errdefs.ErrFailedPrecondition)
 		}
 	}
 	return nil

@@ -133,7 +133,7 @@ func applyChanges(ctx context.Context, conn *ofconn.Conn, pre []Change, bundle b
 		return nil
 	}
 	// undo takes back the first n meters of pre after a refusal.
-	undo := func(n int, re *RejectedError) error {
+	undo := func(n int, re *RejectedError) *RejectedError {
 		for i := n - 1; i >= 0; i-- {
 			c := pre[i]
 			m := entry.DeleteMeter(c.Desired.ID)
@@ -170,6 +170,13 @@ func applyChanges(ctx context.Context, conn *ofconn.Conn, pre []Change, bundle b
 		})
 		if err != nil {
 			var be *ofconn.BundleError
+			if errors.Is(err, errWriteAborted) && len(pre) > 0 {
+				// The store refused a staged write: its meters go too.
+				if re := undo(len(pre), &RejectedError{Err: err}); re.UndoErr != nil {
+					return st, re
+				}
+				return st, err
+			}
 			if !errors.As(err, &be) {
 				return st, err
 			}

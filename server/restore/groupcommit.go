@@ -72,9 +72,8 @@ type writeReq struct {
 	put    bool
 	module string
 	// staged, when set, is a spooled Put or Sync (writestaged.go), which
-	// commits alone; unstage makes it a usual request (op, declared).
-	staged  *store.StagedWrite
-	unstage func() error
+	// commits alone.
+	staged *store.StagedWrite
 	// release, if set, frees what the request holds (a staged write's
 	// spool) once nothing reads it any more: by the owner once it took the
 	// request, by the caller's side when the request never was. finish
@@ -303,7 +302,7 @@ func (e *Engine) runWrites(ctx context.Context, b *bridge) {
 }
 
 // commitStagedOf commits the staged requests of batch, each alone, and
-// returns the others, with those the store could not stage made usual.
+// returns the others.
 func (e *Engine) commitStagedOf(ctx context.Context, b *bridge, batch []*writeReq) []*writeReq {
 	rest := batch[:0:0]
 	for _, r := range batch {
@@ -311,19 +310,9 @@ func (e *Engine) commitStagedOf(ctx context.Context, b *bridge, batch []*writeRe
 			rest = append(rest, r)
 			continue
 		}
-		res, fallback := e.commitStaged(ctx, b, r)
-		if !fallback {
-			r.finish()
-			r.done <- res
-			continue
-		}
-		err := r.unstage() // reads the spool into memory, within maxUnstaged
+		res := e.commitStaged(ctx, b, r)
 		r.finish()
-		if err != nil {
-			r.done <- writeResult{err: err}
-			continue
-		}
-		rest = append(rest, r)
+		r.done <- res
 	}
 	return rest
 }
@@ -444,7 +433,7 @@ func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) (
 			}
 			sctx, cancel := context.WithTimeout(ctx, e.cfg.WriteTimeout)
 			defer cancel()
-			stream = startStream(sctx, conn, bound, streamedAt(results))
+			stream = startStream(sctx, conn, nil, bound, nil, streamedAt(results))
 			// Whatever ends the transaction (an error, a panic), the
 			// bundle ends with it and before it: never committed unless
 			// finish(true) ran.

@@ -203,7 +203,7 @@ func (p *pipe) run(batch []*writeReq) (rest []*writeReq) {
 			// A refused position is mapped through the results once the
 			// bundle is sent, when no more requests join.
 			at := func(idx []int) ([]Change, error) { return streamedAt(pb.results)(idx) }
-			pb.stream, pb.cancel = startStream(sctx, p.conn, bound, at), cancel
+			pb.stream, pb.cancel = startStream(sctx, p.conn, nil, bound, nil, at), cancel
 		}
 		for _, c := range plan.Changed {
 			pb.stream.add(writeChange(c))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/flowstate-io/flowstate/entry"
@@ -12,28 +13,30 @@ import (
 )
 
 // A staged write is a Put or Sync too large to hold in memory: the request
-// arrives as a store.Spool (sorted runs on disk), and store.Stage builds the
-// bridge's new flow bucket beside the old one in bounded transactions. It
-// goes through the bridge's write queue like any write, but alone
-// (runWrites), and under b.mu from staging to commit, so no other write or
-// replay of the bridge slips between them:
+// arrives as a store.Spool (its flows in sorted runs on disk, its groups and
+// meters in memory), and store.Stage builds the bridge's new flow bucket
+// beside the old one in bounded transactions. It goes through the bridge's
+// write queue like any write, but alone (runWrites), and under b.mu from
+// staging to commit, so no other write or replay of the bridge slips
+// between them:
 //
-//  1. While the bridge is live, a bundle opens with the staging (as a
-//     streamed write, writestream.go) and each change goes to the switch as
-//     the store decides it; removals of a Sync go where the merge finds
-//     them (flows need no order among themselves).
+//  1. While the bridge is live, the store first decides the groups and
+//     meters (store.PlanStage), and a bundle opens with the staging (as a
+//     streamed write, writestream.go), in the order of a plan: meters added
+//     or changed before it, one by one; in it the groups added or changed,
+//     then each flow change as the store decides it (removals of a Sync
+//     where the merge finds them: flows need no order among themselves),
+//     then the groups removed; the meters removed after it.
 //  2. Staging done, the bundle is committed; only then the store swaps the
 //     staged bucket in (Staged.Commit). The switch refusing an entry, or the
 //     store refusing the request (an identity another module owns, a
-//     duplicate, a group nobody declared), discards both: nothing changes.
+//     duplicate, a group nobody declared or still used), discards both,
+//     and the meters sent before the bundle are taken back: nothing
+//     changes.
 //  3. A switch that fails otherwise (the connection died, the reply to
 //     COMMIT was lost, the bundle refused as a whole) does not fail the
 //     write: it is stored and the bridge replays, which makes the switch
 //     equal to the store, as for any write.
-//
-// A request with groups or meters, or a Sync of a module that declares
-// some on the bridge (store.ErrNotStageable), is read back from the spool
-// and written the usual way.
 
 // CheckDeclared checks entries es of a write request before they are
 // spooled (see checkOwned); base is the position of es[0] in the request.
@@ -75,48 +78,75 @@ func syncResult(r writeResult) SyncResult {
 	return out
 }
 
-// stagedReq is the write request of a spooled Put or Sync. unstage turns it
-// into a usual request, for what the store cannot stage.
+// stagedReq is the write request of a spooled Put or Sync.
 func (e *Engine) stagedReq(bridgeName, module string, sp *store.Spool, sync bool) *writeReq {
-	r := &writeReq{staged: &store.StagedWrite{Bridge: bridgeName, Module: module, Sync: sync, Spool: sp},
+	return &writeReq{staged: &store.StagedWrite{Bridge: bridgeName, Module: module, Sync: sync, Spool: sp},
 		release: func() { _ = sp.Close() }}
-	r.unstage = func() error {
-		if n := sp.Len(); n > maxUnstaged {
-			return errUnstagedTooLarge(n)
+}
+
+// stagedNonFlows are a staged write's group and meter changes in the order
+// the switch takes them (see above).
+type stagedNonFlows struct {
+	pre, head, tail, post []Change
+	// headEnds[i] is where the messages of head[i] end in the bundle.
+	headEnds []int
+}
+
+func newStagedNonFlows(p *store.StagePlan) stagedNonFlows {
+	var nf stagedNonFlows
+	for _, sc := range p.Changed {
+		c := writeChange(sc)
+		if c.Kind == entry.KindMeter {
+			nf.pre = append(nf.pre, c)
+			continue
 		}
-		es, err := sp.Entries(module)
-		if err != nil {
-			return err
-		}
-		r.staged, r.declared, r.flowsOnly, r.sync = nil, es, flowsOnly(es), sync
-		r.op = func(w *store.Writer) (store.Result, error) {
-			if sync {
-				return w.Sync(bridgeName, module, es)
-			}
-			return w.Put(bridgeName, module, es)
-		}
-		return nil
+		nf.head = append(nf.head, c)
+		nf.headEnds = append(nf.headEnds, nf.headMessages()+len(c.messages()))
 	}
-	return r
+	for _, en := range p.Removed {
+		c := Change{Op: OpDelete, Kind: en.Kind, Desired: en, Actual: en.Payload, Index: -1}
+		if c.Kind == entry.KindMeter {
+			nf.post = append(nf.post, c)
+		} else {
+			nf.tail = append(nf.tail, c)
+		}
+	}
+	return nf
 }
 
-// maxUnstaged bounds a request the store cannot stage, which is read back
-// into memory at about 1.2 KB an entry: 500,000 entries hold about 600 MB,
-// what the deployed 1 GiB limit leaves room for beside the store's pages
-// (docs/operations.md, "Sizing"). A larger one would be OOM-killed halfway
-// and fail again at every retry; it fails at once instead, naming the way
-// out. A variable for the tests.
-var maxUnstaged = 500_000
-
-func errUnstagedTooLarge(n int) error {
-	return fmt.Errorf("%d entries in one request that declares groups or meters (or a Sync of a module that declares some) exceed the limit of %d for such a request, "+
-		"which is written in memory: declare the groups and meters under a module of their own, so that the flows are staged on disk whatever their number: %w",
-		n, maxUnstaged, errdefs.ErrInvalidArgument)
+func (nf *stagedNonFlows) headMessages() int {
+	if len(nf.headEnds) == 0 {
+		return 0
+	}
+	return nf.headEnds[len(nf.headEnds)-1]
 }
 
-// commitStaged runs staged request r (see above). fallback says the store
-// cannot stage it: r is then to be written the usual way (writeReq.unstage).
-func (e *Engine) commitStaged(ctx context.Context, b *bridge, r *writeReq) (res writeResult, fallback bool) {
+// at is the change behind bundle position x, given flows, the request index
+// of each flow position (-1 for a removal).
+func (nf *stagedNonFlows) at(x int, flows []int32) (Change, bool) {
+	if x < 0 {
+		return Change{}, false
+	}
+	if x < nf.headMessages() {
+		i, _ := slices.BinarySearch(nf.headEnds, x+1)
+		return nf.head[i], true
+	}
+	x -= nf.headMessages()
+	if x < len(flows) {
+		if flows[x] < 0 {
+			return Change{Op: OpDelete, Kind: entry.KindFlow, Index: -1}, true
+		}
+		return Change{Op: OpAdd, Kind: entry.KindFlow, Index: int(flows[x])}, true
+	}
+	x -= len(flows)
+	if x < len(nf.tail) {
+		return nf.tail[x], true
+	}
+	return Change{}, false
+}
+
+// commitStaged runs staged request r (see above).
+func (e *Engine) commitStaged(ctx context.Context, b *bridge, r *writeReq) (res writeResult) {
 	e.cfg.Metrics.writeBatches.WithLabelValues(b.name).Inc()
 	defer b.busy()()
 	b.mu.Lock()
@@ -124,7 +154,7 @@ func (e *Engine) commitStaged(ctx context.Context, b *bridge, r *writeReq) (res 
 	var touched, stored bool
 	defer func() {
 		if err := e.endWrite(b, recover(), "a staged write", touched, stored, res.err); err != nil {
-			res, fallback = writeResult{err: err}, false
+			res = writeResult{err: err}
 		}
 	}()
 
@@ -133,33 +163,52 @@ func (e *Engine) commitStaged(ctx context.Context, b *bridge, r *writeReq) (res 
 	live := conn != nil && b.converged && e.gate.isOpen() && ctx.Err() == nil
 	w := *r.staged
 	var stream *writeStream
-	var at []int32      // the request index behind each bundle position, -1 for a removal
+	var at []int32      // the request index behind each flow position, -1 for a removal
 	var opaque []Change // for learnForms
+	var nf stagedNonFlows
 	if live {
+		plan, err := e.cfg.Store.PlanStage(w)
+		if err != nil {
+			return writeResult{err: err}
+		}
+		w.Plan, nf = plan, newStagedNonFlows(plan)
 		bound, err := e.cfg.Store.StageBound(w)
 		if err != nil {
-			return writeResult{err: err}, false
+			return writeResult{err: err}
 		}
+		bound += nf.headMessages() + len(nf.tail)
 		sctx, cancel := context.WithTimeout(ctx, e.cfg.WriteTimeout)
 		defer cancel()
-		stream = startStream(sctx, conn, bound, func(idx []int) ([]Change, error) {
+		stream = startStream(sctx, conn, nf.pre, bound, nf.post, func(idx []int) ([]Change, error) {
 			out := make([]Change, len(idx))
 			for i, x := range idx {
-				if x < 0 || x >= len(at) {
-					return nil, fmt.Errorf("restore: bundle position %d is past the %d staged changes", x, len(at))
+				c, ok := nf.at(x, at)
+				if !ok {
+					return nil, fmt.Errorf("restore: bundle position %d is past the %d staged changes", x, nf.headMessages()+len(at)+len(nf.tail))
 				}
-				out[i] = Change{Op: OpAdd, Kind: entry.KindFlow, Index: int(at[x])}
-				if at[x] < 0 {
-					out[i].Op = OpDelete
-				}
+				out[i] = c
 			}
 			return out, nil
 		})
 		defer func() {
-			if stream != nil {
-				_ = stream.finish(false)
+			if stream == nil {
+				return
+			}
+			// Meters sent before the bundle that could not be taken
+			// back leave the switch changed.
+			var re *RejectedError
+			if err := stream.finish(false); errors.As(err, &re) && re.SwitchChanged {
+				touched = true
 			}
 		}()
+		for _, c := range slices.Concat(nf.pre, nf.head) {
+			if c.Desired.Opaque {
+				opaque = append(opaque, c)
+			}
+		}
+		for _, c := range nf.head {
+			stream.add(c)
+		}
 		w.Changed = func(sc store.Change) {
 			c := writeChange(sc)
 			at = append(at, int32(sc.Index))
@@ -186,11 +235,8 @@ func (e *Engine) commitStaged(ctx context.Context, b *bridge, r *writeReq) (res 
 		}
 	}
 	staged, err := e.cfg.Store.Stage(w)
-	if errors.Is(err, store.ErrNotStageable) {
-		return writeResult{}, true
-	}
 	if err != nil {
-		return writeResult{err: err}, false
+		return writeResult{err: err}
 	}
 	defer func() {
 		if !stored {
@@ -202,10 +248,13 @@ func (e *Engine) commitStaged(ctx context.Context, b *bridge, r *writeReq) (res 
 	var unknown error
 	if stream != nil {
 		touched = true
+		for _, c := range nf.tail {
+			stream.add(c)
+		}
 		if stream.fallback {
 			// More changes than the bound: cannot happen, the bound
 			// counts every flow either side may hold.
-			return writeResult{err: fmt.Errorf("bridge %s: a staged write outgrew its bundle: %w", b.name, errdefs.ErrInternal)}, false
+			return writeResult{err: fmt.Errorf("bridge %s: a staged write outgrew its bundle: %w", b.name, errdefs.ErrInternal)}
 		}
 		err := stream.finish(true)
 		stream = nil
@@ -219,19 +268,19 @@ func (e *Engine) commitStaged(ctx context.Context, b *bridge, r *writeReq) (res 
 		switch {
 		case errors.As(err, &re) && len(re.Changes) > 0:
 			touched = re.SwitchChanged
-			return writeResult{err: rejection(re)}, false
+			return writeResult{err: rejection(re)}
 		case err != nil:
 			// Refused as a whole, or the outcome is unknown: stored, and
 			// the replay makes the switch equal to the store.
 			unknown, live = err, false
 		case e.faults.beforeStoreCommit != nil:
 			if err := e.faults.beforeStoreCommit(); err != nil {
-				return writeResult{err: err}, false
+				return writeResult{err: err}
 			}
 		}
 	}
 	if err := staged.Commit(); err != nil {
-		return writeResult{err: err}, false
+		return writeResult{err: err}
 	}
 	stored = true
 	e.cfg.Metrics.stagedWrites.WithLabelValues(b.name).Inc()
@@ -253,5 +302,5 @@ func (e *Engine) commitStaged(ctx context.Context, b *bridge, r *writeReq) (res 
 	}
 	e.log.Info("staged write stored", "bridge", b.name, "module", w.Module, "sync", w.Sync, "entries", w.Spool.Len(),
 		"added", staged.Added, "changed", staged.Changed, "removed", staged.Removed, "applied", live, "took", time.Since(start))
-	return writeResult{applied: live, staged: staged}, false
+	return writeResult{applied: live, staged: staged}
 }

@@ -3,6 +3,7 @@ package restore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -46,7 +47,7 @@ func noDiff(ctx context.Context, t *testing.T, te *testEngine) {
 // together, all or nothing: a request the store refuses half way (an
 // identity another module owns) or the switch refuses (a full table)
 // leaves both as they were, with the entry named by its place in the
-// request; one with a group goes the usual way.
+// request.
 func TestStagedWrite(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
@@ -112,40 +113,149 @@ func TestStagedWrite(t *testing.T) {
 		t.Fatalf("flowstate_staged_writes_total %v, want 2", n)
 	}
 
-	// A group in the request: written the usual way, from the spool.
-	withGroup := append([]entry.Entry{textEntry(t, entry.KindGroup, "group_id=7,type=select,bucket=actions=drop")},
-		flows(t, "table=0,priority=20,ip,actions=group:7")...)
-	if applied, err := te.PutSpool(ctx, testBridge, "lb", spooled(t, te, withGroup)); err != nil || !applied {
-		t.Fatalf("spooled Put with a group: applied=%v err=%v", applied, err)
+}
+
+// linesUsing are n flows of table 0 from address from on whose actions are
+// actions.
+func linesUsing(n, from int, actions string) []string {
+	lines := make([]string, n)
+	for i := range lines {
+		x := from + i
+		lines[i] = fmt.Sprintf("table=0,priority=10,ip,nw_dst=10.%d.%d.%d,actions=%s", x>>16&255, x>>8&255, x&255, actions)
 	}
-	if out, err := te.sb.Ofctl(ctx, "dump-groups", testBridge); err != nil || !strings.Contains(out, "group_id=7") {
-		t.Fatalf("group 7 not on the switch: %v\n%s", err, out)
+	return lines
+}
+
+// TestStagedGroupsAndMeters: a spooled request with groups and meters is
+// staged too, in the order the switch needs: meters before the bundle,
+// groups ahead of the flows that use them, removed ones after. It stays all
+// or nothing: the store refusing it (a removed group another module uses)
+// or the switch refusing it (a flow into a full table, a meter band it does
+// not support) leaves switch and store as they were, the meters sent ahead
+// taken back.
+func TestStagedGroupsAndMeters(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	te := startEngine(ctx, t, writeFaults{})
+	dump := func(what string) string {
+		t.Helper()
+		out, err := te.sb.Ofctl(ctx, what, testBridge)
+		if err != nil {
+			t.Fatal(err, out)
+		}
+		return out
+	}
+	has := func(what string, want, not []string) {
+		t.Helper()
+		out := dump(what)
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				t.Fatalf("%s lacks %q:\n%s", what, w, out)
+			}
+		}
+		for _, n := range not {
+			if strings.Contains(out, n) {
+				t.Fatalf("%s holds %q:\n%s", what, n, out)
+			}
+		}
+	}
+	group7 := textEntry(t, entry.KindGroup, "group_id=7,type=select,bucket=actions=drop")
+	group7b := textEntry(t, entry.KindGroup, "group_id=7,type=select,bucket=weight:10,actions=drop,bucket=weight:20,actions=drop")
+	group8 := textEntry(t, entry.KindGroup, "group_id=8,type=all,bucket=actions=drop")
+	meter := func(id int) entry.Entry {
+		return textEntry(t, entry.KindMeter, fmt.Sprintf("meter=%d,kbps,band=type=drop,rate=1000", id))
+	}
+	req := func(head []entry.Entry, lines ...[]string) []entry.Entry {
+		// The groups and meters among the flows, as a module may send them.
+		var fs []entry.Entry
+		for _, ls := range lines {
+			fs = append(fs, flows(t, ls...)...)
+		}
+		out := append(fs[:len(fs)/2:len(fs)/2], head...)
+		return append(out, fs[len(fs)/2:]...)
+	}
+
+	// A Put of groups, a meter and the flows that use them.
+	first := req([]entry.Entry{group7, meter(3)}, linesUsing(1500, 0, "group:7"), linesUsing(1500, 1500, "meter:3,resubmit(,1)"))
+	if applied, err := te.PutSpool(ctx, testBridge, "lb", spooled(t, te, first)); err != nil || !applied {
+		t.Fatalf("staged Put with a group and a meter: applied=%v err=%v", applied, err)
+	}
+	has("dump-groups", []string{"group_id=7"}, nil)
+	has("dump-meters", []string{"meter=3"}, nil)
+	if n := dumpCount(ctx, t, te); n != 3000 {
+		t.Fatalf("the switch holds %d flows, want 3000", n)
 	}
 	noDiff(ctx, t, te)
 
-	// Past maxUnstaged such a request is refused before it is read into
-	// memory, naming the limit and the way out; nothing changes.
-	defer func(n int) { maxUnstaged = n }(maxUnstaged)
-	maxUnstaged = 100
-	tooLarge := append([]entry.Entry{textEntry(t, entry.KindGroup, "group_id=8,type=select,bucket=actions=drop")},
-		pipelineFlows(t, 200, 20000)...)
-	before := dumpCount(ctx, t, te)
-	_, err = te.PutSpool(ctx, testBridge, "lb2", spooled(t, te, tooLarge))
-	if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "limit of 100") || !strings.Contains(err.Error(), "module of their own") {
-		t.Fatalf("spooled Put of 201 entries with a group past a limit of 100: %v, want INVALID_ARGUMENT naming the limit and the remedy", err)
+	// A Sync that changes group 7, adds group 8 and meter 4 for new flows,
+	// and drops meter 3 with the flows that used it.
+	second := req([]entry.Entry{group7b, group8, meter(4)}, linesUsing(1500, 0, "group:7"), linesUsing(1500, 5000, "meter:4,group:8"))
+	res, err := te.SyncSpool(ctx, testBridge, "lb", spooled(t, te, second), true)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if n := stored(t, te, "lb2"); n != 0 {
-		t.Fatalf("%d entries stored by a refused request", n)
+	if want := (SyncResult{Applied: true, Added: 1502, Changed: 1, Removed: 1501}); res != want {
+		t.Fatalf("staged Sync: %+v, want %+v", res, want)
 	}
-	if n := dumpCount(ctx, t, te); n != before {
-		t.Fatalf("the switch holds %d flows after a refused request, want %d", n, before)
+	has("dump-groups", []string{"group_id=7", "weight:20", "group_id=8"}, nil)
+	has("dump-meters", []string{"meter=4"}, []string{"meter=3"})
+	if n := dumpCount(ctx, t, te); n != 3000 {
+		t.Fatalf("the switch holds %d flows after the Sync, want 3000", n)
 	}
 	noDiff(ctx, t, te)
-	// The same flows alone stage on disk.
-	if applied, err := te.PutSpool(ctx, testBridge, "lb2", spooled(t, te, tooLarge[1:])); err != nil || !applied {
-		t.Fatalf("the same flows without the group: applied=%v err=%v", applied, err)
+
+	// Another module's flow uses group 8: a Sync that drops it (adding
+	// meter 9 on the way) is refused by the store once every flow is
+	// staged, before the bundle commits; meter 9 is taken back.
+	if _, err := te.Put(ctx, testBridge, "other", flows(t, "table=1,priority=5,ip,actions=group:8")); err != nil {
+		t.Fatal(err)
+	}
+	flowsBefore, storedBefore := dumpCount(ctx, t, te), stored(t, te, "lb")
+	third := req([]entry.Entry{group7b, meter(9)}, linesUsing(3000, 0, "group:7"))
+	_, err = te.SyncSpool(ctx, testBridge, "lb", spooled(t, te, third), true)
+	var iu *store.InUseError
+	if !errors.As(err, &iu) || !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "other") {
+		t.Fatalf("staged Sync dropping a group module other uses: %v, want an InUseError naming module other", err)
+	}
+	has("dump-meters", []string{"meter=4"}, []string{"meter=9"})
+	has("dump-groups", []string{"group_id=8"}, nil)
+	if n, m := dumpCount(ctx, t, te), stored(t, te, "lb"); n != flowsBefore || m != storedBefore {
+		t.Fatalf("after a refused Sync the switch holds %d flows (want %d), the store %d of lb (want %d)", n, flowsBefore, m, storedBefore)
 	}
 	noDiff(ctx, t, te)
+
+	// The switch refuses a flow (a full table): meter 10, sent ahead of
+	// the bundle, is taken back.
+	full := fullTable5(ctx, t, te)
+	fourth := req([]entry.Entry{group7b, group8, meter(4), meter(10)}, linesUsing(1500, 0, "group:7"), full)
+	_, err = te.SyncSpool(ctx, testBridge, "lb", spooled(t, te, fourth), true)
+	var ee *errdefs.EntryError
+	if !errors.As(err, &ee) || !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "TABLE_FULL") {
+		t.Fatalf("staged Sync into a full table: %v, want INVALID_ARGUMENT naming an entry and OFPFMFC_TABLE_FULL", err)
+	}
+	has("dump-meters", []string{"meter=4"}, []string{"meter=10"})
+	if n, m := dumpCount(ctx, t, te), stored(t, te, "lb"); n != flowsBefore || m != storedBefore {
+		t.Fatalf("after a refused Sync the switch holds %d flows (want %d), the store %d of lb (want %d)", n, flowsBefore, m, storedBefore)
+	}
+	noDiff(ctx, t, te)
+
+	// The switch refuses the meter itself, before the bundle opens, while
+	// the store stages more flows than the stream buffers: the write ends
+	// with the refusal, naming the meter.
+	bad := textEntry(t, entry.KindMeter, "meter=11,kbps,band=type=dscp_remark,rate=1000,prec_level=1")
+	fifth := req([]entry.Entry{bad}, linesUsing(6000, 20000, "drop"))
+	_, err = te.PutSpool(ctx, testBridge, "lb", spooled(t, te, fifth))
+	if !errors.As(err, &ee) || ee.Index != 3000 || !strings.Contains(err.Error(), "BAD_BAND") {
+		t.Fatalf("staged Put with a meter the switch refuses: %v, want entry 3000 refused with OFPMMFC_BAD_BAND", err)
+	}
+	has("dump-meters", nil, []string{"meter=11"})
+	if n, m := dumpCount(ctx, t, te), stored(t, te, "lb"); n != flowsBefore || m != storedBefore {
+		t.Fatalf("after a refused Put the switch holds %d flows (want %d), the store %d of lb (want %d)", n, flowsBefore, m, storedBefore)
+	}
+	noDiff(ctx, t, te)
+	if !te.Engine.bridges[testBridge].isConverged() {
+		t.Fatal("bridge not converged after refused staged writes")
+	}
 }
 
 // TestStagedStoreFailsAfterApply: the switch took a staged write, then the

@@ -83,10 +83,11 @@ func streamable(reqs []*writeReq) (bool, int) {
 	return n > 0, n
 }
 
-// startStream opens a bundle of at most n flow changes on conn; at returns
-// the changes behind bundle positions (streamedAt) once every change was
-// added.
-func startStream(ctx context.Context, conn *ofconn.Conn, n int, at func(idx []int) ([]Change, error)) *writeStream {
+// startStream opens a bundle of at most n messages on conn; at returns the
+// changes behind bundle positions (streamedAt) once every change was added.
+// pre and post are meter changes, sent before and after the bundle as in
+// applyChanges (a staged write's; nil for the others).
+func startStream(ctx context.Context, conn *ofconn.Conn, pre []Change, n int, post []Change, at func(idx []int) ([]Change, error)) *writeStream {
 	s := &writeStream{
 		batches: make(chan []Change, 4),
 		stopped: make(chan struct{}),
@@ -94,16 +95,20 @@ func startStream(ctx context.Context, conn *ofconn.Conn, n int, at func(idx []in
 		decided: make(chan struct{}),
 		room:    n,
 	}
+	produced := false // set and read by the goroutine below
 	src := bundleSource{
 		n:    n,
 		upTo: true,
 		produce: func(emit func(ofconn.Message) error) error {
 			defer close(s.stopped)
+			produced = true
 			for batch := range s.batches {
 				for _, c := range batch {
-					// One message each: flows, and deletes.
-					if err := emit(c.messages()[0]); err != nil {
-						return err
+					// One message each but for a large group.
+					for _, m := range c.messages() {
+						if err := emit(m); err != nil {
+							return err
+						}
 					}
 				}
 			}
@@ -115,7 +120,12 @@ func startStream(ctx context.Context, conn *ofconn.Conn, n int, at func(idx []in
 		at: at,
 	}
 	go func() {
-		_, err := applyChanges(ctx, conn, nil, src, nil)
+		_, err := applyChanges(ctx, conn, pre, src, post)
+		if !produced {
+			// The bundle never opened (a meter refused, the context
+			// ended): add must not wait for a reader.
+			close(s.stopped)
+		}
 		s.done <- err
 		close(s.decided)
 	}()
@@ -129,11 +139,15 @@ func (s *writeStream) add(c Change) {
 	if s.fallback {
 		return
 	}
-	if s.room == 0 {
+	k := 1
+	if c.Kind == entry.KindGroup && c.Op != OpDelete {
+		k = len(c.messages())
+	}
+	if s.room < k {
 		s.fallback = true
 		return
 	}
-	s.room--
+	s.room -= k
 	s.pending = append(s.pending, c)
 	if len(s.pending) < streamBatch {
 		return
