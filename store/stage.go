@@ -216,9 +216,9 @@ type Staged struct {
 	plan                    *StagePlan
 	// refs are the refs index updates, applied by Commit: flows that use
 	// groups or meters only.
-	refs refMoves
-	module         string
-	done           bool
+	refs   refMoves
+	module string
+	done   bool
 }
 
 // Stage stages w (see above). An error leaves nothing staged; the spool
