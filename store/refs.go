@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"strings"
@@ -22,14 +23,6 @@ import (
 // refusal reads the users (to name them).
 var bucketRefs = []byte("refs")
 
-// refKey is the index key of flow flowID using r.
-func refKey(r entry.Ref, flowID []byte) []byte {
-	k := make([]byte, 0, 5+len(flowID))
-	k = append(k, byte(r.Kind))
-	k = append(k, r.Key()...)
-	return append(k, flowID...)
-}
-
 func refPrefix(kind entry.Kind, id []byte) []byte { return append([]byte{byte(kind)}, id...) }
 
 // flowRefs are the groups and meters a flow's payload uses, each once. The
@@ -46,19 +39,14 @@ func flowRefs(payload []byte) []entry.Ref {
 }
 
 // refMoves are a write's changes to the refs index, applied in key order
-// once its flows are written (apply). The refs of flows in flow order are in
-// no order of their own, and bbolt splits a node only at commit: each key
-// put out of order moves every key the transaction already put in that
-// node, so 50,000 flows using groups took 7 s to index into an empty bucket
-// one by one, and 100,000 of a staged write 28 s; sorted, they append.
+// once its flows are written (apply, or for a staged write stageRefs). The
+// refs of flows in flow order are in no order of their own, and bbolt splits
+// a node only at commit: each key put out of order moves every key the
+// transaction already put in that node, so 50,000 flows using groups took 7 s
+// to index into an empty bucket one by one, and 100,000 of a staged write
+// 28 s; sorted, they append.
 type refMoves struct {
-	del [][]byte
-	add []refAdd
-}
-
-type refAdd struct {
-	key    []byte
-	module string
+	del, add refList
 }
 
 // move records that flow id of module changes from payload prev (nil: new)
@@ -69,42 +57,95 @@ func (m *refMoves) move(module string, id, prev, payload []byte) {
 		return
 	}
 	for _, r := range before {
-		m.del = append(m.del, refKey(r, id))
+		m.del.add(r, id, "")
 	}
 	for _, r := range after {
-		m.add = append(m.add, refAdd{refKey(r, id), module})
+		m.add.add(r, id, module)
 	}
 }
+
+func (m *refMoves) empty() bool { return m.del.len() == 0 && m.add.len() == 0 }
 
 // apply writes the moves to br's refs bucket, the deletes first, and forgets
 // them.
 func (m *refMoves) apply(br *bolt.Bucket) error {
-	if len(m.del) == 0 && len(m.add) == 0 {
+	if m.empty() {
 		return nil
 	}
-	slices.SortFunc(m.del, bytes.Compare)
-	slices.SortFunc(m.add, func(a, b refAdd) int { return bytes.Compare(a.key, b.key) })
+	m.del.sort()
+	m.add.sort()
 	rb := br.Bucket(bucketRefs)
-	if rb == nil && len(m.add) > 0 {
+	if rb == nil && m.add.len() > 0 {
 		var err error
 		if rb, err = br.CreateBucket(bucketRefs); err != nil {
 			return err
 		}
 	}
 	if rb != nil {
-		for _, k := range m.del {
-			if err := rb.Delete(k); err != nil {
+		for i := range m.del.len() {
+			if err := rb.Delete(m.del.key(i)); err != nil {
 				return err
 			}
 		}
-		for _, a := range m.add {
-			if err := rb.Put(a.key, []byte(a.module)); err != nil {
+		for i := range m.add.len() {
+			if err := rb.Put(m.add.key(i), m.add.value(i)); err != nil {
 				return err
 			}
 		}
 	}
-	m.del, m.add = m.del[:0], m.add[:0]
+	*m = refMoves{}
 	return nil
+}
+
+// refList is a list of refs index entries (key, and the owner as value)
+// packed into chunks: a staged write of a million flows using groups holds
+// a million of them, 16 bytes each beside their bytes, where a slice
+// and a string per entry took 56.
+type refList struct {
+	chunks [][]byte
+	at     []refAt
+}
+
+type refAt struct {
+	chunk, off, klen uint32
+	vlen             uint16
+}
+
+const refChunk = 1 << 20
+
+// add appends the index entry of flow id using r, with value module.
+func (l *refList) add(r entry.Ref, id []byte, module string) {
+	n := 5 + len(id) + len(module)
+	if len(l.chunks) == 0 || cap(l.chunks[len(l.chunks)-1])-len(l.chunks[len(l.chunks)-1]) < n {
+		l.chunks = append(l.chunks, make([]byte, 0, max(refChunk, n)))
+	}
+	c := len(l.chunks) - 1
+	b := l.chunks[c]
+	at := refAt{chunk: uint32(c), off: uint32(len(b)), klen: uint32(5 + len(id)), vlen: uint16(len(module))}
+	b = append(b, byte(r.Kind))
+	b = binary.BigEndian.AppendUint32(b, r.ID)
+	b = append(b, id...)
+	l.chunks[c] = append(b, module...)
+	l.at = append(l.at, at)
+}
+
+func (l *refList) len() int { return len(l.at) }
+
+func (l *refList) key(i int) []byte {
+	a := l.at[i]
+	return l.chunks[a.chunk][a.off : a.off+a.klen]
+}
+
+func (l *refList) value(i int) []byte {
+	a := l.at[i]
+	start := a.off + a.klen
+	return l.chunks[a.chunk][start : start+uint32(a.vlen)]
+}
+
+func (l *refList) sort() {
+	slices.SortFunc(l.at, func(a, b refAt) int {
+		return bytes.Compare(l.chunks[a.chunk][a.off:a.off+a.klen], l.chunks[b.chunk][b.off:b.off+b.klen])
+	})
 }
 
 // InUseError refuses the removal of a group or meter that declared flows

@@ -214,11 +214,13 @@ type Staged struct {
 	// changes and (Sync) removes.
 	Added, Changed, Removed int
 	plan                    *StagePlan
-	// refs are the refs index updates, applied by Commit: flows that use
-	// groups or meters only.
-	refs   refMoves
-	module string
-	done   bool
+	// refs are the refs index updates of the flows merged so far (flows
+	// that use groups or meters only), staged (stageRefs) once every flow
+	// is: refsStaged.
+	refs       refMoves
+	refsStaged bool
+	module     string
+	done       bool
 }
 
 // Stage stages w (see above). An error leaves nothing staged; the spool
@@ -314,6 +316,12 @@ func (s *Store) stage(w StagedWrite) (*Staged, error) {
 		}
 	}
 	st.Removed += len(st.plan.Removed)
+	if !st.refs.empty() {
+		if err := s.stageRefs(st); err != nil {
+			return nil, err
+		}
+		st.refs = refMoves{}
+	}
 	if len(st.plan.Removed) > 0 {
 		if err := s.db.View(st.checkRemoved); err != nil {
 			return nil, err
@@ -322,35 +330,105 @@ func (s *Store) stage(w StagedWrite) (*Staged, error) {
 	return st, nil
 }
 
+// stageRefs writes the bridge's refs index as the write leaves it to the
+// staged bucket (stage/<bridge>/refs), as the flows: a merge, in key order,
+// of the bridge's refs bucket with the write's moves, appended in
+// transactions of stageChunk entries. Commit swaps it in with the flows;
+// one transaction of a million refs held 400 MB of bbolt's nodes and pages.
+func (s *Store) stageRefs(st *Staged) error {
+	del, add := &st.refs.del, &st.refs.add
+	del.sort()
+	add.sort()
+	var resume []byte
+	oldDone, di, ai := false, 0, 0
+	for done := false; !done; {
+		err := s.update(func(tx *bolt.Tx) error {
+			dst, err := tx.Bucket(bucketStage).Bucket([]byte(st.bridge)).CreateBucketIfNotExists(bucketRefs)
+			if err != nil {
+				return err
+			}
+			dst.FillPercent = 1.0
+			var oc *bolt.Cursor
+			var ok, ov []byte
+			if br := tx.Bucket(bucketBridges).Bucket([]byte(st.bridge)); br != nil && !oldDone {
+				if rb := br.Bucket(bucketRefs); rb != nil {
+					oc = rb.Cursor()
+					if resume == nil {
+						ok, ov = oc.First()
+					} else {
+						ok, ov = oc.Seek(resume)
+					}
+				}
+			}
+			for n := 0; n < stageChunk; n++ {
+				var ak []byte
+				if ai < add.len() {
+					ak = add.key(ai)
+				}
+				if ok == nil && ak == nil {
+					done = true
+					return nil
+				}
+				c := 1 // which comes first: -1 the bridge's, 1 the write's
+				if ok != nil && ak != nil {
+					c = bytes.Compare(ok, ak)
+				} else if ok != nil {
+					c = -1
+				}
+				if c < 0 {
+					for di < del.len() && bytes.Compare(del.key(di), ok) < 0 {
+						di++
+					}
+					if di >= del.len() || !bytes.Equal(del.key(di), ok) {
+						if err := dst.Put(ok, ov); err != nil {
+							return err
+						}
+					}
+					ok, ov = oc.Next()
+					continue
+				}
+				if err := dst.Put(ak, add.value(ai)); err != nil {
+					return err
+				}
+				ai++
+				if c == 0 {
+					ok, ov = oc.Next()
+				}
+			}
+			if ok == nil {
+				oldDone = true
+			} else {
+				resume = bytes.Clone(ok)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	st.refsStaged = true
+	return nil
+}
+
 // checkRemoved refuses the write when a group or meter it removes is still
 // used by a flow it keeps (its own unchanged, or another module's): the refs
-// index as Commit will leave it, without writing it.
+// index as Commit will leave it.
 func (st *Staged) checkRemoved(tx *bolt.Tx) error {
-	br := tx.Bucket(bucketBridges).Bucket([]byte(st.bridge))
-	var rb *bolt.Bucket
-	if br != nil {
-		rb = br.Bucket(bucketRefs)
+	sb := tx.Bucket(bucketStage).Bucket([]byte(st.bridge)) // the flows as they will be
+	rb := sb.Bucket(bucketRefs)
+	if !st.refsStaged {
+		if br := tx.Bucket(bucketBridges).Bucket([]byte(st.bridge)); br != nil {
+			rb = br.Bucket(bucketRefs)
+		}
 	}
 	if rb == nil {
 		return nil
 	}
-	// The users the write takes away: flows it changes or removes. The
-	// prefix of a ref key is its group or meter (kind and 4-byte id).
-	const prefixLen = 5
-	gone := map[string]struct{}{}
-	for _, k := range st.refs.del {
-		if _, removed := st.plan.removed[string(k[:prefixLen])]; removed {
-			gone[string(k)] = struct{}{}
-		}
-	}
-	leaving := func(k []byte) bool { _, ok := gone[string(k)]; return ok }
 	c := rb.Cursor()
 	for _, r := range st.plan.Removed {
 		prefix := refPrefix(r.Kind, r.ID)
-		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-			if !leaving(k) {
-				return usersError(br, c, prefix, r, st.s.describe, leaving)
-			}
+		if k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) {
+			return usersError(sb, c, prefix, r, st.s.describe, nil)
 		}
 	}
 	return nil
@@ -520,15 +598,21 @@ func (st *Staged) Commit() error {
 		if err := sb.MoveBucket(flowBucket, br); err != nil {
 			return err
 		}
+		if st.refsStaged {
+			if br.Bucket(bucketRefs) != nil {
+				if err := br.DeleteBucket(bucketRefs); err != nil {
+					return err
+				}
+			}
+			if err := sb.MoveBucket(bucketRefs, br); err != nil {
+				return err
+			}
+		}
 		if err := root.DeleteBucket([]byte(st.bridge)); err != nil {
 			return err
 		}
-		if err := st.plan.write(br, st.module); err != nil {
-			return err
-		}
-		return st.refs.apply(br)
+		return st.plan.write(br, st.module)
 	})
-	st.refs = refMoves{}
 	if err != nil {
 		if derr := st.s.dropStage(st.bridge); derr != nil {
 			err = fmt.Errorf("%w (and dropping what was staged failed: %w)", err, derr)
@@ -567,7 +651,6 @@ func (st *Staged) Discard() error {
 		return nil
 	}
 	st.done = true
-	st.refs = refMoves{}
 	if err := st.s.dropStage(st.bridge); err != nil {
 		return fmt.Errorf("store: discarding the staged write of bridge %s: %w", st.bridge, err)
 	}
