@@ -8,18 +8,24 @@
 #
 #   N=1000000 ./scripts/declare-large.sh
 #   N=1000000 ECHO_TIMEOUT=60s ./scripts/declare-large.sh   # flowstated --ofp-echo-timeout
+#   N=1000000 NGROUPS=10000 ./scripts/declare-large.sh      # every flow uses one of 10,000 groups (module lb)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${N:-1000000}
+NGROUPS=${NGROUPS:-0}
 
 dir=$(mktemp -d /tmp/ovsXXXX)
 # shellcheck source=scripts/sandbox.sh
 . scripts/sandbox.sh
 sandbox_up
-flows 0 "$N" >"$dir/first.flows"
-flows $((N / 2)) "$N" >"$dir/next.flows"
+flows 0 "$N" "$NGROUPS" >"$dir/first.flows"
+flows $((N / 2)) "$N" "$NGROUPS" >"$dir/next.flows"
 flowstated_start
 "${flowctl[@]}" wait >/dev/null
+if ((NGROUPS > 0)); then
+	groups "$NGROUPS" >"$dir/groups"
+	"${flowctl[@]}" add-groups --module lb "$dir/groups" >/dev/null
+fi
 
 timed() { # timed LABEL CMD...: wall time and flowctl's peak RSS
 	local label=$1
@@ -27,7 +33,7 @@ timed() { # timed LABEL CMD...: wall time and flowctl's peak RSS
 	/usr/bin/time -f "$label: %e s, flowctl max RSS %M kB" "$@"
 }
 
-echo "$N flows, $(wc -c <"$dir/first.flows") bytes; $(nproc) CPUs; $(ovs-vswitchd --version | head -1)"
+echo "$N flows ($NGROUPS groups), $(wc -c <"$dir/first.flows") bytes; $(nproc) CPUs; $(ovs-vswitchd --version | head -1)"
 mem start
 timed add-flows "${flowctl[@]}" add-flows --module policy "$dir/first.flows"
 mem add-flows

@@ -52,17 +52,20 @@ vswitchd_restart_held() {
 	vswitchd_start
 }
 
-# flowstated_start: start flowstated in the background.
+# flowstated_start: start flowstated in the background (FS_EXTRA: more
+# flags, such as --cpuprofile FILE).
 flowstated_start() {
+	# shellcheck disable=SC2086 # FS_EXTRA is split into flags on purpose
 	"$bin/flowstated" --listen "unix://$dir/fs.sock" --db "$dir/fs.db" --boot-id-file "$dir/boot_id" \
 		--ovs-rundir "$dir" --ovsdb "$db" --bridge br-int --guard off --metrics-listen "" \
-		--audit-interval 0 --rearm-flow-restore-wait=false --log-level warn --ofp-echo-timeout "${ECHO_TIMEOUT:-5s}" &
+		--audit-interval 0 --rearm-flow-restore-wait=false --log-level warn --ofp-echo-timeout "${ECHO_TIMEOUT:-5s}" ${FS_EXTRA:-} &
 	fs=$!
 	# The peak of RssAnon (what a cgroup cannot reclaim), sampled every 50 ms.
 	echo 0 >"$dir/rssanon.peak"
 	[[ -z $sampler ]] || kill "$sampler" 2>/dev/null || true
 	(while kill -0 "$fs" 2>/dev/null; do
-		a=$(awk '/^RssAnon/ {print $2}' "/proc/$fs/status" 2>/dev/null || echo 0)
+		a=$(awk '/^RssAnon/ {print $2}' "/proc/$fs/status" 2>/dev/null || true)
+		a=${a:-0} # flowstated gone between the check and the read
 		((a > $(cat "$dir/rssanon.peak"))) && echo "$a" >"$dir/rssanon.peak"
 		sleep 0.05
 	done) &
@@ -85,10 +88,18 @@ mem() {
 	echo 0 >"$dir/rssanon.peak"
 }
 
-# flows FROM COUNT: distinct flows of table 10, about 80 bytes a line.
+# flows FROM COUNT [GROUPS]: distinct flows of table 10, about 80 bytes a
+# line; with GROUPS, each uses one of groups 1..GROUPS (groups GROUPS).
 flows() {
-	awk -v from="$1" -v n="$2" 'BEGIN { for (j = from; j < from + n; j++)
-		printf "table=10,priority=100,tcp,nw_src=10.%d.%d.%d,tp_dst=80,actions=resubmit(,20)\n", int(j / 65536), int(j / 256) % 256, j % 256 }'
+	awk -v from="$1" -v n="$2" -v g="${3:-0}" 'BEGIN { for (j = from; j < from + n; j++) {
+		a = g > 0 ? sprintf("group:%d", j % g + 1) : "resubmit(,20)"
+		printf "table=10,priority=100,tcp,nw_src=10.%d.%d.%d,tp_dst=80,actions=%s\n", int(j / 65536), int(j / 256) % 256, j % 256, a } }'
+}
+
+# groups COUNT: select groups 1..COUNT of two buckets.
+groups() {
+	awk -v n="$1" 'BEGIN { for (g = 1; g <= n; g++)
+		printf "group_id=%d,type=select,bucket=weight:10,actions=resubmit(,30),bucket=weight:20,actions=resubmit(,31)\n", g }'
 }
 
 # now_ms: a monotonic-enough wall clock in milliseconds.

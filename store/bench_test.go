@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/flowstate-io/flowstate/entry"
@@ -132,8 +133,9 @@ var errAbort = errors.New("abort")
 
 // largeCases are the requests of BenchmarkPutLarge and BenchmarkStageLarge:
 // 100,000 flows in an order that is not key order (as a controller's set
-// comes), and the same flows each using one of 1,000 groups, which module lb
-// declares first (refs).
+// comes); the same flows each using one of 1,000 groups, which module lb
+// declares first (refs); and those flows with their groups in the request,
+// amid them.
 func largeCases() []struct {
 	name   string
 	groups []entry.Entry
@@ -152,7 +154,7 @@ func largeCases() []struct {
 		name   string
 		groups []entry.Entry
 		req    []entry.Entry
-	}{{"flows", nil, plain}, {"using-groups", groups, refs}}
+	}{{"flows", nil, plain}, {"using-groups", groups, refs}, {"with-groups", nil, slices.Concat(refs[:50000], groups, refs[50000:])}}
 }
 
 // openLarge is an empty store for a largeCases case, with its groups.
