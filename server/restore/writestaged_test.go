@@ -344,3 +344,30 @@ func TestStagedCallerGivesUp(t *testing.T) {
 	poll(ctx, t, "the write applied", func() bool { return dumpCount(ctx, t, te) == 3000 })
 	noDiff(ctx, t, te)
 }
+
+// TestStagedNonFlowsAt: a refused bundle position maps back to its change
+// whether it falls in a group of several messages ahead of the flows, in
+// the flows (added or removed) or in the groups removed after them.
+func TestStagedNonFlowsAt(t *testing.T) {
+	head := []Change{{Kind: entry.KindGroup, Index: 0}, {Kind: entry.KindGroup, Index: 5}, {Kind: entry.KindGroup, Index: 9}}
+	tail := []Change{{Op: OpDelete, Kind: entry.KindGroup, Index: -1, Actual: []byte("g")}}
+	nf := stagedNonFlows{head: head, headEnds: []int{3, 4, 7}, tail: tail}
+	flows := []int32{1, -1, 2}
+	for _, tc := range []struct {
+		x    int
+		want Change
+		ok   bool
+	}{
+		{0, head[0], true}, {2, head[0], true}, {3, head[1], true}, {4, head[2], true}, {6, head[2], true},
+		{7, Change{Op: OpAdd, Kind: entry.KindFlow, Index: 1}, true},
+		{8, Change{Op: OpDelete, Kind: entry.KindFlow, Index: -1}, true},
+		{9, Change{Op: OpAdd, Kind: entry.KindFlow, Index: 2}, true},
+		{10, tail[0], true},
+		{11, Change{}, false}, {-1, Change{}, false},
+	} {
+		got, ok := nf.at(tc.x, flows)
+		if ok != tc.ok || got.Kind != tc.want.Kind || got.Op != tc.want.Op || got.Index != tc.want.Index || string(got.Actual) != string(tc.want.Actual) {
+			t.Errorf("position %d: %+v %v, want %+v %v", tc.x, got, ok, tc.want, tc.ok)
+		}
+	}
+}
