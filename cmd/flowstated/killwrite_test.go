@@ -20,17 +20,21 @@ import (
 // flowstated is back the write is all there or not at all, in the store and
 // on the switch alike: a bundle left open by a dead flowstated is dropped by
 // vswitchd, a store transaction not committed leaves nothing, and a staged
-// bucket not swapped in is dropped at the next start.
+// bucket not swapped in is dropped at the next start. The staged write with a
+// group and a meter sends the meter ahead of its bundle: killed after that, a
+// meter the store never took is left on the switch, which the replay of the
+// next start takes off.
 func TestKillDuringStreamedWrite(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		stageAbove string
-	}{{"in memory", "100000"}, {"staged", "10000"}} {
-		t.Run(tc.name, func(t *testing.T) { killDuringWrite(t, tc.stageAbove) })
+		groups     bool
+	}{{"in memory", "100000", false}, {"staged", "10000", false}, {"staged with a group and a meter", "10000", true}} {
+		t.Run(tc.name, func(t *testing.T) { killDuringWrite(t, tc.stageAbove, tc.groups) })
 	}
 }
 
-func killDuringWrite(t *testing.T, stageAbove string) {
+func killDuringWrite(t *testing.T, stageAbove string, groups bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	n := newNode(ctx, t, []string{"br-int"}, "--bridge", "br-int", "--guard", "off", "--audit-interval", "0",
@@ -49,7 +53,25 @@ func killDuringWrite(t *testing.T, stageAbove string) {
 	const flows = 60_000
 	es := make([]client.Entry, flows)
 	for i := range es {
-		es[i] = client.FlowText(fmt.Sprintf("table=1,priority=10,ip,nw_dst=10.%d.%d.%d,actions=drop", i>>16&255, i>>8&255, i&255))
+		actions := "drop"
+		if groups {
+			actions = []string{"group:5", "meter:6,resubmit(,2)"}[i%2]
+		}
+		es[i] = client.FlowText(fmt.Sprintf("table=1,priority=10,ip,nw_dst=10.%d.%d.%d,actions=%s", i>>16&255, i>>8&255, i&255, actions))
+	}
+	nonFlows := 0
+	if groups {
+		es = append([]client.Entry{client.GroupText("group_id=5,type=select,bucket=actions=drop"),
+			client.MeterText("meter=6,kbps,band=type=drop,rate=1000")}, es...)
+		nonFlows = 2
+	}
+	// count counts the groups or meters on the switch.
+	count := func(what, prefix string) int {
+		out, err := n.sb.Ofctl(ctx, what, "br-int")
+		if err != nil {
+			t.Fatal(err, out)
+		}
+		return strings.Count(out, prefix)
 	}
 	// How long the write takes here, to strike at fractions of it.
 	start := time.Now()
@@ -73,10 +95,10 @@ func killDuringWrite(t *testing.T, stageAbove string) {
 		putErr := <-done
 		n.start(ctx)
 		st := converged()
-		stored := 0
+		stored, storedNonFlows := 0, 0
 		for _, m := range st.Modules {
 			if m.Name == "big" {
-				stored = m.Flows
+				stored, storedNonFlows = m.Flows, m.Groups+m.Meters
 			}
 		}
 		onSwitch := 0
@@ -91,6 +113,12 @@ func killDuringWrite(t *testing.T, stageAbove string) {
 		}
 		if onSwitch != stored {
 			t.Fatalf("killed %v into the write: %d flows on the switch, %d stored", after, onSwitch, stored)
+		}
+		if want := nonFlows * min(stored, 1); storedNonFlows != want {
+			t.Fatalf("killed %v into the write: %d groups and meters stored with %d flows, want %d", after, storedNonFlows, stored, want)
+		}
+		if g, m := count("dump-groups", "group_id="), count("dump-meters", "meter="); g+m != storedNonFlows {
+			t.Fatalf("killed %v into the write: %d groups and %d meters on the switch, %d stored", after, g, m, storedNonFlows)
 		}
 		if cs, err := n.c.Diff(ctx, "br-int"); err != nil || len(cs) != 0 {
 			t.Fatalf("diff after the restart: %d changes, %v", len(cs), err)
