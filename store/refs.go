@@ -202,7 +202,7 @@ func checkUsers(br *bolt.Bucket, removed []entry.Entry, index func(j int) int, d
 		if k == nil || !bytes.HasPrefix(k, prefix) {
 			continue
 		}
-		err := usersError(br, c, prefix, r, describe, nil)
+		err := usersError(br, c, prefix, r, describe)
 		if index != nil {
 			return &errdefs.EntryError{Index: index(j), Err: err}
 		}
@@ -211,18 +211,14 @@ func checkUsers(br *bolt.Bucket, removed []entry.Entry, index func(j int) int, d
 	return nil
 }
 
-// usersError reads every user of r, from the cursor positioned at the first,
-// but those skip names (nil: none), which the write takes away.
-func usersError(br *bolt.Bucket, c *bolt.Cursor, prefix []byte, r entry.Entry, describe func(entry.Entry) string, skip func(k []byte) bool) error {
+// usersError reads every user of r, from the cursor positioned at the first.
+func usersError(br *bolt.Bucket, c *bolt.Cursor, prefix []byte, r entry.Entry, describe func(entry.Entry) string) error {
 	e := &InUseError{Ref: entry.Ref{Kind: r.Kind}}
 	if len(r.ID) == 4 {
 		e.Ref.ID = uint32(r.ID[0])<<24 | uint32(r.ID[1])<<16 | uint32(r.ID[2])<<8 | uint32(r.ID[3])
 	}
 	mods := map[string]bool{}
 	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-		if skip != nil && skip(k) {
-			continue
-		}
 		if e.Flows == 0 {
 			e.First = entry.Entry{Kind: entry.KindFlow, Module: string(v), ID: bytes.Clone(k[len(prefix):])}
 			if fb := br.Bucket(kindBuckets[entry.KindFlow]); fb != nil {

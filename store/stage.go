@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
@@ -87,8 +88,8 @@ type StagePlan struct {
 func checkFlowRefs(br *bolt.Bucket, p *StagePlan, payload []byte) error {
 	for _, r := range flowRefs(payload) {
 		if p != nil {
-			var buf [16]byte
-			k := append(append(buf[:0], byte(r.Kind)), r.Key()...)
+			var buf [5]byte // a refPrefix, without allocating one per flow
+			k := binary.BigEndian.AppendUint32(append(buf[:0], byte(r.Kind)), r.ID)
 			if _, ok := p.declared[string(k)]; ok {
 				continue
 			}
@@ -428,7 +429,7 @@ func (st *Staged) checkRemoved(tx *bolt.Tx) error {
 	for _, r := range st.plan.Removed {
 		prefix := refPrefix(r.Kind, r.ID)
 		if k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) {
-			return usersError(sb, c, prefix, r, st.s.describe, nil)
+			return usersError(sb, c, prefix, r, st.s.describe)
 		}
 	}
 	return nil
