@@ -18,7 +18,8 @@
 //     faults run one after another: vswitchd killed, terminated, frozen;
 //     flowstated killed, frozen, terminated, restarted with a new boot id;
 //     the guard killed or frozen; the lease unlinked; br-int's protocols
-//     restricted to OpenFlow 1.3 for a while; a Backup reader that stalls.
+//     restricted to OpenFlow 1.3 for a while; a Backup reader that stalls;
+//     ovsdb-server restarted; a flow_limit on one of br-int's tables.
 //     A vswitchd that dies without the schedule killing it is restarted,
 //     as systemd would, and counted.
 //  4. Quiesce: stop the writers, heal everything, and wait for convergence.

@@ -369,6 +369,21 @@ func (r *run) inject(ctx context.Context, st Step) error {
 		return err
 	case StalledReader:
 		return r.stalledReader(ctx, st.Hold)
+	case OVSDBRestart:
+		r.excuse()
+		err := n.sb.RestartOVSDB(ctx)
+		r.excuse()
+		return err
+	case FlowLimit:
+		// The pod module's table takes 5 flows: writes past it are
+		// refused, a replay quarantines the rest.
+		if _, err := n.sb.Vsctl(ctx, "--no-wait", "--", "--id=@ft", "create", "Flow_Table", "flow_limit=5", "overflow_policy=refuse",
+			"--", "set", "bridge", Managed, "flow_tables:10=@ft"); err != nil {
+			return err
+		}
+		sleepCtx(ctx, st.Hold)
+		_, err := n.sb.Vsctl(ctx, "--no-wait", "clear", "bridge", Managed, "flow_tables")
+		return err
 	}
 	return fmt.Errorf("chaos: unknown fault %q", st.Kind)
 }
@@ -568,8 +583,10 @@ func (r *run) quiesce(parent context.Context, writers []*writer) {
 	n := r.n
 	ctx, cancel := context.WithTimeout(parent, r.cfg.Settle)
 	defer cancel()
-	if _, err := n.sb.Vsctl(ctx, "--no-wait", "clear", "bridge", Managed, "protocols"); err != nil {
-		r.violate(InvConverged, "heal: %v", err)
+	for _, col := range []string{"protocols", "flow_tables"} {
+		if _, err := n.sb.Vsctl(ctx, "--no-wait", "clear", "bridge", Managed, col); err != nil {
+			r.violate(InvConverged, "heal: %v", err)
+		}
 	}
 	if n.sb.VswitchdPID() == 0 {
 		if err := r.startVswitchd(ctx); err != nil {

@@ -25,6 +25,8 @@ const (
 	LeaseUnlink      FaultKind = "lease-unlink"      // the lease file removed
 	ProtocolsFlip    FaultKind = "protocols-flip"    // br-int limited to OpenFlow13 for Hold
 	StalledReader    FaultKind = "stalled-reader"    // a Backup that stops reading for Hold
+	OVSDBRestart     FaultKind = "ovsdb-restart"     // ovsdb-server stopped and started
+	FlowLimit        FaultKind = "flow-limit"        // br-int table 10 limited to 5 flows for Hold
 )
 
 // AllFaults lists every fault kind, in a fixed order (the draw depends on it).
@@ -32,6 +34,7 @@ var AllFaults = []FaultKind{
 	VswitchdKill, VswitchdTerm, VswitchdFreeze,
 	FlowstatedKill, FlowstatedFreeze, FlowstatedTerm, FlowstatedReboot,
 	GuardKill, GuardFreeze, LeaseUnlink, ProtocolsFlip, StalledReader,
+	OVSDBRestart, FlowLimit,
 }
 
 // Step is one fault of a schedule: after Pause, inject Kind, for Hold where
