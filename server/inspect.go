@@ -58,8 +58,14 @@ func (s *service) FlowStats(req *flowstatev1.FlowStatsRequest, stream flowstatev
 	return nil
 }
 
-// Backup streams a snapshot of the store from one read transaction.
+// Backup streams a snapshot of the store, taken in one read transaction
+// into a local spool and sent from there (store.Backup): a client that stops
+// reading holds no transaction. It is open to root and to the peers that
+// may write some module (--module-writer), as writes are.
 func (s *service) Backup(_ *flowstatev1.BackupRequest, stream flowstatev1.FlowStateService_BackupServer) error {
+	if err := s.writers.authorizeWriter(stream.Context(), "take a backup of the store"); err != nil {
+		return toGRPC(err)
+	}
 	start := time.Now()
 	// bbolt writes a page at a time; send fewer, larger messages.
 	bw := bufio.NewWriterSize(&chunkSender{send: stream.Send}, backupChunk)

@@ -447,7 +447,7 @@ func (w *walker) value(path []string, sums byte, k, v []byte) {
 func (w *walker) bad(path []string, k []byte, err error) {
 	w.badSums++
 	if len(w.firstBad) < maxNamedSums {
-		w.firstBad = append(w.firstBad, fmt.Sprintf("bucket %s key %x: %v", strings.Join(path, "/"), k, err))
+		w.firstBad = append(w.firstBad, fmt.Sprintf("bucket %s key %s: %v", strings.Join(path, "/"), keyHex(k), err))
 	}
 }
 

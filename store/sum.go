@@ -99,7 +99,16 @@ type Damage struct {
 }
 
 func (d Damage) String() string {
-	return fmt.Sprintf("store: %s key %x: %s", d.Bucket, d.Key, d.Detail)
+	return fmt.Sprintf("store: %s key %s: %s", d.Bucket, keyHex(d.Key), d.Detail)
+}
+
+// keyHex prints a key for a message: in hex, its first 64 bytes (a damaged
+// key length can make it run over its neighbours).
+func keyHex(k []byte) string {
+	if len(k) > 64 {
+		return fmt.Sprintf("%x... (%d bytes)", k[:64], len(k))
+	}
+	return fmt.Sprintf("%x", k)
 }
 
 // damaged is the set of values found damaged since Open, by bucket and key.
