@@ -35,7 +35,7 @@ func (s *service) FlowStats(req *flowstatev1.FlowStatsRequest, stream flowstatev
 	if err != nil {
 		return toGRPC(err)
 	}
-	// As List: collect in the read transaction, send after it.
+	// As List: collect from the store, send after.
 	var all []*flowstatev1.FlowStats
 	err = s.store.List(f, func(bridge string, e entry.Entry) error {
 		fs := &flowstatev1.FlowStats{Entry: toStored(bridge, e)}

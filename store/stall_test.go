@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"os"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/flowstate-io/flowstate/entry"
 )
 
 var stallFlows = flag.Int("stall-flows", 15_000, "TestBackupStalledReader: flows of the module written 80 times (the issue's figure: 150000)")
@@ -186,5 +189,56 @@ func TestBusyReportsStuckOperation(t *testing.T) {
 			t.Fatalf("still busy with %s after the scan returned", what)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestListInChunks: List reads a bridge larger than one chunk (scanChunk) in
+// several transactions and still hands out every entry once, in identity
+// order, with the table and module filters applied.
+func TestListInChunks(t *testing.T) {
+	s := openTest(t)
+	const n = 3*scanChunk + 17
+	es := benchEntries(n, 0) // 30 tables
+	if err := s.Put("br-int", "pod", es, nil); err != nil {
+		t.Fatal(err)
+	}
+	other := benchEntries(100, n)
+	for i := range other {
+		other[i].Module = "other"
+	}
+	if err := s.Put("br-int", "other", other, nil); err != nil {
+		t.Fatal(err)
+	}
+	count := func(f Filter) int {
+		t.Helper()
+		var prev []byte
+		got := 0
+		if err := s.List(f, func(_ string, e entry.Entry) error {
+			if prev != nil && bytes.Compare(prev, e.ID) >= 0 {
+				t.Fatalf("List out of order: %x after %x", e.ID, prev)
+			}
+			prev = e.ID
+			got++
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := count(Filter{}); got != n+100 {
+		t.Errorf("List: %d entries, want %d", got, n+100)
+	}
+	if got := count(Filter{Module: "pod"}); got != n {
+		t.Errorf("List of pod: %d entries, want %d", got, n)
+	}
+	table := uint8(3)
+	want := 0
+	for _, e := range append(es, other...) {
+		if entry.FlowTable(e.ID) == table {
+			want++
+		}
+	}
+	if got := count(Filter{Table: &table}); got != want {
+		t.Errorf("List of table 3: %d entries, want %d", got, want)
 	}
 }

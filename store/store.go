@@ -463,46 +463,18 @@ type Filter struct {
 }
 
 // List calls fn for every entry that matches f, ordered by bridge, kind and
-// identity, in one read transaction. The entry's slices are copies.
+// identity. The entry's slices are copies. It reads in transactions of
+// scanChunk records, as ScanFlows does, so a large store is never held by
+// one read transaction (which would keep every page writes free from
+// reuse): a caller that needs the entries not to change between chunks
+// must keep the bridge's writers out. An entry whose checksum does not
+// match is left out and recorded (Damaged).
 func (s *Store) List(f Filter, fn func(bridge string, e entry.Entry) error) error {
+	var bridges []string
 	err := s.view(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketBridges).ForEachBucket(func(name []byte) error {
-			if f.Bridge != "" && string(name) != f.Bridge {
-				return nil
-			}
-			br := tx.Bucket(bucketBridges).Bucket(name)
-			for _, kind := range entry.Kinds {
-				if f.Kind != 0 && f.Kind != kind {
-					continue
-				}
-				if f.Table != nil && kind != entry.KindFlow {
-					continue
-				}
-				kb := br.Bucket(kindBuckets[kind])
-				if kb == nil {
-					continue
-				}
-				c := kb.Cursor()
-				k, v := c.First()
-				if f.Table != nil {
-					k, v = c.Seek([]byte{*f.Table})
-				}
-				for ; k != nil; k, v = c.Next() {
-					if f.Table != nil && entry.FlowTable(k) != *f.Table {
-						break
-					}
-					owner, payload, err := decodeRecord(k, v)
-					if err != nil {
-						s.damage.note(string(bucketBridges), string(name), kind, k, v, err)
-						continue
-					}
-					if f.Module != "" && owner != f.Module {
-						continue
-					}
-					if err := fn(string(name), entry.Entry{Kind: kind, Module: owner, ID: bytes.Clone(k), Payload: payload}); err != nil {
-						return err
-					}
-				}
+			if f.Bridge == "" || string(name) == f.Bridge {
+				bridges = append(bridges, string(name))
 			}
 			return nil
 		})
@@ -510,7 +482,69 @@ func (s *Store) List(f Filter, fn func(bridge string, e entry.Entry) error) erro
 	if err != nil {
 		return fmt.Errorf("store: list: %w", err)
 	}
+	for _, bridge := range bridges {
+		for _, kind := range entry.Kinds {
+			if (f.Kind != 0 && f.Kind != kind) || (f.Table != nil && kind != entry.KindFlow) {
+				continue
+			}
+			if err := s.listKind(bridge, kind, f, fn); err != nil {
+				return fmt.Errorf("store: list: %w", err)
+			}
+		}
+	}
 	return nil
+}
+
+// listKind is List of one bridge's entries of one kind.
+func (s *Store) listKind(bridge string, kind entry.Kind, f Filter, fn func(bridge string, e entry.Entry) error) error {
+	var next []byte
+	if f.Table != nil {
+		next = []byte{*f.Table}
+	}
+	for {
+		var last []byte
+		err := s.view(func(tx *bolt.Tx) error {
+			br := tx.Bucket(bucketBridges).Bucket([]byte(bridge))
+			if br == nil {
+				return nil
+			}
+			kb := br.Bucket(kindBuckets[kind])
+			if kb == nil {
+				return nil
+			}
+			c := kb.Cursor()
+			k, v := c.First()
+			if next != nil {
+				k, v = c.Seek(next)
+			}
+			for n := 0; k != nil; k, v = c.Next() {
+				if f.Table != nil && entry.FlowTable(k) != *f.Table {
+					return nil
+				}
+				if n == scanChunk {
+					last = bytes.Clone(k)
+					return nil
+				}
+				n++
+				owner, payload, err := decodeRecord(k, v)
+				if err != nil {
+					s.damage.note(string(bucketBridges), bridge, kind, k, v, err)
+					continue
+				}
+				if f.Module != "" && owner != f.Module {
+					continue
+				}
+				if err := fn(bridge, entry.Entry{Kind: kind, Module: owner, ID: bytes.Clone(k), Payload: payload}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil || last == nil {
+			return err
+		}
+		next = last
+	}
 }
 
 // Entries returns every desired entry of bridge.
