@@ -69,6 +69,8 @@ type Quarantined struct {
 	// predicted: not refused by the switch but expected to be; derived
 	// again at every replay (see predictRefusals).
 	predicted bool
+	// damaged: the store found it damaged (damage.go), not the switch.
+	damaged bool
 }
 
 // BridgeStatus is the state of one bridge.

@@ -289,8 +289,8 @@ func (e *Engine) Run(ctx context.Context) {
 	c.Close()
 }
 
-// Wedged reports an operation on the switch or the flag that has run for
-// longer than WedgeAfter ("" when none has): a wedged engine stops renewing
+// Wedged reports an operation on the switch, the flag or the store that has
+// run for longer than WedgeAfter ("" when none has): a wedged engine stops renewing
 // the guard's lease and reports NOT_SERVING.
 func (e *Engine) Wedged() string {
 	now := time.Now()
@@ -305,6 +305,15 @@ func (e *Engine) Wedged() string {
 	}
 	if w := check("flow-restore-wait update", e.flagBusySince.Load()); w != "" {
 		return w
+	}
+	// A store operation that does not return stops every write and
+	// replay behind it (store.Store.Busy).
+	if e.cfg.Store != nil {
+		if what, since := e.cfg.Store.Busy(); what != "" {
+			if w := check("store "+what, since.UnixNano()); w != "" {
+				return w
+			}
+		}
 	}
 	for _, name := range e.order {
 		if w := check("bridge "+name, e.bridges[name].busySince.Load()); w != "" {
