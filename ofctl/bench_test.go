@@ -49,3 +49,21 @@ func BenchmarkRefuse(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCheckInstructions is what the limits add to every encoded flow
+// canon takes (twice: as sent and canonical); text flows pay about the same
+// in checkNesting and checkLimits.
+func BenchmarkCheckInstructions(b *testing.B) {
+	fm, err := ParseFlowBinary(benchLine)
+	if err != nil {
+		b.Fatal(err)
+	}
+	mlen := int(fm[50])<<8 | int(fm[51])
+	in := fm[48+(mlen+7)&^7:]
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := CheckInstructions(in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -61,15 +61,16 @@ const (
 )
 
 // ofpactFixed is the internal size of the actions whose size does not
-// depend on their contents: OpenFlow action types, then Nicira subtypes.
-var ofpactFixed = map[uint16]int{
+// depend on their contents, by OpenFlow action type (0: not such an
+// action); nxOfpactFixed the same by Nicira subtype.
+var ofpactFixed = [30]uint8{
 	ofpatOutput: 16, 1: 8, 2: 8, 3: 16, 4: 16, 5: 8, 6: 8, 7: 8, 8: 8, 9: 8, 10: 8,
 	13: 8, 14: 8, ofpatSetMplsTTL: 8, ofpatDecMplsTTL: 8, ofpatPushVLAN: 8, ofpatPopVLAN: 8,
 	ofpatPushMpls: 8, ofpatPopMpls: 8, ofpatSetQueue: 8, ofpatGroup: 8, ofpatSetNwTTL: 8,
 	ofpatDecNwTTL: 16, ofpatCopyField: 40, ofpatMeter: 16,
 }
 
-var nxOfpactFixed = map[uint16]int{
+var nxOfpactFixed = [256]uint8{
 	nxastResubmit: 16, 2: 16, 4: 8, nxastPopQueue: 8, 6: 40, 9: 16, nxastMultipath: 40,
 	nxastResubmitTable: 16, nxastOutputReg: 24, nxastExit: 8, 18: 16, nxastFinTimeout: 8,
 	nxastController: 24, 22: 24, nxastStackPush: 24, nxastStackPop: 24, nxastSample: 32,
@@ -247,14 +248,14 @@ func ofpactLen(a []byte, level int) (int, error) {
 		return setFieldOfpactLen(a), nil
 	}
 	if typ != ofpatVendor || len(a) < 10 || binary.BigEndian.Uint32(a[4:]) != nxVendor {
-		if l, ok := ofpactFixed[typ]; ok {
-			return l, nil
+		if int(typ) < len(ofpactFixed) && ofpactFixed[typ] != 0 {
+			return int(ofpactFixed[typ]), nil
 		}
 		return unknownFactor * len(a), nil
 	}
 	sub := binary.BigEndian.Uint16(a[8:])
-	if l, ok := nxOfpactFixed[sub]; ok {
-		return l, nil
+	if int(sub) < len(nxOfpactFixed) && nxOfpactFixed[sub] != 0 {
+		return int(nxOfpactFixed[sub]), nil
 	}
 	var l int
 	switch sub {

@@ -297,11 +297,11 @@ func checkKnown(t *testing.T, line string, acts []byte) {
 		n := int(binary.BigEndian.Uint16(acts[2:]))
 		a := acts[:n]
 		typ := binary.BigEndian.Uint16(a)
-		_, fixed := ofpactFixed[typ]
+		fixed := int(typ) < len(ofpactFixed) && ofpactFixed[typ] != 0
 		known := fixed || typ == ofpatSetField
 		if typ == ofpatVendor {
 			sub := binary.BigEndian.Uint16(a[8:])
-			_, fixed := nxOfpactFixed[sub]
+			fixed := int(sub) < len(nxOfpactFixed) && nxOfpactFixed[sub] != 0
 			switch sub {
 			case nxastClone:
 				checkKnown(t, line, a[cloneFixed:])
