@@ -19,12 +19,13 @@ import (
 // list whose own internal form passes 65,535 bytes, and actions nested more
 // than MAX_OFPACT_PARSE_DEPTH deep ("Action nested too deeply").
 //
-// checkActionLimits applies all three, to text and to encoded entries
-// alike, computing the internal size of each action from its encoding with
-// OVS 3.1's struct sizes on 64-bit hosts (TestOfpactSizes holds the figures
-// to ovs-ofctl's own refusals). Where an action's internal form is not
-// known, it counts three times its encoding, more than any known action
-// takes.
+// The parser (instrSet.checkLimits, checkBucketLimits, and the depth of
+// actx) and CheckInstructions and CheckActions, for encoded entries, apply
+// all three, computing the internal size of each action from its encoding
+// with OVS 3.1's struct sizes on 64-bit hosts (TestLimitsAsOVSOfctl holds
+// the figures to ovs-ofctl's own refusals, TestLimitsOnSwitch to
+// vswitchd). Where an action's internal form is not known, it counts three
+// times its encoding, more than any known action takes.
 const (
 	// MaxActionDepth is OVS's MAX_OFPACT_PARSE_DEPTH: the top-level action
 	// list and the lists nested in it are at most this many levels.
@@ -107,9 +108,16 @@ func tooLong() *LimitError {
 	return &LimitError{Limit: limitTooBig, Detail: fmt.Sprintf("the actions encode to more than the %d bytes of an OpenFlow message", maxListBytes)}
 }
 
-func tooBig(what string, n int) *LimitError {
-	return &LimitError{Limit: limitTooBig, Detail: fmt.Sprintf("%s takes %d bytes in vswitchd's internal form, more than the %d it can hold (ovs-ofctl refuses it; vswitchd aborts on it)",
-		what, n, MaxOfpactLen)}
+// What vswitchd 3.1 does with an encoded flow past a size limit.
+const (
+	vswitchdAborts  = "ovs-ofctl refuses it; vswitchd aborts on it"
+	vswitchdRefuses = "ovs-ofctl refuses it; so does vswitchd"
+	ofctlRefuses    = "ovs-ofctl refuses it and could not read it back"
+)
+
+func tooBig(what string, n int, then string) *LimitError {
+	return &LimitError{Limit: limitTooBig, Detail: fmt.Sprintf("%s takes %d bytes in vswitchd's internal form, more than the %d it can hold (%s)",
+		what, n, MaxOfpactLen, then)}
 }
 
 // CheckInstructions checks the instructions of an encoded OpenFlow 1.5
@@ -135,7 +143,7 @@ func CheckInstructions(b []byte) error {
 			}
 			if typ == 3 {
 				if l += ofpactNest; l > MaxOfpactLen {
-					return tooBig("write_actions", l)
+					return tooBig("write_actions", l, vswitchdRefuses)
 				}
 			}
 			total += l
@@ -147,7 +155,7 @@ func CheckInstructions(b []byte) error {
 		b = b[n:]
 	}
 	if total > MaxOfpactLen {
-		return tooBig("the action list", total)
+		return tooBig("the action list", total, ofctlRefuses)
 	}
 	return nil
 }
@@ -157,7 +165,7 @@ func CheckInstructions(b []byte) error {
 func CheckActions(b []byte) error {
 	l, err := listOfpactLen(b, 1)
 	if err == nil && l > MaxOfpactLen {
-		err = tooBig("the action list", l)
+		err = tooBig("the action list", l, ofctlRefuses)
 	}
 	return err
 }
@@ -182,7 +190,7 @@ func (is *instrSet) checkLimits() error {
 			w += l
 		}
 		if w > MaxOfpactLen {
-			return tooBig("write_actions", w)
+			return tooBig("write_actions", w, vswitchdRefuses)
 		}
 		total += w
 	}
@@ -196,7 +204,7 @@ func (is *instrSet) checkLimits() error {
 		total += 8
 	}
 	if total > MaxOfpactLen {
-		return tooBig("the action list", total)
+		return tooBig("the action list", total, ofctlRefuses)
 	}
 	return nil
 }
@@ -212,7 +220,7 @@ func checkBucketLimits(acts [][]byte) error {
 		total += l
 	}
 	if total > MaxOfpactLen {
-		return tooBig("the bucket's action list", total)
+		return tooBig("the bucket's action list", total, ofctlRefuses)
 	}
 	return nil
 }
@@ -272,14 +280,14 @@ func ofpactLen(a []byte, level int) (int, error) {
 			return 0, err
 		}
 		if l = hdr + inner; l > MaxOfpactLen {
-			return 0, tooBig(name+" with its nested actions", l)
+			return 0, tooBig(name+" with its nested actions", l, vswitchdAborts)
 		}
 		return l, nil
 	case nxastLearn, nxastLearn2:
 		var specs int
 		l, specs = learnOfpactLen(a, sub == nxastLearn2)
 		if l > MaxOfpactLen {
-			return 0, tooBig(fmt.Sprintf("learn with %d specs", specs), l)
+			return 0, tooBig(fmt.Sprintf("learn with %d specs", specs), l, vswitchdAborts)
 		}
 		return l, nil
 	case nxastNote:
@@ -304,7 +312,7 @@ func ofpactLen(a []byte, level int) (int, error) {
 		return unknownFactor * len(a), nil
 	}
 	if l > MaxOfpactLen {
-		return 0, tooBig(fmt.Sprintf("NXAST action %d", sub), l)
+		return 0, tooBig(fmt.Sprintf("NXAST action %d", sub), l, vswitchdAborts)
 	}
 	return pad8Up(l), nil
 }
