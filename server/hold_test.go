@@ -187,7 +187,8 @@ func TestArmAndRelease(t *testing.T) {
 	var lease string
 	e := newEnv(ctx, t, func(c *server.Config) {
 		lease = filepath.Join(filepath.Dir(c.DBPath), "run", "lease")
-		c.Guard = server.GuardConfig{Mode: server.GuardExternal, Lease: lease, Grace: time.Second}
+		// No guard yet: serve without waiting long for one.
+		c.Guard = server.GuardConfig{Mode: server.GuardExternal, Lease: lease, Grace: time.Second, StartTimeout: 100 * time.Millisecond}
 	})
 	e.Start(ctx)
 	e.WaitConverged(ctx)

@@ -66,7 +66,7 @@ func TestGuard(t *testing.T) {
 	var renewed time.Time // the last renewal
 	for end := time.Now().Add(3 * grace); time.Now().Before(end); {
 		renewed = time.Now() // before: the guard counts from its own reading after it
-		if err := l.Renew(); err != nil {
+		if _, err := l.Renew(""); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(grace / 10)
@@ -104,7 +104,7 @@ func TestGuardStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	if err := l.Renew(); err != nil {
+	if _, err := l.Renew(""); err != nil {
 		t.Fatal(err)
 	}
 	if err := sb.SetFlowRestoreWait(ctx, true); err != nil {
