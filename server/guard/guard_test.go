@@ -258,7 +258,9 @@ func TestHeartbeatFollowsOVSDB(t *testing.T) {
 		lease := filepath.Join(sb.Dir(), "run", "lease-a")
 		gctx, stop := context.WithCancel(ctx)
 		done := make(chan error, 1)
-		go func() { done <- Run(gctx, Config{Lease: lease, OVSDB: sb.DBAddr(), Grace: time.Second, Logger: logger(t)}) }()
+		go func() {
+			done <- Run(gctx, Config{Lease: lease, OVSDB: sb.DBAddr(), Grace: time.Second, Logger: logger(t)})
+		}()
 		var first Heartbeat
 		pollUntil(ctx, t, "a heartbeat", func() bool {
 			var err error
