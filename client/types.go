@@ -243,6 +243,12 @@ const (
 	// EventDriftFound: the audit found the switch different from the store;
 	// EventDriftCorrected follows once a replay corrected it.
 	EventDriftFound
+	// EventGuardUnproven: the guard no longer proves it would release the
+	// node (Attrs field, reason); flow-restore-wait is disarmed.
+	EventGuardUnproven
+	// EventGuardProven: a guard proves again that it would release the
+	// node; flow-restore-wait may be armed.
+	EventGuardProven
 )
 
 var eventTypeNames = [...]string{
@@ -261,6 +267,8 @@ var eventTypeNames = [...]string{
 	EventHeartbeat:          "heartbeat",
 	EventBridgeStoodAside:   "bridge_stood_aside",
 	EventDriftFound:         "drift_found",
+	EventGuardUnproven:      "guard_unproven",
+	EventGuardProven:        "guard_proven",
 }
 
 // String returns the type as flowstated names it, e.g. "replay_finished".

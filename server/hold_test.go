@@ -199,7 +199,7 @@ func TestArmAndRelease(t *testing.T) {
 		t.Fatalf("flag after a refused arm: %v %v", on, err)
 	}
 	e.runGuard(ctx, lease)
-	poll(ctx, t, "guard seen", func() (bool, error) { return e.status(ctx).Guard.Running, nil })
+	poll(ctx, t, "guard proven", func() (bool, error) { return e.status(ctx).Guard.Proven, nil })
 	if was, err := e.c.Arm(ctx); err != nil || was {
 		t.Fatalf("arm: was %v, %v", was, err)
 	}

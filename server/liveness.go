@@ -335,19 +335,24 @@ func (k *keeper) judge(present bool) {
 			Attrs: map[string]string{"pid": fmt.Sprint(next.hb.PID), "grace": next.hb.Grace.String(), "ovsdb": next.hb.OVSDB}})
 		k.provenOnce.Do(func() { close(k.proven) })
 		k.engineChanged()
-	case next.err != nil && (prev.err == nil || prev.err.Field != next.err.Field):
-		if prev.err == nil || k.started.Load() {
-			// Before the start-up wait ends a guard is still coming:
-			// serve reports the outcome (waitProven).
-			k.log.Error("guard not proven: flow-restore-wait disarmed until a proven guard is back",
-				"field", next.err.Field, "reason", next.err.Msg)
-		}
-		k.publish(events.Event{Type: events.GuardUnproven, Message: next.err.Error(),
-			Attrs: map[string]string{"field": next.err.Field, "reason": next.err.Msg}})
-		if prev.err == nil {
-			k.engineChanged()
-		}
+	case next.err != nil && prev.err == nil:
+		k.unproven(next.err)
+		k.engineChanged()
+	case next.err != nil && prev.err.Field != next.err.Field && k.started.Load():
+		// Before the start-up wait ends a guard is still coming (no
+		// lock, then no heartbeat, then proven): waitProven reports the
+		// outcome, and a normal start reports nothing.
+		k.unproven(next.err)
 	}
+}
+
+// unproven says why the guard is not trusted: an error naming the field, and
+// an event.
+func (k *keeper) unproven(err *guard.ProofError) {
+	k.log.Error("guard not proven: flow-restore-wait disarmed until a proven guard is back",
+		"field", err.Field, "reason", err.Msg)
+	k.publish(events.Event{Type: events.GuardUnproven, Message: err.Error(),
+		Attrs: map[string]string{"field": err.Field, "reason": err.Msg}})
 }
 
 func (k *keeper) publish(ev events.Event) {
@@ -377,9 +382,14 @@ func (k *keeper) waitProven(ctx context.Context) {
 		}
 	case <-ctx.Done():
 	case <-t.C:
-		_, why := k.guardPresent()
+		p := k.proof.Load()
+		if p.err == nil {
+			return // proven just now
+		}
 		k.log.Error("serving without a proven guard: flow-restore-wait stays disarmed until one proves itself",
-			"waited", k.cfg.StartTimeout, "reason", why)
+			"waited", k.cfg.StartTimeout, "field", p.err.Field, "reason", p.err.Msg)
+		k.publish(events.Event{Type: events.GuardUnproven, Message: p.err.Error(),
+			Attrs: map[string]string{"field": p.err.Field, "reason": p.err.Msg}})
 	}
 }
 

@@ -293,7 +293,10 @@ func TestHeartbeatFollowsOVSDB(t *testing.T) {
 			t.Fatalf("a guard that never reached its OVSDB left a heartbeat (%v)", err)
 		}
 		stop()
-		<-done // it cannot release anything: its error is expected
+		// It cannot release anything: whatever it returns, it must return.
+		if err := <-done; err != nil {
+			t.Logf("guard without OVSDB: %v", err)
+		}
 	})
 	t.Run("another OVSDB's lease", func(t *testing.T) {
 		lease := filepath.Join(sb.Dir(), "run", "lease-c")
