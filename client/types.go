@@ -88,6 +88,21 @@ type Guard struct {
 	Grace time.Duration
 	// Lease is the lease file.
 	Lease string
+	// Proven is true while the guard's heartbeat proves it would release
+	// the node (fresh, flowstated's OVSDB, a grace no longer than
+	// flowstated's); the flag is armed only then.
+	Proven bool
+	// UnprovenField names what fails the proof (running, heartbeat, ovsdb,
+	// grace) and Reason says why; both empty while proven.
+	UnprovenField, Reason string
+	// PID, GuardGrace, GuardOVSDB and LastRoundTrip come from the guard's
+	// heartbeat (zero without one); OVSDB is flowstated's own Open_vSwitch
+	// _uuid.
+	PID           int
+	GuardGrace    time.Duration
+	GuardOVSDB    string
+	OVSDB         string
+	LastRoundTrip time.Time
 }
 
 // BridgeStatus is the state of one managed bridge.
@@ -228,6 +243,12 @@ const (
 	// EventDriftFound: the audit found the switch different from the store;
 	// EventDriftCorrected follows once a replay corrected it.
 	EventDriftFound
+	// EventGuardUnproven: the guard no longer proves it would release the
+	// node (Attrs field, reason); flow-restore-wait is disarmed.
+	EventGuardUnproven
+	// EventGuardProven: a guard proves again that it would release the
+	// node; flow-restore-wait may be armed.
+	EventGuardProven
 )
 
 var eventTypeNames = [...]string{
@@ -246,6 +267,8 @@ var eventTypeNames = [...]string{
 	EventHeartbeat:          "heartbeat",
 	EventBridgeStoodAside:   "bridge_stood_aside",
 	EventDriftFound:         "drift_found",
+	EventGuardUnproven:      "guard_unproven",
+	EventGuardProven:        "guard_proven",
 }
 
 // String returns the type as flowstated names it, e.g. "replay_finished".

@@ -249,7 +249,8 @@ func TestAlertRules(t *testing.T) {
 	// left disarmed.
 	e.Stop()
 	e.Config.Bridges = []string{"br-int"}
-	e.Config.Guard = server.GuardConfig{Mode: server.GuardExternal, Lease: filepath.Join(e.Sandbox.Dir(), "lease"), Grace: time.Second}
+	e.Config.Guard = server.GuardConfig{Mode: server.GuardExternal, Lease: filepath.Join(e.Sandbox.Dir(), "lease"), Grace: time.Second,
+		StartTimeout: 100 * time.Millisecond}
 	e.Start(ctx)
 	e.WaitConverged(ctx)
 	noGuard := scrapeUntil(ctx, t, e, "no guard, flag disarmed", map[string]string{`flowstate_guard_running`: "0", `flowstate_flow_restore_wait`: "0"})

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/flowstate-io/flowstate/server/guard"
 	"github.com/flowstate-io/flowstate/server/restore"
 	"github.com/flowstate-io/flowstate/store"
 )
@@ -37,6 +38,10 @@ var (
 		"Desired entries in the store.", []string{"bridge", "module", "kind"}, nil)
 	descGuard = prometheus.NewDesc("flowstate_guard_running",
 		"1 while a guard holds the lease lock (always 1 with --guard=off).", nil, nil)
+	descGuardProven = prometheus.NewDesc("flowstate_guard_proven",
+		"1 while the guard's heartbeat proves it would release the node (fresh, flowstated's OVSDB, a grace no longer than flowstated's); flow-restore-wait is armed only then (always 1 with --guard=off).", nil, nil)
+	descGuardUnproven = prometheus.NewDesc("flowstate_guard_unproven",
+		"1 for the field that fails the guard's proof (running, heartbeat, ovsdb, grace), 0 for the others.", []string{"field"}, nil)
 	descWedged = prometheus.NewDesc("flowstate_engine_wedged",
 		"1 while an operation on the switch has run longer than --wedge-after.", nil, nil)
 	descBuild = prometheus.NewDesc("flowstate_build_info",
@@ -44,7 +49,7 @@ var (
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descFlag, descAck, descOVSDB, descGate, descModule, descEntries, descGuard, descWedged, descBuild} {
+	for _, d := range []*prometheus.Desc{descFlag, descAck, descOVSDB, descGate, descModule, descEntries, descGuard, descGuardProven, descGuardUnproven, descWedged, descBuild} {
 		ch <- d
 	}
 }
@@ -65,7 +70,16 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descGate, g.Open && !g.TimedOut, "open")
 	gauge(descGate, !g.Open, "waiting")
 	gauge(descGate, g.TimedOut, "timed_out")
-	gauge(descGuard, c.keep.guardPresent())
+	gauge(descGuard, c.keep.cfg.Mode == GuardOff || c.keep.present.Load())
+	proven, _ := c.keep.guardPresent()
+	gauge(descGuardProven, proven)
+	failing := ""
+	if p := c.keep.proof.Load(); p.err != nil && c.keep.cfg.Mode != GuardOff {
+		failing = p.err.Field
+	}
+	for _, f := range []string{guard.FieldRunning, guard.FieldHeartbeat, guard.FieldOVSDB, guard.FieldGrace} {
+		gauge(descGuardUnproven, f == failing, f)
+	}
 	gauge(descWedged, c.keep.wedgedReason() != "")
 	version, revision := buildVersion()
 	gauge(descBuild, true, version, revision, runtime.Version())

@@ -193,7 +193,8 @@ func Run(ctx context.Context, cfg Config) error {
 
 	evlog := events.NewLog(events.Options{Heartbeat: cfg.EventHeartbeat, Logger: log})
 	defer evlog.Close()
-	keep := &keeper{cfg: cfg.Guard, ovsdb: cfg.OVSDB, log: log, notify: cfg.Liveness}
+	keep := newKeeper(cfg.Guard, cfg.OVSDB, log, cfg.Liveness)
+	keep.events = evlog
 	if cfg.Guard.Mode != GuardOff {
 		if keep.lease, err = guard.OpenLease(cfg.Guard.Lease); err != nil {
 			return err
@@ -223,10 +224,6 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.engineBound(engine)
 	}
 
-	lis, err := listenUnix(cfg.Listen)
-	if err != nil {
-		return err
-	}
 	sessions := newSessionTable(log)
 	srvMetrics := grpcprom.NewServerMetrics()
 	reg.MustRegister(srvMetrics)
@@ -266,8 +263,28 @@ func Run(ctx context.Context, cfg Config) error {
 	reg.MustRegister(&stateCollector{engine: engine, keep: keep, store: st, log: log})
 	runCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
+	// Start-up, in this order, so that serving means protected:
+	//  1. The keeper renews the lease and spawns (or finds) a guard.
+	//  2. Wait, bounded, until that guard has proven itself (its
+	//     heartbeat), so the engine never arms the flag on nothing and
+	//     reports no missing guard at a normal start.
+	//  3. The engine runs: replays, clears and re-arms the flag.
+	//  4. The API socket, health SERVING and READY=1 (Config.Ready): a
+	//     prestart or ovs-restart right after finds a guard.
 	wg.Go(func() { keep.run(runCtx) })
+	keep.waitProven(ctx)
+	if ctx.Err() != nil {
+		stopEngine()
+		wg.Wait()
+		return nil
+	}
 	wg.Go(func() { engine.Run(runCtx) })
+	lis, err := listenUnix(cfg.Listen)
+	if err != nil {
+		stopEngine()
+		wg.Wait()
+		return err
+	}
 	serveErr := make(chan error, 2)
 	wg.Go(func() { serveErr <- gs.Serve(lis) })
 

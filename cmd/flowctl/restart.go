@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flowstate-io/flowstate/client"
+	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/server/ovsconfig"
 )
 
@@ -78,8 +79,10 @@ func newPrestart(g *globals) *cobra.Command {
 
 For ExecStartPre= of ovs-vswitchd.service and for container start scripts.
 flowstated arms the flag only if it can restore and release the switch
-afterwards (its engine is responsive, OVSDB is connected, a guard runs).
-If flowstated refuses or does not answer, prestart clears the flag in
+afterwards (its engine is responsive, OVSDB is connected, a proven guard
+runs). A flowstated that is starting gets time: prestart asks again until
+--timeout (10 s) while flowstated waits for its guard, and for 3 s while it
+does not answer. If flowstated refuses or does not answer, prestart clears the flag in
 ovsdb-server directly (--ovsdb), so ovs-vswitchd starts as plain Open vSwitch
 would instead of waiting for a restore nobody will do, and says so loudly.
 
@@ -94,11 +97,7 @@ It never fails a unit start: the exit status is 0 whatever happened, unless
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			d := commandTimeout(cmd, g, 10*time.Second)
 			var wasSet bool
-			err := g.runFor(cmd, d, func(ctx context.Context, c *client.Client) error {
-				var err error
-				wasSet, err = c.Arm(ctx)
-				return err
-			})
+			err := armWhenReady(cmd, g, d, &wasSet)
 			if err == nil {
 				msg := "flow-restore-wait armed"
 				if wasSet {
@@ -131,6 +130,45 @@ It never fails a unit start: the exit status is 0 whatever happened, unless
 	cmd.Flags().StringVar(&ovsdbAddr, "ovsdb", defaultOVSDB, "ovsdb-server address, to clear the flag when flowstated does not")
 	cmd.Flags().BoolVar(&strict, "strict", false, "exit 1 when the flag could not be armed")
 	return cmd
+}
+
+// armWhenReady asks flowstated to arm the flag within d. A flowstated that
+// is starting (its socket not there or not accepting yet, its guard not
+// proven yet) refuses for a moment: ask again, each time on a new
+// connection (a client's reconnect backoff would outlast the start), rather
+// than refuse a restart that follows flowstated's start.
+func armWhenReady(cmd *cobra.Command, g *globals, d time.Duration, wasSet *bool) error {
+	deadline := time.Now().Add(d)
+	start := time.Now()
+	for {
+		attempt := min(time.Until(deadline), time.Second)
+		err := g.runFor(cmd, attempt, func(ctx context.Context, c *client.Client) error {
+			var err error
+			*wasSet, err = c.Arm(ctx)
+			return err
+		})
+		if err == nil || !mayStillArm(err, time.Since(start)) || time.Until(deadline) <= 0 || cmd.Context().Err() != nil {
+			return err
+		}
+		select {
+		case <-cmd.Context().Done():
+			return err
+		case <-time.After(min(100*time.Millisecond, time.Until(deadline))):
+		}
+	}
+}
+
+// unservedWait bounds how long prestart waits for a flowstated that does not
+// answer at all: one that starts serves within a second, and a host without
+// a running flowstated must not have every vswitchd start delayed.
+const unservedWait = 3 * time.Second
+
+// mayStillArm reports whether an Arm refusal after waited may pass by itself:
+// flowstated refusing for want of a proven guard (FAILED_PRECONDITION), or
+// not answering yet (UNAVAILABLE, for unservedWait), while it starts.
+func mayStillArm(err error, waited time.Duration) bool {
+	unanswered := errors.Is(err, errdefs.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
+	return errors.Is(err, errdefs.ErrFailedPrecondition) || (unanswered && waited < unservedWait)
 }
 
 func newRelease(g *globals) *cobra.Command {

@@ -74,9 +74,12 @@ func printStatus(w io.Writer, st *flowstatev1.StatusResponse) error {
 	switch gd := st.GetGuard(); {
 	case gd.GetMode() == "off":
 		fmt.Fprintln(w, "guard: off (a dead flowstated would leave flow-restore-wait set)")
+	case gd.GetProven():
+		fmt.Fprintf(w, "guard: %s, proven (pid %d, OVSDB reached %s ago); releases the node %v after flowstated stops renewing %s\n", gd.GetMode(),
+			gd.GetPid(), time.Since(gd.GetLastRoundTrip().AsTime()).Round(time.Millisecond), gd.GetGuardGrace().AsDuration(), gd.GetLease())
 	case gd.GetRunning():
-		fmt.Fprintf(w, "guard: %s, running; releases the node %v after flowstated stops renewing %s\n", gd.GetMode(),
-			gd.GetGrace().AsDuration(), gd.GetLease())
+		fmt.Fprintf(w, "guard: %s, running but NOT PROVEN (%s: %s): flow-restore-wait stays disarmed until it is\n", gd.GetMode(),
+			gd.GetUnprovenField(), gd.GetReason())
 	default:
 		fmt.Fprintf(w, "guard: %s, NOT RUNNING: flow-restore-wait stays disarmed until a guard holds %s.lock\n", gd.GetMode(), gd.GetLease())
 	}

@@ -112,7 +112,8 @@ func newCommand() *cobra.Command {
 	f.StringVar(&owned, "owned-cookie", "0/0", "VALUE/MASK: manage only the flows whose cookie matches (cookie&MASK == VALUE) on every managed bridge; the others belong to another controller and are left alone, and restored from a mirror after a vswitchd restart (0/0: every flow)")
 	f.StringVar(&cfg.Guard.Mode, "guard", server.GuardSpawn, "who releases the node if flowstated dies or hangs: spawn (start a guard process), external (a guard unit or container runs `flowstated guard`; without it the flag stays disarmed), off")
 	f.StringVar(&cfg.Guard.Lease, "guard-lease", defaultLease, "lease file flowstated renews and the guard watches")
-	f.DurationVar(&cfg.Guard.Grace, "guard-grace", guard.DefaultGrace, "how long flowstated may be dead or wedged before the guard clears flow-restore-wait")
+	f.DurationVar(&cfg.Guard.Grace, "guard-grace", guard.DefaultGrace, "how long flowstated may be dead or wedged before the guard clears flow-restore-wait; a guard with a longer --grace is not trusted")
+	f.DurationVar(&cfg.Guard.StartTimeout, "guard-start-timeout", server.DefaultGuardStartTimeout, "at start, how long to wait for a guard to prove itself (its heartbeat) before serving without one, flow-restore-wait disarmed; the API socket, health SERVING and READY=1 wait for it")
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a graceful stop waits for in-flight calls")
 	f.StringArrayVar(&writers, "module-writer", nil, "MODULE=uid:N or MODULE=gid:N: only root and these peers may write MODULE (repeatable); without any, every peer that can open the socket may write every module")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
@@ -140,7 +141,13 @@ flowstated renews a lease while it is healthy. The guard clears
 other_config:flow-restore-wait once the lease has not changed for --grace,
 so ovs-vswitchd forwards as plain Open vSwitch would. flowstated starts one
 by itself (--guard=spawn); under systemd and in Kubernetes run it as its own
-unit or container (--guard=external), which outlives flowstated's.`,
+unit or container (--guard=external), which outlives flowstated's.
+
+The guard proves itself to flowstated with a heartbeat beside the lease
+(<lease>.heartbeat), written after every round trip to its OVSDB: its pid,
+its --grace and the Open_vSwitch row it reached. flowstated arms the flag
+only while that heartbeat is fresh, names flowstated's own OVSDB and a
+grace no longer than flowstated's --guard-grace.`,
 		Example:       `  flowstated guard --ovsdb unix:/var/run/openvswitch/db.sock --lease /run/flowstate/flowstated.lease`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,

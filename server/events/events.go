@@ -33,6 +33,11 @@ const (
 	// (flows deleted or changed behind flowstate's back); the bridge is
 	// unconverged until the replay that follows corrects it.
 	DriftFound Type = "drift_found"
+	// GuardUnproven: the guard's heartbeat no longer proves it would
+	// release the node (attrs field, reason); the flag is disarmed.
+	GuardUnproven Type = "guard_unproven"
+	// GuardProven: a guard proves again that it would release the node.
+	GuardProven Type = "guard_proven"
 	// Heartbeat is generated per subscription and never stored; Publish
 	// ignores it.
 	Heartbeat Type = "heartbeat"
@@ -41,7 +46,7 @@ const (
 // Types lists every type, in the order of the API's EventType enum.
 var Types = []Type{BridgeConnected, BridgeDisconnected, ReplayStarted, ReplayFinished, FlagCleared, FlagRearmed,
 	ModuleReady, DriftCorrected, EntryQuarantined, ReadinessTimeout, BridgeNotRestored, Heartbeat,
-	BridgeStoodAside, DriftFound}
+	BridgeStoodAside, DriftFound, GuardUnproven, GuardProven}
 
 // Event is one entry of the log.
 type Event struct {

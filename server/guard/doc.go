@@ -10,7 +10,12 @@
 //  1. flowstated renews a lease (a small file, normally in /run/flowstate)
 //     from its engine loop while the engine is healthy.
 //  2. A guard process holds an exclusive lock beside the lease for as long as
-//     it runs; flowstated arms the flag only while some guard holds it.
+//     it runs, and proves that it can release: after every round trip to its
+//     OVSDB it writes a heartbeat beside the lease (Heartbeat: its pid, grace
+//     and the Open_vSwitch row it reached). flowstated arms the flag only
+//     while the lock holder's heartbeat is fresh, names flowstated's own
+//     OVSDB and a grace no longer than flowstated's (Heartbeat.Check); a lock
+//     alone proves nothing, since a frozen or misdirected guard holds it too.
 //  3. The guard reads the lease every Grace/10. It measures staleness with its
 //     own monotonic clock, from the last time the lease content changed, so
 //     wall-clock jumps neither release nor hold the node.
@@ -18,6 +23,10 @@
 //     OVSDB (and keeps it cleared while the lease stays stale), so vswitchd
 //     forwards as plain Open vSwitch would. A flowstated back within the
 //     grace renews the lease before that happens and keeps every gate it held.
+//  5. flowstated re-creates a lease path that was unlinked (Lease.Renew), and
+//     writes its OVSDB's identity into the lease: a spawned guard that reads
+//     another database's there releases its own node and exits, so the new
+//     flowstated spawns its own.
 //
 // Deployment forms: flowstated spawns a guard itself (--guard=spawn, a
 // detached process in its own session, which survives SIGKILL and OOM kills

@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/flowstate-io/flowstate/server/ovsconfig"
@@ -61,6 +63,15 @@ func Run(ctx context.Context, cfg Config) error {
 
 	g := &guard{cfg: cfg, log: log}
 	defer g.close()
+	// The heartbeat is the guard's proof to flowstated (Heartbeat); its
+	// goroutine owns the OVSDB connection and ends before Run returns.
+	beatCtx, stopBeat := context.WithCancel(context.WithoutCancel(ctx))
+	var beats sync.WaitGroup
+	beats.Go(func() { g.beat(beatCtx) })
+	defer func() {
+		stopBeat()
+		beats.Wait()
+	}()
 	interval := min(max(cfg.Grace/10, 20*time.Millisecond), time.Second)
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
@@ -80,7 +91,22 @@ func Run(ctx context.Context, cfg Config) error {
 			case <-time.After(interval):
 			}
 		}
-		stale, gone := g.observe()
+		stale, gone, other := g.observe()
+		if other && cfg.ExitWhenIdle {
+			// A flowstated of another database renews this lease: the
+			// one that spawned this guard is gone (its node released
+			// below), and the new one spawns its own guard once this one
+			// lets go of the lock.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.Grace)
+			clear, err := g.release(rctx)
+			cancel()
+			if err != nil && time.Now().Before(g.otherSince.Add(cfg.Grace)) {
+				g.warn("guard: cannot release flow-restore-wait yet, retrying", err)
+				continue
+			}
+			log.Info("guard exiting: the lease belongs to a flowstated of another OVSDB", "released", clear)
+			return err
+		}
 		stopping := !stopBy.IsZero()
 		if !stale && !(stopping && time.Now().After(stopBy)) {
 			continue
@@ -167,19 +193,55 @@ type guard struct {
 	lastChange time.Time // monotonic: when the content last changed
 	stale      bool      // logged as stale
 	lastWarn   string
+	missing    bool      // logged: the lease file is gone
+	otherReads int       // consecutive readings naming another OVSDB
+	otherSince time.Time // first of them
 
-	ovsdb *ovsconfig.Client
+	leaseMissing atomic.Bool // for the heartbeat
+
+	mu       sync.Mutex
+	ovsdb    *ovsconfig.Client // owned by beat; nil until it connects
+	identity string            // the _uuid it last read
 }
 
 // observe reads the lease; stale is true once its content has not changed for
 // Grace, gone when the file no longer exists. A removed file counts as a
 // change (to empty content): it goes stale after Grace like any other, so a
-// runtime directory removed by a restarting unit releases nothing early.
-func (g *guard) observe() (stale, gone bool) {
+// runtime directory removed by a restarting unit releases nothing early, and
+// a flowstated that runs re-creates it within a renewal (Lease.Renew). other
+// is true once two readings in a row name another OVSDB than the guard's:
+// this guard cannot release the node whose flowstated renews the lease.
+func (g *guard) observe() (stale, gone, other bool) {
 	b, err := os.ReadFile(g.cfg.Lease)
 	gone = errors.Is(err, fs.ErrNotExist)
 	if err != nil && !gone {
 		g.warn("guard: reading the lease", err)
+	}
+	g.leaseMissing.Store(gone)
+	if gone != g.missing {
+		g.missing = gone
+		if gone {
+			g.log.Warn("the lease file is gone: a running flowstated re-creates it at its next renewal; released after the grace if none does",
+				"grace", g.cfg.Grace)
+		} else {
+			g.log.Info("the lease file is back")
+		}
+	}
+	if id, own := leaseOVSDB(b), g.ownIdentity(); id != "" && own != "" && id != own {
+		if g.otherReads == 0 {
+			g.otherSince = time.Now()
+		}
+		if g.otherReads++; g.otherReads == 2 {
+			g.log.Error("the lease is renewed by a flowstated of another OVSDB: this guard cannot release its node (check --ovsdb of both)",
+				"lease_ovsdb", id, "guard_ovsdb", own, "addr", g.cfg.OVSDB)
+		}
+	} else {
+		g.otherReads = 0
+	}
+	other = g.otherReads >= 2
+	if other {
+		// Nobody renews a lease for this guard's database.
+		return true, gone, true
 	}
 	now := time.Now()
 	if !g.seen || !bytes.Equal(b, g.last) {
@@ -190,26 +252,37 @@ func (g *guard) observe() (stale, gone bool) {
 	}
 	silent := now.Sub(g.lastChange)
 	if silent < g.cfg.Grace {
-		return false, false
+		return false, false, false
 	}
 	if !g.stale {
 		g.stale = true
 		g.log.Error("flowstated has not renewed its lease: releasing the node so ovs-vswitchd forwards as plain Open vSwitch would",
 			"silent_for", silent.Round(time.Millisecond), "grace", g.cfg.Grace)
 	}
-	return true, gone
+	return true, gone, false
+}
+
+// conn is the OVSDB connection beat keeps, nil while it has none.
+func (g *guard) conn() *ovsconfig.Client {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.ovsdb
+}
+
+// ownIdentity is the _uuid of the Open_vSwitch row the guard last reached.
+func (g *guard) ownIdentity() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.identity
 }
 
 // release makes sure flow-restore-wait is clear; clear reports that it is.
 func (g *guard) release(ctx context.Context) (clear bool, err error) {
-	if g.ovsdb == nil {
-		c, err := ovsconfig.Dial(ctx, g.cfg.OVSDB, ovsconfig.Options{Logger: g.log})
-		if err != nil {
-			return false, err
-		}
-		g.ovsdb = c
+	c := g.conn()
+	if c == nil {
+		return false, fmt.Errorf("guard: not connected to ovsdb-server at %s", g.cfg.OVSDB)
 	}
-	on, err := g.ovsdb.FlowRestoreWait()
+	on, err := c.FlowRestoreWait()
 	if err != nil {
 		return false, err
 	}
@@ -218,7 +291,7 @@ func (g *guard) release(ctx context.Context) (clear bool, err error) {
 	}
 	// Not waiting for cur_cfg: a vswitchd that is down reads the flag at
 	// its start, one that is up within milliseconds.
-	if err := g.ovsdb.SetFlowRestoreWait(ctx, false, false); err != nil {
+	if err := c.SetFlowRestoreWait(ctx, false, false); err != nil {
 		return false, err
 	}
 	g.log.Warn("flow-restore-wait cleared by the guard: ovs-vswitchd forwards without waiting for flowstated")
@@ -233,8 +306,68 @@ func (g *guard) warn(msg string, err error) {
 	}
 }
 
+// beat keeps the guard's OVSDB connection and, after every successful round
+// trip to it, writes the heartbeat (Heartbeat) until ctx ends. A guard that
+// cannot reach its OVSDB writes none: flowstated then stops trusting it.
+func (g *guard) beat(ctx context.Context) {
+	path := HeartbeatPath(g.cfg.Lease)
+	interval := HeartbeatInterval(g.cfg.Grace)
+	// One attempt (a dial or a round trip) may take a few beats, never so
+	// long that a reachable server goes unused.
+	attempt := max(4*interval, time.Second)
+	hb := Heartbeat{PID: os.Getpid(), Grace: g.cfg.Grace, Addr: g.cfg.OVSDB}
+	var lastErr string
+	fail := func(err error) {
+		if s := err.Error(); s != lastErr {
+			lastErr = s
+			g.log.Warn("guard: no round trip to ovsdb-server: heartbeat stopped, flowstated will not arm flow-restore-wait on this guard", "addr", g.cfg.OVSDB, "err", err)
+		}
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		c := g.conn()
+		if c == nil {
+			dctx, cancel := context.WithTimeout(ctx, attempt)
+			d, err := ovsconfig.Dial(dctx, g.cfg.OVSDB, ovsconfig.Options{Logger: g.log, RequestTimeout: attempt})
+			cancel()
+			if err != nil {
+				fail(err)
+			} else {
+				g.mu.Lock()
+				g.ovsdb, c = d, d
+				g.mu.Unlock()
+			}
+		}
+		if c != nil {
+			rctx, cancel := context.WithTimeout(ctx, attempt)
+			id, err := c.Identity(rctx)
+			cancel()
+			if err == nil {
+				g.mu.Lock()
+				g.identity = id
+				g.mu.Unlock()
+				hb.OVSDB, hb.RoundTrip, hb.LeaseMissing = id, time.Now(), g.leaseMissing.Load()
+				hb.Seq++
+				err = writeHeartbeat(path, hb)
+			}
+			if err != nil {
+				fail(err)
+			} else if lastErr != "" {
+				lastErr = ""
+				g.log.Info("guard: ovsdb-server reached: heartbeat resumed", "ovsdb", id)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
 func (g *guard) close() {
-	if g.ovsdb != nil {
-		g.ovsdb.Close()
+	if c := g.conn(); c != nil {
+		c.Close()
 	}
 }

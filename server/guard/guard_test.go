@@ -1,13 +1,19 @@
 package guard
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/flowstate-io/flowstate/internal/sandbox"
+	"github.com/flowstate-io/flowstate/server/ovsconfig"
 )
 
 func startOVS(t *testing.T) (context.Context, *sandbox.Sandbox) {
@@ -66,7 +72,7 @@ func TestGuard(t *testing.T) {
 	var renewed time.Time // the last renewal
 	for end := time.Now().Add(3 * grace); time.Now().Before(end); {
 		renewed = time.Now() // before: the guard counts from its own reading after it
-		if err := l.Renew(); err != nil {
+		if _, err := l.Renew(""); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(grace / 10)
@@ -104,7 +110,7 @@ func TestGuardStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	if err := l.Renew(); err != nil {
+	if _, err := l.Renew(""); err != nil {
 		t.Fatal(err)
 	}
 	if err := sb.SetFlowRestoreWait(ctx, true); err != nil {
@@ -133,4 +139,216 @@ func TestGuardStop(t *testing.T) {
 	if on, err := sb.FlowRestoreWait(ctx); err != nil || on {
 		t.Fatalf("flag after the guard stopped: %v %v; want released", on, err)
 	}
+}
+
+// TestHeartbeatCheck: each way a heartbeat fails the proof names its field.
+func TestHeartbeatCheck(t *testing.T) {
+	const id, other = "7c269566-1ba4-4649-8cd5-0a3d519d2917", "0d3c1a7e-52f1-4f0b-9d55-000000000000"
+	want := Want{OVSDB: id, Grace: 10 * time.Second}
+	hb := Heartbeat{PID: 42, Grace: 10 * time.Second, OVSDB: id, Addr: "unix:/db.sock"}
+	for _, tc := range []struct {
+		name   string
+		edit   func(h *Heartbeat, w *Want)
+		age    time.Duration
+		holder int
+		field  string // "" proven
+	}{
+		{name: "proven", age: time.Second, holder: 42},
+		{name: "holder unknown", age: time.Second},
+		{name: "shorter grace", edit: func(h *Heartbeat, _ *Want) { h.Grace = time.Second }, holder: 42},
+		{name: "stale", age: StaleAfter(want.Grace) + time.Millisecond, holder: 42, field: FieldHeartbeat},
+		{name: "not the holder's", holder: 43, field: FieldHeartbeat},
+		{name: "own ovsdb unknown", edit: func(_ *Heartbeat, w *Want) { w.OVSDB = "" }, field: FieldOVSDB},
+		{name: "other ovsdb", edit: func(h *Heartbeat, _ *Want) { h.OVSDB = other }, field: FieldOVSDB},
+		{name: "longer grace", edit: func(h *Heartbeat, _ *Want) { h.Grace = 45 * time.Second }, field: FieldGrace},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, w := hb, want
+			if tc.edit != nil {
+				tc.edit(&h, &w)
+			}
+			err := h.Check(w, tc.age, tc.holder)
+			var perr *ProofError
+			switch {
+			case tc.field == "" && err != nil:
+				t.Fatalf("want proven, got %v", err)
+			case tc.field != "" && (!errors.As(err, &perr) || perr.Field != tc.field):
+				t.Fatalf("want a %s failure, got %v", tc.field, err)
+			}
+		})
+	}
+}
+
+// TestHeartbeatEncoding: a heartbeat reads back as written; a partial one
+// is refused, not taken for a guard with zero values.
+func TestHeartbeatEncoding(t *testing.T) {
+	hb := Heartbeat{PID: 7, Grace: 2 * time.Second, OVSDB: "u", Addr: "unix:/x", RoundTrip: time.Unix(1700000000, 123).UTC(),
+		Seq: 9, LeaseMissing: true}
+	got, err := parseHeartbeat(hb.encode())
+	if err != nil || got != hb {
+		t.Fatalf("round trip: %+v %v, want %+v", got, err, hb)
+	}
+	b := hb.encode()
+	if _, err := parseHeartbeat(b[:len(b)/2]); err == nil {
+		t.Fatal("half a heartbeat parsed")
+	}
+	if id := leaseOVSDB([]byte("flowstated pid=1 seq=2 ovsdb=abc\n")); id != "abc" {
+		t.Fatalf("lease ovsdb %q", id)
+	}
+	if id := leaseOVSDB([]byte("flowstated pid=1 seq=2 ovsdb=ab")); id != "" {
+		t.Fatalf("a partial lease line gave ovsdb %q", id)
+	}
+}
+
+// TestLeaseRecreated: a lease path unlinked or replaced under flowstated is
+// re-created by the next renewal, which the guard then reads.
+func TestLeaseRecreated(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "run", "lease")
+	l, err := OpenLease(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if re, err := l.Renew("a"); err != nil || re {
+		t.Fatalf("first renewal: recreated %v, %v", re, err)
+	}
+	for _, fault := range []func() error{
+		func() error { return os.Remove(path) },
+		func() error {
+			tmp := path + ".new"
+			if err := os.WriteFile(tmp, []byte("stale\n"), 0o600); err != nil {
+				return err
+			}
+			return os.Rename(tmp, path)
+		},
+	} {
+		if err := fault(); err != nil {
+			t.Fatal(err)
+		}
+		if re, err := l.Renew("a"); err != nil || !re {
+			t.Fatalf("renewal after the path went: recreated %v, %v", re, err)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil || !strings.HasPrefix(string(b), "flowstated pid=") || leaseOVSDB(b) != "a" {
+			t.Fatalf("lease after re-creation: %q %v", b, err)
+		}
+		if re, err := l.Renew("a"); err != nil || re {
+			t.Fatalf("renewal of the re-created lease: recreated %v, %v", re, err)
+		}
+	}
+}
+
+// TestHeartbeatFollowsOVSDB: a guard heartbeats with its database's
+// identity, one that cannot reach its OVSDB writes none, and a guard
+// flowstated spawned for another OVSDB than the lease's releases its own
+// node and steps aside.
+func TestHeartbeatFollowsOVSDB(t *testing.T) {
+	ctx, sb := startOVS(t)
+	c, err := ovsconfig.Dial(ctx, sb.DBAddr(), ovsconfig.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	id, err := c.Identity(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("reached", func(t *testing.T) {
+		lease := filepath.Join(sb.Dir(), "run", "lease-a")
+		gctx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() {
+			done <- Run(gctx, Config{Lease: lease, OVSDB: sb.DBAddr(), Grace: time.Second, Logger: logger(t)})
+		}()
+		var first Heartbeat
+		pollUntil(ctx, t, "a heartbeat", func() bool {
+			var err error
+			first, err = ReadHeartbeat(HeartbeatPath(lease))
+			return err == nil
+		})
+		if first.OVSDB != id || first.Grace != time.Second || first.Addr != sb.DBAddr() {
+			t.Fatalf("heartbeat %+v, want ovsdb %s and grace 1s", first, id)
+		}
+		pollUntil(ctx, t, "the next beat", func() bool {
+			h, err := ReadHeartbeat(HeartbeatPath(lease))
+			return err == nil && h.Seq > first.Seq && h.RoundTrip.After(first.RoundTrip)
+		})
+		stop()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("unreachable", func(t *testing.T) {
+		lease := filepath.Join(sb.Dir(), "run", "lease-b")
+		logs := &lockedBuffer{}
+		gctx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() {
+			done <- Run(gctx, Config{Lease: lease, OVSDB: "unix:" + filepath.Join(sb.Dir(), "nope.sock"), Grace: time.Second,
+				Logger: slog.New(slog.NewTextHandler(logs, nil))})
+		}()
+		pollUntil(ctx, t, "the guard reports it has no round trip", func() bool { return strings.Contains(logs.String(), "heartbeat stopped") })
+		if _, err := os.Stat(HeartbeatPath(lease)); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("a guard that never reached its OVSDB left a heartbeat (%v)", err)
+		}
+		stop()
+		// It cannot release anything: whatever it returns, it must return.
+		if err := <-done; err != nil {
+			t.Logf("guard without OVSDB: %v", err)
+		}
+	})
+	t.Run("another OVSDB's lease", func(t *testing.T) {
+		lease := filepath.Join(sb.Dir(), "run", "lease-c")
+		l, err := OpenLease(lease)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		if err := sb.SetFlowRestoreWait(ctx, true); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			done <- Run(ctx, Config{Lease: lease, OVSDB: sb.DBAddr(), Grace: 10 * time.Second, ExitWhenIdle: true, Logger: logger(t)})
+		}()
+		// A flowstated of another database renews the lease, well within
+		// the grace: only the identity tells this guard it is not its own.
+		for {
+			if _, err := l.Renew("0d3c1a7e-52f1-4f0b-9d55-000000000000"); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+				if on, err := sb.FlowRestoreWait(ctx); err != nil || on {
+					t.Fatalf("flag %v (%v) after the guard stepped aside, want its node released", on, err)
+				}
+				return
+			case <-ctx.Done():
+				t.Fatal("the guard of another OVSDB did not step aside")
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	})
+}
+
+// lockedBuffer is a bytes.Buffer a logger and the test share.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -13,37 +14,89 @@ import (
 // Lease is flowstated's side: a file whose content changes at every renewal.
 // It is not safe for concurrent use; one goroutine renews it.
 type Lease struct {
-	f   *os.File
-	seq uint64
+	path string
+	f    *os.File
+	seq  uint64
 }
 
 // OpenLease creates or opens the lease file at path (mode 0640), creating its
 // directory.
 func OpenLease(path string) (*Lease, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-		return nil, fmt.Errorf("guard: lease: %w", err)
+	l := &Lease{path: path}
+	if err := l.open(); err != nil {
+		return nil, err
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o640)
-	if err != nil {
-		return nil, fmt.Errorf("guard: lease: %w", err)
-	}
-	return &Lease{f: f}, nil
+	return l, nil
 }
 
-// Renew writes a new lease content. The guard only compares contents, so the
-// sequence number is what matters; the pid is for people reading the file.
-func (l *Lease) Renew() error {
-	l.seq++
-	b := fmt.Appendf(nil, "flowstated pid=%d seq=%d\n", os.Getpid(), l.seq)
-	if _, err := l.f.WriteAt(b, 0); err != nil {
-		return fmt.Errorf("guard: renew lease: %w", err)
+func (l *Lease) open() error {
+	if err := os.MkdirAll(filepath.Dir(l.path), 0o750); err != nil {
+		return fmt.Errorf("guard: lease: %w", err)
 	}
+	f, err := os.OpenFile(l.path, os.O_RDWR|os.O_CREATE, 0o640)
+	if err != nil {
+		return fmt.Errorf("guard: lease: %w", err)
+	}
+	l.f = f
 	return nil
+}
+
+// Renew writes a new lease content: the guard only compares contents, so the
+// sequence number is what matters; the pid is for people reading the file,
+// and ovsdb (the _uuid of flowstated's Open_vSwitch row, "" if unknown) lets
+// a spawned guard of another database step aside (Run).
+//
+// A lease path that was unlinked or replaced (a tmpfiles clean-up, an
+// operator tidying the directory) is re-created first, so the guard keeps
+// reading what flowstated writes: renewing an unlinked inode would look to
+// the guard like a flowstated that stopped. recreated reports that.
+func (l *Lease) Renew(ovsdb string) (recreated bool, err error) {
+	if !l.samePath() {
+		_ = l.f.Close()
+		if err := l.open(); err != nil {
+			return false, err
+		}
+		recreated = true
+	}
+	l.seq++
+	b := fmt.Appendf(nil, "flowstated pid=%d seq=%d ovsdb=%s\n", os.Getpid(), l.seq, ovsdb)
+	if _, err := l.f.WriteAt(b, 0); err != nil {
+		return recreated, fmt.Errorf("guard: renew lease: %w", err)
+	}
+	if err := l.f.Truncate(int64(len(b))); err != nil {
+		return recreated, fmt.Errorf("guard: renew lease: %w", err)
+	}
+	return recreated, nil
+}
+
+// samePath reports whether the open file is still the one at the path.
+func (l *Lease) samePath() bool {
+	at, err := os.Stat(l.path)
+	if err != nil {
+		return false
+	}
+	open, err := l.f.Stat()
+	return err == nil && os.SameFile(at, open)
 }
 
 // Close closes the file, leaving it in place: a lease that stops changing is
 // what tells the guard flowstated is gone.
 func (l *Lease) Close() error { return l.f.Close() }
+
+// leaseOVSDB is the ovsdb= field of a lease's content ("" when absent or
+// not a whole line).
+func leaseOVSDB(b []byte) string {
+	line, _, whole := bytes.Cut(b, []byte("\n"))
+	if !whole {
+		return ""
+	}
+	for _, f := range bytes.Fields(line) {
+		if v, ok := bytes.CutPrefix(f, []byte("ovsdb=")); ok {
+			return string(v)
+		}
+	}
+	return ""
+}
 
 // LockPath is the file a running guard holds locked, beside the lease.
 func LockPath(lease string) string { return lease + ".lock" }
@@ -81,6 +134,10 @@ func Present(lease string) (bool, error) {
 	}
 	return true, nil
 }
+
+// Holder is the pid the guard holding the lock of lease wrote into it (0 if
+// none can be read).
+func Holder(lease string) int { return ownerPID(LockPath(lease)) }
 
 // ownerPID reads the pid a guard wrote into its lock file, for messages.
 func ownerPID(lock string) int {

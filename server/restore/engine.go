@@ -73,10 +73,11 @@ type Config struct {
 	// reports itself wedged (Wedged), which stops the guard lease and turns
 	// health to NOT_SERVING. Default 2 min.
 	WedgeAfter time.Duration
-	// GuardPresent reports whether a guard would release the node if this
-	// flowstated died (package guard). The flag is armed only while it
-	// returns true. Nil: always true (no guard configured).
-	GuardPresent func() bool
+	// GuardPresent reports whether a proven guard would release the node if
+	// this flowstated died (package guard), and if not, why. The flag is
+	// armed only while it returns true; call GuardChanged when the answer
+	// changes. Nil: always true (no guard configured).
+	GuardPresent func() (ok bool, why string)
 	// AuditInterval, when positive, replays every bridge at that interval to
 	// correct drift (flows changed behind flowstate's back).
 	AuditInterval time.Duration
@@ -190,7 +191,7 @@ func New(cfg Config) (*Engine, error) {
 		cfg.WedgeAfter = 2 * time.Minute
 	}
 	if cfg.GuardPresent == nil {
-		cfg.GuardPresent = func() bool { return true }
+		cfg.GuardPresent = func() (bool, string) { return true, "" }
 	}
 	if cfg.GateSince.IsZero() {
 		cfg.GateSince = time.Now()

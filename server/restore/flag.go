@@ -106,6 +106,10 @@ func (e *Engine) signalConverged() {
 	}
 }
 
+// GuardChanged tells the engine that Config.GuardPresent's answer changed:
+// the flag is disarmed (or armed again) now, not at the next periodic check.
+func (e *Engine) GuardChanged() { e.signalRecheck() }
+
 func (e *Engine) signalRecheck() {
 	select {
 	case e.recheck <- struct{}{}:
@@ -150,7 +154,7 @@ func (e *Engine) syncFlag(ctx context.Context, release bool) (recheck time.Durat
 	if err != nil {
 		return 0, fmt.Errorf("reading flow-restore-wait: %w", err)
 	}
-	guarded := e.cfg.GuardPresent()
+	guarded, why := e.cfg.GuardPresent()
 	arm := e.cfg.Rearm && guarded
 	actx, cancel := context.WithTimeout(ctx, e.cfg.AckTimeout)
 	defer cancel()
@@ -172,7 +176,7 @@ func (e *Engine) syncFlag(ctx context.Context, release bool) (recheck time.Durat
 	if e.cfg.Rearm && guarded == e.guardMissing {
 		e.guardMissing = !guarded
 		if !guarded {
-			e.log.Error("flow-restore-wait is not armed: no guard is running that would release the node if flowstated died (see --guard)")
+			e.log.Error("flow-restore-wait is not armed: no proven guard would release the node if flowstated died (see --guard)", "why", why)
 		} else {
 			e.log.Info("a guard is running again: flow-restore-wait may be armed")
 		}
@@ -256,8 +260,8 @@ func (e *Engine) Arm(ctx context.Context) (wasSet bool, err error) {
 	if w := e.Wedged(); w != "" {
 		return false, fmt.Errorf("not arming flow-restore-wait: the engine is wedged (%s): %w", w, errdefs.ErrFailedPrecondition)
 	}
-	if !e.cfg.GuardPresent() {
-		return false, fmt.Errorf("not arming flow-restore-wait: no guard runs that would release the node if flowstated died: %w", errdefs.ErrFailedPrecondition)
+	if ok, why := e.cfg.GuardPresent(); !ok {
+		return false, fmt.Errorf("not arming flow-restore-wait: no guard proves it would release the node if flowstated died (%s): %w", why, errdefs.ErrFailedPrecondition)
 	}
 	c := e.ovsdb.Load()
 	if c == nil || !c.Connected() {

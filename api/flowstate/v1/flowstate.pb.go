@@ -123,6 +123,12 @@ const (
 	// EVENT_TYPE_DRIFT_FOUND: the audit found the switch different from the
 	// store (a replay corrects it; DRIFT_CORRECTED follows).
 	EventType_EVENT_TYPE_DRIFT_FOUND EventType = 14
+	// EVENT_TYPE_GUARD_UNPROVEN: the guard no longer proves that it would
+	// release the node (attrs: field, reason); flow-restore-wait is disarmed.
+	EventType_EVENT_TYPE_GUARD_UNPROVEN EventType = 15
+	// EVENT_TYPE_GUARD_PROVEN: a guard proves again that it would release the
+	// node; flow-restore-wait may be armed.
+	EventType_EVENT_TYPE_GUARD_PROVEN EventType = 16
 )
 
 // Enum value maps for EventType.
@@ -143,6 +149,8 @@ var (
 		12: "EVENT_TYPE_HEARTBEAT",
 		13: "EVENT_TYPE_BRIDGE_STOOD_ASIDE",
 		14: "EVENT_TYPE_DRIFT_FOUND",
+		15: "EVENT_TYPE_GUARD_UNPROVEN",
+		16: "EVENT_TYPE_GUARD_PROVEN",
 	}
 	EventType_value = map[string]int32{
 		"EVENT_TYPE_UNSPECIFIED":         0,
@@ -160,6 +168,8 @@ var (
 		"EVENT_TYPE_HEARTBEAT":           12,
 		"EVENT_TYPE_BRIDGE_STOOD_ASIDE":  13,
 		"EVENT_TYPE_DRIFT_FOUND":         14,
+		"EVENT_TYPE_GUARD_UNPROVEN":      15,
+		"EVENT_TYPE_GUARD_PROVEN":        16,
 	}
 )
 
@@ -1257,7 +1267,30 @@ type Guard struct {
 	// grace is how long flowstated may be silent before the guard acts.
 	Grace *durationpb.Duration `protobuf:"bytes,3,opt,name=grace,proto3" json:"grace,omitempty"`
 	// lease is the lease file.
-	Lease         string `protobuf:"bytes,4,opt,name=lease,proto3" json:"lease,omitempty"`
+	Lease string `protobuf:"bytes,4,opt,name=lease,proto3" json:"lease,omitempty"`
+	// proven is true while the guard's heartbeat proves that it would release
+	// this node: fresh (a recent round trip to its OVSDB), naming flowstated's
+	// own OVSDB, with a grace no longer than flowstated's. flow-restore-wait is
+	// armed only while it is true (always true with mode off).
+	Proven bool `protobuf:"varint,5,opt,name=proven,proto3" json:"proven,omitempty"`
+	// unproven_field names what fails the proof: running (no guard holds the
+	// lock), heartbeat (none, or stale: frozen or cannot reach its OVSDB),
+	// ovsdb (another database) or grace (longer than flowstated's). Empty while
+	// proven.
+	UnprovenField string `protobuf:"bytes,6,opt,name=unproven_field,json=unprovenField,proto3" json:"unproven_field,omitempty"`
+	// reason says why the guard is not proven, naming the values that differ.
+	// Empty while proven.
+	Reason string `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
+	// pid is the guard's process id, from its heartbeat (0 without one).
+	Pid int32 `protobuf:"varint,8,opt,name=pid,proto3" json:"pid,omitempty"`
+	// guard_grace is the grace the guard applies itself, from its heartbeat.
+	GuardGrace *durationpb.Duration `protobuf:"bytes,9,opt,name=guard_grace,json=guardGrace,proto3" json:"guard_grace,omitempty"`
+	// guard_ovsdb is the _uuid of the Open_vSwitch row the guard reached.
+	GuardOvsdb string `protobuf:"bytes,10,opt,name=guard_ovsdb,json=guardOvsdb,proto3" json:"guard_ovsdb,omitempty"`
+	// ovsdb is the _uuid of flowstated's own Open_vSwitch row.
+	Ovsdb string `protobuf:"bytes,11,opt,name=ovsdb,proto3" json:"ovsdb,omitempty"`
+	// last_round_trip is when the guard last reached its OVSDB.
+	LastRoundTrip *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=last_round_trip,json=lastRoundTrip,proto3" json:"last_round_trip,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1318,6 +1351,62 @@ func (x *Guard) GetLease() string {
 		return x.Lease
 	}
 	return ""
+}
+
+func (x *Guard) GetProven() bool {
+	if x != nil {
+		return x.Proven
+	}
+	return false
+}
+
+func (x *Guard) GetUnprovenField() string {
+	if x != nil {
+		return x.UnprovenField
+	}
+	return ""
+}
+
+func (x *Guard) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Guard) GetPid() int32 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+func (x *Guard) GetGuardGrace() *durationpb.Duration {
+	if x != nil {
+		return x.GuardGrace
+	}
+	return nil
+}
+
+func (x *Guard) GetGuardOvsdb() string {
+	if x != nil {
+		return x.GuardOvsdb
+	}
+	return ""
+}
+
+func (x *Guard) GetOvsdb() string {
+	if x != nil {
+		return x.Ovsdb
+	}
+	return ""
+}
+
+func (x *Guard) GetLastRoundTrip() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastRoundTrip
+	}
+	return nil
 }
 
 // Gate is the boot gating state.
@@ -3063,12 +3152,23 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x05since\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12?\n" +
 	"\rlast_activity\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\flastActivity\x12\x14\n" +
 	"\x05calls\x18\a \x01(\x04R\x05calls\x12\x16\n" +
-	"\x06remote\x18\b \x01(\tR\x06remote\"|\n" +
+	"\x06remote\x18\b \x01(\tR\x06remote\"\x9c\x03\n" +
 	"\x05Guard\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x18\n" +
 	"\arunning\x18\x02 \x01(\bR\arunning\x12/\n" +
 	"\x05grace\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x05grace\x12\x14\n" +
-	"\x05lease\x18\x04 \x01(\tR\x05lease\"\xa8\x01\n" +
+	"\x05lease\x18\x04 \x01(\tR\x05lease\x12\x16\n" +
+	"\x06proven\x18\x05 \x01(\bR\x06proven\x12%\n" +
+	"\x0eunproven_field\x18\x06 \x01(\tR\runprovenField\x12\x16\n" +
+	"\x06reason\x18\a \x01(\tR\x06reason\x12\x10\n" +
+	"\x03pid\x18\b \x01(\x05R\x03pid\x12:\n" +
+	"\vguard_grace\x18\t \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"guardGrace\x12\x1f\n" +
+	"\vguard_ovsdb\x18\n" +
+	" \x01(\tR\n" +
+	"guardOvsdb\x12\x14\n" +
+	"\x05ovsdb\x18\v \x01(\tR\x05ovsdb\x12B\n" +
+	"\x0flast_round_trip\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\rlastRoundTrip\"\xa8\x01\n" +
 	"\x04Gate\x12\x12\n" +
 	"\x04open\x18\x01 \x01(\bR\x04open\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1b\n" +
@@ -3196,7 +3296,7 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x16ENTRY_KIND_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fENTRY_KIND_FLOW\x10\x01\x12\x14\n" +
 	"\x10ENTRY_KIND_GROUP\x10\x02\x12\x14\n" +
-	"\x10ENTRY_KIND_METER\x10\x03*\xe3\x03\n" +
+	"\x10ENTRY_KIND_METER\x10\x03*\x9f\x04\n" +
 	"\tEventType\x12\x1a\n" +
 	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bEVENT_TYPE_BRIDGE_CONNECTED\x10\x01\x12\"\n" +
@@ -3213,7 +3313,9 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x1eEVENT_TYPE_BRIDGE_NOT_RESTORED\x10\v\x12\x18\n" +
 	"\x14EVENT_TYPE_HEARTBEAT\x10\f\x12!\n" +
 	"\x1dEVENT_TYPE_BRIDGE_STOOD_ASIDE\x10\r\x12\x1a\n" +
-	"\x16EVENT_TYPE_DRIFT_FOUND\x10\x0e2\xe6\a\n" +
+	"\x16EVENT_TYPE_DRIFT_FOUND\x10\x0e\x12\x1d\n" +
+	"\x19EVENT_TYPE_GUARD_UNPROVEN\x10\x0f\x12\x1b\n" +
+	"\x17EVENT_TYPE_GUARD_PROVEN\x10\x102\xe6\a\n" +
 	"\x10FlowStateService\x12:\n" +
 	"\x03Put\x12\x18.flowstate.v1.PutRequest\x1a\x19.flowstate.v1.PutResponse\x12N\n" +
 	"\tPutStream\x12\x1e.flowstate.v1.PutStreamRequest\x1a\x1f.flowstate.v1.PutStreamResponse(\x01\x12C\n" +
@@ -3310,60 +3412,62 @@ var file_flowstate_v1_flowstate_proto_depIdxs = []int32{
 	44, // 14: flowstate.v1.Session.since:type_name -> google.protobuf.Timestamp
 	44, // 15: flowstate.v1.Session.last_activity:type_name -> google.protobuf.Timestamp
 	45, // 16: flowstate.v1.Guard.grace:type_name -> google.protobuf.Duration
-	44, // 17: flowstate.v1.Gate.deadline:type_name -> google.protobuf.Timestamp
-	4,  // 18: flowstate.v1.QuarantinedEntry.entry:type_name -> flowstate.v1.StoredEntry
-	44, // 19: flowstate.v1.QuarantinedEntry.since:type_name -> google.protobuf.Timestamp
-	20, // 20: flowstate.v1.BridgeStatus.last_replay:type_name -> flowstate.v1.Replay
-	44, // 21: flowstate.v1.BridgeStatus.since:type_name -> google.protobuf.Timestamp
-	44, // 22: flowstate.v1.BridgeStatus.last_drift:type_name -> google.protobuf.Timestamp
-	44, // 23: flowstate.v1.Replay.finished_at:type_name -> google.protobuf.Timestamp
-	45, // 24: flowstate.v1.Replay.duration:type_name -> google.protobuf.Duration
-	3,  // 25: flowstate.v1.SyncRequest.entries:type_name -> flowstate.v1.Entry
-	45, // 26: flowstate.v1.ReleaseResponse.acknowledged_after:type_name -> google.protobuf.Duration
-	19, // 27: flowstate.v1.ReconcileResponse.bridges:type_name -> flowstate.v1.BridgeStatus
-	34, // 28: flowstate.v1.DiffResponse.changes:type_name -> flowstate.v1.Change
-	2,  // 29: flowstate.v1.Change.op:type_name -> flowstate.v1.Change.Op
-	0,  // 30: flowstate.v1.Change.kind:type_name -> flowstate.v1.EntryKind
-	37, // 31: flowstate.v1.WatchResponse.event:type_name -> flowstate.v1.Event
-	44, // 32: flowstate.v1.Event.time:type_name -> google.protobuf.Timestamp
-	43, // 33: flowstate.v1.Event.attrs:type_name -> flowstate.v1.Event.AttrsEntry
-	1,  // 34: flowstate.v1.Event.event_type:type_name -> flowstate.v1.EventType
-	40, // 35: flowstate.v1.FlowStatsResponse.flows:type_name -> flowstate.v1.FlowStats
-	4,  // 36: flowstate.v1.FlowStats.entry:type_name -> flowstate.v1.StoredEntry
-	45, // 37: flowstate.v1.FlowStats.duration:type_name -> google.protobuf.Duration
-	5,  // 38: flowstate.v1.FlowStateService.Put:input_type -> flowstate.v1.PutRequest
-	7,  // 39: flowstate.v1.FlowStateService.PutStream:input_type -> flowstate.v1.PutStreamRequest
-	9,  // 40: flowstate.v1.FlowStateService.Delete:input_type -> flowstate.v1.DeleteRequest
-	11, // 41: flowstate.v1.FlowStateService.List:input_type -> flowstate.v1.ListRequest
-	13, // 42: flowstate.v1.FlowStateService.Status:input_type -> flowstate.v1.StatusRequest
-	22, // 43: flowstate.v1.FlowStateService.Sync:input_type -> flowstate.v1.SyncRequest
-	24, // 44: flowstate.v1.FlowStateService.MarkReady:input_type -> flowstate.v1.MarkReadyRequest
-	30, // 45: flowstate.v1.FlowStateService.Reconcile:input_type -> flowstate.v1.ReconcileRequest
-	32, // 46: flowstate.v1.FlowStateService.Diff:input_type -> flowstate.v1.DiffRequest
-	35, // 47: flowstate.v1.FlowStateService.Watch:input_type -> flowstate.v1.WatchRequest
-	26, // 48: flowstate.v1.FlowStateService.Arm:input_type -> flowstate.v1.ArmRequest
-	28, // 49: flowstate.v1.FlowStateService.Release:input_type -> flowstate.v1.ReleaseRequest
-	38, // 50: flowstate.v1.FlowStateService.FlowStats:input_type -> flowstate.v1.FlowStatsRequest
-	41, // 51: flowstate.v1.FlowStateService.Backup:input_type -> flowstate.v1.BackupRequest
-	6,  // 52: flowstate.v1.FlowStateService.Put:output_type -> flowstate.v1.PutResponse
-	8,  // 53: flowstate.v1.FlowStateService.PutStream:output_type -> flowstate.v1.PutStreamResponse
-	10, // 54: flowstate.v1.FlowStateService.Delete:output_type -> flowstate.v1.DeleteResponse
-	12, // 55: flowstate.v1.FlowStateService.List:output_type -> flowstate.v1.ListResponse
-	14, // 56: flowstate.v1.FlowStateService.Status:output_type -> flowstate.v1.StatusResponse
-	23, // 57: flowstate.v1.FlowStateService.Sync:output_type -> flowstate.v1.SyncResponse
-	25, // 58: flowstate.v1.FlowStateService.MarkReady:output_type -> flowstate.v1.MarkReadyResponse
-	31, // 59: flowstate.v1.FlowStateService.Reconcile:output_type -> flowstate.v1.ReconcileResponse
-	33, // 60: flowstate.v1.FlowStateService.Diff:output_type -> flowstate.v1.DiffResponse
-	36, // 61: flowstate.v1.FlowStateService.Watch:output_type -> flowstate.v1.WatchResponse
-	27, // 62: flowstate.v1.FlowStateService.Arm:output_type -> flowstate.v1.ArmResponse
-	29, // 63: flowstate.v1.FlowStateService.Release:output_type -> flowstate.v1.ReleaseResponse
-	39, // 64: flowstate.v1.FlowStateService.FlowStats:output_type -> flowstate.v1.FlowStatsResponse
-	42, // 65: flowstate.v1.FlowStateService.Backup:output_type -> flowstate.v1.BackupResponse
-	52, // [52:66] is the sub-list for method output_type
-	38, // [38:52] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	45, // 17: flowstate.v1.Guard.guard_grace:type_name -> google.protobuf.Duration
+	44, // 18: flowstate.v1.Guard.last_round_trip:type_name -> google.protobuf.Timestamp
+	44, // 19: flowstate.v1.Gate.deadline:type_name -> google.protobuf.Timestamp
+	4,  // 20: flowstate.v1.QuarantinedEntry.entry:type_name -> flowstate.v1.StoredEntry
+	44, // 21: flowstate.v1.QuarantinedEntry.since:type_name -> google.protobuf.Timestamp
+	20, // 22: flowstate.v1.BridgeStatus.last_replay:type_name -> flowstate.v1.Replay
+	44, // 23: flowstate.v1.BridgeStatus.since:type_name -> google.protobuf.Timestamp
+	44, // 24: flowstate.v1.BridgeStatus.last_drift:type_name -> google.protobuf.Timestamp
+	44, // 25: flowstate.v1.Replay.finished_at:type_name -> google.protobuf.Timestamp
+	45, // 26: flowstate.v1.Replay.duration:type_name -> google.protobuf.Duration
+	3,  // 27: flowstate.v1.SyncRequest.entries:type_name -> flowstate.v1.Entry
+	45, // 28: flowstate.v1.ReleaseResponse.acknowledged_after:type_name -> google.protobuf.Duration
+	19, // 29: flowstate.v1.ReconcileResponse.bridges:type_name -> flowstate.v1.BridgeStatus
+	34, // 30: flowstate.v1.DiffResponse.changes:type_name -> flowstate.v1.Change
+	2,  // 31: flowstate.v1.Change.op:type_name -> flowstate.v1.Change.Op
+	0,  // 32: flowstate.v1.Change.kind:type_name -> flowstate.v1.EntryKind
+	37, // 33: flowstate.v1.WatchResponse.event:type_name -> flowstate.v1.Event
+	44, // 34: flowstate.v1.Event.time:type_name -> google.protobuf.Timestamp
+	43, // 35: flowstate.v1.Event.attrs:type_name -> flowstate.v1.Event.AttrsEntry
+	1,  // 36: flowstate.v1.Event.event_type:type_name -> flowstate.v1.EventType
+	40, // 37: flowstate.v1.FlowStatsResponse.flows:type_name -> flowstate.v1.FlowStats
+	4,  // 38: flowstate.v1.FlowStats.entry:type_name -> flowstate.v1.StoredEntry
+	45, // 39: flowstate.v1.FlowStats.duration:type_name -> google.protobuf.Duration
+	5,  // 40: flowstate.v1.FlowStateService.Put:input_type -> flowstate.v1.PutRequest
+	7,  // 41: flowstate.v1.FlowStateService.PutStream:input_type -> flowstate.v1.PutStreamRequest
+	9,  // 42: flowstate.v1.FlowStateService.Delete:input_type -> flowstate.v1.DeleteRequest
+	11, // 43: flowstate.v1.FlowStateService.List:input_type -> flowstate.v1.ListRequest
+	13, // 44: flowstate.v1.FlowStateService.Status:input_type -> flowstate.v1.StatusRequest
+	22, // 45: flowstate.v1.FlowStateService.Sync:input_type -> flowstate.v1.SyncRequest
+	24, // 46: flowstate.v1.FlowStateService.MarkReady:input_type -> flowstate.v1.MarkReadyRequest
+	30, // 47: flowstate.v1.FlowStateService.Reconcile:input_type -> flowstate.v1.ReconcileRequest
+	32, // 48: flowstate.v1.FlowStateService.Diff:input_type -> flowstate.v1.DiffRequest
+	35, // 49: flowstate.v1.FlowStateService.Watch:input_type -> flowstate.v1.WatchRequest
+	26, // 50: flowstate.v1.FlowStateService.Arm:input_type -> flowstate.v1.ArmRequest
+	28, // 51: flowstate.v1.FlowStateService.Release:input_type -> flowstate.v1.ReleaseRequest
+	38, // 52: flowstate.v1.FlowStateService.FlowStats:input_type -> flowstate.v1.FlowStatsRequest
+	41, // 53: flowstate.v1.FlowStateService.Backup:input_type -> flowstate.v1.BackupRequest
+	6,  // 54: flowstate.v1.FlowStateService.Put:output_type -> flowstate.v1.PutResponse
+	8,  // 55: flowstate.v1.FlowStateService.PutStream:output_type -> flowstate.v1.PutStreamResponse
+	10, // 56: flowstate.v1.FlowStateService.Delete:output_type -> flowstate.v1.DeleteResponse
+	12, // 57: flowstate.v1.FlowStateService.List:output_type -> flowstate.v1.ListResponse
+	14, // 58: flowstate.v1.FlowStateService.Status:output_type -> flowstate.v1.StatusResponse
+	23, // 59: flowstate.v1.FlowStateService.Sync:output_type -> flowstate.v1.SyncResponse
+	25, // 60: flowstate.v1.FlowStateService.MarkReady:output_type -> flowstate.v1.MarkReadyResponse
+	31, // 61: flowstate.v1.FlowStateService.Reconcile:output_type -> flowstate.v1.ReconcileResponse
+	33, // 62: flowstate.v1.FlowStateService.Diff:output_type -> flowstate.v1.DiffResponse
+	36, // 63: flowstate.v1.FlowStateService.Watch:output_type -> flowstate.v1.WatchResponse
+	27, // 64: flowstate.v1.FlowStateService.Arm:output_type -> flowstate.v1.ArmResponse
+	29, // 65: flowstate.v1.FlowStateService.Release:output_type -> flowstate.v1.ReleaseResponse
+	39, // 66: flowstate.v1.FlowStateService.FlowStats:output_type -> flowstate.v1.FlowStatsResponse
+	42, // 67: flowstate.v1.FlowStateService.Backup:output_type -> flowstate.v1.BackupResponse
+	54, // [54:68] is the sub-list for method output_type
+	40, // [40:54] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_flowstate_v1_flowstate_proto_init() }
