@@ -32,8 +32,8 @@ func (e *env) forwardsAfter(ctx context.Context, br string, start time.Time) tim
 	tx0 := e.txOf(ctx, br, "p2")
 	var held time.Duration
 	poll(ctx, e.t, br+" forwards", func() (bool, error) {
-		held = time.Since(start)
 		e.injectOn(ctx, br, sandbox.Packet{SrcPort: uint16(40000 + time.Now().UnixMilli()%1000)})
+		held = time.Since(start)
 		return e.txOf(ctx, br, "p2") > tx0, nil
 	})
 	return held
