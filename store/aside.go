@@ -24,8 +24,27 @@ type StoodAside struct {
 // SetStoodAside records that flowstated stands aside from bridge and returns
 // the record kept: a bridge already recorded keeps its first decision.
 func (s *Store) SetStoodAside(bridge string, a StoodAside) (StoodAside, error) {
-	kept := a
-	err := s.update(func(tx *bolt.Tx) error {
+	kept, found := a, false
+	// Every round of a bridge standing aside calls this: a kept decision
+	// costs a read, not a write and an fsync.
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if b := tx.Bucket(bucketAside); b != nil {
+			if v := b.Get([]byte(bridge)); v != nil {
+				var err error
+				kept, err = decodeAside(v)
+				found = true
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil || found {
+		if err != nil {
+			return StoodAside{}, fmt.Errorf("store: stand aside from bridge %s: %w", bridge, err)
+		}
+		return kept, nil
+	}
+	err = s.update(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(bucketAside)
 		if err != nil {
 			return err
