@@ -63,9 +63,10 @@ func (e *env) armRefused(ctx context.Context, want string) {
 // and no managed bridge converges: the node is released all the same, and
 // br-ex (unmanaged) forwards at once when br-int is missing from OVSDB,
 // within --max-hold of the vswitchd start when it cannot be restored (no
-// OpenFlow 1.5). At provisioning, with br-int not created yet, flowstated
-// arms nothing and vswitchd starts unheld; once br-int exists it is managed
-// and the flag armed for it.
+// OpenFlow 1.5). At provisioning (a cold start whose required module waits
+// for br-int, which is not created yet), flowstated arms nothing, clears a
+// flag it finds set, and vswitchd starts unheld; once br-int exists and the
+// module is ready it is managed and the flag armed for it.
 func TestReleaseWithoutConvergence(t *testing.T) {
 	configure := func(maxHold time.Duration) func(*server.Config) {
 		return func(c *server.Config) {
@@ -148,19 +149,25 @@ func TestReleaseWithoutConvergence(t *testing.T) {
 	t.Run("provisioning", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
-		e := newEnvOf(ctx, t, []string{"br-ex"}, configure(time.Minute))
+		// A first boot: cold, with a required module that cannot be ready
+		// before br-int exists; the flag left set by whoever built the
+		// node's database.
+		e := newEnvOf(ctx, t, []string{"br-ex"}, configure(time.Minute), func(c *server.Config) {
+			c.RequiredModules = []string{"pipeline"}
+		})
 		if err := e.sb.StopVswitchd(ctx); err != nil {
 			t.Fatal(err)
 		}
+		if err := e.sb.SetFlowRestoreWait(ctx, true); err != nil {
+			t.Fatal(err)
+		}
 		e.Start(ctx)
-		poll(ctx, t, "br-int excused", func() (bool, error) {
-			return strings.Contains(e.bridgeStatus(ctx, "br-int").Excused, "does not exist in OVSDB"), nil
+		poll(ctx, t, "br-int excused and the flag cleared, the gate closed", func() (bool, error) {
+			on, err := e.sb.FlowRestoreWait(ctx)
+			return !on && !e.status(ctx).Gate.Open && strings.Contains(e.bridgeStatus(ctx, "br-int").Excused, "does not exist in OVSDB"), err
 		})
 		// What the vswitchd drop-in (flowctl prestart) asks before the start.
 		e.armRefused(ctx, "nothing for flowstated to restore (bridge br-int does not exist in OVSDB)")
-		if on, err := e.sb.FlowRestoreWait(ctx); err != nil || on {
-			t.Fatalf("flag before vswitchd's first start: %v %v", on, err)
-		}
 		if err := e.sb.StartVswitchd(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -179,9 +186,16 @@ func TestReleaseWithoutConvergence(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		poll(ctx, t, "br-int converged", func() (bool, error) { return e.bridgeStatus(ctx, "br-int").Converged, nil })
-		e.putPipeline(ctx)
+		if _, err := e.c.Sync(ctx, "br-int", "pipeline", true, texts(pipeline)...); err != nil {
+			t.Fatal(err)
+		}
+		poll(ctx, t, "gate open, br-int converged", func() (bool, error) {
+			return e.status(ctx).Gate.Open && e.bridgeStatus(ctx, "br-int").Converged, nil
+		})
 		armed(ctx, e)
+		if got := e.dump(ctx, "br-int"); len(got) != len(pipeline) {
+			t.Fatalf("br-int holds %q", got)
+		}
 		if ex := e.bridgeStatus(ctx, "br-int").Excused; ex != "" {
 			t.Fatalf("br-int converged but excused: %q", ex)
 		}

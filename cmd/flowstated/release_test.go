@@ -83,7 +83,6 @@ func TestBinaryReleaseWithoutConvergence(t *testing.T) {
 	args := []string{"--bridge", "br-int", "--guard", "spawn", "--guard-grace", "2s"}
 	put := func(ctx context.Context, n *node) {
 		n.t.Helper()
-		n.poll(ctx, "br-int converged", func() bool { return n.bridgeStatus(ctx, "br-int").Converged })
 		es := make([]client.Entry, len(guardPipeline))
 		for i, l := range guardPipeline {
 			es[i] = client.FlowText(l)
@@ -91,6 +90,7 @@ func TestBinaryReleaseWithoutConvergence(t *testing.T) {
 		if _, err := n.c.Sync(ctx, "br-int", "pipeline", true, es...); err != nil {
 			n.t.Fatal(err)
 		}
+		n.poll(ctx, "br-int converged", func() bool { return n.bridgeStatus(ctx, "br-int").Converged })
 		n.rearmed(ctx)
 	}
 	t.Run("missing", func(t *testing.T) {
@@ -140,13 +140,20 @@ func TestBinaryReleaseWithoutConvergence(t *testing.T) {
 	t.Run("provisioning", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
-		n := newNode(ctx, t, []string{"br-ex"}, args...)
+		// A first boot: cold, a required module that waits for br-int,
+		// and a flag left set in the node's database.
+		n := newNode(ctx, t, []string{"br-ex"}, append(args, "--require-module", "pipeline")...)
 		if err := n.sb.StopVswitchd(ctx); err != nil {
 			t.Fatal(err)
 		}
+		if err := n.sb.SetFlowRestoreWait(ctx, true); err != nil {
+			t.Fatal(err)
+		}
 		n.start(ctx)
-		n.poll(ctx, "br-int excused", func() bool {
-			return strings.Contains(n.bridgeStatus(ctx, "br-int").Excused, "does not exist in OVSDB")
+		n.poll(ctx, "br-int excused and the flag cleared, the gate closed", func() bool {
+			st, err := n.c.Status(ctx)
+			return err == nil && !st.Gate.Open && !n.flag(ctx) &&
+				strings.Contains(n.bridgeStatus(ctx, "br-int").Excused, "does not exist in OVSDB")
 		})
 		n.guardSeen(ctx)
 		n.armRefused(ctx, "nothing for flowstated to restore (bridge br-int does not exist in OVSDB)")

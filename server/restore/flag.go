@@ -151,7 +151,8 @@ func (e *Engine) syncFlag(ctx context.Context, release bool) (recheck time.Durat
 		return 0, nil
 	}
 	vs := e.watchVswitchd()
-	if wait := e.settle(c); wait > 0 {
+	restorable, nothing := e.restorable(c)
+	if wait := e.settle(c, restorable); wait > 0 {
 		return wait, nil
 	}
 	e.flagMu.Lock()
@@ -164,7 +165,6 @@ func (e *Engine) syncFlag(ctx context.Context, release bool) (recheck time.Durat
 	}
 	guarded := e.cfg.GuardPresent()
 	arm := e.cfg.Rearm && guarded
-	restorable, nothing := e.restorable(c)
 	arm = arm && restorable
 	if !on && vs.running {
 		// A waiting vswitchd reads the flag at every change of the
@@ -432,15 +432,17 @@ func (e *Engine) Release(ctx context.Context) (wasSet bool, ack time.Duration, e
 
 // settle reports how long the node must stay held for the managed bridges:
 // 0 when each is converged or excused (see syncFlag), else the time until
-// the first of them reaches MaxHold.
-func (e *Engine) settle(c *ovsconfig.Client) time.Duration {
+// the first of them reaches MaxHold. The cold-start gate holds only while
+// something can be restored (restorable): modules that resync for a bridge
+// that does not exist yet would hold a provisioning node for nothing.
+func (e *Engine) settle(c *ovsconfig.Client, restorable bool) time.Duration {
 	present := map[string]bool{}
 	brs, err := c.Bridges()
 	for _, br := range brs {
 		present[br.Name] = true
 	}
 	gateOpened := e.gate.openedAt()
-	if gateOpened.IsZero() {
+	if gateOpened.IsZero() && restorable {
 		// The cold-start gate holds the node, bounded by its own timeout.
 		return e.cfg.RetryInterval
 	}
@@ -463,6 +465,10 @@ func (e *Engine) settle(c *ovsconfig.Client) time.Duration {
 			// Not this store's to restore (owner.go): waiting for it
 			// would hold the node for nothing.
 			why = "flowstated stands aside from bridge " + name + ": " + *b.owner.refused.Load()
+		case gateOpened.IsZero():
+			// Appeared in OVSDB since restorable looked: the gate
+			// holds it.
+			return e.cfg.RetryInterval
 		default:
 			since := st.Since
 			if since.Before(holdFrom) {
