@@ -143,6 +143,15 @@ type Engine struct {
 	releasedVswitchd string
 	unackedClear     bool
 	guardMissing     bool
+	// notArmedFor says why nothing is armed ("" when something can be
+	// restored), as last logged; vswitchdUnheld is the running vswitchd
+	// last seen with the flag cleared. Guarded by flagMu.
+	notArmedFor    string
+	vswitchdUnheld string
+	// Owned by the OVSDB goroutine (watchVswitchd): the vswitchd last seen
+	// and when it was first seen.
+	vswitchdLast  string
+	vswitchdSince time.Time
 	// lastRelease is when a clear last released a held vswitchd (unix
 	// nanoseconds), for Status.
 	lastRelease atomic.Int64
@@ -255,6 +264,9 @@ func New(cfg Config) (*Engine, error) {
 		e.bridges[name] = &bridge{name: name, kick: make(chan struct{}, 1), writes: newWriteQueue(),
 			quarantineGauge: cfg.Metrics.quarantinedNow.WithLabelValues(name)}
 		e.order = append(e.order, name)
+	}
+	if err := e.loadStoodAside(); err != nil {
+		return nil, fmt.Errorf("restore: %w", err)
 	}
 	return e, nil
 }
