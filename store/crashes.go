@@ -53,6 +53,10 @@ type SuspectRange struct {
 type PoisonedEntry struct {
 	Key []byte `json:"key"`
 	Sum uint64 `json:"sum"`
+	// Module and Name (its ovs-ofctl text, at most 200 characters) name
+	// it in metrics and logs.
+	Module string `json:"module,omitempty"`
+	Name   string `json:"name,omitempty"`
 }
 
 // Empty reports whether r records nothing.

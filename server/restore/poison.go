@@ -248,6 +248,7 @@ func (e *Engine) poisonHeldLocked(b *bridge, fs *flowScan) (map[string]predictio
 	}
 	rec := b.poison.rec
 	if len(rec.Suspects) == 0 && len(rec.Poisoned) == 0 {
+		e.cfg.Metrics.suspects.WithLabelValues(b.name).Set(0)
 		return nil, nil
 	}
 	held := map[string]prediction{}
@@ -255,8 +256,9 @@ func (e *Engine) poisonHeldLocked(b *bridge, fs *flowScan) (map[string]predictio
 	found := make([]bool, len(rec.Poisoned))
 	err := e.eachDesired(b.name, func(k []byte, module string, payload []byte) error {
 		if i := poisonedAt(&rec, k); i >= 0 {
-			if rec.Poisoned[i].Sum == sumHash(k, payload) {
+			if pe := rec.Poisoned[i]; pe.Sum == sumHash(k, payload) {
 				found[i] = true
+				e.cfg.Metrics.poisoned.WithLabelValues(b.name, pe.Module, pe.Name).Set(1)
 				held[string(k)] = prediction{kind: entry.Kind(k[0]), module: modules.get(modules.intern(module)), reason: reasonPoisoned}
 			}
 			return nil
@@ -269,11 +271,20 @@ func (e *Engine) poisonHeldLocked(b *bridge, fs *flowScan) (map[string]predictio
 	if err != nil {
 		return nil, err
 	}
+	suspects := 0
+	for _, p := range held {
+		if p.reason == reasonSuspect {
+			suspects++
+		}
+	}
+	e.cfg.Metrics.suspects.WithLabelValues(b.name).Set(float64(suspects))
 	if slices.Contains(found, false) {
 		var kept []store.PoisonedEntry
 		for i, p := range rec.Poisoned {
 			if found[i] {
 				kept = append(kept, p)
+			} else {
+				e.cfg.Metrics.poisoned.DeleteLabelValues(b.name, p.Module, p.Name)
 			}
 		}
 		e.log.Info("quarantine of poisoned entries lifted: their modules changed or deleted them", "bridge", b.name,
@@ -470,9 +481,9 @@ func (e *Engine) narrow(b *bridge, rec *store.CrashRecord, log *slog.Logger) err
 			if err != nil {
 				return err
 			}
-			rec.Poisoned = append(rec.Poisoned, store.PoisonedEntry{Key: first, Sum: sumHash(first, d.Payload)})
-			rec.Suspects = rec.Suspects[1:]
 			name := describeForLog(d)
+			rec.Poisoned = append(rec.Poisoned, store.PoisonedEntry{Key: first, Sum: sumHash(first, d.Payload), Module: d.Module, Name: name})
+			rec.Suspects = rec.Suspects[1:]
 			log.Error("entry quarantined: it crashes ovs-vswitchd (found by bisection across vswitchd restarts); kept out until its module changes or deletes it",
 				"kind", d.Kind, "module", d.Module, "entry", name)
 			e.publish(events.Event{Type: events.EntryQuarantined, Bridge: b.name, Module: d.Module,
@@ -524,6 +535,7 @@ func (e *Engine) survivedLocked(b *bridge, log *slog.Logger) error {
 		return err
 	}
 	rec.Survived, rec.Deaths = d, nil
+	e.cfg.Metrics.survived.WithLabelValues(b.name).Inc()
 	if probe && rec.Probe != nil && len(rec.Suspects) > 0 {
 		p, r := *rec.Probe, rec.Suspects[0]
 		rec.Probe = nil

@@ -332,14 +332,14 @@ func (e *Engine) addQuarantineLocked(b *bridge, qs []quarantining, log *slog.Log
 	})
 	for _, c := range causes {
 		n := count[c]
-		log.Error("entries quarantined: the switch refuses them; the rest of the replay goes on without them",
+		log.Error("entries quarantined: the switch refuses them, or would, or they crash it; the rest of the replay goes on without them",
 			"kind", c.kind, "module", c.module, "entries", n, "reason", c.reason)
 		what := c.kind.String()
 		if n > 1 {
 			what = fmt.Sprintf("%d %ss", n, c.kind)
 		}
 		e.publish(events.Event{Type: events.EntryQuarantined, Bridge: b.name, Module: c.module,
-			Message: fmt.Sprintf("%s of module %s refused by the switch: %s", what, c.module, c.reason),
+			Message: fmt.Sprintf("%s of module %s quarantined: %s", what, c.module, c.reason),
 			Attrs:   map[string]string{"kind": c.kind.String(), "reason": c.reason, "entries": strconv.Itoa(n)}})
 	}
 	b.publishLocked()
