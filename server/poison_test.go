@@ -50,7 +50,7 @@ func crashingLearn(t *testing.T, port uint32) entry.Entry {
 	binary.BigEndian.PutUint16(learn[2:], uint16(len(learn)))
 
 	fm := make([]byte, 48)
-	fm[0], fm[1] = 6, 14 // OpenFlow 1.5 FLOW_MOD
+	fm[0], fm[1] = 6, 14                            // OpenFlow 1.5 FLOW_MOD
 	binary.BigEndian.PutUint16(fm[30:], 50)         // priority
 	binary.BigEndian.PutUint32(fm[32:], 0xffffffff) // buffer_id
 	binary.BigEndian.PutUint32(fm[36:], 0xffffffff) // out_port

@@ -215,7 +215,7 @@ func Run(ctx context.Context, cfg Config) error {
 		AuditInterval: cfg.AuditInterval,
 		MaxHold:       cfg.MaxHold, WedgeAfter: cfg.WedgeAfter, GuardPresent: keep.guardPresent,
 		MaxReplayTime: cfg.MaxHold, SurviveAfter: cfg.SurviveAfter, CrashWindow: cfg.CrashWindow,
-		TakeOver:      cfg.TakeOver, Instance: self.String(), OwnedCookie: cfg.OwnedCookie,
+		TakeOver: cfg.TakeOver, Instance: self.String(), OwnedCookie: cfg.OwnedCookie,
 		Events: evlog,
 		Logger: log, Metrics: restore.NewMetrics(reg),
 	})
