@@ -85,7 +85,11 @@ type supervisor struct {
 	wg     sync.WaitGroup
 }
 
-func superviseVswitchd(ctx context.Context, t *testing.T, sb *sandbox.Sandbox) *supervisor {
+//
+// Like systemd's RestartSec, it does not restart at once: it waits until
+// flowstated saw the connection drop (bridge disconnected in status), as
+// StartVswitchd removes the pidfile a crashed vswitchd leaves.
+func superviseVswitchd(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, c *client.Client) *supervisor {
 	ctx, cancel := context.WithCancel(ctx)
 	s := &supervisor{stop: cancel}
 	s.wg.Go(func() {
@@ -98,6 +102,9 @@ func superviseVswitchd(ctx context.Context, t *testing.T, sb *sandbox.Sandbox) *
 			case <-tick.C:
 			}
 			if sb.VswitchdPID() != 0 {
+				continue
+			}
+			if st, err := c.Status(ctx); err == nil && len(st.Bridges) > 0 && st.Bridges[0].Connected {
 				continue
 			}
 			s.starts.Add(1)
@@ -191,7 +198,7 @@ func TestPoisonEntryBisected(t *testing.T) {
 	if err := e.sb.RestartVswitchd(ctx, true); err != nil {
 		t.Fatal(err)
 	}
-	sup := superviseVswitchd(ctx, t, e.sb)
+	sup := superviseVswitchd(ctx, t, e.sb, e.c)
 	e.Start(ctx)
 	poll(ctx, t, "the node released after vswitchd crashes", func() (bool, error) {
 		st, err := e.c.Status(ctx)

@@ -306,19 +306,19 @@ func (b *bridge) replayWatchLocked(vswitchd string) {
 }
 
 // vswitchdGone reports whether the vswitchd identified as before
-// (vswitchdIdentity) is gone: it exited, or another one runs. It looks for
-// at most a second, as a dying vswitchd may still write its core.
+// (vswitchdIdentity) died: it exited, and not in order. An orderly stop
+// (systemctl stop or restart, ovs-appctl exit) removes its pidfile; an
+// abort (a failed assertion), a fatal signal or an OOM kill leaves it, until
+// the next vswitchd replaces it. It waits at most two seconds for the
+// process to be gone, as a dying vswitchd may still write its core.
 func (e *Engine) vswitchdGone(ctx context.Context, before string) bool {
-	deadline := time.Now().Add(time.Second)
-	for {
-		now := e.vswitchdIdentity()
-		if now != before || !pidAlive(before) {
-			return true
-		}
-		if time.Now().After(deadline) || !sleepCtx(ctx, 20*time.Millisecond) {
+	deadline := time.Now().Add(2 * time.Second)
+	for pidAlive(before) {
+		if time.Now().After(deadline) || !sleepCtx(ctx, 10*time.Millisecond) {
 			return false
 		}
 	}
+	return e.vswitchdIdentity() != ""
 }
 
 // pidAlive reports whether the process of a vswitchdIdentity runs (and is
