@@ -280,7 +280,7 @@ func (e *Engine) serveConn(ctx context.Context, b *bridge, conn *ofconn.Conn, lo
 			auditing = true
 		}
 		r, err := e.reconcile(ctx, b, conn, log)
-		if r.Messages > 0 {
+		if r.Messages > 0 && err == nil {
 			survive.Reset(e.cfg.SurviveAfter)
 		}
 		if err != nil {
@@ -329,7 +329,7 @@ func (e *Engine) reconcile(ctx context.Context, b *bridge, conn *ofconn.Conn, lo
 	vswitchd := e.vswitchdIdentity()
 	r, err := e.replayLocked(ctx, b, conn, log)
 	if r.Messages > 0 {
-		b.replayWatchLocked(vswitchd)
+		b.replayWatchLocked(vswitchd, err)
 	}
 	r.Finished = time.Now()
 	r.Duration = r.Finished.Sub(start)

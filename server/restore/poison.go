@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"log/slog"
@@ -28,12 +29,15 @@ import (
 // watches every replay that sends something, and keeps a small record per
 // bridge in the store (store.CrashRecord):
 //
-//  1. A replay that sent messages is watched until vswitchd has stayed up
-//     for Config.SurviveAfter after it. If the OpenFlow connection drops in
-//     that time and vswitchd is gone (its pid changed or exited), that is a
-//     death, recorded durably; deaths older than Config.CrashWindow are
-//     forgotten.
-//  2. Once vswitchd survives a replay, the record keeps a digest of what the
+//  1. A replay that sent messages is watched. If it failed because the
+//     OpenFlow connection dropped, and vswitchd died (it exited leaving its
+//     pidfile: vswitchdGone), that is a death, recorded durably; deaths
+//     older than Config.CrashWindow are forgotten. A death after the replay
+//     completed is not counted: by then it cannot be told from an operator's
+//     kill -9 or an unrelated crash (a kill 100 ms after each restore must
+//     not hold entries out), and the entries are on the switch.
+//  2. Once vswitchd survives a replay (stays up Config.SurviveAfter after
+//     it completed), the record keeps a digest of what the
 //     switch holds (the desired entries minus the quarantined ones): per
 //     digest bucket (a hash of the entry's key, digestBuckets of them) a
 //     combination of hashes of key and payload. The deaths are forgotten.
@@ -70,11 +74,13 @@ type poisonState struct {
 	rec    store.CrashRecord
 	loaded bool
 	// watch is the last replay that sent something and that vswitchd has
-	// not yet survived (zero when none).
+	// not yet survived (zero when none); failed says it ended with an error
+	// other than the switch's refusal (the connection dropped).
 	watch struct {
 		at       time.Time
 		vswitchd string
 		probe    bool
+		failed   bool
 	}
 	// crashedKeys are the keys of rec.Poisoned, for status.
 	crashedKeys map[string]bool
@@ -299,10 +305,12 @@ func (e *Engine) poisonHeldLocked(b *bridge, fs *flowScan) (map[string]predictio
 
 // replayWatchLocked starts watching a replay of b that sent something (step
 // 1); vswitchd is the vswitchd it was sent to.
-func (b *bridge) replayWatchLocked(vswitchd string) {
+func (b *bridge) replayWatchLocked(vswitchd string, err error) {
+	var re *RejectedError
 	b.poison.watch.at = time.Now()
 	b.poison.watch.vswitchd = vswitchd
 	b.poison.watch.probe = b.poison.rec.Probe != nil
+	b.poison.watch.failed = err != nil && !errors.As(err, &re)
 }
 
 // vswitchdGone reports whether the vswitchd identified as before
@@ -344,14 +352,14 @@ func pidAlive(ident string) bool {
 }
 
 // connLost is called when b's OpenFlow connection ended while ctx is live:
-// if a watched replay was under way or ended less than SurviveAfter ago and
-// vswitchd is gone, the death is recorded (steps 1, 3, 4, 6).
+// if the last replay failed on it and vswitchd died, the death is recorded
+// (steps 1, 3, 4, 6).
 func (e *Engine) connLost(ctx context.Context, b *bridge, log *slog.Logger) {
 	b.mu.Lock()
 	w := b.poison.watch
 	b.poison.watch.at = time.Time{}
 	b.mu.Unlock()
-	if w.at.IsZero() || time.Since(w.at) > e.cfg.SurviveAfter || w.vswitchd == "" {
+	if w.at.IsZero() || !w.failed || w.vswitchd == "" {
 		return
 	}
 	if !e.vswitchdGone(ctx, w.vswitchd) {
@@ -521,7 +529,7 @@ func (e *Engine) probeCrashed(rec *store.CrashRecord) {
 // deaths forgotten, a probe under way committed, and the next probe
 // started (steps 2, 4).
 func (e *Engine) survivedLocked(b *bridge, log *slog.Logger) error {
-	if b.poison.watch.at.IsZero() {
+	if b.poison.watch.at.IsZero() || b.poison.watch.failed {
 		return nil
 	}
 	probe := b.poison.watch.probe
