@@ -85,7 +85,6 @@ type supervisor struct {
 	wg     sync.WaitGroup
 }
 
-//
 // Like systemd's RestartSec, it does not restart at once: it waits until
 // flowstated saw the connection drop (bridge disconnected in status), as
 // StartVswitchd removes the pidfile a crashed vswitchd leaves.
