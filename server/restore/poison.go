@@ -544,6 +544,7 @@ func (e *Engine) survivedLocked(b *bridge, log *slog.Logger) error {
 	}
 	rec.Survived, rec.Deaths = d, nil
 	e.cfg.Metrics.survived.WithLabelValues(b.name).Inc()
+	log.Info("ovs-vswitchd survived the replay: the digest of what the switch holds is kept", "after", e.cfg.SurviveAfter)
 	if probe && rec.Probe != nil && len(rec.Suspects) > 0 {
 		p, r := *rec.Probe, rec.Suspects[0]
 		rec.Probe = nil
