@@ -209,7 +209,7 @@ func (s *service) Status(ctx context.Context, _ *flowstatev1.StatusRequest) (*fl
 		pb := toBridgeStatus(bs)
 		perBridge[bs.Name] = pb
 		resp.Bridges = append(resp.Bridges, pb)
-		resp.QuarantinedTotal += uint32(len(bs.Quarantined))
+		resp.QuarantinedTotal += uint32(bs.QuarantinedTotal)
 		for _, q := range bs.Quarantined {
 			if len(resp.Quarantined) >= int(maxStatusQuarantined.Load()) {
 				break

@@ -32,6 +32,9 @@
 //	│   └── <bridge>   RFC 3339 \n reason: flowstated stands aside from the bridge until it is adopted
 //	├── forms          (created by the first PutForms; PruneForms drops what no entry leads to)
 //	│   └── SHA-256 of a declared payload -> the form the switch gave it
+//	├── crashes        (created by the first SetCrashes, crashes.go)
+//	│   └── <bridge>   JSON store.CrashRecord: vswitchd deaths at replays, the digest of the
+//	│                  last survived replay, suspects under bisection, entries found to crash it
 //	└── stage          (a staged write under way, stage.go; Open deletes it)
 //	    └── <bridge>
 //	        └── flow   the bridge's flows as the write makes them, swapped in by Staged.Commit

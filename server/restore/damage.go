@@ -23,28 +23,29 @@ func (e *Engine) noteDamageLocked(b *bridge, log *slog.Logger) []string {
 	for _, d := range damaged {
 		k := key(d.Kind, d.Key)
 		now[k] = true
-		if q, ok := b.quarantine[k]; ok && q.damaged {
+		if b.quarantine.damaged(k) {
 			continue
 		}
 		fresh = append(fresh, Quarantined{Bridge: b.name, Entry: entry.Entry{Kind: d.Kind, Module: d.Module, ID: d.Key},
 			Reason: d.String(), Since: d.Since, damaged: true})
 	}
-	lifted := 0
-	for k, q := range b.quarantine {
-		if q.damaged && !now[k] {
-			delete(b.quarantine, k)
-			lifted++
+	var gone []string
+	b.quarantine.each(func(k string, _ bool) bool {
+		if b.quarantine.damaged(k) && !now[k] {
+			gone = append(gone, k)
 		}
+		return true
+	})
+	for _, k := range gone {
+		b.quarantine.remove(k)
 	}
+	lifted := len(gone)
 	if lifted > 0 {
 		log.Info("quarantine lifted: a write replaced the damaged entries", "entries", lifted)
 	}
 	if len(fresh) > 0 {
-		if b.quarantine == nil {
-			b.quarantine = make(map[string]Quarantined, len(fresh))
-		}
 		for _, q := range fresh {
-			b.quarantine[key(q.Entry.Kind, q.Entry.ID)] = q
+			b.quarantine.addDamaged(key(q.Entry.Kind, q.Entry.ID), q.Entry.Kind, q.Entry.Module, q.Reason, q.Since)
 			log.Error("stored entry damaged: its checksum does not match; it is left out, never sent, until its module declares it again",
 				"kind", q.Entry.Kind, "module", q.Entry.Module, "reason", q.Reason)
 		}

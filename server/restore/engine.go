@@ -99,6 +99,12 @@ type Config struct {
 	// Instance describes this flowstated in the bridges' OVSDB
 	// external_ids (Instance.String), for messages.
 	Instance string
+	// SurviveAfter is how long vswitchd must stay up after a replay for
+	// the replay to count as survived, and CrashWindow how long a death of
+	// vswitchd during or shortly after a replay counts towards holding
+	// out the suspects (poison.go). Defaults DefaultSurviveAfter and
+	// DefaultCrashWindow.
+	SurviveAfter, CrashWindow time.Duration
 	// Events receives the engine's events (optional).
 	Events  *events.Log
 	Logger  *slog.Logger
@@ -198,6 +204,12 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.WedgeAfter <= 0 {
 		cfg.WedgeAfter = 2 * time.Minute
+	}
+	if cfg.SurviveAfter <= 0 {
+		cfg.SurviveAfter = DefaultSurviveAfter
+	}
+	if cfg.CrashWindow <= 0 {
+		cfg.CrashWindow = DefaultCrashWindow
 	}
 	if cfg.GuardPresent == nil {
 		cfg.GuardPresent = func() (bool, string) { return true, "" }

@@ -426,7 +426,7 @@ func (e *Engine) diffNow(ctx context.Context, b *bridge, conn *ofconn.Conn, fn f
 		return err
 	}
 	defer sw.releaseMemory()
-	skip, err := e.quarantineSkips(b.name, b.quarantine)
+	skip, err := e.quarantineSkips(b.name, &b.quarantine)
 	if err != nil {
 		return err
 	}
