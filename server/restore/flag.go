@@ -167,7 +167,7 @@ func (e *Engine) syncFlag(ctx context.Context, release bool) (recheck time.Durat
 		on = !cleared
 	}
 	if !on {
-		e.noteReleased()
+		e.noteReleased(c)
 	}
 	if e.cfg.Rearm && guarded == e.guardMissing {
 		e.guardMissing = !guarded

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -31,9 +32,10 @@ import (
 //     unmanaged bridge (runMirror): dial <bridge>.mgmt, dump flows, groups
 //     and meters every MirrorInterval, store the dump when it changed.
 //  2. The first dump of every connection decides first (restoreMirror): if
-//     vswitchd is held (the flag is on and this vswitchd has not been
-//     released, see vswitchdHeld) and the bridge is fresh (nothing but the
-//     default flow), the stored mirror is applied with the replay machinery
+//     vswitchd is held (the flag is on and the vswitchd its pidfile names
+//     has not been released, see vswitchdHeld: a bridge rebuilt on a
+//     running vswitchd drops the connection too) and the bridge is fresh
+//     (nothing but the default flow), the stored mirror is applied with the replay machinery
 //     (diff, plan, one bundle). Only then does the dump refresh the mirror:
 //     a post-restart empty bridge never overwrites what it must get back.
 //  3. syncFlag waits for every mirror's first dump (mirrorsSettled),
@@ -86,10 +88,11 @@ type MirrorState struct {
 type mirrorSet struct {
 	mu     sync.Mutex
 	byName map[string]*mirror
-	// released are the mirror connections that were up when vswitchd was
-	// last released: while one of them lives, that vswitchd is still the
-	// one running (a restart closes every connection), so it is not held.
-	released []*ofconn.Conn
+	// seenReleased is the vswitchd (vswitchdIdentity) last seen running
+	// with the flag off and acknowledged (noteReleased); noIdentity is true
+	// while vswitchd has no pidfile (logged once). Both guarded by flagMu.
+	seenReleased string
+	noIdentity   bool
 	// holdTimer wakes the flag goroutine when a mirror's MaxHold expires.
 	holdTimer *time.Timer
 	closed    bool
@@ -459,9 +462,23 @@ func fresh(actual []actualEntry) bool {
 }
 
 // vswitchdHeld reports whether the running vswitchd may still be held by
-// flow-restore-wait: the flag is on in OVSDB and no mirror connection from
-// before the engine's last release is still up. known is false while OVSDB
-// cannot tell. flagMu must be held.
+// flow-restore-wait, decided from what vswitchd reports, never from the flag
+// alone: re-armed, the flag reads true on a vswitchd released long ago, which
+// reads it only until it first sees it false.
+//
+//  1. OVSDB cannot tell (not connected, no row): known is false.
+//  2. The flag is off: not held.
+//  3. The running vswitchd is named by its pidfile in the run dir
+//     (vswitchdIdentity: pid and start time). Without one flowstated cannot
+//     tell a restarted vswitchd from a bridge rebuilt on a running one, so
+//     it is taken as not held: an unmanaged bridge then comes back as plain
+//     OVS would bring it back, never overwritten on a running vswitchd.
+//  4. That vswitchd was released: the one a flowstated's clear released (the
+//     store records it, clearLocked), or one seen running with the flag off
+//     and cur_cfg caught up with next_cfg (noteReleased): not held.
+//  5. Otherwise it started under the flag and nobody released it: held.
+//
+// flagMu must be held.
 func (e *Engine) vswitchdHeld() (held, known bool) {
 	c := e.ovsdb.Load()
 	if c == nil || !c.Connected() {
@@ -474,23 +491,36 @@ func (e *Engine) vswitchdHeld() (held, known bool) {
 	if !on {
 		return false, true
 	}
-	e.mirrors.mu.Lock()
-	defer e.mirrors.mu.Unlock()
-	return !slices.ContainsFunc(e.mirrors.released, connAlive), true
+	id := e.vswitchdIdentity()
+	if id == "" {
+		if !e.mirrors.noIdentity {
+			e.mirrors.noIdentity = true
+			e.log.Warn("no ovs-vswitchd pidfile in the run dir: vswitchd is taken as not held, and unmanaged bridges are not restored",
+				"pidfile", filepath.Join(e.cfg.RunDir, "ovs-vswitchd.pid"))
+		}
+		return false, true
+	}
+	e.mirrors.noIdentity = false
+	if e.releasedVswitchd == "" {
+		// Before this process's first clear, the last release may have
+		// been a previous flowstated's.
+		if rec, err := e.cfg.Store.ReleasedVswitchd(); err == nil {
+			e.releasedVswitchd = rec
+		}
+	}
+	return id != e.releasedVswitchd && id != e.mirrors.seenReleased, true
 }
 
-// noteReleased records the mirror connections up when vswitchd was
-// released (vswitchdHeld). flagMu must be held.
-func (e *Engine) noteReleased() {
-	e.mirrors.mu.Lock()
-	defer e.mirrors.mu.Unlock()
-	e.mirrors.released = e.mirrors.released[:0]
-	for _, m := range e.mirrors.byName {
-		m.mu.Lock()
-		if connAlive(m.conn) {
-			e.mirrors.released = append(e.mirrors.released, m.conn)
-		}
-		m.mu.Unlock()
+// noteReleased records the running vswitchd as released when the flag is off
+// and vswitchd has caught up with OVSDB (cur_cfg reached next_cfg): it has
+// read the flag false, so it is not held, whatever the flag reads later
+// (vswitchdHeld). flagMu must be held.
+func (e *Engine) noteReleased(c *ovsconfig.Client) {
+	if next, cur, err := c.Config(); err != nil || cur < next {
+		return
+	}
+	if id := e.vswitchdIdentity(); id != "" {
+		e.mirrors.seenReleased = id
 	}
 }
 
