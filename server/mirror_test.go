@@ -256,6 +256,43 @@ func TestUnmanagedRebuiltNotWritten(t *testing.T) {
 	e.checkExForwarding(ctx) // polls until the held vswitchd is released
 }
 
+// TestMirrorFollowsChange (issue 21, item 15): an idle unmanaged bridge is
+// not dumped again, interval after interval; a flow added or deleted by
+// another client (the flow monitor reports it) and a group added (groups are
+// checked alone each interval) each reach the mirror.
+func TestMirrorFollowsChange(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	e := newExEnv(ctx, t)
+	e.Start(ctx)
+	e.WaitConverged(ctx)
+	e.waitMirrored(ctx, 4)
+	m, _ := e.mirrorOf("br-ex")
+	poll(ctx, t, "ten quiet intervals", func() (bool, error) {
+		now, _ := e.mirrorOf("br-ex")
+		if now.Mirror.Dumps != m.Mirror.Dumps {
+			t.Fatalf("idle br-ex dumped again: %d full dumps, then %d", m.Mirror.Dumps, now.Mirror.Dumps)
+		}
+		return now.Mirror.Quiet >= m.Mirror.Quiet+10, nil
+	})
+	for _, step := range []struct {
+		what, cmd, arg string
+		entries         int
+	}{
+		{"a flow added", "add-flow", "priority=150,ip,nw_dst=10.0.0.7,actions=drop", 5},
+		{"a group added", "add-group", "group_id=2,type=all,bucket=output:2", 6},
+		{"a flow deleted", "del-flows", "ip,nw_dst=10.0.0.7", 5},
+	} {
+		if out, err := e.sb.Ofctl(ctx, step.cmd, "br-ex", step.arg); err != nil {
+			t.Fatal(err, out)
+		}
+		poll(ctx, t, step.what+" mirrored", func() (bool, error) {
+			now, _ := e.mirrorOf("br-ex")
+			return now.Mirror.Entries == step.entries, nil
+		})
+	}
+}
+
 // TestUnmanagedIgnore: with --unmanaged-bridges=ignore, br-ex is left alone
 // and comes back from a restart as vswitchd makes it, NORMAL only.
 func TestUnmanagedIgnore(t *testing.T) {
