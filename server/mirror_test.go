@@ -277,7 +277,7 @@ func TestMirrorFollowsChange(t *testing.T) {
 	})
 	for _, step := range []struct {
 		what, cmd, arg string
-		entries         int
+		entries        int
 	}{
 		{"a flow added", "add-flow", "priority=150,ip,nw_dst=10.0.0.7,actions=drop", 5},
 		{"a group added", "add-group", "group_id=2,type=all,bucket=output:2", 6},
