@@ -3,10 +3,12 @@
 # private, unprivileged OVS sandbox with br-int (managed, empty) and br-ex
 # (unmanaged) holding N flows (default 100,000) installed with ovs-ofctl,
 # flowstated mirroring br-ex every --mirror-interval (2 s) and nothing
-# changing. After WARMUP seconds (the first dump stored) it reads utime+stime
+# changing. After WARMUP seconds (default 10: the first dump stored; Go
+# returns the dump's memory after its next two collections, forced every
+# 2 minutes on an idle process, so WARMUP=300 shows the steady state) it reads utime+stime
 # of flowstated and of ovs-vswitchd from /proc/PID/stat over SECS seconds
 # (default 30) and prints each one's share of a core, their sum, flowstated's
-# RssAnon and VmRSS, and the machine's load (CPU figures on a shared machine
+# memory (RssAnon now and its peak since start, VmHWM), and the machine's load (CPU figures on a shared machine
 # are noisy: run it more than once). See docs/benchmarks.md.
 #
 #   ./scripts/mirror-idle.sh
@@ -38,7 +40,4 @@ fs1=$(ticks "$fs") vs1=$(ticks "$vs") t1=$(now_ms)
 pct() { awk -v d="$1" -v hz="$hz" -v ms="$((t1 - t0))" 'BEGIN { printf "%.2f", 100 * d / hz / (ms / 1000) }'; }
 echo "$N idle flows on br-ex, $SECS s; $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg); $(ovs-vswitchd --version | head -1)"
 echo "flowstated $(pct $((fs1 - fs0)))% of a core, ovs-vswitchd $(pct $((vs1 - vs0)))%, together $(pct $((fs1 - fs0 + vs1 - vs0)))%"
-printf 'flowstated RssAnon %d MB, VmRSS %d MB, VmHWM %d MB\n' \
-	$(($(awk '/^RssAnon/ {print $2}' "/proc/$fs/status") / 1024)) \
-	$(($(awk '/^VmRSS/ {print $2}' "/proc/$fs/status") / 1024)) \
-	$(($(awk '/^VmHWM/ {print $2}' "/proc/$fs/status") / 1024))
+mem "since start"
