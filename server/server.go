@@ -91,7 +91,7 @@ type Config struct {
 	// not in Bridges: "preserve" (default) mirrors them and restores them
 	// after a gated restart, "ignore" leaves them alone.
 	UnmanagedBridges string
-	// MirrorInterval is the pause between dumps of an unmanaged bridge.
+	// MirrorInterval is how often the mirror of an unmanaged bridge checks for change (and dumps after one).
 	// Default restore.DefaultMirrorInterval.
 	MirrorInterval time.Duration
 	// RearmFlowRestoreWait keeps flow-restore-wait armed while flowstated

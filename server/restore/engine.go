@@ -89,7 +89,7 @@ type Config struct {
 	// Bridges: preserve ("" too) mirrors them and restores them after a
 	// gated restart, ignore leaves them alone (mirror.go).
 	Unmanaged UnmanagedPolicy
-	// MirrorInterval is the pause between dumps of an unmanaged bridge.
+	// MirrorInterval is how often the mirror of an unmanaged bridge checks for change (and dumps after one).
 	// Default DefaultMirrorInterval.
 	MirrorInterval time.Duration
 	// TakeOver lets this engine manage bridges that OVSDB records as

@@ -210,7 +210,7 @@ func (e *Engine) syncFlag(ctx context.Context, release bool) (recheck time.Durat
 		}
 	}
 	if !on {
-		e.noteReleased()
+		e.noteReleased(c)
 	}
 	if e.cfg.Rearm && guarded == e.guardMissing {
 		e.guardMissing = !guarded
