@@ -467,3 +467,75 @@ func startRestarter(ctx context.Context, t *testing.T, sb *sandbox.Sandbox) *res
 	})
 	return r
 }
+
+// TestVswitchdState: flowctl vswitchd-state tells a running vswitchd (held
+// by the flag or not) from one killed (its pidfile left behind) or stopped,
+// and says when it cannot tell; release does not wait for a vswitchd that
+// is not running.
+func TestVswitchdState(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	e := testenv.New(ctx, t)
+	sb := e.Sandbox
+	args := []string{"vswitchd-state", "--ovsdb", sb.DBAddr(), "--ovs-rundir", sb.RunDir()}
+	state := func(t *testing.T, code int, want ...string) {
+		t.Helper()
+		var out, stderr string
+		var got int
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			out, stderr, got = flowctl(ctx, "", args...)
+			if got == code || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if got != code {
+			t.Fatalf("exit %d, want %d:\n%s%s", got, code, out, stderr)
+		}
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				t.Fatalf("no %q:\n%s%s", w, out, stderr)
+			}
+		}
+	}
+	pidfile := filepath.Join(sb.RunDir(), "ovs-vswitchd.pid")
+
+	if err := sb.SetFlowRestoreWait(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	state(t, 0, fmt.Sprintf("ovs-vswitchd is running (pid %d; its control socket ovs-vswitchd.ctl answers)", sb.VswitchdPID()),
+		"flow-restore-wait is cleared, and ovs-vswitchd has read it")
+	if err := sb.SetFlowRestoreWait(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	state(t, stateHeld, "ovs-vswitchd is running", "flow-restore-wait is set: a vswitchd started with it holds forwarding")
+
+	pid := sb.VswitchdPID()
+	if err := sb.KillVswitchd(ctx); err != nil {
+		t.Fatal(err)
+	}
+	state(t, stateDown, fmt.Sprintf("ovs-vswitchd is NOT RUNNING (pidfile %s names pid %d, which is gone", pidfile, pid),
+		"flow-restore-wait is set: the next start of ovs-vswitchd holds forwarding")
+
+	// release clears the flag at once: nobody would read it.
+	begin := time.Now()
+	out, stderr, code := flowctl(ctx, "", "--server", filepath.Join(sb.Dir(), "none.sock"), "release",
+		"--ovsdb", sb.DBAddr(), "--ovs-rundir", sb.RunDir())
+	if code != 0 || !strings.Contains(out, "ovs-vswitchd is not running (pidfile") ||
+		!strings.Contains(out, "flow-restore-wait cleared in ovsdb-server; its next start is not held") || time.Since(begin) > 5*time.Second {
+		t.Fatalf("release with vswitchd killed: exit %d after %v:\n%s%s", code, time.Since(begin), out, stderr)
+	}
+	state(t, stateDown, "flow-restore-wait is cleared: the next start of ovs-vswitchd is not held")
+
+	if err := sb.StartVswitchd(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.StopVswitchd(ctx); err != nil {
+		t.Fatal(err)
+	}
+	state(t, stateDown, "ovs-vswitchd is NOT RUNNING (no pidfile "+pidfile+")")
+
+	args[len(args)-1] = filepath.Join(sb.Dir(), "nowhere")
+	state(t, stateUnknown, "ovs-vswitchd: cannot tell: no run directory")
+}
