@@ -25,7 +25,7 @@ import (
 // (frozen with SIGSTOP once vswitchd restarts), interrupted, and down. Each
 // run must leave the node restored, or released with a banner.
 func TestOvsRestart(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 240*time.Second)
 	defer cancel()
 	script, err := filepath.Abs("../../deploy/ovs-restart")
 	if err != nil {
@@ -242,6 +242,7 @@ func TestOvsRestart(t *testing.T) {
 	}
 	restoredOrReleased := func(t *testing.T, out string, begin time.Time, frozen bool) {
 		t.Helper()
+		t.Logf("ovs-restart said:\n%s", out)
 		if sb.VswitchdPID() == 0 {
 			t.Fatalf("vswitchd is down:\n%s", out)
 		}
@@ -329,6 +330,7 @@ func TestOvsRestart(t *testing.T) {
 			thaw(t)
 		}()
 		out, code := interrupt(t, nil, map[string]syscall.Signal{"stop": syscall.SIGINT, "gap": syscall.SIGTERM}, false, true)
+		t.Logf("ovs-restart said:\n%s", out)
 		if code != 130 || sb.VswitchdPID() != 0 {
 			t.Fatalf("exit %d, vswitchd pid %d:\n%s", code, sb.VswitchdPID(), out)
 		}
@@ -349,6 +351,27 @@ func TestOvsRestart(t *testing.T) {
 		}
 		if on, err := sb.FlowRestoreWait(ctx); err != nil || on {
 			t.Fatalf("flow-restore-wait %v (%v), want cleared", on, err)
+		}
+	})
+
+	t.Run("restart command fails after the stop", func(t *testing.T) {
+		restarts := rs.count.Load()
+		cmd := exec.CommandContext(ctx, "bash", script, "--server", sock, "--ovsdb", sb.DBAddr(), "--flowctl", self,
+			"--ovs-rundir", sb.RunDir(), "--restart-cmd", rs.stop+" && exit 1", "--start-cmd", rs.start, "--timeout", "30")
+		cmd.Env = append(os.Environ(), asFlowctl+"=1")
+		out, err := cmd.CombinedOutput()
+		if code := exitStatus(err); code != 1 || rs.count.Load() != restarts+1 || sb.VswitchdPID() == 0 {
+			t.Fatalf("exit %d, %d starts, vswitchd pid %d:\n%s", code, rs.count.Load()-restarts, sb.VswitchdPID(), out)
+		}
+		for _, want := range []string{
+			"the restart command failed (exit 1)",
+			"ovs-vswitchd is not running: starting it: " + rs.start,
+			"ovs-vswitchd was down: ran --start-cmd (exit 0)",
+			"restored, but the restart command had failed (exit 1): check ovs-vswitchd",
+		} {
+			if !strings.Contains(string(out), want) {
+				t.Fatalf("no %q:\n%s", want, out)
+			}
 		}
 	})
 
@@ -384,6 +407,7 @@ func TestOvsRestart(t *testing.T) {
 type restarter struct {
 	command string // stop, gap, start
 	start   string // start only: for --start-cmd
+	stop    string // stop only
 	count   atomic.Int32
 	// before runs ahead of each stop when set; at runs ahead of each step.
 	before atomic.Pointer[func() error]
@@ -419,6 +443,7 @@ func startRestarter(ctx context.Context, t *testing.T, sb *sandbox.Sandbox) *res
 	r := &restarter{
 		command: fmt.Sprintf("bash '%s' stop gap start", script),
 		start:   fmt.Sprintf("bash '%s' start", script),
+		stop:    fmt.Sprintf("bash '%s' stop", script),
 	}
 	var wg sync.WaitGroup
 	wg.Add(1)

@@ -26,12 +26,16 @@ import (
 //     unless it can restore and release the switch afterwards; refused or
 //     unanswered, prestart clears the flag in OVSDB instead, so vswitchd
 //     never waits for a restore nobody will do.
-//  2. The restart itself (systemctl restart ovs-vswitchd).
+//  2. The restart itself (systemctl restart ovs-vswitchd), which the script
+//     lets finish when interrupted: a stop-then-start command stopped
+//     half-way would leave vswitchd down.
 //  3. wait --converged --released --since T: flowstated has restored every
 //     bridge into the new vswitchd and released it.
 //  4. On a failure, timeout or interrupt: release clears the flag and waits
 //     until vswitchd has read it, through flowstated or, when flowstated
-//     does not answer, in OVSDB directly.
+//     does not answer, in OVSDB directly; a vswitchd that is not running
+//     is not waited for. vswitchd-state then says what is true, for the
+//     banner: whether vswitchd runs, and the flag.
 
 // defaultOVSDB is ovsdb-server's socket on a host with OVS from packages.
 const defaultOVSDB = "unix:/var/run/openvswitch/db.sock"
@@ -522,7 +526,7 @@ running; 4 cannot tell whether it runs.`,
 			case vswitchdRunning:
 				fmt.Fprintf(w, "ovs-vswitchd is running (%s)\n", detail)
 			case vswitchdDown:
-				fmt.Fprintf(w, "ovs-vswitchd is NOT RUNNING (%s): nothing is forwarded\n", detail)
+				fmt.Fprintf(w, "ovs-vswitchd is NOT RUNNING (%s): no new traffic is switched\n", detail)
 				code = stateDown
 			default:
 				fmt.Fprintf(w, "ovs-vswitchd: %s\n", detail)
