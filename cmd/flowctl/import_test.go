@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -228,5 +229,55 @@ func TestImportNotState(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "no flows to import") || !strings.Contains(err.Error(), "1 with send_flow_rem") ||
 		!named(out, "only.txt:1: ", "send_flow_rem") {
 		t.Fatalf("import of only a send_flow_rem flow: %v\n%s", err, out)
+	}
+}
+
+// TestImportNotStateBinary is TestImportNotState's import from the bridge
+// against the flowstated binary: a send_flow_rem flow is left out and
+// named, and the rest imported.
+func TestImportNotStateBinary(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	bin := filepath.Join(t.TempDir(), "flowstated")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "../flowstated").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	e := testenv.New(ctx, t)
+	sb := e.Sandbox
+	for _, f := range []string{
+		"cookie=0x1000,table=0,priority=100,ip,actions=drop",
+		"cookie=0x1001,table=0,priority=90,send_flow_rem,arp,actions=NORMAL",
+	} {
+		if out, err := sb.Ofctl(ctx, "add-flow", "br-int", f); err != nil {
+			t.Fatal(err, out)
+		}
+	}
+	fs := exec.Command(bin, "--ovs-rundir", sb.RunDir(), "--ovsdb", sb.DBAddr(), "--bridge", "br-int",
+		"--db", e.Config.DBPath, "--listen", e.Config.Listen, "--boot-id-file", e.Config.BootIDFile,
+		"--metrics-listen", "", "--guard", "off", "--owned-cookie", "0x1000/0xf000")
+	logs := &lockedBuffer{}
+	fs.Stderr = logs
+	if err := fs.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = fs.Process.Kill()
+		_ = fs.Wait()
+		if t.Failed() {
+			t.Logf("flowstated log:\n%s", logs.String())
+		}
+	}()
+	testenv.Poll(ctx, t, "flowstated stands aside from br-int", func() (bool, error) {
+		st, err := e.Client.Status(ctx)
+		return err == nil && len(st.Bridges) > 0 && strings.Contains(st.Bridges[0].Reason, "stands aside"), nil
+	})
+	out, err := run(ctx, t, e.Config.Listen, "", "import", "--module", "legacy", "--ovs-rundir", sb.RunDir())
+	if err != nil || !strings.Contains(out, "imported 1 flows, 0 groups, 0 meters into module legacy (left out: 1 outside the owned cookie space, 1 with send_flow_rem)") ||
+		!strings.Contains(out, "  cookie=0x1001, send_flow_rem priority=90,arp actions=NORMAL\n") {
+		t.Fatalf("import: %v\n%s", err, out)
+	}
+	if out, err := run(ctx, t, e.Config.Listen, "", "dump-flows", "--module", "legacy"); err != nil ||
+		!strings.Contains(out, "priority=100,ip actions=drop") || strings.Count(out, "actions=") != 1 {
+		t.Fatalf("module legacy after the import: %v\n%s", err, out)
 	}
 }
