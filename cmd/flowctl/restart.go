@@ -155,10 +155,10 @@ flows it has. flowctl asks flowstated first; when flowstated does not answer
 or cannot, it clears the flag in ovsdb-server directly (--ovsdb) and says so.
 Exit status 0 once vswitchd has read the change (cur_cfg caught up), 1 if
 the flag could not be cleared or vswitchd did not read it within --timeout
-(default here 30s). When ovs-vswitchd is not running (its pidfile in
---ovs-rundir is gone, or names a pid that is gone), nobody would read the
-change: the flag is cleared in ovsdb-server at once, without waiting, so
-its next start is not held, and the exit status is 0.`,
+(default here 30s). Given --ovs-rundir (or $OVS_RUNDIR), when ovs-vswitchd
+is not running (its pidfile there is gone, or names a pid that is gone),
+nobody would read the change: the flag is cleared in ovsdb-server at once,
+without waiting, so its next start is not held, and the exit status is 0.`,
 		Example: `  flowctl release
   flowctl release --ovsdb unix:/var/run/openvswitch/db.sock --timeout 10s`,
 		Args: cobra.NoArgs,
@@ -166,7 +166,11 @@ its next start is not held, and the exit status is 0.`,
 			d := commandTimeout(cmd, g, 30*time.Second)
 			deadline := time.Now().Add(d)
 			w := cmd.OutOrStdout()
-			if live, detail := probeVswitchd(cmd.Context(), rundir); live == vswitchdDown {
+			// Only with a run directory named: the default one may not be
+			// this vswitchd's (OVS in a container), and a vswitchd wrongly
+			// taken for down would not be waited for.
+			named := cmd.Flags().Changed("ovs-rundir") || os.Getenv("OVS_RUNDIR") != ""
+			if live, detail := probeVswitchd(cmd.Context(), rundir); named && live == vswitchdDown {
 				ctx, cancel := context.WithDeadline(cmd.Context(), deadline)
 				defer cancel()
 				wasSet, _, err := clearInOVSDB(ctx, ovsdbAddr, false)
@@ -215,7 +219,7 @@ its next start is not held, and the exit status is 0.`,
 		},
 	}
 	cmd.Flags().StringVar(&ovsdbAddr, "ovsdb", defaultOVSDB, "ovsdb-server address, used when flowstated does not answer")
-	cmd.Flags().StringVar(&rundir, "ovs-rundir", defaultRundir(), "ovs-vswitchd's run directory (pidfile, control socket): a vswitchd that is not running is not waited for")
+	cmd.Flags().StringVar(&rundir, "ovs-rundir", defaultRundir(), "ovs-vswitchd's run directory (pidfile, control socket); given, a vswitchd that is not running is not waited for")
 	return cmd
 }
 
