@@ -146,7 +146,7 @@ It never fails a unit start: the exit status is 0 whatever happened, unless
 func newRelease(g *globals) *cobra.Command {
 	var ovsdbAddr, rundir string
 	cmd := &cobra.Command{
-		Use:   "release [--ovsdb ADDR]",
+		Use:   "release [--ovsdb ADDR] [--ovs-rundir DIR]",
 		Short: "Clear flow-restore-wait now and wait until ovs-vswitchd has read it",
 		Long: `Clear flow-restore-wait now and wait until ovs-vswitchd has read it.
 
@@ -170,7 +170,7 @@ without waiting, so its next start is not held, and the exit status is 0.`,
 			// this vswitchd's (OVS in a container), and a vswitchd wrongly
 			// taken for down would not be waited for.
 			named := cmd.Flags().Changed("ovs-rundir") || os.Getenv("OVS_RUNDIR") != ""
-			if live, detail := probeVswitchd(cmd.Context(), rundir); named && live == vswitchdDown {
+			if live, detail := probeIf(cmd.Context(), named, rundir); live == vswitchdDown {
 				ctx, cancel := context.WithDeadline(cmd.Context(), deadline)
 				defer cancel()
 				wasSet, _, err := clearInOVSDB(ctx, ovsdbAddr, false)
@@ -478,6 +478,14 @@ func probeVswitchd(ctx context.Context, rundir string) (liveness, string) {
 		return vswitchdDown, fmt.Sprintf("pidfile %s names pid %d, which is now %s", pidfile, pid, strings.TrimSpace(string(comm)))
 	}
 	return vswitchdRunning, fmt.Sprintf("pid %d is alive; its control socket does not answer (yet)", pid)
+}
+
+// probeIf is probeVswitchd when do, else unknown.
+func probeIf(ctx context.Context, do bool, rundir string) (liveness, string) {
+	if !do {
+		return livenessUnknown, ""
+	}
+	return probeVswitchd(ctx, rundir)
 }
 
 // flagState reads flow-restore-wait, next_cfg and cur_cfg from ovsdb-server.
