@@ -18,16 +18,16 @@
 //	│   └── <module>   the boot id the module last marked itself ready for
 //	├── bridges
 //	│   └── <bridge>
-//	│       ├── flow   identity -> record
-//	│       ├── group  identity -> record
-//	│       ├── meter  identity -> record
+//	│       ├── flow   identity -> record (checksummed)
+//	│       ├── group  identity -> record (checksummed)
+//	│       ├── meter  identity -> record (checksummed)
 //	│       └── refs   kind | group or meter id | flow identity -> module
 //	├── mirror         (created by the first SetMirror)
 //	│   └── <bridge>   an unmanaged bridge, as last dumped
 //	│       ├── "hash" SHA-256 of the entries: an unchanged dump is not rewritten
-//	│       ├── flow   identity -> payload
-//	│       ├── group  identity -> payload
-//	│       └── meter  identity -> payload
+//	│       ├── flow   identity -> payload | sum
+//	│       ├── group  identity -> payload | sum
+//	│       └── meter  identity -> payload | sum
 //	├── aside          (created by the first SetStoodAside, aside.go)
 //	│   └── <bridge>   RFC 3339 \n reason: flowstated stands aside from the bridge until it is adopted
 //	├── forms          (created by the first PutForms; PruneForms drops what no entry leads to)
@@ -44,10 +44,13 @@
 // a group or meter in use cannot be removed (InUseError), and checking
 // costs one seek whatever the number of users. A record is
 //
-//	version (1 byte, 1) | len(module) (1 byte) | module | payload
+//	version (1 byte, 2) | len(module) (1 byte) | module | payload | sum (4 bytes)
 //
-// where payload is the canonical OpenFlow 1.5 message of the entry. Mirrors
-// hold bare payloads: no module owns what flowstated only copies. Adding the
+// where payload is the canonical OpenFlow 1.5 message of the entry and sum a
+// CRC-32C (Castagnoli, big endian) over the key and the bytes before it
+// (schema 3, sum.go; version 1 records of schemas 1 and 2 had no sum and are
+// rewritten by the migration). Mirrors hold payloads with the same sum: no
+// module owns what flowstated only copies. Adding the
 // mirror bucket needed no new schema version: a store without it reads as
 // one without mirrors, and an older flowstated ignores it. The same holds for
 // forms (forms.go): what OVS made of entries package canon keeps in part as
@@ -72,7 +75,17 @@
 //
 // # Damage
 //
-// Open reads the file before bbolt maps it (check.go) and runs bbolt's
-// consistency check; a damaged file fails with a CorruptError that says how
-// to recover, never a panic or a fault.
+// Open reads the file before bbolt maps it (check.go), verifying the sum of
+// every record and mirrored payload, and runs bbolt's consistency check; a
+// damaged file fails with a CorruptError that names the damage (the bucket
+// and key of a value whose sum does not match) and says how to recover,
+// never a panic or a fault. A value found damaged by a read while the store
+// is open is left out of every read and reported by Damaged (sum.go).
+//
+// # Operations under way
+//
+// Every transaction is tracked for its duration (busy.go): Busy names the
+// oldest, so a store operation that does not return shows as a wedged
+// engine. No read transaction waits on a caller that may stall: Backup
+// spools first, List and ScanFlows read in chunks.
 package store

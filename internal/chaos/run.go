@@ -164,18 +164,39 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	wg.Go(func() { r.probeLoop(wctx) })
 	wg.Go(func() { r.superviseLoop(wctx) })
 
+	// Lasting faults of the kinds in overlaps run beside the next steps:
+	// a vswitchd crash inside a protocols flip is the fault that matters.
+	var lasting sync.WaitGroup
+	running := map[FaultKind]bool{}
+	var runningMu sync.Mutex
 	for i, st := range sched {
 		r.setStep(i + 1)
 		if !sleepCtx(ctx, st.Pause) {
 			break
 		}
 		r.log.Info("fault", "step", i+1, "kind", st.Kind, "hold", st.Hold)
-		err := r.inject(ctx, st)
-		r.rep.Faults.add(string(st.Kind), err)
-		if err != nil {
-			r.log.Warn("fault could not be injected", "kind", st.Kind, "err", err)
+		runningMu.Lock()
+		busy := running[st.Kind]
+		runningMu.Unlock()
+		if busy {
+			r.rep.Faults.add(string(st.Kind)+" (skipped: still on)", nil)
+			continue
 		}
+		if overlaps[st.Kind] {
+			runningMu.Lock()
+			running[st.Kind] = true
+			runningMu.Unlock()
+			lasting.Go(func() {
+				r.faultDone(st.Kind, r.inject(ctx, st))
+				runningMu.Lock()
+				running[st.Kind] = false
+				runningMu.Unlock()
+			})
+			continue
+		}
+		r.faultDone(st.Kind, r.inject(ctx, st))
 	}
+	lasting.Wait()
 	r.setStep(len(sched) + 1)
 	stopWriters()
 	wg.Wait()
@@ -185,6 +206,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		r.rep.Logs = n.logs()
 	}
 	return r.rep, nil
+}
+
+// overlaps are the lasting faults that run beside the steps after them.
+var overlaps = map[FaultKind]bool{ProtocolsFlip: true, FlowLimit: true, StalledReader: true, GuardFreeze: true}
+
+func (r *run) faultDone(kind FaultKind, err error) {
+	r.rep.Faults.add(string(kind), err)
+	if err != nil {
+		r.log.Warn("fault could not be injected", "kind", kind, "err", err)
+	}
 }
 
 func (r *run) setStep(i int) {
@@ -363,7 +394,9 @@ func (r *run) inject(ctx context.Context, st Step) error {
 		if _, err := n.sb.Vsctl(ctx, "--no-wait", "set", "bridge", Managed, "protocols=OpenFlow13"); err != nil {
 			return err
 		}
-		sleepCtx(ctx, st.Hold)
+		// Longer than the hold promise: a vswitchd restart among the
+		// next steps must be released without br-int (--max-hold).
+		sleepCtx(ctx, holdBound+st.Hold)
 		_, err := n.sb.Vsctl(ctx, "--no-wait", "clear", "bridge", Managed, "protocols")
 		r.excuse()
 		return err
