@@ -26,7 +26,8 @@ import (
 // the figures to ovs-ofctl's own refusals, TestLimitsOnSwitch to
 // vswitchd). Where an action's internal form is not known, it counts three
 // times its encoding, more than any known action takes; encap's properties
-// and controller's userdata are bounded from above by their encoding.
+// (counted twice) and controller's userdata are bounded from above by
+// their encoding.
 const (
 	// MaxActionDepth is OVS's MAX_OFPACT_PARSE_DEPTH: the top-level action
 	// list and the lists nested in it are at most this many levels.
