@@ -399,19 +399,20 @@ const leafParens = 8
 // anything is parsed, and returns an index of the parentheses of a long
 // text for its scanners: the parser's work is then linear in the text.
 func checkNesting(s string, base int) (*parenIndex, error) {
-	d := 0
+	d, deepest := 0, 0
 	for i := 0; i < len(s); i++ {
 		switch s[i] {
 		case '(':
 			if d++; d > MaxActionDepth+leafParens {
 				return nil, errLimit(base+i, s[i:], tooDeep())
 			}
+			deepest = max(deepest, d)
 		case ')':
 			d--
 		}
 	}
-	if len(s) < parenIndexMin {
-		return nil, nil
+	if len(s) < parenIndexMin || deepest < 2 {
+		return nil, nil // a value is scanned at most twice
 	}
 	return indexParens(s, base), nil
 }
