@@ -25,7 +25,9 @@ import (
 // with OVS 3.1's struct sizes on 64-bit hosts (TestLimitsAsOVSOfctl holds
 // the figures to ovs-ofctl's own refusals, TestLimitsOnSwitch to
 // vswitchd). Where an action's internal form is not known, it counts three
-// times its encoding, more than any known action takes.
+// times its encoding, more than any known action takes; encap's properties
+// (counted twice) and controller's userdata are bounded from above by
+// their encoding.
 const (
 	// MaxActionDepth is OVS's MAX_OFPACT_PARSE_DEPTH: the top-level action
 	// list and the lists nested in it are at most this many levels.
@@ -397,19 +399,20 @@ const leafParens = 8
 // anything is parsed, and returns an index of the parentheses of a long
 // text for its scanners: the parser's work is then linear in the text.
 func checkNesting(s string, base int) (*parenIndex, error) {
-	d := 0
+	d, deepest := 0, 0
 	for i := 0; i < len(s); i++ {
 		switch s[i] {
 		case '(':
 			if d++; d > MaxActionDepth+leafParens {
 				return nil, errLimit(base+i, s[i:], tooDeep())
 			}
+			deepest = max(deepest, d)
 		case ')':
 			d--
 		}
 	}
-	if len(s) < parenIndexMin {
-		return nil, nil
+	if len(s) < parenIndexMin || deepest < 2 {
+		return nil, nil // a value is scanned at most twice
 	}
 	return indexParens(s, base), nil
 }
