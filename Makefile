@@ -64,6 +64,12 @@ bench: ## flowstate against ovs-ofctl --bundle: one table of restore, start-up, 
 	@./scripts/install-deps.sh
 	go run ./cmd/flowstate-bench -flows $${FLOWS:-200000} -runs $${RUNS:-3}
 
+.PHONY: chaos
+chaos: ## seeded fault schedules against the real binaries, fresh seeds for DURATION (default 5m; SEED=N STEPS=K replays one; docs/testing.md)
+	@./scripts/install-deps.sh
+	@if [ -n "$${SEED:-}" ]; then go run ./cmd/flowstate-chaos -seed "$$SEED" -steps $${STEPS:-20}; \
+	else go run ./cmd/flowstate-chaos -duration $${DURATION:-5m} -steps $${STEPS:-20}; fi
+
 .PHONY: bench-go
 bench-go: ## run every go test Benchmark function
 	go test -run '^$$' -bench . -benchmem ./...

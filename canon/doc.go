@@ -34,6 +34,14 @@
 // OVS rewrites it, the engine learns the switch's form after installing it
 // ([Opaque], [Forms]).
 //
+// # What vswitchd cannot take
+//
+// An encoded flow or bucket is held to OVS's limits on actions
+// (ofctl.CheckInstructions, ofctl.CheckActions) as sent, before it is
+// canonicalised, and as it will be sent: an action or list past 65,535
+// bytes in vswitchd's internal form, which aborts vswitchd 3.1, and nesting
+// past OVS's depth limit are refused at declaration, as for text.
+//
 // # Groups of any size
 //
 // A GROUP_MOD's length is 16 bits and a BUNDLE_ADD's inner message at most

@@ -69,8 +69,18 @@ func canonicalFlowCached(b []byte, kept *bool, cache flowCaches) ([]byte, error)
 	}
 	n := len(out) - flowModFixed // ofp_match length, header included
 	out = append(out, make([]byte, pad8(n)-n)...)
-	out, err = canonicalInstructions(out, b[flowModFixed+pad8(mlen):], b[24], kept, sc, cache)
+	// OVS's limits on actions, first as sent (a list nested too deep costs
+	// the canonicaliser more than the check), then as it will be sent.
+	instr := b[flowModFixed+pad8(mlen):]
+	if err := ofctl.CheckInstructions(instr); err != nil {
+		return nil, err
+	}
+	ins := len(out)
+	out, err = canonicalInstructions(out, instr, b[24], kept, sc, cache)
 	if err != nil {
+		return nil, err
+	}
+	if err := ofctl.CheckInstructions(out[ins:]); err != nil {
 		return nil, err
 	}
 	be.PutUint32(out[4:], 0)         // xid

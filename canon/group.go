@@ -122,8 +122,14 @@ func canonicalBucket(b []byte, gtype uint8, kept *bool) ([]byte, error) {
 	if id > bucketMax {
 		return nil, fmt.Errorf("bucket id %#x is reserved (want 0 to %#x)", id, bucketMax)
 	}
+	if err := ofctl.CheckActions(b[bucketFixed : bucketFixed+alen]); err != nil {
+		return nil, err
+	}
 	acts, err := canonicalActions(b[bucketFixed:bucketFixed+alen], ofctl.BucketActions(), kept)
 	if err != nil {
+		return nil, err
+	}
+	if err := ofctl.CheckActions(acts); err != nil {
 		return nil, err
 	}
 	weight, watchPort, watchGroup := uint16(0), uint32(portAny), uint32(groupAny)

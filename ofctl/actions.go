@@ -43,6 +43,16 @@ type actx struct {
 	// anyMatch skips the checks against the flow's match, for actions
 	// that have none (group buckets).
 	anyMatch bool
+	// depth is the number of action lists this one is nested in.
+	depth int
+	// parens indexes the parentheses of a long line, or is nil.
+	parens *parenIndex
+}
+
+// nested returns the context of an action list nested in cx's under the
+// action outer.
+func (cx *actx) nested(outer string) *actx {
+	return &actx{mt: cx.mt, table: cx.table, outer: outer, anyMatch: cx.anyMatch, depth: cx.depth + 1, parens: cx.parens}
 }
 
 // ok reports whether the flow satisfies prerequisite p for an action.
@@ -171,8 +181,13 @@ func (cx *actx) parseActionsTo(is *instrSet, s string, base int) error {
 		apply = is.applyBuf[:0]
 	}
 	*is = instrSet{gotoTable: -1, apply: apply}
+	if cx.depth >= MaxActionDepth {
+		return errLimit(base, s, tooDeep())
+	}
 	sc := newScanner(s, base)
+	sc.parens = cx.parens
 	stage := stageApply
+	encoded := 0 // bytes of the actions so far
 	drop, meterSeen := false, false
 	var dropTok kv
 	n := 0
@@ -250,8 +265,7 @@ func (cx *actx) parseActionsTo(is *instrSet, s string, base int) error {
 			if err := enter(p, stageWrite); err != nil {
 				return err
 			}
-			inner := &actx{mt: cx.mt, table: cx.table, outer: "write_actions", anyMatch: cx.anyMatch}
-			sub, err := inner.parseActions(p.val, p.valOff)
+			sub, err := cx.nested("write_actions").parseActions(p.val, p.valOff)
 			if err != nil {
 				return err
 			}
@@ -275,6 +289,12 @@ func (cx *actx) parseActionsTo(is *instrSet, s string, base int) error {
 		apply, err := cx.parseActionTo(is.apply, p, key)
 		if err != nil {
 			return err
+		}
+		for _, a := range apply[len(is.apply):] {
+			encoded += len(a)
+		}
+		if encoded > maxListBytes {
+			return errLimit(p.keyOff, p.text(), tooLong())
 		}
 		is.apply = apply
 	}

@@ -26,3 +26,44 @@ func BenchmarkFormatFlow(b *testing.B) {
 		}
 	}
 }
+
+// Lines OVS's limits refuse (docs/benchmarks.md, "Refusals"): a megabyte of
+// nested clones, the 2,000-spec learn, and the costliest line still parsed
+// to the end: a megabyte of outputs inside the deepest nesting OVS allows.
+var refusedLines = []struct{ name, line string }{
+	{"DeepClone1MiB", "actions=" + nestClones((1<<20-20)/7, "output:1")},
+	{"Learn2000Specs", "actions=learn(table=1," + repeatList("NXM_OF_VLAN_TCI[0..11]", 2000) + ")"},
+	{"Depth99Outputs1MiB", "actions=" + nestClones(MaxActionDepth-1, repeatList("output:1", (1<<20-800)/9))},
+}
+
+func BenchmarkRefuse(b *testing.B) {
+	for _, rl := range refusedLines {
+		b.Run(rl.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(rl.line)))
+			for b.Loop() {
+				if _, err := ParseFlowBinary(rl.line); err == nil {
+					b.Fatal("accepted")
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkCheckInstructions is what the limits add to every encoded flow
+// canon takes (twice: as sent and canonical); text flows pay about the same
+// in checkNesting and checkLimits.
+func BenchmarkCheckInstructions(b *testing.B) {
+	fm, err := ParseFlowBinary(benchLine)
+	if err != nil {
+		b.Fatal(err)
+	}
+	mlen := int(fm[50])<<8 | int(fm[51])
+	in := fm[48+(mlen+7)&^7:]
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := CheckInstructions(in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -224,7 +224,7 @@ func FlowActions(oxms []byte, table uint8) (*ActionContext, error) {
 
 // WriteActions returns the context of the flow's write_actions.
 func (c *ActionContext) WriteActions() *ActionContext {
-	return &ActionContext{cx: actx{mt: c.cx.mt, table: c.cx.table, outer: "write_actions", anyMatch: c.cx.anyMatch}}
+	return &ActionContext{cx: *c.cx.nested("write_actions")}
 }
 
 // BucketActions returns the context of the actions of a group bucket.

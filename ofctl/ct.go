@@ -108,7 +108,7 @@ func (cx *actx) parseCT(p kv) ([]byte, error) {
 			}
 			nested = append(nested, b...)
 		case "exec":
-			inner := &actx{mt: cx.mt, table: cx.table, outer: "ct", anyMatch: cx.anyMatch}
+			inner := cx.nested("ct")
 			sub, err := inner.parseCTExec(q)
 			if err != nil {
 				return nil, err
@@ -153,6 +153,9 @@ func (cx *actx) parseCT(p kv) ([]byte, error) {
 
 // parseCTExec parses the actions of ct(exec(...)).
 func (cx *actx) parseCTExec(q kv) ([][]byte, error) {
+	if cx.depth >= MaxActionDepth {
+		return nil, errLimit(q.keyOff, q.text(), tooDeep())
+	}
 	return parseEach(q.val, q.valOff, func(p kv, key string) ([][]byte, error) {
 		if key == "nat" {
 			b, _, err := cx.parseNAT(p)

@@ -74,6 +74,19 @@
 // the flows left are refused on purpose (docs/api.md), and vswitchd holds
 // every handled flow it accepts exactly as ParseFlow encodes it.
 //
+// # OVS's limits on actions
+//
+// vswitchd holds actions in its own form, larger than the wire's for some
+// (a learn spec, a set_field), and aborts when one action there passes
+// 65,535 bytes; ovs-ofctl refuses such text ("input too big"), and action
+// lists nested more than MaxActionDepth deep ("Action nested too deeply").
+// ParseFlow and ParseGroup refuse both with a *LimitError inside the
+// *SyntaxError; CheckInstructions and CheckActions apply the same limits to
+// encoded flows and buckets (package canon calls them). limits.go holds
+// the sizes. Text nested too deep is refused in one pass before it is
+// parsed, and a long line's parentheses are indexed once, so parsing is
+// linear in the line.
+//
 // # Errors
 //
 // Parse errors are *SyntaxError values that name the offending token, its

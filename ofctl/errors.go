@@ -12,7 +12,12 @@ type SyntaxError struct {
 	Col   int    // 1-based byte column of Token within the line
 	Token string // the offending text, possibly empty at end of input
 	Msg   string // what is wrong, e.g. "unknown field"
+	err   error  // the cause when it has a type of its own (*LimitError)
 }
+
+// Unwrap returns the cause of e, a *LimitError when the text passes one of
+// OVS's limits, or nil.
+func (e *SyntaxError) Unwrap() error { return e.err }
 
 func (e *SyntaxError) Error() string {
 	var where string
@@ -28,4 +33,19 @@ func (e *SyntaxError) Error() string {
 // of the line.
 func errAt(off int, tok, format string, args ...any) *SyntaxError {
 	return &SyntaxError{Col: off + 1, Token: tok, Msg: fmt.Sprintf(format, args...)}
+}
+
+// maxToken is the longest token an error quotes: a refused line may be a
+// megabyte long.
+const maxToken = 64
+
+// errLimit is errAt for a refusal by one of OVS's limits, quoting at most
+// maxToken bytes of tok.
+func errLimit(off int, tok string, le error) *SyntaxError {
+	if len(tok) > maxToken {
+		tok = tok[:maxToken] + "..."
+	}
+	se := errAt(off, tok, "%v", le)
+	se.err = le
+	return se
 }

@@ -101,8 +101,7 @@ func formatNote(a []byte) string {
 // parseClone parses clone(ACTIONS). What the nested actions do to the flow
 // (a pushed VLAN header) does not outlast the clone.
 func (cx *actx) parseClone(p kv) ([]byte, error) {
-	inner := &actx{mt: cx.mt, table: cx.table, outer: "clone", anyMatch: cx.anyMatch}
-	is, err := inner.parseActions(p.val, p.valOff)
+	is, err := cx.nested("clone").parseActions(p.val, p.valOff)
 	if err != nil {
 		return nil, err
 	}

@@ -248,7 +248,7 @@ func parseFlow(s string, tlv TLVMap, fs *flowScratch) (*flowParts, error) {
 	cx := &fs.cx
 	cx.mt.reset()
 	cx.mt.tlv = tlv
-	cx.table, cx.outer, cx.anyMatch = 0, "", false
+	cx.table, cx.outer, cx.anyMatch, cx.depth, cx.parens = 0, "", false, 0, nil
 	mt := &cx.mt
 	set := fs.set[:0]
 	defer func() { fs.set = set[:0] }() // keeps what it grew to
@@ -354,8 +354,16 @@ func parseFlow(s string, tlv TLVMap, fs *flowScratch) (*flowParts, error) {
 		return nil, err
 	}
 	cx.table = fp.table
+	pi, err := checkNesting(s[actStart:], actOff)
+	if err != nil {
+		return nil, err
+	}
+	cx.parens = pi
 	if err := cx.parseActionsTo(&fs.is, s[actStart:], actOff); err != nil {
 		return nil, err
+	}
+	if err := fs.is.checkLimits(); err != nil {
+		return nil, errLimit(actOff, s[actStart:], err)
 	}
 	fp.enc, fp.is = enc, &fs.is
 	return fp, nil

@@ -70,6 +70,10 @@ func ParseGroup(s string) (*openflow15.GroupMod, error) {
 
 // parseGroupParts parses a group into its parts.
 func parseGroupParts(s string) (*GroupParts, error) {
+	pi, err := checkNesting(s, 0)
+	if err != nil {
+		return nil, err
+	}
 	head := s
 	bktOff := strings.Index(s, "bucket=")
 	if bktOff >= 0 {
@@ -132,7 +136,7 @@ func parseGroupParts(s string) (*GroupParts, error) {
 		} else {
 			bktOff = -1
 		}
-		bk, err := parseBucket(s[start:end], start, gtype)
+		bk, err := parseBucket(s[start:end], start, gtype, pi)
 		if err != nil {
 			return nil, err
 		}
@@ -209,14 +213,15 @@ func parseGroup(s string) ([]byte, error) {
 }
 
 // parseBucket parses the text after "bucket=" up to the next bucket.
-func parseBucket(s string, base, gtype int) (*bucket, error) {
+func parseBucket(s string, base, gtype int, pi *parenIndex) (*bucket, error) {
 	bk := &bucket{id: bucketAll, watchPort: watchPortAny, watchGroup: groupAny, off: base, text: s}
 	if gtype == openflow15.GT_SELECT {
 		bk.weight = 1
 	}
-	cx := &actx{anyMatch: true, table: 0}
+	cx := &actx{anyMatch: true, table: 0, parens: pi}
 	var acts [][]byte
 	sc := newScanner(s, base)
+	sc.parens = pi
 	for {
 		p, ok, err := sc.next()
 		if err != nil {
@@ -255,6 +260,7 @@ func parseBucket(s string, base, gtype int) (*bucket, error) {
 			bk.hasActions = true
 			// The value is the first action; later pairs are actions too.
 			inner := newScanner(p.val, p.valOff)
+			inner.parens = pi
 			for {
 				q, ok, err := inner.next()
 				if err != nil {
@@ -283,6 +289,9 @@ func parseBucket(s string, base, gtype int) (*bucket, error) {
 	}
 	if gtype != openflow15.GT_SELECT && bk.weight != 0 {
 		return nil, errAt(bk.weightToken.keyOff, bk.weightToken.text(), "only select groups can have bucket weights")
+	}
+	if err := checkBucketLimits(acts); err != nil {
+		return nil, errLimit(base, s, err)
 	}
 	for _, a := range acts {
 		bk.actions = append(bk.actions, a...)

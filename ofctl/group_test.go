@@ -180,6 +180,10 @@ func FuzzParseGroup(f *testing.F) {
 			f.Add(l)
 		}
 	}
+	// Buckets at and past OVS's limits on actions.
+	f.Add("group_id=1,type=all,bucket=actions=" + nestClones(MaxActionDepth-1, "output:1"))
+	f.Add("group_id=1,type=all,bucket=actions=" + nestClones(MaxActionDepth, "output:1"))
+	f.Add("group_id=1,type=all,bucket=actions=learn(table=1," + repeatList("NXM_OF_VLAN_TCI[0..11]", 1638) + ")")
 	f.Fuzz(func(t *testing.T, s string) {
 		gm, err := ParseGroup(s)
 		if err != nil {

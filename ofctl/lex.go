@@ -38,6 +38,9 @@ type scanner struct {
 	// rest, if set, names keys whose value after '=' is the whole rest of
 	// the input ("actions=" in a flow).
 	rest func(key string) bool
+	// parens, if set, finds the end of a parenthesised value at once
+	// (a long line's).
+	parens *parenIndex
 }
 
 func newScanner(s string, base int) *scanner { return &scanner{s: s, base: base} }
@@ -86,15 +89,17 @@ func (sc *scanner) next() (p kv, ok bool, err error) {
 		return p, true, nil
 	}
 	if p.delim == '(' {
-		depth := 1
-		i := vstart
-		for ; i < len(s); i++ {
-			if s[i] == '(' {
-				depth++
-			} else if s[i] == ')' {
-				depth--
-				if depth == 0 {
-					break
+		i := sc.parens.closing(sc.base+end) - sc.base
+		if i <= end || i >= len(s) {
+			depth := 1
+			for i = vstart; i < len(s); i++ {
+				if s[i] == '(' {
+					depth++
+				} else if s[i] == ')' {
+					depth--
+					if depth == 0 {
+						break
+					}
 				}
 			}
 		}
@@ -118,6 +123,10 @@ func (sc *scanner) next() (p kv, ok bool, err error) {
 	i := vstart
 	for i < len(s) && !scanSep[s[i]] {
 		if s[i] == '(' {
+			if j := sc.parens.closing(sc.base+i) - sc.base; j > i && j < len(s) {
+				i = j + 1
+				continue
+			}
 			depth := 0
 			for i < len(s) {
 				if s[i] == '(' {
@@ -163,4 +172,48 @@ func splitTop(s string, sep byte, base int) (parts []string, offs []int) {
 	parts = append(parts, s[start:])
 	offs = append(offs, base+start)
 	return parts, offs
+}
+
+// parenIndex maps each '(' of a text to its matching ')'. A scanner nested n
+// levels deep would otherwise scan the value of each level again to find its
+// end: n times the text's length.
+type parenIndex struct {
+	base  int     // offset of the text within the line
+	close []int32 // for each byte: the offset in the text of its matching ')' if it is a matched '(', else -1
+}
+
+// parenIndexMin is the shortest text worth an index: below it, scanning
+// again costs less than building it.
+const parenIndexMin = 4096
+
+// indexParens indexes the parentheses of s, found at base in its line, in
+// one pass.
+func indexParens(s string, base int) *parenIndex {
+	pi := &parenIndex{base: base, close: make([]int32, len(s))}
+	var open []int32
+	for i := 0; i < len(s); i++ {
+		pi.close[i] = -1
+		switch s[i] {
+		case '(':
+			open = append(open, int32(i))
+		case ')':
+			if n := len(open); n > 0 {
+				pi.close[open[n-1]] = int32(i)
+				open = open[:n-1]
+			}
+		}
+	}
+	return pi
+}
+
+// closing returns the line offset of the ')' that matches the '(' at line
+// offset off, or -1 when there is none or pi is nil.
+func (pi *parenIndex) closing(off int) int {
+	if pi == nil || off < pi.base || off-pi.base >= len(pi.close) {
+		return -1
+	}
+	if j := pi.close[off-pi.base]; j >= 0 {
+		return pi.base + int(j)
+	}
+	return -1
 }

@@ -102,6 +102,22 @@ func (w Writers) authorizeAny(ctx context.Context) error {
 	return fmt.Errorf("%s may write no module, so may not change the switch (see --module-writer): %w", cred, errdefs.ErrPermissionDenied)
 }
 
+// authorizeWriter checks that the peer of ctx is root or may write some
+// module, for reads that are privileged: a Backup hands out every module's
+// entries and costs the store a copy of itself. Without rules every peer may.
+func (w Writers) authorizeWriter(ctx context.Context, what string) error {
+	cred, root, err := w.caller(ctx)
+	if err != nil || root {
+		return err
+	}
+	for _, who := range w {
+		if slices.ContainsFunc(who, cred.is) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s may write no module, so may not %s (see --module-writer): %w", cred, what, errdefs.ErrPermissionDenied)
+}
+
 // caller returns the peer's credentials; root is true when every write is
 // allowed (no rules, or uid 0).
 func (w Writers) caller(ctx context.Context) (cred peerCred, root bool, err error) {

@@ -35,7 +35,7 @@ func (s *service) FlowStats(req *flowstatev1.FlowStatsRequest, stream flowstatev
 	if err != nil {
 		return toGRPC(err)
 	}
-	// As List: collect in the read transaction, send after it.
+	// As List: collect from the store, send after.
 	var all []*flowstatev1.FlowStats
 	err = s.store.List(f, func(bridge string, e entry.Entry) error {
 		fs := &flowstatev1.FlowStats{Entry: toStored(bridge, e)}
@@ -58,8 +58,14 @@ func (s *service) FlowStats(req *flowstatev1.FlowStatsRequest, stream flowstatev
 	return nil
 }
 
-// Backup streams a snapshot of the store from one read transaction.
+// Backup streams a snapshot of the store, taken in one read transaction
+// into a local spool and sent from there (store.Backup): a client that stops
+// reading holds no transaction. It is open to root and to the peers that
+// may write some module (--module-writer), as writes are.
 func (s *service) Backup(_ *flowstatev1.BackupRequest, stream flowstatev1.FlowStateService_BackupServer) error {
+	if err := s.writers.authorizeWriter(stream.Context(), "take a backup of the store"); err != nil {
+		return toGRPC(err)
+	}
 	start := time.Now()
 	// bbolt writes a page at a time; send fewer, larger messages.
 	bw := bufio.NewWriterSize(&chunkSender{send: stream.Send}, backupChunk)

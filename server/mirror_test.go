@@ -179,6 +179,120 @@ func TestUnmanagedBridgeRestored(t *testing.T) {
 	}
 }
 
+// TestUnmanagedRebuiltNotWritten (issue 21, item 13): br-ex rebuilt empty on
+// a running, released vswitchd (its datapath_type changed) drops the mirror's
+// connection while the re-armed flag reads true. flowstated does not take
+// that for a held restart: br-ex is not written to, and the mirror re-learns
+// what the bridge holds now. A real restart of vswitchd afterwards still gets
+// br-ex back, with what the operator put on it since.
+func TestUnmanagedRebuiltNotWritten(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	e := newExEnv(ctx, t)
+	// br-ex is the only unmanaged bridge, so no other mirror's connection
+	// survives the rebuild to tell that vswitchd still runs.
+	if out, err := e.sb.Vsctl(ctx, "del-br", "br-ref"); err != nil {
+		t.Fatal(err, out)
+	}
+	before := e.exState(ctx)
+	e.Start(ctx)
+	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
+		t.Fatal(err)
+	}
+	e.WaitConverged(ctx)
+	e.waitMirrored(ctx, len(before))
+	poll(ctx, t, "flag re-armed", func() (bool, error) { return e.sb.FlowRestoreWait(ctx) })
+	pid := e.sb.VswitchdPID()
+
+	// The dummy datapath stands in for both types (--enable-dummy=override):
+	// vswitchd destroys br-ex and creates it anew, empty.
+	if out, err := e.sb.Vsctl(ctx, "set", "bridge", "br-ex", "datapath_type=netdev"); err != nil {
+		t.Fatal(err, out)
+	}
+	poll(ctx, t, "the mirror re-learns the rebuilt br-ex", func() (bool, error) {
+		m, ok := e.mirrorOf("br-ex")
+		if ok && m.Mirror.Restored {
+			t.Fatalf("br-ex state %+v: restored onto a running vswitchd", m)
+		}
+		return ok && m.Converged && m.Mirror.Entries == 1, nil
+	})
+	if got := e.exState(ctx); !slices.Equal(got, []string{"priority=0 actions=NORMAL"}) {
+		t.Fatalf("br-ex rebuilt on a running vswitchd holds %q, want what vswitchd made", got)
+	}
+	if m, _ := e.mirrorOf("br-ex"); m.Mirror.Restored {
+		t.Fatalf("br-ex state %+v: restored onto a running vswitchd", m)
+	}
+	if got := e.sb.VswitchdPID(); got != pid {
+		t.Fatalf("vswitchd pid %d -> %d: the bridge was to be rebuilt on a running vswitchd", pid, got)
+	}
+	if on, err := e.sb.FlowRestoreWait(ctx); err != nil || !on {
+		t.Fatalf("flag %v (%v): the test needs the re-armed flag reading true", on, err)
+	}
+
+	// The operator puts the flows back; the mirror follows; a crash of
+	// vswitchd brings them back.
+	if out, err := e.sb.Ofctl(ctx, "add-group", "br-ex", exGroup); err != nil {
+		t.Fatal(err, out)
+	}
+	for _, f := range exFlows {
+		if out, err := e.sb.Ofctl(ctx, "add-flow", "br-ex", f); err != nil {
+			t.Fatal(err, out)
+		}
+	}
+	e.waitMirrored(ctx, len(before))
+	if err := e.sb.KillVswitchd(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.sb.StartVswitchd(ctx); err != nil {
+		t.Fatal(err)
+	}
+	poll(ctx, t, "br-ex restored after the restart", func() (bool, error) {
+		m, ok := e.mirrorOf("br-ex")
+		return ok && m.Converged && m.Mirror.Restored, nil
+	})
+	if got := e.exState(ctx); !slices.Equal(got, before) {
+		t.Fatalf("br-ex after the restart holds\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(before, "\n"))
+	}
+	e.checkExForwarding(ctx) // polls until the held vswitchd is released
+}
+
+// TestMirrorFollowsChange (issue 21, item 15): an idle unmanaged bridge is
+// not dumped again, interval after interval; a flow added or deleted by
+// another client (the flow monitor reports it) and a group added (groups are
+// checked alone each interval) each reach the mirror.
+func TestMirrorFollowsChange(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	e := newExEnv(ctx, t)
+	e.Start(ctx)
+	e.WaitConverged(ctx)
+	e.waitMirrored(ctx, 4)
+	m, _ := e.mirrorOf("br-ex")
+	poll(ctx, t, "ten quiet intervals", func() (bool, error) {
+		now, _ := e.mirrorOf("br-ex")
+		if now.Mirror.Dumps != m.Mirror.Dumps {
+			t.Fatalf("idle br-ex dumped again: %d full dumps, then %d", m.Mirror.Dumps, now.Mirror.Dumps)
+		}
+		return now.Mirror.Quiet >= m.Mirror.Quiet+10, nil
+	})
+	for _, step := range []struct {
+		what, cmd, arg string
+		entries        int
+	}{
+		{"a flow added", "add-flow", "priority=150,ip,nw_dst=10.0.0.7,actions=drop", 5},
+		{"a group added", "add-group", "group_id=2,type=all,bucket=output:2", 6},
+		{"a flow deleted", "del-flows", "ip,nw_dst=10.0.0.7", 5},
+	} {
+		if out, err := e.sb.Ofctl(ctx, step.cmd, "br-ex", step.arg); err != nil {
+			t.Fatal(err, out)
+		}
+		poll(ctx, t, step.what+" mirrored", func() (bool, error) {
+			now, _ := e.mirrorOf("br-ex")
+			return now.Mirror.Entries == step.entries, nil
+		})
+	}
+}
+
 // TestUnmanagedIgnore: with --unmanaged-bridges=ignore, br-ex is left alone
 // and comes back from a restart as vswitchd makes it, NORMAL only.
 func TestUnmanagedIgnore(t *testing.T) {

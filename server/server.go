@@ -91,7 +91,7 @@ type Config struct {
 	// not in Bridges: "preserve" (default) mirrors them and restores them
 	// after a gated restart, "ignore" leaves them alone.
 	UnmanagedBridges string
-	// MirrorInterval is the pause between dumps of an unmanaged bridge.
+	// MirrorInterval is how often the mirror of an unmanaged bridge checks for change (and dumps after one).
 	// Default restore.DefaultMirrorInterval.
 	MirrorInterval time.Duration
 	// RearmFlowRestoreWait keeps flow-restore-wait armed while flowstated
@@ -100,6 +100,9 @@ type Config struct {
 	// MaxHold bounds how long a bridge that cannot be restored holds
 	// flow-restore-wait for the others (restore.Config.MaxHold).
 	MaxHold time.Duration
+	// SurviveAfter and CrashWindow tune the crash-loop protection of
+	// replays (restore.Config.SurviveAfter, CrashWindow).
+	SurviveAfter, CrashWindow time.Duration
 	// StageAbove is the number of entries past which a streamed write
 	// (PutStream, Sync) is staged on disk instead of held in memory
 	// (DefaultStageAbove when 0).
@@ -212,8 +215,8 @@ func Run(ctx context.Context, cfg Config) error {
 		Unmanaged: restore.UnmanagedPolicy(cfg.UnmanagedBridges), MirrorInterval: cfg.MirrorInterval,
 		AuditInterval: cfg.AuditInterval,
 		MaxHold:       cfg.MaxHold, WedgeAfter: cfg.WedgeAfter, GuardPresent: keep.guardPresent,
-		MaxReplayTime: cfg.MaxHold,
-		TakeOver:      cfg.TakeOver, Instance: self.String(), OwnedCookie: cfg.OwnedCookie,
+		MaxReplayTime: cfg.MaxHold, SurviveAfter: cfg.SurviveAfter, CrashWindow: cfg.CrashWindow,
+		TakeOver: cfg.TakeOver, Instance: self.String(), OwnedCookie: cfg.OwnedCookie,
 		Events: evlog,
 		Logger: log, Metrics: restore.NewMetrics(reg),
 	})

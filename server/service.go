@@ -148,8 +148,9 @@ func (s *service) List(req *flowstatev1.ListRequest, stream flowstatev1.FlowStat
 		t := uint8(req.GetTable())
 		f.Table = &t
 	}
-	// Collect in one read transaction, send after it: a slow client must not
-	// hold a bbolt transaction open (it would block the file's remapping).
+	// Collect (the store reads in short transactions of its own chunks),
+	// send after: a slow client must not hold a bbolt transaction open (it
+	// would keep freed pages from reuse and block the file's remapping).
 	// The entries are kept as stored (copies of their canonical payloads);
 	// their text is rendered batch by batch as they are sent.
 	type stored struct {
@@ -208,7 +209,7 @@ func (s *service) Status(ctx context.Context, _ *flowstatev1.StatusRequest) (*fl
 		pb := toBridgeStatus(bs)
 		perBridge[bs.Name] = pb
 		resp.Bridges = append(resp.Bridges, pb)
-		resp.QuarantinedTotal += uint32(len(bs.Quarantined))
+		resp.QuarantinedTotal += uint32(bs.QuarantinedTotal)
 		for _, q := range bs.Quarantined {
 			if len(resp.Quarantined) >= int(maxStatusQuarantined.Load()) {
 				break

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -212,6 +213,12 @@ func checkFile(path string) (Preflight, error) {
 		}
 		return pf, corrupt("%v", err)
 	}
+	// Checksums exist from schema 3 on; an older store gets them from its
+	// migration, which checks what it converts.
+	if w.schema >= 3 && w.badSums > 0 {
+		return pf, corrupt("%d stored value(s) fail their checksum (CRC-32C over key and value), the first: %s",
+			w.badSums, strings.Join(w.firstBad, "; "))
+	}
 	return pf, nil
 }
 
@@ -240,7 +247,7 @@ func (w *walker) walk(freelist, root uint64) (err error) {
 			return fmt.Errorf("freelist: %w", err)
 		}
 	}
-	return w.tree(root, 0)
+	return w.tree(root, 0, nil)
 }
 
 // readAt reads up to n bytes at off; a short read returns what there is.
@@ -257,6 +264,12 @@ type walker struct {
 	pageSize int
 	hwm      uint64
 	seen     map[uint64]bool
+	// schema is the meta bucket's schema version, as the walk met it;
+	// badSums counts the values whose checksum (sum.go) does not match,
+	// firstBad names the first few by bucket and key.
+	schema   uint32
+	badSums  int
+	firstBad []string
 }
 
 type rawPage struct {
@@ -316,8 +329,9 @@ func (w *walker) freelist(id uint64) error {
 	return nil
 }
 
-// tree walks the B+tree rooted at page id, and the buckets nested in it.
-func (w *walker) tree(id uint64, depth int) error {
+// tree walks the B+tree rooted at page id, and the buckets nested in it;
+// path names the bucket (nil: the root).
+func (w *walker) tree(id uint64, depth int, path []string) error {
 	if depth > maxCheckedDepth {
 		return fmt.Errorf("page %d: tree deeper than %d levels (a cycle?)", id, maxCheckedDepth)
 	}
@@ -329,12 +343,13 @@ func (w *walker) tree(id uint64, depth int) error {
 	if err != nil {
 		return err
 	}
-	return w.elements(p, depth)
+	return w.elements(p, depth, path)
 }
 
 // elements checks the elements of a branch or leaf page p (from the file or
 // inline in a bucket value) and descends into children and buckets.
-func (w *walker) elements(p rawPage, depth int) error {
+func (w *walker) elements(p rawPage, depth int, path []string) error {
+	sums := sealedBucket(path)
 	le := binary.LittleEndian
 	if p.flags != flagBranch && p.flags != flagLeaf {
 		return fmt.Errorf("page %d: type %#x, want a branch or leaf page", p.id, p.flags)
@@ -350,7 +365,7 @@ func (w *walker) elements(p rawPage, depth int) error {
 			if at+pos+ksize > len(p.data) {
 				return fmt.Errorf("page %d: branch element %d: key outside the page", p.id, i)
 			}
-			if err := w.tree(child, depth+1); err != nil {
+			if err := w.tree(child, depth+1, path); err != nil {
 				return err
 			}
 			continue
@@ -359,15 +374,20 @@ func (w *walker) elements(p rawPage, depth int) error {
 		if at+pos+ksize+vsize > len(p.data) || pos < 0 || ksize < 0 || vsize < 0 {
 			return fmt.Errorf("page %d: leaf element %d: key or value outside the page", p.id, i)
 		}
+		if flags&^flagBucketLeaf != 0 {
+			return fmt.Errorf("page %d: leaf element %d: unknown flags %#x", p.id, i, flags)
+		}
+		k, v := p.data[at+pos:at+pos+ksize], p.data[at+pos+ksize:at+pos+ksize+vsize]
 		if flags&flagBucketLeaf == 0 {
+			w.value(path, sums, k, v)
 			continue
 		}
-		v := p.data[at+pos+ksize : at+pos+ksize+vsize]
+		sub := append(slices.Clip(path), string(k))
 		if len(v) < inBucketSize {
 			return fmt.Errorf("page %d: leaf element %d: bucket header cut short", p.id, i)
 		}
 		if root := le.Uint64(v[0:8]); root != 0 {
-			if err := w.tree(root, depth+1); err != nil {
+			if err := w.tree(root, depth+1, sub); err != nil {
 				return err
 			}
 			continue
@@ -381,11 +401,54 @@ func (w *walker) elements(p rawPage, depth int) error {
 		if ip.flags != flagLeaf {
 			return fmt.Errorf("page %d: leaf element %d: inline bucket of type %#x", p.id, i, ip.flags)
 		}
-		if err := w.elements(ip, depth+1); err != nil {
+		if err := w.elements(ip, depth+1, sub); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// sealedBucket reports whether the values of the bucket at path end with a
+// checksum (sum.go): 'r' for records, 'm' for mirrored payloads, 0 for none.
+// The stage bucket is not checked: Open drops it.
+func sealedBucket(path []string) byte {
+	if len(path) != 3 || (path[2] != "flow" && path[2] != "group" && path[2] != "meter") {
+		return 0
+	}
+	switch path[0] {
+	case string(bucketBridges):
+		return 'r'
+	case string(bucketMirror):
+		return 'm'
+	}
+	return 0
+}
+
+// maxNamedSums is how many damaged values a refusal names.
+const maxNamedSums = 3
+
+// value checks the value v at key k of the bucket at path: its checksum
+// (sums, from sealedBucket), or the schema version in meta.
+func (w *walker) value(path []string, sums byte, k, v []byte) {
+	switch {
+	case sums == 'r':
+		if _, _, err := openRecord(k, v); err != nil {
+			w.bad(path, k, err)
+		}
+	case sums == 'm':
+		if _, err := unseal(k, v); err != nil {
+			w.bad(path, k, err)
+		}
+	case len(path) == 1 && path[0] == string(bucketMeta) && string(k) == string(keySchema) && len(v) == 4:
+		w.schema = binary.BigEndian.Uint32(v)
+	}
+}
+
+func (w *walker) bad(path []string, k []byte, err error) {
+	w.badSums++
+	if len(w.firstBad) < maxNamedSums {
+		w.firstBad = append(w.firstBad, fmt.Sprintf("bucket %s key %s: %v", strings.Join(path, "/"), keyHex(k), err))
+	}
 }
 
 // checkTree runs bbolt's consistency check in one read transaction. A panic

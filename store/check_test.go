@@ -115,13 +115,25 @@ func TestOpenCorrupt(t *testing.T) {
 			}
 			fx.patch(t, fx.leaf, pageHeaderSize, junk)
 		}, "outside the page"},
-		{"data page keys out of order", func(t *testing.T, fx fixture) {
-			// The leaf's first key rises above its successors: only
-			// bbolt's own check sees that.
+		{"data page key damaged", func(t *testing.T, fx fixture) {
+			// The leaf's first key rises above its successors: its
+			// record's checksum covers the key.
 			p := fx.read(t, fx.leaf)
 			at := pageHeaderSize
 			pos := int(binary.LittleEndian.Uint32(p[at+4:]))
 			fx.patch(t, fx.leaf, at+pos, []byte{0xFF})
+		}, "bucket bridges/br-int/flow key ff"},
+		{"data page keys out of order", func(t *testing.T, fx fixture) {
+			// The same, with the checksum made to match the new key:
+			// only bbolt's own check sees that.
+			p := fx.read(t, fx.leaf)
+			at := pageHeaderSize
+			pos, ks, vs := int(binary.LittleEndian.Uint32(p[at+4:])), int(binary.LittleEndian.Uint32(p[at+8:])), int(binary.LittleEndian.Uint32(p[at+12:]))
+			k := append([]byte(nil), p[at+pos:at+pos+ks]...)
+			k[0] = 0xFF
+			v := p[at+pos+ks : at+pos+ks+vs]
+			fx.patch(t, fx.leaf, at+pos, k[:1])
+			fx.patch(t, fx.leaf, at+pos+ks+vs-sumSize, binary.BigEndian.AppendUint32(nil, valueSum(k, v[:vs-sumSize])))
 		}, "consistency check"},
 		{"branch page child out of range", func(t *testing.T, fx fixture) {
 			fx.patch(t, fx.branch, pageHeaderSize+8, u64(1<<40))

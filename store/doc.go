@@ -28,8 +28,13 @@
 //	│       ├── flow   identity -> payload
 //	│       ├── group  identity -> payload
 //	│       └── meter  identity -> payload
+//	├── aside          (created by the first SetStoodAside, aside.go)
+//	│   └── <bridge>   RFC 3339 \n reason: flowstated stands aside from the bridge until it is adopted
 //	├── forms          (created by the first PutForms; PruneForms drops what no entry leads to)
 //	│   └── SHA-256 of a declared payload -> the form the switch gave it
+//	├── crashes        (created by the first SetCrashes, crashes.go)
+//	│   └── <bridge>   JSON store.CrashRecord: vswitchd deaths at replays, the digest of the
+//	│                  last survived replay, suspects under bisection, entries found to crash it
 //	└── stage          (a staged write under way, stage.go; Open deletes it)
 //	    └── <bridge>
 //	        └── flow   the bridge's flows as the write makes them, swapped in by Staged.Commit
@@ -46,7 +51,8 @@
 // mirror bucket needed no new schema version: a store without it reads as
 // one without mirrors, and an older flowstated ignores it. The same holds for
 // forms (forms.go): what OVS made of entries package canon keeps in part as
-// sent, learned after flowstated installed them (canon.Forms).
+// sent, learned after flowstated installed them (canon.Forms); and for aside
+// (aside.go), where an older flowstated would forget only the decisions.
 //
 // # Transactions
 //

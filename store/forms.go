@@ -19,7 +19,7 @@ var bucketForms = []byte("forms")
 // Forms returns every learned form.
 func (s *Store) Forms() (map[[sha256.Size]byte][]byte, error) {
 	out := map[[sha256.Size]byte][]byte{}
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketForms)
 		if b == nil {
 			return nil
@@ -71,7 +71,7 @@ const maxFormChain = 4
 // form). A store without forms costs one read.
 func (s *Store) PruneForms() (int, error) {
 	empty := true
-	if err := s.db.View(func(tx *bolt.Tx) error {
+	if err := s.view(func(tx *bolt.Tx) error {
 		if b := tx.Bucket(bucketForms); b != nil {
 			k, _ := b.Cursor().First()
 			empty = k == nil
@@ -91,10 +91,10 @@ func (s *Store) PruneForms() (int, error) {
 				if kb == nil {
 					continue
 				}
-				if err := kb.ForEach(func(_, v []byte) error {
-					_, payload, err := decodeRecord(v)
+				if err := kb.ForEach(func(k, v []byte) error {
+					_, payload, err := openRecord(k, v)
 					if err != nil {
-						return err
+						return nil // damaged (sum.go): it leads to no form
 					}
 					for h, i := sha256.Sum256(payload), 0; i < maxFormChain && !keep[h]; i++ {
 						form := forms.Get(h[:])

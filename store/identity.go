@@ -21,7 +21,7 @@ var (
 
 // initIdentity creates the store id on a store that has none.
 func (s *Store) initIdentity() error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.update(func(tx *bolt.Tx) error {
 		if _, err := tx.CreateBucketIfNotExists(bucketManaged); err != nil {
 			return err
 		}
@@ -52,7 +52,7 @@ func (s *Store) Preflight() Preflight { return s.pre }
 // identities were recorded).
 func (s *Store) Managed(bridge string) (bool, error) {
 	var managed bool
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		if tx.Bucket(bucketManaged).Get([]byte(bridge)) != nil {
 			managed = true
 			return nil
@@ -78,7 +78,7 @@ func (s *Store) Managed(bridge string) (bool, error) {
 
 // MarkManaged records that this store manages bridge from now on.
 func (s *Store) MarkManaged(bridge string, now time.Time) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketManaged)
 		if b.Get([]byte(bridge)) != nil {
 			return nil

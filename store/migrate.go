@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
@@ -20,6 +21,7 @@ type migration struct {
 // migrations, in order; the last one's version is SchemaVersion.
 var migrations = []migration{
 	{to: 2, what: "index which flows use which group or meter (refs buckets)", fn: migrateRefs},
+	{to: 3, what: "a checksum on every record and mirrored payload (sum.go)", fn: migrateSums},
 }
 
 // migrate runs the migrations after version from. A store of a newer schema
@@ -51,11 +53,11 @@ func migrateRefs(tx *bolt.Tx) error {
 		type flow struct{ module, id, payload []byte }
 		var flows []flow
 		err := fb.ForEach(func(k, v []byte) error {
-			owner, payload, err := decodeRecord(v)
+			owner, payload, err := splitRecordV1(v)
 			if err != nil {
 				return fmt.Errorf("bridge %s flow %x: %w", name, k, err)
 			}
-			flows = append(flows, flow{[]byte(owner), bytes.Clone(k), payload})
+			flows = append(flows, flow{bytes.Clone(owner), bytes.Clone(k), bytes.Clone(payload)})
 			return nil
 		})
 		if err != nil {
@@ -67,4 +69,93 @@ func migrateRefs(tx *bolt.Tx) error {
 		}
 		return refs.apply(br)
 	})
+}
+
+// recordVersionV1 is the record of schemas 1 and 2: version (1) | len(module)
+// | module | payload, without a checksum.
+const recordVersionV1 = 1
+
+func splitRecordV1(v []byte) (owner, payload []byte, err error) {
+	if len(v) < 2 || v[0] != recordVersionV1 {
+		return nil, nil, errors.New("corrupt record: bad version")
+	}
+	n := int(v[1])
+	if len(v) < 2+n {
+		return nil, nil, errors.New("corrupt record: truncated module name")
+	}
+	return v[2 : 2+n], v[2+n:], nil
+}
+
+// migrateSums rewrites every record of version 1 as version 2, which ends
+// with its checksum, and seals every mirrored payload (sum.go). A value that
+// already has a checksum is checked instead: a store whose schema version
+// was damaged is not resealed over damage.
+func migrateSums(tx *bolt.Tx) error {
+	root := tx.Bucket(bucketBridges)
+	err := root.ForEachBucket(func(name []byte) error {
+		br := root.Bucket(name)
+		for _, kind := range entry.Kinds {
+			kb := br.Bucket(kindBuckets[kind])
+			if kb == nil {
+				continue
+			}
+			err := rewriteValues(kb, func(k, v []byte) ([]byte, error) {
+				if len(v) > 0 && v[0] == recordVersion {
+					_, _, err := openRecord(k, v)
+					return nil, err
+				}
+				owner, payload, err := splitRecordV1(v)
+				if err != nil {
+					return nil, err
+				}
+				return encodeRecord(k, string(owner), payload), nil
+			})
+			if err != nil {
+				return fmt.Errorf("bridge %s %s: %w", name, kind, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	mr := tx.Bucket(bucketMirror)
+	if mr == nil {
+		return nil
+	}
+	return mr.ForEachBucket(func(name []byte) error {
+		br := mr.Bucket(name)
+		for _, kind := range entry.Kinds {
+			if kb := br.Bucket(kindBuckets[kind]); kb != nil {
+				if err := rewriteValues(kb, func(k, v []byte) ([]byte, error) { return sealed(k, v), nil }); err != nil {
+					return fmt.Errorf("mirror %s %s: %w", name, kind, err)
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// rewriteValues replaces each value of b with what fn returns for it (nil:
+// kept), in one pass of a cursor re-positioned after each Put.
+func rewriteValues(b *bolt.Bucket, fn func(k, v []byte) ([]byte, error)) error {
+	c := b.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if v == nil {
+			continue // a nested bucket
+		}
+		nv, err := fn(k, v)
+		if err != nil {
+			return fmt.Errorf("key %x: %w", k, err)
+		}
+		if nv == nil {
+			continue
+		}
+		k = bytes.Clone(k)
+		if err := b.Put(k, nv); err != nil {
+			return err
+		}
+		c.Seek(k)
+	}
+	return nil
 }

@@ -28,7 +28,7 @@ var (
 func (s *Store) SetMirror(bridge string, es []entry.Entry) (changed bool, err error) {
 	sum := mirrorHash(es)
 	var same bool
-	if err := s.db.View(func(tx *bolt.Tx) error {
+	if err := s.view(func(tx *bolt.Tx) error {
 		same = bytes.Equal(storedMirrorHash(tx, bridge), sum)
 		return nil
 	}); err != nil {
@@ -37,7 +37,7 @@ func (s *Store) SetMirror(bridge string, es []entry.Entry) (changed bool, err er
 	if same {
 		return false, nil
 	}
-	err = s.db.Update(func(tx *bolt.Tx) error {
+	err = s.update(func(tx *bolt.Tx) error {
 		root, err := tx.CreateBucketIfNotExists(bucketMirror)
 		if err != nil {
 			return err
@@ -57,7 +57,7 @@ func (s *Store) SetMirror(bridge string, es []entry.Entry) (changed bool, err er
 			if err != nil {
 				return err
 			}
-			if err := kb.Put(e.ID, e.Payload); err != nil {
+			if err := kb.Put(e.ID, sealed(e.ID, e.Payload)); err != nil {
 				return err
 			}
 		}
@@ -70,9 +70,10 @@ func (s *Store) SetMirror(bridge string, es []entry.Entry) (changed bool, err er
 }
 
 // Mirror returns the mirror of bridge, ordered by kind and identity; ok is
-// false when there is none. The entries have no Module.
+// false when there is none. The entries have no Module. An entry whose
+// checksum does not match is left out and recorded (Damaged).
 func (s *Store) Mirror(bridge string) (es []entry.Entry, ok bool, err error) {
-	err = s.db.View(func(tx *bolt.Tx) error {
+	err = s.view(func(tx *bolt.Tx) error {
 		br := mirrorBucket(tx, bridge)
 		if br == nil {
 			return nil
@@ -84,7 +85,13 @@ func (s *Store) Mirror(bridge string) (es []entry.Entry, ok bool, err error) {
 				continue
 			}
 			if err := kb.ForEach(func(k, v []byte) error {
-				es = append(es, entry.Entry{Kind: kind, ID: bytes.Clone(k), Payload: bytes.Clone(v)})
+				p, err := unseal(k, v)
+				if err != nil {
+					// Damaged (sum.go): left out, and recorded.
+					s.damage.note(string(bucketMirror), bridge, kind, k, v, err)
+					return nil
+				}
+				es = append(es, entry.Entry{Kind: kind, ID: bytes.Clone(k), Payload: bytes.Clone(p)})
 				return nil
 			}); err != nil {
 				return err
@@ -101,7 +108,7 @@ func (s *Store) Mirror(bridge string) (es []entry.Entry, ok bool, err error) {
 // MirroredBridges returns the bridges that have a mirror, sorted.
 func (s *Store) MirroredBridges() ([]string, error) {
 	var out []string
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		root := tx.Bucket(bucketMirror)
 		if root == nil {
 			return nil
@@ -120,7 +127,7 @@ func (s *Store) MirroredBridges() ([]string, error) {
 // DeleteMirror forgets the mirror of bridge (a bridge deleted from OVSDB).
 // Deleting a mirror that does not exist is not an error.
 func (s *Store) DeleteMirror(bridge string) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		root := tx.Bucket(bucketMirror)
 		if root == nil || root.Bucket([]byte(bridge)) == nil {
 			return nil

@@ -44,7 +44,7 @@ func (s *Store) PlanPut(bridge, module string, es []entry.Entry) (Plan, error) {
 	if err := order.duplicate(); err != nil {
 		return p, fmt.Errorf("store: put %s/%s: %w", bridge, module, err)
 	}
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		br := tx.Bucket(bucketBridges).Bucket([]byte(bridge))
 		var cur *bolt.Cursor
 		if br != nil {

@@ -223,7 +223,7 @@ func usersError(br *bolt.Bucket, c *bolt.Cursor, prefix []byte, r entry.Entry, d
 			e.First = entry.Entry{Kind: entry.KindFlow, Module: string(v), ID: bytes.Clone(k[len(prefix):])}
 			if fb := br.Bucket(kindBuckets[entry.KindFlow]); fb != nil {
 				if rec := fb.Get(e.First.ID); rec != nil {
-					if _, payload, err := decodeRecord(rec); err == nil {
+					if _, payload, err := decodeRecord(e.First.ID, rec); err == nil {
 						e.First.Payload = payload
 					}
 				}

@@ -137,7 +137,7 @@ func TestMigrateRefs(t *testing.T) {
 		br, _ := root.CreateBucket([]byte("br0"))
 		for _, e := range []entry.Entry{f, g} {
 			kb, _ := br.CreateBucketIfNotExists(kindBuckets[e.Kind])
-			if err := kb.Put(e.ID, encodeRecord("pod", e.Payload)); err != nil {
+			if err := kb.Put(e.ID, encodeRecordV1("pod", e.Payload)); err != nil {
 				return err
 			}
 		}

@@ -13,7 +13,7 @@ var keyReleased = []byte("released_vswitchd")
 // flowstated can tell a release from a clear made only to re-arm.
 func (s *Store) ReleasedVswitchd() (string, error) {
 	var id string
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		id = string(tx.Bucket(bucketMeta).Get(keyReleased))
 		return nil
 	})
@@ -25,7 +25,7 @@ func (s *Store) ReleasedVswitchd() (string, error) {
 
 // SetReleasedVswitchd records id as the last released ovs-vswitchd.
 func (s *Store) SetReleasedVswitchd(id string) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketMeta).Put(keyReleased, []byte(id))
 	})
 	if err != nil {

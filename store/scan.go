@@ -29,7 +29,8 @@ type Record struct {
 
 // ScanFlows calls fn for every flow of bridge in identity order (table,
 // priority, match), starting at the first identity not below from (nil: the
-// first), without copying. It reads in transactions of scanChunk records, so
+// first), without copying. A flow whose checksum does not match is left out
+// and recorded (Damaged). It reads in transactions of scanChunk records, so
 // a caller that needs the flows not to change between chunks must keep the
 // bridge's writers out (the engine holds the bridge's lock).
 func (s *Store) ScanFlows(bridge string, from []byte, fn func(Record) error) error {
@@ -37,7 +38,7 @@ func (s *Store) ScanFlows(bridge string, from []byte, fn func(Record) error) err
 	for {
 		var last []byte
 		n := 0
-		err := s.db.View(func(tx *bolt.Tx) error {
+		err := s.view(func(tx *bolt.Tx) error {
 			br := tx.Bucket(bucketBridges).Bucket([]byte(bridge))
 			if br == nil {
 				return nil
@@ -56,11 +57,14 @@ func (s *Store) ScanFlows(bridge string, from []byte, fn func(Record) error) err
 					last = bytes.Clone(k)
 					return nil
 				}
-				owner, err := recordOwner(v)
+				owner, payload, err := openRecord(k, v)
 				if err != nil {
-					return fmt.Errorf("bridge %s flow %x: %w", bridge, k, err)
+					// Damaged: left out, and recorded (sum.go).
+					s.damage.note(string(bucketBridges), bridge, entry.KindFlow, k, v, err)
+					n++
+					continue
 				}
-				if err := fn(Record{ID: k, Payload: v[2+len(owner):], Module: owner}); err != nil {
+				if err := fn(Record{ID: k, Payload: payload, Module: owner}); err != nil {
 					return err
 				}
 				n++
@@ -83,7 +87,7 @@ func (s *Store) ScanFlows(bridge string, from []byte, fn func(Record) error) err
 // once, in key order.
 func (s *Store) RefTargets(bridge string) ([]entry.Ref, error) {
 	var out []entry.Ref
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		rb := refsBucket(tx, bridge)
 		if rb == nil {
 			return nil
@@ -113,7 +117,7 @@ func (s *Store) RefTargets(bridge string) ([]entry.Ref, error) {
 // identity order, in one read transaction; the slice is valid only during
 // the call.
 func (s *Store) EachUser(bridge string, r entry.Ref, fn func(flowID []byte) error) error {
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		rb := refsBucket(tx, bridge)
 		if rb == nil {
 			return nil
@@ -138,7 +142,7 @@ func (s *Store) EachUser(bridge string, r entry.Ref, fn func(flowID []byte) erro
 func (s *Store) Get(bridge string, kind entry.Kind, id []byte) (entry.Entry, bool, error) {
 	var e entry.Entry
 	found := false
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		br := tx.Bucket(bucketBridges).Bucket([]byte(bridge))
 		if br == nil {
 			return nil
@@ -151,9 +155,11 @@ func (s *Store) Get(bridge string, kind entry.Kind, id []byte) (entry.Entry, boo
 		if v == nil {
 			return nil
 		}
-		owner, payload, err := decodeRecord(v)
+		owner, payload, err := decodeRecord(id, v)
 		if err != nil {
-			return fmt.Errorf("bridge %s %s %x: %w", bridge, kind, id, err)
+			// Damaged: as if absent, and recorded (sum.go).
+			s.damage.note(string(bucketBridges), bridge, kind, id, v, err)
+			return nil
 		}
 		e, found = entry.Entry{Kind: kind, Module: owner, ID: bytes.Clone(id), Payload: payload}, true
 		return nil

@@ -117,7 +117,7 @@ func undeclaredRef(r entry.Ref) error {
 // module owns, or two with one identity, naming the entry.
 func (s *Store) PlanStage(w StagedWrite) (*StagePlan, error) {
 	var p *StagePlan
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		var err error
 		p, err = planNonFlows(tx, w)
 		return err
@@ -142,9 +142,11 @@ func planNonFlows(tx *bolt.Tx, w StagedWrite) (*StagePlan, error) {
 		if br != nil {
 			if kb := br.Bucket(kindBuckets[e.kind]); kb != nil {
 				if v := kb.Get(e.id); v != nil {
-					owner, payload, err := decodeRecordAlias(v)
+					owner, payload, err := openRecord(e.id, v)
 					if err != nil {
-						return nil, &errdefs.EntryError{Index: e.index, Err: fmt.Errorf("%s %x: %w", e.kind, e.id, err)}
+						// Damaged (sum.go): the write replaces it.
+						p.Changed = append(p.Changed, c)
+						continue
 					}
 					if string(owner) != w.Module {
 						return nil, ownedError(e.index, e.kind, string(owner))
@@ -168,9 +170,9 @@ func planNonFlows(tx *bolt.Tx, w StagedWrite) (*StagePlan, error) {
 		}
 		c := kb.Cursor()
 		for k, v := c.First(); k != nil; k, v = c.Next() {
-			owner, payload, err := decodeRecordAlias(v)
+			owner, payload, err := openRecord(k, v)
 			if err != nil {
-				return nil, fmt.Errorf("%s %x: %w", kind, k, err)
+				continue // damaged (sum.go): left as it is
 			}
 			prefix := string(refPrefix(kind, k))
 			if _, kept := p.declared[prefix]; kept || string(owner) != w.Module {
@@ -193,7 +195,7 @@ func (s *Store) StageBound(w StagedWrite) (int, error) {
 	if !w.Sync {
 		return n, nil
 	}
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		if br := tx.Bucket(bucketBridges).Bucket([]byte(w.Bridge)); br != nil {
 			if fb := br.Bucket(flowBucket); fb != nil {
 				n += fb.Stats().KeyN
@@ -324,7 +326,7 @@ func (s *Store) stage(w StagedWrite) (*Staged, error) {
 		st.refs = refMoves{}
 	}
 	if len(st.plan.Removed) > 0 {
-		if err := s.db.View(st.checkRemoved); err != nil {
+		if err := s.view(st.checkRemoved); err != nil {
 			return nil, err
 		}
 	}
@@ -476,29 +478,30 @@ func (ss *stageState) chunk(tx *bolt.Tx) (done bool, err error) {
 		case c < 0:
 			// A flow the request does not declare: kept, or removed by a
 			// Sync of its owner.
-			owner, err := recordOwner(ov)
-			if err != nil {
-				return false, fmt.Errorf("flow %x: %w", ok, err)
-			}
-			if w.Sync && string(owner) == w.Module {
-				ss.remove(ok, ov[2+len(owner):])
+			// A damaged record (sum.go) is kept as it is: still damaged,
+			// still left out of every read.
+			owner, payload, err := openRecord(ok, ov)
+			if err == nil && w.Sync && string(owner) == w.Module {
+				ss.remove(ok, payload)
 			} else if err := dst.Put(ok, ov); err != nil {
 				return false, err
 			}
 			ok, ov = oc.Next()
 		default:
 			var prev []byte
+			existed := c == 0
 			if c == 0 {
-				owner, payload, err := decodeRecordAlias(ov)
-				if err != nil {
-					return false, &errdefs.EntryError{Index: e.index, Err: fmt.Errorf("flow %x: %w", ok, err)}
-				}
-				if string(owner) != w.Module {
+				owner, payload, err := openRecord(ok, ov)
+				switch {
+				case err != nil:
+					existed = false // damaged (sum.go): replaced
+				case string(owner) != w.Module:
 					return false, ownedError(e.index, entry.KindFlow, string(owner))
+				default:
+					prev = payload
 				}
-				prev = payload
 			}
-			if err := ss.declare(br, dst, e, c == 0, prev, ov); err != nil {
+			if err := ss.declare(br, dst, e, existed, prev, ov); err != nil {
 				return false, err
 			}
 			if c == 0 {
@@ -533,7 +536,7 @@ func (ss *stageState) declare(br, dst *bolt.Bucket, e *spooled, existed bool, pr
 		ss.it.next() // e's slices are gone from here on
 		return err
 	}
-	r := ss.arena.record(w.Module, e.payload)
+	r := ss.arena.record(e.id, w.Module, e.payload)
 	if err := dst.Put(e.id, r); err != nil {
 		return &errdefs.EntryError{Index: e.index, Err: err}
 	}
@@ -547,7 +550,7 @@ func (ss *stageState) declare(br, dst *bolt.Bucket, e *spooled, existed bool, pr
 		// The payload is the record's, in the arena; the identity a copy:
 		// e's slices go with the next read.
 		w.Changed(Change{Entry: entry.Entry{Kind: entry.KindFlow, Module: w.Module, ID: bytes.Clone(e.id),
-			Payload: r[2+len(w.Module):], Opaque: e.opaque}, Index: e.index, Existed: existed})
+			Payload: r[2+len(w.Module) : len(r)-sumSize], Opaque: e.opaque}, Index: e.index, Existed: existed})
 	}
 	ss.it.next()
 	return nil
@@ -560,16 +563,6 @@ func (ss *stageState) remove(id, payload []byte) {
 	if ss.w.Removed != nil {
 		ss.w.Removed(entry.Entry{Kind: entry.KindFlow, Module: ss.w.Module, ID: bytes.Clone(id), Payload: bytes.Clone(payload)})
 	}
-}
-
-// decodeRecordAlias is decodeRecord without copies: valid in the
-// transaction only.
-func decodeRecordAlias(v []byte) (owner, payload []byte, err error) {
-	owner, err = recordOwner(v)
-	if err != nil {
-		return nil, nil, err
-	}
-	return owner, v[2+len(owner):], nil
 }
 
 // Commit makes the staged bucket the bridge's flows, in one transaction.
@@ -628,7 +621,7 @@ func (p *StagePlan) write(br *bolt.Bucket, module string) error {
 	for _, c := range p.Changed {
 		kb, err := kindBucket(br, c.Entry.Kind, true)
 		if err == nil {
-			err = kb.Put(c.Entry.ID, encodeRecord(module, c.Entry.Payload))
+			err = kb.Put(c.Entry.ID, encodeRecord(c.Entry.ID, module, c.Entry.Payload))
 		}
 		if err != nil {
 			return fmt.Errorf("%s %x: %w", c.Entry.Kind, c.Entry.ID, err)
@@ -663,7 +656,7 @@ func (s *Store) dropStage(bridge string) error {
 	// Most failures stage nothing: no write then, which on a full disk
 	// could fail in turn.
 	staged := false
-	_ = s.db.View(func(tx *bolt.Tx) error {
+	_ = s.view(func(tx *bolt.Tx) error {
 		root := tx.Bucket(bucketStage)
 		staged = root != nil && (bridge == "" || root.Bucket([]byte(bridge)) != nil)
 		return nil

@@ -19,7 +19,7 @@ import (
 )
 
 // SchemaVersion is the layout version this code reads and writes.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // Bucket and key names, declared once.
 var (
@@ -37,7 +37,9 @@ var (
 	}
 )
 
-const recordVersion = 1
+// recordVersion is the first byte of a record: 2 since schema 3 (records end
+// with a checksum, sum.go); 1 before.
+const recordVersion = 2
 
 // Options tune Open.
 type Options struct {
@@ -57,6 +59,10 @@ type Store struct {
 	id      string
 	pre     Preflight
 	checked time.Duration
+	// damage holds the values reads found damaged (sum.go); busy the
+	// operations under way (busy.go).
+	damage damaged
+	busy   inflight
 }
 
 // Open opens or creates the store at path, creating its directory (mode 0750).
@@ -273,7 +279,7 @@ func (w *Writer) putInOrder(br *bolt.Bucket, module string, es []entry.Entry, or
 	// The arena's first chunk as large as the request's records, not
 	// always recordChunk: a Put of 1,000 flows needs a quarter of it.
 	for _, e := range es {
-		kbs.want += 2 + len(module) + len(e.Payload)
+		kbs.want += 2 + len(module) + len(e.Payload) + sumSize
 	}
 	for _, at := range order.idx {
 		i, e := int(at), es[at]
@@ -323,9 +329,11 @@ func (w *Writer) sync(bridge, module string, es []entry.Entry) (Result, error) {
 		}
 		var stale [][]byte
 		err := kb.ForEach(func(k, v []byte) error {
-			owner, payload, err := decodeRecord(v)
+			owner, payload, err := decodeRecord(k, v)
 			if err != nil {
-				return fmt.Errorf("%s %x: %w", kind, k, err)
+				// Damaged (sum.go): left as it is, out of every read,
+				// until a write of its identity replaces it.
+				return nil
 			}
 			if owner == module && !keep.contains(kind, k) {
 				stale = append(stale, bytes.Clone(k))
@@ -396,7 +404,7 @@ func (w *Writer) delete(bridge, module string, keys []entry.Entry) (Result, erro
 		if old == nil {
 			return r, &errdefs.EntryError{Index: i, Err: fmt.Errorf("%s not declared: %w", k.Kind, errdefs.ErrNotFound)}
 		}
-		owner, payload, err := decodeRecord(old)
+		owner, payload, err := decodeRecord(k.ID, old)
 		if err != nil {
 			return r, &errdefs.EntryError{Index: i, Err: err}
 		}
@@ -433,7 +441,7 @@ func (s *Store) SetReady(module, bootID string) error {
 // it last did so for.
 func (s *Store) ReadyBoots() (map[string]string, error) {
 	out := map[string]string{}
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketModules).ForEach(func(k, v []byte) error {
 			out[string(k)] = string(v)
 			return nil
@@ -455,45 +463,18 @@ type Filter struct {
 }
 
 // List calls fn for every entry that matches f, ordered by bridge, kind and
-// identity, in one read transaction. The entry's slices are copies.
+// identity. The entry's slices are copies. It reads in transactions of
+// scanChunk records, as ScanFlows does, so a large store is never held by
+// one read transaction (which would keep every page writes free from
+// reuse): a caller that needs the entries not to change between chunks
+// must keep the bridge's writers out. An entry whose checksum does not
+// match is left out and recorded (Damaged).
 func (s *Store) List(f Filter, fn func(bridge string, e entry.Entry) error) error {
-	err := s.db.View(func(tx *bolt.Tx) error {
+	var bridges []string
+	err := s.view(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketBridges).ForEachBucket(func(name []byte) error {
-			if f.Bridge != "" && string(name) != f.Bridge {
-				return nil
-			}
-			br := tx.Bucket(bucketBridges).Bucket(name)
-			for _, kind := range entry.Kinds {
-				if f.Kind != 0 && f.Kind != kind {
-					continue
-				}
-				if f.Table != nil && kind != entry.KindFlow {
-					continue
-				}
-				kb := br.Bucket(kindBuckets[kind])
-				if kb == nil {
-					continue
-				}
-				c := kb.Cursor()
-				k, v := c.First()
-				if f.Table != nil {
-					k, v = c.Seek([]byte{*f.Table})
-				}
-				for ; k != nil; k, v = c.Next() {
-					if f.Table != nil && entry.FlowTable(k) != *f.Table {
-						break
-					}
-					owner, payload, err := decodeRecord(v)
-					if err != nil {
-						return fmt.Errorf("bridge %s %s %x: %w", name, kind, k, err)
-					}
-					if f.Module != "" && owner != f.Module {
-						continue
-					}
-					if err := fn(string(name), entry.Entry{Kind: kind, Module: owner, ID: bytes.Clone(k), Payload: payload}); err != nil {
-						return err
-					}
-				}
+			if f.Bridge == "" || string(name) == f.Bridge {
+				bridges = append(bridges, string(name))
 			}
 			return nil
 		})
@@ -501,7 +482,69 @@ func (s *Store) List(f Filter, fn func(bridge string, e entry.Entry) error) erro
 	if err != nil {
 		return fmt.Errorf("store: list: %w", err)
 	}
+	for _, bridge := range bridges {
+		for _, kind := range entry.Kinds {
+			if (f.Kind != 0 && f.Kind != kind) || (f.Table != nil && kind != entry.KindFlow) {
+				continue
+			}
+			if err := s.listKind(bridge, kind, f, fn); err != nil {
+				return fmt.Errorf("store: list: %w", err)
+			}
+		}
+	}
 	return nil
+}
+
+// listKind is List of one bridge's entries of one kind.
+func (s *Store) listKind(bridge string, kind entry.Kind, f Filter, fn func(bridge string, e entry.Entry) error) error {
+	var next []byte
+	if f.Table != nil {
+		next = []byte{*f.Table}
+	}
+	for {
+		var last []byte
+		err := s.view(func(tx *bolt.Tx) error {
+			br := tx.Bucket(bucketBridges).Bucket([]byte(bridge))
+			if br == nil {
+				return nil
+			}
+			kb := br.Bucket(kindBuckets[kind])
+			if kb == nil {
+				return nil
+			}
+			c := kb.Cursor()
+			k, v := c.First()
+			if next != nil {
+				k, v = c.Seek(next)
+			}
+			for n := 0; k != nil; k, v = c.Next() {
+				if f.Table != nil && entry.FlowTable(k) != *f.Table {
+					return nil
+				}
+				if n == scanChunk {
+					last = bytes.Clone(k)
+					return nil
+				}
+				n++
+				owner, payload, err := decodeRecord(k, v)
+				if err != nil {
+					s.damage.note(string(bucketBridges), bridge, kind, k, v, err)
+					continue
+				}
+				if f.Module != "" && owner != f.Module {
+					continue
+				}
+				if err := fn(bridge, entry.Entry{Kind: kind, Module: owner, ID: bytes.Clone(k), Payload: payload}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil || last == nil {
+			return err
+		}
+		next = last
+	}
 }
 
 // Entries returns every desired entry of bridge.
@@ -524,7 +567,7 @@ type Count struct {
 // then module. It reads only the owner of each record, not its payload.
 func (s *Store) Counts() ([]Count, error) {
 	var out []Count
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		root := tx.Bucket(bucketBridges)
 		return root.ForEachBucket(func(name []byte) error {
 			idx := map[string]*[3]int{}
@@ -535,9 +578,10 @@ func (s *Store) Counts() ([]Count, error) {
 					continue
 				}
 				err := kb.ForEach(func(k, v []byte) error {
-					owner, err := recordOwner(v)
+					owner, err := recordOwner(k, v)
 					if err != nil {
-						return fmt.Errorf("bridge %s %s %x: %w", name, kind, k, err)
+						s.damage.note(string(bucketBridges), string(name), kind, k, v, err)
+						return nil
 					}
 					c := idx[string(owner)]
 					if c == nil {
@@ -604,12 +648,14 @@ func decideOwned(cur *bolt.Cursor, module string, i int, e entry.Entry) (prev []
 	if old == nil || !bytes.Equal(k, e.ID) {
 		return nil, false, false, nil
 	}
-	owner, payload, err := decodeRecord(old)
+	owner, payload, err := openRecord(k, old)
 	if err != nil {
-		return nil, false, false, &errdefs.EntryError{Index: i, Err: err}
+		// Damaged (sum.go): what it held is unknown, and the write
+		// replaces it.
+		return nil, false, false, nil
 	}
-	if owner != module {
-		return nil, false, false, ownedError(i, e.Kind, owner)
+	if string(owner) != module {
+		return nil, false, false, ownedError(i, e.Kind, string(owner))
 	}
 	return payload, true, bytes.Equal(payload, e.Payload), nil
 }
@@ -618,7 +664,7 @@ func decideOwned(cur *bolt.Cursor, module string, i int, e entry.Entry) (prev []
 // kbs the move of its refs index entries from prev (the content it
 // replaces, if any) to e's.
 func writeOwned(kb *bolt.Bucket, kbs *kindCursors, module string, i int, e entry.Entry, prev []byte) error {
-	if err := kb.Put(e.ID, kbs.record(module, e.Payload)); err != nil {
+	if err := kb.Put(e.ID, kbs.record(e.ID, module, e.Payload)); err != nil {
 		return &errdefs.EntryError{Index: i, Err: err}
 	}
 	if e.Kind == entry.KindFlow {
@@ -650,11 +696,11 @@ type kindCursors struct {
 const recordChunk = 1 << 20
 
 // record is encodeRecord into the arena.
-func (k *kindCursors) record(module string, payload []byte) []byte {
-	n := 2 + len(module) + len(payload)
+func (k *kindCursors) record(key []byte, module string, payload []byte) []byte {
+	n := 2 + len(module) + len(payload) + sumSize
 	if cap(k.arena)-len(k.arena) < n {
 		if n > recordChunk/4 {
-			return encodeRecord(module, payload)
+			return encodeRecord(key, module, payload)
 		}
 		size := recordChunk
 		if k.want > 0 {
@@ -664,7 +710,7 @@ func (k *kindCursors) record(module string, payload []byte) []byte {
 	}
 	k.want = max(0, k.want-n)
 	at := len(k.arena)
-	k.arena = appendRecord(k.arena, module, payload)
+	k.arena = appendRecord(k.arena, key, module, payload)
 	return k.arena[at:len(k.arena):len(k.arena)]
 }
 
@@ -726,36 +772,56 @@ func kindBucket(br *bolt.Bucket, kind entry.Kind, create bool) (*bolt.Bucket, er
 	return br.Bucket(name), nil
 }
 
-func encodeRecord(module string, payload []byte) []byte {
-	return appendRecord(make([]byte, 0, 2+len(module)+len(payload)), module, payload)
+func encodeRecord(key []byte, module string, payload []byte) []byte {
+	return appendRecord(make([]byte, 0, 2+len(module)+len(payload)+sumSize), key, module, payload)
 }
 
-func appendRecord(b []byte, module string, payload []byte) []byte {
+// appendRecord appends the record of module's payload stored at key, its
+// checksum last (sum.go).
+func appendRecord(b, key []byte, module string, payload []byte) []byte {
+	at := len(b)
 	b = append(b, recordVersion, byte(len(module)))
 	b = append(b, module...)
-	return append(b, payload...)
+	b = append(b, payload...)
+	return appendSum(b, key, at)
 }
 
 // decodeRecord returns copies: bbolt's slices are valid only inside the
-// transaction.
-func decodeRecord(v []byte) (module string, payload []byte, err error) {
-	owner, err := recordOwner(v)
+// transaction. The record must be stored at key k (its checksum covers it).
+func decodeRecord(k, v []byte) (module string, payload []byte, err error) {
+	owner, p, err := openRecord(k, v)
 	if err != nil {
 		return "", nil, err
 	}
-	return string(owner), bytes.Clone(v[2+len(owner):]), nil
+	return string(owner), bytes.Clone(p), nil
 }
 
-// recordOwner returns the module of a record, aliasing v.
-func recordOwner(v []byte) ([]byte, error) {
-	if len(v) < 2 || v[0] != recordVersion {
-		return nil, errors.New("corrupt record: bad version")
+// recordOwner returns the module of the record v stored at k, aliasing v.
+func recordOwner(k, v []byte) ([]byte, error) {
+	owner, _, err := openRecord(k, v)
+	return owner, err
+}
+
+// openRecord checks the checksum of the record v stored at key k and returns
+// its module and payload, aliasing v. Every error is a damageError.
+func openRecord(k, v []byte) (owner, payload []byte, err error) {
+	if _, err := unseal(k, v); err != nil {
+		return nil, nil, err
+	}
+	return splitRecord(v)
+}
+
+// splitRecord returns the module and payload of record v without checking
+// its checksum.
+func splitRecord(v []byte) (owner, payload []byte, err error) {
+	if len(v) < 2+sumSize || v[0] != recordVersion {
+		return nil, nil, damageError("corrupt record: bad version")
 	}
 	n := int(v[1])
-	if len(v) < 2+n {
-		return nil, errors.New("corrupt record: truncated module name")
+	if len(v) < 2+n+sumSize {
+		return nil, nil, damageError("corrupt record: truncated module name")
 	}
-	return v[2 : 2+n], nil
+	return v[2 : 2+n], v[2+n : len(v)-sumSize], nil
 }
 
 func sortCounts(cs []Count) {

@@ -217,15 +217,15 @@ func TestSchemaVersionMismatch(t *testing.T) {
 }
 
 func FuzzDecodeRecord(f *testing.F) {
-	f.Add(encodeRecord("pipeline", []byte{6, 14, 0, 8}))
-	f.Add([]byte{1, 200, 'x'})
-	f.Add([]byte{})
-	f.Fuzz(func(t *testing.T, v []byte) {
-		m, p, err := decodeRecord(v)
+	f.Add([]byte{0, 1, 100}, encodeRecord([]byte{0, 1, 100}, "pipeline", []byte{6, 14, 0, 8}))
+	f.Add([]byte{}, []byte{2, 200, 'x', 0, 0, 0, 0})
+	f.Add([]byte{}, []byte{})
+	f.Fuzz(func(t *testing.T, k, v []byte) {
+		m, p, err := decodeRecord(k, v)
 		if err != nil {
 			return
 		}
-		if got := encodeRecord(m, p); string(got) != string(v) {
+		if got := encodeRecord(k, m, p); string(got) != string(v) {
 			t.Fatalf("re-encoding %x gives %x", v, got)
 		}
 	})

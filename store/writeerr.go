@@ -14,6 +14,8 @@ import (
 // update is db.Update with the file system's refusals translated (see
 // writeError).
 func (s *Store) update(fn func(tx *bolt.Tx) error) error {
+	slot := s.busy.begin(opWrite)
+	defer s.busy.end(slot)
 	return s.writeError(s.db.Update(fn))
 }
 

@@ -18,9 +18,13 @@ func newBackup(g *globals) *cobra.Command {
 		Long: `Write a consistent snapshot of flowstated's store to FILE, while it serves.
 
 The snapshot is taken in one read transaction of the store: the desired state
-as of that moment. It is written to FILE.tmp, synced, and renamed to FILE, so
-FILE is either the previous file or the complete snapshot. To restore it, stop
-flowstated, copy FILE to its --db, and start it (docs/operations.md).`,
+as of that moment. flowstated copies it to a spool beside the store first and
+streams it from there, so a slow or stalled flowctl holds no transaction. It is
+written to FILE.tmp, synced, and renamed to FILE, so FILE is either the previous
+file or the complete snapshot. To restore it, stop flowstated, copy FILE to its
+--db, and start it (docs/operations.md). With --module-writer rules, only root
+and the uids and gids those rules name may take a backup: it holds every
+module's entries.`,
 		Example: `  flowctl backup /var/backups/flowstate-$(date +%F).db`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -28,8 +30,12 @@ func newImport(g *globals) *cobra.Command {
 (--owned-cookie) that the bridge holds now (read from <ovs-rundir>/<bridge>.mgmt,
 with the groups and meters they use that no module declares), or that FILE
 lists (the output of ovs-ofctl dump-flows: reply headers, counters and ages are
-ignored). Flows outside the owned space, and flows with an idle or hard timeout
-(learned or expiring, not desired state), are left out and counted.
+ignored). Flows outside the owned space are left out and counted. So are, and
+named, the flows of the owned space that cannot be desired state: with an idle
+or hard timeout (learned or expiring; flowstated leaves them alone), and with
+send_flow_rem, check_overlap, reset_counts or a buffer_id (flowstated refuses
+them: see the reason printed). Declare those without the flag, or they are
+deleted when the bridge is adopted, like any undeclared flow of the owned space.
 
 It is one request: all of it is stored or none, and an identity another module
 owns fails the whole import, naming the owner. Importing again what a module
@@ -58,7 +64,7 @@ flowctl diff, then adopt the bridge as the reason in flowctl status says.`,
 				}
 				var im imported
 				if len(args) == 1 {
-					im, err = fromLines(lines, st.OwnedCookie)
+					im, err = fromLines(args[0], lines, st.OwnedCookie)
 				} else {
 					im, err = fromBridge(ctx, c, filepath.Join(rundir, g.bridge+".mgmt"), g.bridge, st.OwnedCookie)
 				}
@@ -66,6 +72,7 @@ flowctl diff, then adopt the bridge as the reason in flowctl status says.`,
 					return err
 				}
 				if im.flows == 0 {
+					im.report(cmd.ErrOrStderr())
 					return fmt.Errorf("no flows to import in the owned cookie space %s%s", st.OwnedCookie, im.skipped())
 				}
 				applied, err := c.Put(ctx, g.bridge, module, im.entries...)
@@ -77,6 +84,7 @@ flowctl diff, then adopt the bridge as the reason in flowctl status says.`,
 				}
 				out := cmd.OutOrStdout()
 				fmt.Fprintf(out, "imported %d flows, %d groups, %d meters into module %s%s\n", im.flows, im.groups, im.meters, module, im.skipped())
+				im.report(out)
 				if !applied {
 					for _, b := range st.Bridges {
 						if b.Name == g.bridge && b.Reason != "" {
@@ -99,21 +107,74 @@ type imported struct {
 	entries               []client.Entry
 	lines                 []line // for FILE: the line of each entry
 	flows, groups, meters int
-	foreign, withTimeouts int
+	foreign               int
+	// notState holds the flows of the owned space that cannot be desired
+	// state (entry.CheckDesiredFlow), by what they carry, in the order met.
+	notState []leftOut
 }
+
+// leftOut is one kind of flow left out, with the flows that have it.
+type leftOut struct {
+	what  string // "timeouts", "send_flow_rem", ...
+	why   string // CheckDesiredFlow's reason, of the first flow met
+	flows []string
+}
+
+// maxNamed caps the flows named per kind left out: learned flows can be
+// thousands.
+const maxNamed = 20
 
 func (im imported) skipped() string {
 	var parts []string
 	if im.foreign > 0 {
 		parts = append(parts, fmt.Sprintf("%d outside the owned cookie space", im.foreign))
 	}
-	if im.withTimeouts > 0 {
-		parts = append(parts, fmt.Sprintf("%d with timeouts", im.withTimeouts))
+	for _, l := range im.notState {
+		parts = append(parts, fmt.Sprintf("%d with %s", len(l.flows), l.what))
 	}
 	if len(parts) == 0 {
 		return ""
 	}
 	return " (left out: " + strings.Join(parts, ", ") + ")"
+}
+
+// report names the flows of the owned space left out, and what becomes of
+// them: flowstated does not delete a flow with a timeout (nobody's desired
+// state), but deletes any other flow of the owned space that no module
+// declares once the bridge is adopted.
+func (im imported) report(w io.Writer) {
+	for _, l := range im.notState {
+		fmt.Fprintf(w, "left out, %d with %s: %s\n", len(l.flows), l.what, l.why)
+		for i, f := range l.flows {
+			if i == maxNamed {
+				fmt.Fprintf(w, "  ... and %d more\n", len(l.flows)-maxNamed)
+				break
+			}
+			fmt.Fprintf(w, "  %s\n", f)
+		}
+		if l.what == "timeouts" {
+			fmt.Fprintln(w, "  flowstated leaves flows with timeouts on the switch (learned or expiring); nothing to do")
+			continue
+		}
+		fmt.Fprintf(w, "  declare them without %s (the controller that owns them, or flowctl add-flows of these lines without it),\n", l.what)
+		fmt.Fprintln(w, "  or they are deleted when the bridge is adopted: flowstated deletes the owned cookie space's undeclared flows")
+	}
+}
+
+// notDesired says what makes a canonical FLOW_MOD not desired state, and
+// why, or "" when it can be declared.
+func notDesired(m []byte) (what, why string) {
+	if binary.BigEndian.Uint32(m[26:30]) != 0 { // idle_timeout, hard_timeout
+		return "timeouts", "learned or expiring flows are not desired state"
+	}
+	err := entry.CheckDesiredFlow(m)
+	if err == nil {
+		return "", ""
+	}
+	why = err.Error()
+	what, _, _ = strings.Cut(why, ":")
+	what, _, _ = strings.Cut(what, "=") // buffer_id=N
+	return what, why
 }
 
 // isDumpHeader matches the reply lines of ovs-ofctl dump-flows
@@ -122,21 +183,27 @@ func isDumpHeader(s string) bool {
 	return (strings.HasPrefix(s, "NXST_") || strings.HasPrefix(s, "OFPST_")) && strings.Contains(s, " reply")
 }
 
-// keep sorts a canonical FLOW_MOD into im: declared, or counted as left out.
-func (im *imported) keep(m []byte, space entry.CookieSpace) bool {
-	switch {
-	case !space.Owns(entry.FlowCookie(m)):
+// keep sorts a canonical FLOW_MOD into im: declared, or counted as left out
+// (and, when in the owned space, named by name()).
+func (im *imported) keep(m []byte, space entry.CookieSpace, name func() string) bool {
+	if !space.Owns(entry.FlowCookie(m)) {
 		im.foreign++
 		return false
-	case binary.BigEndian.Uint32(m[26:30]) != 0: // idle_timeout, hard_timeout
-		im.withTimeouts++
+	}
+	if what, why := notDesired(m); what != "" {
+		i := slices.IndexFunc(im.notState, func(l leftOut) bool { return l.what == what })
+		if i < 0 {
+			i = len(im.notState)
+			im.notState = append(im.notState, leftOut{what: what, why: why})
+		}
+		im.notState[i].flows = append(im.notState[i].flows, name())
 		return false
 	}
 	im.flows++
 	return true
 }
 
-func fromLines(lines []line, space entry.CookieSpace) (imported, error) {
+func fromLines(name string, lines []line, space entry.CookieSpace) (imported, error) {
 	var im imported
 	for _, l := range lines {
 		fm, err := ofctl.ParseFlow(l.text)
@@ -147,7 +214,7 @@ func fromLines(lines []line, space entry.CookieSpace) (imported, error) {
 		if err != nil {
 			return im, fmt.Errorf("line %d: encoding: %w", l.n, err)
 		}
-		if im.keep(m, space) {
+		if im.keep(m, space, func() string { return fmt.Sprintf("%s:%d: %s", name, l.n, l.text) }) {
 			im.entries = append(im.entries, client.FlowText(l.text))
 			im.lines = append(im.lines, l)
 		}
@@ -174,7 +241,13 @@ func fromBridge(ctx context.Context, c *client.Client, sock, bridge string, spac
 			return err
 		}
 		m = canon.FromSwitch(m)
-		if im.keep(m, space) {
+		name := func() string {
+			if s, err := ofctl.FormatFlowMod(m); err == nil {
+				return s
+			}
+			return fmt.Sprintf("(a flow of cookie %#x that ofctl cannot print)", entry.FlowCookie(m))
+		}
+		if im.keep(m, space, name) {
 			im.entries = append(im.entries, client.FlowBytes(m))
 			for _, r := range entry.FlowRefs(m) {
 				used[r] = true

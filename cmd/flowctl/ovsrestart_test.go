@@ -25,7 +25,7 @@ import (
 // (frozen with SIGSTOP once vswitchd restarts), interrupted, and down. Each
 // run must leave the node restored, or released with a banner.
 func TestOvsRestart(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 240*time.Second)
 	defer cancel()
 	script, err := filepath.Abs("../../deploy/ovs-restart")
 	if err != nil {
@@ -75,10 +75,13 @@ func TestOvsRestart(t *testing.T) {
 	converged()
 
 	rs := startRestarter(ctx, t, sb)
-	ovsRestart := func(ctx context.Context, timeout string) *exec.Cmd {
-		cmd := exec.CommandContext(ctx, "bash", script, "--server", sock, "--ovsdb", sb.DBAddr(), "--flowctl", self,
-			"--restart-cmd", rs.command, "--timeout", timeout)
+	ovsRestart := func(ctx context.Context, timeout string, extra ...string) *exec.Cmd {
+		cmd := exec.CommandContext(ctx, "bash", append([]string{script, "--server", sock, "--ovsdb", sb.DBAddr(), "--flowctl", self,
+			"--ovs-rundir", sb.RunDir(), "--restart-cmd", rs.command, "--timeout", timeout}, extra...)...)
 		cmd.Env = append(os.Environ(), asFlowctl+"=1")
+		// A group of its own, as a terminal gives a job: ^C is a SIGINT
+		// to the group.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		return cmd
 	}
 	exitStatus := func(err error) int {
@@ -178,6 +181,200 @@ func TestOvsRestart(t *testing.T) {
 		released()
 	})
 
+	// Interrupted at each step of the stop-then-start restart command: the
+	// command runs to its end, vswitchd runs afterwards, and the node is
+	// restored (flowstated up) or released (flowstated frozen), with a
+	// banner that says so. A second interrupt stops the command; vswitchd
+	// is then started with --start-cmd, or, without one, the banner says
+	// it is down.
+	interrupt := func(t *testing.T, extra []string, sigs map[string]syscall.Signal, group, frozen bool) (string, int) {
+		t.Helper()
+		cmd := ovsRestart(ctx, "30", extra...)
+		out := &lockedBuffer{}
+		cmd.Stdout, cmd.Stderr = out, out
+		// logged polls until the script has taken the n-th interrupt, so
+		// that it lands within the step.
+		n := 0
+		var pid atomic.Int32
+		logged := func(step string) {
+			n++
+			want := []string{"letting the restart command finish", "again: stopping the restart command"}[min(n, 2)-1]
+			deadline := time.Now().Add(10 * time.Second)
+			for !strings.Contains(out.String(), want) {
+				if time.Now().After(deadline) {
+					t.Errorf("no %q within 10s of the interrupt at %s:\n%s", want, step, out.String())
+					return
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		at := func(step string) {
+			sig, ok := sigs[step]
+			if !ok {
+				return
+			}
+			delete(sigs, step)
+			if frozen {
+				if err := freeze(); err != nil {
+					t.Error(err)
+				}
+			}
+			// Started before the command's first step; the pid comes
+			// through an atomic, the FIFO being no synchronisation Go sees.
+			p := int(pid.Load())
+			if group {
+				p = -p
+			}
+			if err := syscall.Kill(p, sig); err != nil {
+				t.Error(err)
+				return
+			}
+			logged(step)
+		}
+		rs.at.Store(&at)
+		defer rs.at.Store(nil)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		pid.Store(int32(cmd.Process.Pid))
+		code := exitStatus(cmd.Wait())
+		return out.String(), code
+	}
+	restoredOrReleased := func(t *testing.T, out string, begin time.Time, frozen bool) {
+		t.Helper()
+		t.Logf("ovs-restart said:\n%s", out)
+		if sb.VswitchdPID() == 0 {
+			t.Fatalf("vswitchd is down:\n%s", out)
+		}
+		if strings.Contains(out, "flowstated has restored every bridge and released ovs-vswitchd after all") {
+			c, err := client.New("unix://" + sock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			st, err := c.Status(ctx)
+			if err != nil || st.LastRelease.Before(begin) || len(st.Pending()) > 0 {
+				t.Fatalf("restored after all, says ovs-restart; status: released %v (want after %v), pending %v, %v\n%s",
+					st.LastRelease, begin, st.Pending(), err, out)
+			}
+			if frozen {
+				t.Fatalf("restored by a frozen flowstated:\n%s", out)
+			}
+			return
+		}
+		// The banner says vswitchd runs and was released; with flowstated
+		// frozen nobody re-arms the flag, so it is cleared and read now.
+		if !strings.Contains(out, "ERROR: ovs-vswitchd is running (pid ") ||
+			!strings.Contains(out, "ERROR: flow-restore-wait is cleared, and ovs-vswitchd has read it") ||
+			!strings.Contains(out, "ERROR: ovs-vswitchd forwards with the flows it has") || strings.Contains(out, "FAILED") {
+			t.Fatalf("banner:\n%s", out)
+		}
+		if frozen {
+			released()
+		}
+	}
+	thaw := func(t *testing.T) {
+		t.Helper()
+		if err := fs.Process.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		converged()
+	}
+	for _, tc := range []struct {
+		sig           syscall.Signal
+		step          string
+		group, frozen bool
+	}{
+		{syscall.SIGTERM, "stop", false, false},
+		{syscall.SIGTERM, "gap", false, false},
+		{syscall.SIGTERM, "start", false, false},
+		{syscall.SIGINT, "stop", false, false},
+		{syscall.SIGINT, "gap", false, true},
+		{syscall.SIGINT, "start", true, false}, // ^C: the whole group
+	} {
+		name := fmt.Sprintf("%v at %s", tc.sig, tc.step)
+		if tc.group {
+			name += " to the group"
+		}
+		if tc.frozen {
+			name += ", flowstated frozen"
+		}
+		t.Run(name, func(t *testing.T) {
+			defer thaw(t)
+			restarts, begin := rs.count.Load(), time.Now()
+			out, code := interrupt(t, nil, map[string]syscall.Signal{tc.step: tc.sig}, tc.group, tc.frozen)
+			want := fmt.Sprintf("SIG%s while the restart command ran; it was let finish (exit 0)", map[syscall.Signal]string{syscall.SIGTERM: "TERM", syscall.SIGINT: "INT"}[tc.sig])
+			if code != 130 || rs.count.Load() != restarts+1 || !strings.Contains(out, want) {
+				t.Fatalf("exit %d, %d restarts:\n%s", code, rs.count.Load()-restarts, out)
+			}
+			restoredOrReleased(t, out, begin, tc.frozen)
+		})
+	}
+	t.Run("twice: stopped between stop and start, started again", func(t *testing.T) {
+		restarts, begin := rs.count.Load(), time.Now()
+		out, code := interrupt(t, []string{"--start-cmd", rs.start},
+			map[string]syscall.Signal{"stop": syscall.SIGTERM, "gap": syscall.SIGINT}, false, false)
+		if code != 130 || rs.count.Load() != restarts+1 ||
+			!strings.Contains(out, "interrupted by SIGTERM, then SIGINT: the restart command was stopped before it finished") ||
+			!strings.Contains(out, "ovs-vswitchd is not running: starting it: "+rs.start) ||
+			!strings.Contains(out, "ovs-vswitchd was down: ran --start-cmd (exit 0)") {
+			t.Fatalf("exit %d, %d starts:\n%s", code, rs.count.Load()-restarts, out)
+		}
+		restoredOrReleased(t, out, begin, false)
+	})
+	t.Run("twice, no start command: down, and the banner says so", func(t *testing.T) {
+		defer func() {
+			if err := sb.StartVswitchd(ctx); err != nil {
+				t.Fatal(err)
+			}
+			thaw(t)
+		}()
+		out, code := interrupt(t, nil, map[string]syscall.Signal{"stop": syscall.SIGINT, "gap": syscall.SIGTERM}, false, true)
+		t.Logf("ovs-restart said:\n%s", out)
+		if code != 130 || sb.VswitchdPID() != 0 {
+			t.Fatalf("exit %d, vswitchd pid %d:\n%s", code, sb.VswitchdPID(), out)
+		}
+		for _, want := range []string{
+			"ERROR: interrupted by SIGINT, then SIGTERM: the restart command was stopped before it finished",
+			"ERROR: ovs-vswitchd was down, and there is no --start-cmd to start it with",
+			"ovs-vswitchd is not running (no pidfile " + filepath.Join(sb.RunDir(), "ovs-vswitchd.pid") + "): flow-restore-wait cleared in ovsdb-server",
+			"ERROR: ovs-vswitchd is NOT RUNNING (no pidfile",
+			"ERROR: flow-restore-wait is cleared: the next start of ovs-vswitchd is not held",
+			"ERROR: START ovs-vswitchd",
+		} {
+			if !strings.Contains(out, want) {
+				t.Fatalf("no %q:\n%s", want, out)
+			}
+		}
+		if strings.Contains(out, "FAILED") {
+			t.Fatalf("the banner says something failed:\n%s", out)
+		}
+		if on, err := sb.FlowRestoreWait(ctx); err != nil || on {
+			t.Fatalf("flow-restore-wait %v (%v), want cleared", on, err)
+		}
+	})
+
+	t.Run("restart command fails after the stop", func(t *testing.T) {
+		restarts := rs.count.Load()
+		cmd := exec.CommandContext(ctx, "bash", script, "--server", sock, "--ovsdb", sb.DBAddr(), "--flowctl", self,
+			"--ovs-rundir", sb.RunDir(), "--restart-cmd", rs.stop+" && exit 1", "--start-cmd", rs.start, "--timeout", "30")
+		cmd.Env = append(os.Environ(), asFlowctl+"=1")
+		out, err := cmd.CombinedOutput()
+		if code := exitStatus(err); code != 1 || rs.count.Load() != restarts+1 || sb.VswitchdPID() == 0 {
+			t.Fatalf("exit %d, %d starts, vswitchd pid %d:\n%s", code, rs.count.Load()-restarts, sb.VswitchdPID(), out)
+		}
+		for _, want := range []string{
+			"the restart command failed (exit 1)",
+			"ovs-vswitchd is not running: starting it: " + rs.start,
+			"ovs-vswitchd was down: ran --start-cmd (exit 0)",
+			"restored, but the restart command had failed (exit 1): check ovs-vswitchd",
+		} {
+			if !strings.Contains(string(out), want) {
+				t.Fatalf("no %q:\n%s", want, out)
+			}
+		}
+	})
+
 	t.Run("down", func(t *testing.T) {
 		restarts, pid := rs.count.Load(), sb.VswitchdPID()
 		if err := fs.Process.Kill(); err != nil {
@@ -201,65 +398,169 @@ func TestOvsRestart(t *testing.T) {
 	})
 }
 
-// restarter restarts the sandbox's vswitchd when ovs-restart's restart
-// command asks, through two FIFOs: the command writes a line to req and
-// exits with the status read from resp.
+// restarter stops and starts the sandbox's vswitchd when ovs-restart's
+// restart command asks, one step at a time, as a stop-then-start command
+// (ovs-ctl stop && ovs-ctl start) does. The command runs a script whose each
+// step (stop, gap, start) writes "STEP FIFO" to req, where FIFO is a new
+// FIFO the step holds open and reads its exit status from, so an answer never
+// reaches a later step, even when the command was killed.
 type restarter struct {
-	command string
+	command string // stop, gap, start
+	start   string // start only: for --start-cmd
+	stop    string // stop only
 	count   atomic.Int32
-	// before runs ahead of each restart when set.
+	// before runs ahead of each stop when set; at runs ahead of each step.
 	before atomic.Pointer[func() error]
+	at     atomic.Pointer[func(step string)]
 }
+
+const stepScript = `step() {
+	local f rc
+	f=$(mktemp -u "$DIR/step.XXXXXX") && mkfifo "$f" && exec 3<>"$f" || return 1
+	echo "$1 $f" >"$DIR/restart.req"
+	read -r rc <&3
+	exec 3<&-
+	return "$rc"
+}
+for s in "$@"; do step "$s" || exit; done
+`
 
 func startRestarter(ctx context.Context, t *testing.T, sb *sandbox.Sandbox) *restarter {
 	t.Helper()
-	req, resp := filepath.Join(sb.Dir(), "restart.req"), filepath.Join(sb.Dir(), "restart.resp")
-	for _, p := range []string{req, resp} {
-		if err := syscall.Mkfifo(p, 0o600); err != nil {
-			t.Fatal(err)
-		}
+	req, script := filepath.Join(sb.Dir(), "restart.req"), filepath.Join(sb.Dir(), "restart.sh")
+	if err := syscall.Mkfifo(req, 0o600); err != nil {
+		t.Fatal(err)
 	}
-	// O_RDWR: opening does not wait for the other end, and each FIFO
-	// stays open between restarts.
+	if err := os.WriteFile(script, []byte("DIR='"+sb.Dir()+"'\n"+stepScript), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// O_RDWR: opening does not wait for the other end, and the FIFO stays
+	// open between restarts.
 	rf, err := os.OpenFile(req, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wf, err := os.OpenFile(resp, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
+	r := &restarter{
+		command: fmt.Sprintf("bash '%s' stop gap start", script),
+		start:   fmt.Sprintf("bash '%s' start", script),
+		stop:    fmt.Sprintf("bash '%s' stop", script),
 	}
-	r := &restarter{command: fmt.Sprintf(`echo restart >'%s' && read -r rc <'%s' && exit "$rc"`, req, resp)}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		sc := bufio.NewScanner(rf)
 		for sc.Scan() {
+			step, fifo, _ := strings.Cut(sc.Text(), " ")
+			if fn := r.at.Load(); fn != nil {
+				(*fn)(step)
+			}
 			rc := 0
-			if fn := r.before.Load(); fn != nil {
-				if err := (*fn)(); err != nil {
-					t.Errorf("before restart: %v", err)
+			switch step {
+			case "stop":
+				if fn := r.before.Load(); fn != nil {
+					if err := (*fn)(); err != nil {
+						t.Errorf("before restart: %v", err)
+						rc = 1
+					}
+				}
+				if err := sb.StopVswitchd(ctx); err != nil {
+					t.Errorf("stop vswitchd: %v", err)
 					rc = 1
 				}
+			case "start":
+				if err := sb.StartVswitchd(ctx); err != nil {
+					t.Errorf("start vswitchd: %v", err)
+					rc = 1
+				}
+				r.count.Add(1)
 			}
-			if err := sb.StopVswitchd(ctx); err != nil {
-				t.Errorf("stop vswitchd: %v", err)
-				rc = 1
-			} else if err := sb.StartVswitchd(ctx); err != nil {
-				t.Errorf("start vswitchd: %v", err)
-				rc = 1
-			}
-			r.count.Add(1)
-			if _, err := fmt.Fprintln(wf, rc); err != nil {
-				t.Errorf("answer the restart command: %v", err)
+			// The step holds its FIFO open, so the answer waits there; a
+			// killed step never reads it, and the FIFO goes with it.
+			if f, err := os.OpenFile(fifo, os.O_RDWR, 0); err != nil {
+				t.Errorf("answer step %s: %v", step, err)
+			} else {
+				_, _ = fmt.Fprintln(f, rc)
+				_ = f.Close()
+				_ = os.Remove(fifo)
 			}
 		}
 	}()
 	t.Cleanup(func() {
 		_ = rf.Close() // ends the scanner
 		wg.Wait()
-		_ = wf.Close()
 	})
 	return r
+}
+
+// TestVswitchdState: flowctl vswitchd-state tells a running vswitchd (held
+// by the flag or not) from one killed (its pidfile left behind) or stopped,
+// and says when it cannot tell; release does not wait for a vswitchd that
+// is not running.
+func TestVswitchdState(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	e := testenv.New(ctx, t)
+	sb := e.Sandbox
+	args := []string{"vswitchd-state", "--ovsdb", sb.DBAddr(), "--ovs-rundir", sb.RunDir()}
+	state := func(t *testing.T, code int, want ...string) {
+		t.Helper()
+		var out, stderr string
+		var got int
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			out, stderr, got = flowctl(ctx, "", args...)
+			if got == code || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if got != code {
+			t.Fatalf("exit %d, want %d:\n%s%s", got, code, out, stderr)
+		}
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				t.Fatalf("no %q:\n%s%s", w, out, stderr)
+			}
+		}
+	}
+	pidfile := filepath.Join(sb.RunDir(), "ovs-vswitchd.pid")
+
+	if err := sb.SetFlowRestoreWait(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	state(t, 0, fmt.Sprintf("ovs-vswitchd is running (pid %d; its control socket ovs-vswitchd.ctl answers)", sb.VswitchdPID()),
+		"flow-restore-wait is cleared, and ovs-vswitchd has read it")
+	if err := sb.SetFlowRestoreWait(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	state(t, stateHeld, "ovs-vswitchd is running", "flow-restore-wait is set: a vswitchd started with it holds forwarding")
+
+	pid := sb.VswitchdPID()
+	if err := sb.KillVswitchd(ctx); err != nil {
+		t.Fatal(err)
+	}
+	state(t, stateDown, fmt.Sprintf("ovs-vswitchd is NOT RUNNING (pidfile %s names pid %d, which is gone", pidfile, pid),
+		"flow-restore-wait is set: the next start of ovs-vswitchd holds forwarding")
+
+	// release clears the flag at once: nobody would read it.
+	begin := time.Now()
+	out, stderr, code := flowctl(ctx, "", "--server", filepath.Join(sb.Dir(), "none.sock"), "release",
+		"--ovsdb", sb.DBAddr(), "--ovs-rundir", sb.RunDir())
+	if code != 0 || !strings.Contains(out, "ovs-vswitchd is not running (pidfile") ||
+		!strings.Contains(out, "flow-restore-wait cleared in ovsdb-server; its next start is not held") || time.Since(begin) > 5*time.Second {
+		t.Fatalf("release with vswitchd killed: exit %d after %v:\n%s%s", code, time.Since(begin), out, stderr)
+	}
+	state(t, stateDown, "flow-restore-wait is cleared: the next start of ovs-vswitchd is not held")
+
+	if err := sb.StartVswitchd(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.StopVswitchd(ctx); err != nil {
+		t.Fatal(err)
+	}
+	state(t, stateDown, "ovs-vswitchd is NOT RUNNING (no pidfile "+pidfile+")")
+
+	args[len(args)-1] = filepath.Join(sb.Dir(), "nowhere")
+	state(t, stateUnknown, "ovs-vswitchd: cannot tell: no run directory")
 }

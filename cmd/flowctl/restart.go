@@ -5,7 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -21,12 +27,16 @@ import (
 //     unless it can restore and release the switch afterwards; refused or
 //     unanswered, prestart clears the flag in OVSDB instead, so vswitchd
 //     never waits for a restore nobody will do.
-//  2. The restart itself (systemctl restart ovs-vswitchd).
+//  2. The restart itself (systemctl restart ovs-vswitchd), which the script
+//     lets finish when interrupted: a stop-then-start command stopped
+//     half-way would leave vswitchd down.
 //  3. wait --converged --released --since T: flowstated has restored every
 //     bridge into the new vswitchd and released it.
 //  4. On a failure, timeout or interrupt: release clears the flag and waits
 //     until vswitchd has read it, through flowstated or, when flowstated
-//     does not answer, in OVSDB directly.
+//     does not answer, in OVSDB directly; a vswitchd that is not running
+//     is not waited for. vswitchd-state then says what is true, for the
+//     banner: whether vswitchd runs, and the flag.
 
 // defaultOVSDB is ovsdb-server's socket on a host with OVS from packages.
 const defaultOVSDB = "unix:/var/run/openvswitch/db.sock"
@@ -133,21 +143,30 @@ It never fails a unit start: the exit status is 0 whatever happened, unless
 }
 
 // armWhenReady asks flowstated to arm the flag within d. A flowstated that
-// is starting (its socket not there or not accepting yet, its guard not
-// proven yet) refuses for a moment: ask again, each time on a new
-// connection (a client's reconnect backoff would outlast the start), rather
-// than refuse a restart that follows flowstated's start.
+// is starting refuses for a moment: its socket is not there or not accepting
+// yet, or it answers but its guard is not proven yet. Ask again, each time
+// on a new connection (a client's reconnect backoff would outlast the
+// start), rather than refuse a restart that follows flowstated's start. Any
+// other refusal (wedged, nothing to restore) is final at once.
 func armWhenReady(cmd *cobra.Command, g *globals, d time.Duration, wasSet *bool) error {
 	deadline := time.Now().Add(d)
 	start := time.Now()
 	for {
 		attempt := min(time.Until(deadline), time.Second)
+		retry := false
 		err := g.runFor(cmd, attempt, func(ctx context.Context, c *client.Client) error {
 			var err error
 			*wasSet, err = c.Arm(ctx)
+			switch {
+			case err == nil:
+			case errors.Is(err, errdefs.ErrFailedPrecondition):
+				retry = guardComing(ctx, c)
+			case errors.Is(err, errdefs.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded):
+				retry = time.Since(start) < unservedWait
+			}
 			return err
 		})
-		if err == nil || !mayStillArm(err, time.Since(start)) || time.Until(deadline) <= 0 || cmd.Context().Err() != nil {
+		if err == nil || !retry || time.Until(deadline) <= 0 || cmd.Context().Err() != nil {
 			return err
 		}
 		select {
@@ -163,18 +182,17 @@ func armWhenReady(cmd *cobra.Command, g *globals, d time.Duration, wasSet *bool)
 // a running flowstated must not have every vswitchd start delayed.
 const unservedWait = 3 * time.Second
 
-// mayStillArm reports whether an Arm refusal after waited may pass by itself:
-// flowstated refusing for want of a proven guard (FAILED_PRECONDITION), or
-// not answering yet (UNAVAILABLE, for unservedWait), while it starts.
-func mayStillArm(err error, waited time.Duration) bool {
-	unanswered := errors.Is(err, errdefs.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
-	return errors.Is(err, errdefs.ErrFailedPrecondition) || (unanswered && waited < unservedWait)
+// guardComing reports whether flowstated refused only because its guard is
+// not proven (yet), with an engine that is not wedged.
+func guardComing(ctx context.Context, c *client.Client) bool {
+	st, err := c.Status(ctx)
+	return err == nil && st.Wedged == "" && st.Guard.Mode != "off" && !st.Guard.Proven
 }
 
 func newRelease(g *globals) *cobra.Command {
-	var ovsdbAddr string
+	var ovsdbAddr, rundir string
 	cmd := &cobra.Command{
-		Use:   "release [--ovsdb ADDR]",
+		Use:   "release [--ovsdb ADDR] [--ovs-rundir DIR]",
 		Short: "Clear flow-restore-wait now and wait until ovs-vswitchd has read it",
 		Long: `Clear flow-restore-wait now and wait until ovs-vswitchd has read it.
 
@@ -183,7 +201,10 @@ flows it has. flowctl asks flowstated first; when flowstated does not answer
 or cannot, it clears the flag in ovsdb-server directly (--ovsdb) and says so.
 Exit status 0 once vswitchd has read the change (cur_cfg caught up), 1 if
 the flag could not be cleared or vswitchd did not read it within --timeout
-(default here 30s), e.g. because vswitchd is not running.`,
+(default here 30s). Given --ovs-rundir (or $OVS_RUNDIR), when ovs-vswitchd
+is not running (its pidfile there is gone, or names a pid that is gone),
+nobody would read the change: the flag is cleared in ovsdb-server at once,
+without waiting, so its next start is not held, and the exit status is 0.`,
 		Example: `  flowctl release
   flowctl release --ovsdb unix:/var/run/openvswitch/db.sock --timeout 10s`,
 		Args: cobra.NoArgs,
@@ -191,6 +212,21 @@ the flag could not be cleared or vswitchd did not read it within --timeout
 			d := commandTimeout(cmd, g, 30*time.Second)
 			deadline := time.Now().Add(d)
 			w := cmd.OutOrStdout()
+			// Only with a run directory named: the default one may not be
+			// this vswitchd's (OVS in a container), and a vswitchd wrongly
+			// taken for down would not be waited for.
+			named := cmd.Flags().Changed("ovs-rundir") || os.Getenv("OVS_RUNDIR") != ""
+			if live, detail := probeIf(cmd.Context(), named, rundir); live == vswitchdDown {
+				ctx, cancel := context.WithDeadline(cmd.Context(), deadline)
+				defer cancel()
+				wasSet, _, err := clearInOVSDB(ctx, ovsdbAddr, false)
+				if err != nil {
+					return fmt.Errorf("ovs-vswitchd is not running (%s), and flow-restore-wait cannot be cleared in ovsdb-server at %s: %w; clear it by hand: %s",
+						detail, ovsdbAddr, err, clearCommand)
+				}
+				fmt.Fprintf(w, "ovs-vswitchd is not running (%s): flow-restore-wait cleared in ovsdb-server%s; its next start is not held\n", detail, notSet(wasSet))
+				return nil
+			}
 			// Half the time for flowstated, the rest for OVSDB directly; a
 			// quick Status first, so a frozen flowstated costs seconds.
 			var wasSet bool
@@ -229,6 +265,7 @@ the flag could not be cleared or vswitchd did not read it within --timeout
 		},
 	}
 	cmd.Flags().StringVar(&ovsdbAddr, "ovsdb", defaultOVSDB, "ovsdb-server address, used when flowstated does not answer")
+	cmd.Flags().StringVar(&rundir, "ovs-rundir", defaultRundir(), "ovs-vswitchd's run directory (pidfile, control socket); given, a vswitchd that is not running is not waited for")
 	return cmd
 }
 
@@ -425,4 +462,159 @@ func waitFor(ctx context.Context, cmd *cobra.Command, g *globals, c *client.Clie
 		case <-tick.C:
 		}
 	}
+}
+
+// defaultRundir is ovs-vswitchd's run directory: $OVS_RUNDIR, as OVS reads
+// it, else where OVS from packages puts its pidfile and sockets.
+func defaultRundir() string {
+	if d := os.Getenv("OVS_RUNDIR"); d != "" {
+		return d
+	}
+	return "/var/run/openvswitch"
+}
+
+// liveness is what vswitchd's run directory says about it.
+type liveness int
+
+const (
+	livenessUnknown liveness = iota
+	vswitchdRunning
+	vswitchdDown
+)
+
+// probeVswitchd reads ovs-vswitchd's pidfile in rundir and dials its
+// control socket (ovs-vswitchd.<pid>.ctl, or ovs-vswitchd.ctl when started
+// with --unixctl so): a socket that accepts proves a live vswitchd even
+// from another pid namespace. Without one, the pid itself decides. vswitchd
+// removes its pidfile when it exits; a killed one leaves it, naming a pid
+// that is gone. The detail says what was seen.
+func probeVswitchd(ctx context.Context, rundir string) (liveness, string) {
+	if fi, err := os.Stat(rundir); err != nil || !fi.IsDir() {
+		return livenessUnknown, fmt.Sprintf("cannot tell: no run directory %s (--ovs-rundir)", rundir)
+	}
+	pidfile := filepath.Join(rundir, "ovs-vswitchd.pid")
+	b, err := os.ReadFile(pidfile)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return vswitchdDown, "no pidfile " + pidfile
+	case err != nil:
+		return livenessUnknown, "cannot tell: " + err.Error()
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return livenessUnknown, fmt.Sprintf("cannot tell: pidfile %s holds %q", pidfile, strings.TrimSpace(string(b)))
+	}
+	var d net.Dialer
+	for _, name := range []string{fmt.Sprintf("ovs-vswitchd.%d.ctl", pid), "ovs-vswitchd.ctl"} {
+		dctx, cancel := context.WithTimeout(ctx, time.Second)
+		c, err := d.DialContext(dctx, "unix", filepath.Join(rundir, name))
+		cancel()
+		if err == nil {
+			_ = c.Close()
+			return vswitchdRunning, fmt.Sprintf("pid %d; its control socket %s answers", pid, name)
+		}
+	}
+	switch err := syscall.Kill(pid, 0); {
+	case errors.Is(err, syscall.ESRCH):
+		return vswitchdDown, fmt.Sprintf("pidfile %s names pid %d, which is gone, and no control socket answers", pidfile, pid)
+	case err != nil && !errors.Is(err, syscall.EPERM):
+		return livenessUnknown, fmt.Sprintf("cannot tell: pid %d of %s: %v", pid, pidfile, err)
+	}
+	if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil && strings.TrimSpace(string(comm)) != "ovs-vswitchd" {
+		return vswitchdDown, fmt.Sprintf("pidfile %s names pid %d, which is now %s", pidfile, pid, strings.TrimSpace(string(comm)))
+	}
+	return vswitchdRunning, fmt.Sprintf("pid %d is alive; its control socket does not answer (yet)", pid)
+}
+
+// probeIf is probeVswitchd when do, else unknown.
+func probeIf(ctx context.Context, do bool, rundir string) (liveness, string) {
+	if !do {
+		return livenessUnknown, ""
+	}
+	return probeVswitchd(ctx, rundir)
+}
+
+// flagState reads flow-restore-wait, next_cfg and cur_cfg from ovsdb-server.
+func flagState(ctx context.Context, addr string) (set bool, next, cur int, err error) {
+	c, err := ovsconfig.Dial(ctx, addr, ovsconfig.Options{InactivityTimeout: 2 * time.Second, ReconnectTimeout: 3 * time.Second, RequestTimeout: 5 * time.Second})
+	if err != nil {
+		return false, 0, 0, err
+	}
+	defer c.Close()
+	if set, err = c.FlowRestoreWait(); err != nil {
+		return false, 0, 0, err
+	}
+	next, cur, err = c.Config()
+	return set, next, cur, err
+}
+
+// Exit statuses of vswitchd-state besides 0 (running, flag cleared and read).
+const (
+	stateHeld    = 1 // running, but the flag is set or not read yet, or unreadable
+	stateDown    = 3 // not running
+	stateUnknown = 4 // cannot tell whether it runs
+)
+
+func newVswitchdState(g *globals) *cobra.Command {
+	var ovsdbAddr, rundir string
+	cmd := &cobra.Command{
+		Use:   "vswitchd-state [--ovsdb ADDR] [--ovs-rundir DIR]",
+		Short: "Say whether ovs-vswitchd runs and whether flow-restore-wait is cleared, without flowstated",
+		Long: `Say whether ovs-vswitchd runs and whether flow-restore-wait is cleared, without flowstated.
+
+ovs-vswitchd runs when its pidfile in --ovs-rundir (default $OVS_RUNDIR, else
+/var/run/openvswitch) names it and its control socket answers, or, without an
+answering socket, its pid is alive. The flag, next_cfg and cur_cfg are read
+from ovsdb-server (--ovsdb). ovs-restart builds its banner from this.
+
+Prints two lines. Exit status: 0 running, the flag cleared and read by
+vswitchd (it forwards, not held); 1 running, but the flag is set (a vswitchd
+started with it waits for a restore), not read yet, or unreadable; 3 not
+running; 4 cannot tell whether it runs.`,
+		Example: `  flowctl vswitchd-state
+  flowctl vswitchd-state --ovs-rundir /run/openvswitch --ovsdb unix:/run/openvswitch/db.sock`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), commandTimeout(cmd, g, 5*time.Second))
+			defer cancel()
+			w := cmd.OutOrStdout()
+			live, detail := probeVswitchd(ctx, rundir)
+			code := 0
+			switch live {
+			case vswitchdRunning:
+				fmt.Fprintf(w, "ovs-vswitchd is running (%s)\n", detail)
+			case vswitchdDown:
+				fmt.Fprintf(w, "ovs-vswitchd is NOT RUNNING (%s): no new traffic is switched\n", detail)
+				code = stateDown
+			default:
+				fmt.Fprintf(w, "ovs-vswitchd: %s\n", detail)
+				code = stateUnknown
+			}
+			set, next, cur, err := flagState(ctx, ovsdbAddr)
+			switch {
+			case err != nil:
+				fmt.Fprintf(w, "flow-restore-wait: cannot read ovsdb-server at %s: %s\n", ovsdbAddr, oneKind(err))
+			case set && live == vswitchdDown:
+				fmt.Fprintln(w, "flow-restore-wait is set: the next start of ovs-vswitchd holds forwarding until flowstated restores it or someone clears the flag")
+			case set:
+				fmt.Fprintln(w, "flow-restore-wait is set: a vswitchd started with it holds forwarding until it is cleared (flowstated sets it again after each release, for the next start)")
+			case live == vswitchdDown:
+				fmt.Fprintln(w, "flow-restore-wait is cleared: the next start of ovs-vswitchd is not held")
+			case cur < next:
+				fmt.Fprintf(w, "flow-restore-wait is cleared, but ovs-vswitchd has not read it yet (cur_cfg %d, next_cfg %d)\n", cur, next)
+			default:
+				fmt.Fprintf(w, "flow-restore-wait is cleared, and ovs-vswitchd has read it (cur_cfg %d): it is not held\n", cur)
+			}
+			if code == 0 && (err != nil || set || cur < next) {
+				code = stateHeld
+			}
+			if code != 0 {
+				return exitCode{code, ""}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&ovsdbAddr, "ovsdb", defaultOVSDB, "ovsdb-server address")
+	cmd.Flags().StringVar(&rundir, "ovs-rundir", defaultRundir(), "ovs-vswitchd's run directory (pidfile, control socket)")
+	return cmd
 }

@@ -144,23 +144,8 @@ func (s *Sandbox) start(ctx context.Context, schema string) error {
 		return err
 	}
 
-	db, err := startProc(s.log, ovsdbName, s.bin.ovsdbServer, []string{
-		s.path(dbFile),
-		"--remote=punix:" + s.path(dbSock),
-		"--no-chdir",
-		"--pidfile=" + s.path(ovsdbName+".pid"),
-		"--log-file=" + s.path(ovsdbName+".log"),
-		"--unixctl=" + s.path(ovsdbName+".ctl"),
-		"-vconsole:off",
-	}, s.env, s.path(ovsdbName+".out"))
-	if err != nil {
+	if err := s.startOVSDB(ctx); err != nil {
 		return err
-	}
-	s.mu.Lock()
-	s.ovsdb = db
-	s.mu.Unlock()
-	if err := waitSocket(ctx, s.path(dbSock), db); err != nil {
-		return fmt.Errorf("%w\n%s", err, s.tails(ovsdbName))
 	}
 	if _, err := s.Vsctl(ctx, "--no-wait", "init"); err != nil {
 		return err

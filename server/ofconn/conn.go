@@ -59,6 +59,8 @@ type Conn struct {
 
 	lastRecv atomic.Int64 // time of the last received message, nanoseconds since epoch
 
+	flowChanges atomic.Pointer[chan struct{}] // told of flow monitor reports (monitor.go); nil: none asked for
+
 	done    chan struct{}
 	dieOnce sync.Once
 	cause   error // why the connection died; written before done is closed
@@ -310,6 +312,9 @@ func (c *Conn) readLoop(br *bufio.Reader) {
 			default:
 			}
 		default:
+			if c.flowUpdate(f) {
+				break
+			}
 			if w := c.lookup(frameXid(f)); w != nil {
 				w.push(f, c.done)
 			} else if f[1] == openflow15.Type_Error {

@@ -59,6 +59,13 @@
 // in OVS's order, set_field rather than load; package canon brings controllers' messages there; OVS also turns an OpenFlow 1.5 match on a
 // register into a masked packet-register field).
 //
+// # Flow monitor
+//
+// [Conn.MonitorFlows] asks the switch (OpenFlow 1.5 OFPMP_FLOW_MONITOR, which OVS supports since 2.17) to report
+// every flow added, modified or removed, by any client, and returns a channel that receives a value whenever
+// reports arrived: a signal to dump again, not the change itself. The reader takes the reports (xid 0) apart from
+// replies. Groups and meters have no monitor in OpenFlow.
+//
 // # Errors
 //
 // Errors returned by the switch are [*OFError] (single messages) and [*BundleError] (bundles); both match

@@ -37,10 +37,18 @@ type bridge struct {
 	// quarantine holds entries the switch refused in a replay of this
 	// connection, by key; they are retried on the next connection, or when
 	// their module writes them again. It also holds the refusals a replay
-	// predicted, which the next replay derives again.
-	quarantine map[string]Quarantined
-	// quarantineGauge follows len(quarantine).
+	// predicted, which the next replay derives again, and the entries held
+	// out because they crashed vswitchd or are suspected to (poison.go).
+	quarantine quarantineSet
+	// listed is the sample of quarantine a status lists, taken at version
+	// listedVersion of the set.
+	listed        []listedQ
+	listedVersion uint64
+	// quarantineGauge follows quarantine.len().
 	quarantineGauge prometheus.Gauge
+	// poison follows the vswitchd deaths during replays and the entries
+	// held out for them (poison.go); guarded by mu.
+	poison poisonState
 
 	// status is a copy of the fields above, published after every change, so
 	// Status never waits for a replay in progress.
@@ -69,6 +77,8 @@ type Quarantined struct {
 	// predicted: not refused by the switch but expected to be; derived
 	// again at every replay (see predictRefusals).
 	predicted bool
+	// damaged: the store found it damaged (damage.go), not the switch.
+	damaged bool
 }
 
 // BridgeStatus is the state of one bridge.
@@ -83,9 +93,18 @@ type BridgeStatus struct {
 	Reason string
 	// Excused says why flow-restore-wait was cleared without waiting for
 	// this bridge (missing from OVSDB, or it held the node for MaxHold).
-	Excused     string
-	Last        Replay
-	Quarantined []Quarantined
+	Excused string
+	Last    Replay
+	// Quarantined lists at most MaxListedQuarantined quarantined entries
+	// (those that crashed vswitchd first, then in key order), read from the
+	// store by Engine.Status; QuarantinedTotal counts them all, and
+	// QuarantineCauses counts them per module, kind and reason.
+	Quarantined      []Quarantined
+	QuarantinedTotal int
+	QuarantineCauses []QuarantineCause
+	listed           []listedQ
+	// Poison says what the crash-loop protection holds out (poison.go).
+	Poison PoisonStatus
 	// Mirror is set for an unmanaged bridge the engine mirrors (mirror.go).
 	Mirror *MirrorState
 	// DriftFound counts the audits that found the switch different from
@@ -127,11 +146,14 @@ func (b *bridge) publishLocked() {
 	if !converged {
 		st.Reason = b.reason
 	}
-	for _, q := range b.quarantine {
-		st.Quarantined = append(st.Quarantined, q)
+	if b.listedVersion != b.quarantine.version || b.listed == nil {
+		b.listed = b.quarantine.sample(MaxListedQuarantined, b.poison.crashed)
+		b.listedVersion = b.quarantine.version
 	}
+	st.listed, st.QuarantinedTotal, st.QuarantineCauses = b.listed, b.quarantine.len(), b.quarantine.causes()
+	st.Poison = b.poison.status()
 	if b.quarantineGauge != nil {
-		b.quarantineGauge.Set(float64(len(b.quarantine)))
+		b.quarantineGauge.Set(float64(b.quarantine.len()))
 	}
 	b.status.Store(st)
 }
@@ -172,7 +194,7 @@ func (b *bridge) setConn(c *ofconn.Conn) {
 	if c != nil {
 		b.reason = "connected, replay pending"
 	}
-	b.quarantine = nil // a new switch may accept what the old one refused
+	b.quarantine.reset() // a new switch may accept what the old one refused
 	b.foreignSettled = false
 	b.publishLocked()
 }
@@ -228,13 +250,29 @@ func (e *Engine) serveConn(ctx context.Context, b *bridge, conn *ofconn.Conn, lo
 		audit = t.C
 	}
 	first := true
+	// survive fires SurviveAfter after a replay that sent something, if
+	// vswitchd is still up (poison.go).
+	survive := time.NewTimer(time.Hour)
+	survive.Stop()
+	defer survive.Stop()
 	for {
 		auditing := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-conn.Done():
+			if ctx.Err() == nil {
+				e.connLost(ctx, b, log)
+			}
 			return
+		case <-survive.C:
+			b.mu.Lock()
+			err := e.survivedLocked(b, log)
+			b.mu.Unlock()
+			if err != nil {
+				log.Error("recording a replay vswitchd survived failed", "err", err)
+			}
+			continue
 		case <-b.kick:
 		case <-retry.C:
 		case <-audit:
@@ -244,6 +282,9 @@ func (e *Engine) serveConn(ctx context.Context, b *bridge, conn *ofconn.Conn, lo
 			auditing = true
 		}
 		r, err := e.reconcile(ctx, b, conn, log)
+		if r.Messages > 0 && err == nil {
+			survive.Reset(e.cfg.SurviveAfter)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -287,7 +328,11 @@ func (e *Engine) reconcile(ctx context.Context, b *bridge, conn *ofconn.Conn, lo
 	defer b.mu.Unlock()
 	e.publish(events.Event{Type: events.ReplayStarted, Bridge: b.name, Message: "replay started"})
 	start := time.Now()
+	vswitchd := e.vswitchdIdentity()
 	r, err := e.replayLocked(ctx, b, conn, log)
+	if r.Messages > 0 {
+		b.replayWatchLocked(vswitchd, err)
+	}
 	r.Finished = time.Now()
 	r.Duration = r.Finished.Sub(start)
 	r.Err = err

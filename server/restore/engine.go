@@ -89,7 +89,7 @@ type Config struct {
 	// Bridges: preserve ("" too) mirrors them and restores them after a
 	// gated restart, ignore leaves them alone (mirror.go).
 	Unmanaged UnmanagedPolicy
-	// MirrorInterval is the pause between dumps of an unmanaged bridge.
+	// MirrorInterval is how often the mirror of an unmanaged bridge checks for change (and dumps after one).
 	// Default DefaultMirrorInterval.
 	MirrorInterval time.Duration
 	// TakeOver lets this engine manage bridges that OVSDB records as
@@ -99,6 +99,12 @@ type Config struct {
 	// Instance describes this flowstated in the bridges' OVSDB
 	// external_ids (Instance.String), for messages.
 	Instance string
+	// SurviveAfter is how long vswitchd must stay up after a replay for
+	// the replay to count as survived, and CrashWindow how long a death of
+	// vswitchd during or shortly after a replay counts towards holding
+	// out the suspects (poison.go). Defaults DefaultSurviveAfter and
+	// DefaultCrashWindow.
+	SurviveAfter, CrashWindow time.Duration
 	// Events receives the engine's events (optional).
 	Events  *events.Log
 	Logger  *slog.Logger
@@ -143,6 +149,15 @@ type Engine struct {
 	releasedVswitchd string
 	unackedClear     bool
 	guardMissing     bool
+	// notArmedFor says why nothing is armed ("" when something can be
+	// restored), as last logged; vswitchdUnheld is the running vswitchd
+	// last seen with the flag cleared. Guarded by flagMu.
+	notArmedFor    string
+	vswitchdUnheld string
+	// Owned by the OVSDB goroutine (watchVswitchd): the vswitchd last seen
+	// and when it was first seen.
+	vswitchdLast  string
+	vswitchdSince time.Time
 	// lastRelease is when a clear last released a held vswitchd (unix
 	// nanoseconds), for Status.
 	lastRelease atomic.Int64
@@ -189,6 +204,12 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.WedgeAfter <= 0 {
 		cfg.WedgeAfter = 2 * time.Minute
+	}
+	if cfg.SurviveAfter <= 0 {
+		cfg.SurviveAfter = DefaultSurviveAfter
+	}
+	if cfg.CrashWindow <= 0 {
+		cfg.CrashWindow = DefaultCrashWindow
 	}
 	if cfg.GuardPresent == nil {
 		cfg.GuardPresent = func() (bool, string) { return true, "" }
@@ -256,6 +277,9 @@ func New(cfg Config) (*Engine, error) {
 			quarantineGauge: cfg.Metrics.quarantinedNow.WithLabelValues(name)}
 		e.order = append(e.order, name)
 	}
+	if err := e.loadStoodAside(); err != nil {
+		return nil, fmt.Errorf("restore: %w", err)
+	}
 	return e, nil
 }
 
@@ -290,8 +314,8 @@ func (e *Engine) Run(ctx context.Context) {
 	c.Close()
 }
 
-// Wedged reports an operation on the switch or the flag that has run for
-// longer than WedgeAfter ("" when none has): a wedged engine stops renewing
+// Wedged reports an operation on the switch, the flag or the store that has
+// run for longer than WedgeAfter ("" when none has): a wedged engine stops renewing
 // the guard's lease and reports NOT_SERVING.
 func (e *Engine) Wedged() string {
 	now := time.Now()
@@ -306,6 +330,15 @@ func (e *Engine) Wedged() string {
 	}
 	if w := check("flow-restore-wait update", e.flagBusySince.Load()); w != "" {
 		return w
+	}
+	// A store operation that does not return stops every write and
+	// replay behind it (store.Store.Busy).
+	if e.cfg.Store != nil {
+		if what, since := e.cfg.Store.Busy(); what != "" {
+			if w := check("store "+what, since.UnixNano()); w != "" {
+				return w
+			}
+		}
 	}
 	for _, name := range e.order {
 		if w := check("bridge "+name, e.bridges[name].busySince.Load()); w != "" {

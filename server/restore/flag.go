@@ -8,9 +8,11 @@ package restore
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/flowstate-io/flowstate/errdefs"
@@ -25,8 +27,8 @@ func (e *Engine) holding() string {
 		return "the cold-start gate"
 	}
 	for _, name := range e.order {
-		st := e.bridges[name].snapshot()
-		if !st.Converged && st.Excused == "" {
+		b := e.bridges[name]
+		if st := b.snapshot(); !st.Converged && st.Excused == "" && !b.owner.standingAside() {
 			return "bridge " + name
 		}
 	}
@@ -120,30 +122,41 @@ func (e *Engine) signalRecheck() {
 // syncFlag brings flow-restore-wait to its intended state once nothing holds
 // the node any more:
 //
-//  1. Every managed bridge is converged, or excused: missing from OVSDB, or
-//     unconverged for longer than MaxHold (named in status, a metric, an
-//     event and an error log). Otherwise return the time until the next
-//     MaxHold expires.
+//  1. Every managed bridge is converged, or excused: missing from OVSDB,
+//     stood aside from, or unconverged for longer than MaxHold since it
+//     stopped converging, the gate opened or the running vswitchd started,
+//     whichever came last (named in status, a metric, an event and an error
+//     log). Otherwise return the time until the next MaxHold expires.
 //  2. With release (a bridge converged after a new connection) and the flag
 //     set, clear it in one transaction that bumps next_cfg, and wait until
 //     cur_cfg reaches it: vswitchd forwards through the restored pipeline
 //     from here on. The clear is counted only if it released a vswitchd
-//     that had not been released yet.
+//     that had not been released yet. Release is owed too when every
+//     managed bridge is excused and a running vswitchd has not been
+//     released: no bridge will converge to ask for it.
 //  3. Arm it again (Rearm, and a guard is present) only once vswitchd has
 //     acknowledged every change so far, the clear included: a re-arm that
 //     overtook an unread clear would hold vswitchd for ever.
 //  4. Without a guard the flag is cleared instead, whoever set it: nobody
 //     would release the node if flowstated died.
+//  5. With nothing to restore (every managed bridge missing from OVSDB or
+//     stood aside from) the flag is not armed, and cleared whoever set it:
+//     a held vswitchd is released as in 2, otherwise the flag is cleared
+//     without waiting for a vswitchd that may not run (provisioning: the
+//     CNI creates br-int later, and vswitchd must start forwarding).
 //
 // release is false for the periodic check, which never clears a flag that
-// is armed with a guard present: an operator (ovs-restart) may have armed it
-// for a planned restart.
+// is armed with a guard present and something to restore, unless step 2
+// owes it: an operator (ovs-restart) may have armed it for a planned
+// restart.
 func (e *Engine) syncFlag(ctx context.Context, release bool) (recheck time.Duration, err error) {
 	c := e.ovsdb.Load()
 	if c == nil {
 		return 0, nil
 	}
-	if wait := e.settle(c); wait > 0 {
+	vs := e.watchVswitchd()
+	restorable, nothing := e.restorable(c)
+	if wait := e.settle(c, restorable); wait > 0 {
 		return wait, nil
 	}
 	e.flagMu.Lock()
@@ -156,10 +169,28 @@ func (e *Engine) syncFlag(ctx context.Context, release bool) (recheck time.Durat
 	}
 	guarded, why := e.cfg.GuardPresent()
 	arm := e.cfg.Rearm && guarded
+	arm = arm && restorable
+	if !on && vs.running {
+		// A waiting vswitchd reads the flag at every change of the
+		// database: this one is not held, whoever cleared it.
+		e.vswitchdUnheld = vs.id
+	}
+	unreleased := e.unreleasedLocked(vs)
+	if on && !release && unreleased && e.noneConverged() {
+		release = true // step 2: owed
+	}
 	actx, cancel := context.WithTimeout(ctx, e.cfg.AckTimeout)
 	defer cancel()
-	if on && (release || !guarded) {
-		if release && !e.mirrorsSettled(c) {
+	switch {
+	case on && !restorable && !unreleased:
+		// Step 5 with no vswitchd held.
+		if err := c.SetFlowRestoreWait(actx, false, false); err != nil {
+			return 0, fmt.Errorf("disarming flow-restore-wait: %w", err)
+		}
+		on = false
+		e.log.Warn("flow-restore-wait disarmed: nothing for flowstated to restore", "reason", nothing)
+	case on && (release || !guarded || !restorable):
+		if (release || !restorable) && !e.mirrorsSettled(c) {
 			// Unmanaged bridges come back first (mirror.go); its hold
 			// timer bounds the wait.
 			return e.cfg.RetryInterval, nil
@@ -170,8 +201,16 @@ func (e *Engine) syncFlag(ctx context.Context, release bool) (recheck time.Durat
 		}
 		on = !cleared
 	}
+	if e.cfg.Rearm && guarded && nothing != e.notArmedFor {
+		e.notArmedFor = nothing
+		if nothing != "" {
+			e.log.Warn("flow-restore-wait not armed: nothing for flowstated to restore; vswitchd starts as plain Open vSwitch would", "reason", nothing)
+		} else {
+			e.log.Info("a managed bridge can be restored again: flow-restore-wait may be armed")
+		}
+	}
 	if !on {
-		e.noteReleased()
+		e.noteReleased(c)
 	}
 	if e.cfg.Rearm && guarded == e.guardMissing {
 		e.guardMissing = !guarded
@@ -210,12 +249,7 @@ func (e *Engine) syncFlag(ctx context.Context, release bool) (recheck time.Durat
 func (e *Engine) clearLocked(ctx context.Context, c *ovsconfig.Client, keepIfReleased bool) (cleared bool, err error) {
 	start := time.Now()
 	held := e.vswitchdIdentity()
-	if e.releasedVswitchd == "" {
-		// The first clear of this process: the last release may have
-		// been a previous flowstated's.
-		e.releasedVswitchd, _ = e.cfg.Store.ReleasedVswitchd()
-	}
-	known := held != "" && held == e.releasedVswitchd
+	known := held != "" && held == e.releasedLocked()
 	if known && keepIfReleased {
 		e.log.Debug("flow-restore-wait left armed: this vswitchd was released before", "vswitchd", held)
 		return false, nil
@@ -245,6 +279,101 @@ func (e *Engine) clearLocked(ctx context.Context, c *ovsconfig.Client, keepIfRel
 	return true, nil
 }
 
+// releasedLocked is the vswitchd last released; flagMu must be held.
+func (e *Engine) releasedLocked() string {
+	if e.releasedVswitchd == "" {
+		// The first look of this process: the last release may have
+		// been a previous flowstated's.
+		e.releasedVswitchd, _ = e.cfg.Store.ReleasedVswitchd()
+	}
+	return e.releasedVswitchd
+}
+
+// vswitchdSeen is the vswitchd syncFlag saw running.
+type vswitchdSeen struct {
+	id      string // vswitchdIdentity
+	running bool   // its pidfile is locked: the process lives
+}
+
+// watchVswitchd looks at the running vswitchd and notes when a new one
+// started (vswitchdSince), from which a bridge that cannot be restored holds
+// it at most MaxHold. Called by the OVSDB goroutine only, which owns
+// vswitchdLast and vswitchdSince.
+func (e *Engine) watchVswitchd() vswitchdSeen {
+	v := vswitchdSeen{id: e.vswitchdIdentity()}
+	v.running = v.id != "" && pidfileLocked(filepath.Join(e.cfg.RunDir, "ovs-vswitchd.pid"))
+	if v.id != e.vswitchdLast {
+		e.vswitchdLast = v.id
+		if v.id != "" {
+			e.vswitchdSince = time.Now()
+		}
+	}
+	return v
+}
+
+// unreleasedLocked reports whether v is a running vswitchd that may be held:
+// no flowstated of this store released it, and the flag was not seen
+// cleared while it ran. flagMu must be held.
+func (e *Engine) unreleasedLocked(v vswitchdSeen) bool {
+	return v.running && v.id != e.releasedLocked() && v.id != e.vswitchdUnheld
+}
+
+// pidfileLocked reports whether the process that wrote the OVS pidfile at
+// path still runs: OVS holds a write lock on it for its life, which also
+// shows across pid namespaces (flowstated in a container without hostPID).
+// A failed check counts as running.
+func pidfileLocked(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	lk := syscall.Flock_t{Type: syscall.F_WRLCK, Whence: io.SeekStart}
+	if err := syscall.FcntlFlock(f.Fd(), syscall.F_GETLK, &lk); err != nil {
+		return true
+	}
+	return lk.Type != syscall.F_UNLCK
+}
+
+// noneConverged reports whether no managed bridge is converged. With every
+// bridge excused, nothing else asks for the release; while one is converged,
+// it may be on the connection to a vswitchd that just died, and its next
+// connection asks.
+func (e *Engine) noneConverged() bool {
+	for _, name := range e.order {
+		if e.bridges[name].snapshot().Converged {
+			return false
+		}
+	}
+	return true
+}
+
+// restorable reports whether a vswitchd start has something of this
+// flowstated's to wait for: a managed bridge in OVSDB and not stood aside
+// from. Otherwise nothing says why, for each bridge.
+func (e *Engine) restorable(c *ovsconfig.Client) (ok bool, nothing string) {
+	brs, err := c.Bridges()
+	if err != nil {
+		return true, "" // unknown: the other rules hold
+	}
+	present := map[string]bool{}
+	for _, br := range brs {
+		present[br.Name] = true
+	}
+	var why []string
+	for _, name := range e.order {
+		switch {
+		case !present[name]:
+			why = append(why, "bridge "+name+" does not exist in OVSDB")
+		case e.bridges[name].owner.standingAside():
+			why = append(why, "flowstated stands aside from bridge "+name)
+		default:
+			return true, ""
+		}
+	}
+	return false, strings.Join(why, "; ")
+}
+
 // LastRelease is when a clear last released a held vswitchd (zero if never
 // since start).
 func (e *Engine) LastRelease() time.Time {
@@ -266,6 +395,10 @@ func (e *Engine) Arm(ctx context.Context) (wasSet bool, err error) {
 	c := e.ovsdb.Load()
 	if c == nil || !c.Connected() {
 		return false, fmt.Errorf("not arming flow-restore-wait: OVSDB is not connected: %w", errdefs.ErrUnavailable)
+	}
+	if ok, nothing := e.restorable(c); !ok {
+		// Armed, it would only hold vswitchd until flowstated clears it.
+		return false, fmt.Errorf("not arming flow-restore-wait: nothing for flowstated to restore (%s): %w", nothing, errdefs.ErrFailedPrecondition)
 	}
 	e.flagMu.Lock()
 	defer e.flagMu.Unlock()
@@ -303,17 +436,25 @@ func (e *Engine) Release(ctx context.Context) (wasSet bool, ack time.Duration, e
 
 // settle reports how long the node must stay held for the managed bridges:
 // 0 when each is converged or excused (see syncFlag), else the time until
-// the first of them reaches MaxHold.
-func (e *Engine) settle(c *ovsconfig.Client) time.Duration {
+// the first of them reaches MaxHold. The cold-start gate holds only while
+// something can be restored (restorable): modules that resync for a bridge
+// that does not exist yet would hold a provisioning node for nothing.
+func (e *Engine) settle(c *ovsconfig.Client, restorable bool) time.Duration {
 	present := map[string]bool{}
 	brs, err := c.Bridges()
 	for _, br := range brs {
 		present[br.Name] = true
 	}
 	gateOpened := e.gate.openedAt()
-	if gateOpened.IsZero() {
+	if gateOpened.IsZero() && restorable {
 		// The cold-start gate holds the node, bounded by its own timeout.
 		return e.cfg.RetryInterval
+	}
+	// Each vswitchd start gets its own MaxHold: a bridge unconverged while
+	// vswitchd was down is not excused from the restore of the next one.
+	holdFrom := gateOpened
+	if e.vswitchdSince.After(holdFrom) {
+		holdFrom = e.vswitchdSince
 	}
 	var wait time.Duration
 	for _, name := range e.order {
@@ -324,20 +465,26 @@ func (e *Engine) settle(c *ovsconfig.Client) time.Duration {
 		case st.Converged:
 		case err == nil && !present[name]:
 			why = "bridge " + name + " does not exist in OVSDB"
-		case b.owner.refused.Load() != nil && !b.owner.claimed.Load():
+		case b.owner.standingAside():
 			// Not this store's to restore (owner.go): waiting for it
 			// would hold the node for nothing.
 			why = "flowstated stands aside from bridge " + name + ": " + *b.owner.refused.Load()
+		case gateOpened.IsZero():
+			// Appeared in OVSDB since restorable looked: the gate
+			// holds it.
+			return e.cfg.RetryInterval
 		default:
 			since := st.Since
-			if since.Before(gateOpened) {
-				since = gateOpened
+			if since.Before(holdFrom) {
+				since = holdFrom
 			}
 			left := e.cfg.MaxHold - time.Since(since)
 			if left > 0 {
 				if wait == 0 || left < wait {
 					wait = left
 				}
+				// Held again, by this vswitchd start.
+				e.excuse(b, "")
 				continue
 			}
 			why = fmt.Sprintf("bridge %s could not be restored within --max-hold %v (%s)", name, e.cfg.MaxHold, st.Reason)

@@ -500,12 +500,12 @@ func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) (
 					if len(reqs) > 1 && c.Kind == entry.KindMeter {
 						return failed(i, errMeterInBatch)
 					}
-					if owner != nil || len(b.quarantine) > 0 {
+					if owner != nil || b.quarantine.len() > 0 {
 						k := key(c.Kind, changeID(*c))
 						if other, dup := owner[k]; dup && other != i {
 							return failed(i, errOverlap)
 						}
-						if _, q := b.quarantine[k]; q && c.Op == OpModify {
+						if b.quarantine.has(k) && c.Op == OpModify {
 							// A quarantined entry is not on the switch: a
 							// MODIFY of a group or meter would be refused.
 							c.Op, c.Actual = OpAdd, nil

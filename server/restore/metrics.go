@@ -28,6 +28,10 @@ type Metrics struct {
 	notRestored       *prometheus.GaugeVec
 	standingAside     *prometheus.GaugeVec
 	driftFound        *prometheus.CounterVec
+	replayDeaths      *prometheus.CounterVec
+	poisoned          *prometheus.GaugeVec
+	survived          *prometheus.CounterVec
+	suspects          *prometheus.GaugeVec
 }
 
 // NewMetrics creates the collectors and registers them with reg (nil: not
@@ -85,10 +89,23 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		driftFound: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flowstate_drift_found_total", Help: "Audits that found the switch different from the store (the bridge is unconverged until the replay that follows).",
 		}, []string{"bridge"}),
+		replayDeaths: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flowstate_vswitchd_replay_deaths_total", Help: "Deaths of ovs-vswitchd during or shortly after a replay (--survive-after); at the second in a window the suspects are held out and bisected.",
+		}, []string{"bridge"}),
+		poisoned: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "flowstate_poisoned_entry", Help: "1 for each entry found to crash ovs-vswitchd and quarantined, named by its ovs-ofctl text (at most 200 characters).",
+		}, []string{"bridge", "module", "entry"}),
+		survived: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flowstate_replays_survived_total", Help: "Replays that sent something and that ovs-vswitchd survived for --survive-after: its digest of the switch is kept.",
+		}, []string{"bridge"}),
+		suspects: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "flowstate_crash_suspects", Help: "Entries held out of the bridge as suspects of crashing ovs-vswitchd, while they are bisected across restarts.",
+		}, []string{"bridge"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.connected, m.replays, m.replayDuration, m.replayMessages, m.flagCleared, m.flagRearmed,
-			m.drift, m.quarantined, m.quarantinedNow, m.readinessTimeouts, m.writeRequests, m.writeBatches, m.stagedWrites, m.notRestored, m.standingAside, m.driftFound)
+			m.drift, m.quarantined, m.quarantinedNow, m.readinessTimeouts, m.writeRequests, m.writeBatches, m.stagedWrites, m.notRestored, m.standingAside, m.driftFound,
+			m.replayDeaths, m.poisoned, m.survived, m.suspects)
 	}
 	return m
 }
@@ -106,6 +123,9 @@ func (m *Metrics) initBridge(bridge string) {
 	m.quarantinedNow.WithLabelValues(bridge).Set(0)
 	m.standingAside.WithLabelValues(bridge).Set(0)
 	m.driftFound.WithLabelValues(bridge)
+	m.replayDeaths.WithLabelValues(bridge)
+	m.survived.WithLabelValues(bridge)
+	m.suspects.WithLabelValues(bridge).Set(0)
 	for _, r := range []string{"ok", "outcome_unknown", "canceled", "invalid_argument", "failed_precondition", "unavailable", "resource_exhausted"} {
 		m.writeRequests.WithLabelValues(bridge, r)
 	}

@@ -1,11 +1,15 @@
 package restore
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -29,11 +33,14 @@ import (
 //
 //  1. runMirrors follows the Bridge table and owns one goroutine per
 //     unmanaged bridge (runMirror): dial <bridge>.mgmt, dump flows, groups
-//     and meters every MirrorInterval, store the dump when it changed.
+//     and meters, and store the dump when it changed; then dump again only
+//     after a flow monitor reported a change, or the groups and meters
+//     (checked every MirrorInterval) changed (serveMirror).
 //  2. The first dump of every connection decides first (restoreMirror): if
-//     vswitchd is held (the flag is on and this vswitchd has not been
-//     released, see vswitchdHeld) and the bridge is fresh (nothing but the
-//     default flow), the stored mirror is applied with the replay machinery
+//     vswitchd is held (the flag is on and the vswitchd its pidfile names
+//     has not been released, see vswitchdHeld: a bridge rebuilt on a
+//     running vswitchd drops the connection too) and the bridge is fresh
+//     (nothing but the default flow), the stored mirror is applied with the replay machinery
 //     (diff, plan, one bundle). Only then does the dump refresh the mirror:
 //     a post-restart empty bridge never overwrites what it must get back.
 //  3. syncFlag waits for every mirror's first dump (mirrorsSettled),
@@ -80,16 +87,20 @@ type MirrorState struct {
 	// Restored is true when the current connection's first dump restored
 	// the mirror onto the switch.
 	Restored bool
+	// Dumps counts the full dumps of the current connection, Quiet the
+	// intervals that dumped none: no change reported (serveMirror).
+	Dumps, Quiet int
 }
 
 // mirrorSet is the engine's mirrors, by bridge name.
 type mirrorSet struct {
 	mu     sync.Mutex
 	byName map[string]*mirror
-	// released are the mirror connections that were up when vswitchd was
-	// last released: while one of them lives, that vswitchd is still the
-	// one running (a restart closes every connection), so it is not held.
-	released []*ofconn.Conn
+	// seenReleased is the vswitchd (vswitchdIdentity) last seen running
+	// with the flag off and acknowledged (noteReleased); noIdentity is true
+	// while vswitchd has no pidfile (logged once). Both guarded by flagMu.
+	seenReleased string
+	noIdentity   bool
 	// holdTimer wakes the flag goroutine when a mirror's MaxHold expires.
 	holdTimer *time.Timer
 	closed    bool
@@ -115,6 +126,8 @@ type mirror struct {
 	updated  time.Time
 	restored bool
 	last     Replay
+	// dumps and quiet count as MirrorState's Dumps and Quiet.
+	dumps, quiet int
 }
 
 func newMirrorSet() *mirrorSet { return &mirrorSet{byName: map[string]*mirror{}} }
@@ -145,6 +158,18 @@ func (m *mirror) setConn(c *ofconn.Conn) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.conn, m.settled, m.holding, m.gaveUp, m.restored = c, false, time.Time{}, false, false
+	m.dumps, m.quiet = 0, 0
+}
+
+// count counts one interval of serveMirror: a full dump or a quiet one.
+func (m *mirror) count(dumped bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if dumped {
+		m.dumps++
+	} else {
+		m.quiet++
+	}
 }
 
 func (m *mirror) settle(restored bool, r *Replay) {
@@ -161,7 +186,7 @@ func (m *mirror) status() BridgeStatus {
 	defer m.mu.Unlock()
 	return BridgeStatus{
 		Name: m.name, Connected: connAlive(m.conn), Converged: m.settled && connAlive(m.conn), Last: m.last,
-		Mirror: &MirrorState{Entries: m.entries, Updated: m.updated, Restored: m.restored},
+		Mirror: &MirrorState{Entries: m.entries, Updated: m.updated, Restored: m.restored, Dumps: m.dumps, Quiet: m.quiet},
 	}
 }
 
@@ -313,30 +338,78 @@ func (e *Engine) runMirror(ctx context.Context, m *mirror) {
 	})
 }
 
-// serveMirror dumps the bridge every MirrorInterval until the connection
-// dies: the first dump may restore the mirror, every other one refreshes it.
+// serveMirror keeps the mirror of one bridge current until the connection
+// dies, at a cost that follows change, not the bridge's size:
+//
+//  1. It asks the switch for a flow monitor (ofconn.MonitorFlows) before the
+//     first dump, so no flow change after that dump goes unreported. A
+//     switch that refuses it gets a full dump every MirrorInterval instead.
+//  2. The first dump may restore the mirror (restoreMirror); until it
+//     settles, every interval dumps again.
+//  3. After that, each MirrorInterval: if the monitor reported a change, or
+//     the groups and meters (which OpenFlow cannot monitor, dumped alone:
+//     cheap) differ from the last full dump's, dump everything and store
+//     it (SetMirror, itself a no-op when nothing changed). Otherwise
+//     nothing: an idle bridge of 100,000 flows costs two small requests an
+//     interval. The report is taken before the dump, so a change during
+//     the dump is dumped again at the next interval.
 func (e *Engine) serveMirror(ctx context.Context, m *mirror, conn *ofconn.Conn, log *slog.Logger) {
+	changed, err := conn.MonitorFlows(ctx)
+	if err != nil {
+		if ctx.Err() != nil || !connAlive(conn) {
+			return
+		}
+		log.Warn("the switch refused a flow monitor: the unmanaged bridge is dumped every --mirror-interval instead", "err", err)
+	}
 	tick := time.NewTicker(e.cfg.MirrorInterval)
 	defer tick.Stop()
-	first := true
+	first, dirty := true, true
+	var others []byte // hash of the groups and meters of the last full dump
 	for {
-		actual, err := dumpAll(ctx, conn)
-		switch {
-		case err != nil:
-			if ctx.Err() == nil && connAlive(conn) {
-				log.Warn("dumping unmanaged bridge", "err", err)
+		select {
+		case <-changed: // a nil channel (no monitor) never reports
+			dirty = true
+		default:
+		}
+		if !dirty && changed != nil {
+			h, err := dumpOthersHash(ctx, conn)
+			switch {
+			case err != nil:
+				if ctx.Err() == nil && connAlive(conn) {
+					log.Warn("dumping the groups and meters of an unmanaged bridge", "err", err)
+				}
+			case !bytes.Equal(h, others):
+				dirty = true
 			}
-		case first:
-			settled, restored := e.restoreMirror(ctx, m, conn, actual, log)
-			if settled {
-				first = false
-				e.signalRecheck()
-			}
-			if !restored && settled {
+		}
+		m.count(dirty || changed == nil)
+		if dirty || changed == nil {
+			dirty = false
+			actual, err := dumpAll(ctx, conn)
+			switch {
+			case err != nil:
+				dirty = true
+				if ctx.Err() == nil && connAlive(conn) {
+					log.Warn("dumping unmanaged bridge", "err", err)
+				}
+			case first:
+				settled, restored := e.restoreMirror(ctx, m, conn, actual, log)
+				if settled {
+					first = false
+					e.signalRecheck()
+				}
+				if !restored && settled {
+					e.saveMirror(m, actual, log)
+				}
+				// Unsettled: try again. Restored: the switch now holds the
+				// mirror, which the next dump stores as it is there.
+				dirty = !settled || restored
+			default:
 				e.saveMirror(m, actual, log)
 			}
-		default:
-			e.saveMirror(m, actual, log)
+			if err == nil {
+				others = othersHash(actual)
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -346,6 +419,48 @@ func (e *Engine) serveMirror(ctx context.Context, m *mirror, conn *ofconn.Conn, 
 		case <-tick.C:
 		}
 	}
+}
+
+// dumpOthersHash dumps the groups and meters of a bridge alone and returns
+// othersHash of them.
+func dumpOthersHash(ctx context.Context, conn *ofconn.Conn) ([]byte, error) {
+	groups, meters, err := dumpGroupsAndMeters(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	actual, err := actualEntries(nil, groups, meters)
+	if err != nil {
+		return nil, err
+	}
+	return othersHash(actual), nil
+}
+
+// othersHash is a SHA-256 over the groups and meters of actual in (kind,
+// identity) order, each framed by its lengths; flows are left out.
+func othersHash(actual []actualEntry) []byte {
+	var others []actualEntry
+	for _, a := range actual {
+		if a.kind != entry.KindFlow {
+			others = append(others, a)
+		}
+	}
+	slices.SortFunc(others, func(a, b actualEntry) int {
+		if c := cmp.Compare(a.kind, b.kind); c != 0 {
+			return c
+		}
+		return bytes.Compare(a.id, b.id)
+	})
+	h := sha256.New()
+	var n [9]byte
+	for _, a := range others {
+		n[0] = byte(a.kind)
+		binary.BigEndian.PutUint32(n[1:], uint32(len(a.id)))
+		binary.BigEndian.PutUint32(n[5:], uint32(len(a.payload)))
+		h.Write(n[:])
+		h.Write(a.id)
+		h.Write(a.payload)
+	}
+	return h.Sum(nil)
 }
 
 // restoreMirror handles the first dump of a connection. settled is false
@@ -459,9 +574,23 @@ func fresh(actual []actualEntry) bool {
 }
 
 // vswitchdHeld reports whether the running vswitchd may still be held by
-// flow-restore-wait: the flag is on in OVSDB and no mirror connection from
-// before the engine's last release is still up. known is false while OVSDB
-// cannot tell. flagMu must be held.
+// flow-restore-wait, decided from what vswitchd reports, never from the flag
+// alone: re-armed, the flag reads true on a vswitchd released long ago, which
+// reads it only until it first sees it false.
+//
+//  1. OVSDB cannot tell (not connected, no row): known is false.
+//  2. The flag is off: not held.
+//  3. The running vswitchd is named by its pidfile in the run dir
+//     (vswitchdIdentity: pid and start time). Without one flowstated cannot
+//     tell a restarted vswitchd from a bridge rebuilt on a running one, so
+//     it is taken as not held: an unmanaged bridge then comes back as plain
+//     OVS would bring it back, never overwritten on a running vswitchd.
+//  4. That vswitchd was released: the one a flowstated's clear released (the
+//     store records it, clearLocked), or one seen running with the flag off
+//     and cur_cfg caught up with next_cfg (noteReleased): not held.
+//  5. Otherwise it started under the flag and nobody released it: held.
+//
+// flagMu must be held.
 func (e *Engine) vswitchdHeld() (held, known bool) {
 	c := e.ovsdb.Load()
 	if c == nil || !c.Connected() {
@@ -474,23 +603,36 @@ func (e *Engine) vswitchdHeld() (held, known bool) {
 	if !on {
 		return false, true
 	}
-	e.mirrors.mu.Lock()
-	defer e.mirrors.mu.Unlock()
-	return !slices.ContainsFunc(e.mirrors.released, connAlive), true
+	id := e.vswitchdIdentity()
+	if id == "" {
+		if !e.mirrors.noIdentity {
+			e.mirrors.noIdentity = true
+			e.log.Warn("no ovs-vswitchd pidfile in the run dir: vswitchd is taken as not held, and unmanaged bridges are not restored",
+				"pidfile", filepath.Join(e.cfg.RunDir, "ovs-vswitchd.pid"))
+		}
+		return false, true
+	}
+	e.mirrors.noIdentity = false
+	if e.releasedVswitchd == "" {
+		// Before this process's first clear, the last release may have
+		// been a previous flowstated's.
+		if rec, err := e.cfg.Store.ReleasedVswitchd(); err == nil {
+			e.releasedVswitchd = rec
+		}
+	}
+	return id != e.releasedVswitchd && id != e.mirrors.seenReleased, true
 }
 
-// noteReleased records the mirror connections up when vswitchd was
-// released (vswitchdHeld). flagMu must be held.
-func (e *Engine) noteReleased() {
-	e.mirrors.mu.Lock()
-	defer e.mirrors.mu.Unlock()
-	e.mirrors.released = e.mirrors.released[:0]
-	for _, m := range e.mirrors.byName {
-		m.mu.Lock()
-		if connAlive(m.conn) {
-			e.mirrors.released = append(e.mirrors.released, m.conn)
-		}
-		m.mu.Unlock()
+// noteReleased records the running vswitchd as released when the flag is off
+// and vswitchd has caught up with OVSDB (cur_cfg reached next_cfg): it has
+// read the flag false, so it is not held, whatever the flag reads later
+// (vswitchdHeld). flagMu must be held.
+func (e *Engine) noteReleased(c *ovsconfig.Client) {
+	if next, cur, err := c.Config(); err != nil || cur < next {
+		return
+	}
+	if id := e.vswitchdIdentity(); id != "" {
+		e.mirrors.seenReleased = id
 	}
 }
 

@@ -16,18 +16,15 @@ import (
 	"github.com/flowstate-io/flowstate/store"
 )
 
-// BenchmarkMirrorRefresh1k is one refresh of the mirror of an unmanaged
-// bridge holding 1,000 flows: dump flows, groups and meters, canonicalise,
-// hash and compare with the stored mirror (unchanged: no write). It reports
-// flowstated's CPU per refresh too; docs/operations.md quotes the figures.
-func BenchmarkMirrorRefresh1k(b *testing.B) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+// mirrorBench starts a sandbox whose br-ex holds 1,000 flows installed with
+// ovs-ofctl, and dials it.
+func mirrorBench(ctx context.Context, b *testing.B) *ofconn.Conn {
+	b.Helper()
 	sb, err := sandbox.Start(ctx, sandbox.Options{})
 	if err != nil {
 		b.Fatalf("start OVS sandbox (%s): %v", sandbox.InstallHint, err)
 	}
-	defer sb.Close()
+	b.Cleanup(func() { _ = sb.Close() })
 	if err := sb.AddBridge(ctx, "br-ex"); err != nil {
 		b.Fatal(err)
 	}
@@ -42,16 +39,42 @@ func BenchmarkMirrorRefresh1k(b *testing.B) {
 	if out, err := sb.Ofctl(ctx, "add-flows", "br-ex", file); err != nil {
 		b.Fatal(err, out)
 	}
+	conn, err := ofconn.Dial(ctx, sb.MgmtPath("br-ex"), ofconn.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+// cpuPerOp runs op b.N times and reports flowstated's CPU per op.
+func cpuPerOp(b *testing.B, op func()) {
+	var r0 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &r0)
+	b.ResetTimer()
+	for b.Loop() {
+		op()
+	}
+	var r1 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &r1)
+	cpu := time.Duration(r1.Utime.Nano()+r1.Stime.Nano()-r0.Utime.Nano()-r0.Stime.Nano()) / time.Duration(b.N)
+	b.ReportMetric(float64(cpu.Microseconds()), "cpu-µs/op")
+}
+
+// BenchmarkMirrorRefresh1k is one refresh of the mirror of an unmanaged
+// bridge holding 1,000 flows: dump flows, groups and meters, canonicalise,
+// hash and compare with the stored mirror (unchanged: no write), what an
+// interval costs after a reported change. It reports flowstated's CPU per
+// refresh too; docs/operations.md quotes the figures.
+func BenchmarkMirrorRefresh1k(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	conn := mirrorBench(ctx, b)
 	st, err := store.Open(filepath.Join(b.TempDir(), "flowstate.db"), store.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer st.Close()
-	conn, err := ofconn.Dial(ctx, sb.MgmtPath("br-ex"), ofconn.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close()
 	refresh := func() int {
 		actual, err := dumpAll(ctx, conn)
 		if err != nil {
@@ -69,14 +92,22 @@ func BenchmarkMirrorRefresh1k(b *testing.B) {
 	if n := refresh(); n != 1001 {
 		b.Fatalf("mirrored %d entries, want 1,000 flows and the default one", n)
 	}
-	var r0 syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &r0)
-	b.ResetTimer()
-	for b.Loop() {
-		refresh()
+	cpuPerOp(b, func() { refresh() })
+}
+
+// BenchmarkMirrorQuiet is one quiet interval of the mirror (serveMirror): no
+// flow change reported, so only the groups and meters are dumped and hashed.
+// Its cost does not depend on the bridge's flows.
+func BenchmarkMirrorQuiet(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	conn := mirrorBench(ctx, b)
+	if _, err := conn.MonitorFlows(ctx); err != nil {
+		b.Fatal(err)
 	}
-	var r1 syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &r1)
-	cpu := time.Duration(r1.Utime.Nano()+r1.Stime.Nano()-r0.Utime.Nano()-r0.Stime.Nano()) / time.Duration(b.N)
-	b.ReportMetric(float64(cpu.Microseconds()), "cpu-µs/op")
+	cpuPerOp(b, func() {
+		if _, err := dumpOthersHash(ctx, conn); err != nil {
+			b.Fatal(err)
+		}
+	})
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/ofconn"
+	"github.com/flowstate-io/flowstate/store"
 )
 
 // Keys of a managed bridge's OVSDB external_ids.
@@ -34,6 +35,12 @@ type ownerState struct {
 	claimed atomic.Bool
 	// refused is the message of the last refusal ("" when none).
 	refused atomic.Pointer[string]
+}
+
+// standingAside reports whether this engine refused the bridge and has not
+// claimed it since.
+func (o *ownerState) standingAside() bool {
+	return o.refused.Load() != nil && !o.claimed.Load()
 }
 
 // check fails replays of a bridge this engine has not claimed.
@@ -61,11 +68,18 @@ func (o *ownerState) check(bridge string) error {
 //     writes are stored only, status says why and what to do), unless
 //     TakeOver, or until an operator writes this store's id there.
 //  3. It names none (a new bridge, or one of a flowstated that did not
-//     record it): claim if this store managed the bridge before, or holds
-//     entries for it, or if the bridge holds nothing but the default flow;
-//     else stand aside as in 2.
-//  4. On claim, write this store's id and this instance into OVSDB, and
-//     record in the store that it manages the bridge.
+//     record it): stand aside if this store stood aside from the bridge
+//     before (step 5); else claim if this store managed the bridge before,
+//     or holds entries for it, or if the bridge holds nothing but the
+//     default flow; else stand aside as in 2.
+//  4. On claim, write this store's id and this instance into OVSDB, record
+//     in the store that it manages the bridge, and forget any decision to
+//     stand aside.
+//  5. On standing aside, record the decision in the store: a vswitchd
+//     restart empties the bridge, and the empty bridge must not then be
+//     claimed for this store's state (the controller that owns it
+//     reinstalls its flows). Only an operator ends it: this store's id in
+//     OVSDB, or TakeOver.
 //
 // One live flowstated per bridge is ensured before, by LockBridges.
 func (e *Engine) claim(ctx context.Context, b *bridge, conn *ofconn.Conn, log *slog.Logger) bool {
@@ -146,10 +160,23 @@ func (e *Engine) claimOnce(ctx context.Context, b *bridge, conn *ofconn.Conn, ou
 		if instance == "" {
 			instance = "an unknown instance"
 		}
-		return fmt.Sprintf("bridge %s was last managed by another flowstate store (%s, by %s), not this one (%s): "+
+		why := fmt.Sprintf("bridge %s was last managed by another flowstate store (%s, by %s), not this one (%s): "+
 			"the store is new, was lost, or is another instance's; flowstated stands aside and deletes nothing there. %s",
-			b.name, recorded, instance, ours, howTo), nil
+			b.name, recorded, instance, ours, howTo)
+		// OVSDB's record is the reason; the store's keeps it should
+		// OVSDB's go.
+		if _, err := e.recordStoodAside(b, why); err != nil {
+			return "", err
+		}
+		return why, nil
 	default:
+		aside, err := e.cfg.Store.StoodAsideBridges()
+		if err != nil {
+			return "", err
+		}
+		if a, ok := aside[b.name]; ok {
+			return a.Reason, nil
+		}
 		managed, err := e.cfg.Store.Managed(b.name)
 		if err != nil {
 			return "", err
@@ -163,8 +190,8 @@ func (e *Engine) claimOnce(ctx context.Context, b *bridge, conn *ofconn.Conn, ou
 				*foreign = n
 			}
 			if *foreign > 0 {
-				return fmt.Sprintf("bridge %s holds %d flows, groups or meters, and this store (%s) never managed it: "+
-					"flowstated stands aside and deletes nothing there. %s", b.name, *foreign, ours, howTo), nil
+				return e.recordStoodAside(b, fmt.Sprintf("bridge %s holds %d flows, groups or meters, and this store (%s) never managed it: "+
+					"flowstated stands aside and deletes nothing there. %s", b.name, *foreign, ours, howTo))
 			}
 		}
 	}
@@ -177,9 +204,48 @@ func (e *Engine) claimOnce(ctx context.Context, b *bridge, conn *ofconn.Conn, ou
 	if err := e.cfg.Store.MarkManaged(b.name, time.Now()); err != nil {
 		return "", err
 	}
+	if err := e.cfg.Store.ClearStoodAside(b.name); err != nil {
+		return "", err
+	}
 	b.owner.claimed.Store(true)
 	e.cfg.Metrics.standingAside.WithLabelValues(b.name).Set(0)
 	return "", nil
+}
+
+// recordStoodAside keeps the decision to stand aside from b in the store
+// (step 5 of claim) and returns the reason of the decision kept: the first
+// one, which later rounds and restarts repeat.
+func (e *Engine) recordStoodAside(b *bridge, why string) (string, error) {
+	now := time.Now()
+	kept, err := e.cfg.Store.SetStoodAside(b.name, store.StoodAside{Since: now, Reason: why +
+		" This decision is kept in the store (since " + now.UTC().Format(time.RFC3339) + ") across restarts of vswitchd and " +
+		"flowstated, also once the bridge is empty, until the bridge is adopted as above."})
+	if err != nil {
+		return "", err
+	}
+	return kept.Reason, nil
+}
+
+// loadStoodAside restores the decisions to stand aside that the store keeps
+// (claim, step 5), so that from the start nothing is armed or replayed for
+// those bridges.
+func (e *Engine) loadStoodAside() error {
+	aside, err := e.cfg.Store.StoodAsideBridges()
+	if err != nil {
+		return err
+	}
+	for _, name := range e.order {
+		a, ok := aside[name]
+		if !ok {
+			continue
+		}
+		b := e.bridges[name]
+		b.owner.refused.Store(&a.Reason)
+		e.cfg.Metrics.standingAside.WithLabelValues(name).Set(1)
+		e.log.Error("standing aside: this flowstated will not change the bridge", "bridge", name, "reason", a.Reason, "since", a.Since)
+		e.publish(events.Event{Type: events.BridgeStoodAside, Bridge: name, Message: a.Reason})
+	}
+	return nil
 }
 
 // foreignEntries counts what the switch holds besides the default flow

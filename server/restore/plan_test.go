@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/errdefs"
@@ -103,15 +104,16 @@ func TestQuarantineSkipsDependents(t *testing.T) {
 	flows := []entry.Entry{flowEnt(t, 0, 1, 0, 7), flowEnt(t, 0, 2, 0, 8), flowEnt(t, 0, 3, 0, 7)}
 	fs := testScan(t, append([]entry.Entry{meter7, meter8}, flows...), nil, nil)
 	e := &Engine{cfg: Config{Store: fs.store}}
-	q := map[string]Quarantined{key(entry.KindMeter, meter7.ID): {Entry: meter7}}
-	skip, err := e.quarantineSkips("br-int", q)
+	var q quarantineSet
+	q.add(key(entry.KindMeter, meter7.ID), entry.KindMeter, "m", "refused", time.Now(), false)
+	skip, err := e.quarantineSkips("br-int", &q)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(skip) != 3 || !skip[key(entry.KindFlow, flows[0].ID)] || skip[key(entry.KindFlow, flows[1].ID)] || !skip[key(entry.KindFlow, flows[2].ID)] {
 		t.Fatalf("skip %v, want meter 7 and the flows of priority 1 and 3", skip)
 	}
-	if skip, _ := e.quarantineSkips("br-int", nil); len(skip) != 0 {
+	if skip, _ := e.quarantineSkips("br-int", &quarantineSet{}); len(skip) != 0 {
 		t.Fatal("skips without a quarantine")
 	}
 }

@@ -40,9 +40,11 @@ import (
 //  3. Rebuild and resend while each round quarantines something new, for at
 //     most Config.MaxReplayTime.
 
-// prediction is an entry a pre-check expects the switch to refuse.
+// prediction is an entry a pre-check expects the switch to refuse, or that
+// the crash-loop protection holds out (poison.go).
 type prediction struct {
-	entry  entry.Entry
+	kind   entry.Kind
+	module string
 	reason string
 }
 
@@ -119,7 +121,7 @@ func (fs *flowScan) predictRefusals(others []entry.Entry, limits []ovsconfig.Tab
 				return nil, err
 			}
 			if ok {
-				preds[key(entry.KindFlow, id)] = prediction{entry: d, reason: reason}
+				preds[key(entry.KindFlow, id)] = prediction{kind: entry.KindFlow, module: d.Module, reason: reason}
 			}
 		}
 	}
@@ -167,12 +169,14 @@ func (fs *flowScan) predictFull(l ovsconfig.TableLimit, preds map[string]predict
 	}
 	reason := fmt.Sprintf("OFPFMFC_TABLE_FULL (predicted): table %d holds at most %d flows (Flow_Table flow_limit, overflow_policy refuse)", t, l.FlowLimit)
 	n := 0
+	var modules strTable // one string per module, not per flow
 	return scan(func(on bool, rec store.Record) {
 		if on {
 			return
 		}
 		if n++; n > room {
-			preds[key(entry.KindFlow, rec.ID)] = prediction{entry: recordEntry(rec), reason: reason}
+			m := modules.get(modules.intern(string(rec.Module)))
+			preds[key(entry.KindFlow, rec.ID)] = prediction{kind: entry.KindFlow, module: m, reason: reason}
 		}
 	})
 }
@@ -182,34 +186,49 @@ func (fs *flowScan) predictFull(l ovsconfig.TableLimit, preds map[string]predict
 // predictRefusals), which replace the predictions of the previous round in
 // b's quarantine.
 func (e *Engine) skipsLocked(b *bridge, fs *flowScan, others []entry.Entry, limits []ovsconfig.TableLimit, log *slog.Logger) error {
-	skip := make(map[string]bool, len(b.quarantine))
-	for k, q := range b.quarantine {
-		if !q.predicted {
+	skip := make(map[string]bool, b.quarantine.len())
+	b.quarantine.each(func(k string, predicted bool) bool {
+		if !predicted {
 			skip[k] = true
 		}
-	}
+		return true
+	})
 	fs.skip = skip
+	held, err := e.poisonHeldLocked(b, fs)
+	if err != nil {
+		return err
+	}
+	for k := range held {
+		skip[k] = true
+	}
 	preds, err := fs.predictRefusals(others, limits)
 	if err != nil {
 		return err
 	}
-	released := 0
-	for k, q := range b.quarantine {
-		if _, still := preds[k]; q.predicted && !still {
-			delete(b.quarantine, k)
-			released++
-		}
+	for k, p := range held {
+		preds[k] = p
 	}
+	var gone []string
+	b.quarantine.each(func(k string, predicted bool) bool {
+		if _, still := preds[k]; predicted && !still {
+			gone = append(gone, k)
+		}
+		return true
+	})
+	for _, k := range gone {
+		b.quarantine.remove(k)
+	}
+	released := len(gone)
 	if released > 0 {
 		log.Info("quarantine lifted: the cause of a predicted refusal is gone", "entries", released)
 	}
-	var fresh []Quarantined
+	var fresh []quarantining
 	for k, p := range preds {
 		skip[k] = true
-		if q, ok := b.quarantine[k]; ok && q.Reason == p.reason {
+		if reason, _, ok := b.quarantine.reason(k); ok && reason == p.reason {
 			continue
 		}
-		fresh = append(fresh, Quarantined{Bridge: b.name, Entry: p.entry, Reason: p.reason, Since: time.Now(), predicted: true})
+		fresh = append(fresh, quarantining{key: k, kind: p.kind, module: p.module, reason: p.reason, predicted: true})
 	}
 	e.addQuarantineLocked(b, fresh, log)
 	if released > 0 && len(fresh) == 0 {
@@ -222,14 +241,17 @@ func (e *Engine) skipsLocked(b *bridge, fs *flowScan, others []entry.Entry, limi
 // entries, and the desired flows that use a quarantined group or meter (the
 // switch would refuse them). A replay derives the latter as predicted
 // refusals instead (predictRefusals), which also lists them.
-func (e *Engine) quarantineSkips(bridge string, q map[string]Quarantined) (map[string]bool, error) {
-	skip := make(map[string]bool, len(q))
-	for k, qe := range q {
+func (e *Engine) quarantineSkips(bridge string, q *quarantineSet) (map[string]bool, error) {
+	skip := make(map[string]bool, q.len())
+	var refs []entry.Ref
+	q.each(func(k string, _ bool) bool {
 		skip[k] = true
-		if qe.Entry.Kind == entry.KindFlow {
-			continue
+		if kind := entry.Kind(k[0]); kind != entry.KindFlow && len(k) == 5 {
+			refs = append(refs, entry.Ref{Kind: kind, ID: binary.BigEndian.Uint32([]byte(k[1:]))})
 		}
-		r := entry.Ref{Kind: qe.Entry.Kind, ID: binary.BigEndian.Uint32(qe.Entry.ID)}
+		return true
+	})
+	for _, r := range refs {
 		err := e.cfg.Store.EachUser(bridge, r, func(id []byte) error {
 			skip[key(entry.KindFlow, id)] = true
 			return nil
@@ -246,18 +268,18 @@ func (e *Engine) quarantineSkips(bridge string, q map[string]Quarantined) (map[s
 // when there is nothing new to quarantine (the switch refused a delete), so
 // the replay fails instead of looping.
 func (e *Engine) quarantineLocked(b *bridge, re *RejectedError, siblings func(Change, string) ([]Change, error), log *slog.Logger) (bool, error) {
-	var fresh []Quarantined
+	var fresh []quarantining
 	seen := map[string]bool{}
 	add := func(c Change, reason string) {
 		if c.Op == OpDelete {
 			return
 		}
 		k := key(c.Kind, c.Desired.ID)
-		if _, dup := b.quarantine[k]; dup || seen[k] {
+		if b.quarantine.has(k) || seen[k] {
 			return
 		}
 		seen[k] = true
-		fresh = append(fresh, Quarantined{Bridge: b.name, Entry: c.Desired, Reason: reason, Since: time.Now()})
+		fresh = append(fresh, quarantining{key: k, kind: c.Kind, module: c.Desired.Module, reason: reason})
 	}
 	for i, c := range re.Changes {
 		add(c, re.Reasons[i])
@@ -273,15 +295,21 @@ func (e *Engine) quarantineLocked(b *bridge, re *RejectedError, siblings func(Ch
 	return len(fresh) > 0, nil
 }
 
+// quarantining is an entry to quarantine (addQuarantineLocked).
+type quarantining struct {
+	key       string
+	kind      entry.Kind
+	module    string
+	reason    string
+	predicted bool
+}
+
 // addQuarantineLocked puts qs in b's quarantine, counts them, and reports
 // them with one log line and one event per module, kind and reason (a mass
 // refusal must not flood the log or the event ring).
-func (e *Engine) addQuarantineLocked(b *bridge, qs []Quarantined, log *slog.Logger) {
+func (e *Engine) addQuarantineLocked(b *bridge, qs []quarantining, log *slog.Logger) {
 	if len(qs) == 0 {
 		return
-	}
-	if b.quarantine == nil {
-		b.quarantine = make(map[string]Quarantined, len(qs))
 	}
 	type cause struct {
 		module string
@@ -289,9 +317,10 @@ func (e *Engine) addQuarantineLocked(b *bridge, qs []Quarantined, log *slog.Logg
 		reason string
 	}
 	count := map[cause]int{}
+	now := time.Now()
 	for _, q := range qs {
-		b.quarantine[key(q.Entry.Kind, q.Entry.ID)] = q
-		count[cause{q.Entry.Module, q.Entry.Kind, q.Reason}]++
+		b.quarantine.add(q.key, q.kind, q.module, q.reason, now, q.predicted)
+		count[cause{q.module, q.kind, q.reason}]++
 	}
 	e.cfg.Metrics.quarantined.WithLabelValues(b.name).Add(float64(len(qs)))
 	causes := make([]cause, 0, len(count))
@@ -303,14 +332,14 @@ func (e *Engine) addQuarantineLocked(b *bridge, qs []Quarantined, log *slog.Logg
 	})
 	for _, c := range causes {
 		n := count[c]
-		log.Error("entries quarantined: the switch refuses them; the rest of the replay goes on without them",
+		log.Error("entries quarantined: the switch refuses them, or would, or they crash it; the rest of the replay goes on without them",
 			"kind", c.kind, "module", c.module, "entries", n, "reason", c.reason)
 		what := c.kind.String()
 		if n > 1 {
 			what = fmt.Sprintf("%d %ss", n, c.kind)
 		}
 		e.publish(events.Event{Type: events.EntryQuarantined, Bridge: b.name, Module: c.module,
-			Message: fmt.Sprintf("%s of module %s refused by the switch: %s", what, c.module, c.reason),
+			Message: fmt.Sprintf("%s of module %s quarantined: %s", what, c.module, c.reason),
 			Attrs:   map[string]string{"kind": c.kind.String(), "reason": c.reason, "entries": strconv.Itoa(n)}})
 	}
 	b.publishLocked()

@@ -129,8 +129,8 @@ func TestPredictMissingReferences(t *testing.T) {
 		if preds[k].reason != reason {
 			t.Errorf("reason %q, want %q", preds[k].reason, reason)
 		}
-		if string(preds[k].entry.Payload) == "" || preds[k].entry.Module != "m" {
-			t.Errorf("predicted entry %v lacks its payload or module", preds[k].entry)
+		if preds[k].kind != entry.KindFlow || preds[k].module != "m" {
+			t.Errorf("predicted entry %v lacks its kind or module", preds[k])
 		}
 	}
 }
@@ -166,9 +166,9 @@ func TestPredictTableLimit(t *testing.T) {
 		t.Fatalf("flow using a quarantined group: %q", p.reason)
 	}
 	var refused []uint16
-	for _, p := range preds {
+	for k, p := range preds {
 		if strings.HasPrefix(p.reason, "OFPFMFC_TABLE_FULL (predicted): table 7 holds at most 5 flows") {
-			refused = append(refused, binary.BigEndian.Uint16(p.entry.ID[1:]))
+			refused = append(refused, binary.BigEndian.Uint16([]byte(k[2:])))
 		}
 	}
 	// 5 - 2 held - 1 foreign = room for priorities 1 and 2; the flow using

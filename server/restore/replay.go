@@ -357,6 +357,10 @@ func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn,
 		if err != nil {
 			return r, err
 		}
+		// Damage the plan's reads met was left out of it (damage.go).
+		for _, k := range e.noteDamageLocked(b, log) {
+			fs.skip[k] = true
+		}
 		r.Entries = p.entries
 		r.count(slices.Concat(p.pre, p.groupsIn, p.flowDels, p.foreignFlows, p.groupDels, p.post))
 		r.Adds, r.Modifies = r.Adds+p.adds, r.Modifies+p.modifies
@@ -422,7 +426,7 @@ func (e *Engine) diffNow(ctx context.Context, b *bridge, conn *ofconn.Conn, fn f
 		return err
 	}
 	defer sw.releaseMemory()
-	skip, err := e.quarantineSkips(b.name, b.quarantine)
+	skip, err := e.quarantineSkips(b.name, &b.quarantine)
 	if err != nil {
 		return err
 	}

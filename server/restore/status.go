@@ -6,7 +6,15 @@ import "github.com/flowstate-io/flowstate/store"
 func (e *Engine) Status() []BridgeStatus {
 	out := make([]BridgeStatus, 0, len(e.order))
 	for _, name := range e.order {
-		out = append(out, e.bridges[name].snapshot())
+		st := e.bridges[name].snapshot()
+		if len(st.listed) > 0 {
+			qs, err := resolveListed(e.cfg.Store, name, st.listed)
+			if err != nil {
+				e.log.Warn("status: reading the quarantined entries failed; they are counted, not listed", "bridge", name, "err", err)
+			}
+			st.Quarantined = qs
+		}
+		out = append(out, st)
 	}
 	return out
 }

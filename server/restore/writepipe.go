@@ -132,7 +132,7 @@ func (e *Engine) openPipe(ctx context.Context, b *bridge) *pipe {
 	done := b.busy()
 	b.mu.Lock()
 	conn := b.conn
-	if conn == nil || !b.converged || len(b.quarantine) > 0 || !e.gate.isOpen() || ctx.Err() != nil {
+	if conn == nil || !b.converged || b.quarantine.len() > 0 || !e.gate.isOpen() || ctx.Err() != nil {
 		b.mu.Unlock()
 		done()
 		return nil

@@ -112,13 +112,16 @@ func rejection(re *RejectedError) error {
 // unquarantineLocked forgets the quarantine of entries a module writes
 // again: the write itself tells whether the switch accepts them now.
 func (b *bridge) unquarantineLocked(es []entry.Entry) {
-	if len(b.quarantine) == 0 {
+	if b.quarantine.len() == 0 {
 		return
 	}
+	removed := false
 	for _, en := range es {
-		delete(b.quarantine, key(en.Kind, en.ID))
+		removed = b.quarantine.remove(key(en.Kind, en.ID)) || removed
 	}
-	b.publishLocked()
+	if removed {
+		b.publishLocked()
+	}
 }
 
 // Reconcile replays bridgeName now and returns its state.

@@ -226,10 +226,10 @@ func (e *Engine) commitStaged(ctx context.Context, b *bridge, r *writeReq) (res 
 	// stored, as for any write: the switch tells again whether it takes
 	// them.
 	var unquarantine []string
-	if len(b.quarantine) > 0 {
+	if b.quarantine.len() > 0 {
 		w.Declared = func(kind entry.Kind, id []byte) {
 			k := key(kind, id)
-			if _, q := b.quarantine[k]; q {
+			if b.quarantine.has(k) {
 				unquarantine = append(unquarantine, k)
 			}
 		}
@@ -286,7 +286,7 @@ func (e *Engine) commitStaged(ctx context.Context, b *bridge, r *writeReq) (res 
 	e.cfg.Metrics.stagedWrites.WithLabelValues(b.name).Inc()
 	if len(unquarantine) > 0 {
 		for _, k := range unquarantine {
-			delete(b.quarantine, k)
+			b.quarantine.remove(k)
 		}
 		b.publishLocked()
 	}

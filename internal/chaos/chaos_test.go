@@ -1,0 +1,102 @@
+package chaos
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// ciSeeds are the seeds CI runs on every change: each draws a schedule of
+// ciSteps faults over every kind.
+var ciSeeds = []uint64{1, 2}
+
+const ciSteps = 10
+
+// TestChaosSeeds runs the fixed seeds against the real binaries and fails on
+// any violation, printing the seed and the schedule up to it.
+func TestChaosSeeds(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	bin := build(ctx, t)
+	for _, seed := range ciSeeds {
+		t.Run("seed"+strconv.FormatUint(seed, 10), func(t *testing.T) {
+			rep, err := Run(ctx, Config{Seed: seed, Steps: ciSteps, Flowstated: bin})
+			if err != nil {
+				t.Fatal(err)
+			}
+			report(t, rep)
+		})
+	}
+}
+
+func build(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "chaos-bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	bin, err := BuildFlowstated(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+func report(t *testing.T, rep *Report) {
+	t.Helper()
+	var b strings.Builder
+	rep.Print(&b)
+	t.Log("\n" + b.String())
+	if rep.Ops.Total() == 0 || rep.Checks.Total() == 0 {
+		t.Errorf("the run executed %d operations and %d checks: the harness did not exercise anything", rep.Ops.Total(), rep.Checks.Total())
+	}
+	if rep.Failed() {
+		t.Logf("flowstated and guard logs:\n%s", rep.Logs)
+		t.Fatalf("%d violations (seed %d)", len(rep.Violations), rep.Seed)
+	}
+}
+
+func TestScheduleRoundTrip(t *testing.T) {
+	s := Generate(42, 30, nil)
+	if again := Generate(42, 30, nil); again.Encode() != s.Encode() {
+		t.Fatal("the same seed drew two schedules")
+	}
+	if prefix := Generate(42, 10, nil); prefix.Encode() != s[:10].Encode() {
+		t.Fatal("a shorter schedule of the same seed is not the prefix of the longer one")
+	}
+	back, err := ParseSchedule(s.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Encode() != s.Encode() {
+		t.Fatalf("round trip changed the schedule:\n%s\n%s", s.Encode(), back.Encode())
+	}
+	for _, bad := range []string{"", "vswitchd-kill:1", "nosuch:1:2", "guard-kill:x:2"} {
+		if _, err := ParseSchedule(bad); err == nil {
+			t.Errorf("ParseSchedule(%q) accepted", bad)
+		}
+	}
+}
+
+func TestShrinkFindsTheCulprit(t *testing.T) {
+	s := Generate(7, 24, nil)
+	culprit := s[13]
+	calls := 0
+	short := Shrink(s, func(c Schedule) bool {
+		calls++
+		for _, st := range c {
+			if st == culprit {
+				return true
+			}
+		}
+		return false
+	})
+	if len(short) != 1 || short[0] != culprit {
+		t.Fatalf("shrunk to %v, want only %v", short, culprit)
+	}
+	t.Logf("shrunk 24 steps to 1 in %d runs", calls)
+}

@@ -1,0 +1,58 @@
+// Package chaos searches for the faults nobody named: it runs a seeded,
+// randomized schedule of faults against the real binaries (flowstated, its
+// spawned guard, ovsdb-server and ovs-vswitchd in a private sandbox) while
+// several modules write, and checks flowstate's promises continuously and at
+// quiescence.
+//
+// # What a run does
+//
+//  1. Start a sandbox with two bridges: br-int, managed by flowstated, and
+//     br-ex, unmanaged (preserved from flowstated's mirror). Both carry the
+//     same deny policy: TCP to 10.0.0.99 is dropped, everything else from
+//     port 1 goes out of port 2. br-ex's copy is installed with ovs-ofctl.
+//  2. Start flowstated (spawn guard, short grace and --max-hold) and wait
+//     until br-int is converged and the flag re-armed.
+//  3. Run module writers (Put, Delete, Sync, a staged Sync, MarkReady, and a
+//     Backup reader) and a prober (SYNs to an allowed and to the denied
+//     address on both bridges) for the whole run, while the schedule's
+//     faults run one after another: vswitchd killed, terminated, frozen;
+//     flowstated killed, frozen, terminated, restarted with a new boot id;
+//     the guard killed or frozen; the lease unlinked; br-int's protocols
+//     restricted to OpenFlow 1.3 for a while; a Backup reader that stalls;
+//     ovsdb-server restarted; a flow_limit on one of br-int's tables.
+//     A vswitchd that dies without the schedule killing it is restarted,
+//     as systemd would, and counted.
+//  4. Quiesce: stop the writers, heal everything, and wait for convergence.
+//  5. Check the invariants at quiescence, stop flowstated, and check that
+//     nothing it started is left running.
+//
+// # Invariants
+//
+//   - hold: once vswitchd runs unfrozen, the node forwards the allowed SYN
+//     within the promise (the guard's grace, then the longest bounded hold,
+//     then slack) of the last disruption.
+//   - deny: the denied SYN is never forwarded on br-int after a vswitchd
+//     start that found the flag armed while flowstated was alive. (Without
+//     the flag armed, plain Open vSwitch forwards with NORMAL until the
+//     replay: that is the promise's floor, not a violation.)
+//   - acked: every acknowledged write (and acknowledged deletion) is what
+//     the store lists at quiescence; writes whose outcome is unknown (the
+//     call failed with UNAVAILABLE, a deadline, a cancellation) are skipped.
+//   - converged: at quiescence the diff of br-int is empty, status says
+//     converged, and br-ex holds its policy again (or exactly plain OVS's
+//     default flow after a vswitchd start that found the flag clear).
+//   - protected: at rest the flag stays armed, with a guard running, for
+//     longer than a grace.
+//   - crashloop: vswitchd never dies by itself more than twice in a row.
+//   - leftover: nothing flowstated started (its guard) runs after the run.
+//
+// # Reproducing
+//
+// Every violation is printed with the seed and the schedule up to it. The
+// schedule is a function of the seed and the step count alone, so
+// `flowstate-chaos -seed N -steps K` replays it (timing against real
+// processes still varies between runs). `-shrink` reruns a failing schedule
+// with steps removed until no step can be dropped, and prints the shortest
+// schedule that still fails: that schedule becomes a regular test (see
+// chaos_test.go).
+package chaos

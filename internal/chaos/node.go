@@ -1,0 +1,303 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/flowstate-io/flowstate/client"
+	"github.com/flowstate-io/flowstate/internal/sandbox"
+	"github.com/flowstate-io/flowstate/server/guard"
+)
+
+// Bridges of a run: br-int is managed, br-ex unmanaged (mirrored).
+const (
+	Managed   = "br-int"
+	Unmanaged = "br-ex"
+)
+
+// policy is the deny policy both bridges carry: TCP to DeniedIP dropped,
+// everything else from port 1 out of port 2.
+var policy = []string{
+	"table=0,priority=100,tcp,nw_dst=" + DeniedIP + ",actions=drop",
+	"table=0,priority=50,in_port=1,actions=output:2",
+}
+
+// DeniedIP and AllowedIP are the destinations of the prober's SYNs.
+const (
+	DeniedIP  = "10.0.0.99"
+	AllowedIP = "10.0.0.2"
+)
+
+// timings of the flowstated a run starts; the hold invariant is derived
+// from them.
+const (
+	guardGrace       = 3 * time.Second
+	maxHold          = 4 * time.Second
+	readinessTimeout = 5 * time.Second
+)
+
+// node is the sandbox and the flowstated process of one run.
+type node struct {
+	sb    *sandbox.Sandbox
+	dir   string
+	bin   string
+	sock  string
+	lease string
+	boot  int
+	log   *slog.Logger
+	c     *client.Client
+
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	waited  chan struct{}
+	frozen  bool
+	out     bytes.Buffer // every run's stderr
+	started []int        // pids of every flowstated run, for the leftover check
+}
+
+func newNode(ctx context.Context, bin string, log *slog.Logger) (*node, error) {
+	sb, err := sandbox.Start(ctx, sandbox.Options{Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	n := &node{sb: sb, dir: sb.Dir(), bin: bin, log: log}
+	if err := n.setup(ctx); err != nil {
+		_ = sb.Close()
+		return nil, err
+	}
+	return n, nil
+}
+
+func (n *node) setup(ctx context.Context) error {
+	for _, br := range []string{Managed, Unmanaged} {
+		if err := n.sb.AddBridge(ctx, br); err != nil {
+			return err
+		}
+		for i, p := range []string{"p1", "p2"} {
+			if err := n.sb.AddPort(ctx, br, br+"-"+p, i+1); err != nil {
+				return err
+			}
+		}
+	}
+	// br-ex's policy is another controller's: flowstated only mirrors it.
+	// The controller replaces the default flow, as one in secure fail mode
+	// would.
+	if _, err := n.sb.Ofctl(ctx, "del-flows", Unmanaged); err != nil {
+		return err
+	}
+	for _, f := range policy {
+		if _, err := n.sb.Ofctl(ctx, "add-flow", Unmanaged, f); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(n.dir, "run"), 0o750); err != nil {
+		return err
+	}
+	n.sock = filepath.Join(n.dir, "run", "fs.sock")
+	n.lease = filepath.Join(n.dir, "run", "lease")
+	if err := n.newBoot(); err != nil {
+		return err
+	}
+	c, err := client.New("unix://" + n.sock)
+	if err != nil {
+		return err
+	}
+	n.c = c
+	return nil
+}
+
+// newBoot writes a new host boot id: the next flowstated start is cold.
+func (n *node) newBoot() error {
+	n.boot++
+	return os.WriteFile(filepath.Join(n.dir, "boot_id"), fmt.Appendf(nil, "chaos-boot-%d\n", n.boot), 0o600)
+}
+
+func (n *node) args() []string {
+	return []string{
+		"--bridge", Managed, "--unmanaged-bridges", "preserve",
+		"--ovs-rundir", n.sb.RunDir(), "--ovsdb", n.sb.DBAddr(),
+		"--db", filepath.Join(n.dir, "state", "fs.db"), "--listen", "unix://" + n.sock,
+		"--boot-id-file", filepath.Join(n.dir, "boot_id"), "--metrics-listen", "",
+		"--guard", "spawn", "--guard-lease", n.lease, "--guard-grace", guardGrace.String(),
+		"--max-hold", maxHold.String(), "--readiness-timeout", readinessTimeout.String(),
+		"--require-module", "policy", "--mirror-interval", "500ms", "--audit-interval", "2s",
+		"--stage-above", "200", "--ofp-echo-interval", "500ms", "--ofp-echo-timeout", "1500ms",
+	}
+}
+
+// startFlowstated starts flowstated; it does not wait for it.
+func (n *node) startFlowstated() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd != nil {
+		return errors.New("chaos: flowstated already running")
+	}
+	cmd := exec.Command(n.bin, n.args()...)
+	fmt.Fprintf(&n.out, "--- flowstated start %s\n", time.Now().Format(time.RFC3339Nano))
+	cmd.Stderr = &lockedWriter{mu: &n.mu, w: &n.out}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("chaos: start flowstated: %w", err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	n.cmd, n.waited, n.frozen = cmd, done, false
+	n.started = append(n.started, cmd.Process.Pid)
+	return nil
+}
+
+// alive reports whether flowstated runs and is not frozen.
+func (n *node) alive() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil || n.frozen {
+		return false
+	}
+	select {
+	case <-n.waited:
+		return false
+	default:
+		return true
+	}
+}
+
+// signalFlowstated sends sig; SIGKILL and SIGTERM wait for the exit (a
+// SIGTERM that is not obeyed within 15 s is an error and becomes a SIGKILL).
+func (n *node) signalFlowstated(sig syscall.Signal) error {
+	n.mu.Lock()
+	cmd, done := n.cmd, n.waited
+	n.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	if sig == syscall.SIGTERM || sig == syscall.SIGKILL {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+	}
+	if err := cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return err
+	}
+	n.mu.Lock()
+	switch sig {
+	case syscall.SIGSTOP:
+		n.frozen = true
+	case syscall.SIGCONT:
+		n.frozen = false
+	}
+	n.mu.Unlock()
+	if sig != syscall.SIGTERM && sig != syscall.SIGKILL {
+		return nil
+	}
+	var err error
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		err = fmt.Errorf("chaos: flowstated did not stop within 15 s of %v", sig)
+	}
+	n.mu.Lock()
+	n.cmd = nil
+	n.mu.Unlock()
+	return err
+}
+
+// exitedBySelf reports a flowstated that ended without a signal of ours.
+func (n *node) exitedBySelf() (bool, string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return false, ""
+	}
+	select {
+	case <-n.waited:
+		state := n.cmd.ProcessState.String()
+		n.cmd = nil
+		return true, state
+	default:
+		return false, ""
+	}
+}
+
+// guardPID is the pid the running guard wrote into its lock file, 0 if no
+// guard holds the lock.
+func (n *node) guardPID() int {
+	if ok, err := guard.Present(n.lease); err != nil || !ok {
+		return 0
+	}
+	b, err := os.ReadFile(guard.LockPath(n.lease))
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
+
+// waitServing waits until flowstated's API answers.
+func (n *node) waitServing(ctx context.Context) error {
+	for {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := n.c.Status(cctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if !sleepCtx(ctx, 50*time.Millisecond) {
+			return fmt.Errorf("chaos: flowstated not serving: %w", err)
+		}
+	}
+}
+
+// logs is every flowstated run's stderr and the guard's log.
+func (n *node) logs() string {
+	n.mu.Lock()
+	s := n.out.String()
+	n.mu.Unlock()
+	if b, err := os.ReadFile(n.lease + ".guard.log"); err == nil {
+		s += "--- guard log\n" + string(b)
+	}
+	return s
+}
+
+func (n *node) close() {
+	_ = n.signalFlowstated(syscall.SIGKILL)
+	if pid := n.guardPID(); pid > 0 {
+		_ = syscall.Kill(pid, syscall.SIGCONT)
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	if n.c != nil {
+		_ = n.c.Close()
+	}
+	_ = n.sb.Close()
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

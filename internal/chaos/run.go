@@ -1,0 +1,802 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/flowstate-io/flowstate/client"
+	"github.com/flowstate-io/flowstate/internal/sandbox"
+)
+
+// Invariant names, as reports count them.
+const (
+	InvHold      = "hold"
+	InvDeny      = "deny"
+	InvAcked     = "acked"
+	InvConverged = "converged"
+	InvCrashloop = "crashloop"
+	InvLeftover  = "leftover"
+	InvExit      = "flowstated-exit"
+	InvProtected = "protected"
+)
+
+// holdBound is the longest a running vswitchd may go without forwarding
+// after a disruption: the guard's grace (flowstated silent), then the
+// longest bounded hold (a stuck bridge, or the cold-start gate), and slack
+// for a loaded two-core machine.
+const holdBound = guardGrace + readinessTimeout + 6*time.Second
+
+// Config configures Run.
+type Config struct {
+	// Seed draws the schedule and the writers' operations. Required unless
+	// Schedule is set (then it still seeds the writers).
+	Seed uint64
+	// Steps is the schedule's length when it is drawn from Seed.
+	Steps int
+	// Faults restricts the draw to these kinds (default AllFaults).
+	Faults []FaultKind
+	// Schedule, if set, runs instead of a drawn one (a replay, a shrink).
+	Schedule Schedule
+	// Flowstated is the flowstated binary. Required.
+	Flowstated string
+	// Settle bounds the wait for rest at quiescence (default 60 s).
+	Settle time.Duration
+	// Logger receives the harness's progress (optional).
+	Logger *slog.Logger
+}
+
+// Violation is one broken promise.
+type Violation struct {
+	Invariant string
+	// Step is the schedule step running (1-based; 0 before the first,
+	// len+1 at quiescence).
+	Step   int
+	At     time.Duration
+	Detail string
+}
+
+func (v Violation) String() string {
+	return fmt.Sprintf("[%s] at %v, step %d: %s", v.Invariant, v.At.Round(time.Millisecond), v.Step, v.Detail)
+}
+
+// Report is what a run executed and found.
+type Report struct {
+	Seed       uint64
+	Schedule   Schedule
+	Ops        *counter
+	Faults     *counter
+	Checks     *counter
+	Violations []Violation
+	Elapsed    time.Duration
+	// Logs holds flowstated's and the guard's logs when a violation was
+	// found.
+	Logs string
+}
+
+// Failed reports whether any invariant was violated.
+func (r *Report) Failed() bool { return len(r.Violations) > 0 }
+
+// Print writes the report: counts, then every violation with the seed and
+// the schedule up to it.
+func (r *Report) Print(w io.Writer) {
+	fmt.Fprintf(w, "seed %d: %d steps in %v, %d violations\n", r.Seed, len(r.Schedule), r.Elapsed.Round(time.Millisecond), len(r.Violations))
+	fmt.Fprintf(w, "operations (%d):\n%s", r.Ops.Total(), r.Ops)
+	fmt.Fprintf(w, "faults (%d):\n%s", r.Faults.Total(), r.Faults)
+	fmt.Fprintf(w, "invariant checks (%d; failed = violated):\n%s", r.Checks.Total(), r.Checks)
+	for _, v := range r.Violations {
+		upTo := min(max(v.Step, 0), len(r.Schedule))
+		fmt.Fprintf(w, "VIOLATION %s\n  seed %d, schedule up to it (replay: -schedule %q):\n%s",
+			v, r.Seed, r.Schedule[:upTo].Encode(), r.Schedule[:upTo])
+	}
+}
+
+// run is the state of one Run.
+type run struct {
+	cfg   Config
+	log   *slog.Logger
+	n     *node
+	start time.Time
+	rep   *Report
+
+	mu         sync.Mutex
+	step       int
+	epoch      int       // flowstated runs started
+	vsFrozen   bool      // vswitchd frozen by a fault
+	vsDown     bool      // vswitchd stopped by a fault
+	disrupted  time.Time // last time forwarding was legitimately interrupted
+	lastFwd    map[string]time.Time
+	vsStart    time.Time // the running vswitchd's start
+	strict     bool      // that start found the flag armed under a live flowstated
+	excusedAt  time.Time // last flowstated, guard or bridge fault: deny excused for vswitchd started before it ends
+	crashes    int       // vswitchd deaths in a row that no fault caused
+	unarmed    bool      // some vswitchd start found the flag clear: br-ex may be plain OVS's
+	guards     map[int]bool
+	holdWarned time.Time
+}
+
+// Run executes one seeded run. The error is for a harness that could not
+// run (no OVS, no binary); broken promises are in the report.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if cfg.Flowstated == "" {
+		return nil, errors.New("chaos: Config.Flowstated is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Settle <= 0 {
+		cfg.Settle = 60 * time.Second
+	}
+	sched := cfg.Schedule
+	if sched == nil {
+		sched = Generate(cfg.Seed, cfg.Steps, cfg.Faults)
+	}
+	r := &run{cfg: cfg, log: cfg.Logger, start: time.Now(), lastFwd: map[string]time.Time{}, guards: map[int]bool{},
+		rep: &Report{Seed: cfg.Seed, Schedule: sched, Ops: newCounter(), Faults: newCounter(), Checks: newCounter()}}
+	n, err := newNode(ctx, cfg.Flowstated, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	r.n = n
+	defer n.close()
+	if err := r.bringUp(ctx); err != nil {
+		return nil, fmt.Errorf("chaos: bring-up: %w\n%s", err, n.logs())
+	}
+
+	wctx, stopWriters := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	writers := []*writer{
+		newWriter("pod", 10, 1, cfg.Seed*3+1, n.c, r.currentEpoch),
+		newWriter("route", 20, 2, cfg.Seed*3+2, n.c, r.currentEpoch),
+	}
+	for _, w := range writers {
+		wg.Go(func() { r.writeLoop(wctx, w) })
+	}
+	wg.Go(func() { r.policyLoop(wctx) })
+	wg.Go(func() { r.probeLoop(wctx) })
+	wg.Go(func() { r.superviseLoop(wctx) })
+
+	for i, st := range sched {
+		r.setStep(i + 1)
+		if !sleepCtx(ctx, st.Pause) {
+			break
+		}
+		r.log.Info("fault", "step", i+1, "kind", st.Kind, "hold", st.Hold)
+		err := r.inject(ctx, st)
+		r.rep.Faults.add(string(st.Kind), err)
+		if err != nil {
+			r.log.Warn("fault could not be injected", "kind", st.Kind, "err", err)
+		}
+	}
+	r.setStep(len(sched) + 1)
+	stopWriters()
+	wg.Wait()
+	r.quiesce(ctx, writers)
+	r.rep.Elapsed = time.Since(r.start)
+	if r.rep.Failed() {
+		r.rep.Logs = n.logs()
+	}
+	return r.rep, nil
+}
+
+func (r *run) setStep(i int) {
+	r.mu.Lock()
+	r.step = i
+	r.mu.Unlock()
+}
+
+func (r *run) currentEpoch() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.epoch
+}
+
+func (r *run) violate(inv, format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	v := Violation{Invariant: inv, Step: r.step, At: time.Since(r.start), Detail: fmt.Sprintf(format, args...)}
+	r.log.Error("violation", "invariant", inv, "detail", v.Detail)
+	r.rep.Violations = append(r.rep.Violations, v)
+}
+
+// bringUp starts flowstated and waits until br-int holds the policy, the
+// flag is re-armed and a guard runs.
+func (r *run) bringUp(ctx context.Context) error {
+	if err := r.startFlowstated(ctx); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := r.syncPolicy(ctx); err != nil {
+		return err
+	}
+	for {
+		st, err := r.n.c.Status(ctx)
+		if err == nil && len(st.Bridges) == 1 && st.Bridges[0].Converged && st.FlowRestoreWait && r.n.guardPID() > 0 {
+			break
+		}
+		if !sleepCtx(ctx, 50*time.Millisecond) {
+			return fmt.Errorf("not converged and armed with a guard: status %+v: %w", st, errors.Join(err, ctx.Err()))
+		}
+	}
+	r.mu.Lock()
+	r.vsStart, r.strict = time.Now(), false
+	r.disrupted = time.Now()
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *run) startFlowstated(ctx context.Context) error {
+	if err := r.n.startFlowstated(); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.epoch++
+	r.mu.Unlock()
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	return r.n.waitServing(wctx)
+}
+
+func (r *run) syncPolicy(ctx context.Context) error {
+	es := make([]client.Entry, len(policy))
+	for i, f := range policy {
+		es[i] = client.FlowText(f)
+	}
+	_, err := r.n.c.Sync(ctx, Managed, "policy", true, es...)
+	return err
+}
+
+func (r *run) writeLoop(ctx context.Context, w *writer) {
+	for ctx.Err() == nil {
+		w.step(ctx, r.rep.Ops)
+		if !sleepCtx(ctx, time.Duration(50+w.r.IntN(250))*time.Millisecond) {
+			return
+		}
+	}
+}
+
+// policyLoop re-declares the policy and marks it ready, as a controller
+// that resyncs after every flowstated start would; it opens a cold gate.
+func (r *run) policyLoop(ctx context.Context) {
+	for ctx.Err() == nil {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := r.syncPolicy(cctx)
+		cancel()
+		if ctx.Err() == nil {
+			r.rep.Ops.add("policy-sync", err)
+		}
+		if !sleepCtx(ctx, time.Second) {
+			return
+		}
+	}
+}
+
+// inject runs one fault to its end.
+func (r *run) inject(ctx context.Context, st Step) error {
+	n := r.n
+	switch st.Kind {
+	case VswitchdKill, VswitchdTerm:
+		r.mu.Lock()
+		r.vsDown = true
+		r.mu.Unlock()
+		var err error
+		if st.Kind == VswitchdKill {
+			err = n.sb.KillVswitchd(ctx)
+		} else {
+			err = n.sb.StopVswitchd(ctx)
+		}
+		if err != nil {
+			return err
+		}
+		return r.startVswitchd(ctx)
+	case VswitchdFreeze:
+		if err := n.sb.FreezeVswitchd(); err != nil {
+			return err
+		}
+		r.mu.Lock()
+		r.vsFrozen = true
+		r.mu.Unlock()
+		sleepCtx(ctx, st.Hold)
+		err := n.sb.ThawVswitchd()
+		r.mu.Lock()
+		r.vsFrozen, r.disrupted = false, time.Now()
+		r.mu.Unlock()
+		return err
+	case FlowstatedKill, FlowstatedTerm, FlowstatedReboot:
+		r.excuse()
+		sig := syscall.SIGKILL
+		if st.Kind == FlowstatedTerm {
+			sig = syscall.SIGTERM
+		}
+		if err := n.signalFlowstated(sig); err != nil {
+			return err
+		}
+		if st.Kind == FlowstatedReboot {
+			if err := n.newBoot(); err != nil {
+				return err
+			}
+		}
+		sleepCtx(ctx, st.Hold)
+		err := r.startFlowstated(ctx)
+		r.excuse()
+		return err
+	case FlowstatedFreeze:
+		r.excuse()
+		if err := n.signalFlowstated(syscall.SIGSTOP); err != nil {
+			return err
+		}
+		sleepCtx(ctx, st.Hold)
+		err := n.signalFlowstated(syscall.SIGCONT)
+		r.excuse()
+		return err
+	case GuardKill, GuardFreeze:
+		pid := n.guardPID()
+		if pid == 0 {
+			return errors.New("chaos: no guard runs")
+		}
+		r.noteGuard(pid)
+		r.excuse()
+		if st.Kind == GuardKill {
+			return syscall.Kill(pid, syscall.SIGKILL)
+		}
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			return err
+		}
+		sleepCtx(ctx, st.Hold)
+		err := syscall.Kill(pid, syscall.SIGCONT)
+		r.excuse()
+		return err
+	case LeaseUnlink:
+		r.excuse()
+		return os.Remove(n.lease)
+	case ProtocolsFlip:
+		r.excuse()
+		if _, err := n.sb.Vsctl(ctx, "--no-wait", "set", "bridge", Managed, "protocols=OpenFlow13"); err != nil {
+			return err
+		}
+		sleepCtx(ctx, st.Hold)
+		_, err := n.sb.Vsctl(ctx, "--no-wait", "clear", "bridge", Managed, "protocols")
+		r.excuse()
+		return err
+	case StalledReader:
+		return r.stalledReader(ctx, st.Hold)
+	case OVSDBRestart:
+		r.excuse()
+		err := n.sb.RestartOVSDB(ctx)
+		r.excuse()
+		return err
+	case FlowLimit:
+		// The pod module's table takes 5 flows: writes past it are
+		// refused, a replay quarantines the rest.
+		if _, err := n.sb.Vsctl(ctx, "--no-wait", "--", "--id=@ft", "create", "Flow_Table", "flow_limit=5", "overflow_policy=refuse",
+			"--", "set", "bridge", Managed, "flow_tables:10=@ft"); err != nil {
+			return err
+		}
+		sleepCtx(ctx, st.Hold)
+		_, err := n.sb.Vsctl(ctx, "--no-wait", "clear", "bridge", Managed, "flow_tables")
+		return err
+	}
+	return fmt.Errorf("chaos: unknown fault %q", st.Kind)
+}
+
+// excuse marks a fault that may legitimately let vswitchd forward without
+// the pipeline (the guard released it, a stuck bridge was released at
+// --max-hold, the flag was disarmed): the deny check is lifted for the
+// running vswitchd, and the hold clock restarts.
+func (r *run) excuse() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.excusedAt = time.Now()
+	r.strict = false
+	r.disrupted = time.Now()
+}
+
+func (r *run) noteGuard(pid int) {
+	r.mu.Lock()
+	r.guards[pid] = true
+	r.mu.Unlock()
+}
+
+// startVswitchd starts vswitchd plainly, as a supervisor would, and notes
+// whether this start is held to the deny check.
+func (r *run) startVswitchd(ctx context.Context) error {
+	armed, _ := r.n.sb.FlowRestoreWait(ctx)
+	alive := r.n.alive() && r.n.guardPID() > 0
+	err := r.n.sb.StartVswitchd(ctx)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.vsDown = false
+	r.unarmed = r.unarmed || !armed
+	r.vsStart, r.disrupted = time.Now(), time.Now()
+	r.strict = armed && alive && time.Since(r.excusedAt) > guardGrace+maxHold
+	return err
+}
+
+// stalledReader reads a Backup and stops reading for hold, then lets it go.
+func (r *run) stalledReader(ctx context.Context, hold time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, hold+10*time.Second)
+	defer cancel()
+	w := &stallWriter{until: time.Now().Add(hold)}
+	_, err := r.n.c.Backup(ctx, w)
+	return err
+}
+
+type stallWriter struct{ until time.Time }
+
+func (s *stallWriter) Write(p []byte) (int, error) {
+	if d := time.Until(s.until); d > 0 {
+		time.Sleep(d) // the stall is the fault being injected
+	}
+	return len(p), nil
+}
+
+// superviseLoop restarts a vswitchd that died by itself (counting deaths in
+// a row) and a flowstated that exited by itself (a violation).
+func (r *run) superviseLoop(ctx context.Context) {
+	var upSince time.Time
+	for sleepCtx(ctx, 100*time.Millisecond) {
+		if exited, state := r.n.exitedBySelf(); exited {
+			r.violate(InvExit, "flowstated exited by itself (%s)", state)
+			r.excuse()
+			if err := r.startFlowstated(ctx); err != nil && ctx.Err() == nil {
+				r.violate(InvExit, "flowstated does not start again: %v", err)
+			}
+		}
+		r.mu.Lock()
+		expectDown := r.vsDown || r.vsFrozen
+		r.mu.Unlock()
+		if expectDown {
+			continue
+		}
+		if r.n.sb.VswitchdPID() != 0 {
+			if !upSince.IsZero() && time.Since(upSince) > 10*time.Second {
+				r.mu.Lock()
+				r.crashes = 0
+				r.mu.Unlock()
+			}
+			continue
+		}
+		r.mu.Lock()
+		r.crashes++
+		crashes := r.crashes
+		r.mu.Unlock()
+		r.rep.Checks.add(InvCrashloop, errIf(crashes > 2))
+		if crashes > 2 {
+			r.violate(InvCrashloop, "ovs-vswitchd died by itself %d times in a row", crashes)
+		}
+		r.log.Warn("ovs-vswitchd died by itself: starting it again", "in_a_row", crashes)
+		if err := r.startVswitchd(ctx); err != nil && ctx.Err() == nil {
+			r.log.Warn("restarting ovs-vswitchd", "err", err)
+		}
+		upSince = time.Now()
+	}
+}
+
+// probeLoop injects SYNs to the allowed and the denied address on both
+// bridges, and checks the hold and deny invariants.
+func (r *run) probeLoop(ctx context.Context) {
+	for sleepCtx(ctx, 250*time.Millisecond) {
+		r.probeOnce(ctx)
+	}
+}
+
+func (r *run) probeOnce(ctx context.Context) {
+	if pid := r.n.guardPID(); pid > 0 {
+		r.noteGuard(pid)
+	}
+	r.mu.Lock()
+	skip := r.vsDown || r.vsFrozen
+	r.mu.Unlock()
+	pid := r.n.sb.VswitchdPID()
+	if skip || pid == 0 {
+		return
+	}
+	for _, br := range []string{Managed, Unmanaged} {
+		fwd, ok := r.forwards(ctx, br, AllowedIP, pid)
+		if ok && fwd {
+			r.mu.Lock()
+			r.lastFwd[br] = time.Now()
+			r.mu.Unlock()
+		}
+		denied, ok2 := r.forwards(ctx, br, DeniedIP, pid)
+		r.mu.Lock()
+		strict := r.strict
+		r.mu.Unlock()
+		if ok2 && br == Managed {
+			bad := denied && strict
+			r.rep.Checks.add(InvDeny, errIf(bad))
+			if bad {
+				r.violate(InvDeny, "a SYN to %s was forwarded on %s after a vswitchd start that found the flag armed under a live flowstated", DeniedIP, br)
+			}
+		}
+	}
+	r.mu.Lock()
+	since := r.disrupted
+	if r.vsStart.After(since) {
+		since = r.vsStart
+	}
+	var stale []string
+	for _, br := range []string{Managed, Unmanaged} {
+		last := r.lastFwd[br]
+		if last.Before(since) {
+			last = since
+		}
+		if time.Since(last) > holdBound {
+			stale = append(stale, fmt.Sprintf("%s silent for %v", br, time.Since(last).Round(time.Millisecond)))
+		}
+	}
+	bad := len(stale) > 0 && r.holdWarned.Before(since)
+	if bad {
+		r.holdWarned = time.Now()
+	}
+	r.mu.Unlock()
+	r.rep.Checks.add(InvHold, errIf(bad))
+	if bad {
+		r.violate(InvHold, "vswitchd (pid %d) forwards nothing past the promise of %v: %s", pid, holdBound, strings.Join(stale, ", "))
+	}
+}
+
+// forwards injects one SYN to dst at port 1 of br and reports whether port
+// 2 sent it; ok is false when the answer is void (vswitchd changed, a tool
+// failed or timed out).
+func (r *run) forwards(ctx context.Context, br, dst string, pid int) (fwd, ok bool) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, tx0, err := r.n.sb.PortStats(ctx, br, br+"-p2")
+	if err != nil {
+		return false, false
+	}
+	if err := r.n.sb.InjectSYN(ctx, br, br+"-p1", sandbox.Packet{DstIP: dst}); err != nil {
+		return false, false
+	}
+	deadline := time.Now().Add(300 * time.Millisecond)
+	for {
+		_, tx, err := r.n.sb.PortStats(ctx, br, br+"-p2")
+		if err != nil || r.n.sb.VswitchdPID() != pid {
+			return false, false
+		}
+		if tx > tx0 {
+			return true, true
+		}
+		if time.Now().After(deadline) {
+			return false, true
+		}
+		if !sleepCtx(ctx, 30*time.Millisecond) {
+			return false, false
+		}
+	}
+}
+
+// quiesce heals every fault, waits for convergence and checks the
+// invariants that hold at rest, then stops flowstated and checks that
+// nothing it started is left.
+func (r *run) quiesce(parent context.Context, writers []*writer) {
+	n := r.n
+	ctx, cancel := context.WithTimeout(parent, r.cfg.Settle)
+	defer cancel()
+	for _, col := range []string{"protocols", "flow_tables"} {
+		if _, err := n.sb.Vsctl(ctx, "--no-wait", "clear", "bridge", Managed, col); err != nil {
+			r.violate(InvConverged, "heal: %v", err)
+		}
+	}
+	if n.sb.VswitchdPID() == 0 {
+		if err := r.startVswitchd(ctx); err != nil {
+			r.violate(InvConverged, "heal: vswitchd does not start: %v", err)
+			return
+		}
+	}
+	if !n.alive() {
+		_ = n.signalFlowstated(syscall.SIGCONT)
+		if !n.alive() {
+			if err := r.startFlowstated(ctx); err != nil {
+				r.violate(InvConverged, "heal: flowstated does not start: %v", err)
+				return
+			}
+		}
+	}
+	for _, m := range []string{"pod", "route"} {
+		_ = n.c.MarkReady(ctx, m)
+	}
+	if err := r.syncPolicy(ctx); err != nil {
+		r.violate(InvConverged, "the policy cannot be declared at quiescence: %v", err)
+	}
+	// Converged, diff empty, br-ex restored: all must hold at one moment.
+	var last string
+	for {
+		last = r.atRest(ctx)
+		if last == "" {
+			break
+		}
+		if !sleepCtx(ctx, 200*time.Millisecond) {
+			r.violate(InvConverged, "not at rest within %v: %s", r.cfg.Settle, last)
+			break
+		}
+	}
+	r.rep.Checks.add(InvConverged, errIf(last != ""))
+	r.protected(parent)
+	ctx, cancel = context.WithTimeout(parent, 30*time.Second)
+	defer cancel()
+	for _, w := range writers {
+		bad, checked, err := w.check(ctx)
+		if err != nil {
+			r.violate(InvAcked, "listing module %s: %v", w.module, err)
+			continue
+		}
+		for range checked - len(bad) {
+			r.rep.Checks.add(InvAcked, nil)
+		}
+		for _, b := range bad {
+			r.rep.Checks.add(InvAcked, errors.New("violated"))
+			r.violate(InvAcked, "%s", b)
+		}
+	}
+	if pid := n.sb.VswitchdPID(); pid != 0 {
+		for _, br := range []string{Managed, Unmanaged} {
+			if fwd, ok := r.forwards(ctx, br, AllowedIP, pid); ok && !fwd {
+				r.violate(InvConverged, "at rest %s does not forward the allowed SYN", br)
+			}
+			if br == Unmanaged {
+				// br-ex may rightly be plain OVS's after an unarmed start.
+				if dump, err := n.sb.DumpFlows(ctx, br); err != nil || !holdsPolicy(dump) {
+					continue
+				}
+			}
+			if fwd, ok := r.forwards(ctx, br, DeniedIP, pid); ok && fwd {
+				r.violate(InvDeny, "at rest %s forwards the SYN to %s", br, DeniedIP)
+			}
+		}
+	}
+	r.leftovers(parent)
+}
+
+// protected checks that a node at rest stays protected: for a guard's grace
+// and more, the flag stays armed for the next vswitchd start and a guard
+// holds the lease. A flag that flaps, or stays off beside a running guard,
+// leaves the next crash unprotected.
+func (r *run) protected(parent context.Context) {
+	window := guardGrace + 3*time.Second
+	ctx, cancel := context.WithTimeout(parent, window+10*time.Second)
+	defer cancel()
+	// The re-arm follows convergence by a flag check or two.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		on, err := r.n.sb.FlowRestoreWait(ctx)
+		if err == nil && on && r.n.guardPID() > 0 {
+			break
+		}
+		if time.Now().After(deadline) || !sleepCtx(ctx, 100*time.Millisecond) {
+			r.rep.Checks.add(InvProtected, errors.New("violated"))
+			r.violate(InvProtected, "at rest the flag is not re-armed with a guard running within 5 s (flag %v, err %v, guard pid %d)", on, err, r.n.guardPID())
+			return
+		}
+	}
+	end := time.Now().Add(window)
+	for time.Now().Before(end) {
+		on, err := r.n.sb.FlowRestoreWait(ctx)
+		guardPID := r.n.guardPID()
+		if err != nil || !on || guardPID == 0 {
+			r.rep.Checks.add(InvProtected, errors.New("violated"))
+			r.violate(InvProtected, "at rest the flag went off or the guard went away (flag %v, err %v, guard pid %d)", on, err, guardPID)
+			return
+		}
+		r.rep.Checks.add(InvProtected, nil)
+		if !sleepCtx(ctx, 200*time.Millisecond) {
+			return
+		}
+	}
+}
+
+// atRest returns why the node is not at rest yet, "" when it is.
+func (r *run) atRest(ctx context.Context) string {
+	n := r.n
+	st, err := n.c.Status(ctx)
+	if err != nil {
+		return "status: " + err.Error()
+	}
+	if len(st.Bridges) != 1 || !st.Bridges[0].Converged {
+		return fmt.Sprintf("br-int not converged: %+v", st.Bridges)
+	}
+	changes, err := n.c.Diff(ctx, Managed)
+	if err != nil {
+		return "diff: " + err.Error()
+	}
+	if len(changes) > 0 {
+		return fmt.Sprintf("status says converged but the diff holds %d changes, first %+v", len(changes), changes[0])
+	}
+	dump, err := n.sb.DumpFlows(ctx, Unmanaged)
+	if err != nil {
+		return "dump br-ex: " + err.Error()
+	}
+	r.mu.Lock()
+	unarmed := r.unarmed
+	r.mu.Unlock()
+	// After a start that found the flag clear, vswitchd gave br-ex its
+	// default flow and the mirror learned that: plain OVS's bridge is then
+	// as right as the policy. A mix of both is neither.
+	if !holdsPolicy(dump) && (!unarmed || !slices.Equal(dump, []string{"priority=0 actions=NORMAL"})) {
+		return fmt.Sprintf("br-ex holds neither its policy nor (after an unarmed vswitchd start) plain OVS's default flow: %q", dump)
+	}
+	return ""
+}
+
+func holdsPolicy(dump []string) bool {
+	if len(dump) != len(policy) {
+		return false
+	}
+	deny := slices.ContainsFunc(dump, func(l string) bool {
+		return strings.Contains(l, "nw_dst="+DeniedIP) && strings.HasSuffix(l, "actions=drop")
+	})
+	fwd := slices.ContainsFunc(dump, func(l string) bool {
+		return strings.Contains(l, "in_port=1") && strings.HasSuffix(l, "actions=output:2")
+	})
+	return deny && fwd
+}
+
+// leftovers stops flowstated gracefully and checks that it disarmed the
+// flag and that neither it nor any guard it spawned is still running once
+// the guard's grace has passed.
+func (r *run) leftovers(ctx context.Context) {
+	n := r.n
+	if pid := n.guardPID(); pid > 0 {
+		r.noteGuard(pid)
+	}
+	if err := n.signalFlowstated(syscall.SIGTERM); err != nil {
+		r.violate(InvLeftover, "%v", err)
+	}
+	r.mu.Lock()
+	pids := slices.Clone(n.started)
+	for pid := range r.guards {
+		pids = append(pids, pid)
+	}
+	r.mu.Unlock()
+	limit := guardGrace + 5*time.Second
+	ctx, cancel := context.WithTimeout(ctx, limit+5*time.Second)
+	defer cancel()
+	deadline := time.Now().Add(limit)
+	for {
+		var running []int
+		for _, pid := range pids {
+			if processRuns(pid) {
+				running = append(running, pid)
+			}
+		}
+		if len(running) == 0 {
+			r.rep.Checks.add(InvLeftover, nil)
+			return
+		}
+		if time.Now().After(deadline) || !sleepCtx(ctx, 100*time.Millisecond) {
+			r.rep.Checks.add(InvLeftover, errors.New("violated"))
+			r.violate(InvLeftover, "still running %v after flowstated stopped: pids %v", limit, running)
+			return
+		}
+	}
+}
+
+// processRuns reports a live, non-zombie process.
+func processRuns(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2] != 'Z' && s[i+2] != 'X'
+	}
+	return true
+}
+
+func errIf(b bool) error {
+	if b {
+		return errors.New("violated")
+	}
+	return nil
+}

@@ -1,0 +1,65 @@
+package restore
+
+import (
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/flowstate-io/flowstate/entry"
+	"github.com/flowstate-io/flowstate/server/events"
+)
+
+// noteDamageLocked brings b's quarantine in line with the entries the store
+// found damaged (store.Store.Damaged: a stored value whose checksum does not
+// match). The store leaves them out of every read, so no replay, write or
+// diff sends them; here they are reported as quarantined (status, metric,
+// an event and an error log naming bucket and key), and taken off once a
+// write of the same identity has replaced them. It returns the keys of the
+// damaged entries.
+func (e *Engine) noteDamageLocked(b *bridge, log *slog.Logger) []string {
+	damaged := e.cfg.Store.Damaged(b.name)
+	now := make(map[string]bool, len(damaged))
+	var fresh []Quarantined
+	for _, d := range damaged {
+		k := key(d.Kind, d.Key)
+		now[k] = true
+		if b.quarantine.damaged(k) {
+			continue
+		}
+		fresh = append(fresh, Quarantined{Bridge: b.name, Entry: entry.Entry{Kind: d.Kind, Module: d.Module, ID: d.Key},
+			Reason: d.String(), Since: d.Since, damaged: true})
+	}
+	var gone []string
+	b.quarantine.each(func(k string, _ bool) bool {
+		if b.quarantine.damaged(k) && !now[k] {
+			gone = append(gone, k)
+		}
+		return true
+	})
+	for _, k := range gone {
+		b.quarantine.remove(k)
+	}
+	lifted := len(gone)
+	if lifted > 0 {
+		log.Info("quarantine lifted: a write replaced the damaged entries", "entries", lifted)
+	}
+	if len(fresh) > 0 {
+		for _, q := range fresh {
+			b.quarantine.addDamaged(key(q.Entry.Kind, q.Entry.ID), q.Entry.Kind, q.Entry.Module, q.Reason, q.Since)
+			log.Error("stored entry damaged: its checksum does not match; it is left out, never sent, until its module declares it again",
+				"kind", q.Entry.Kind, "module", q.Entry.Module, "reason", q.Reason)
+		}
+		e.cfg.Metrics.quarantined.WithLabelValues(b.name).Add(float64(len(fresh)))
+		e.publish(events.Event{Type: events.EntryQuarantined, Bridge: b.name, Module: fresh[0].Entry.Module,
+			Message: strconv.Itoa(len(fresh)) + " stored entries damaged (checksum mismatch), left out: " + fresh[0].Reason,
+			Attrs:   map[string]string{"reason": "store checksum mismatch", "entries": strconv.Itoa(len(fresh)), "since": fresh[0].Since.Format(time.RFC3339)}})
+	}
+	if lifted > 0 || len(fresh) > 0 {
+		b.publishLocked()
+	}
+	keys := make([]string, 0, len(now))
+	for k := range now {
+		keys = append(keys, k)
+	}
+	return keys
+}
