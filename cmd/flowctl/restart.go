@@ -143,21 +143,30 @@ It never fails a unit start: the exit status is 0 whatever happened, unless
 }
 
 // armWhenReady asks flowstated to arm the flag within d. A flowstated that
-// is starting (its socket not there or not accepting yet, its guard not
-// proven yet) refuses for a moment: ask again, each time on a new
-// connection (a client's reconnect backoff would outlast the start), rather
-// than refuse a restart that follows flowstated's start.
+// is starting refuses for a moment: its socket is not there or not accepting
+// yet, or it answers but its guard is not proven yet. Ask again, each time
+// on a new connection (a client's reconnect backoff would outlast the
+// start), rather than refuse a restart that follows flowstated's start. Any
+// other refusal (wedged, nothing to restore) is final at once.
 func armWhenReady(cmd *cobra.Command, g *globals, d time.Duration, wasSet *bool) error {
 	deadline := time.Now().Add(d)
 	start := time.Now()
 	for {
 		attempt := min(time.Until(deadline), time.Second)
+		retry := false
 		err := g.runFor(cmd, attempt, func(ctx context.Context, c *client.Client) error {
 			var err error
 			*wasSet, err = c.Arm(ctx)
+			switch {
+			case err == nil:
+			case errors.Is(err, errdefs.ErrFailedPrecondition):
+				retry = guardComing(ctx, c)
+			case errors.Is(err, errdefs.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded):
+				retry = time.Since(start) < unservedWait
+			}
 			return err
 		})
-		if err == nil || !mayStillArm(err, time.Since(start)) || time.Until(deadline) <= 0 || cmd.Context().Err() != nil {
+		if err == nil || !retry || time.Until(deadline) <= 0 || cmd.Context().Err() != nil {
 			return err
 		}
 		select {
@@ -173,12 +182,11 @@ func armWhenReady(cmd *cobra.Command, g *globals, d time.Duration, wasSet *bool)
 // a running flowstated must not have every vswitchd start delayed.
 const unservedWait = 3 * time.Second
 
-// mayStillArm reports whether an Arm refusal after waited may pass by itself:
-// flowstated refusing for want of a proven guard (FAILED_PRECONDITION), or
-// not answering yet (UNAVAILABLE, for unservedWait), while it starts.
-func mayStillArm(err error, waited time.Duration) bool {
-	unanswered := errors.Is(err, errdefs.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
-	return errors.Is(err, errdefs.ErrFailedPrecondition) || (unanswered && waited < unservedWait)
+// guardComing reports whether flowstated refused only because its guard is
+// not proven (yet), with an engine that is not wedged.
+func guardComing(ctx context.Context, c *client.Client) bool {
+	st, err := c.Status(ctx)
+	return err == nil && st.Wedged == "" && st.Guard.Mode != "off" && !st.Guard.Proven
 }
 
 func newRelease(g *globals) *cobra.Command {

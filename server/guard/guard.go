@@ -61,6 +61,9 @@ func Run(ctx context.Context, cfg Config) error {
 	_ = lock.Truncate(0)
 	_, _ = lock.WriteAt(fmt.Appendf(nil, "%d\n", os.Getpid()), 0)
 
+	// A guard that leaves takes its proof with it, while it still holds
+	// the lock (this runs after the heartbeat stopped, before the unlock).
+	defer func() { _ = os.Remove(HeartbeatPath(cfg.Lease)) }()
 	g := &guard{cfg: cfg, log: log}
 	defer g.close()
 	// The heartbeat is the guard's proof to flowstated (Heartbeat); its

@@ -278,6 +278,9 @@ func TestHeartbeatFollowsOVSDB(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
+		if _, err := os.Stat(HeartbeatPath(lease)); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("a guard that left kept its heartbeat (%v)", err)
+		}
 	})
 	t.Run("unreachable", func(t *testing.T) {
 		lease := filepath.Join(sb.Dir(), "run", "lease-b")
