@@ -132,6 +132,9 @@ func (e *Engine) savePoisonLocked(b *bridge, r store.CrashRecord) error {
 	if err := e.cfg.Store.SetCrashes(b.name, r); err != nil {
 		return err
 	}
+	if len(r.Suspects) == 0 {
+		e.cfg.Metrics.suspects.WithLabelValues(b.name).Set(0)
+	}
 	b.poison.setRec(r)
 	return nil
 }
@@ -403,9 +406,6 @@ func (e *Engine) recordDeathLocked(b *bridge, probe bool, log *slog.Logger) erro
 		}
 	}
 	rec.Deaths = append(deaths, now)
-	e.publish(events.Event{Type: events.BridgeDisconnected, Bridge: b.name,
-		Message: fmt.Sprintf("ovs-vswitchd died during or shortly after a replay (%d in %v)", len(rec.Deaths), e.cfg.CrashWindow),
-		Attrs:   map[string]string{"vswitchd_deaths": strconv.Itoa(len(rec.Deaths))}})
 	if len(rec.Deaths) < 2 {
 		log.Warn("ovs-vswitchd died during or shortly after a replay; a second death in the window holds out the entries changed since the last replay it survived",
 			"window", e.cfg.CrashWindow)
