@@ -132,15 +132,20 @@ func (e *Engine) savePoisonLocked(b *bridge, r store.CrashRecord) error {
 	if err := e.cfg.Store.SetCrashes(b.name, r); err != nil {
 		return err
 	}
+	if len(r.Suspects) == 0 {
+		e.cfg.Metrics.suspects.WithLabelValues(b.name).Set(0)
+	}
 	b.poison.setRec(r)
 	return nil
 }
 
-// keyHash and sumHash are the digest's hashes of an entry (step 2).
+// keyHash and sumHash are the digest's hashes of an entry (step 2): FNV-1a,
+// whose low bits mix poorly for keys that differ in their last bytes,
+// finished with a mixer (MurmurHash3's fmix64).
 func keyHash(k []byte) uint64 {
 	h := fnv.New64a()
 	_, _ = h.Write(k)
-	return h.Sum64()
+	return fmix(h.Sum64())
 }
 
 func sumHash(k, payload []byte) uint64 {
@@ -148,10 +153,14 @@ func sumHash(k, payload []byte) uint64 {
 	_, _ = h.Write(k)
 	_, _ = h.Write([]byte{0})
 	_, _ = h.Write(payload)
-	// fnv's low bits mix poorly for an XOR of many: finish with a mixer.
-	x := h.Sum64()
+	return fmix(h.Sum64())
+}
+
+func fmix(x uint64) uint64 {
 	x ^= x >> 33
 	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	x *= 0xc4ceb9fe1a85ec53
 	x ^= x >> 33
 	return x
 }
@@ -248,7 +257,7 @@ const (
 // leaves out for the crash-loop protection: the poisoned entries and the
 // suspects not under probe. A poisoned entry whose module changed or deleted
 // it is forgotten.
-func (e *Engine) poisonHeldLocked(b *bridge, fs *flowScan) (map[string]prediction, error) {
+func (e *Engine) poisonHeldLocked(b *bridge) (map[string]prediction, error) {
 	if err := e.loadPoisonLocked(b); err != nil {
 		return nil, err
 	}
@@ -397,9 +406,6 @@ func (e *Engine) recordDeathLocked(b *bridge, probe bool, log *slog.Logger) erro
 		}
 	}
 	rec.Deaths = append(deaths, now)
-	e.publish(events.Event{Type: events.BridgeDisconnected, Bridge: b.name,
-		Message: fmt.Sprintf("ovs-vswitchd died during or shortly after a replay (%d in %v)", len(rec.Deaths), e.cfg.CrashWindow),
-		Attrs:   map[string]string{"vswitchd_deaths": strconv.Itoa(len(rec.Deaths))}})
 	if len(rec.Deaths) < 2 {
 		log.Warn("ovs-vswitchd died during or shortly after a replay; a second death in the window holds out the entries changed since the last replay it survived",
 			"window", e.cfg.CrashWindow)
@@ -408,7 +414,8 @@ func (e *Engine) recordDeathLocked(b *bridge, probe bool, log *slog.Logger) erro
 	widen := len(rec.Suspects) > 0 || rec.Probe != nil
 	dirtyMap := make([]byte, digestBuckets/8)
 	if rec.Survived != nil && !widen {
-		cur, err := e.digest(b.name, func(k string) bool { return poisonedAt(&rec, []byte(k)) >= 0 })
+		// What the crashed replay did not send cannot have crashed it.
+		cur, err := e.digest(b.name, func(k string) bool { return b.quarantine.has(k) || poisonedAt(&rec, []byte(k)) >= 0 })
 		if err != nil {
 			return err
 		}

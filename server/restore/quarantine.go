@@ -194,7 +194,7 @@ func (e *Engine) skipsLocked(b *bridge, fs *flowScan, others []entry.Entry, limi
 		return true
 	})
 	fs.skip = skip
-	held, err := e.poisonHeldLocked(b, fs)
+	held, err := e.poisonHeldLocked(b)
 	if err != nil {
 		return err
 	}

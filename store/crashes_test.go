@@ -1,0 +1,53 @@
+package store
+
+import (
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// TestCrashRecord: a crash record is kept per bridge across a reopen, and an
+// empty one deletes it.
+func TestCrashRecord(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Crashes("br-int"); err != nil || !r.Empty() {
+		t.Fatalf("a new store's record %+v (%v), want empty", r, err)
+	}
+	want := CrashRecord{
+		Deaths:   []time.Time{time.Date(2026, 12, 3, 13, 0, 0, 0, time.UTC)},
+		Survived: []byte{1, 2, 3, 4, 5, 6, 7, 8},
+		Dirty:    []byte{0x81},
+		Suspects: []SuspectRange{{Lo: []byte{1, 2}, Bad: true}, {Lo: []byte{1, 3}, Hi: []byte{1, 9}}},
+		Probe:    &SuspectRange{Lo: []byte{1, 2}, Hi: []byte{1, 2, 5}},
+		Poisoned: []PoisonedEntry{{Key: []byte{1, 7}, Sum: 42, Module: "pod", Name: "priority=1 actions=drop"}},
+		Since:    time.Date(2026, 12, 3, 13, 1, 0, 0, time.UTC),
+	}
+	if err := s.SetCrashes("br-int", want); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(path, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got, err := s.Crashes("br-int")
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("after a reopen %+v (%v), want %+v", got, err, want)
+	}
+	if r, err := s.Crashes("br-ex"); err != nil || !r.Empty() {
+		t.Fatalf("another bridge's record %+v (%v), want empty", r, err)
+	}
+	if err := s.SetCrashes("br-int", CrashRecord{}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Crashes("br-int"); err != nil || !r.Empty() {
+		t.Fatalf("after an empty record %+v (%v), want empty", r, err)
+	}
+}
