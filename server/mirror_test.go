@@ -229,6 +229,32 @@ func TestUnmanagedRebuiltNotWritten(t *testing.T) {
 		t.Fatalf("flag %v (%v): the test needs the re-armed flag reading true", on, err)
 	}
 
+	// A new flowstated (same store) on the same vswitchd: a rebuild is
+	// still not a restart.
+	e.Stop()
+	e.Start(ctx)
+	poll(ctx, t, "the new flowstated mirrors br-ex", func() (bool, error) {
+		m, ok := e.mirrorOf("br-ex")
+		return ok && m.Converged && m.Mirror.Entries == 1, nil
+	})
+	poll(ctx, t, "flag re-armed by the new flowstated", func() (bool, error) { return e.sb.FlowRestoreWait(ctx) })
+	if out, err := e.sb.Vsctl(ctx, "set", "bridge", "br-ex", "datapath_type=dummy"); err != nil {
+		t.Fatal(err, out)
+	}
+	if out, err := e.sb.Ofctl(ctx, "add-flow", "br-ex", "priority=5,arp,actions=NORMAL"); err != nil {
+		t.Fatal(err, out)
+	}
+	poll(ctx, t, "the new flowstated's mirror re-learns br-ex rebuilt again", func() (bool, error) {
+		m, ok := e.mirrorOf("br-ex")
+		if ok && m.Mirror.Restored {
+			t.Fatalf("br-ex state %+v: restored onto a running vswitchd", m)
+		}
+		return ok && m.Converged && m.Mirror.Entries == 2, nil
+	})
+	if out, err := e.sb.Ofctl(ctx, "del-flows", "br-ex", "arp"); err != nil {
+		t.Fatal(err, out)
+	}
+
 	// The operator puts the flows back; the mirror follows; a crash of
 	// vswitchd brings them back.
 	if out, err := e.sb.Ofctl(ctx, "add-group", "br-ex", exGroup); err != nil {

@@ -65,7 +65,7 @@ func cpuPerOp(b *testing.B, op func()) {
 // bridge holding 1,000 flows: dump flows, groups and meters, canonicalise,
 // hash and compare with the stored mirror (unchanged: no write), what an
 // interval costs after a reported change. It reports flowstated's CPU per
-// refresh too; docs/operations.md quotes the figures.
+// refresh too; docs/benchmarks.md quotes the figures.
 func BenchmarkMirrorRefresh1k(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
