@@ -164,9 +164,14 @@ func TestImportNotState(t *testing.T) {
 		}
 	}
 	e.Start(ctx)
+	var reason string
 	testenv.Poll(ctx, t, "flowstated stands aside from br-int", func() (bool, error) {
 		st, err := c.Status(ctx)
-		return err == nil && len(st.Bridges) > 0 && strings.Contains(st.Bridges[0].Reason, "stands aside"), nil
+		if err != nil || len(st.Bridges) == 0 {
+			return false, nil
+		}
+		reason = st.Bridges[0].Reason
+		return strings.Contains(reason, "stands aside"), nil
 	})
 	flowctl := func(args ...string) (string, error) {
 		return run(ctx, t, cfg.Listen, "", args...)
@@ -218,6 +223,23 @@ func TestImportNotState(t *testing.T) {
 		!named(out, "flows.txt:4: ", "hard_timeout=30") || !named(out, "flows.txt:5: ", "send_flow_rem") ||
 		named(out, "cookie=0x2000") {
 		t.Fatalf("import from a file: %v\n%s", err, out)
+	}
+
+	// Adopted, the bridge loses the send_flow_rem flows nobody declared,
+	// as the import warned, and keeps the rest.
+	m := regexp.MustCompile(`external_ids:flowstate-store=([0-9a-f-]+)`).FindStringSubmatch(reason)
+	if m == nil {
+		t.Fatalf("reason gives no adoption command: %s", reason)
+	}
+	if out, err := sb.Vsctl(ctx, "set", "Bridge", "br-int", "external_ids:flowstate-store="+m[1]); err != nil {
+		t.Fatal(err, out)
+	}
+	if out, err := flowctl("wait", "--converged"); err != nil {
+		t.Fatalf("adopted bridge does not converge: %v\n%s", err, out)
+	}
+	flows := strings.Join(bridgeState(ctx, t, sb), "\n")
+	if strings.Contains(flows, "send_flow_rem") || !strings.Contains(flows, "cookie=0x1000,") || !strings.Contains(flows, "cookie=0x1003,") {
+		t.Fatalf("br-int after the adoption:\n%s", flows)
 	}
 
 	// Nothing left to import: the error still names what was left out.

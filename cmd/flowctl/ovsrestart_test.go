@@ -137,15 +137,39 @@ func TestOvsRestart(t *testing.T) {
 			}
 			converged()
 		}()
-		out, err := ovsRestart(ctx, "2s").CombinedOutput()
-		if code := exitStatus(err); code != 1 ||
-			!strings.Contains(string(out), "ERROR: flowstated did not restore every bridge and release ovs-vswitchd within 2s") ||
-			!strings.Contains(string(out), "flow-restore-wait cleared in ovsdb-server directly") {
+		// Interrupted during the release that follows the timeout (SIGINT
+		// to the group, as a terminal's ^C): the release is finished.
+		buf := &lockedBuffer{}
+		cmd := ovsRestart(ctx, "2s")
+		cmd.Stdout, cmd.Stderr = buf, buf
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for !strings.Contains(buf.String(), "checking once more whether flowstated has restored every bridge") {
+			if time.Now().After(deadline) {
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+				t.Fatalf("no release within 30s:\n%s", buf.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		code, out := exitStatus(cmd.Wait()), buf.String()
+		if code != 1 ||
+			!strings.Contains(out, "SIGINT: releasing first, so that the node is not left held") ||
+			!strings.Contains(out, "ERROR: flowstated did not restore every bridge and release ovs-vswitchd within 2s") ||
+			!strings.Contains(out, "flow-restore-wait cleared in ovsdb-server directly") {
 			t.Fatalf("exit %d:\n%s", code, out)
 		}
 		released()
 	})
 
+	// Interrupted during the wait, then twice more during the release that
+	// follows (SIGTERM to the script, SIGINT to its group as a terminal's
+	// ^C): the release is finished, not cut short.
 	t.Run("interrupted", func(t *testing.T) {
 		restarts := rs.count.Load()
 		rs.before.Store(&freeze)
@@ -175,8 +199,30 @@ func TestOvsRestart(t *testing.T) {
 		if err := cmd.Process.Signal(os.Interrupt); err != nil {
 			t.Fatal(err)
 		}
-		if code := exitStatus(cmd.Wait()); code != 130 || !strings.Contains(out.String(), "ERROR: interrupted by SIGINT") {
-			t.Fatalf("exit %d:\n%s", code, out.String())
+		for !strings.Contains(out.String(), "checking once more whether flowstated has restored every bridge") {
+			if time.Now().After(deadline) {
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+				t.Fatalf("no release after the interrupt:\n%s", out.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		code := exitStatus(cmd.Wait())
+		t.Logf("ovs-restart said:\n%s", out.String())
+		for _, want := range []string{
+			"ERROR: interrupted by SIGINT while waiting for flowstated to restore (the restart command had ended, exit 0)",
+			"ERROR: ovs-vswitchd is running (pid ",
+			"ERROR: flow-restore-wait is cleared, and ovs-vswitchd has read it",
+		} {
+			if code != 130 || !strings.Contains(out.String(), want) {
+				t.Fatalf("exit %d, no %q:\n%s", code, want, out.String())
+			}
 		}
 		released()
 	})
