@@ -49,7 +49,7 @@
 // where payload is the canonical OpenFlow 1.5 message of the entry and sum a
 // CRC-32C (Castagnoli, big endian) over the key and the bytes before it
 // (schema 3, sum.go; version 1 records of schemas 1 and 2 had no sum and are
-// rewritten by the migration). Mirrors hold payloads with the same sum: no
+// rewritten at Open, in transactions of sealChunk records, migrate.go). Mirrors hold payloads with the same sum: no
 // module owns what flowstated only copies. Adding the
 // mirror bucket needed no new schema version: a store without it reads as
 // one without mirrors, and an older flowstated ignores it. The same holds for

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -53,7 +54,7 @@ func migrateRefs(tx *bolt.Tx) error {
 		type flow struct{ module, id, payload []byte }
 		var flows []flow
 		err := fb.ForEach(func(k, v []byte) error {
-			owner, payload, err := splitRecordV1(v)
+			owner, payload, err := splitAnyRecord(k, v)
 			if err != nil {
 				return fmt.Errorf("bridge %s flow %x: %w", name, k, err)
 			}
@@ -84,6 +85,98 @@ func splitRecordV1(v []byte) (owner, payload []byte, err error) {
 		return nil, nil, errors.New("corrupt record: truncated module name")
 	}
 	return v[2 : 2+n], v[2+n:], nil
+}
+
+// splitAnyRecord reads a record of version 1, or of version 2 with its
+// checksum checked: a migration from schema 1 may meet records sealed ahead
+// of it (sealInChunks).
+func splitAnyRecord(k, v []byte) (owner, payload []byte, err error) {
+	if len(v) > 0 && v[0] == recordVersion {
+		return openRecord(k, v)
+	}
+	return splitRecordV1(v)
+}
+
+// sealChunk is how many records one transaction of sealInChunks rewrites.
+const sealChunk = 20_000
+
+// sealInChunks does the record rewriting of migrateSums ahead of it, in
+// transactions of sealChunk records, so that the migration of a large store
+// does not hold every record of it in one transaction's memory (1M flows:
+// about 700 MB). It runs before Open's migrations, only on a store whose
+// schema is older than 3; a crash half-way leaves records of both versions,
+// which the next Open continues from (a sealed one is checked, not resealed).
+// migrateSums then finds every record sealed and only checks them.
+func (s *Store) sealInChunks() error {
+	old := false
+	if err := s.view(func(tx *bolt.Tx) error {
+		if meta := tx.Bucket(bucketMeta); meta != nil {
+			if v := meta.Get(keySchema); len(v) == 4 && binary.BigEndian.Uint32(v) < 3 {
+				old = true
+			}
+		}
+		return nil
+	}); err != nil || !old {
+		return err
+	}
+	var bridges [][]byte
+	if err := s.view(func(tx *bolt.Tx) error {
+		root := tx.Bucket(bucketBridges)
+		if root == nil {
+			return nil
+		}
+		return root.ForEachBucket(func(name []byte) error {
+			bridges = append(bridges, bytes.Clone(name))
+			return nil
+		})
+	}); err != nil {
+		return err
+	}
+	for _, name := range bridges {
+		for _, kind := range entry.Kinds {
+			var resume []byte
+			for done := false; !done; {
+				err := s.update(func(tx *bolt.Tx) error {
+					kb := tx.Bucket(bucketBridges).Bucket(name).Bucket(kindBuckets[kind])
+					if kb == nil {
+						done = true
+						return nil
+					}
+					c := kb.Cursor()
+					k, v := c.First()
+					if resume != nil {
+						k, v = c.Seek(resume)
+					}
+					for n := 0; ; n++ {
+						if k == nil {
+							done = true
+							return nil
+						}
+						if n == sealChunk {
+							resume = bytes.Clone(k)
+							return nil
+						}
+						if v != nil && (len(v) == 0 || v[0] != recordVersion) {
+							owner, payload, err := splitRecordV1(v)
+							if err != nil {
+								return fmt.Errorf("bridge %s %s key %s: %w", name, kind, keyHex(k), err)
+							}
+							k = bytes.Clone(k)
+							if err := kb.Put(k, encodeRecord(k, string(owner), payload)); err != nil {
+								return err
+							}
+							c.Seek(k)
+						}
+						k, v = c.Next()
+					}
+				})
+				if err != nil {
+					return fmt.Errorf("sealing records: %w", err)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // migrateSums rewrites every record of version 1 as version 2, which ends

@@ -94,6 +94,10 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, &CorruptError{Path: path, Detail: "consistency check: " + err.Error()}
 	}
 	s := &Store{db: db, describe: opts.Describe, pre: pre, checked: time.Since(start)}
+	if err := s.sealInChunks(); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("store: open %s: migrating to schema version 3: %w", path, err)
+	}
 	if err := s.init(); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
