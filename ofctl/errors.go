@@ -1,6 +1,7 @@
 package ofctl
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 )
@@ -45,7 +46,12 @@ func errLimit(off int, tok string, le error) *SyntaxError {
 	if len(tok) > maxToken {
 		tok = tok[:maxToken] + "..."
 	}
-	se := errAt(off, tok, "%v", le)
+	msg := le.Error()
+	var e *LimitError
+	if errors.As(le, &e) {
+		msg = e.text()
+	}
+	se := errAt(off, tok, "%s", msg)
 	se.err = le
 	return se
 }

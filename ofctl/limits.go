@@ -90,7 +90,10 @@ type LimitError struct {
 	Detail string
 }
 
-func (e *LimitError) Error() string { return e.Limit + ": " + e.Detail }
+func (e *LimitError) Error() string { return "ofctl: " + e.text() }
+
+// text is the error without the package's prefix, for a SyntaxError.
+func (e *LimitError) text() string { return e.Limit + ": " + e.Detail }
 
 // Limit names.
 const (
