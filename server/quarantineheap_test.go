@@ -26,13 +26,19 @@ const (
 )
 
 // TestQuarantineHeap (issue 21, must-show 9): 200,000 flows in a table
-// whose flow_limit is 1,000 leave 199,000 entries quarantined; with
+// whose flow_limit is 1,000 leave 199,000 entries quarantined (49,000 with
+// -race); with
 // flowstated idle, the heap they hold stays within the Sizing formula (the
 // bound asserted is twice the formula: the figures are printed).
 func TestQuarantineHeap(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
 	defer cancel()
-	const declared, limit = 200_000, 1000
+	declared, limit := 200_000, 1000
+	if raceEnabled {
+		// The race detector slows the replay's scans about fivefold: a
+		// quarter of the entries shows the same cost per entry.
+		declared = 50_000
+	}
 	e := newEnv(ctx, t)
 
 	// The flows go into the store directly: declaring them is not what
@@ -60,7 +66,7 @@ func TestQuarantineHeap(t *testing.T) {
 	}
 	for i := 0; i < declared; i += 50_000 {
 		if err := st.Update(func(w *store.Writer) error {
-			_, err := w.Put("br-int", "pod", es[i:i+50_000])
+			_, err := w.Put("br-int", "pod", es[i:min(i+50_000, declared)])
 			return err
 		}); err != nil {
 			t.Fatal(err)
@@ -79,7 +85,7 @@ func TestQuarantineHeap(t *testing.T) {
 	before := liveHeap()
 	start := time.Now()
 	e.Start(ctx)
-	poll(ctx, t, "199,000 entries quarantined", func() (bool, error) {
+	poll(ctx, t, "the entries past the limit quarantined", func() (bool, error) {
 		st, err := e.c.Status(ctx)
 		return err == nil && st.Bridges[0].Converged && st.QuarantinedTotal == declared-limit, nil
 	})
