@@ -40,8 +40,8 @@ import (
 //     vswitchd is held (the flag is on and the vswitchd its pidfile names
 //     has not been released, see vswitchdHeld: a bridge rebuilt on a
 //     running vswitchd drops the connection too) and the bridge is fresh
-//     (nothing but the default flow), the stored mirror is applied with the replay machinery
-//     (diff, plan, one bundle). Only then does the dump refresh the mirror:
+//     (nothing but the default flow), the stored mirror is applied with
+//     the replay machinery (diff, plan, one bundle). Only then does the dump refresh the mirror:
 //     a post-restart empty bridge never overwrites what it must get back.
 //  3. syncFlag waits for every mirror's first dump (mirrorsSettled),
 //     each for at most MaxHold of holding the release, so one bridge that
