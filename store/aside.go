@@ -27,7 +27,7 @@ func (s *Store) SetStoodAside(bridge string, a StoodAside) (StoodAside, error) {
 	kept, found := a, false
 	// Every round of a bridge standing aside calls this: a kept decision
 	// costs a read, not a write and an fsync.
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		if b := tx.Bucket(bucketAside); b != nil {
 			if v := b.Get([]byte(bridge)); v != nil {
 				var err error
@@ -64,7 +64,7 @@ func (s *Store) SetStoodAside(bridge string, a StoodAside) (StoodAside, error) {
 // StoodAsideBridges returns the recorded decisions by bridge.
 func (s *Store) StoodAsideBridges() (map[string]StoodAside, error) {
 	out := map[string]StoodAside{}
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketAside)
 		if b == nil {
 			return nil
@@ -88,7 +88,7 @@ func (s *Store) StoodAsideBridges() (map[string]StoodAside, error) {
 // bridge was adopted.
 func (s *Store) ClearStoodAside(bridge string) error {
 	var present bool
-	if err := s.db.View(func(tx *bolt.Tx) error {
+	if err := s.view(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketAside)
 		present = b != nil && b.Get([]byte(bridge)) != nil
 		return nil

@@ -67,7 +67,7 @@ func (r CrashRecord) Empty() bool {
 // Crashes returns the crash record of bridge (the zero record if none).
 func (s *Store) Crashes(bridge string) (CrashRecord, error) {
 	var r CrashRecord
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketCrashes)
 		if b == nil {
 			return nil
@@ -94,7 +94,7 @@ func (s *Store) SetCrashes(bridge string, r CrashRecord) error {
 			return fmt.Errorf("store: crash record of %s: %w", bridge, err)
 		}
 	}
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		if v == nil {
 			b := tx.Bucket(bucketCrashes)
 			if b == nil {
