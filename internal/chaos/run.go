@@ -209,7 +209,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 }
 
 // overlaps are the lasting faults that run beside the steps after them.
-var overlaps = map[FaultKind]bool{ProtocolsFlip: true, FlowLimit: true, StalledReader: true, GuardFreeze: true}
+var overlaps = map[FaultKind]bool{ProtocolsFlip: true, FlowLimit: true, StalledReader: true, GuardFreeze: true, FlowstatedOutage: true}
 
 func (r *run) faultDone(kind FaultKind, err error) {
 	r.rep.Faults.add(string(kind), err)
@@ -357,6 +357,20 @@ func (r *run) inject(ctx context.Context, st Step) error {
 			}
 		}
 		sleepCtx(ctx, st.Hold)
+		err := r.startFlowstated(ctx)
+		r.excuse()
+		return err
+	case FlowstatedOutage:
+		// Dead for longer than the hold promise: a vswitchd restart in
+		// the meantime must be released by the guard (or start unheld).
+		r.excuse()
+		if err := n.signalFlowstated(syscall.SIGKILL); err != nil {
+			return err
+		}
+		sleepCtx(ctx, holdBound+st.Hold)
+		if n.alive() {
+			return nil // another step started it again
+		}
 		err := r.startFlowstated(ctx)
 		r.excuse()
 		return err
@@ -752,6 +766,8 @@ func (r *run) atRest(ctx context.Context) string {
 	r.mu.Lock()
 	unarmed := r.unarmed
 	r.mu.Unlock()
+	// A guard that released a held vswitchd let it start as plain OVS.
+	unarmed = unarmed || strings.Contains(n.logs(), "flow-restore-wait cleared by the guard")
 	// After a start that found the flag clear, vswitchd gave br-ex its
 	// default flow and the mirror learned that: plain OVS's bridge is then
 	// as right as the policy. A mix of both is neither.

@@ -27,6 +27,7 @@ const (
 	StalledReader    FaultKind = "stalled-reader"    // a Backup that stops reading for Hold
 	OVSDBRestart     FaultKind = "ovsdb-restart"     // ovsdb-server stopped and started
 	FlowLimit        FaultKind = "flow-limit"        // br-int table 10 limited to 5 flows for Hold
+	FlowstatedOutage FaultKind = "flowstated-outage" // SIGKILL, back only after longer than the hold promise
 )
 
 // AllFaults lists every fault kind, in a fixed order (the draw depends on it).
@@ -34,7 +35,7 @@ var AllFaults = []FaultKind{
 	VswitchdKill, VswitchdTerm, VswitchdFreeze,
 	FlowstatedKill, FlowstatedFreeze, FlowstatedTerm, FlowstatedReboot,
 	GuardKill, GuardFreeze, LeaseUnlink, ProtocolsFlip, StalledReader,
-	OVSDBRestart, FlowLimit,
+	OVSDBRestart, FlowLimit, FlowstatedOutage,
 }
 
 // Step is one fault of a schedule: after Pause, inject Kind, for Hold where
@@ -61,8 +62,15 @@ func Generate(seed uint64, n int, kinds []FaultKind) Schedule {
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	s := make(Schedule, n)
 	for i := range s {
+		// One step in five follows the last closely: faults that land
+		// together (a guard killed just before flowstated) are the rare
+		// ones.
+		pause := time.Duration(200+r.IntN(1800)) * time.Millisecond
+		if r.IntN(5) == 0 {
+			pause = time.Duration(20+r.IntN(180)) * time.Millisecond
+		}
 		s[i] = Step{
-			Pause: time.Duration(200+r.IntN(1800)) * time.Millisecond,
+			Pause: pause,
 			Kind:  kinds[r.IntN(len(kinds))],
 			Hold:  time.Duration(300+r.IntN(2200)) * time.Millisecond,
 		}
