@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -47,7 +48,9 @@ func TestGuardProofReported(t *testing.T) {
 	}()
 	defer func() {
 		stopWatch()
-		<-watched
+		if err := <-watched; err != nil && ctx.Err() == nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("watch: %v", err)
+		}
 	}()
 	waitEvent := func(typ client.EventType, attr, value string) {
 		t.Helper()
