@@ -229,7 +229,14 @@ func (e *Engine) recordStoodAside(b *bridge, why string) (string, error) {
 // loadStoodAside restores the decisions to stand aside that the store keeps
 // (claim, step 5), so that from the start nothing is armed or replayed for
 // those bridges.
+//
+// With TakeOver they are not restored: the operator adopts the bridges, the
+// claim clears the records, and a bridge briefly shown as stood aside (and
+// excused) before it would read as settled to a client waiting for it.
 func (e *Engine) loadStoodAside() error {
+	if e.cfg.TakeOver {
+		return nil
+	}
 	aside, err := e.cfg.Store.StoodAsideBridges()
 	if err != nil {
 		return err
