@@ -25,31 +25,37 @@ var guardPipeline = []string{
 	"table=0,priority=50,in_port=1,actions=output:2",
 }
 
-var (
-	buildOnce sync.Once
-	builtBin  string
-	buildErr  error
-)
+// built is a binary built once per test run.
+type built struct {
+	once sync.Once
+	path string
+	err  error
+}
 
-// binary builds flowstated once per test run.
-func binary(t *testing.T) string {
+var flowstatedBuilt, flowctlBuilt built
+
+// get builds the package pkg (relative to this one) into name once.
+func (b *built) get(t *testing.T, name, pkg string) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "flowstated-bin")
+	b.once.Do(func() {
+		dir, err := os.MkdirTemp("", name+"-bin")
 		if err != nil {
-			buildErr = err
+			b.err = err
 			return
 		}
-		builtBin = filepath.Join(dir, "flowstated")
-		if out, err := exec.Command("go", "build", "-o", builtBin, ".").CombinedOutput(); err != nil {
-			buildErr = &buildError{err: err, out: string(out)}
+		b.path = filepath.Join(dir, name)
+		if out, err := exec.Command("go", "build", "-o", b.path, pkg).CombinedOutput(); err != nil {
+			b.err = &buildError{err: err, out: string(out)}
 		}
 	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return builtBin
+	return b.path
 }
+
+// binary builds flowstated once per test run.
+func binary(t *testing.T) string { return flowstatedBuilt.get(t, "flowstated", ".") }
 
 type buildError struct {
 	err error

@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -266,31 +265,8 @@ func otherSandbox(ctx context.Context, t *testing.T) *sandbox.Sandbox {
 	return sb
 }
 
-var (
-	flowctlOnce sync.Once
-	flowctlBin  string
-	flowctlErr  error
-)
-
 // flowctlBinary builds flowctl once per test run.
-func flowctlBinary(t *testing.T) string {
-	t.Helper()
-	flowctlOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "flowctl-bin")
-		if err != nil {
-			flowctlErr = err
-			return
-		}
-		flowctlBin = filepath.Join(dir, "flowctl")
-		if out, err := exec.Command("go", "build", "-o", flowctlBin, "../flowctl").CombinedOutput(); err != nil {
-			flowctlErr = &buildError{err: err, out: string(out)}
-		}
-	})
-	if flowctlErr != nil {
-		t.Fatal(flowctlErr)
-	}
-	return flowctlBin
-}
+func flowctlBinary(t *testing.T) string { return flowctlBuilt.get(t, "flowctl", "../flowctl") }
 
 // TestRestartThenPrestart is `systemctl restart flowstated && ovs-restart`
 // with no sleep in between: flowstated is started, and at once (without
