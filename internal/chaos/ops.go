@@ -26,6 +26,9 @@ const (
 	OpStaged    OpKind = "sync-staged" // more entries than --stage-above
 	OpMarkReady OpKind = "mark-ready"
 	OpBackup    OpKind = "backup"
+	// OpCrashing declares a flow whose learn() has 2,000 specs: vswitchd
+	// 3.1 aborts on it, so it must be refused at declaration.
+	OpCrashing OpKind = "put-crashing"
 )
 
 // identState is what the acknowledged writes say of one flow identity.
@@ -137,9 +140,16 @@ func (w *writer) step(ctx context.Context, counts *counter) {
 	case p < 0.90:
 		err := w.c.MarkReady(ctx, w.module)
 		counts.add(string(OpMarkReady), err)
-	default:
+	case p < 0.98:
 		_, err := w.c.Backup(ctx, io.Discard)
 		counts.add(string(OpBackup), err)
+	default:
+		ip := fmt.Sprintf("10.%d.250.250", w.octet)
+		specs := strings.TrimSuffix(strings.Repeat("NXM_OF_VLAN_TCI[0..11],", 2000), ",")
+		f := fmt.Sprintf("table=%d,priority=10,tcp,nw_dst=%s,actions=learn(table=%d,priority=100,%s)", w.table, ip, w.table, specs)
+		_, err := w.c.Put(ctx, Managed, w.module, client.FlowText(f))
+		w.record(map[string]string{ip: "learn"}, false, err)
+		counts.add(string(OpCrashing), err)
 	}
 }
 

@@ -27,6 +27,7 @@ const (
 	InvLeftover  = "leftover"
 	InvExit      = "flowstated-exit"
 	InvProtected = "protected"
+	InvRefused   = "refused"
 )
 
 // holdBound is the longest a running vswitchd may go without forwarding
@@ -517,7 +518,7 @@ func (r *run) superviseLoop(ctx context.Context) {
 		crashes := r.crashes
 		r.mu.Unlock()
 		r.rep.Checks.add(InvCrashloop, errIf(crashes > 2))
-		if crashes > 2 {
+		if crashes == 3 {
 			r.violate(InvCrashloop, "ovs-vswitchd died by itself %d times in a row", crashes)
 		}
 		r.log.Warn("ovs-vswitchd died by itself: starting it again", "in_a_row", crashes)
@@ -700,6 +701,17 @@ func (r *run) quiesce(parent context.Context, writers []*writer) {
 			if fwd, ok := r.forwards(ctx, br, DeniedIP, pid); ok && fwd {
 				r.violate(InvDeny, "at rest %s forwards the SYN to %s", br, DeniedIP)
 			}
+		}
+	}
+	r.mu.Lock()
+	r.rep.Ops.mu.Lock()
+	accepted, refused := r.rep.Ops.ok[string(OpCrashing)], r.rep.Ops.failed[string(OpCrashing)]
+	r.rep.Ops.mu.Unlock()
+	r.mu.Unlock()
+	if accepted+refused > 0 {
+		r.rep.Checks.add(InvRefused, errIf(accepted > 0))
+		if accepted > 0 {
+			r.violate(InvRefused, "%d declarations of a flow that aborts vswitchd (a 2,000-spec learn) were accepted", accepted)
 		}
 	}
 	r.leftovers(parent)
