@@ -28,6 +28,7 @@ const (
 	OVSDBRestart     FaultKind = "ovsdb-restart"     // ovsdb-server stopped and started
 	FlowLimit        FaultKind = "flow-limit"        // br-int table 10 limited to 5 flows for Hold
 	FlowstatedOutage FaultKind = "flowstated-outage" // SIGKILL, back only after longer than the hold promise
+	BridgeRebuild    FaultKind = "bridge-rebuild"    // br-ex's datapath_type changed: vswitchd rebuilds it empty
 )
 
 // AllFaults lists every fault kind, in a fixed order (the draw depends on it).
@@ -35,7 +36,7 @@ var AllFaults = []FaultKind{
 	VswitchdKill, VswitchdTerm, VswitchdFreeze,
 	FlowstatedKill, FlowstatedFreeze, FlowstatedTerm, FlowstatedReboot,
 	GuardKill, GuardFreeze, LeaseUnlink, ProtocolsFlip, StalledReader,
-	OVSDBRestart, FlowLimit, FlowstatedOutage,
+	OVSDBRestart, FlowLimit, FlowstatedOutage, BridgeRebuild,
 }
 
 // Step is one fault of a schedule: after Pause, inject Kind, for Hold where
