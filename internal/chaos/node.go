@@ -62,6 +62,7 @@ type node struct {
 	cmd     *exec.Cmd
 	waited  chan struct{}
 	frozen  bool
+	killing bool // a SIGKILL or SIGTERM of ours is under way: its exit is expected
 	out     bytes.Buffer // every run's stderr
 	started []int        // pids of every flowstated run, for the leftover check
 }
@@ -151,7 +152,7 @@ func (n *node) startFlowstated() error {
 	}
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
-	n.cmd, n.waited, n.frozen = cmd, done, false
+	n.cmd, n.waited, n.frozen, n.killing = cmd, done, false, false
 	n.started = append(n.started, cmd.Process.Pid)
 	return nil
 }
@@ -181,6 +182,9 @@ func (n *node) signalFlowstated(sig syscall.Signal) error {
 		return nil
 	}
 	if sig == syscall.SIGTERM || sig == syscall.SIGKILL {
+		n.mu.Lock()
+		n.killing = true
+		n.mu.Unlock()
 		_ = cmd.Process.Signal(syscall.SIGCONT)
 	}
 	if err := cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
@@ -215,7 +219,7 @@ func (n *node) signalFlowstated(sig syscall.Signal) error {
 func (n *node) exitedBySelf() (bool, string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.cmd == nil {
+	if n.cmd == nil || n.killing {
 		return false, ""
 	}
 	select {
