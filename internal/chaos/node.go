@@ -62,7 +62,7 @@ type node struct {
 	cmd     *exec.Cmd
 	waited  chan struct{}
 	frozen  bool
-	killing bool // a SIGKILL or SIGTERM of ours is under way: its exit is expected
+	killing bool         // a SIGKILL or SIGTERM of ours is under way: its exit is expected
 	out     bytes.Buffer // every run's stderr
 	started []int        // pids of every flowstated run, for the leftover check
 }
