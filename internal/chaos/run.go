@@ -671,8 +671,11 @@ func (r *run) quiesce(parent context.Context, writers []*writer) {
 	// Converged, diff empty, br-ex restored: all must hold at one moment.
 	var last string
 	for {
-		last = r.atRest(ctx)
-		if last == "" {
+		why := r.atRest(ctx)
+		if why != "" && ctx.Err() != nil && last != "" {
+			why = last // the deadline cut the last look short: keep the one before
+		}
+		if last = why; last == "" {
 			break
 		}
 		if !sleepCtx(ctx, 200*time.Millisecond) {
