@@ -120,7 +120,13 @@ type run struct {
 	excusedAt  time.Time // last flowstated, guard or bridge fault: deny excused for vswitchd started before it ends
 	crashes    int       // vswitchd deaths in a row that no fault caused
 	unarmed    bool      // some vswitchd start found the flag clear: br-ex may be plain OVS's
-	rebuilt    int       // br-ex rebuilds: it holds what vswitchd made, never the mirror's old flows
+	rebuilt    int       // br-ex rebuilds so far
+	// rebuiltLive: br-ex was rebuilt on a vswitchd seen forwarding (released)
+	// and no vswitchd started since: it must hold what vswitchd made, never
+	// the mirror's old flows. A rebuild of a held vswitchd is a restore's to
+	// finish; after a restart br-ex is the mirror's, which may or may not
+	// have seen the rebuild (plainOK).
+	rebuiltLive bool
 	guards     map[int]bool
 	holdWarned time.Time
 }
@@ -425,6 +431,9 @@ func (r *run) inject(ctx context.Context, st Step) error {
 		r.mu.Lock()
 		r.rebuilt++
 		typ := []string{"netdev", "dummy"}[(r.rebuilt-1)%2]
+		released := r.lastFwd[Unmanaged].After(r.vsStart)
+		r.rebuiltLive = r.rebuiltLive || released
+		r.unarmed = true // plain OVS's default flow is br-ex's from now on too
 		r.mu.Unlock()
 		_, err := n.sb.Vsctl(ctx, "--no-wait", "set", "bridge", Unmanaged, "datapath_type="+typ)
 		return err
@@ -475,6 +484,7 @@ func (r *run) startVswitchd(ctx context.Context) error {
 	defer r.mu.Unlock()
 	r.vsDown = false
 	r.unarmed = r.unarmed || !armed
+	r.rebuiltLive = false
 	r.vsStart, r.disrupted = time.Now(), time.Now()
 	r.strict = armed && alive && time.Since(r.excusedAt) > guardGrace+maxHold
 	return err
@@ -795,7 +805,7 @@ func (r *run) atRest(ctx context.Context) string {
 	// A guard that released a held vswitchd let it start as plain OVS.
 	unarmed = unarmed || strings.Contains(n.logs(), "flow-restore-wait cleared by the guard")
 	r.mu.Lock()
-	rebuilt := r.rebuilt > 0
+	rebuilt := r.rebuiltLive
 	r.mu.Unlock()
 	if rebuilt {
 		// Rebuilt on a running vswitchd: what vswitchd made is br-ex's
