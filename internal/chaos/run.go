@@ -108,27 +108,27 @@ type run struct {
 	start time.Time
 	rep   *Report
 
-	mu         sync.Mutex
-	step       int
-	epoch      int       // flowstated runs started
-	vsFrozen   bool      // vswitchd frozen by a fault
-	vsDown     bool      // vswitchd stopped by a fault
-	disrupted  time.Time // last time forwarding was legitimately interrupted
-	lastFwd    map[string]time.Time
-	vsStart    time.Time // the running vswitchd's start
-	strict     bool      // that start found the flag armed under a live flowstated
-	excusedAt  time.Time // last flowstated, guard or bridge fault: deny excused for vswitchd started before it ends
-	crashes    int       // vswitchd deaths in a row that no fault caused
-	unarmed    bool      // some vswitchd start found the flag clear: br-ex may be plain OVS's
-	rebuilt    int       // br-ex rebuilds so far
+	mu        sync.Mutex
+	step      int
+	epoch     int       // flowstated runs started
+	vsFrozen  bool      // vswitchd frozen by a fault
+	vsDown    bool      // vswitchd stopped by a fault
+	disrupted time.Time // last time forwarding was legitimately interrupted
+	lastFwd   map[string]time.Time
+	vsStart   time.Time // the running vswitchd's start
+	strict    bool      // that start found the flag armed under a live flowstated
+	excusedAt time.Time // last flowstated, guard or bridge fault: deny excused for vswitchd started before it ends
+	crashes   int       // vswitchd deaths in a row that no fault caused
+	unarmed   bool      // some vswitchd start found the flag clear: br-ex may be plain OVS's
+	rebuilt   int       // br-ex rebuilds so far
 	// rebuiltLive: br-ex was rebuilt on a vswitchd seen forwarding (released)
 	// and no vswitchd started since: it must hold what vswitchd made, never
 	// the mirror's old flows. A rebuild of a held vswitchd is a restore's to
 	// finish; after a restart br-ex is the mirror's, which may or may not
 	// have seen the rebuild (plainOK).
 	rebuiltLive bool
-	guards     map[int]bool
-	holdWarned time.Time
+	guards      map[int]bool
+	holdWarned  time.Time
 }
 
 // Run executes one seeded run. The error is for a harness that could not
