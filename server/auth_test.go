@@ -13,6 +13,38 @@ import (
 	"github.com/flowstate-io/flowstate/server"
 )
 
+// flowctlAsPeer builds flowctl where any uid can run it, opens e's socket to
+// every uid, and returns a runner of flowctl as uid (needs root) and the
+// directory, writable by any uid, it was built in.
+func flowctlAsPeer(ctx context.Context, t *testing.T, e *env) (func(uid uint32, stdin string, args ...string) (string, error), string) {
+	t.Helper()
+	binDir, err := os.MkdirTemp("", "flowctl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(binDir) })
+	bin := filepath.Join(binDir, "flowctl")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "../cmd/flowctl").CombinedOutput(); err != nil {
+		t.Fatalf("go build flowctl: %v\n%s", err, out)
+	}
+	if err := os.Chmod(binDir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(e.dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(strings.TrimPrefix(e.sock, "unix://"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	return func(uid uint32, stdin string, args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, bin, append([]string{"--server", e.sock, "--timeout", "20s"}, args...)...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}, binDir
+}
+
 // TestModuleWriters: with --module-writer rules, a peer other than root may
 // write only the modules granted to its uid, as the kernel reports it
 // (SO_PEERCRED); reads stay open. The peer is flowctl run as nobody.
@@ -36,31 +68,7 @@ func TestModuleWriters(t *testing.T) {
 	e.Start(ctx)
 	e.WaitConverged(ctx)
 
-	// flowctl, somewhere nobody can run it, and a socket nobody can open.
-	binDir, err := os.MkdirTemp("", "flowctl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(binDir)
-	bin := filepath.Join(binDir, "flowctl")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "../cmd/flowctl").CombinedOutput(); err != nil {
-		t.Fatalf("go build flowctl: %v\n%s", err, out)
-	}
-	for _, p := range []string{binDir, e.dir} {
-		if err := os.Chmod(p, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Chmod(strings.TrimPrefix(e.sock, "unix://"), 0o666); err != nil {
-		t.Fatal(err)
-	}
-	flowctlAs := func(uid uint32, stdin string, args ...string) (string, error) {
-		cmd := exec.CommandContext(ctx, bin, append([]string{"--server", e.sock, "--timeout", "20s"}, args...)...)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
-		cmd.Stdin = strings.NewReader(stdin)
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
+	flowctlAs, _ := flowctlAsPeer(ctx, t, e)
 	flowctl := func(stdin string, args ...string) (string, error) { return flowctlAs(nobody, stdin, args...) }
 	if out, err := flowctl("table=0,priority=5,ip,actions=drop\n", "add-flows", "--module", "pod", "-"); err != nil {
 		t.Fatalf("nobody writing its own module: %v\n%s", err, out)

@@ -138,17 +138,7 @@ func (n *node) setBoot(id string) {
 // start runs flowstated and waits until its API answers.
 func (n *node) start(ctx context.Context) {
 	n.t.Helper()
-	if n.cmd != nil {
-		n.stopped = append(n.stopped, n.logs.String())
-		n.logs = &syncBuffer{}
-	}
-	n.cmd = exec.Command(binary(n.t), n.args...)
-	n.cmd.Stderr = n.logs
-	if err := n.cmd.Start(); err != nil {
-		n.t.Fatal(err)
-	}
-	n.waited = make(chan error, 1)
-	go func(cmd *exec.Cmd, w chan error) { w <- cmd.Wait() }(n.cmd, n.waited)
+	n.startNoWait()
 	n.poll(ctx, "flowstated serving", func() bool {
 		_, err := n.c.Status(ctx)
 		return err == nil
