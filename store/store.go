@@ -49,6 +49,10 @@ type Options struct {
 	// Describe, optional, prints an entry for error messages (the server
 	// gives ovs-ofctl syntax); without it they name table and priority.
 	Describe func(entry.Entry) string
+	// understood is the newest schema version Open accepts: SchemaVersion
+	// when 0. A test lowers it to play the previous flowstated meeting a
+	// store this one migrated (upgrade.go).
+	understood uint32
 }
 
 // Store is the desired state on disk. It is safe for concurrent use.
@@ -63,6 +67,8 @@ type Store struct {
 	// operations under way (busy.go).
 	damage damaged
 	busy   inflight
+	// migrated is what Open migrated (upgrade.go).
+	migrated Migration
 }
 
 // Open opens or creates the store at path, creating its directory (mode 0750).
@@ -94,6 +100,13 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, &CorruptError{Path: path, Detail: "consistency check: " + err.Error()}
 	}
 	s := &Store{db: db, describe: opts.Describe, pre: pre, checked: time.Since(start)}
+	if opts.understood == 0 {
+		opts.understood = SchemaVersion
+	}
+	if err := s.prepareMigration(opts.understood); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
 	if err := s.sealInChunks(); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("store: open %s: migrating to schema version 3: %w", path, err)
