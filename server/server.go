@@ -187,6 +187,9 @@ func Run(ctx context.Context, cfg Config) error {
 		log.Warn("the store file was empty (0 bytes): a new store was created; bridges another store managed stand aside", "path", cfg.DBPath)
 	}
 	log.Info("store checked", "path", cfg.DBPath, "store", st.ID(), "check", st.CheckDuration())
+	if m := st.Migrated(); m.From != 0 {
+		log.Info("store migrated", "from_schema", m.From, "to_schema", store.SchemaVersion, "backup", m.Backup)
+	}
 	boot, err := st.RecordBoot(bootID, time.Now())
 	if err != nil {
 		return err
