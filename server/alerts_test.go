@@ -259,6 +259,9 @@ func TestAlertRules(t *testing.T) {
 	// flowstated gone: the scrape fails.
 	e.Stop()
 	check("flowstated down", noGuard, nil, `alertname="FlowstateDown"`)
+	// No target at all (the scrape job lost it): no up series, only the
+	// absent() rule can say so.
+	check("no target", noGuard, noTarget, `alertname="FlowstateTargetMissing"`)
 
 	text, err := os.ReadFile(rules)
 	if err != nil {
@@ -369,13 +372,21 @@ func evalRules(ctx context.Context, t *testing.T, promtool, rules string, before
 		}
 		return fmt.Sprintf("%sx%d", v, n-1)
 	}
-	up := func(s scrape) string {
-		if s == nil {
-			return "0"
+	up := func(s scrape, n int) string {
+		switch {
+		case s == nil:
+			return fmt.Sprintf("0x%d", n)
+		case isNoTarget(s):
+			// Prometheus writes a staleness marker when service
+			// discovery drops a target, then nothing.
+			return fmt.Sprintf("stale _x%d", n)
 		}
-		return "1"
+		return fmt.Sprintf("1x%d", n)
 	}
-	input := []inputSeries{{`up{` + targetLabels + `}`, up(before) + "x30 " + up(after) + "x29"}}
+	input := []inputSeries{{`up{` + targetLabels + `}`, up(before, 30) + " " + up(after, 29)}}
+	if isNoTarget(after) {
+		after = nil
+	}
 	var names []string
 	for series := range before {
 		names = append(names, series)
@@ -421,6 +432,14 @@ func evalRules(ctx context.Context, t *testing.T, promtool, rules string, before
 		t.Fatalf("promtool test rules: %v\n%s\nwant firing: %q", err, out, want)
 	}
 }
+
+// noTarget, as the scrape after a fault, is a target service discovery no
+// longer finds: no sample at all, not even up.
+var noTarget = scrape{noTargetKey: ""}
+
+const noTargetKey = "\x00no target"
+
+func isNoTarget(s scrape) bool { _, ok := s[noTargetKey]; return ok && len(s) == 1 }
 
 // withTargetLabels adds targetLabels to an exposed series name{labels}.
 func withTargetLabels(series string) string {

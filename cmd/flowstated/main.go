@@ -169,6 +169,7 @@ grace no longer than flowstated's --guard-grace.`,
 	f.DurationVar(&cfg.Grace, "grace", guard.DefaultGrace, "how long the lease may go unrenewed before the node is released")
 	f.BoolVar(&cfg.ExitWhenIdle, "exit-when-idle", false, "exit once flowstated is gone and the flag is clear, or at once if another guard runs (set by flowstated for the guards it spawns)")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	cmd.AddCommand(newGuardProbeCommand())
 	return cmd
 }
 
