@@ -424,5 +424,16 @@ func TestSystemdUnits(t *testing.T) {
 		// its own unit: stopping flowstated leaves it running.
 		m.must(ctx, "systemctl stop flowstated && systemctl is-active flowstate-guard && systemctl start flowstated && flowctl --timeout 20s wait")
 	})
+	t.Run("support-bundle", func(t *testing.T) {
+		// On a systemd node the bundle holds the units' journals.
+		out := m.must(ctx, "cd /root && flowctl support-bundle --events-wait 11s b.tar.gz && tar -tzf b.tar.gz && "+
+			"tar -xzOf b.tar.gz --wildcards '*/journal-flowstated.txt' | grep -c 'msg=serving' && "+
+			"tar -xzOf b.tar.gz --wildcards '*/journal-flowstate-guard.txt' | grep -c 'guard active'")
+		for _, want := range []string{"/status.json", "/metrics.txt", "/events.jsonl", "/store.txt", "/journal-ovs-vswitchd.txt"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("the bundle lacks %s:\n%s", want, out)
+			}
+		}
+	})
 	t.Logf("whole test %v", time.Since(testStart).Round(time.Millisecond))
 }

@@ -76,7 +76,7 @@ Exit status: 0 success; 1 failure; 2 usage error, or diff found differences.`,
 		root.AddCommand(newAdd(g, k), newDel(g, k), newDump(g, k))
 	}
 	root.AddCommand(newReplaceFlows(g), newReady(g), newDiff(g), newReconcile(g), newWatch(g), newWait(g), newStatus(g),
-		newPrestart(g), newRelease(g), newVswitchdState(g), newBackup(g), newImport(g))
+		newPrestart(g), newRelease(g), newVswitchdState(g), newBackup(g), newImport(g), newSupportBundle(g))
 	markFailures(root)
 	registerCompletions(root, g)
 	return root
