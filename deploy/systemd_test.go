@@ -247,17 +247,6 @@ func joinContinued(lines []string) []string {
 	return out
 }
 
-// buildBinaries builds flowstated and flowctl into dir/bin, as make build
-// would.
-func buildBinaries(ctx context.Context, t *testing.T, dir string) {
-	t.Helper()
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, "bin")+"/", "../cmd/flowstated", "../cmd/flowctl")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-}
-
 // copyTree copies the regular files under src to dst.
 func copyTree(t *testing.T, src, dst string) {
 	t.Helper()
@@ -306,10 +295,8 @@ func TestSystemdUnits(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: it mounts an overlay of / and boots it with systemd-nspawn (CI runs make test as root)")
 	}
-	buildCtx, cancelBuild := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancelBuild()
 	src := filepath.Join(t.TempDir(), "flowstate")
-	buildBinaries(buildCtx, t, src)
+	copyTree(t, binaries(t), filepath.Join(src, "bin"))
 	copyTree(t, ".", filepath.Join(src, "deploy"))
 	// The machine's part: about 20 s.
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
