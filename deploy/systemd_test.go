@@ -406,6 +406,17 @@ func TestSystemdUnits(t *testing.T) {
 
 	t.Run("guard unit", func(t *testing.T) {
 		m.must(ctx, "systemctl is-active flowstate-guard")
+		// The DaemonSet's guard probe, against the guard unit: ready
+		// while it runs, not once it is frozen.
+		m.must(ctx, "flowstated guard probe")
+		m.must(ctx, "systemctl kill -s SIGSTOP flowstate-guard")
+		out, took := m.poll(ctx, 10*time.Second, "the probe fails for a frozen guard", "! flowstated guard probe 2>&1")
+		if !strings.Contains(out, "made no OVSDB round trip") {
+			t.Errorf("the probe of a frozen guard says %q", out)
+		}
+		t.Logf("guard probe: fails %v after the guard froze: %s", took.Round(time.Millisecond), strings.TrimSpace(out))
+		m.must(ctx, "systemctl kill -s SIGCONT flowstate-guard")
+		m.poll(ctx, 10*time.Second, "the probe passes again", "flowstated guard probe")
 		before := strings.TrimSpace(m.must(ctx, "systemctl show -P MainPID flowstate-guard"))
 		m.must(ctx, "systemctl kill -s SIGKILL flowstate-guard")
 		m.poll(ctx, 20*time.Second, "systemd restarts the guard and flowstated proves it again",
