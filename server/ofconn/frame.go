@@ -127,3 +127,11 @@ func TypeName(t uint8) string {
 	}
 	return fmt.Sprintf("TYPE_%d", t)
 }
+
+// ReadMessage reads one OpenFlow message of any version from r, for relays
+// that pass messages on without decoding them. A length below the header's
+// is an error: the stream cannot be resynchronised after it.
+func ReadMessage(r io.Reader) ([]byte, error) {
+	var hdr [headerLen]byte
+	return readFrame(r, &hdr)
+}
