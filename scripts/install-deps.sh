@@ -20,14 +20,15 @@ if ! command -v ovs-vswitchd >/dev/null && [ ! -x /usr/sbin/ovs-vswitchd ]; then
 	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openvswitch-switch >/dev/null
 fi
 
-# OVN 23.03 (ovn-northd, ovn-controller, the NB/SB schemas) is the real,
-# unmodified OpenFlow controller the sandbox tests run against br-int.
+# OVN 23.03 (ovn-northd, ovn-controller, the NB/SB schemas) and Open vSwitch's
+# ovs-testcontroller are the real, unmodified OpenFlow controllers the proxy's
+# tests run.
 # The tests start their own daemons in a temp dir; the packages' services,
 # where an init system starts them, use /var/run/ovn and never meet those.
-if ! command -v ovn-controller >/dev/null || ! command -v ovn-northd >/dev/null; then
-	echo "installing ovn-host ovn-central" >&2
+if ! command -v ovn-controller >/dev/null || ! command -v ovn-northd >/dev/null || ! command -v ovs-testcontroller >/dev/null; then
+	echo "installing ovn-host ovn-central openvswitch-testcontroller" >&2
 	as_root apt-get update -qq
-	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ovn-host ovn-central >/dev/null
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ovn-host ovn-central openvswitch-testcontroller >/dev/null
 fi
 
 # promtool evaluates the alert rules in server/alerts_test.go. Debian ships it
