@@ -268,6 +268,23 @@ func TestOVNThroughProxy(t *testing.T) {
 		t.Errorf("SYN to %s:%d was forwarded although a drop ACL covers it", denied.Port.IP, denied.TCPPort)
 	}
 
+	// The dropped SYN hit a logged ACL: its packet-in reached ovn-controller
+	// through the proxy, which logs it.
+	logged := false
+	for !logged && ctx.Err() == nil {
+		b, err := os.ReadFile(o.ControllerLog())
+		if err != nil {
+			t.Fatal(err)
+		}
+		logged = strings.Contains(string(b), `name="deny0", verdict=drop`)
+		if !logged {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if !logged {
+		t.Error("ovn-controller never logged the ACL hit of the dropped SYN: its packet-in did not reach it through the proxy")
+	}
+
 	accepted := p.Stats().Accepted.Load()
 	restarted := time.Now()
 	if err := s.RestartVswitchd(ctx, false); err != nil {
