@@ -55,7 +55,12 @@ type Stats struct {
 	Accepted atomic.Uint64 // controller connections relayed
 	Refused  atomic.Uint64 // closed at once: upstream unreachable
 	Messages [2]atomic.Uint64
+	types    [2]typeCounts
 }
+
+// ByType returns the messages relayed in direction dir (ToSwitch or
+// ToController), by kind (FLOW_MOD, BARRIER_REQUEST, NXT_PACKET_IN2, ...).
+func (s *Stats) ByType(dir int) map[string]uint64 { return s.types[dir].snapshot() }
 
 // Directions of Stats.Messages.
 const (
@@ -307,6 +312,7 @@ func (s *session) copy(dir int, src io.Reader, dst io.Writer) error {
 			return err
 		}
 		s.p.stats.Messages[dir].Add(1)
+		s.p.stats.types[dir].add(keyOf(m))
 		// Flush when nothing more is waiting: bursts leave together, a
 		// lone message (an echo, a barrier) leaves at once.
 		if br.Buffered() == 0 {

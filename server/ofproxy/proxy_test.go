@@ -81,7 +81,7 @@ var topology = sandbox.Topology{Switches: 4, PortsPerSwitch: 50, ACLs: 100, Load
 // state is what the switch holds for br-int, as sorted dumps without
 // counters, and with group and meter ids replaced by placeholders:
 // ovn-controller allocates those as it meets them.
-type state struct{ flows, groups, meters []string }
+type state struct{ flows, groups, meters, tlv []string }
 
 var unstable = []struct {
 	re   *regexp.Regexp
@@ -117,7 +117,17 @@ func switchState(ctx context.Context, t *testing.T, s *sandbox.Sandbox) state {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return state{normalize(flows), normalize(groups), normalize(meters)}
+	out, err := s.Ofctl(ctx, "dump-tlv-map", sandbox.OVNBridge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tlv []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "tun_metadata") {
+			tlv = append(tlv, strings.Join(strings.Fields(l), " "))
+		}
+	}
+	return state{normalize(flows), normalize(groups), normalize(meters), normalize(tlv)}
 }
 
 // diffLines compares two sorted multisets.
@@ -145,7 +155,7 @@ func stateDiff(direct, proxied state) string {
 	for _, k := range []struct {
 		name string
 		a, b []string
-	}{{"flows", direct.flows, proxied.flows}, {"groups", direct.groups, proxied.groups}, {"meters", direct.meters, proxied.meters}} {
+	}{{"flows", direct.flows, proxied.flows}, {"groups", direct.groups, proxied.groups}, {"meters", direct.meters, proxied.meters}, {"TLV mappings", direct.tlv, proxied.tlv}} {
 		onlyA, onlyB := diffLines(k.a, k.b)
 		if len(onlyA)+len(onlyB) > 0 {
 			d = append(d, fmt.Sprintf("%s: %d only direct, %d only through the proxy; first: %q / %q",
@@ -216,6 +226,9 @@ func TestOVNThroughProxy(t *testing.T) {
 		t.Fatalf("ovn-nbctl --wait=hv sync, direct: %v", err)
 	}
 	want := switchState(ctx, t, s)
+	if len(want.tlv) == 0 {
+		t.Fatal("ovn-controller mapped no geneve TLV (tun_metadata0)")
+	}
 	if p.Stats().Accepted.Load() != 0 {
 		t.Fatal("a connection went through the proxy while ovn-controller was connected directly")
 	}
@@ -225,7 +238,7 @@ func TestOVNThroughProxy(t *testing.T) {
 	if err := o.StopController(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, cmd := range []string{"del-flows", "del-groups", "del-meters"} {
+	for _, cmd := range []string{"del-flows", "del-groups", "del-meters", "del-tlv-map"} {
 		if _, err := s.Ofctl(ctx, cmd, sandbox.OVNBridge); err != nil {
 			t.Fatal(err)
 		}
@@ -251,6 +264,20 @@ func TestOVNThroughProxy(t *testing.T) {
 		p.Stats().Messages[ofproxy.ToSwitch].Load(), p.Stats().Messages[ofproxy.ToController].Load())
 	if p.Stats().Accepted.Load() == 0 {
 		t.Fatal("ovn-controller synced, but no connection went through the proxy")
+	}
+	// ovn-controller's install, as the capture saw it: bundles of
+	// flow and group mods, meters outside them, the TLV mapping, barriers.
+	toSwitch, toController := p.Stats().ByType(ofproxy.ToSwitch), p.Stats().ByType(ofproxy.ToController)
+	t.Logf("to the switch: %v; to the controller: %v", toSwitch, toController)
+	for _, k := range []string{"HELLO", "BUNDLE_CONTROL", "BUNDLE_ADD_MESSAGE", "METER_MOD", "BARRIER_REQUEST", "NXT_TLV_TABLE_MOD", "NXT_SET_PACKET_IN_FORMAT"} {
+		if toSwitch[k] == 0 {
+			t.Errorf("no %s relayed to the switch: %v", k, toSwitch)
+		}
+	}
+	for _, k := range []string{"HELLO", "BUNDLE_CONTROL", "BARRIER_REPLY"} {
+		if toController[k] == 0 {
+			t.Errorf("no %s relayed to the controller: %v", k, toController)
+		}
 	}
 	if d := stateDiff(want, got); d != "" {
 		t.Errorf("br-int installed through the proxy differs from the direct install:\n%s", d)
