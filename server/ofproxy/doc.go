@@ -4,7 +4,7 @@
 // directory (ovn-controller through OVS_RUNDIR, Antrea through its OVS run
 // directory) can be pointed at it with no code change.
 //
-// # What it does today
+// # Relay
 //
 // A [Proxy] owns one listening socket for one bridge. Every controller
 // connection it accepts gets its own upstream connection to vswitchd's real
@@ -25,14 +25,44 @@
 // its own goroutines and buffers, and a pump blocks only on its own
 // destination.
 //
-// # What it does not do yet
+// # Recording
 //
-// Recording the controller's flows, groups, meters and TLV mappings as a
-// module's desired state (issue 23) needs the write pipeline's source
-// interface: state messages will then be taken out of the stream and applied
-// through the engine instead of being relayed. Until then the proxy is not
-// wired into flowstated; it is the transport, tested against an unmodified
-// ovn-controller.
+// With a [Recorder], a session that agrees on OpenFlow 1.5 takes the
+// controller's state out of the stream: FLOW_MOD, GROUP_MOD, METER_MOD and
+// NXT_TLV_TABLE_MOD go to the Recorder instead of the switch, and the proxy
+// answers as vswitchd would (record.go):
+//
+//   - A bundle (BUNDLE_CONTROL and BUNDLE_ADD_MESSAGE) is held until its
+//     commit and handed over whole; the proxy sends the open, close,
+//     commit and discard replies itself, and for a refused message the
+//     switch's OFPT_ERROR re-addressed to the controller's BUNDLE_ADD, then
+//     OFPBFC_MSG_FAILED for the commit. Its mistakes about bundles (an
+//     unknown id, a second open, other flags, an add after close) get the
+//     errors vswitchd sends, and drop the bundle where vswitchd drops it.
+//     TestRecordedAnswersAsVswitchd holds the two to the same bytes.
+//   - Standalone changes are gathered while more input is buffered and
+//     handed over together; one that the switch refuses gets its error and
+//     the others are applied without it, as the switch applies standalone
+//     messages one by one.
+//   - Anything else, a barrier above all, is sent to the switch only after
+//     every change before it was applied: a barrier reply means the change
+//     is durable and on the switch.
+//   - A flow with an idle or hard timeout or the send_flow_rem flag is not
+//     desired state: alone it passes through unrecorded. In a bundle it is
+//     refused with OFPBFC_MSG_UNSUP, as are packet-outs and port mods,
+//     which only the switch's own bundle could apply atomically with the
+//     rest.
+//   - When the Recorder cannot tell whether a change was applied, the
+//     controller's connection is closed: the controller reconnects and
+//     installs everything again, which is what it does after a vswitchd
+//     restart too.
+//
+// A connection's open bundles may hold at most 1 GiB; past that the bundle
+// is dropped with OFPBFC_MSG_TOO_MANY.
+//
+// The Recorder of flowstated (the engine's write pipeline, issue 23) is
+// not wired yet, so flowstated has no proxy flag: the tests use a Recorder
+// that applies each change to the switch over a connection of its own.
 //
 // # Lifecycle
 //

@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/bits"
 	"net"
 	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"antrea.io/libOpenflow/openflow15"
 
 	"github.com/flowstate-io/flowstate/server/ofconn"
 )
@@ -30,6 +33,10 @@ type Config struct {
 	DialTimeout time.Duration
 	// Logger receives connection events (optional).
 	Logger *slog.Logger
+	// Recorder, when set, takes the state changes of every OpenFlow 1.5
+	// controller connection in place of the switch (see record.go); nil
+	// relays everything.
+	Recorder Recorder
 }
 
 // Proxy relays controller connections on one socket to vswitchd.
@@ -55,6 +62,8 @@ type Stats struct {
 	Accepted atomic.Uint64 // controller connections relayed
 	Refused  atomic.Uint64 // closed at once: upstream unreachable
 	Messages [2]atomic.Uint64
+	Answered atomic.Uint64 // messages the recording proxy sent the controller itself
+	Errors   atomic.Uint64 // of those, OFPT_ERRORs
 	types    [2]typeCounts
 }
 
@@ -211,7 +220,7 @@ func (p *Proxy) accept(c *net.UnixConn) {
 	if p.refusing.Swap(false) {
 		p.log.Info("ofproxy: vswitchd's socket accepts again", "upstream", p.cfg.Upstream)
 	}
-	s := &session{p: p, down: c, up: up.(*net.UnixConn)}
+	s := &session{p: p, down: c, up: up.(*net.UnixConn), downW: bufio.NewWriterSize(c, bufSize), switchHello: make(chan struct{})}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -224,8 +233,8 @@ func (p *Proxy) accept(c *net.UnixConn) {
 	p.stats.Accepted.Add(1)
 	p.log.Info("ofproxy: controller connected")
 	p.wg.Add(2)
-	go s.pump(ToSwitch, c, s.up)
-	go s.pump(ToController, s.up, c)
+	go s.pump(ToSwitch)
+	go s.pump(ToController)
 }
 
 func (p *Proxy) isClosed() bool {
@@ -266,12 +275,21 @@ func (p *Proxy) Close() error {
 
 // session is one controller connection and its upstream twin. Each pump
 // owns reading its source; close, from either pump or from shutdown, ends
-// both.
+// both. The controller's side is written by the switch-to-controller pump
+// and by the recorder's own answers, under downMu.
 type session struct {
 	p        *Proxy
 	down, up *net.UnixConn
 	once     sync.Once
 	pumps    atomic.Int32
+
+	downMu sync.Mutex
+	downW  *bufio.Writer
+
+	// switchHello is closed once the switch's HELLO has been read, after
+	// switchVersions is set.
+	switchHello    chan struct{}
+	switchVersions uint32
 }
 
 func (s *session) close() {
@@ -281,17 +299,25 @@ func (s *session) close() {
 	})
 }
 
-// pump copies messages from src to dst in order until either side ends,
-// then ends the session. The last pump out removes the session.
-func (s *session) pump(dir int, src io.Reader, dst io.Writer) {
+// pump copies messages in direction dir until either side ends, then ends
+// the session. The last pump out removes the session.
+func (s *session) pump(dir int) {
 	defer s.p.wg.Done()
 	s.pumps.Add(1)
-	err := s.copy(dir, src, dst)
+	var err error
+	if dir == ToSwitch {
+		err = s.fromController()
+	} else {
+		err = s.fromSwitch()
+	}
 	s.close()
 	if s.pumps.Add(-1) == 0 {
 		s.p.mu.Lock()
 		delete(s.p.sessions, s)
 		s.p.mu.Unlock()
+	}
+	if errors.Is(err, errUnknownOutcome) {
+		s.p.log.Warn("ofproxy: dropped the controller's connection: a change's outcome is unknown, the controller will install again", "error", err)
 	}
 	if dir == ToController {
 		// The switch's side ended first (vswitchd went away) or the
@@ -300,27 +326,147 @@ func (s *session) pump(dir int, src io.Reader, dst io.Writer) {
 	}
 }
 
-func (s *session) copy(dir int, src io.Reader, dst io.Writer) error {
-	br := bufio.NewReaderSize(src, bufSize)
-	bw := bufio.NewWriterSize(dst, bufSize)
+func (s *session) count(dir int, m []byte) {
+	s.p.stats.Messages[dir].Add(1)
+	s.p.stats.types[dir].add(keyOf(m))
+}
+
+// fromSwitch relays the switch's messages to the controller.
+func (s *session) fromSwitch() error {
+	br := bufio.NewReaderSize(s.up, bufSize)
+	first := true
+	for {
+		m, err := ofconn.ReadMessage(br)
+		if err != nil {
+			if first {
+				close(s.switchHello)
+			}
+			return err
+		}
+		if first {
+			if m[1] == openflow15.Type_Hello {
+				s.switchVersions = ofconn.HelloVersions(m)
+			}
+			close(s.switchHello)
+			first = false
+		}
+		s.count(ToController, m)
+		// Flush when nothing more is waiting: bursts leave together, a
+		// lone message (an echo, a barrier reply) leaves at once.
+		if err := s.writeDown(m, br.Buffered() == 0); err != nil {
+			return err
+		}
+	}
+}
+
+func (s *session) writeDown(m []byte, flush bool) error {
+	s.downMu.Lock()
+	defer s.downMu.Unlock()
+	if _, err := s.downW.Write(m); err != nil {
+		return err
+	}
+	if flush {
+		return s.downW.Flush()
+	}
+	return nil
+}
+
+// reply sends a message of the proxy's own to the controller.
+func (s *session) reply(m []byte) error {
+	s.p.stats.Answered.Add(1)
+	if m[1] == typeError {
+		s.p.stats.Errors.Add(1)
+	}
+	return s.writeDown(m, true)
+}
+
+// fromController relays the controller's messages to the switch, and,
+// when recording, hands its state changes to the Recorder instead.
+func (s *session) fromController() error {
+	br := bufio.NewReaderSize(s.down, bufSize)
+	bw := bufio.NewWriterSize(s.up, bufSize)
+	var r *recorder
+	first := true
 	for {
 		m, err := ofconn.ReadMessage(br)
 		if err != nil {
 			return err
 		}
+		s.count(ToSwitch, m)
+		if first && m[1] == openflow15.Type_Hello {
+			r = s.recorderFor(m)
+		}
+		first = false
+		if r != nil {
+			switch classify(m) {
+			case state:
+				r.pending = append(r.pending, ofconn.Message(m))
+				if br.Buffered() == 0 {
+					if err := s.applyPending(r, bw); err != nil {
+						return err
+					}
+				}
+				continue
+			case bundleCtrl:
+				if err := s.applyPending(r, bw); err != nil {
+					return err
+				}
+				if err := r.bundleControl(s.p.ctx, m); err != nil {
+					return err
+				}
+				continue
+			case bundleAdd:
+				if err := r.bundleAdd(m); err != nil {
+					return err
+				}
+				continue
+			}
+			// Anything else (a barrier above all) goes to the switch
+			// only after the changes before it are applied.
+			if err := s.applyPending(r, bw); err != nil {
+				return err
+			}
+		}
 		if _, err := bw.Write(m); err != nil {
 			return err
 		}
-		s.p.stats.Messages[dir].Add(1)
-		s.p.stats.types[dir].add(keyOf(m))
-		// Flush when nothing more is waiting: bursts leave together, a
-		// lone message (an echo, a barrier) leaves at once.
 		if br.Buffered() == 0 {
 			if err := bw.Flush(); err != nil {
 				return err
 			}
 		}
 	}
+}
+
+// applyPending sends what is buffered for the switch, then applies the
+// pending standalone changes, in the order the controller sent them.
+func (s *session) applyPending(r *recorder, bw *bufio.Writer) error {
+	if len(r.pending) == 0 {
+		return nil
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	return r.flush(s.p.ctx)
+}
+
+// recorderFor decides from the two HELLOs whether this session records:
+// only when it agrees on OpenFlow 1.5, the version the Recorder takes.
+func (s *session) recorderFor(hello []byte) *recorder {
+	if s.p.cfg.Recorder == nil {
+		return nil
+	}
+	select {
+	case <-s.switchHello:
+	case <-s.p.ctx.Done():
+		return nil
+	}
+	common := ofconn.HelloVersions(hello) & s.switchVersions
+	if common == 0 || bits.Len32(common)-1 != of15Version {
+		s.p.log.Warn("ofproxy: controller does not speak OpenFlow 1.5: relaying its connection without recording it", "versions", fmt.Sprintf("%#x", common))
+		return nil
+	}
+	return &recorder{s: s, rec: s.p.cfg.Recorder, bundles: make(map[uint32]*openBundle)}
 }
 
 func causeOf(err error) string {

@@ -47,6 +47,13 @@ func startSandbox(ctx context.Context, t *testing.T) *sandbox.Sandbox {
 // startProxy serves a proxy for bridge in a directory of its own.
 func startProxy(t *testing.T, s *sandbox.Sandbox, bridge string) *ofproxy.Proxy {
 	t.Helper()
+	return startProxyWith(t, s, bridge, nil)
+}
+
+// startProxyWith serves a proxy for bridge that hands state changes to rec
+// (nil: relay only).
+func startProxyWith(t *testing.T, s *sandbox.Sandbox, bridge string, rec ofproxy.Recorder) *ofproxy.Proxy {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "ofp")
 	if err != nil {
 		t.Fatal(err)
@@ -57,6 +64,7 @@ func startProxy(t *testing.T, s *sandbox.Sandbox, bridge string) *ofproxy.Proxy 
 		Listen:   filepath.Join(dir, bridge+".mgmt"),
 		Upstream: s.MgmtPath(bridge),
 		Logger:   testLogger(t),
+		Recorder: rec,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -10,13 +10,23 @@ import (
 	"time"
 
 	"github.com/flowstate-io/flowstate/internal/sandbox"
+	"github.com/flowstate-io/flowstate/ofctl"
+	"github.com/flowstate-io/flowstate/server/ofproxy"
 )
 
 // TestTestControllerThroughProxy: Open vSwitch's own learning-switch
 // controller, connected to the proxy as an active client of br0.mgmt, gets
 // its packet-ins and installs its table-miss and learned (idle-timeout)
 // flows through the proxy, and traffic is switched by them.
+//
+// Recording, the table-miss flow is recorded and the learned flows, which
+// expire, pass through unrecorded.
 func TestTestControllerThroughProxy(t *testing.T) {
+	t.Run("relay", func(t *testing.T) { testTestController(t, false) })
+	t.Run("recording", func(t *testing.T) { testTestController(t, true) })
+}
+
+func testTestController(t *testing.T, recording bool) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	bin, err := exec.LookPath("ovs-testcontroller")
@@ -38,7 +48,15 @@ func TestTestControllerThroughProxy(t *testing.T) {
 	if _, err := s.Ofctl(ctx, "del-flows", "br0"); err != nil {
 		t.Fatal(err)
 	}
-	p := startProxy(t, s, "br0")
+	var (
+		p   *ofproxy.Proxy
+		rec *switchRecorder
+	)
+	if recording {
+		p, rec = startRecordingProxy(t, s, "br0")
+	} else {
+		p = startProxy(t, s, "br0")
+	}
 
 	logf := filepath.Join(t.TempDir(), "testcontroller.log")
 	cmd := exec.Command(bin, "-O", "OpenFlow15", "--log-file="+logf, "-vconsole:off",
@@ -100,8 +118,23 @@ func TestTestControllerThroughProxy(t *testing.T) {
 		}
 		return false
 	})
-	if p.Stats().Messages[1].Load() == 0 {
-		t.Error("no message reached the controller through the proxy (packet-ins)")
+	if p.Stats().ByType(ofproxy.ToController)["PACKET_IN"] == 0 {
+		t.Errorf("no packet-in reached the controller through the proxy: %v", p.Stats().ByType(ofproxy.ToController))
+	}
+	if !recording {
+		return
+	}
+	msgs, _ := rec.recorded()
+	var recorded []string
+	for _, m := range msgs {
+		f, err := ofctl.FormatFlowMod(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recorded = append(recorded, f)
+	}
+	if len(recorded) != 1 || !strings.Contains(recorded[0], "CONTROLLER") {
+		t.Errorf("recorded %q, want the table-miss flow alone (learned flows expire: not state)", recorded)
 	}
 }
 
