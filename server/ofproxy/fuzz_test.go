@@ -3,6 +3,7 @@ package ofproxy
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"context"
 	"encoding/binary"
 	"io"
@@ -82,7 +83,7 @@ func FuzzRecorder(f *testing.F) {
 		}
 		for ans := bytes.NewReader(out.Bytes()); ; {
 			m, err := ofconn.ReadMessage(ans)
-			if err == io.EOF {
+			if errors.Is(err, io.EOF) {
 				break
 			}
 			if err != nil || m[0] != 6 || (m[1] != 1 && m[1] != 33) {
