@@ -3,9 +3,9 @@ package ofproxy
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"context"
 	"encoding/binary"
+	"errors"
 	"io"
 	"log/slog"
 	"testing"
