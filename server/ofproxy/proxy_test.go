@@ -26,11 +26,11 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 
-func startSandbox(ctx context.Context, t *testing.T) *sandbox.Sandbox {
+func startSandbox(ctx context.Context, t testing.TB) *sandbox.Sandbox {
 	t.Helper()
 	s, err := sandbox.Start(ctx, sandbox.Options{Logger: testLogger(t)})
 	if err != nil {
@@ -45,14 +45,14 @@ func startSandbox(ctx context.Context, t *testing.T) *sandbox.Sandbox {
 }
 
 // startProxy serves a proxy for bridge in a directory of its own.
-func startProxy(t *testing.T, s *sandbox.Sandbox, bridge string) *ofproxy.Proxy {
+func startProxy(t testing.TB, s *sandbox.Sandbox, bridge string) *ofproxy.Proxy {
 	t.Helper()
 	return startProxyWith(t, s, bridge, nil)
 }
 
 // startProxyWith serves a proxy for bridge that hands state changes to rec
 // (nil: relay only).
-func startProxyWith(t *testing.T, s *sandbox.Sandbox, bridge string, rec ofproxy.Recorder) *ofproxy.Proxy {
+func startProxyWith(t testing.TB, s *sandbox.Sandbox, bridge string, rec ofproxy.Recorder) *ofproxy.Proxy {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "ofp")
 	if err != nil {

@@ -116,7 +116,7 @@ func (r *switchRecorder) close() {
 }
 
 // startRecordingProxy serves a recording proxy for bridge.
-func startRecordingProxy(t *testing.T, s *sandbox.Sandbox, bridge string) (*ofproxy.Proxy, *switchRecorder) {
+func startRecordingProxy(t testing.TB, s *sandbox.Sandbox, bridge string) (*ofproxy.Proxy, *switchRecorder) {
 	t.Helper()
 	rec := &switchRecorder{path: s.MgmtPath(bridge)}
 	t.Cleanup(rec.close)
@@ -243,12 +243,12 @@ func tail(path string) string {
 
 // ofClient is a hand-driven OpenFlow 1.5 client.
 type ofClient struct {
-	t  *testing.T
+	t  testing.TB
 	c  net.Conn
 	br *bufio.Reader
 }
 
-func dialOF(ctx context.Context, t *testing.T, path string) *ofClient {
+func dialOF(ctx context.Context, t testing.TB, path string) *ofClient {
 	t.Helper()
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "unix", path)
