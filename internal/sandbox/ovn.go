@@ -260,7 +260,24 @@ func (o *OVN) Sbctl(ctx context.Context, args ...string) (string, error) {
 // has installed what the northbound database says, `ovn-nbctl --wait=hv
 // sync`. ovn-controller reports progress on barrier replies, so this also
 // shows that its OpenFlow connection works end to end.
+//
+// --wait=hv waits only for the chassis that have registered, so Sync first
+// waits until this one (hv1) has: on a loaded machine a fresh
+// ovn-controller may not have, and the sync would return at once.
 func (o *OVN) Sync(ctx context.Context) error {
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	for {
+		out, err := o.Sbctl(ctx, "--bare", "--columns=name", "list", "Chassis_Private")
+		if err == nil && strings.Contains(out, "hv1") {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("sandbox: ovn-controller never registered chassis hv1: %w (last: %q, %v)", ctx.Err(), out, err)
+		case <-tick.C:
+		}
+	}
 	_, err := o.Nbctl(ctx, "--wait=hv", "--timeout="+fmt.Sprint(nbctlTimeout(ctx)), "sync")
 	return err
 }
