@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs what flowstate's tests and demo need: Open vSwitch (Debian package)
-# and promtool, and with --dev also buf and the pinned protoc plugins.
+# Installs what flowstate's tests and demo need: Open vSwitch and OVN (Debian
+# packages) and promtool, and with --dev also buf and the pinned protoc plugins.
 # Idempotent.
 set -euo pipefail
 
@@ -18,6 +18,17 @@ if ! command -v ovs-vswitchd >/dev/null && [ ! -x /usr/sbin/ovs-vswitchd ]; then
 	echo "installing openvswitch-switch" >&2
 	as_root apt-get update -qq
 	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openvswitch-switch >/dev/null
+fi
+
+# OVN 23.03 (ovn-northd, ovn-controller, the NB/SB schemas) and Open vSwitch's
+# ovs-testcontroller are the real, unmodified OpenFlow controllers the proxy's
+# tests run.
+# The tests start their own daemons in a temp dir; the packages' services,
+# where an init system starts them, use /var/run/ovn and never meet those.
+if ! command -v ovn-controller >/dev/null || ! command -v ovn-northd >/dev/null || ! command -v ovs-testcontroller >/dev/null; then
+	echo "installing ovn-host ovn-central openvswitch-testcontroller" >&2
+	as_root apt-get update -qq
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ovn-host ovn-central openvswitch-testcontroller >/dev/null
 fi
 
 # promtool evaluates the alert rules in server/alerts_test.go. Debian ships it

@@ -8,4 +8,5 @@ const (
 	sigTerm = syscall.SIGTERM
 	sigStop = syscall.SIGSTOP
 	sigCont = syscall.SIGCONT
+	sigKill = syscall.SIGKILL
 )

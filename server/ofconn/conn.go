@@ -201,29 +201,8 @@ func helloMsg(xid uint32) ([]byte, error) {
 	return h.MarshalBinary()
 }
 
-// peerSpeaks15 reports whether a HELLO allows OpenFlow 1.5: through its version bitmap when it carries one, else
-// through its header version (the highest the peer supports).
-func peerSpeaks15(f []byte) bool {
-	for b := f[headerLen:]; len(b) >= 4; {
-		typ, n := be.Uint16(b[0:2]), int(be.Uint16(b[2:4]))
-		if n < 4 || n > len(b) {
-			break
-		}
-		if typ == common.HelloElemType_VersionBitmap {
-			word := openflow15.VERSION / 32
-			if 4+4*(word+1) > n {
-				return false
-			}
-			return be.Uint32(b[4+4*word:])&(1<<(openflow15.VERSION%32)) != 0
-		}
-		padded := (n + 7) / 8 * 8
-		if padded > len(b) {
-			break
-		}
-		b = b[padded:]
-	}
-	return f[0] >= openflow15.VERSION
-}
+// peerSpeaks15 reports whether a HELLO allows OpenFlow 1.5.
+func peerSpeaks15(f []byte) bool { return HelloVersions(f)&(1<<openflow15.VERSION) != 0 }
 
 // Done is closed when the connection died or was closed.
 func (c *Conn) Done() <-chan struct{} { return c.done }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"antrea.io/libOpenflow/common"
 	"antrea.io/libOpenflow/openflow15"
 )
 
@@ -126,4 +127,43 @@ func TypeName(t uint8) string {
 		return typeNames[t]
 	}
 	return fmt.Sprintf("TYPE_%d", t)
+}
+
+// ReadMessage reads one OpenFlow message of any version from r, for relays
+// that pass messages on without decoding them. A length below the header's
+// is an error: the stream cannot be resynchronised after it.
+func ReadMessage(r io.Reader) ([]byte, error) {
+	var hdr [headerLen]byte
+	return readFrame(r, &hdr)
+}
+
+// HelloVersions returns the OpenFlow versions a HELLO offers, as a bitmap
+// (bit N set: wire version N): its version bitmap element when it carries
+// one, else every version up to its header's (the highest the peer speaks).
+func HelloVersions(f []byte) uint32 {
+	if len(f) < headerLen {
+		return 0
+	}
+	for b := f[headerLen:]; len(b) >= 4; {
+		typ, n := be.Uint16(b[0:2]), int(be.Uint16(b[2:4]))
+		if n < 4 || n > len(b) {
+			break
+		}
+		if typ == common.HelloElemType_VersionBitmap {
+			if n < 8 {
+				return 0
+			}
+			// Versions above 31 would be in later words; none exist.
+			return be.Uint32(b[4:8])
+		}
+		padded := (n + 7) / 8 * 8
+		if padded > len(b) {
+			break
+		}
+		b = b[padded:]
+	}
+	if f[0] >= 32 {
+		return 0
+	}
+	return (1<<(f[0]+1) - 1) &^ 1
 }

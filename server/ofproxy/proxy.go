@@ -1,0 +1,479 @@
+package ofproxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/bits"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"antrea.io/libOpenflow/openflow15"
+
+	"github.com/flowstate-io/flowstate/server/ofconn"
+)
+
+// Config configures a Proxy.
+type Config struct {
+	// Bridge names the bridge, for logs and counters.
+	Bridge string
+	// Listen is the path of the proxy's socket, <dir>/<Bridge>.mgmt.
+	Listen string
+	// Upstream is vswitchd's socket for the bridge, <rundir>/<Bridge>.mgmt.
+	Upstream string
+	// DialTimeout bounds the upstream dial of each accepted connection
+	// (default 2s).
+	DialTimeout time.Duration
+	// Logger receives connection events (optional).
+	Logger *slog.Logger
+	// Recorder, when set, takes the state changes of every OpenFlow 1.5
+	// controller connection in place of the switch (see record.go); nil
+	// relays everything.
+	Recorder Recorder
+}
+
+// Proxy relays controller connections on one socket to vswitchd.
+type Proxy struct {
+	cfg  Config
+	log  *slog.Logger
+	ln   *net.UnixListener
+	stop context.CancelFunc
+	ctx  context.Context
+
+	wg sync.WaitGroup // Serve's accept loop and every session's goroutines
+
+	mu       sync.Mutex
+	sessions map[*session]struct{}
+	closed   bool
+
+	stats    Stats
+	refusing atomic.Bool // upstream unreachable: log the episode once
+}
+
+// Stats are a proxy's counters since Listen.
+type Stats struct {
+	Accepted atomic.Uint64 // controller connections relayed
+	Refused  atomic.Uint64 // closed at once: upstream unreachable
+	Messages [2]atomic.Uint64
+	Answered atomic.Uint64 // messages the recording proxy sent the controller itself
+	Errors   atomic.Uint64 // of those, OFPT_ERRORs
+	types    [2]typeCounts
+}
+
+// ByType returns the messages relayed in direction dir (ToSwitch or
+// ToController), by kind (FLOW_MOD, BARRIER_REQUEST, NXT_PACKET_IN2, ...).
+func (s *Stats) ByType(dir int) map[string]uint64 { return s.types[dir].snapshot() }
+
+// Directions of Stats.Messages.
+const (
+	ToSwitch     = 0
+	ToController = 1
+)
+
+const bufSize = 64 << 10
+
+// Listen creates the proxy's socket. A stale socket at the path (nobody
+// accepts on it) is replaced; a live one is an error, so that two proxies
+// never share a path. The socket takes the mode and owner of the upstream
+// socket when that exists, else mode 0660.
+func Listen(cfg Config) (*Proxy, error) {
+	if cfg.Listen == "" || cfg.Upstream == "" {
+		return nil, errors.New("ofproxy: listen and upstream paths are required")
+	}
+	if cfg.Listen == cfg.Upstream {
+		return nil, fmt.Errorf("ofproxy: %s is both the proxy's socket and vswitchd's", cfg.Listen)
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = 2 * time.Second
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := removeStale(cfg.Listen); err != nil {
+		return nil, err
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: cfg.Listen, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("ofproxy: listen on %s: %w", cfg.Listen, err)
+	}
+	// Close must not remove a path another process took over meanwhile;
+	// Close removes it itself, once.
+	ln.SetUnlinkOnClose(false)
+	if err := copyOwnership(cfg.Listen, cfg.Upstream); err != nil {
+		ln.Close()
+		os.Remove(cfg.Listen)
+		return nil, err
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	return &Proxy{
+		cfg:      cfg,
+		log:      log.With("bridge", cfg.Bridge, "socket", cfg.Listen),
+		ln:       ln,
+		ctx:      ctx,
+		stop:     stop,
+		sessions: make(map[*session]struct{}),
+	}, nil
+}
+
+// removeStale removes a socket at path that nobody accepts on.
+func removeStale(path string) error {
+	st, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("ofproxy: %w", err)
+	}
+	if st.Mode()&os.ModeSocket == 0 {
+		return fmt.Errorf("ofproxy: %s exists and is not a socket", path)
+	}
+	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		c.Close()
+		return fmt.Errorf("ofproxy: %s is in use by another process", path)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("ofproxy: remove stale socket: %w", err)
+	}
+	return nil
+}
+
+// copyOwnership gives path the mode and owner of the upstream socket, so
+// the proxy admits exactly the users vswitchd admits.
+func copyOwnership(path, upstream string) error {
+	mode, uid, gid := os.FileMode(0o660), -1, -1
+	if st, err := os.Stat(upstream); err == nil {
+		mode = st.Mode().Perm()
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+			uid, gid = int(sys.Uid), int(sys.Gid)
+		}
+	}
+	if err := os.Chmod(path, mode); err != nil {
+		return fmt.Errorf("ofproxy: %w", err)
+	}
+	if uid >= 0 && (uid != os.Getuid() || gid != os.Getgid()) {
+		if err := os.Lchown(path, uid, gid); err != nil {
+			return fmt.Errorf("ofproxy: give %s the owner of %s: %w", path, upstream, err)
+		}
+	}
+	return nil
+}
+
+// Addr is the proxy's socket path.
+func (p *Proxy) Addr() string { return p.cfg.Listen }
+
+// Stats returns the proxy's counters.
+func (p *Proxy) Stats() *Stats { return &p.stats }
+
+// Sessions is the number of controller connections being relayed.
+func (p *Proxy) Sessions() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.sessions)
+}
+
+// Serve accepts controller connections until ctx ends or Close is called,
+// then closes every session and waits for them. It returns nil after a
+// shutdown, or the accept error that stopped it.
+func (p *Proxy) Serve(ctx context.Context) error {
+	p.wg.Add(1)
+	defer p.wg.Done()
+	stop := context.AfterFunc(ctx, func() { p.shutdown() })
+	defer stop()
+	for {
+		c, err := p.ln.AcceptUnix()
+		if err != nil {
+			if p.isClosed() {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			p.shutdown()
+			return fmt.Errorf("ofproxy: accept on %s: %w", p.cfg.Listen, err)
+		}
+		p.accept(c)
+	}
+}
+
+// accept dials vswitchd for c, or closes c at once when vswitchd's socket
+// does not accept.
+func (p *Proxy) accept(c *net.UnixConn) {
+	d := net.Dialer{Timeout: p.cfg.DialTimeout}
+	up, err := d.DialContext(p.ctx, "unix", p.cfg.Upstream)
+	if err != nil {
+		p.stats.Refused.Add(1)
+		if !p.refusing.Swap(true) {
+			p.log.Warn("ofproxy: vswitchd's socket does not accept: refusing controller connections until it does", "upstream", p.cfg.Upstream, "error", err)
+		}
+		c.Close()
+		return
+	}
+	if p.refusing.Swap(false) {
+		p.log.Info("ofproxy: vswitchd's socket accepts again", "upstream", p.cfg.Upstream)
+	}
+	s := &session{p: p, down: c, up: up.(*net.UnixConn), downW: bufio.NewWriterSize(c, bufSize), switchHello: make(chan struct{})}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		c.Close()
+		up.Close()
+		return
+	}
+	p.sessions[s] = struct{}{}
+	p.mu.Unlock()
+	p.stats.Accepted.Add(1)
+	p.log.Info("ofproxy: controller connected")
+	p.wg.Add(2)
+	go s.pump(ToSwitch)
+	go s.pump(ToController)
+}
+
+func (p *Proxy) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
+}
+
+// shutdown stops accepting and closes every session; it does not wait.
+func (p *Proxy) shutdown() {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.closed = true
+	sessions := make([]*session, 0, len(p.sessions))
+	for s := range p.sessions {
+		sessions = append(sessions, s)
+	}
+	p.mu.Unlock()
+	p.stop()
+	p.ln.Close()
+	for _, s := range sessions {
+		s.close()
+	}
+}
+
+// Close stops the proxy, waits for every goroutine and removes its socket.
+func (p *Proxy) Close() error {
+	p.shutdown()
+	p.wg.Wait()
+	if err := os.Remove(p.cfg.Listen); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("ofproxy: remove %s: %w", p.cfg.Listen, err)
+	}
+	return nil
+}
+
+// session is one controller connection and its upstream twin. Each pump
+// owns reading its source; close, from either pump or from shutdown, ends
+// both. The controller's side is written by the switch-to-controller pump
+// and by the recorder's own answers, under downMu.
+type session struct {
+	p        *Proxy
+	down, up *net.UnixConn
+	once     sync.Once
+	pumps    atomic.Int32
+
+	downMu sync.Mutex
+	downW  *bufio.Writer
+
+	// switchHello is closed once the switch's HELLO has been read, after
+	// switchVersions is set.
+	switchHello    chan struct{}
+	switchVersions uint32
+}
+
+func (s *session) close() {
+	s.once.Do(func() {
+		s.down.Close()
+		s.up.Close()
+	})
+}
+
+// pump copies messages in direction dir until either side ends, then ends
+// the session. The last pump out removes the session.
+func (s *session) pump(dir int) {
+	defer s.p.wg.Done()
+	s.pumps.Add(1)
+	var err error
+	if dir == ToSwitch {
+		err = s.fromController()
+	} else {
+		err = s.fromSwitch()
+	}
+	s.close()
+	if s.pumps.Add(-1) == 0 {
+		s.p.mu.Lock()
+		delete(s.p.sessions, s)
+		s.p.mu.Unlock()
+	}
+	if errors.Is(err, errUnknownOutcome) {
+		s.p.log.Warn("ofproxy: dropped the controller's connection: a change's outcome is unknown, the controller will install again", "error", err)
+	}
+	if dir == ToController {
+		// The switch's side ended first (vswitchd went away) or the
+		// controller left; either way the controller is now disconnected.
+		s.p.log.Info("ofproxy: controller disconnected", "cause", causeOf(err))
+	}
+}
+
+func (s *session) count(dir int, m []byte) {
+	s.p.stats.Messages[dir].Add(1)
+	s.p.stats.types[dir].add(keyOf(m))
+}
+
+// fromSwitch relays the switch's messages to the controller.
+func (s *session) fromSwitch() error {
+	br := bufio.NewReaderSize(s.up, bufSize)
+	first := true
+	for {
+		m, err := ofconn.ReadMessage(br)
+		if err != nil {
+			if first {
+				close(s.switchHello)
+			}
+			return err
+		}
+		if first {
+			if m[1] == openflow15.Type_Hello {
+				s.switchVersions = ofconn.HelloVersions(m)
+			}
+			close(s.switchHello)
+			first = false
+		}
+		s.count(ToController, m)
+		// Flush when nothing more is waiting: bursts leave together, a
+		// lone message (an echo, a barrier reply) leaves at once.
+		if err := s.writeDown(m, br.Buffered() == 0); err != nil {
+			return err
+		}
+	}
+}
+
+func (s *session) writeDown(m []byte, flush bool) error {
+	s.downMu.Lock()
+	defer s.downMu.Unlock()
+	if _, err := s.downW.Write(m); err != nil {
+		return err
+	}
+	if flush {
+		return s.downW.Flush()
+	}
+	return nil
+}
+
+// reply sends a message of the proxy's own to the controller.
+func (s *session) reply(m []byte) error {
+	s.p.stats.Answered.Add(1)
+	if m[1] == typeError {
+		s.p.stats.Errors.Add(1)
+	}
+	return s.writeDown(m, true)
+}
+
+// fromController relays the controller's messages to the switch, and,
+// when recording, hands its state changes to the Recorder instead.
+func (s *session) fromController() error {
+	br := bufio.NewReaderSize(s.down, bufSize)
+	bw := bufio.NewWriterSize(s.up, bufSize)
+	var r *recorder
+	first := true
+	for {
+		m, err := ofconn.ReadMessage(br)
+		if err != nil {
+			return err
+		}
+		s.count(ToSwitch, m)
+		if first && m[1] == openflow15.Type_Hello {
+			r = s.recorderFor(m)
+		}
+		first = false
+		if r != nil {
+			switch classify(m) {
+			case state:
+				r.pending = append(r.pending, ofconn.Message(m))
+				if br.Buffered() == 0 {
+					if err := s.applyPending(r, bw); err != nil {
+						return err
+					}
+				}
+				continue
+			case bundleCtrl:
+				if err := s.applyPending(r, bw); err != nil {
+					return err
+				}
+				if err := r.bundleControl(s.p.ctx, m); err != nil {
+					return err
+				}
+				continue
+			case bundleAdd:
+				if err := r.bundleAdd(m); err != nil {
+					return err
+				}
+				continue
+			}
+			// Anything else (a barrier above all) goes to the switch
+			// only after the changes before it are applied.
+			if err := s.applyPending(r, bw); err != nil {
+				return err
+			}
+		}
+		if _, err := bw.Write(m); err != nil {
+			return err
+		}
+		if br.Buffered() == 0 {
+			if err := bw.Flush(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// applyPending sends what is buffered for the switch, then applies the
+// pending standalone changes, in the order the controller sent them.
+func (s *session) applyPending(r *recorder, bw *bufio.Writer) error {
+	if len(r.pending) == 0 {
+		return nil
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	return r.flush(s.p.ctx)
+}
+
+// recorderFor decides from the two HELLOs whether this session records:
+// only when it agrees on OpenFlow 1.5, the version the Recorder takes.
+func (s *session) recorderFor(hello []byte) *recorder {
+	if s.p.cfg.Recorder == nil {
+		return nil
+	}
+	select {
+	case <-s.switchHello:
+	case <-s.p.ctx.Done():
+		return nil
+	}
+	common := ofconn.HelloVersions(hello) & s.switchVersions
+	if common == 0 || bits.Len32(common)-1 != of15Version {
+		s.p.log.Warn("ofproxy: controller does not speak OpenFlow 1.5: relaying its connection without recording it", "versions", fmt.Sprintf("%#x", common))
+		return nil
+	}
+	return &recorder{s: s, rec: s.p.cfg.Recorder, bundles: make(map[uint32]*openBundle)}
+}
+
+func causeOf(err error) string {
+	switch {
+	case err == nil, errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
+		return "closed"
+	default:
+		return err.Error()
+	}
+}
