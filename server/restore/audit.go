@@ -44,9 +44,7 @@ func (e *Engine) audit(ctx context.Context, b *bridge, conn *ofconn.Conn, log *s
 	log.Warn("drift found by the audit", "missing", n[0], "changed", n[1], "undeclared", n[2])
 	e.publish(events.Event{Type: events.DriftFound, Bridge: b.name, Message: why,
 		Attrs: map[string]string{"missing": strconv.Itoa(n[0]), "changed": strconv.Itoa(n[1]), "undeclared": strconv.Itoa(n[2])}})
-	if e.afterDriftFound != nil {
-		e.afterDriftFound()
-	}
+	e.cfg.Faults.afterDriftFound()
 	return true
 }
 

@@ -199,6 +199,34 @@ func (b *bridge) setConn(c *ofconn.Conn) {
 	b.publishLocked()
 }
 
+// liftQuarantineLocked forgets the quarantine of entries a module wrote
+// again, given as entries or as keys: the write itself tells whether the
+// switch accepts them now. b.mu must be held.
+func (b *bridge) liftQuarantineLocked(keys []string, es ...[]entry.Entry) {
+	if b.quarantine.len() == 0 {
+		return
+	}
+	removed := false
+	for _, k := range keys {
+		removed = b.quarantine.remove(k) || removed
+	}
+	for _, es := range es {
+		for _, en := range es {
+			removed = b.quarantine.remove(key(en.Kind, en.ID)) || removed
+		}
+	}
+	if removed {
+		b.publishLocked()
+	}
+}
+
+// markDivergedLocked records that the switch may differ from the store: the
+// bridge is unconverged until a replay makes them equal. b.mu must be held.
+func (b *bridge) markDivergedLocked() {
+	b.converged = false
+	b.publishLocked()
+}
+
 func (b *bridge) isConverged() bool { return b.snapshot().Converged }
 
 // requestReplay asks the bridge goroutine for a replay; it never blocks.

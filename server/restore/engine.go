@@ -105,6 +105,8 @@ type Config struct {
 	// out the suspects (poison.go). Defaults DefaultSurviveAfter and
 	// DefaultCrashWindow.
 	SurviveAfter, CrashWindow time.Duration
+	// Faults injects faults, for tests (faults.go); nil in production.
+	Faults *Faults
 	// Events receives the engine's events (optional).
 	Events  *events.Log
 	Logger  *slog.Logger
@@ -162,14 +164,6 @@ type Engine struct {
 	// nanoseconds), for Status.
 	lastRelease atomic.Int64
 
-	// beforeClear, when set, runs before each clear of the flag: fault
-	// injection for tests (flag_test.go).
-	beforeClear func()
-	// afterDriftFound, when set, runs after an audit marked a bridge
-	// unconverged and before the replay that corrects it (tests only).
-	afterDriftFound func()
-	// faults are set by tests only (groupcommit.go).
-	faults  writeFaults
 	mirrors *mirrorSet // unmanaged bridges (mirror.go)
 }
 

@@ -254,9 +254,7 @@ func (e *Engine) clearLocked(ctx context.Context, c *ovsconfig.Client, keepIfRel
 		e.log.Debug("flow-restore-wait left armed: this vswitchd was released before", "vswitchd", held)
 		return false, nil
 	}
-	if e.beforeClear != nil {
-		e.beforeClear()
-	}
+	e.cfg.Faults.beforeClear()
 	if err := c.SetFlowRestoreWait(ctx, false, true); err != nil {
 		e.unackedClear = true
 		return false, err

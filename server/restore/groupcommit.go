@@ -281,13 +281,11 @@ func (e *Engine) runWrites(ctx context.Context, b *bridge) {
 				}
 				continue
 			}
-			if f := e.faults.taken; f != nil {
-				f(len(batch))
-			}
+			e.cfg.Faults.taken(len(batch))
 			if p != nil && !p.takes() {
 				closePipe()
 			}
-			if p == nil && e.pipes() && slices.ContainsFunc(batch, pipeable) {
+			if p == nil && e.cfg.Faults.pipes() && slices.ContainsFunc(batch, pipeable) {
 				p = e.openPipe(ctx, b)
 			}
 			if p != nil {
@@ -415,9 +413,7 @@ func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) (
 		}
 	}()
 
-	conn := b.conn
-	// Once Run is stopping, writes are only stored: the next start replays.
-	live := conn != nil && b.converged && e.gate.isOpen() && ctx.Err() == nil
+	conn, live := e.liveLocked(ctx, b)
 	var unknown error // the switch failed with an unknown outcome
 	var sent []Change // what the switch took, for learnForms
 	results = make([]writeResult, len(reqs))
@@ -467,18 +463,13 @@ func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) (
 		var streamErr error
 		if stream != nil {
 			touched, streamed = true, true
-			streamErr = stream.finish(true)
+			streamErr = e.cfg.Faults.verdict(stream.finish(true), true)
 			stream = nil
-			if e.faults.streamVerdict != nil {
-				streamErr = e.faults.streamVerdict(streamErr)
-			}
-			var re *RejectedError
-			if errors.As(streamErr, &re) && len(re.Changes) == 0 {
-				// Refused as a whole, not for an entry (the switch
-				// expired the bundle while the store was slow): nothing
-				// was committed, send it the usual way.
-				e.log.Warn("streamed write refused as a whole; sending it again after the store", "bridge", b.name, "err", streamErr)
-				touched, streamed, streamErr = false, false, nil
+			if o, _ := outcomeOf(streamErr); o == RefusedWhole {
+				if resend, _ := resendWhole(true); resend {
+					e.log.Warn("streamed write refused as a whole; sending it again after the store", "bridge", b.name, "err", streamErr)
+					touched, streamed, streamErr = false, false, nil
+				}
 			}
 		}
 		var cs []Change
@@ -525,23 +516,23 @@ func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) (
 				sctx, cancel := context.WithTimeout(ctx, e.cfg.WriteTimeout)
 				_, err = applyPlan(sctx, conn, p)
 				cancel()
+				err = e.cfg.Faults.verdict(err, false)
 			}
-			if err == nil && e.faults.afterBundle != nil {
-				err = e.faults.afterBundle()
-			}
-			var re *RejectedError
-			switch {
-			case errors.As(err, &re):
+			switch o, re := outcomeOf(err); o {
+			case Refused, RefusedWhole:
 				// A refused plan leaves nothing, unless undoing its meters
-				// failed or the refusal came after the bundle.
+				// failed or the refusal came after the bundle. Refused as
+				// a whole after the resend (or unstreamed): the request
+				// fails with it, as a switch refusing it again would.
 				touched = re.SwitchChanged
 				return refused(re, owner, len(reqs))
-			case err != nil:
+			case Unknown:
 				unknown = err
 				live = false
-			case e.faults.beforeStoreCommit != nil:
-				return e.faults.beforeStoreCommit()
 			default:
+				if err := e.cfg.Faults.beforeStoreCommit(); err != nil {
+					return err
+				}
 				sent = cs
 			}
 		}
@@ -557,16 +548,15 @@ func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) (
 		return nil, err
 	}
 	stored = true
+	s := settlement{what: "write", stored: true, applied: live, unknown: unknown}
+	quarantined := b.quarantine.len() > 0
 	for i, r := range reqs {
 		results[i].applied = live
-		b.unquarantineLocked(r.declared)
-		b.unquarantineLocked(results[i].res.Removed)
+		if quarantined {
+			s.declared = append(s.declared, r.declared, results[i].res.Removed)
+		}
 	}
-	if unknown != nil {
-		e.divergedLocked(b, "write stored, its outcome on the switch is unknown", unknown)
-	} else if !live {
-		b.requestReplay()
-	}
+	e.settleLocked(b, s)
 	if sent != nil {
 		lctx, cancel := context.WithTimeout(ctx, e.cfg.WriteTimeout)
 		e.learnForms(lctx, conn, sent, false, e.log.With("bridge", b.name))
@@ -586,8 +576,8 @@ func (e *Engine) endWrite(b *bridge, p any, what string, touched, stored bool, e
 		panicErr = fmt.Errorf("bridge %s: write failed: %v: %w", b.name, p, errdefs.ErrInternal)
 		err = panicErr
 	}
-	if touched && !stored {
-		e.divergedLocked(b, "the switch may hold a write the store does not", err)
+	if !stored {
+		e.settleLocked(b, settlement{what: "write", touched: touched, cause: err})
 	}
 	return panicErr
 }
@@ -611,36 +601,4 @@ func refused(re *RejectedError, owner map[string]int, n int) error {
 		return re
 	}
 	return fe
-}
-
-// divergedLocked records that the switch may differ from the store after a
-// write: the bridge is unconverged until a replay makes them equal again,
-// and one is requested. b.mu must be held.
-func (e *Engine) divergedLocked(b *bridge, what string, err error) {
-	e.log.Error(what+"; replaying the bridge", "bridge", b.name, "err", err)
-	b.converged = false
-	b.publishLocked()
-	b.requestReplay()
-}
-
-// writeFaults inject faults into group commit, for tests in this package;
-// all nil in production.
-type writeFaults struct {
-	// taken runs when the owner has taken a batch of n requests, before it
-	// commits them; it may block.
-	taken func(n int)
-	// afterBundle runs when the switch accepted a write's changes; its error
-	// stands for the bundle's outcome (a reply lost after COMMIT).
-	afterBundle func() error
-	// beforeStoreCommit runs at the end of a write's transaction, after the
-	// switch accepted it; its error rolls the transaction back.
-	beforeStoreCommit func() error
-	// streamVerdict replaces the switch's verdict on a streamed write
-	// (writeStream).
-	streamVerdict func(error) error
-	// noPipe turns pipelined writes (writepipe.go) off, for tests of group
-	// commit's own batches.
-	noPipe bool
-	// piped runs when a pipe sent a batch of n requests.
-	piped func(n int)
 }

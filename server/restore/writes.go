@@ -109,21 +109,6 @@ func rejection(re *RejectedError) error {
 	return err
 }
 
-// unquarantineLocked forgets the quarantine of entries a module writes
-// again: the write itself tells whether the switch accepts them now.
-func (b *bridge) unquarantineLocked(es []entry.Entry) {
-	if b.quarantine.len() == 0 {
-		return
-	}
-	removed := false
-	for _, en := range es {
-		removed = b.quarantine.remove(key(en.Kind, en.ID)) || removed
-	}
-	if removed {
-		b.publishLocked()
-	}
-}
-
 // Reconcile replays bridgeName now and returns its state.
 func (e *Engine) Reconcile(ctx context.Context, bridgeName string) (BridgeStatus, error) {
 	b, err := e.bridge(bridgeName)

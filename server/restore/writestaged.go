@@ -159,8 +159,7 @@ func (e *Engine) commitStaged(ctx context.Context, b *bridge, r *writeReq) (res 
 	}()
 
 	start := time.Now()
-	conn := b.conn
-	live := conn != nil && b.converged && e.gate.isOpen() && ctx.Err() == nil
+	conn, live := e.liveLocked(ctx, b)
 	w := *r.staged
 	var stream *writeStream
 	var at []int32      // the request index behind each flow position, -1 for a removal
@@ -256,25 +255,22 @@ func (e *Engine) commitStaged(ctx context.Context, b *bridge, r *writeReq) (res 
 			// counts every flow either side may hold.
 			return writeResult{err: fmt.Errorf("bridge %s: a staged write outgrew its bundle: %w", b.name, errdefs.ErrInternal)}
 		}
-		err := stream.finish(true)
+		err := e.cfg.Faults.verdict(stream.finish(true), true)
 		stream = nil
-		if e.faults.streamVerdict != nil {
-			err = e.faults.streamVerdict(err)
+		o, re := outcomeOf(err)
+		if o == RefusedWhole {
+			// Its changes are not in memory to send again (resendWhole).
+			_, o = resendWhole(false)
 		}
-		if err == nil && e.faults.afterBundle != nil {
-			err = e.faults.afterBundle()
-		}
-		var re *RejectedError
-		switch {
-		case errors.As(err, &re) && len(re.Changes) > 0:
+		switch o {
+		case Refused:
 			touched = re.SwitchChanged
 			return writeResult{err: rejection(re)}
-		case err != nil:
-			// Refused as a whole, or the outcome is unknown: stored, and
-			// the replay makes the switch equal to the store.
+		case Unknown:
+			// Stored, and the replay makes the switch equal to the store.
 			unknown, live = err, false
-		case e.faults.beforeStoreCommit != nil:
-			if err := e.faults.beforeStoreCommit(); err != nil {
+		default:
+			if err := e.cfg.Faults.beforeStoreCommit(); err != nil {
 				return writeResult{err: err}
 			}
 		}
@@ -284,18 +280,8 @@ func (e *Engine) commitStaged(ctx context.Context, b *bridge, r *writeReq) (res 
 	}
 	stored = true
 	e.cfg.Metrics.stagedWrites.WithLabelValues(b.name).Inc()
-	if len(unquarantine) > 0 {
-		for _, k := range unquarantine {
-			b.quarantine.remove(k)
-		}
-		b.publishLocked()
-	}
-	switch {
-	case unknown != nil:
-		e.divergedLocked(b, "staged write stored, its outcome on the switch is unknown", unknown)
-	case !live:
-		b.requestReplay()
-	case len(opaque) > 0:
+	e.settleLocked(b, settlement{what: "staged write", stored: true, applied: live, unknown: unknown, keys: unquarantine})
+	if live && len(opaque) > 0 {
 		lctx, cancel := context.WithTimeout(ctx, e.cfg.WriteTimeout)
 		e.learnForms(lctx, conn, opaque, false, e.log.With("bridge", b.name))
 		cancel()
