@@ -69,9 +69,9 @@ var (
 )
 
 // maxSpooledNonFlows bounds the groups and meters of one spooled request,
-// which stay in memory (a variable for the tests). 100,000 groups of a few
+// which stay in memory. 100,000 groups of a few
 // buckets hold about 50 MB.
-var maxSpooledNonFlows = 100_000
+const maxSpooledNonFlows = 100_000
 
 const (
 	// spoolRecordHeader: kind, flags, index (4), id length (2), payload
