@@ -9,11 +9,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/flowstate-io/flowstate/entry"
+	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/ofconn"
-	"github.com/flowstate-io/flowstate/server/ovsconfig"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // bridge is the engine's view of one bridge. mu serialises everything that
@@ -112,28 +113,6 @@ type BridgeStatus struct {
 	DriftFound int
 	LastDrift  time.Time
 }
-
-// Replay describes one reconciliation of a bridge.
-type Replay struct {
-	Finished time.Time
-	Duration time.Duration
-	// Entries is the number of desired entries.
-	Entries int
-	// Adds, Modifies and Deletes count the changes sent.
-	Adds, Modifies, Deletes int
-	// Messages and Bytes count what was sent (the last attempt's bundle).
-	Messages, Bytes int
-	// Quarantined counts entries left out because the switch refused them,
-	// or because it would (see predictRefusals).
-	Quarantined int
-	// Rounds counts the plans built: one, plus one per round that found
-	// refusals the pre-checks had not predicted.
-	Rounds int
-	Err    error
-}
-
-// Changes is the number of changes the replay made.
-func (r Replay) Changes() int { return r.Adds + r.Modifies + r.Deletes }
 
 // publishLocked snapshots the state for readers; b.mu must be held.
 func (b *bridge) publishLocked() {
@@ -335,78 +314,6 @@ func (e *Engine) serveConn(ctx context.Context, b *bridge, conn *ofconn.Conn, lo
 	}
 }
 
-// reconcile makes the switch hold exactly the desired state of b:
-//
-//  1. Read the desired entries from the store.
-//  2. Dump the switch's flows, groups and meters.
-//  3. Diff by identity and canonical bytes: entries nobody declared (the
-//     default NORMAL flow included) are deleted, changed ones modified,
-//     missing ones added, leaving out the quarantined entries and those the
-//     switch would refuse (quarantine.go). No difference: nothing is sent.
-//  4. Send meters, then one ORDERED|ATOMIC bundle, then meter deletes.
-//  5. If the switch refused entries, quarantine them and go back to 3 without
-//     them, for at most MaxReplayTime: one bad entry never leaves a node
-//     without flows.
-func (e *Engine) reconcile(ctx context.Context, b *bridge, conn *ofconn.Conn, log *slog.Logger) (Replay, error) {
-	if err := b.owner.check(b.name); err != nil {
-		return Replay{}, err
-	}
-	defer b.busy()()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	e.publish(events.Event{Type: events.ReplayStarted, Bridge: b.name, Message: "replay started"})
-	start := time.Now()
-	vswitchd := e.vswitchdIdentity()
-	r, err := e.replayLocked(ctx, b, conn, log)
-	if r.Messages > 0 {
-		b.replayWatchLocked(vswitchd, err)
-	}
-	r.Finished = time.Now()
-	r.Duration = r.Finished.Sub(start)
-	r.Err = err
-	b.last = r
-	b.converged = err == nil
-	b.reason = ""
-	if err != nil {
-		b.reason = "replay failed: " + err.Error()
-	}
-	b.publishLocked()
-	e.cfg.Metrics.observeReplay(b.name, r)
-	attrs := map[string]string{
-		"entries": strconv.Itoa(r.Entries), "adds": strconv.Itoa(r.Adds), "modifies": strconv.Itoa(r.Modifies),
-		"deletes": strconv.Itoa(r.Deletes), "bytes": strconv.Itoa(r.Bytes), "duration": r.Duration.String(),
-		"quarantined": strconv.Itoa(r.Quarantined), "rounds": strconv.Itoa(r.Rounds),
-	}
-	if err != nil {
-		attrs["error"] = err.Error()
-		e.publish(events.Event{Type: events.ReplayFinished, Bridge: b.name, Message: "replay failed", Attrs: attrs})
-		return r, err
-	}
-	e.publish(events.Event{Type: events.ReplayFinished, Bridge: b.name,
-		Message: fmt.Sprintf("replay finished: %d changes in %v", r.Changes(), r.Duration.Round(time.Microsecond)), Attrs: attrs})
-	if r.Changes() > 0 {
-		log.Info("replay finished", "entries", r.Entries, "adds", r.Adds, "modifies", r.Modifies,
-			"deletes", r.Deletes, "bytes", r.Bytes, "duration", r.Duration, "quarantined", r.Quarantined, "rounds", r.Rounds)
-	}
-	return r, nil
-}
-
-// tableLimits returns the flow limits OVSDB sets on bridge's tables, or none
-// while OVSDB is not connected: the replay then finds a full table at commit
-// (see siblingRefusals) instead of predicting it.
-func (e *Engine) tableLimits(bridge string, log *slog.Logger) []ovsconfig.TableLimit {
-	c := e.ovsdb.Load()
-	if c == nil {
-		return nil
-	}
-	limits, err := c.TableLimits(bridge)
-	if err != nil {
-		log.Debug("table limits unknown, not predicting full tables", "err", err)
-		return nil
-	}
-	return limits
-}
-
 // dumpAll dumps flows, groups and meters in canonical form, whole: for
 // mirrors of bridges flowstated does not manage, which are small. Managed
 // bridges are compared as hashes (dumpSwitch).
@@ -463,4 +370,14 @@ func errAttrs(err error) map[string]string {
 		return nil
 	}
 	return map[string]string{"error": err.Error()}
+}
+
+// connected returns b's connection, or ErrUnavailable while there is none.
+func (b *bridge) connected() (*ofconn.Conn, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.conn == nil {
+		return nil, fmt.Errorf("bridge %s is not connected: %w", b.name, errdefs.ErrUnavailable)
+	}
+	return b.conn, nil
 }

@@ -38,52 +38,6 @@ import (
 //     write: it is stored and the bridge replays, which makes the switch
 //     equal to the store, as for any write.
 
-// CheckDeclared checks entries es of a write request before they are
-// spooled (see checkOwned); base is the position of es[0] in the request.
-func (e *Engine) CheckDeclared(es []entry.Entry, base int) error {
-	err := e.checkOwned(es)
-	var ee *errdefs.EntryError
-	if errors.As(err, &ee) {
-		ee.Index += base
-	}
-	return err
-}
-
-// PutSpool is Put for a request held in a spool. It takes sp: the spool is
-// closed once the write is done with it, which may be after PutSpool
-// returned (its caller gave up while the write was under way).
-func (e *Engine) PutSpool(ctx context.Context, bridgeName, module string, sp *store.Spool) (applied bool, err error) {
-	r, err := e.submit(ctx, bridgeName, e.stagedReq(bridgeName, module, sp, false))
-	return r.applied, err
-}
-
-// SyncSpool is Sync for a request held in a spool; it takes sp, as PutSpool.
-func (e *Engine) SyncSpool(ctx context.Context, bridgeName, module string, sp *store.Spool, ready bool) (SyncResult, error) {
-	return e.syncWrite(ctx, bridgeName, module, e.stagedReq(bridgeName, module, sp, true), ready)
-}
-
-// syncResult counts what a Sync changed.
-func syncResult(r writeResult) SyncResult {
-	if r.staged != nil {
-		return SyncResult{Applied: r.applied, Added: r.staged.Added, Changed: r.staged.Changed, Removed: r.staged.Removed}
-	}
-	out := SyncResult{Applied: r.applied, Removed: len(r.res.Removed)}
-	for _, c := range r.res.Changed {
-		if c.Existed {
-			out.Changed++
-		} else {
-			out.Added++
-		}
-	}
-	return out
-}
-
-// stagedReq is the write request of a spooled Put or Sync.
-func (e *Engine) stagedReq(bridgeName, module string, sp *store.Spool, sync bool) *writeReq {
-	return &writeReq{staged: &store.StagedWrite{Bridge: bridgeName, Module: module, Sync: sync, Spool: sp},
-		release: func() { _ = sp.Close() }}
-}
-
 // stagedNonFlows are a staged write's group and meter changes in the order
 // the switch takes them (see above).
 type stagedNonFlows struct {
