@@ -377,7 +377,7 @@ func (b *bridge) connected() (*ofconn.Conn, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.conn == nil {
-		return nil, fmt.Errorf("bridge %s is not connected: %w", b.name, errdefs.ErrUnavailable)
+		return nil, fmt.Errorf("restore: bridge %s is not connected: %w", b.name, errdefs.ErrUnavailable)
 	}
 	return b.conn, nil
 }

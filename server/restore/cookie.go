@@ -132,7 +132,7 @@ func (e *Engine) foreignToRestore(b *bridge, fs *flowScan, others []entry.Entry,
 	held, known := e.vswitchdHeld()
 	e.flagMu.Unlock()
 	if !known {
-		return nil, fmt.Errorf("OVSDB cannot tell yet whether vswitchd is held: the flows outside the owned cookie space %s may need restoring: %w", e.cfg.OwnedCookie, errdefs.ErrUnavailable)
+		return nil, fmt.Errorf("restore: OVSDB cannot tell yet whether vswitchd is held: the flows outside the owned cookie space %s may need restoring: %w", e.cfg.OwnedCookie, errdefs.ErrUnavailable)
 	}
 	actual := make([]actualEntry, len(found))
 	for i, f := range found {

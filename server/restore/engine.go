@@ -345,7 +345,7 @@ func (e *Engine) Wedged() string {
 func (e *Engine) bridge(name string) (*bridge, error) {
 	b, ok := e.bridges[name]
 	if !ok {
-		return nil, fmt.Errorf("bridge %q is not managed by this flowstated (see --bridge): %w", name, errdefs.ErrFailedPrecondition)
+		return nil, fmt.Errorf("restore: bridge %q is not managed by this flowstated (see --bridge): %w", name, errdefs.ErrFailedPrecondition)
 	}
 	return b, nil
 }

@@ -165,7 +165,7 @@ func (e *Engine) syncFlag(ctx context.Context, release bool) (recheck time.Durat
 	defer e.flagBusySince.Store(0)
 	on, err := c.FlowRestoreWait()
 	if err != nil {
-		return 0, fmt.Errorf("reading flow-restore-wait: %w", err)
+		return 0, fmt.Errorf("restore: reading flow-restore-wait: %w", err)
 	}
 	guarded, why := e.cfg.GuardPresent()
 	arm := e.cfg.Rearm && guarded
@@ -185,7 +185,7 @@ func (e *Engine) syncFlag(ctx context.Context, release bool) (recheck time.Durat
 	case on && !restorable && !unreleased:
 		// Step 5 with no vswitchd held.
 		if err := c.SetFlowRestoreWait(actx, false, false); err != nil {
-			return 0, fmt.Errorf("disarming flow-restore-wait: %w", err)
+			return 0, fmt.Errorf("restore: disarming flow-restore-wait: %w", err)
 		}
 		on = false
 		e.log.Warn("flow-restore-wait disarmed: nothing for flowstated to restore", "reason", nothing)
@@ -227,12 +227,12 @@ func (e *Engine) syncFlag(ctx context.Context, release bool) (recheck time.Durat
 		// A running vswitchd must have read the clear before the flag
 		// comes back (one that is down reads the flag at its start).
 		if err := c.WaitConfigured(actx); err != nil {
-			return 0, fmt.Errorf("re-arming flow-restore-wait: %w", err)
+			return 0, fmt.Errorf("restore: re-arming flow-restore-wait: %w", err)
 		}
 		e.unackedClear = false
 	}
 	if err := c.SetFlowRestoreWait(actx, true, false); err != nil {
-		return 0, fmt.Errorf("re-arming flow-restore-wait: %w", err)
+		return 0, fmt.Errorf("restore: re-arming flow-restore-wait: %w", err)
 	}
 	e.cfg.Metrics.flagRearmed.Inc()
 	e.log.Info("flow-restore-wait re-armed for the next vswitchd start")
@@ -385,18 +385,18 @@ func (e *Engine) LastRelease() time.Time {
 // flowstated can restore and release the switch afterwards.
 func (e *Engine) Arm(ctx context.Context) (wasSet bool, err error) {
 	if w := e.Wedged(); w != "" {
-		return false, fmt.Errorf("not arming flow-restore-wait: the engine is wedged (%s): %w", w, errdefs.ErrFailedPrecondition)
+		return false, fmt.Errorf("restore: not arming flow-restore-wait: the engine is wedged (%s): %w", w, errdefs.ErrFailedPrecondition)
 	}
 	if ok, why := e.cfg.GuardPresent(); !ok {
-		return false, fmt.Errorf("not arming flow-restore-wait: no guard proves it would release the node if flowstated died (%s): %w", why, errdefs.ErrFailedPrecondition)
+		return false, fmt.Errorf("restore: not arming flow-restore-wait: no guard proves it would release the node if flowstated died (%s): %w", why, errdefs.ErrFailedPrecondition)
 	}
 	c := e.ovsdb.Load()
 	if c == nil || !c.Connected() {
-		return false, fmt.Errorf("not arming flow-restore-wait: OVSDB is not connected: %w", errdefs.ErrUnavailable)
+		return false, fmt.Errorf("restore: not arming flow-restore-wait: OVSDB is not connected: %w", errdefs.ErrUnavailable)
 	}
 	if ok, nothing := e.restorable(c); !ok {
 		// Armed, it would only hold vswitchd until flowstated clears it.
-		return false, fmt.Errorf("not arming flow-restore-wait: nothing for flowstated to restore (%s): %w", nothing, errdefs.ErrFailedPrecondition)
+		return false, fmt.Errorf("restore: not arming flow-restore-wait: nothing for flowstated to restore (%s): %w", nothing, errdefs.ErrFailedPrecondition)
 	}
 	e.flagMu.Lock()
 	defer e.flagMu.Unlock()
@@ -415,7 +415,7 @@ func (e *Engine) Arm(ctx context.Context) (wasSet bool, err error) {
 func (e *Engine) Release(ctx context.Context) (wasSet bool, ack time.Duration, err error) {
 	c := e.ovsdb.Load()
 	if c == nil || !c.Connected() {
-		return false, 0, fmt.Errorf("OVSDB is not connected: %w", errdefs.ErrUnavailable)
+		return false, 0, fmt.Errorf("restore: OVSDB is not connected: %w", errdefs.ErrUnavailable)
 	}
 	e.flagMu.Lock()
 	defer e.flagMu.Unlock()

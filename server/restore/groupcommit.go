@@ -296,7 +296,7 @@ func (e *Engine) endWrite(b *bridge, p any, what string, touched, stored bool, e
 	if p != nil {
 		e.log.Error("panic in "+what+"; its requests fail, the bridge goes on",
 			"bridge", b.name, "panic", p, "stack", string(debug.Stack()))
-		panicErr = fmt.Errorf("bridge %s: write failed: %v: %w", b.name, p, errdefs.ErrInternal)
+		panicErr = fmt.Errorf("restore: bridge %s: write failed: %v: %w", b.name, p, errdefs.ErrInternal)
 		err = panicErr
 	}
 	if !stored {

@@ -561,7 +561,7 @@ func (e *Engine) Reconcile(ctx context.Context, bridgeName string) (BridgeStatus
 		return BridgeStatus{}, err
 	}
 	if !e.gate.isOpen() {
-		return BridgeStatus{}, fmt.Errorf("replays are held until required modules are ready (%s): %w", e.gate.status().Reason, errdefs.ErrFailedPrecondition)
+		return BridgeStatus{}, fmt.Errorf("restore: replays are held until required modules are ready (%s): %w", e.gate.status().Reason, errdefs.ErrFailedPrecondition)
 	}
 	conn, err := b.connected()
 	if err != nil {

@@ -187,7 +187,7 @@ func (e *Engine) submit(ctx context.Context, bridgeName string, req *writeReq) (
 	req.done = make(chan writeResult, 1)
 	if err := b.writes.push(req); err != nil {
 		req.finish()
-		return writeResult{}, fmt.Errorf("bridge %s: %w", b.name, err)
+		return writeResult{}, fmt.Errorf("restore: bridge %s: %w", b.name, err)
 	}
 	select {
 	case r := <-req.done:
@@ -203,7 +203,7 @@ func (e *Engine) submit(ctx context.Context, bridgeName string, req *writeReq) (
 		return r, r.err
 	default:
 	}
-	return writeResult{}, fmt.Errorf("bridge %s: caller gone while its write was being committed: %w: %w", b.name, ErrOutcomeUnknown, ctx.Err())
+	return writeResult{}, fmt.Errorf("restore: bridge %s: caller gone while its write was being committed: %w: %w", b.name, ErrOutcomeUnknown, ctx.Err())
 }
 
 // runWrites is the owner of b's write queue: it commits queued requests
@@ -212,7 +212,7 @@ func (e *Engine) submit(ctx context.Context, bridgeName string, req *writeReq) (
 // requests are stored for the next replay).
 func (e *Engine) runWrites(ctx context.Context, b *bridge) {
 	defer func() {
-		err := fmt.Errorf("bridge %s: flowstated stopped before the write was committed: %w", b.name, errdefs.ErrUnavailable)
+		err := fmt.Errorf("restore: bridge %s: flowstated stopped before the write was committed: %w", b.name, errdefs.ErrUnavailable)
 		for _, r := range b.writes.stop() {
 			r.finish()
 			r.done <- writeResult{err: err}

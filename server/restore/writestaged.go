@@ -207,7 +207,7 @@ func (e *Engine) commitStaged(ctx context.Context, b *bridge, r *writeReq) (res 
 		if stream.fallback {
 			// More changes than the bound: cannot happen, the bound
 			// counts every flow either side may hold.
-			return writeResult{err: fmt.Errorf("bridge %s: a staged write outgrew its bundle: %w", b.name, errdefs.ErrInternal)}
+			return writeResult{err: fmt.Errorf("restore: bridge %s: a staged write outgrew its bundle: %w", b.name, errdefs.ErrInternal)}
 		}
 		err := e.cfg.Faults.verdict(stream.finish(true), true)
 		stream = nil
