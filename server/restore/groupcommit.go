@@ -196,40 +196,13 @@ func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) (
 			}
 		}
 		var cs []Change
+		var err error
 		if streamed {
 			// Checked as they were streamed; of a million changes, keep
 			// for learnForms only the few it looks at.
 			cs = opaqueWrites(results)
-		} else {
-			cs = make([]Change, 0, n)
-			if owner == nil && len(reqs) > 1 {
-				owner = make(map[string]int, n)
-			}
-			for i := range reqs {
-				res := results[i].res
-				from := len(cs)
-				cs = appendWriteChanges(cs, res.Changed, res.Removed)
-				for j := from; j < len(cs); j++ {
-					c := &cs[j]
-					if len(reqs) > 1 && c.Kind == entry.KindMeter {
-						return failed(i, errMeterInBatch)
-					}
-					if owner != nil || b.quarantine.len() > 0 {
-						k := key(c.Kind, changeID(*c))
-						if other, dup := owner[k]; dup && other != i {
-							return failed(i, errOverlap)
-						}
-						if b.quarantine.has(k) && c.Op == OpModify {
-							// A quarantined entry is not on the switch: a
-							// MODIFY of a group or meter would be refused.
-							c.Op, c.Actual = OpAdd, nil
-						}
-						if owner != nil {
-							owner[k] = i
-						}
-					}
-				}
-			}
+		} else if cs, owner, err = b.batchChangesLocked(reqs, results, n, owner); err != nil {
+			return err
 		}
 		if live && (streamed || len(cs) > 0) {
 			err := streamErr
@@ -286,6 +259,43 @@ func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) (
 		cancel()
 	}
 	return results, nil
+}
+
+// batchChangesLocked lists the changes of a batch's stored results (n of
+// them) in request order, to send after the store, and maps each to its
+// request in owner (made here for a batch of several). A change to an entry
+// another request of the batch also changes, or a meter in a batch of
+// several, fails the request. A MODIFY of a quarantined entry becomes an ADD:
+// the entry is not on the switch. b.mu must be held.
+func (b *bridge) batchChangesLocked(reqs []*writeReq, results []writeResult, n int, owner map[string]int) ([]Change, map[string]int, error) {
+	cs := make([]Change, 0, n)
+	if owner == nil && len(reqs) > 1 {
+		owner = make(map[string]int, n)
+	}
+	for i := range reqs {
+		res := results[i].res
+		from := len(cs)
+		cs = appendWriteChanges(cs, res.Changed, res.Removed)
+		for j := from; j < len(cs); j++ {
+			c := &cs[j]
+			if len(reqs) > 1 && c.Kind == entry.KindMeter {
+				return nil, owner, failed(i, errMeterInBatch)
+			}
+			if owner != nil || b.quarantine.len() > 0 {
+				k := key(c.Kind, changeID(*c))
+				if other, dup := owner[k]; dup && other != i {
+					return nil, owner, failed(i, errOverlap)
+				}
+				if b.quarantine.has(k) && c.Op == OpModify {
+					c.Op, c.Actual = OpAdd, nil
+				}
+				if owner != nil {
+					owner[k] = i
+				}
+			}
+		}
+	}
+	return cs, owner, nil
 }
 
 // endWrite ends a write run under b.mu (commitGroup, commitStaged), given

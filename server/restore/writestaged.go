@@ -9,6 +9,7 @@ import (
 
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/errdefs"
+	"github.com/flowstate-io/flowstate/server/ofconn"
 	"github.com/flowstate-io/flowstate/store"
 )
 
@@ -115,65 +116,25 @@ func (e *Engine) commitStaged(ctx context.Context, b *bridge, r *writeReq) (res 
 	start := time.Now()
 	conn, live := e.liveLocked(ctx, b)
 	w := *r.staged
-	var stream *writeStream
-	var at []int32      // the request index behind each flow position, -1 for a removal
-	var opaque []Change // for learnForms
-	var nf stagedNonFlows
+	var ss *stagedSend
 	if live {
-		plan, err := e.cfg.Store.PlanStage(w)
-		if err != nil {
+		var cancel context.CancelFunc
+		var err error
+		if ss, cancel, err = e.startStaged(ctx, conn, &w); err != nil {
 			return writeResult{err: err}
 		}
-		w.Plan, nf = plan, newStagedNonFlows(plan)
-		bound, err := e.cfg.Store.StageBound(w)
-		if err != nil {
-			return writeResult{err: err}
-		}
-		bound += nf.headMessages() + len(nf.tail)
-		sctx, cancel := context.WithTimeout(ctx, e.cfg.WriteTimeout)
 		defer cancel()
-		stream = startStream(sctx, conn, nf.pre, bound, nf.post, func(idx []int) ([]Change, error) {
-			out := make([]Change, len(idx))
-			for i, x := range idx {
-				c, ok := nf.at(x, at)
-				if !ok {
-					return nil, fmt.Errorf("restore: bundle position %d is past the %d staged changes", x, nf.headMessages()+len(at)+len(nf.tail))
-				}
-				out[i] = c
-			}
-			return out, nil
-		})
 		defer func() {
-			if stream == nil {
+			if ss.stream == nil {
 				return
 			}
 			// Meters sent before the bundle that could not be taken
 			// back leave the switch changed.
 			var re *RejectedError
-			if err := stream.finish(false); errors.As(err, &re) && re.SwitchChanged {
+			if err := ss.stream.finish(false); errors.As(err, &re) && re.SwitchChanged {
 				touched = true
 			}
 		}()
-		for _, c := range slices.Concat(nf.pre, nf.head) {
-			if c.Desired.Opaque {
-				opaque = append(opaque, c)
-			}
-		}
-		for _, c := range nf.head {
-			stream.add(c)
-		}
-		w.Changed = func(sc store.Change) {
-			c := writeChange(sc)
-			at = append(at, int32(sc.Index))
-			stream.add(c)
-			if sc.Entry.Opaque {
-				opaque = append(opaque, c)
-			}
-		}
-		w.Removed = func(en entry.Entry) {
-			at = append(at, -1)
-			stream.add(Change{Op: OpDelete, Kind: en.Kind, Actual: en.Payload, Index: -1})
-		}
 	}
 	// The quarantined entries the request declares are forgotten once it is
 	// stored, as for any write: the switch tells again whether it takes
@@ -199,18 +160,18 @@ func (e *Engine) commitStaged(ctx context.Context, b *bridge, r *writeReq) (res 
 		}
 	}()
 	var unknown error
-	if stream != nil {
+	if ss != nil {
 		touched = true
-		for _, c := range nf.tail {
-			stream.add(c)
+		for _, c := range ss.nf.tail {
+			ss.stream.add(c)
 		}
-		if stream.fallback {
+		if ss.stream.fallback {
 			// More changes than the bound: cannot happen, the bound
 			// counts every flow either side may hold.
 			return writeResult{err: fmt.Errorf("restore: bridge %s: a staged write outgrew its bundle: %w", b.name, errdefs.ErrInternal)}
 		}
-		err := e.cfg.Faults.verdict(stream.finish(true), true)
-		stream = nil
+		err := e.cfg.Faults.verdict(ss.stream.finish(true), true)
+		ss.stream = nil
 		o, re := outcomeOf(err)
 		if o == RefusedWhole {
 			// Its changes are not in memory to send again (resendWhole).
@@ -235,12 +196,71 @@ func (e *Engine) commitStaged(ctx context.Context, b *bridge, r *writeReq) (res 
 	stored = true
 	e.cfg.Metrics.stagedWrites.WithLabelValues(b.name).Inc()
 	e.settleLocked(b, settlement{what: "staged write", stored: true, applied: live, unknown: unknown, keys: unquarantine})
-	if live && len(opaque) > 0 {
+	if live && len(ss.opaque) > 0 {
 		lctx, cancel := context.WithTimeout(ctx, e.cfg.WriteTimeout)
-		e.learnForms(lctx, conn, opaque, false, e.log.With("bridge", b.name))
+		e.learnForms(lctx, conn, ss.opaque, false, e.log.With("bridge", b.name))
 		cancel()
 	}
 	e.log.Info("staged write stored", "bridge", b.name, "module", w.Module, "sync", w.Sync, "entries", w.Spool.Len(),
 		"added", staged.Added, "changed", staged.Changed, "removed", staged.Removed, "applied", live, "took", time.Since(start))
 	return writeResult{applied: live, staged: staged}
+}
+
+// stagedSend is the bundle of a staged write while it is staged.
+type stagedSend struct {
+	stream *writeStream
+	nf     stagedNonFlows
+	at     []int32  // the request index behind each flow position, -1 for a removal
+	opaque []Change // for learnForms
+}
+
+// startStaged plans w's groups and meters, opens its bundle in the order
+// above and sets w's hooks to stream each flow change as the store decides
+// it. The caller ends the stream and, after that, calls cancel.
+func (e *Engine) startStaged(ctx context.Context, conn *ofconn.Conn, w *store.StagedWrite) (*stagedSend, context.CancelFunc, error) {
+	plan, err := e.cfg.Store.PlanStage(*w)
+	if err != nil {
+		return nil, nil, err
+	}
+	ss := &stagedSend{nf: newStagedNonFlows(plan)}
+	w.Plan = plan
+	bound, err := e.cfg.Store.StageBound(*w)
+	if err != nil {
+		return nil, nil, err
+	}
+	nf := &ss.nf
+	bound += nf.headMessages() + len(nf.tail)
+	sctx, cancel := context.WithTimeout(ctx, e.cfg.WriteTimeout)
+	ss.stream = startStream(sctx, conn, nf.pre, bound, nf.post, func(idx []int) ([]Change, error) {
+		out := make([]Change, len(idx))
+		for i, x := range idx {
+			c, ok := nf.at(x, ss.at)
+			if !ok {
+				return nil, fmt.Errorf("restore: bundle position %d is past the %d staged changes", x, nf.headMessages()+len(ss.at)+len(nf.tail))
+			}
+			out[i] = c
+		}
+		return out, nil
+	})
+	for _, c := range slices.Concat(nf.pre, nf.head) {
+		if c.Desired.Opaque {
+			ss.opaque = append(ss.opaque, c)
+		}
+	}
+	for _, c := range nf.head {
+		ss.stream.add(c)
+	}
+	w.Changed = func(sc store.Change) {
+		c := writeChange(sc)
+		ss.at = append(ss.at, int32(sc.Index))
+		ss.stream.add(c)
+		if sc.Entry.Opaque {
+			ss.opaque = append(ss.opaque, c)
+		}
+	}
+	w.Removed = func(en entry.Entry) {
+		ss.at = append(ss.at, -1)
+		ss.stream.add(Change{Op: OpDelete, Kind: en.Kind, Actual: en.Payload, Index: -1})
+	}
+	return ss, cancel, nil
 }
