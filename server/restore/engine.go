@@ -115,10 +115,14 @@ type Config struct {
 
 // Engine keeps every managed bridge equal to its desired state.
 //
-// It owns two goroutines per bridge (one dials, reconciles on every
-// connection, waits for the connection to die, repeats; one group-commits
-// writes) and one for OVSDB. Run starts them and returns when ctx is
-// cancelled and all of them have stopped.
+// Run starts, and returns once ctx is cancelled and all of them have
+// stopped: per managed bridge, one goroutine that dials, reconciles on every
+// connection, waits for the connection to die and repeats (runBridge), and
+// the owner of its writes (runWrites), which may run a pipe's storer and a
+// streamed bundle's producer while a write is under way; one for OVSDB and
+// the flag (runOVSDB), one for the cold-start gate (runGate), and one for
+// the mirrors of the unmanaged bridges (runMirrors), which runs one per
+// mirrored bridge.
 type Engine struct {
 	// forms are what the switch made of entries canon keeps in part as
 	// sent (forms.go).
