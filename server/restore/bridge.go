@@ -20,6 +20,15 @@ import (
 // bridge is the engine's view of one bridge. mu serialises everything that
 // talks to the switch or reads the desired state for it (replays, writes), so
 // a write never slips between a replay's read of the store and its bundle.
+//
+// Who holds mu when: the bridge goroutine (runBridge) for a replay or an
+// audit; the write owner (runWrites) for one write transaction, or for the
+// whole life of a pipe, whose storer goroutine then works under the owner's
+// lock (the owner waits for it before it unlocks, pipe.close); Diff and
+// Reconcile for their call. The fields mu guards change only through the
+// methods in this file (setConn, replayedLocked, driftFoundLocked,
+// markDivergedLocked, liftQuarantineLocked, quarantineLocked, ...), except
+// poison, whose state poison.go keeps.
 type bridge struct {
 	name string
 	kick chan struct{}
@@ -198,6 +207,45 @@ func (b *bridge) liftQuarantineLocked(keys []string, es ...[]entry.Entry) {
 		b.publishLocked()
 	}
 }
+
+// quarantineLocked leaves q out of the bridge's replays from now on.
+// b.mu must be held.
+func (b *bridge) quarantineLocked(q quarantining, now time.Time) {
+	b.quarantine.add(q.key, q.kind, q.module, q.reason, now, q.predicted)
+}
+
+// quarantineDamagedLocked leaves out q, an entry the store found damaged.
+// b.mu must be held.
+func (b *bridge) quarantineDamagedLocked(q Quarantined) {
+	b.quarantine.addDamaged(key(q.Entry.Kind, q.Entry.ID), q.Entry.Kind, q.Entry.Module, q.Reason, q.Since)
+}
+
+// replayedLocked records the replay r: the bridge is converged if it
+// succeeded. b.mu must be held.
+func (b *bridge) replayedLocked(r Replay) {
+	b.last = r
+	b.converged = r.Err == nil
+	b.reason = ""
+	if r.Err != nil {
+		b.reason = "replay failed: " + r.Err.Error()
+	}
+	b.publishLocked()
+}
+
+// driftFoundLocked records that an audit found the switch different from
+// the store (why): unconverged until the replay that corrects it.
+// b.mu must be held.
+func (b *bridge) driftFoundLocked(why string) {
+	b.converged = false
+	b.reason = why
+	b.drift.found++
+	b.drift.last = time.Now()
+	b.publishLocked()
+}
+
+// settleForeignLocked records that the current connection needs no restore
+// of foreign entries any more (cookie.go). b.mu must be held.
+func (b *bridge) settleForeignLocked() { b.foreignSettled = true }
 
 // markDivergedLocked records that the switch may differ from the store: the
 // bridge is unconverged until a replay makes them equal. b.mu must be held.

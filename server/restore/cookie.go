@@ -142,7 +142,7 @@ func (e *Engine) foreignToRestore(b *bridge, fs *flowScan, others []entry.Entry,
 	// means the foreign entries were lost; anything more, the other
 	// controller is back or never left.
 	if !held || !fresh(actual) {
-		b.foreignSettled = true
+		b.settleForeignLocked()
 		e.saveForeign(b, found, log)
 		return nil, nil
 	}
@@ -152,7 +152,7 @@ func (e *Engine) foreignToRestore(b *bridge, fs *flowScan, others []entry.Entry,
 	}
 	cs := diff(want, actual, nil)
 	if len(cs) == 0 {
-		b.foreignSettled = true
+		b.settleForeignLocked()
 	}
 	for i := range cs {
 		cs[i].foreign = true

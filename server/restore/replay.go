@@ -378,7 +378,7 @@ func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn,
 			e.learnForms(ctx, conn, slices.Concat(p.pre, p.groupsIn, fs.learn), true, log)
 		}
 		if err == nil && len(foreign) > 0 {
-			b.foreignSettled = true
+			b.settleForeignLocked()
 			log.Info("entries outside the owned cookie space restored from the mirror", "entries", len(foreign))
 		}
 		var re *RejectedError
@@ -389,7 +389,8 @@ func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn,
 			// What the switch held before, it takes again; if not, they
 			// come back as the other controller makes them.
 			log.Error("the switch refused the mirrored entries outside the owned cookie space; they come back as their controller makes them", "err", err)
-			foreign, b.foreignSettled = nil, true
+			foreign = nil
+			b.settleForeignLocked()
 			continue
 		}
 		fresh, serr := e.quarantineLocked(b, re, fs.siblings, log)
@@ -511,13 +512,7 @@ func (e *Engine) reconcile(ctx context.Context, b *bridge, conn *ofconn.Conn, lo
 	r.Finished = time.Now()
 	r.Duration = r.Finished.Sub(start)
 	r.Err = err
-	b.last = r
-	b.converged = err == nil
-	b.reason = ""
-	if err != nil {
-		b.reason = "replay failed: " + err.Error()
-	}
-	b.publishLocked()
+	b.replayedLocked(r)
 	e.cfg.Metrics.observeReplay(b.name, r)
 	attrs := map[string]string{
 		"entries": strconv.Itoa(r.Entries), "adds": strconv.Itoa(r.Adds), "modifies": strconv.Itoa(r.Modifies),
