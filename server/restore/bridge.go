@@ -25,7 +25,8 @@ import (
 // audit; the write owner (runWrites) for one write transaction, or for the
 // whole life of a pipe, whose storer goroutine then works under the owner's
 // lock (the owner waits for it before it unlocks, pipe.close); Diff and
-// Reconcile for their call. The fields mu guards change only through the
+// Reconcile for their call; the bridge's own methods briefly, to read or
+// publish its state. The fields mu guards change only through the
 // methods in this file (setConn, replayedLocked, driftFoundLocked,
 // markDivergedLocked, liftQuarantineLocked, quarantineLocked, ...), except
 // poison, whose state poison.go keeps.
@@ -33,7 +34,7 @@ type bridge struct {
 	name string
 	kick chan struct{}
 
-	// writes is the group-commit queue (groupcommit.go).
+	// writes is the write queue (writequeue.go).
 	writes writeQueue
 
 	mu        sync.Mutex
