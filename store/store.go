@@ -63,6 +63,10 @@ type Store struct {
 	// operations under way (busy.go).
 	damage damaged
 	busy   inflight
+	// stageChunk and spoolRunEntries size staging transactions and spool
+	// runs (defaultStageChunk, defaultSpoolRunEntries); tests of this
+	// package make them a few entries long.
+	stageChunk, spoolRunEntries int
 }
 
 // Open opens or creates the store at path, creating its directory (mode 0750).
@@ -93,7 +97,8 @@ func Open(path string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return nil, &CorruptError{Path: path, Detail: "consistency check: " + err.Error()}
 	}
-	s := &Store{db: db, describe: opts.Describe, pre: pre, checked: time.Since(start)}
+	s := &Store{db: db, describe: opts.Describe, pre: pre, checked: time.Since(start),
+		stageChunk: defaultStageChunk, spoolRunEntries: defaultSpoolRunEntries}
 	if err := s.sealInChunks(); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("store: open %s: migrating to schema version 3: %w", path, err)
