@@ -275,24 +275,56 @@ func (e *Engine) runWrites(ctx context.Context, b *bridge) {
 			}
 			if len(batch) > 0 {
 				closePipe()
-				e.commitBatch(ctx, b, e.commitStagedOf(ctx, b, batch))
+				for _, s := range e.sources() {
+					batch = s.commit(ctx, b, batch)
+				}
 			}
 		}
 	}
 }
 
-// commitStagedOf commits the staged requests of batch, each alone, and
-// returns the others.
-func (e *Engine) commitStagedOf(ctx context.Context, b *bridge, batch []*writeReq) []*writeReq {
+// A source is one way the owner commits requests. commit takes the requests
+// of batch it carries, runs them in transactions of the shape txn.go
+// describes (open, verdict, settle), gives each exactly one result, and
+// returns the others, in order, for the next source. The owner offers every
+// batch to the sources in order (sources); group commit, last, takes
+// everything left. The pipe (writepipe.go) is a source with a life of its
+// own across batches, so runWrites opens and closes it around them.
+//
+// The OpenFlow proxy's bundles (one module's flow, group and meter mods, all
+// or nothing, whose outcome the proxy needs before it answers a barrier) fit
+// as one more source ahead of group commit: each request alone, as staged
+// writes are, its caller waiting in submit.
+type source interface {
+	commit(ctx context.Context, b *bridge, batch []*writeReq) (rest []*writeReq)
+}
+
+// sources are the sources after the pipe, in the order the owner offers a
+// batch to them.
+func (e *Engine) sources() [2]source { return [2]source{stagedSource{e}, batchSource{e}} }
+
+// stagedSource commits the staged requests of a batch, each alone
+// (writestaged.go).
+type stagedSource struct{ e *Engine }
+
+func (s stagedSource) commit(ctx context.Context, b *bridge, batch []*writeReq) []*writeReq {
 	rest := batch[:0:0]
 	for _, r := range batch {
 		if r.staged == nil {
 			rest = append(rest, r)
 			continue
 		}
-		res := e.commitStaged(ctx, b, r)
+		res := s.e.commitStaged(ctx, b, r)
 		r.finish()
 		r.done <- res
 	}
 	return rest
+}
+
+// batchSource group-commits whatever is left (groupcommit.go).
+type batchSource struct{ e *Engine }
+
+func (s batchSource) commit(ctx context.Context, b *bridge, batch []*writeReq) []*writeReq {
+	s.e.commitBatch(ctx, b, batch)
+	return nil
 }
