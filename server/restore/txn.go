@@ -28,18 +28,18 @@ import (
 type Outcome int
 
 const (
-	// Applied: the switch took every change; the store commits them.
+	// Applied means the switch took every change; the store commits them.
 	Applied Outcome = iota
-	// Refused: the switch refused entries it names; nothing of the bundle
+	// Refused means the switch refused entries it names; nothing of the bundle
 	// stays on the switch (RejectedError.SwitchChanged says when meters
 	// sent before it could not be taken back) and the store rolls back.
 	Refused
-	// RefusedWhole: the switch refused the bundle as a whole, for no entry
+	// RefusedWhole means the switch refused the bundle as a whole, for no entry
 	// (OFPBFC_TIMEOUT when it expired a bundle idle while the store was
 	// slow). Nothing was committed, so the same changes go again: see
 	// resendWhole.
 	RefusedWhole
-	// Unknown: the switch may or may not hold the changes (the connection
+	// Unknown means the switch may or may not hold the changes (the connection
 	// died, the reply to COMMIT was lost). The write is stored, reported
 	// not applied, and the bridge replays, which makes the switch equal to
 	// the store.
