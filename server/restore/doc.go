@@ -16,7 +16,8 @@
 //
 //	engine.go        Config, New, Run, Wedged
 //	writes.go        Put, Sync, Delete, PutSpool, SyncSpool, CheckDeclared
-//	reads.go         Diff (status.go: Status and the bridges' state)
+//	reads.go         Diff (counters.go: FlowCounters; status.go: Status,
+//	                 Counts, Modules)
 //	replay.go        Reconcile, Replay, the numbered steps of a replay
 //	flag.go          Arm, Release, FlowRestoreWait: the flag protocol
 //	gate.go          MarkReady: the cold-start gate

@@ -90,6 +90,14 @@ func (e *Engine) commitBatch(ctx context.Context, b *bridge, batch []*writeReq) 
 	}
 }
 
+// batchStore is what group commit needs of the store: one read-write
+// transaction, whose Writer runs the requests' ops.
+type batchStore interface {
+	Update(fn func(w *store.Writer) error) error
+}
+
+func (e *Engine) batchStore() batchStore { return e.cfg.Store }
+
 // failedError names the requests of a group that made its transaction fail.
 type failedError struct {
 	reqs map[int]bool
@@ -140,7 +148,7 @@ func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) (
 	var unknown error // the switch failed with an unknown outcome
 	var sent []Change // what the switch took, for learnForms
 	results = make([]writeResult, len(reqs))
-	err = e.cfg.Store.Update(func(w *store.Writer) error {
+	err = e.batchStore().Update(func(w *store.Writer) error {
 		var (
 			stream  *writeStream
 			owner   map[string]int // only a batch of several requests can overlap

@@ -4,9 +4,10 @@ import (
 	"context"
 )
 
-// Reads: what the switch and the store say, without changing either. List
-// and Get read the store (status.go has the bridges' state); Diff compares
-// the switch with the store as a replay would.
+// Reads: what the switch and the store say, without changing either. Diff
+// compares the switch with the store as a replay would; FlowCounters
+// (counters.go) reads the switch's counters; Status, Counts and Modules
+// (status.go) the engine's and the store's state.
 
 // Diff calls fn for every change a replay of bridgeName would send now, in
 // order, under the bridge's lock: fn must not wait long.

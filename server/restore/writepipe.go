@@ -106,6 +106,16 @@ type pipe struct {
 	back, solo []*writeReq
 }
 
+// pipeStore is what a pipe needs of the store: plans made without writing,
+// on the owner, and the transaction that writes them (Writer.PutPlanned), on
+// the storer.
+type pipeStore interface {
+	PlanPut(bridge, module string, es []entry.Entry) (store.Plan, error)
+	Update(fn func(w *store.Writer) error) error
+}
+
+func (e *Engine) pipeStore() pipeStore { return e.cfg.Store }
+
 // pipedBatch is a batch in the pipe: its plans, in request order, and the
 // bundle of their changes (nil when nothing changes).
 type pipedBatch struct {
@@ -230,7 +240,7 @@ func (p *pipe) plan(r *writeReq) (plan store.Plan, err error) {
 			err = perr
 		}
 	}()
-	return p.e.cfg.Store.PlanPut(p.b.name, r.module, r.declared)
+	return p.e.pipeStore().PlanPut(p.b.name, r.module, r.declared)
 }
 
 // atSwitch returns a channel closed once the switch has decided the batch
@@ -394,7 +404,7 @@ func (p *pipe) storeGroup(group []*pipedBatch) {
 		if !touched { // nothing changes: nothing to write
 			return nil
 		}
-		return e.cfg.Store.Update(func(w *store.Writer) error {
+		return e.pipeStore().Update(func(w *store.Writer) error {
 			applied := false
 			// pb.results already hold the plans' Results (the bundle
 			// maps a refusal through them).

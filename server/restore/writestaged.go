@@ -148,7 +148,7 @@ func (e *Engine) commitStaged(ctx context.Context, b *bridge, r *writeReq) (res 
 			}
 		}
 	}
-	staged, err := e.cfg.Store.Stage(w)
+	staged, err := e.stagingStore().Stage(w)
 	if err != nil {
 		return writeResult{err: err}
 	}
@@ -206,6 +206,17 @@ func (e *Engine) commitStaged(ctx context.Context, b *bridge, r *writeReq) (res 
 	return writeResult{applied: live, staged: staged}
 }
 
+// stagingStore is what a staged write needs of the store: the plan of its
+// groups and meters, the bound of its bundle, and the staging, whose
+// Staged it commits or discards.
+type stagingStore interface {
+	PlanStage(w store.StagedWrite) (*store.StagePlan, error)
+	StageBound(w store.StagedWrite) (int, error)
+	Stage(w store.StagedWrite) (*store.Staged, error)
+}
+
+func (e *Engine) stagingStore() stagingStore { return e.cfg.Store }
+
 // stagedSend is the bundle of a staged write while it is staged.
 type stagedSend struct {
 	stream *writeStream
@@ -218,13 +229,13 @@ type stagedSend struct {
 // above and sets w's hooks to stream each flow change as the store decides
 // it. The caller ends the stream and, after that, calls cancel.
 func (e *Engine) startStaged(ctx context.Context, conn *ofconn.Conn, w *store.StagedWrite) (*stagedSend, context.CancelFunc, error) {
-	plan, err := e.cfg.Store.PlanStage(*w)
+	plan, err := e.stagingStore().PlanStage(*w)
 	if err != nil {
 		return nil, nil, err
 	}
 	ss := &stagedSend{nf: newStagedNonFlows(plan)}
 	w.Plan = plan
-	bound, err := e.cfg.Store.StageBound(*w)
+	bound, err := e.stagingStore().StageBound(*w)
 	if err != nil {
 		return nil, nil, err
 	}
