@@ -19,8 +19,7 @@ import (
 func TestDiffStalledClient(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	defer server.SetDiffStall(500 * time.Millisecond)()
-	e := newEnv(ctx, t)
+	e := newEnv(ctx, t, func(c *server.Config) { c.Faults = &server.Faults{DiffStall: 500 * time.Millisecond} })
 	e.Start(ctx)
 	const n = 30000
 	es := make([]client.Entry, n)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -180,7 +181,12 @@ func TestDiffShowsWithoutApplying(t *testing.T) {
 func TestQuarantine(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	e := newEnv(ctx, t)
+	// listMax is the bound of the quarantined entries a Status lists.
+	var listMax atomic.Int32
+	listMax.Store(1000)
+	e := newEnv(ctx, t, func(c *server.Config) {
+		c.Faults = &server.Faults{StatusQuarantined: func() int { return int(listMax.Load()) }}
+	})
 	e.Start(ctx)
 	e.WaitConverged(ctx)
 	if err := e.sb.StopVswitchd(ctx); err != nil {
@@ -224,11 +230,11 @@ func TestQuarantine(t *testing.T) {
 		t.Fatalf("status quarantine = %v (total %d), want the meter, a table 7 flow and the %d flows using the meter", st.Quarantined, st.QuarantinedTotal, len(metered))
 	}
 	// Status lists the first entries only, and counts them all.
-	restoreMax := server.SetMaxStatusQuarantined(1)
+	listMax.Store(1)
 	if st := e.status(ctx); len(st.Quarantined) != 1 || st.QuarantinedTotal != 2+len(metered) {
 		t.Fatalf("status quarantine bounded to 1 = %v (total %d)", st.Quarantined, st.QuarantinedTotal)
 	}
-	restoreMax()
+	listMax.Store(1000)
 	if r := st.Bridges[0].LastReplay; r.Error != "" {
 		t.Fatalf("replay with quarantined entries reported %q", r.Error)
 	}

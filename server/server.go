@@ -127,6 +127,8 @@ type Config struct {
 	Logger          *slog.Logger
 	// Ready, when set, is called once the API socket accepts connections.
 	Ready func()
+	// Faults injects faults, for tests (faults.go); nil in production.
+	Faults *Faults
 
 	// metricsBound receives the bound metrics address (Daemon.MetricsAddr).
 	metricsBound func(addr string)
@@ -210,7 +212,7 @@ func Run(ctx context.Context, cfg Config) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	engine, err := restore.New(restore.Config{
-		Store: st, RunDir: cfg.RunDir, OVSDB: cfg.OVSDB, Bridges: cfg.Bridges,
+		Store: st, RunDir: cfg.RunDir, OVSDB: cfg.OVSDB, Bridges: cfg.Bridges, Faults: cfg.Faults.engine(),
 		EchoInterval: cfg.EchoInterval, EchoTimeout: cfg.EchoTimeout,
 		Rearm:  cfg.RearmFlowRestoreWait,
 		BootID: bootID, ColdStart: cold, GateSince: boot.Since,
@@ -258,7 +260,7 @@ func Run(ctx context.Context, cfg Config) error {
 	)
 	gs.RegisterService(withDecodeErrors(&flowstatev1.FlowStateService_ServiceDesc), &service{
 		engine: engine, store: st, events: evlog, writers: cfg.Writers, streamID: newStreamID(), bootID: bootID, coldStart: cold, keep: keep,
-		sessions: sessions, log: log, stageAbove: cfg.StageAbove,
+		sessions: sessions, log: log, stageAbove: cfg.StageAbove, faults: cfg.Faults,
 	})
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)

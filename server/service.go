@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -32,10 +31,7 @@ const (
 
 // maxStatusQuarantined bounds the quarantined entries listed in a Status
 // reply (StatusResponse.quarantined_total counts them all): about 400 KiB.
-// Atomic, so tests may lower it while the server runs (export_test.go).
-var maxStatusQuarantined atomic.Int32
-
-func init() { maxStatusQuarantined.Store(1000) }
+const maxStatusQuarantined = 1000
 
 // batcher collects the items of a streamed reply and sends a batch when it
 // holds replyBatch items or replyBatchBytes.
@@ -79,6 +75,8 @@ type service struct {
 	log       *slog.Logger
 	// stageAbove is Config.StageAbove.
 	stageAbove int
+	// faults is Config.Faults (nil in production).
+	faults *Faults
 }
 
 var _ flowstatev1.FlowStateServiceServer = (*service)(nil)
@@ -210,8 +208,9 @@ func (s *service) Status(ctx context.Context, _ *flowstatev1.StatusRequest) (*fl
 		perBridge[bs.Name] = pb
 		resp.Bridges = append(resp.Bridges, pb)
 		resp.QuarantinedTotal += uint32(bs.QuarantinedTotal)
+		listMax := s.faults.statusQuarantined()
 		for _, q := range bs.Quarantined {
-			if len(resp.Quarantined) >= int(maxStatusQuarantined.Load()) {
+			if len(resp.Quarantined) >= listMax {
 				break
 			}
 			resp.Quarantined = append(resp.Quarantined, &flowstatev1.QuarantinedEntry{
@@ -546,15 +545,16 @@ func (s *service) Diff(req *flowstatev1.DiffRequest, stream flowstatev1.FlowStat
 		}
 		sent <- err
 	}()
-	stall := time.NewTimer(diffStall)
+	stallAfter := s.faults.diffStall()
+	stall := time.NewTimer(stallAfter)
 	defer stall.Stop()
 	b := batcher[*flowstatev1.Change]{send: func(cs []*flowstatev1.Change) error {
-		stall.Reset(diffStall)
+		stall.Reset(stallAfter)
 		select {
 		case queue <- cs:
 			return nil
 		case <-stall.C:
-			return fmt.Errorf("the client has not read the diff for %v; the bridge cannot wait for it: %w", diffStall, errdefs.ErrUnavailable)
+			return fmt.Errorf("the client has not read the diff for %v; the bridge cannot wait for it: %w", stallAfter, errdefs.ErrUnavailable)
 		case <-stream.Context().Done():
 			return stream.Context().Err()
 		}
@@ -576,9 +576,9 @@ func (s *service) Diff(req *flowstatev1.DiffRequest, stream flowstatev1.FlowStat
 	return nil
 }
 
-// diffStall is how long Diff waits for a client that does not read (a
-// variable for tests).
-var diffStall = 10 * time.Second
+// diffStall is how long Diff waits for a client that does not read
+// (Faults.DiffStall in tests).
+const diffStall = 10 * time.Second
 
 func (s *service) Watch(req *flowstatev1.WatchRequest, stream flowstatev1.FlowStateService_WatchServer) error {
 	from := req.GetFromRevision()

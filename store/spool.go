@@ -32,10 +32,12 @@ import (
 // anonymous memory, holds what the kernel keeps of it. A Spool is used by
 // one goroutine at a time.
 type Spool struct {
-	f    *os.File
-	w    *bufio.Writer
-	off  int64
-	runs []spoolRun
+	// runEntries bounds a run's entries (Store.spoolRunEntries).
+	runEntries int
+	f          *os.File
+	w          *bufio.Writer
+	off        int64
+	runs       []spoolRun
 	// cur is the run being collected: its entries and their payload bytes.
 	cur      []spooled
 	curBytes int
@@ -61,17 +63,17 @@ type spooled struct {
 	payload []byte
 }
 
-// spoolRunEntries and spoolRunBytes bound a run in memory (variables for
-// the tests, which make runs of a few entries).
-var (
-	spoolRunEntries = 32 << 10
-	spoolRunBytes   = 16 << 20
+// defaultSpoolRunEntries (Store.spoolRunEntries) and spoolRunBytes bound a
+// run in memory.
+const (
+	defaultSpoolRunEntries = 32 << 10
+	spoolRunBytes          = 16 << 20
 )
 
 // maxSpooledNonFlows bounds the groups and meters of one spooled request,
-// which stay in memory (a variable for the tests). 100,000 groups of a few
+// which stay in memory. 100,000 groups of a few
 // buckets hold about 50 MB.
-var maxSpooledNonFlows = 100_000
+const maxSpooledNonFlows = 100_000
 
 const (
 	// spoolRecordHeader: kind, flags, index (4), id length (2), payload
@@ -91,7 +93,7 @@ func (s *Store) NewSpool() (*Spool, error) {
 		_ = f.Close()
 		return nil, fmt.Errorf("store: spool: %w", err)
 	}
-	return &Spool{f: f, w: bufio.NewWriterSize(f, 1<<20)}, nil
+	return &Spool{f: f, w: bufio.NewWriterSize(f, 1<<20), runEntries: s.spoolRunEntries}, nil
 }
 
 // Add appends es, the next entries of the request, numbered from Len. The
@@ -118,7 +120,7 @@ func (sp *Spool) Add(es []entry.Entry) error {
 		}
 		sp.cur = append(sp.cur, spooled{kind: e.Kind, opaque: e.Opaque, index: sp.n - 1, id: e.ID, payload: e.Payload})
 		sp.curBytes += spoolRecordHeader + len(e.ID) + len(e.Payload)
-		if len(sp.cur) >= spoolRunEntries || sp.curBytes >= spoolRunBytes {
+		if len(sp.cur) >= sp.runEntries || sp.curBytes >= spoolRunBytes {
 			if err := sp.flushRun(); err != nil {
 				return err
 			}

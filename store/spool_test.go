@@ -36,14 +36,12 @@ func FuzzSpool(f *testing.F) {
 	f.Add([]byte("\x00\x02\x03ab123\x01\x01\x00z\x00\x02\x01ab9\x00\x00\x00"))
 	f.Add(bytes.Repeat([]byte("\x00\x01\x01ax"), 20))
 	f.Add([]byte{})
-	runs := spoolRunEntries
-	spoolRunEntries = 3
-	f.Cleanup(func() { spoolRunEntries = runs })
 	dir := f.TempDir()
 	s, err := Open(filepath.Join(dir, "s.db"), Options{Timeout: time.Second})
 	if err != nil {
 		f.Fatal(err)
 	}
+	s.spoolRunEntries = 3
 	f.Cleanup(func() { _ = s.Close() })
 	f.Fuzz(func(t *testing.T, b []byte) {
 		es := spoolEntries(b)

@@ -45,9 +45,9 @@ var (
 	flowBucket  = kindBuckets[entry.KindFlow]
 )
 
-// stageChunk is how many entries of the new flow bucket one staging
-// transaction writes: about 25 MB of dirty pages (a variable for the tests).
-var stageChunk = 48 << 10
+// defaultStageChunk is how many entries of the new flow bucket one staging
+// transaction writes (Store.stageChunk): about 25 MB of dirty pages.
+const defaultStageChunk = 48 << 10
 
 // StagedWrite is a Put or Sync of a spooled request.
 type StagedWrite struct {
@@ -363,7 +363,7 @@ func (s *Store) stageRefs(st *Staged) error {
 					}
 				}
 			}
-			for n := 0; n < stageChunk; n++ {
+			for n := 0; n < s.stageChunk; n++ {
 				var ak []byte
 				if ai < add.len() {
 					ak = add.key(ai)
@@ -459,7 +459,7 @@ func (ss *stageState) chunk(tx *bolt.Tx) (done bool, err error) {
 		}
 	}
 	ss.arena.arena = nil // the last transaction's records are written
-	for n := 0; n < stageChunk; n++ {
+	for n := 0; n < ss.st.s.stageChunk; n++ {
 		e := ss.it.peek()
 		if ss.it.err != nil {
 			return false, ss.it.err

@@ -17,13 +17,11 @@ import (
 	"github.com/flowstate-io/flowstate/errdefs"
 )
 
-// smallStages makes spool runs and staging transactions a few entries
+// smallStages makes s's spool runs and staging transactions a few entries
 // long, so that small requests cross many of both.
-func smallStages(t *testing.T) {
-	t.Helper()
-	runs, chunk := spoolRunEntries, stageChunk
-	spoolRunEntries, stageChunk = 7, 5
-	t.Cleanup(func() { spoolRunEntries, stageChunk = runs, chunk })
+func smallStages(s *Store) *Store {
+	s.spoolRunEntries, s.stageChunk = 7, 5
+	return s
 }
 
 // dumpStore lists every entry of s as text, with the refs index.
@@ -96,12 +94,11 @@ func noStage(t *testing.T, s *Store) {
 // (entries and refs index) the usual Put or Sync leaves, and reports the
 // same changes, over random requests on a bridge that other modules share.
 func TestStagedSameAsInMemory(t *testing.T) {
-	smallStages(t)
 	rng := rand.New(rand.NewPCG(1, 2))
 	for round := range 40 {
 		sync := round%2 == 1
 		t.Run(fmt.Sprintf("%s-%d", opName(sync), round), func(t *testing.T) {
-			usual, staged := openTest(t), openTest(t)
+			usual, staged := smallStages(openTest(t)), smallStages(openTest(t))
 			sc := newSharedCase(rng, nil)
 			req := sc.req
 			sc.load(t, usual, staged)
@@ -245,7 +242,6 @@ func sameChanges(t *testing.T, got, want []Change) {
 // owns, a duplicate, a group nobody declared) names the entry by its place in
 // the request, leaves the store as it was and nothing staged.
 func TestStagedRefusals(t *testing.T) {
-	smallStages(t)
 	many := func(module string, n int) []entry.Entry {
 		var es []entry.Entry
 		for i := range n {
@@ -277,7 +273,7 @@ func TestStagedRefusals(t *testing.T) {
 	} {
 		for _, sync := range []bool{false, true} {
 			t.Run(tc.name+"/"+opName(sync), func(t *testing.T) {
-				s := openTest(t)
+				s := smallStages(openTest(t))
 				if err := s.Put("br0", "b", []entry.Entry{flow("b", 0, 9, "other")}, nil); err != nil {
 					t.Fatal(err)
 				}
@@ -305,7 +301,6 @@ func TestStagedRefusals(t *testing.T) {
 // fails (an undeclared or removed group a flow uses, a group still in use, a
 // duplicate, a group another module owns), and nothing staged.
 func TestStagedNonFlowsSameAsInMemory(t *testing.T) {
-	smallStages(t)
 	rng := rand.New(rand.NewPCG(3, 4))
 	version := func(e entry.Entry, v int) entry.Entry {
 		e.Payload = fmt.Appendf(e.Payload, " v%d", v)
@@ -315,7 +310,7 @@ func TestStagedNonFlowsSameAsInMemory(t *testing.T) {
 	for round := range 120 {
 		sync := round%2 == 1
 		t.Run(fmt.Sprintf("%s-%d", opName(sync), round), func(t *testing.T) {
-			usual, staged := openTest(t), openTest(t)
+			usual, staged := smallStages(openTest(t)), smallStages(openTest(t))
 			// Module a owns groups 10-13 and meter 20 (some stored, some
 			// declared by the request); lb owns group 1 and meter 3.
 			var own, req []entry.Entry
@@ -468,12 +463,12 @@ func errClass(err error) string {
 // (or whose Commit never runs) leaves the store as it was; the next Open
 // drops what was staged. Discard does the same at once.
 func TestStagedNeverCommitted(t *testing.T) {
-	smallStages(t)
 	path := filepath.Join(t.TempDir(), "flowstate.db")
 	s, err := Open(path, Options{Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
+	smallStages(s)
 	if err := s.Put("br0", "a", []entry.Entry{flow("a", 0, 1, "kept")}, nil); err != nil {
 		t.Fatal(err)
 	}

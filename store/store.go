@@ -69,6 +69,10 @@ type Store struct {
 	busy   inflight
 	// migrated is what Open migrated (upgrade.go).
 	migrated Migration
+	// stageChunk and spoolRunEntries size staging transactions and spool
+	// runs (defaultStageChunk, defaultSpoolRunEntries); tests of this
+	// package make them a few entries long.
+	stageChunk, spoolRunEntries int
 }
 
 // Open opens or creates the store at path, creating its directory (mode 0750).
@@ -99,7 +103,8 @@ func Open(path string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return nil, &CorruptError{Path: path, Detail: "consistency check: " + err.Error()}
 	}
-	s := &Store{db: db, describe: opts.Describe, pre: pre, checked: time.Since(start)}
+	s := &Store{db: db, describe: opts.Describe, pre: pre, checked: time.Since(start),
+		stageChunk: defaultStageChunk, spoolRunEntries: defaultSpoolRunEntries}
 	if opts.understood == 0 {
 		opts.understood = SchemaVersion
 	}

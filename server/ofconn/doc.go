@@ -39,7 +39,7 @@
 //
 // # Dumps
 //
-// [Conn.DumpFlows] (OFPMP_FLOW_DESC over all tables), [Conn.DumpGroups] (OFPMP_GROUP_STATS for the ids, then one
+// [Conn.DumpFlowsRaw] (OFPMP_FLOW_DESC over all tables), [Conn.DumpGroups] (OFPMP_GROUP_STATS for the ids, then one
 // OFPMP_GROUP_DESC per group: OVS 3.1 aborts when a description over 64 KiB is followed by another, and wraps
 // its lengths, which the read loop undoes in wrapped.go) and [Conn.DumpMeters] (OFPMP_METER_DESC) follow
 // multipart replies until REPLY_MORE clears; [Conn.EachFlow] hands them over one reply at a time. vswitchd

@@ -34,19 +34,13 @@ func (e *Engine) audit(ctx context.Context, b *bridge, conn *ofconn.Conn, log *s
 	}
 	why := fmt.Sprintf("drift: the switch differs from the store (%d missing, %d changed, %d not declared); correcting", n[0], n[1], n[2])
 	b.mu.Lock()
-	b.converged = false
-	b.reason = why
-	b.drift.found++
-	b.drift.last = time.Now()
-	b.publishLocked()
+	b.driftFoundLocked(why)
 	b.mu.Unlock()
 	e.cfg.Metrics.driftFound.WithLabelValues(b.name).Inc()
 	log.Warn("drift found by the audit", "missing", n[0], "changed", n[1], "undeclared", n[2])
 	e.publish(events.Event{Type: events.DriftFound, Bridge: b.name, Message: why,
 		Attrs: map[string]string{"missing": strconv.Itoa(n[0]), "changed": strconv.Itoa(n[1]), "undeclared": strconv.Itoa(n[2])}})
-	if e.afterDriftFound != nil {
-		e.afterDriftFound()
-	}
+	e.cfg.Faults.afterDriftFound()
 	return true
 }
 

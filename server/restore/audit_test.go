@@ -15,7 +15,8 @@ import (
 func TestAuditDrift(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	e := startEngine(ctx, t, writeFaults{})
+	faults := &Faults{}
+	e := startEngine(ctx, t, faults)
 	b := e.bridges[testBridge]
 	if applied, err := e.Put(ctx, testBridge, "m", append(flow(t, 1), flow(t, 2)...)); err != nil || !applied {
 		t.Fatalf("put: applied=%v err=%v", applied, err)
@@ -34,7 +35,7 @@ func TestAuditDrift(t *testing.T) {
 		t.Fatalf("ovs-ofctl: %v: %s", err, out)
 	}
 	var during BridgeStatus
-	e.afterDriftFound = func() { during = b.snapshot() }
+	faults.AfterDriftFound = func() { during = b.snapshot() }
 	if !e.audit(ctx, b, conn, e.log) {
 		t.Fatal("audit missed a flow deleted by hand")
 	}

@@ -9,21 +9,32 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/flowstate-io/flowstate/entry"
+	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/ofconn"
-	"github.com/flowstate-io/flowstate/server/ovsconfig"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // bridge is the engine's view of one bridge. mu serialises everything that
 // talks to the switch or reads the desired state for it (replays, writes), so
 // a write never slips between a replay's read of the store and its bundle.
+//
+// Who holds mu when: the bridge goroutine (runBridge) for a replay or an
+// audit; the write owner (runWrites) for one write transaction, or for the
+// whole life of a pipe, whose storer goroutine then works under the owner's
+// lock (the owner waits for it before it unlocks, pipe.close); Diff and
+// Reconcile for their call; the bridge's own methods briefly, to read or
+// publish its state. The fields mu guards change only through the
+// methods in this file (setConn, replayedLocked, driftFoundLocked,
+// markDivergedLocked, liftQuarantineLocked, quarantineLocked, ...), except
+// poison, whose state poison.go keeps.
 type bridge struct {
 	name string
 	kick chan struct{}
 
-	// writes is the group-commit queue (groupcommit.go).
+	// writes is the write queue (writequeue.go).
 	writes writeQueue
 
 	mu        sync.Mutex
@@ -113,28 +124,6 @@ type BridgeStatus struct {
 	LastDrift  time.Time
 }
 
-// Replay describes one reconciliation of a bridge.
-type Replay struct {
-	Finished time.Time
-	Duration time.Duration
-	// Entries is the number of desired entries.
-	Entries int
-	// Adds, Modifies and Deletes count the changes sent.
-	Adds, Modifies, Deletes int
-	// Messages and Bytes count what was sent (the last attempt's bundle).
-	Messages, Bytes int
-	// Quarantined counts entries left out because the switch refused them,
-	// or because it would (see predictRefusals).
-	Quarantined int
-	// Rounds counts the plans built: one, plus one per round that found
-	// refusals the pre-checks had not predicted.
-	Rounds int
-	Err    error
-}
-
-// Changes is the number of changes the replay made.
-func (r Replay) Changes() int { return r.Adds + r.Modifies + r.Deletes }
-
 // publishLocked snapshots the state for readers; b.mu must be held.
 func (b *bridge) publishLocked() {
 	converged := b.conn != nil && b.converged
@@ -196,6 +185,73 @@ func (b *bridge) setConn(c *ofconn.Conn) {
 	}
 	b.quarantine.reset() // a new switch may accept what the old one refused
 	b.foreignSettled = false
+	b.publishLocked()
+}
+
+// liftQuarantineLocked forgets the quarantine of entries a module wrote
+// again, given as entries or as keys: the write itself tells whether the
+// switch accepts them now. b.mu must be held.
+func (b *bridge) liftQuarantineLocked(keys []string, es ...[]entry.Entry) {
+	if b.quarantine.len() == 0 {
+		return
+	}
+	removed := false
+	for _, k := range keys {
+		removed = b.quarantine.remove(k) || removed
+	}
+	for _, es := range es {
+		for _, en := range es {
+			removed = b.quarantine.remove(key(en.Kind, en.ID)) || removed
+		}
+	}
+	if removed {
+		b.publishLocked()
+	}
+}
+
+// quarantineLocked leaves q out of the bridge's replays from now on.
+// b.mu must be held.
+func (b *bridge) quarantineLocked(q quarantining, now time.Time) {
+	b.quarantine.add(q.key, q.kind, q.module, q.reason, now, q.predicted)
+}
+
+// quarantineDamagedLocked leaves out q, an entry the store found damaged.
+// b.mu must be held.
+func (b *bridge) quarantineDamagedLocked(q Quarantined) {
+	b.quarantine.addDamaged(key(q.Entry.Kind, q.Entry.ID), q.Entry.Kind, q.Entry.Module, q.Reason, q.Since)
+}
+
+// replayedLocked records the replay r: the bridge is converged if it
+// succeeded. b.mu must be held.
+func (b *bridge) replayedLocked(r Replay) {
+	b.last = r
+	b.converged = r.Err == nil
+	b.reason = ""
+	if r.Err != nil {
+		b.reason = "replay failed: " + r.Err.Error()
+	}
+	b.publishLocked()
+}
+
+// driftFoundLocked records that an audit found the switch different from
+// the store (why): unconverged until the replay that corrects it.
+// b.mu must be held.
+func (b *bridge) driftFoundLocked(why string) {
+	b.converged = false
+	b.reason = why
+	b.drift.found++
+	b.drift.last = time.Now()
+	b.publishLocked()
+}
+
+// settleForeignLocked records that the current connection needs no restore
+// of foreign entries any more (cookie.go). b.mu must be held.
+func (b *bridge) settleForeignLocked() { b.foreignSettled = true }
+
+// markDivergedLocked records that the switch may differ from the store: the
+// bridge is unconverged until a replay makes them equal. b.mu must be held.
+func (b *bridge) markDivergedLocked() {
+	b.converged = false
 	b.publishLocked()
 }
 
@@ -307,78 +363,6 @@ func (e *Engine) serveConn(ctx context.Context, b *bridge, conn *ofconn.Conn, lo
 	}
 }
 
-// reconcile makes the switch hold exactly the desired state of b:
-//
-//  1. Read the desired entries from the store.
-//  2. Dump the switch's flows, groups and meters.
-//  3. Diff by identity and canonical bytes: entries nobody declared (the
-//     default NORMAL flow included) are deleted, changed ones modified,
-//     missing ones added, leaving out the quarantined entries and those the
-//     switch would refuse (quarantine.go). No difference: nothing is sent.
-//  4. Send meters, then one ORDERED|ATOMIC bundle, then meter deletes.
-//  5. If the switch refused entries, quarantine them and go back to 3 without
-//     them, for at most MaxReplayTime: one bad entry never leaves a node
-//     without flows.
-func (e *Engine) reconcile(ctx context.Context, b *bridge, conn *ofconn.Conn, log *slog.Logger) (Replay, error) {
-	if err := b.owner.check(b.name); err != nil {
-		return Replay{}, err
-	}
-	defer b.busy()()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	e.publish(events.Event{Type: events.ReplayStarted, Bridge: b.name, Message: "replay started"})
-	start := time.Now()
-	vswitchd := e.vswitchdIdentity()
-	r, err := e.replayLocked(ctx, b, conn, log)
-	if r.Messages > 0 {
-		b.replayWatchLocked(vswitchd, err)
-	}
-	r.Finished = time.Now()
-	r.Duration = r.Finished.Sub(start)
-	r.Err = err
-	b.last = r
-	b.converged = err == nil
-	b.reason = ""
-	if err != nil {
-		b.reason = "replay failed: " + err.Error()
-	}
-	b.publishLocked()
-	e.cfg.Metrics.observeReplay(b.name, r)
-	attrs := map[string]string{
-		"entries": strconv.Itoa(r.Entries), "adds": strconv.Itoa(r.Adds), "modifies": strconv.Itoa(r.Modifies),
-		"deletes": strconv.Itoa(r.Deletes), "bytes": strconv.Itoa(r.Bytes), "duration": r.Duration.String(),
-		"quarantined": strconv.Itoa(r.Quarantined), "rounds": strconv.Itoa(r.Rounds),
-	}
-	if err != nil {
-		attrs["error"] = err.Error()
-		e.publish(events.Event{Type: events.ReplayFinished, Bridge: b.name, Message: "replay failed", Attrs: attrs})
-		return r, err
-	}
-	e.publish(events.Event{Type: events.ReplayFinished, Bridge: b.name,
-		Message: fmt.Sprintf("replay finished: %d changes in %v", r.Changes(), r.Duration.Round(time.Microsecond)), Attrs: attrs})
-	if r.Changes() > 0 {
-		log.Info("replay finished", "entries", r.Entries, "adds", r.Adds, "modifies", r.Modifies,
-			"deletes", r.Deletes, "bytes", r.Bytes, "duration", r.Duration, "quarantined", r.Quarantined, "rounds", r.Rounds)
-	}
-	return r, nil
-}
-
-// tableLimits returns the flow limits OVSDB sets on bridge's tables, or none
-// while OVSDB is not connected: the replay then finds a full table at commit
-// (see siblingRefusals) instead of predicting it.
-func (e *Engine) tableLimits(bridge string, log *slog.Logger) []ovsconfig.TableLimit {
-	c := e.ovsdb.Load()
-	if c == nil {
-		return nil
-	}
-	limits, err := c.TableLimits(bridge)
-	if err != nil {
-		log.Debug("table limits unknown, not predicting full tables", "err", err)
-		return nil
-	}
-	return limits
-}
-
 // dumpAll dumps flows, groups and meters in canonical form, whole: for
 // mirrors of bridges flowstated does not manage, which are small. Managed
 // bridges are compared as hashes (dumpSwitch).
@@ -435,4 +419,14 @@ func errAttrs(err error) map[string]string {
 		return nil
 	}
 	return map[string]string{"error": err.Error()}
+}
+
+// connected returns b's connection, or ErrUnavailable while there is none.
+func (b *bridge) connected() (*ofconn.Conn, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.conn == nil {
+		return nil, fmt.Errorf("restore: bridge %s is not connected: %w", b.name, errdefs.ErrUnavailable)
+	}
+	return b.conn, nil
 }

@@ -132,7 +132,7 @@ func (e *Engine) foreignToRestore(b *bridge, fs *flowScan, others []entry.Entry,
 	held, known := e.vswitchdHeld()
 	e.flagMu.Unlock()
 	if !known {
-		return nil, fmt.Errorf("OVSDB cannot tell yet whether vswitchd is held: the flows outside the owned cookie space %s may need restoring: %w", e.cfg.OwnedCookie, errdefs.ErrUnavailable)
+		return nil, fmt.Errorf("restore: OVSDB cannot tell yet whether vswitchd is held: the flows outside the owned cookie space %s may need restoring: %w", e.cfg.OwnedCookie, errdefs.ErrUnavailable)
 	}
 	actual := make([]actualEntry, len(found))
 	for i, f := range found {
@@ -142,7 +142,7 @@ func (e *Engine) foreignToRestore(b *bridge, fs *flowScan, others []entry.Entry,
 	// means the foreign entries were lost; anything more, the other
 	// controller is back or never left.
 	if !held || !fresh(actual) {
-		b.foreignSettled = true
+		b.settleForeignLocked()
 		e.saveForeign(b, found, log)
 		return nil, nil
 	}
@@ -152,7 +152,7 @@ func (e *Engine) foreignToRestore(b *bridge, fs *flowScan, others []entry.Entry,
 	}
 	cs := diff(want, actual, nil)
 	if len(cs) == 0 {
-		b.foreignSettled = true
+		b.settleForeignLocked()
 	}
 	for i := range cs {
 		cs[i].foreign = true

@@ -22,7 +22,7 @@ func (e *Engine) FlowCounters(ctx context.Context, bridgeName string) (map[strin
 	}
 	flows, err := conn.DumpFlowsRaw(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("bridge %s: %w", bridgeName, err)
+		return nil, fmt.Errorf("restore: bridge %s: %w", bridgeName, err)
 	}
 	out := make(map[string]ofconn.FlowCounters, len(flows))
 	for _, f := range flows {

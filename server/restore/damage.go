@@ -36,16 +36,14 @@ func (e *Engine) noteDamageLocked(b *bridge, log *slog.Logger) []string {
 		}
 		return true
 	})
-	for _, k := range gone {
-		b.quarantine.remove(k)
-	}
+	b.liftQuarantineLocked(gone)
 	lifted := len(gone)
 	if lifted > 0 {
 		log.Info("quarantine lifted: a write replaced the damaged entries", "entries", lifted)
 	}
 	if len(fresh) > 0 {
 		for _, q := range fresh {
-			b.quarantine.addDamaged(key(q.Entry.Kind, q.Entry.ID), q.Entry.Kind, q.Entry.Module, q.Reason, q.Since)
+			b.quarantineDamagedLocked(q)
 			log.Error("stored entry damaged: its checksum does not match; it is left out, never sent, until its module declares it again",
 				"kind", q.Entry.Kind, "module", q.Entry.Module, "reason", q.Reason)
 		}

@@ -7,8 +7,99 @@
 // other_config:flow-restore-wait and waits until vswitchd acknowledged it.
 // Writes from controllers (Put, Sync, Delete) go through the engine so they
 // reach the switch and the store together, serialised with replays per
-// bridge; writes of flows stream to the switch while the store decides them
-// (writestream.go), writes too large to hold in memory are staged on disk
-// and swapped in once the switch took them (writestaged.go), and a reconcile that finds the switch equal to the store
-// knows it by digest, without comparing flow by flow (digest.go).
+// bridge. It also mirrors the bridges it does not manage (mirror.go) and
+// audits the managed ones for drift (audit.go).
+//
+// # File map
+//
+// The Engine's API, by what it does:
+//
+//	engine.go        Config, New, Run, Wedged
+//	writes.go        Put, Sync, Delete, PutSpool, SyncSpool, CheckDeclared
+//	reads.go         Diff (counters.go: FlowCounters; status.go: Status,
+//	                 Counts, Modules)
+//	replay.go        Reconcile, Replay, the numbered steps of a replay
+//	flag.go          Arm, Release, FlowRestoreWait: the flag protocol
+//	gate.go          MarkReady: the cold-start gate
+//	mirror.go        Mirrors: the unmanaged bridges
+//	faults.go        Faults: the tests' fault injection (nil in production)
+//
+// The write path, in the order a write crosses it:
+//
+//	writequeue.go    the bridge's request queue; submit (the caller's side)
+//	                 and runWrites (the owner goroutine) choose a source
+//	txn.go           the decisions every write transaction shares: is the
+//	                 bridge live, what the verdict means (Outcome), what a
+//	                 whole-bundle refusal does, settle (quarantine lifted,
+//	                 replay scheduled)
+//	groupcommit.go   source: a batch in one store transaction, its bundle
+//	                 streamed (writestream.go) or sent after storing
+//	writepipe.go     source: pipelined Puts of flows (store.PlanPut on the
+//	                 owner, PutPlanned on the pipe's storer goroutine)
+//	writestaged.go   source: a spooled request staged on disk
+//	                 (store.PlanStage, Stage, Commit)
+//	writestream.go   a bundle that opens before the store has decided it
+//	apply.go         a plan sent as meters, one bundle, meter deletes
+//	bridge.go        the bridge's state and its only writers; the connection
+//
+// The rest: plan.go (a plan's order), switchflows.go (what the switch
+// holds), quarantine.go and quarantineset.go (entries left out), poison.go
+// (entries that crash vswitchd), damage.go (entries the store found damaged),
+// cookie.go (flows outside the owned cookie space), owner.go (which store
+// manages a bridge), digest.go (a reconcile that compares by digest),
+// forms.go (what the switch made of opaque entries), dial.go, counters.go,
+// metrics.go, audit.go, status.go.
+//
+// # One package
+//
+// The write path stays in this package rather than a write/ subpackage: its
+// sources run under the bridge's lock with the bridge's connection,
+// quarantine and convergence, and the replay they trigger is the bridge
+// goroutine's. A subpackage would have to export the bridge, its lock rules,
+// the stream and the plan, which are exactly what must not be used from
+// outside. The transaction's shared decisions live in one file (txn.go)
+// instead, and the store interfaces each source needs are the store's own
+// methods it calls (PlanPut/PutPlanned, PlanStage/Stage, Update).
+//
+// # A Put
+//
+//  1. Put (writes.go) builds a writeReq and calls submit (writequeue.go),
+//     which queues it on the bridge and waits for its result or its ctx.
+//  2. The bridge's owner, runWrites, takes the queued requests and hands
+//     them to a source: a pipe while Puts of flows arrive on a live bridge
+//     with nothing quarantined (writepipe.go); a staged request alone
+//     (writestaged.go); anything else to group commit (commitBatch,
+//     groupcommit.go).
+//  3. The source runs one transaction under b.mu: liveLocked (txn.go) says
+//     whether the changes go to the switch; the store decides the changes
+//     while they stream into a bundle, or the bundle is sent after; the
+//     switch's verdict becomes an Outcome (outcomeOf). Refused: the store
+//     rolls back and the request fails naming the entry. Refused as a whole:
+//     resendWhole. Unknown: stored, not applied.
+//  4. settleLocked lifts the quarantine of what the write declared and,
+//     when the write was not applied, asks the bridge for a replay. The
+//     caller gets applied or not.
+//
+// # A replay
+//
+//  1. runBridge (bridge.go) dials the bridge and, on every connection and
+//     every requestReplay, calls reconcile (replay.go).
+//  2. reconcile checks the bridge's owner (owner.go), then under b.mu reads
+//     the desired state, dumps the switch, diffs, leaves out the quarantined
+//     entries and predicted refusals, and sends the plan in one bundle
+//     (replayLocked, apply.go); refused entries are quarantined and the rest
+//     sent again, for at most MaxReplayTime.
+//  3. The bridge is converged; signalConverged wakes the flag goroutine.
+//
+// # The flag
+//
+//  1. The OVSDB goroutine (runOVSDB, flag.go) owns flow-restore-wait.
+//     When a bridge converges or something changes (a mirror settled, a hold
+//     ran out), it runs syncFlag.
+//  2. syncFlag clears the flag once every managed bridge is converged or
+//     excused (MaxHold), the gate is open and the mirrors settled, and waits
+//     for vswitchd's acknowledgement (cur_cfg reaching next_cfg); with Rearm
+//     and a guard it arms the flag again for the next vswitchd start.
+//  3. Arm and Release are the operator's (flowctl); a graceful stop leaves
+//     the flag armed only while something holds the node (holding, disarm).
 package restore

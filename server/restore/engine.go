@@ -105,6 +105,8 @@ type Config struct {
 	// out the suspects (poison.go). Defaults DefaultSurviveAfter and
 	// DefaultCrashWindow.
 	SurviveAfter, CrashWindow time.Duration
+	// Faults injects faults, for tests (faults.go); nil in production.
+	Faults *Faults
 	// Events receives the engine's events (optional).
 	Events  *events.Log
 	Logger  *slog.Logger
@@ -113,10 +115,14 @@ type Config struct {
 
 // Engine keeps every managed bridge equal to its desired state.
 //
-// It owns two goroutines per bridge (one dials, reconciles on every
-// connection, waits for the connection to die, repeats; one group-commits
-// writes) and one for OVSDB. Run starts them and returns when ctx is
-// cancelled and all of them have stopped.
+// Run starts, and returns once ctx is cancelled and all of them have
+// stopped: per managed bridge, one goroutine that dials, reconciles on every
+// connection, waits for the connection to die and repeats (runBridge), and
+// the owner of its writes (runWrites), which may run a pipe's storer and a
+// streamed bundle's producer while a write is under way; one for OVSDB and
+// the flag (runOVSDB), one for the cold-start gate (runGate), and one for
+// the mirrors of the unmanaged bridges (runMirrors), which runs one per
+// mirrored bridge.
 type Engine struct {
 	// forms are what the switch made of entries canon keeps in part as
 	// sent (forms.go).
@@ -162,14 +168,6 @@ type Engine struct {
 	// nanoseconds), for Status.
 	lastRelease atomic.Int64
 
-	// beforeClear, when set, runs before each clear of the flag: fault
-	// injection for tests (flag_test.go).
-	beforeClear func()
-	// afterDriftFound, when set, runs after an audit marked a bridge
-	// unconverged and before the replay that corrects it (tests only).
-	afterDriftFound func()
-	// faults are set by tests only (groupcommit.go).
-	faults  writeFaults
 	mirrors *mirrorSet // unmanaged bridges (mirror.go)
 }
 
@@ -351,7 +349,7 @@ func (e *Engine) Wedged() string {
 func (e *Engine) bridge(name string) (*bridge, error) {
 	b, ok := e.bridges[name]
 	if !ok {
-		return nil, fmt.Errorf("bridge %q is not managed by this flowstated (see --bridge): %w", name, errdefs.ErrFailedPrecondition)
+		return nil, fmt.Errorf("restore: bridge %q is not managed by this flowstated (see --bridge): %w", name, errdefs.ErrFailedPrecondition)
 	}
 	return b, nil
 }

@@ -165,7 +165,7 @@ func (e *Engine) syncFlag(ctx context.Context, release bool) (recheck time.Durat
 	defer e.flagBusySince.Store(0)
 	on, err := c.FlowRestoreWait()
 	if err != nil {
-		return 0, fmt.Errorf("reading flow-restore-wait: %w", err)
+		return 0, fmt.Errorf("restore: reading flow-restore-wait: %w", err)
 	}
 	guarded, why := e.cfg.GuardPresent()
 	arm := e.cfg.Rearm && guarded
@@ -185,7 +185,7 @@ func (e *Engine) syncFlag(ctx context.Context, release bool) (recheck time.Durat
 	case on && !restorable && !unreleased:
 		// Step 5 with no vswitchd held.
 		if err := c.SetFlowRestoreWait(actx, false, false); err != nil {
-			return 0, fmt.Errorf("disarming flow-restore-wait: %w", err)
+			return 0, fmt.Errorf("restore: disarming flow-restore-wait: %w", err)
 		}
 		on = false
 		e.log.Warn("flow-restore-wait disarmed: nothing for flowstated to restore", "reason", nothing)
@@ -227,12 +227,12 @@ func (e *Engine) syncFlag(ctx context.Context, release bool) (recheck time.Durat
 		// A running vswitchd must have read the clear before the flag
 		// comes back (one that is down reads the flag at its start).
 		if err := c.WaitConfigured(actx); err != nil {
-			return 0, fmt.Errorf("re-arming flow-restore-wait: %w", err)
+			return 0, fmt.Errorf("restore: re-arming flow-restore-wait: %w", err)
 		}
 		e.unackedClear = false
 	}
 	if err := c.SetFlowRestoreWait(actx, true, false); err != nil {
-		return 0, fmt.Errorf("re-arming flow-restore-wait: %w", err)
+		return 0, fmt.Errorf("restore: re-arming flow-restore-wait: %w", err)
 	}
 	e.cfg.Metrics.flagRearmed.Inc()
 	e.log.Info("flow-restore-wait re-armed for the next vswitchd start")
@@ -254,9 +254,7 @@ func (e *Engine) clearLocked(ctx context.Context, c *ovsconfig.Client, keepIfRel
 		e.log.Debug("flow-restore-wait left armed: this vswitchd was released before", "vswitchd", held)
 		return false, nil
 	}
-	if e.beforeClear != nil {
-		e.beforeClear()
-	}
+	e.cfg.Faults.beforeClear()
 	if err := c.SetFlowRestoreWait(ctx, false, true); err != nil {
 		e.unackedClear = true
 		return false, err
@@ -387,18 +385,18 @@ func (e *Engine) LastRelease() time.Time {
 // flowstated can restore and release the switch afterwards.
 func (e *Engine) Arm(ctx context.Context) (wasSet bool, err error) {
 	if w := e.Wedged(); w != "" {
-		return false, fmt.Errorf("not arming flow-restore-wait: the engine is wedged (%s): %w", w, errdefs.ErrFailedPrecondition)
+		return false, fmt.Errorf("restore: not arming flow-restore-wait: the engine is wedged (%s): %w", w, errdefs.ErrFailedPrecondition)
 	}
 	if ok, why := e.cfg.GuardPresent(); !ok {
-		return false, fmt.Errorf("not arming flow-restore-wait: no guard proves it would release the node if flowstated died (%s): %w", why, errdefs.ErrFailedPrecondition)
+		return false, fmt.Errorf("restore: not arming flow-restore-wait: no guard proves it would release the node if flowstated died (%s): %w", why, errdefs.ErrFailedPrecondition)
 	}
 	c := e.ovsdb.Load()
 	if c == nil || !c.Connected() {
-		return false, fmt.Errorf("not arming flow-restore-wait: OVSDB is not connected: %w", errdefs.ErrUnavailable)
+		return false, fmt.Errorf("restore: not arming flow-restore-wait: OVSDB is not connected: %w", errdefs.ErrUnavailable)
 	}
 	if ok, nothing := e.restorable(c); !ok {
 		// Armed, it would only hold vswitchd until flowstated clears it.
-		return false, fmt.Errorf("not arming flow-restore-wait: nothing for flowstated to restore (%s): %w", nothing, errdefs.ErrFailedPrecondition)
+		return false, fmt.Errorf("restore: not arming flow-restore-wait: nothing for flowstated to restore (%s): %w", nothing, errdefs.ErrFailedPrecondition)
 	}
 	e.flagMu.Lock()
 	defer e.flagMu.Unlock()
@@ -417,7 +415,7 @@ func (e *Engine) Arm(ctx context.Context) (wasSet bool, err error) {
 func (e *Engine) Release(ctx context.Context) (wasSet bool, ack time.Duration, err error) {
 	c := e.ovsdb.Load()
 	if c == nil || !c.Connected() {
-		return false, 0, fmt.Errorf("OVSDB is not connected: %w", errdefs.ErrUnavailable)
+		return false, 0, fmt.Errorf("restore: OVSDB is not connected: %w", errdefs.ErrUnavailable)
 	}
 	e.flagMu.Lock()
 	defer e.flagMu.Unlock()
@@ -559,4 +557,67 @@ func (e *Engine) FlowRestoreWait() (on, ok bool) {
 	}
 	on, err := c.FlowRestoreWait()
 	return on, err == nil
+}
+
+// vswitchdHeld reports whether the running vswitchd may still be held by
+// flow-restore-wait, decided from what vswitchd reports, never from the flag
+// alone: re-armed, the flag reads true on a vswitchd released long ago, which
+// reads it only until it first sees it false.
+//
+//  1. OVSDB cannot tell (not connected, no row): known is false.
+//  2. The flag is off: not held.
+//  3. The running vswitchd is named by its pidfile in the run dir
+//     (vswitchdIdentity: pid and start time). Without one flowstated cannot
+//     tell a restarted vswitchd from a bridge rebuilt on a running one, so
+//     it is taken as not held: an unmanaged bridge then comes back as plain
+//     OVS would bring it back, never overwritten on a running vswitchd.
+//  4. That vswitchd was released: the one a flowstated's clear released (the
+//     store records it, clearLocked), or one seen running with the flag off
+//     and cur_cfg caught up with next_cfg (noteReleased): not held.
+//  5. Otherwise it started under the flag and nobody released it: held.
+//
+// flagMu must be held.
+func (e *Engine) vswitchdHeld() (held, known bool) {
+	c := e.ovsdb.Load()
+	if c == nil || !c.Connected() {
+		return false, false
+	}
+	on, err := c.FlowRestoreWait()
+	if err != nil {
+		return false, false
+	}
+	if !on {
+		return false, true
+	}
+	id := e.vswitchdIdentity()
+	if id == "" {
+		if !e.mirrors.noIdentity {
+			e.mirrors.noIdentity = true
+			e.log.Warn("no ovs-vswitchd pidfile in the run dir: vswitchd is taken as not held, and unmanaged bridges are not restored",
+				"pidfile", filepath.Join(e.cfg.RunDir, "ovs-vswitchd.pid"))
+		}
+		return false, true
+	}
+	e.mirrors.noIdentity = false
+	if e.releasedVswitchd == "" {
+		// Before this process's first clear, the last release may have
+		// been a previous flowstated's.
+		if rec, err := e.cfg.Store.ReleasedVswitchd(); err == nil {
+			e.releasedVswitchd = rec
+		}
+	}
+	return id != e.releasedVswitchd && id != e.mirrors.seenReleased, true
+}
+
+// noteReleased records the running vswitchd as released when the flag is off
+// and vswitchd has caught up with OVSDB (cur_cfg reached next_cfg): it has
+// read the flag false, so it is not held, whatever the flag reads later
+// (vswitchdHeld). flagMu must be held.
+func (e *Engine) noteReleased(c *ovsconfig.Client) {
+	if next, cur, err := c.Config(); err != nil || cur < next {
+		return
+	}
+	if id := e.vswitchdIdentity(); id != "" {
+		e.mirrors.seenReleased = id
+	}
 }

@@ -71,11 +71,12 @@ func TestFlagClearAckTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	faults := &Faults{}
 	e, err := New(Config{
 		Store: st, RunDir: sb.RunDir(), OVSDB: sb.DBAddr(), Bridges: []string{"br-int"},
 		EchoInterval: 5 * time.Second, EchoTimeout: 10 * time.Second,
 		RetryInterval: 100 * time.Millisecond, AckTimeout: 300 * time.Millisecond,
-		Rearm: true, BootID: "b", Logger: testLogger(t),
+		Rearm: true, BootID: "b", Logger: testLogger(t), Faults: faults,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +87,7 @@ func TestFlagClearAckTimeout(t *testing.T) {
 	// vswitchd could not have acknowledged.
 	var thawing atomic.Bool
 	thawed := make(chan struct{})
-	e.beforeClear = func() {
+	faults.BeforeClear = func() {
 		once.Do(func() {
 			if err := sb.FreezeVswitchd(); err != nil {
 				t.Error(err)

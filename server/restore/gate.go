@@ -163,3 +163,16 @@ func (e *Engine) runGate(ctx context.Context) {
 		}
 	}
 }
+
+// MarkReady marks module ready for this boot, which may open the gate.
+func (e *Engine) MarkReady(module string) error {
+	if err := e.cfg.Store.SetReady(module, e.cfg.BootID); err != nil {
+		return err
+	}
+	e.log.Info("module ready", "module", module, "boot_id", e.cfg.BootID)
+	e.publish(events.Event{Type: events.ModuleReady, Module: module, Message: "module ready for this boot"})
+	e.gate.poke()
+	return nil
+}
+
+// changeID is the identity of the entry a change touches.

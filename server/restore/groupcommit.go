@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"slices"
-	"sync"
 
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/errdefs"
@@ -39,283 +37,6 @@ import (
 //     bundle is unknown, the store failed after the switch accepted, a panic
 //     after the bundle), the bridge is marked unconverged and replays, which
 //     makes the switch equal to the store again.
-
-// ErrOutcomeUnknown is wrapped (with the caller's ctx error) by the error of a
-// write whose caller gave up after the owner had taken the request into a
-// commit: it may have been stored and applied, or not. Read the state back
-// (List, Diff) to find out; rewriting the same entries is idempotent.
-var ErrOutcomeUnknown = errors.New("restore: write outcome unknown")
-
-// writeQueue is the group-commit queue of one bridge. Its owner is runWrites.
-type writeQueue struct {
-	mu   sync.Mutex
-	reqs []*writeReq
-	// stopped is set when runWrites has returned: nobody takes requests any
-	// more.
-	stopped bool
-	wake    chan struct{} // cap 1: a request was queued
-}
-
-func newWriteQueue() writeQueue { return writeQueue{wake: make(chan struct{}, 1)} }
-
-// writeReq is one write waiting for its bridge.
-type writeReq struct {
-	op func(w *store.Writer) (store.Result, error)
-	// declared are the entries the request declares (their quarantine is
-	// lifted: the write itself tells whether the switch takes them now).
-	declared []entry.Entry
-	// flowsOnly says op is a Put or Sync (sync) of declared, all flows:
-	// its changes can go to the switch while they are stored (writeStream).
-	flowsOnly, sync bool
-	// put says op is a Put of declared, all flows, none opaque, for
-	// module: it may be pipelined (writepipe.go).
-	put    bool
-	module string
-	// staged, when set, is a spooled Put or Sync (writestaged.go), which
-	// commits alone.
-	staged *store.StagedWrite
-	// release, if set, frees what the request holds (a staged write's
-	// spool) once nothing reads it any more: by the owner once it took the
-	// request, by the caller's side when the request never was. finish
-	// calls it once.
-	release func()
-	// taken is set (under writeQueue.mu) when the owner takes the request
-	// into a batch; from then on its outcome no longer depends on its caller.
-	taken bool
-	// done receives the one result; buffered, so the owner never blocks on a
-	// caller that gave up.
-	done chan writeResult
-}
-
-type writeResult struct {
-	applied bool
-	res     store.Result
-	// staged is the outcome of a staged write, which has no Result.
-	staged *store.Staged
-	err    error
-}
-
-// finish releases what r holds (release), once.
-func (r *writeReq) finish() {
-	if f := r.release; f != nil {
-		r.release = nil
-		f()
-	}
-}
-
-func (q *writeQueue) push(r *writeReq) error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.stopped {
-		return fmt.Errorf("flowstated is stopping: %w", errdefs.ErrUnavailable)
-	}
-	q.reqs = append(q.reqs, r)
-	select {
-	case q.wake <- struct{}{}:
-	default:
-	}
-	return nil
-}
-
-// maxBatchEntries bounds the entries one group commit takes from the queue
-// (a request larger than that goes alone): a write transaction holds about
-// 1.2 KB an entry until it commits, so concurrent large requests must not
-// add up to one huge transaction. Larger streamed requests are staged
-// (writestaged.go) and do not count.
-const maxBatchEntries = 50_000
-
-// take returns the queued requests, oldest first, up to maxBatchEntries
-// entries (at least one request), marked taken.
-func (q *writeQueue) take() []*writeReq {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	n, entries := 0, 0
-	for n < len(q.reqs) {
-		entries += len(q.reqs[n].declared)
-		if n > 0 && entries > maxBatchEntries {
-			break
-		}
-		n++
-	}
-	batch := q.reqs[:n:n]
-	q.reqs = slices.Clone(q.reqs[n:])
-	for _, r := range batch {
-		r.taken = true
-	}
-	return batch
-}
-
-// entries is how many entries the queued requests declare.
-func (q *writeQueue) entries() int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	n := 0
-	for _, r := range q.reqs {
-		n += len(r.declared)
-	}
-	return n
-}
-
-// drop removes r from the queue unless it was taken; it reports whether it
-// did.
-func (q *writeQueue) drop(r *writeReq) bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if r.taken {
-		return false
-	}
-	q.reqs = slices.DeleteFunc(q.reqs, func(x *writeReq) bool { return x == r })
-	return true
-}
-
-// stop refuses later requests and returns the queued ones.
-func (q *writeQueue) stop() []*writeReq {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.stopped = true
-	rest := q.reqs
-	q.reqs = nil
-	for _, r := range rest {
-		r.taken = true
-	}
-	return rest
-}
-
-// write queues a store operation for bridgeName and waits for its outcome or
-// for ctx. If ctx ends first: a request still queued is dropped and the
-// error is ctx's; a request already taken into a commit goes on without its
-// caller, whose error then wraps ErrOutcomeUnknown and ctx's error.
-func (e *Engine) write(ctx context.Context, bridgeName string, req *writeReq) (applied bool, res store.Result, err error) {
-	r, err := e.submit(ctx, bridgeName, req)
-	return r.applied, r.res, err
-}
-
-// submit is write with the whole result.
-func (e *Engine) submit(ctx context.Context, bridgeName string, req *writeReq) (_ writeResult, err error) {
-	b, err := e.bridge(bridgeName)
-	if err != nil {
-		req.finish()
-		return writeResult{}, err
-	}
-	defer func() { e.cfg.Metrics.writeRequests.WithLabelValues(b.name, resultLabel(err)).Inc() }()
-	if err := ctx.Err(); err != nil {
-		req.finish()
-		return writeResult{}, err
-	}
-	req.done = make(chan writeResult, 1)
-	if err := b.writes.push(req); err != nil {
-		req.finish()
-		return writeResult{}, fmt.Errorf("bridge %s: %w", b.name, err)
-	}
-	select {
-	case r := <-req.done:
-		return r, r.err
-	case <-ctx.Done():
-	}
-	if b.writes.drop(req) {
-		req.finish()
-		return writeResult{}, ctx.Err()
-	}
-	select {
-	case r := <-req.done: // decided while ctx ended
-		return r, r.err
-	default:
-	}
-	return writeResult{}, fmt.Errorf("bridge %s: caller gone while its write was being committed: %w: %w", b.name, ErrOutcomeUnknown, ctx.Err())
-}
-
-// runWrites is the owner of b's write queue: it commits queued requests
-// until ctx ends, then fails those still queued with ErrUnavailable. A batch
-// under way when ctx ends finishes (its switch I/O is cut short, so its
-// requests are stored for the next replay).
-func (e *Engine) runWrites(ctx context.Context, b *bridge) {
-	defer func() {
-		err := fmt.Errorf("bridge %s: flowstated stopped before the write was committed: %w", b.name, errdefs.ErrUnavailable)
-		for _, r := range b.writes.stop() {
-			r.finish()
-			r.done <- writeResult{err: err}
-		}
-	}()
-	// p is the open pipe (writepipe.go), if any: what it hands back goes to
-	// group commit when it closes.
-	var p *pipe
-	closePipe := func() {
-		if p != nil {
-			back, solo := p.close()
-			p = nil
-			e.commitBatch(ctx, b, back)
-			for _, r := range solo {
-				e.commitBatch(ctx, b, []*writeReq{r})
-			}
-		}
-	}
-	defer closePipe()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-b.writes.wake:
-		}
-		for ctx.Err() == nil {
-			if p != nil {
-				if c := p.atSwitch(); c != nil && b.writes.entries() < pipeBatchEntries {
-					select {
-					case <-c:
-					case <-b.writes.wake:
-					case <-ctx.Done():
-					}
-					continue
-				}
-			}
-			batch := b.writes.take()
-			if len(batch) == 0 {
-				if p == nil {
-					break
-				}
-				// The pipe stays open while requests come in.
-				select {
-				case <-p.empty:
-					closePipe()
-				case <-b.writes.wake:
-				case <-ctx.Done():
-				}
-				continue
-			}
-			if f := e.faults.taken; f != nil {
-				f(len(batch))
-			}
-			if p != nil && !p.takes() {
-				closePipe()
-			}
-			if p == nil && e.pipes() && slices.ContainsFunc(batch, pipeable) {
-				p = e.openPipe(ctx, b)
-			}
-			if p != nil {
-				batch = p.run(batch)
-			}
-			if len(batch) > 0 {
-				closePipe()
-				e.commitBatch(ctx, b, e.commitStagedOf(ctx, b, batch))
-			}
-		}
-	}
-}
-
-// commitStagedOf commits the staged requests of batch, each alone, and
-// returns the others.
-func (e *Engine) commitStagedOf(ctx context.Context, b *bridge, batch []*writeReq) []*writeReq {
-	rest := batch[:0:0]
-	for _, r := range batch {
-		if r.staged == nil {
-			rest = append(rest, r)
-			continue
-		}
-		res := e.commitStaged(ctx, b, r)
-		r.finish()
-		r.done <- res
-	}
-	return rest
-}
 
 // commitBatch commits batch, taking failing requests out and running them
 // alone (see Group commit above). Every request gets exactly one result.
@@ -369,6 +90,14 @@ func (e *Engine) commitBatch(ctx context.Context, b *bridge, batch []*writeReq) 
 	}
 }
 
+// batchStore is what group commit needs of the store: one read-write
+// transaction, whose Writer runs the requests' ops.
+type batchStore interface {
+	Update(fn func(w *store.Writer) error) error
+}
+
+func (e *Engine) batchStore() batchStore { return e.cfg.Store }
+
 // failedError names the requests of a group that made its transaction fail.
 type failedError struct {
 	reqs map[int]bool
@@ -415,13 +144,11 @@ func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) (
 		}
 	}()
 
-	conn := b.conn
-	// Once Run is stopping, writes are only stored: the next start replays.
-	live := conn != nil && b.converged && e.gate.isOpen() && ctx.Err() == nil
+	conn, live := e.liveLocked(ctx, b)
 	var unknown error // the switch failed with an unknown outcome
 	var sent []Change // what the switch took, for learnForms
 	results = make([]writeResult, len(reqs))
-	err = e.cfg.Store.Update(func(w *store.Writer) error {
+	err = e.batchStore().Update(func(w *store.Writer) error {
 		var (
 			stream  *writeStream
 			owner   map[string]int // only a batch of several requests can overlap
@@ -467,55 +194,23 @@ func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) (
 		var streamErr error
 		if stream != nil {
 			touched, streamed = true, true
-			streamErr = stream.finish(true)
+			streamErr = e.cfg.Faults.verdict(stream.finish(true), true)
 			stream = nil
-			if e.faults.streamVerdict != nil {
-				streamErr = e.faults.streamVerdict(streamErr)
-			}
-			var re *RejectedError
-			if errors.As(streamErr, &re) && len(re.Changes) == 0 {
-				// Refused as a whole, not for an entry (the switch
-				// expired the bundle while the store was slow): nothing
-				// was committed, send it the usual way.
-				e.log.Warn("streamed write refused as a whole; sending it again after the store", "bridge", b.name, "err", streamErr)
-				touched, streamed, streamErr = false, false, nil
+			if o, _ := outcomeOf(streamErr); o == RefusedWhole {
+				if resend, _ := resendWhole(true); resend {
+					e.log.Warn("streamed write refused as a whole; sending it again after the store", "bridge", b.name, "err", streamErr)
+					touched, streamed, streamErr = false, false, nil
+				}
 			}
 		}
 		var cs []Change
+		var err error
 		if streamed {
 			// Checked as they were streamed; of a million changes, keep
 			// for learnForms only the few it looks at.
 			cs = opaqueWrites(results)
-		} else {
-			cs = make([]Change, 0, n)
-			if owner == nil && len(reqs) > 1 {
-				owner = make(map[string]int, n)
-			}
-			for i := range reqs {
-				res := results[i].res
-				from := len(cs)
-				cs = appendWriteChanges(cs, res.Changed, res.Removed)
-				for j := from; j < len(cs); j++ {
-					c := &cs[j]
-					if len(reqs) > 1 && c.Kind == entry.KindMeter {
-						return failed(i, errMeterInBatch)
-					}
-					if owner != nil || b.quarantine.len() > 0 {
-						k := key(c.Kind, changeID(*c))
-						if other, dup := owner[k]; dup && other != i {
-							return failed(i, errOverlap)
-						}
-						if b.quarantine.has(k) && c.Op == OpModify {
-							// A quarantined entry is not on the switch: a
-							// MODIFY of a group or meter would be refused.
-							c.Op, c.Actual = OpAdd, nil
-						}
-						if owner != nil {
-							owner[k] = i
-						}
-					}
-				}
-			}
+		} else if cs, owner, err = b.batchChangesLocked(reqs, results, n, owner); err != nil {
+			return err
 		}
 		if live && (streamed || len(cs) > 0) {
 			err := streamErr
@@ -525,23 +220,23 @@ func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) (
 				sctx, cancel := context.WithTimeout(ctx, e.cfg.WriteTimeout)
 				_, err = applyPlan(sctx, conn, p)
 				cancel()
+				err = e.cfg.Faults.verdict(err, false)
 			}
-			if err == nil && e.faults.afterBundle != nil {
-				err = e.faults.afterBundle()
-			}
-			var re *RejectedError
-			switch {
-			case errors.As(err, &re):
+			switch o, re := outcomeOf(err); o {
+			case Refused, RefusedWhole:
 				// A refused plan leaves nothing, unless undoing its meters
-				// failed or the refusal came after the bundle.
+				// failed or the refusal came after the bundle. Refused as
+				// a whole after the resend (or unstreamed): the request
+				// fails with it, as a switch refusing it again would.
 				touched = re.SwitchChanged
 				return refused(re, owner, len(reqs))
-			case err != nil:
+			case Unknown:
 				unknown = err
 				live = false
-			case e.faults.beforeStoreCommit != nil:
-				return e.faults.beforeStoreCommit()
 			default:
+				if err := e.cfg.Faults.beforeStoreCommit(); err != nil {
+					return err
+				}
 				sent = cs
 			}
 		}
@@ -557,22 +252,58 @@ func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) (
 		return nil, err
 	}
 	stored = true
+	s := settlement{what: "write", stored: true, applied: live, unknown: unknown}
+	quarantined := b.quarantine.len() > 0
 	for i, r := range reqs {
 		results[i].applied = live
-		b.unquarantineLocked(r.declared)
-		b.unquarantineLocked(results[i].res.Removed)
+		if quarantined {
+			s.declared = append(s.declared, r.declared, results[i].res.Removed)
+		}
 	}
-	if unknown != nil {
-		e.divergedLocked(b, "write stored, its outcome on the switch is unknown", unknown)
-	} else if !live {
-		b.requestReplay()
-	}
+	e.settleLocked(b, s)
 	if sent != nil {
 		lctx, cancel := context.WithTimeout(ctx, e.cfg.WriteTimeout)
 		e.learnForms(lctx, conn, sent, false, e.log.With("bridge", b.name))
 		cancel()
 	}
 	return results, nil
+}
+
+// batchChangesLocked lists the changes of a batch's stored results (n of
+// them) in request order, to send after the store, and maps each to its
+// request in owner (made here for a batch of several). A change to an entry
+// another request of the batch also changes, or a meter in a batch of
+// several, fails the request. A MODIFY of a quarantined entry becomes an ADD:
+// the entry is not on the switch. b.mu must be held.
+func (b *bridge) batchChangesLocked(reqs []*writeReq, results []writeResult, n int, owner map[string]int) ([]Change, map[string]int, error) {
+	cs := make([]Change, 0, n)
+	if owner == nil && len(reqs) > 1 {
+		owner = make(map[string]int, n)
+	}
+	for i := range reqs {
+		res := results[i].res
+		from := len(cs)
+		cs = appendWriteChanges(cs, res.Changed, res.Removed)
+		for j := from; j < len(cs); j++ {
+			c := &cs[j]
+			if len(reqs) > 1 && c.Kind == entry.KindMeter {
+				return nil, owner, failed(i, errMeterInBatch)
+			}
+			if owner != nil || b.quarantine.len() > 0 {
+				k := key(c.Kind, changeID(*c))
+				if other, dup := owner[k]; dup && other != i {
+					return nil, owner, failed(i, errOverlap)
+				}
+				if b.quarantine.has(k) && c.Op == OpModify {
+					c.Op, c.Actual = OpAdd, nil
+				}
+				if owner != nil {
+					owner[k] = i
+				}
+			}
+		}
+	}
+	return cs, owner, nil
 }
 
 // endWrite ends a write run under b.mu (commitGroup, commitStaged), given
@@ -583,11 +314,11 @@ func (e *Engine) endWrite(b *bridge, p any, what string, touched, stored bool, e
 	if p != nil {
 		e.log.Error("panic in "+what+"; its requests fail, the bridge goes on",
 			"bridge", b.name, "panic", p, "stack", string(debug.Stack()))
-		panicErr = fmt.Errorf("bridge %s: write failed: %v: %w", b.name, p, errdefs.ErrInternal)
+		panicErr = fmt.Errorf("restore: bridge %s: write failed: %v: %w", b.name, p, errdefs.ErrInternal)
 		err = panicErr
 	}
-	if touched && !stored {
-		e.divergedLocked(b, "the switch may hold a write the store does not", err)
+	if !stored {
+		e.settleLocked(b, settlement{what: "write", touched: touched, cause: err})
 	}
 	return panicErr
 }
@@ -611,36 +342,4 @@ func refused(re *RejectedError, owner map[string]int, n int) error {
 		return re
 	}
 	return fe
-}
-
-// divergedLocked records that the switch may differ from the store after a
-// write: the bridge is unconverged until a replay makes them equal again,
-// and one is requested. b.mu must be held.
-func (e *Engine) divergedLocked(b *bridge, what string, err error) {
-	e.log.Error(what+"; replaying the bridge", "bridge", b.name, "err", err)
-	b.converged = false
-	b.publishLocked()
-	b.requestReplay()
-}
-
-// writeFaults inject faults into group commit, for tests in this package;
-// all nil in production.
-type writeFaults struct {
-	// taken runs when the owner has taken a batch of n requests, before it
-	// commits them; it may block.
-	taken func(n int)
-	// afterBundle runs when the switch accepted a write's changes; its error
-	// stands for the bundle's outcome (a reply lost after COMMIT).
-	afterBundle func() error
-	// beforeStoreCommit runs at the end of a write's transaction, after the
-	// switch accepted it; its error rolls the transaction back.
-	beforeStoreCommit func() error
-	// streamVerdict replaces the switch's verdict on a streamed write
-	// (writeStream).
-	streamVerdict func(error) error
-	// noPipe turns pipelined writes (writepipe.go) off, for tests of group
-	// commit's own batches.
-	noPipe bool
-	// piped runs when a pipe sent a batch of n requests.
-	piped func(n int)
 }

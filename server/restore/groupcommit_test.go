@@ -22,13 +22,13 @@ import (
 )
 
 // These tests drive group commit from inside the package, against a private
-// OVS sandbox, with faults injected through Engine.faults.
+// OVS sandbox, with faults injected through Config.Faults.
 
 const testBridge = "br0"
 
 // startEngine runs an engine on one sandbox bridge with faults, and waits
 // until the bridge has converged.
-func startEngine(ctx context.Context, t *testing.T, faults writeFaults) *testEngine {
+func startEngine(ctx context.Context, t *testing.T, faults *Faults) *testEngine {
 	t.Helper()
 	sb, err := sandbox.Start(ctx, sandbox.Options{})
 	if err != nil {
@@ -47,12 +47,11 @@ func startEngine(ctx context.Context, t *testing.T, faults writeFaults) *testEng
 	e, err := New(Config{
 		Store: st, RunDir: sb.RunDir(), OVSDB: sb.DBAddr(), Bridges: []string{testBridge}, BootID: "test-boot",
 		Logger:  slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Metrics: NewMetrics(reg),
+		Metrics: NewMetrics(reg), Faults: faults,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.faults = faults
 	te := &testEngine{Engine: e, registry: reg, sb: sb}
 	rctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -140,18 +139,18 @@ type heldBatch struct {
 // startHeld starts an engine that holds the given batches, and bounds the
 // test.
 func startHeld(t *testing.T, batches ...int32) (context.Context, *testEngine, *hold) {
-	return startHeldWith(t, writeFaults{}, batches...)
+	return startHeldWith(t, &Faults{}, batches...)
 }
 
 // startHeldWith is startHeld with faults (whose taken it sets).
-func startHeldWith(t *testing.T, faults writeFaults, batches ...int32) (context.Context, *testEngine, *hold) {
+func startHeldWith(t *testing.T, faults *Faults, batches ...int32) (context.Context, *testEngine, *hold) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	h := &hold{held: map[int32]*heldBatch{}}
 	for _, n := range batches {
 		h.held[n] = &heldBatch{entered: make(chan struct{}), release: make(chan struct{})}
 	}
-	faults.taken = h.taken
+	faults.Taken = h.taken
 	e := startEngine(ctx, t, faults)
 	// Registered after the engine's stop, so it runs before it.
 	t.Cleanup(func() {
@@ -232,7 +231,7 @@ func stored(t *testing.T, e *testEngine, module string) int {
 // TestWritePanicDoesNotWedge: a panic in a request's op fails the requests of
 // its transaction with ErrInternal, and the bridge takes later writes.
 func TestWritePanicDoesNotWedge(t *testing.T) {
-	ctx, e, h := startHeldWith(t, writeFaults{noPipe: true}, 1)
+	ctx, e, h := startHeldWith(t, &Faults{NoPipe: true}, 1)
 	b := e.bridges[testBridge]
 
 	first := goPut(ctx, e, "first", flow(t, 1))
@@ -361,7 +360,7 @@ func writeBatches(t *testing.T, e *testEngine) float64 {
 // rest commit together in one more transaction, and it runs alone; two
 // requests changing one entry never share a batch.
 func TestGroupCommitTrySolo(t *testing.T) {
-	ctx, e, h := startHeldWith(t, writeFaults{noPipe: true}, 1)
+	ctx, e, h := startHeldWith(t, &Faults{NoPipe: true}, 1)
 	b := e.bridges[testBridge]
 	batches := func() float64 { return writeBatches(t, e) }
 
@@ -444,7 +443,7 @@ func TestWriteCancelledAfterCommit(t *testing.T) {
 	wctx, cancelWrite := context.WithCancel(ctx)
 	defer cancelWrite()
 	var armed atomic.Bool
-	e := startEngine(ctx, t, writeFaults{afterBundle: func() error {
+	e := startEngine(ctx, t, &Faults{AfterBundle: func() error {
 		if !armed.CompareAndSwap(true, false) {
 			return nil
 		}
@@ -473,7 +472,7 @@ func TestWriteStoreFailsAfterApply(t *testing.T) {
 	defer cancel()
 	var armed atomic.Bool
 	errDisk := errors.New("disk gone")
-	e := startEngine(ctx, t, writeFaults{beforeStoreCommit: func() error {
+	e := startEngine(ctx, t, &Faults{BeforeStoreCommit: func() error {
 		if armed.CompareAndSwap(true, false) {
 			return errDisk
 		}

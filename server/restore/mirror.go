@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -573,69 +572,6 @@ func fresh(actual []actualEntry) bool {
 	return true
 }
 
-// vswitchdHeld reports whether the running vswitchd may still be held by
-// flow-restore-wait, decided from what vswitchd reports, never from the flag
-// alone: re-armed, the flag reads true on a vswitchd released long ago, which
-// reads it only until it first sees it false.
-//
-//  1. OVSDB cannot tell (not connected, no row): known is false.
-//  2. The flag is off: not held.
-//  3. The running vswitchd is named by its pidfile in the run dir
-//     (vswitchdIdentity: pid and start time). Without one flowstated cannot
-//     tell a restarted vswitchd from a bridge rebuilt on a running one, so
-//     it is taken as not held: an unmanaged bridge then comes back as plain
-//     OVS would bring it back, never overwritten on a running vswitchd.
-//  4. That vswitchd was released: the one a flowstated's clear released (the
-//     store records it, clearLocked), or one seen running with the flag off
-//     and cur_cfg caught up with next_cfg (noteReleased): not held.
-//  5. Otherwise it started under the flag and nobody released it: held.
-//
-// flagMu must be held.
-func (e *Engine) vswitchdHeld() (held, known bool) {
-	c := e.ovsdb.Load()
-	if c == nil || !c.Connected() {
-		return false, false
-	}
-	on, err := c.FlowRestoreWait()
-	if err != nil {
-		return false, false
-	}
-	if !on {
-		return false, true
-	}
-	id := e.vswitchdIdentity()
-	if id == "" {
-		if !e.mirrors.noIdentity {
-			e.mirrors.noIdentity = true
-			e.log.Warn("no ovs-vswitchd pidfile in the run dir: vswitchd is taken as not held, and unmanaged bridges are not restored",
-				"pidfile", filepath.Join(e.cfg.RunDir, "ovs-vswitchd.pid"))
-		}
-		return false, true
-	}
-	e.mirrors.noIdentity = false
-	if e.releasedVswitchd == "" {
-		// Before this process's first clear, the last release may have
-		// been a previous flowstated's.
-		if rec, err := e.cfg.Store.ReleasedVswitchd(); err == nil {
-			e.releasedVswitchd = rec
-		}
-	}
-	return id != e.releasedVswitchd && id != e.mirrors.seenReleased, true
-}
-
-// noteReleased records the running vswitchd as released when the flag is off
-// and vswitchd has caught up with OVSDB (cur_cfg reached next_cfg): it has
-// read the flag false, so it is not held, whatever the flag reads later
-// (vswitchdHeld). flagMu must be held.
-func (e *Engine) noteReleased(c *ovsconfig.Client) {
-	if next, cur, err := c.Config(); err != nil || cur < next {
-		return
-	}
-	if id := e.vswitchdIdentity(); id != "" {
-		e.mirrors.seenReleased = id
-	}
-}
-
 // mirrorsSettled reports whether every unmanaged bridge of c has handled the
 // first dump of its current connection, so flow-restore-wait may be
 // cleared. A mirror that holds the release back for longer than MaxHold is
@@ -685,19 +621,4 @@ func (e *Engine) mirrorsSettled(c *ovsconfig.Client) bool {
 		}
 	}
 	return false
-}
-
-// count sets the change counts of r from cs.
-func (r *Replay) count(cs []Change) {
-	r.Adds, r.Modifies, r.Deletes = 0, 0, 0
-	for _, c := range cs {
-		switch c.Op {
-		case OpAdd:
-			r.Adds++
-		case OpModify:
-			r.Modifies++
-		case OpDelete:
-			r.Deletes++
-		}
-	}
 }

@@ -49,9 +49,9 @@ func (o *ownerState) check(bridge string) error {
 		return nil
 	}
 	if why := o.refused.Load(); why != nil {
-		return fmt.Errorf("%s: %w", *why, errdefs.ErrFailedPrecondition)
+		return fmt.Errorf("restore: %s: %w", *why, errdefs.ErrFailedPrecondition)
 	}
-	return fmt.Errorf("bridge %s: this flowstated has not yet checked which store manages it: %w", bridge, errdefs.ErrUnavailable)
+	return fmt.Errorf("restore: bridge %s: this flowstated has not yet checked which store manages it: %w", bridge, errdefs.ErrUnavailable)
 }
 
 // claim decides, before the first replay of b, whether this store may manage
@@ -336,7 +336,7 @@ func lockOne(path string, self Instance) (*os.File, error) {
 		_ = f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			return nil, fmt.Errorf("managed by another live flowstated (%s; lock %s): this one stands aside and "+
-				"will not start; stop the other first, or give this one other bridges: %w", holder, path, errdefs.ErrFailedPrecondition)
+				"will not start (docs/operations.md, One flowstated per bridge): %w", holder, path, errdefs.ErrFailedPrecondition)
 		}
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}

@@ -215,9 +215,7 @@ func (e *Engine) skipsLocked(b *bridge, fs *flowScan, others []entry.Entry, limi
 		}
 		return true
 	})
-	for _, k := range gone {
-		b.quarantine.remove(k)
-	}
+	b.liftQuarantineLocked(gone)
 	released := len(gone)
 	if released > 0 {
 		log.Info("quarantine lifted: the cause of a predicted refusal is gone", "entries", released)
@@ -319,7 +317,7 @@ func (e *Engine) addQuarantineLocked(b *bridge, qs []quarantining, log *slog.Log
 	count := map[cause]int{}
 	now := time.Now()
 	for _, q := range qs {
-		b.quarantine.add(q.key, q.kind, q.module, q.reason, now, q.predicted)
+		b.quarantineLocked(q, now)
 		count[cause{q.module, q.kind, q.reason}]++
 	}
 	e.cfg.Metrics.quarantined.WithLabelValues(b.name).Add(float64(len(qs)))

@@ -7,11 +7,15 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/flowstate-io/flowstate/canon"
 	"github.com/flowstate-io/flowstate/entry"
+	"github.com/flowstate-io/flowstate/errdefs"
+	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/ofconn"
+	"github.com/flowstate-io/flowstate/server/ovsconfig"
 	"github.com/flowstate-io/flowstate/store"
 )
 
@@ -374,7 +378,7 @@ func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn,
 			e.learnForms(ctx, conn, slices.Concat(p.pre, p.groupsIn, fs.learn), true, log)
 		}
 		if err == nil && len(foreign) > 0 {
-			b.foreignSettled = true
+			b.settleForeignLocked()
 			log.Info("entries outside the owned cookie space restored from the mirror", "entries", len(foreign))
 		}
 		var re *RejectedError
@@ -385,7 +389,8 @@ func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn,
 			// What the switch held before, it takes again; if not, they
 			// come back as the other controller makes them.
 			log.Error("the switch refused the mirrored entries outside the owned cookie space; they come back as their controller makes them", "err", err)
-			foreign, b.foreignSettled = nil, true
+			foreign = nil
+			b.settleForeignLocked()
 			continue
 		}
 		fresh, serr := e.quarantineLocked(b, re, fs.siblings, log)
@@ -439,4 +444,126 @@ func (e *Engine) diffNow(ctx context.Context, b *bridge, conn *ofconn.Conn, fn f
 		return err
 	}
 	return p.each(fs, fn)
+}
+
+// Replay describes one reconciliation of a bridge.
+type Replay struct {
+	Finished time.Time
+	Duration time.Duration
+	// Entries is the number of desired entries.
+	Entries int
+	// Adds, Modifies and Deletes count the changes sent.
+	Adds, Modifies, Deletes int
+	// Messages and Bytes count what was sent (the last attempt's bundle).
+	Messages, Bytes int
+	// Quarantined counts entries left out because the switch refused them,
+	// or because it would (see predictRefusals).
+	Quarantined int
+	// Rounds counts the plans built: one, plus one per round that found
+	// refusals the pre-checks had not predicted.
+	Rounds int
+	Err    error
+}
+
+// Changes is the number of changes the replay made.
+func (r Replay) Changes() int { return r.Adds + r.Modifies + r.Deletes }
+
+// count sets the change counts of r from cs.
+func (r *Replay) count(cs []Change) {
+	r.Adds, r.Modifies, r.Deletes = 0, 0, 0
+	for _, c := range cs {
+		switch c.Op {
+		case OpAdd:
+			r.Adds++
+		case OpModify:
+			r.Modifies++
+		case OpDelete:
+			r.Deletes++
+		}
+	}
+}
+
+// reconcile makes the switch hold exactly the desired state of b:
+//
+//  1. Read the desired entries from the store.
+//  2. Dump the switch's flows, groups and meters.
+//  3. Diff by identity and canonical bytes: entries nobody declared (the
+//     default NORMAL flow included) are deleted, changed ones modified,
+//     missing ones added, leaving out the quarantined entries and those the
+//     switch would refuse (quarantine.go). No difference: nothing is sent.
+//  4. Send meters, then one ORDERED|ATOMIC bundle, then meter deletes.
+//  5. If the switch refused entries, quarantine them and go back to 3 without
+//     them, for at most MaxReplayTime: one bad entry never leaves a node
+//     without flows.
+func (e *Engine) reconcile(ctx context.Context, b *bridge, conn *ofconn.Conn, log *slog.Logger) (Replay, error) {
+	if err := b.owner.check(b.name); err != nil {
+		return Replay{}, err
+	}
+	defer b.busy()()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e.publish(events.Event{Type: events.ReplayStarted, Bridge: b.name, Message: "replay started"})
+	start := time.Now()
+	vswitchd := e.vswitchdIdentity()
+	r, err := e.replayLocked(ctx, b, conn, log)
+	if r.Messages > 0 {
+		b.replayWatchLocked(vswitchd, err)
+	}
+	r.Finished = time.Now()
+	r.Duration = r.Finished.Sub(start)
+	r.Err = err
+	b.replayedLocked(r)
+	e.cfg.Metrics.observeReplay(b.name, r)
+	attrs := map[string]string{
+		"entries": strconv.Itoa(r.Entries), "adds": strconv.Itoa(r.Adds), "modifies": strconv.Itoa(r.Modifies),
+		"deletes": strconv.Itoa(r.Deletes), "bytes": strconv.Itoa(r.Bytes), "duration": r.Duration.String(),
+		"quarantined": strconv.Itoa(r.Quarantined), "rounds": strconv.Itoa(r.Rounds),
+	}
+	if err != nil {
+		attrs["error"] = err.Error()
+		e.publish(events.Event{Type: events.ReplayFinished, Bridge: b.name, Message: "replay failed", Attrs: attrs})
+		return r, err
+	}
+	e.publish(events.Event{Type: events.ReplayFinished, Bridge: b.name,
+		Message: fmt.Sprintf("replay finished: %d changes in %v", r.Changes(), r.Duration.Round(time.Microsecond)), Attrs: attrs})
+	if r.Changes() > 0 {
+		log.Info("replay finished", "entries", r.Entries, "adds", r.Adds, "modifies", r.Modifies,
+			"deletes", r.Deletes, "bytes", r.Bytes, "duration", r.Duration, "quarantined", r.Quarantined, "rounds", r.Rounds)
+	}
+	return r, nil
+}
+
+// tableLimits returns the flow limits OVSDB sets on bridge's tables, or none
+// while OVSDB is not connected: the replay then finds a full table at commit
+// (see siblingRefusals) instead of predicting it.
+func (e *Engine) tableLimits(bridge string, log *slog.Logger) []ovsconfig.TableLimit {
+	c := e.ovsdb.Load()
+	if c == nil {
+		return nil
+	}
+	limits, err := c.TableLimits(bridge)
+	if err != nil {
+		log.Debug("table limits unknown, not predicting full tables", "err", err)
+		return nil
+	}
+	return limits
+}
+
+// Reconcile replays bridgeName now and returns its state.
+func (e *Engine) Reconcile(ctx context.Context, bridgeName string) (BridgeStatus, error) {
+	b, err := e.bridge(bridgeName)
+	if err != nil {
+		return BridgeStatus{}, err
+	}
+	if !e.gate.isOpen() {
+		return BridgeStatus{}, fmt.Errorf("restore: replays are held until required modules are ready (%s): %w", e.gate.status().Reason, errdefs.ErrFailedPrecondition)
+	}
+	conn, err := b.connected()
+	if err != nil {
+		return BridgeStatus{}, err
+	}
+	if _, err := e.reconcile(ctx, b, conn, e.log.With("bridge", b.name)); err != nil {
+		return b.snapshot(), err
+	}
+	return b.snapshot(), nil
 }

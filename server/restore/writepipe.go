@@ -106,6 +106,16 @@ type pipe struct {
 	back, solo []*writeReq
 }
 
+// pipeStore is what a pipe needs of the store: plans made without writing,
+// on the owner, and the transaction that writes them (Writer.PutPlanned), on
+// the storer.
+type pipeStore interface {
+	PlanPut(bridge, module string, es []entry.Entry) (store.Plan, error)
+	Update(fn func(w *store.Writer) error) error
+}
+
+func (e *Engine) pipeStore() pipeStore { return e.cfg.Store }
+
 // pipedBatch is a batch in the pipe: its plans, in request order, and the
 // bundle of their changes (nil when nothing changes).
 type pipedBatch struct {
@@ -122,17 +132,13 @@ type pipedBatch struct {
 // pipeable reports whether r may enter a pipe (see Pipelined writes).
 func pipeable(r *writeReq) bool { return r.put && r.staged == nil }
 
-// pipes reports whether e pipelines writes at all (tests of group commit
-// itself turn it off).
-func (e *Engine) pipes() bool { return !e.faults.noPipe }
-
 // openPipe takes b.mu and opens a pipe when b is live with nothing
 // quarantined; otherwise it returns nil, holding nothing.
 func (e *Engine) openPipe(ctx context.Context, b *bridge) *pipe {
 	done := b.busy()
 	b.mu.Lock()
-	conn := b.conn
-	if conn == nil || !b.converged || b.quarantine.len() > 0 || !e.gate.isOpen() || ctx.Err() != nil {
+	conn, live := e.liveLocked(ctx, b)
+	if !live || b.quarantine.len() > 0 {
 		b.mu.Unlock()
 		done()
 		return nil
@@ -220,9 +226,7 @@ func (p *pipe) run(batch []*writeReq) (rest []*writeReq) {
 	p.mu.Lock()
 	p.inPipe++
 	p.mu.Unlock()
-	if f := p.e.faults.piped; f != nil {
-		f(len(pb.reqs))
-	}
+	p.e.cfg.Faults.piped(len(pb.reqs))
 	p.last = pb
 	p.queue <- pb
 	return rest
@@ -236,7 +240,7 @@ func (p *pipe) plan(r *writeReq) (plan store.Plan, err error) {
 			err = perr
 		}
 	}()
-	return p.e.cfg.Store.PlanPut(p.b.name, r.module, r.declared)
+	return p.e.pipeStore().PlanPut(p.b.name, r.module, r.declared)
 }
 
 // atSwitch returns a channel closed once the switch has decided the batch
@@ -351,14 +355,8 @@ func (pb *pipedBatch) wait(e *Engine) {
 		return
 	}
 	pb.waited = true
-	pb.verdict = <-pb.stream.done
+	pb.verdict = e.cfg.Faults.verdict(<-pb.stream.done, true)
 	pb.cancel()
-	if e.faults.streamVerdict != nil {
-		pb.verdict = e.faults.streamVerdict(pb.verdict)
-	}
-	if pb.verdict == nil && e.faults.afterBundle != nil {
-		pb.verdict = e.faults.afterBundle()
-	}
 }
 
 // errRefusedInGroup rolls back a pipe's transaction when the switch refused
@@ -406,7 +404,7 @@ func (p *pipe) storeGroup(group []*pipedBatch) {
 		if !touched { // nothing changes: nothing to write
 			return nil
 		}
-		return e.cfg.Store.Update(func(w *store.Writer) error {
+		return e.pipeStore().Update(func(w *store.Writer) error {
 			applied := false
 			// pb.results already hold the plans' Results (the bundle
 			// maps a refusal through them).
@@ -421,14 +419,13 @@ func (p *pipe) storeGroup(group []*pipedBatch) {
 				if wait {
 					pb.wait(e)
 				}
-				var re *RejectedError
-				if errors.As(pb.verdict, &re) {
+				if o, _ := outcomeOf(pb.verdict); o == Refused || o == RefusedWhole {
 					return errRefusedInGroup
 				}
 				applied = applied || (pb.stream != nil && pb.verdict == nil)
 			}
-			if applied && e.faults.beforeStoreCommit != nil {
-				return e.faults.beforeStoreCommit()
+			if applied {
+				return e.cfg.Faults.beforeStoreCommit()
 			}
 			return nil
 		})
@@ -442,20 +439,19 @@ func (p *pipe) storeGroup(group []*pipedBatch) {
 		// (without a refusal, the same failure comes back).
 		open = nil
 		for _, pb := range group {
-			var re *RejectedError
-			if !errors.As(pb.verdict, &re) {
+			o, re := outcomeOf(pb.verdict)
+			if o != Refused && o != RefusedWhole {
 				open = append(open, pb)
 				continue
 			}
 			// Nothing of a refused bundle stays on the switch.
 			if re.SwitchChanged {
-				e.divergedLocked(b, "the switch may hold a write the store does not", pb.verdict)
+				e.settleLocked(b, settlement{what: "write", touched: true, cause: pb.verdict})
 				p.setBroken()
 			}
 			switch {
-			case len(re.Changes) == 0:
-				// Refused as a whole (the switch expired the bundle), not
-				// for an entry: group commit sends it again.
+			case o == RefusedWhole:
+				// Group commit sends it again (resendWhole).
 				back = append(back, pb.reqs...)
 			case len(pb.reqs) == 1:
 				pb.reqs[0].done <- writeResult{err: rejection(re)}
@@ -489,16 +485,17 @@ func (p *pipe) storeGroup(group []*pipedBatch) {
 		if pb.verdict != nil {
 			unknown = pb.verdict
 		}
+		// Nothing is quarantined while a pipe is open (openPipe): no
+		// quarantine to lift.
 		for i, r := range pb.reqs {
 			pb.results[i].applied = pb.verdict == nil
-			b.unquarantineLocked(r.declared)
 			r.done <- pb.results[i]
 		}
 	}
 	open = nil
 	if unknown != nil {
 		p.setBroken()
-		e.divergedLocked(b, "write stored, its outcome on the switch is unknown", fmt.Errorf("pipelined write: %w", unknown))
+		e.settleLocked(b, settlement{what: "write", stored: true, unknown: fmt.Errorf("pipelined write: %w", unknown)})
 	}
 }
 

@@ -69,7 +69,7 @@ func TestPipelinedWrites(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	var count pipeCount
-	te := startEngine(ctx, t, writeFaults{piped: count.piped})
+	te := startEngine(ctx, t, &Faults{Piped: count.piped})
 	const writers, puts, per = 8, 10, 50
 	for round, actions := range []string{"drop", "normal"} {
 		for err := range putConcurrently(ctx, t, te, writers, puts, per, actions, true) {
@@ -103,7 +103,7 @@ func TestPipelinedWrites(t *testing.T) {
 // stored and applied.
 func TestPipeRefusalsAndOverlap(t *testing.T) {
 	var count pipeCount
-	ctx, e, h := startHeldWith(t, writeFaults{piped: count.piped}, 1)
+	ctx, e, h := startHeldWith(t, &Faults{Piped: count.piped}, 1)
 	b := e.bridges[testBridge]
 	full := fullTable5(ctx, t, e)
 
@@ -173,7 +173,7 @@ func TestPipeStoreFailsAfterApply(t *testing.T) {
 	var armed atomic.Bool
 	errDisk := errors.New("disk gone")
 	var count pipeCount
-	ctx, e, h := startHeldWith(t, writeFaults{piped: count.piped, beforeStoreCommit: func() error {
+	ctx, e, h := startHeldWith(t, &Faults{Piped: count.piped, BeforeStoreCommit: func() error {
 		if armed.CompareAndSwap(true, false) {
 			return errDisk
 		}
@@ -225,7 +225,7 @@ func TestPipeSwitchGone(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	var count pipeCount
-	te := startEngine(ctx, t, writeFaults{piped: count.piped})
+	te := startEngine(ctx, t, &Faults{Piped: count.piped})
 	const writers, puts, per = 8, 30, 100
 	errs := putConcurrently(ctx, t, te, writers, puts, per, "drop", false)
 	poll(ctx, t, "pipelined batches", func() bool { return count.batches.Load() >= 4 })
@@ -272,7 +272,7 @@ func TestPipeRefusalInGroup(t *testing.T) {
 	var count pipeCount
 	var verdicts atomic.Int32
 	release := make(chan struct{})
-	te := startEngine(ctx, t, writeFaults{piped: count.piped, streamVerdict: func(err error) error {
+	te := startEngine(ctx, t, &Faults{Piped: count.piped, StreamVerdict: func(err error) error {
 		switch verdicts.Add(1) {
 		case 1: // the first batch's: the storer waits here while two more are sent
 			<-release

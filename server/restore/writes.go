@@ -2,13 +2,12 @@ package restore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/errdefs"
-	"github.com/flowstate-io/flowstate/server/events"
-	"github.com/flowstate-io/flowstate/server/ofconn"
 	"github.com/flowstate-io/flowstate/store"
 )
 
@@ -76,18 +75,6 @@ func (e *Engine) Delete(ctx context.Context, bridgeName, module string, keys []e
 	return applied, len(res.Removed), err
 }
 
-// MarkReady marks module ready for this boot, which may open the gate.
-func (e *Engine) MarkReady(module string) error {
-	if err := e.cfg.Store.SetReady(module, e.cfg.BootID); err != nil {
-		return err
-	}
-	e.log.Info("module ready", "module", module, "boot_id", e.cfg.BootID)
-	e.publish(events.Event{Type: events.ModuleReady, Module: module, Message: "module ready for this boot"})
-	e.gate.poke()
-	return nil
-}
-
-// changeID is the identity of the entry a change touches.
 func changeID(c Change) []byte {
 	if c.Op == OpDelete {
 		_, id, err := entry.Identify(c.Kind, c.Actual)
@@ -109,59 +96,48 @@ func rejection(re *RejectedError) error {
 	return err
 }
 
-// unquarantineLocked forgets the quarantine of entries a module writes
-// again: the write itself tells whether the switch accepts them now.
-func (b *bridge) unquarantineLocked(es []entry.Entry) {
-	if b.quarantine.len() == 0 {
-		return
+// CheckDeclared checks entries es of a write request before they are
+// spooled (see checkOwned); base is the position of es[0] in the request.
+func (e *Engine) CheckDeclared(es []entry.Entry, base int) error {
+	err := e.checkOwned(es)
+	var ee *errdefs.EntryError
+	if errors.As(err, &ee) {
+		ee.Index += base
 	}
-	removed := false
-	for _, en := range es {
-		removed = b.quarantine.remove(key(en.Kind, en.ID)) || removed
-	}
-	if removed {
-		b.publishLocked()
-	}
+	return err
 }
 
-// Reconcile replays bridgeName now and returns its state.
-func (e *Engine) Reconcile(ctx context.Context, bridgeName string) (BridgeStatus, error) {
-	b, err := e.bridge(bridgeName)
-	if err != nil {
-		return BridgeStatus{}, err
-	}
-	if !e.gate.isOpen() {
-		return BridgeStatus{}, fmt.Errorf("replays are held until required modules are ready (%s): %w", e.gate.status().Reason, errdefs.ErrFailedPrecondition)
-	}
-	conn, err := b.connected()
-	if err != nil {
-		return BridgeStatus{}, err
-	}
-	if _, err := e.reconcile(ctx, b, conn, e.log.With("bridge", b.name)); err != nil {
-		return b.snapshot(), err
-	}
-	return b.snapshot(), nil
+// PutSpool is Put for a request held in a spool. It takes sp: the spool is
+// closed once the write is done with it, which may be after PutSpool
+// returned (its caller gave up while the write was under way).
+func (e *Engine) PutSpool(ctx context.Context, bridgeName, module string, sp *store.Spool) (applied bool, err error) {
+	r, err := e.submit(ctx, bridgeName, e.stagedReq(bridgeName, module, sp, false))
+	return r.applied, err
 }
 
-// Diff calls fn for every change a replay of bridgeName would send now, in
-// order, under the bridge's lock: fn must not wait long.
-func (e *Engine) Diff(ctx context.Context, bridgeName string, fn func(Change) error) error {
-	b, err := e.bridge(bridgeName)
-	if err != nil {
-		return err
-	}
-	conn, err := b.connected()
-	if err != nil {
-		return err
-	}
-	return e.diffNow(ctx, b, conn, fn)
+// SyncSpool is Sync for a request held in a spool; it takes sp, as PutSpool.
+func (e *Engine) SyncSpool(ctx context.Context, bridgeName, module string, sp *store.Spool, ready bool) (SyncResult, error) {
+	return e.syncWrite(ctx, bridgeName, module, e.stagedReq(bridgeName, module, sp, true), ready)
 }
 
-func (b *bridge) connected() (*ofconn.Conn, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.conn == nil {
-		return nil, fmt.Errorf("bridge %s is not connected: %w", b.name, errdefs.ErrUnavailable)
+// syncResult counts what a Sync changed.
+func syncResult(r writeResult) SyncResult {
+	if r.staged != nil {
+		return SyncResult{Applied: r.applied, Added: r.staged.Added, Changed: r.staged.Changed, Removed: r.staged.Removed}
 	}
-	return b.conn, nil
+	out := SyncResult{Applied: r.applied, Removed: len(r.res.Removed)}
+	for _, c := range r.res.Changed {
+		if c.Existed {
+			out.Changed++
+		} else {
+			out.Added++
+		}
+	}
+	return out
+}
+
+// stagedReq is the write request of a spooled Put or Sync.
+func (e *Engine) stagedReq(bridgeName, module string, sp *store.Spool, sync bool) *writeReq {
+	return &writeReq{staged: &store.StagedWrite{Bridge: bridgeName, Module: module, Sync: sync, Spool: sp},
+		release: func() { _ = sp.Close() }}
 }

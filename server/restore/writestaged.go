@@ -9,6 +9,7 @@ import (
 
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/errdefs"
+	"github.com/flowstate-io/flowstate/server/ofconn"
 	"github.com/flowstate-io/flowstate/store"
 )
 
@@ -37,52 +38,6 @@ import (
 //     COMMIT was lost, the bundle refused as a whole) does not fail the
 //     write: it is stored and the bridge replays, which makes the switch
 //     equal to the store, as for any write.
-
-// CheckDeclared checks entries es of a write request before they are
-// spooled (see checkOwned); base is the position of es[0] in the request.
-func (e *Engine) CheckDeclared(es []entry.Entry, base int) error {
-	err := e.checkOwned(es)
-	var ee *errdefs.EntryError
-	if errors.As(err, &ee) {
-		ee.Index += base
-	}
-	return err
-}
-
-// PutSpool is Put for a request held in a spool. It takes sp: the spool is
-// closed once the write is done with it, which may be after PutSpool
-// returned (its caller gave up while the write was under way).
-func (e *Engine) PutSpool(ctx context.Context, bridgeName, module string, sp *store.Spool) (applied bool, err error) {
-	r, err := e.submit(ctx, bridgeName, e.stagedReq(bridgeName, module, sp, false))
-	return r.applied, err
-}
-
-// SyncSpool is Sync for a request held in a spool; it takes sp, as PutSpool.
-func (e *Engine) SyncSpool(ctx context.Context, bridgeName, module string, sp *store.Spool, ready bool) (SyncResult, error) {
-	return e.syncWrite(ctx, bridgeName, module, e.stagedReq(bridgeName, module, sp, true), ready)
-}
-
-// syncResult counts what a Sync changed.
-func syncResult(r writeResult) SyncResult {
-	if r.staged != nil {
-		return SyncResult{Applied: r.applied, Added: r.staged.Added, Changed: r.staged.Changed, Removed: r.staged.Removed}
-	}
-	out := SyncResult{Applied: r.applied, Removed: len(r.res.Removed)}
-	for _, c := range r.res.Changed {
-		if c.Existed {
-			out.Changed++
-		} else {
-			out.Added++
-		}
-	}
-	return out
-}
-
-// stagedReq is the write request of a spooled Put or Sync.
-func (e *Engine) stagedReq(bridgeName, module string, sp *store.Spool, sync bool) *writeReq {
-	return &writeReq{staged: &store.StagedWrite{Bridge: bridgeName, Module: module, Sync: sync, Spool: sp},
-		release: func() { _ = sp.Close() }}
-}
 
 // stagedNonFlows are a staged write's group and meter changes in the order
 // the switch takes them (see above).
@@ -159,68 +114,27 @@ func (e *Engine) commitStaged(ctx context.Context, b *bridge, r *writeReq) (res 
 	}()
 
 	start := time.Now()
-	conn := b.conn
-	live := conn != nil && b.converged && e.gate.isOpen() && ctx.Err() == nil
+	conn, live := e.liveLocked(ctx, b)
 	w := *r.staged
-	var stream *writeStream
-	var at []int32      // the request index behind each flow position, -1 for a removal
-	var opaque []Change // for learnForms
-	var nf stagedNonFlows
+	var ss *stagedSend
 	if live {
-		plan, err := e.cfg.Store.PlanStage(w)
-		if err != nil {
+		var cancel context.CancelFunc
+		var err error
+		if ss, cancel, err = e.startStaged(ctx, conn, &w); err != nil {
 			return writeResult{err: err}
 		}
-		w.Plan, nf = plan, newStagedNonFlows(plan)
-		bound, err := e.cfg.Store.StageBound(w)
-		if err != nil {
-			return writeResult{err: err}
-		}
-		bound += nf.headMessages() + len(nf.tail)
-		sctx, cancel := context.WithTimeout(ctx, e.cfg.WriteTimeout)
 		defer cancel()
-		stream = startStream(sctx, conn, nf.pre, bound, nf.post, func(idx []int) ([]Change, error) {
-			out := make([]Change, len(idx))
-			for i, x := range idx {
-				c, ok := nf.at(x, at)
-				if !ok {
-					return nil, fmt.Errorf("restore: bundle position %d is past the %d staged changes", x, nf.headMessages()+len(at)+len(nf.tail))
-				}
-				out[i] = c
-			}
-			return out, nil
-		})
 		defer func() {
-			if stream == nil {
+			if ss.stream == nil {
 				return
 			}
 			// Meters sent before the bundle that could not be taken
 			// back leave the switch changed.
 			var re *RejectedError
-			if err := stream.finish(false); errors.As(err, &re) && re.SwitchChanged {
+			if err := ss.stream.finish(false); errors.As(err, &re) && re.SwitchChanged {
 				touched = true
 			}
 		}()
-		for _, c := range slices.Concat(nf.pre, nf.head) {
-			if c.Desired.Opaque {
-				opaque = append(opaque, c)
-			}
-		}
-		for _, c := range nf.head {
-			stream.add(c)
-		}
-		w.Changed = func(sc store.Change) {
-			c := writeChange(sc)
-			at = append(at, int32(sc.Index))
-			stream.add(c)
-			if sc.Entry.Opaque {
-				opaque = append(opaque, c)
-			}
-		}
-		w.Removed = func(en entry.Entry) {
-			at = append(at, -1)
-			stream.add(Change{Op: OpDelete, Kind: en.Kind, Actual: en.Payload, Index: -1})
-		}
 	}
 	// The quarantined entries the request declares are forgotten once it is
 	// stored, as for any write: the switch tells again whether it takes
@@ -234,7 +148,7 @@ func (e *Engine) commitStaged(ctx context.Context, b *bridge, r *writeReq) (res 
 			}
 		}
 	}
-	staged, err := e.cfg.Store.Stage(w)
+	staged, err := e.stagingStore().Stage(w)
 	if err != nil {
 		return writeResult{err: err}
 	}
@@ -246,35 +160,32 @@ func (e *Engine) commitStaged(ctx context.Context, b *bridge, r *writeReq) (res 
 		}
 	}()
 	var unknown error
-	if stream != nil {
+	if ss != nil {
 		touched = true
-		for _, c := range nf.tail {
-			stream.add(c)
+		for _, c := range ss.nf.tail {
+			ss.stream.add(c)
 		}
-		if stream.fallback {
+		if ss.stream.fallback {
 			// More changes than the bound: cannot happen, the bound
 			// counts every flow either side may hold.
-			return writeResult{err: fmt.Errorf("bridge %s: a staged write outgrew its bundle: %w", b.name, errdefs.ErrInternal)}
+			return writeResult{err: fmt.Errorf("restore: bridge %s: a staged write outgrew its bundle: %w", b.name, errdefs.ErrInternal)}
 		}
-		err := stream.finish(true)
-		stream = nil
-		if e.faults.streamVerdict != nil {
-			err = e.faults.streamVerdict(err)
+		err := e.cfg.Faults.verdict(ss.stream.finish(true), true)
+		ss.stream = nil
+		o, re := outcomeOf(err)
+		if o == RefusedWhole {
+			// Its changes are not in memory to send again (resendWhole).
+			_, o = resendWhole(false)
 		}
-		if err == nil && e.faults.afterBundle != nil {
-			err = e.faults.afterBundle()
-		}
-		var re *RejectedError
-		switch {
-		case errors.As(err, &re) && len(re.Changes) > 0:
+		switch o {
+		case Refused:
 			touched = re.SwitchChanged
 			return writeResult{err: rejection(re)}
-		case err != nil:
-			// Refused as a whole, or the outcome is unknown: stored, and
-			// the replay makes the switch equal to the store.
+		case Unknown:
+			// Stored, and the replay makes the switch equal to the store.
 			unknown, live = err, false
-		case e.faults.beforeStoreCommit != nil:
-			if err := e.faults.beforeStoreCommit(); err != nil {
+		default:
+			if err := e.cfg.Faults.beforeStoreCommit(); err != nil {
 				return writeResult{err: err}
 			}
 		}
@@ -284,23 +195,83 @@ func (e *Engine) commitStaged(ctx context.Context, b *bridge, r *writeReq) (res 
 	}
 	stored = true
 	e.cfg.Metrics.stagedWrites.WithLabelValues(b.name).Inc()
-	if len(unquarantine) > 0 {
-		for _, k := range unquarantine {
-			b.quarantine.remove(k)
-		}
-		b.publishLocked()
-	}
-	switch {
-	case unknown != nil:
-		e.divergedLocked(b, "staged write stored, its outcome on the switch is unknown", unknown)
-	case !live:
-		b.requestReplay()
-	case len(opaque) > 0:
+	e.settleLocked(b, settlement{what: "staged write", stored: true, applied: live, unknown: unknown, keys: unquarantine})
+	if live && len(ss.opaque) > 0 {
 		lctx, cancel := context.WithTimeout(ctx, e.cfg.WriteTimeout)
-		e.learnForms(lctx, conn, opaque, false, e.log.With("bridge", b.name))
+		e.learnForms(lctx, conn, ss.opaque, false, e.log.With("bridge", b.name))
 		cancel()
 	}
 	e.log.Info("staged write stored", "bridge", b.name, "module", w.Module, "sync", w.Sync, "entries", w.Spool.Len(),
 		"added", staged.Added, "changed", staged.Changed, "removed", staged.Removed, "applied", live, "took", time.Since(start))
 	return writeResult{applied: live, staged: staged}
+}
+
+// stagingStore is what a staged write needs of the store: the plan of its
+// groups and meters, the bound of its bundle, and the staging, whose
+// Staged it commits or discards.
+type stagingStore interface {
+	PlanStage(w store.StagedWrite) (*store.StagePlan, error)
+	StageBound(w store.StagedWrite) (int, error)
+	Stage(w store.StagedWrite) (*store.Staged, error)
+}
+
+func (e *Engine) stagingStore() stagingStore { return e.cfg.Store }
+
+// stagedSend is the bundle of a staged write while it is staged.
+type stagedSend struct {
+	stream *writeStream
+	nf     stagedNonFlows
+	at     []int32  // the request index behind each flow position, -1 for a removal
+	opaque []Change // for learnForms
+}
+
+// startStaged plans w's groups and meters, opens its bundle in the order
+// above and sets w's hooks to stream each flow change as the store decides
+// it. The caller ends the stream and, after that, calls cancel.
+func (e *Engine) startStaged(ctx context.Context, conn *ofconn.Conn, w *store.StagedWrite) (*stagedSend, context.CancelFunc, error) {
+	plan, err := e.stagingStore().PlanStage(*w)
+	if err != nil {
+		return nil, nil, err
+	}
+	ss := &stagedSend{nf: newStagedNonFlows(plan)}
+	w.Plan = plan
+	bound, err := e.stagingStore().StageBound(*w)
+	if err != nil {
+		return nil, nil, err
+	}
+	nf := &ss.nf
+	bound += nf.headMessages() + len(nf.tail)
+	sctx, cancel := context.WithTimeout(ctx, e.cfg.WriteTimeout)
+	ss.stream = startStream(sctx, conn, nf.pre, bound, nf.post, func(idx []int) ([]Change, error) {
+		out := make([]Change, len(idx))
+		for i, x := range idx {
+			c, ok := nf.at(x, ss.at)
+			if !ok {
+				return nil, fmt.Errorf("restore: bundle position %d is past the %d staged changes", x, nf.headMessages()+len(ss.at)+len(nf.tail))
+			}
+			out[i] = c
+		}
+		return out, nil
+	})
+	for _, c := range slices.Concat(nf.pre, nf.head) {
+		if c.Desired.Opaque {
+			ss.opaque = append(ss.opaque, c)
+		}
+	}
+	for _, c := range nf.head {
+		ss.stream.add(c)
+	}
+	w.Changed = func(sc store.Change) {
+		c := writeChange(sc)
+		ss.at = append(ss.at, int32(sc.Index))
+		ss.stream.add(c)
+		if sc.Entry.Opaque {
+			ss.opaque = append(ss.opaque, c)
+		}
+	}
+	w.Removed = func(en entry.Entry) {
+		ss.at = append(ss.at, -1)
+		ss.stream.add(Change{Op: OpDelete, Kind: en.Kind, Actual: en.Payload, Index: -1})
+	}
+	return ss, cancel, nil
 }

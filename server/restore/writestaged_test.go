@@ -51,7 +51,7 @@ func noDiff(ctx context.Context, t *testing.T, te *testEngine) {
 func TestStagedWrite(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	te := startEngine(ctx, t, writeFaults{})
+	te := startEngine(ctx, t, &Faults{})
 
 	owned := pipelineFlows(t, 1, 9000)
 	if _, err := te.Put(ctx, testBridge, "other", owned); err != nil {
@@ -136,7 +136,7 @@ func linesUsing(n, from int, actions string) []string {
 func TestStagedGroupsAndMeters(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	te := startEngine(ctx, t, writeFaults{})
+	te := startEngine(ctx, t, &Faults{})
 	dump := func(what string) string {
 		t.Helper()
 		out, err := te.sb.Ofctl(ctx, what, testBridge)
@@ -266,7 +266,7 @@ func TestStagedStoreFailsAfterApply(t *testing.T) {
 	defer cancel()
 	var armed atomic.Bool
 	errDisk := errors.New("disk gone")
-	te := startEngine(ctx, t, writeFaults{beforeStoreCommit: func() error {
+	te := startEngine(ctx, t, &Faults{BeforeStoreCommit: func() error {
 		if armed.CompareAndSwap(true, false) {
 			return errDisk
 		}
@@ -293,7 +293,7 @@ func TestStagedOutcomeUnknown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	var armed atomic.Bool
-	te := startEngine(ctx, t, writeFaults{streamVerdict: func(err error) error {
+	te := startEngine(ctx, t, &Faults{StreamVerdict: func(err error) error {
 		if armed.CompareAndSwap(true, false) {
 			// What the verdict says does not matter: the bundle may or may
 			// not have been committed.

@@ -28,13 +28,17 @@ import (
 //     nothing was committed. Either way finish returns only once the
 //     producer has stopped, so the bundle never outlives the bridge's lock.
 //
-// Only writes that declare flows alone stream (Put, and Sync with what it
-// removes): a flow takes one message and flows need no order among
+// Of group commit's batches, only writes that declare flows alone stream
+// (Put, and Sync with what it removes; a pipe streams its Puts of flows the
+// same way): a flow takes one message and flows need no order among
 // themselves (groups must precede the flows that use them, meters cannot be
 // bundled), and a batch holds one change per identity (errOverlap). A Sync
 // reports its removals last: flow and group deletes go to the end of the
 // bundle, as in a plan; a removed meter, which must follow the bundle, makes
-// the batch fall back to the usual path before anything is committed.
+// the batch fall back to the usual path before anything is committed. A
+// staged write (writestaged.go) streams groups and meters too: it knows
+// them before the first flow (store.PlanStage) and gives the stream a plan's
+// order itself, meters before and after the bundle.
 
 // streamBatch is how many changes go to the producer at a time.
 const streamBatch = 512

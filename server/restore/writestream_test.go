@@ -58,7 +58,7 @@ func dumpCount(ctx context.Context, t *testing.T, te *testEngine) int {
 func TestStreamedWrite(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	te := startEngine(ctx, t, writeFaults{})
+	te := startEngine(ctx, t, &Faults{})
 
 	owned := pipelineFlows(t, 1, 9000)
 	if _, err := te.Put(ctx, testBridge, "other", owned); err != nil {
@@ -116,7 +116,7 @@ func TestStreamedWriteRefusedWhole(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	var injected atomic.Int32
-	te := startEngine(ctx, t, writeFaults{noPipe: true, streamVerdict: func(err error) error {
+	te := startEngine(ctx, t, &Faults{NoPipe: true, StreamVerdict: func(err error) error {
 		if err != nil {
 			return err
 		}
@@ -159,7 +159,7 @@ func TestStreamedWriteRefusedWhole(t *testing.T) {
 func TestStreamedSync(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	te := startEngine(ctx, t, writeFaults{})
+	te := startEngine(ctx, t, &Faults{})
 	check := func(what string, want int) {
 		t.Helper()
 		if n := dumpCount(ctx, t, te); n != want {

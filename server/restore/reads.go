@@ -1,0 +1,24 @@
+package restore
+
+import (
+	"context"
+)
+
+// Reads: what the switch and the store say, without changing either. Diff
+// compares the switch with the store as a replay would; FlowCounters
+// (counters.go) reads the switch's counters; Status, Counts and Modules
+// (status.go) the engine's and the store's state.
+
+// Diff calls fn for every change a replay of bridgeName would send now, in
+// order, under the bridge's lock: fn must not wait long.
+func (e *Engine) Diff(ctx context.Context, bridgeName string, fn func(Change) error) error {
+	b, err := e.bridge(bridgeName)
+	if err != nil {
+		return err
+	}
+	conn, err := b.connected()
+	if err != nil {
+		return err
+	}
+	return e.diffNow(ctx, b, conn, fn)
+}
