@@ -79,7 +79,7 @@ Exit status: 0 success; 1 failure; 2 usage error, or diff found differences.`,
 	g.timeout = 60 * time.Second
 	pf.Var(&timeoutValue{&g.timeout}, "timeout", "timeout of each command: a duration (30s, 2m) or seconds (30)")
 	for _, k := range entry.Kinds {
-		root.AddCommand(newAdd(g, k), newDel(g, k), newDump(g, k))
+		root.AddCommand(newAdd(g, k), newAddOne(g, k), newDel(g, k), newDump(g, k))
 	}
 	root.AddCommand(newReplaceFlows(g), newReady(g), newDiff(g), newReconcile(g), newWatch(g), newWait(g), newStatus(g),
 		newPrestart(g), newRelease(g), newVswitchdState(g), newBackup(g), newImport(g))
