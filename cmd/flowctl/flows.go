@@ -550,18 +550,32 @@ func strictHint(err error) string {
 }
 
 func newReplaceFlows(g *globals) *cobra.Command {
-	var module string
-	var ready bool
+	var module, output string
+	var ready, dry bool
 	cmd := &cobra.Command{
-		Use:   "replace-flows --module M [--ready] FILE|-",
+		Use:   "replace-flows --module M [--ready] [--dry-run [-o text|json]] FILE|-",
 		Short: "Make FILE the complete set of a module's flows; the others are removed in the same bundle",
 		Example: `  flowctl replace-flows --module pipeline pipeline.flows
   # the module's first complete set after a reboot:
   flowctl replace-flows --module pipeline --ready pipeline.flows
+  # see first what it would do:
+  flowctl replace-flows --module pipeline --dry-run pipeline.flows
   # remove every flow of a module:
   flowctl replace-flows --module old /dev/null`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if dry {
+				if ready {
+					return usagef("--dry-run changes nothing: it cannot mark the module --ready")
+				}
+				if err := checkOutput(output); err != nil {
+					return err
+				}
+				return dryRun(cmd, g, module, args[0], output, false)
+			}
+			if cmd.Flags().Changed("output") {
+				return usagef("-o goes with --dry-run")
+			}
 			return g.run(cmd, func(ctx context.Context, c *client.Client) error {
 				var res client.SyncResult
 				_, err := sendFlowFile(cmd, args[0], func(seq iter.Seq2[client.Entry, error]) (int, error) {
@@ -589,6 +603,8 @@ func newReplaceFlows(g *globals) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&module, "module", "", "module that owns the flows (required)")
 	cmd.Flags().BoolVar(&ready, "ready", false, "also mark the module ready for this boot")
+	cmd.Flags().BoolVar(&dry, "dry-run", false, "print what the replace would add, change and remove (as diff --file), changing nothing")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "with --dry-run: text, or json (one object per line, as diff -o json)")
 	_ = cmd.MarkFlagRequired("module")
 	return cmd
 }
