@@ -34,7 +34,9 @@ func TestWatchAcrossRestarts(t *testing.T) {
 	done := make(chan int, 1)
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
-	go func() { done <- execute(wctx, []string{"--server", srv, "watch", "-o", "json"}, strings.NewReader(""), out, out) }()
+	go func() {
+		done <- execute(wctx, []string{"--server", srv, "watch", "-o", "json"}, strings.NewReader(""), out, out)
+	}()
 	ready := func(what string) {
 		t.Helper()
 		n := strings.Count(out.String(), `"type":"module_ready"`)

@@ -114,9 +114,9 @@ func TestOfctlUser(t *testing.T) {
 		}
 		var first struct {
 			Bridge, Module, Kind, Entry string
-			Table, Priority           *int
-			OnSwitch                  *bool
-			NPackets                  *uint64
+			Table, Priority             *int
+			OnSwitch                    *bool
+			NPackets                    *uint64
 		}
 		if err := json.Unmarshal([]byte(lines[0]), &first); err != nil {
 			t.Fatalf("%v: %s", err, lines[0])
