@@ -92,7 +92,8 @@ func newDump(g *globals, kind entry.Kind) *cobra.Command {
 BRIDGE, as ovs-ofctl takes it, is the same as --bridge. MATCH selects flows as
 'ovs-ofctl dump-flows BRIDGE MATCH' does (not --strict): a flow is printed
 when it matches every field MATCH gives, with the same value; it may match
-more. table=N and cookie=V/M are allowed; priority is not (as in ovs-ofctl).
+more. table=N, cookie=V/M and out_port=P are allowed; priority is not (as
+in ovs-ofctl).
 
 Flows are printed by table, and within a table from the highest priority
 down, as an ovs-ofctl user reads a dump ('ovs-ofctl --rsort'); flows of one

@@ -413,8 +413,8 @@ func newDel(g *globals, kind entry.Kind) *cobra.Command {
 
 As 'ovs-ofctl del-flows BRIDGE [FLOW]': without --strict, MATCH deletes every
 flow of the module that it covers, as dump-flows MATCH selects them (each
-field MATCH gives, with the same value; table=N and cookie=V/M restrict
-further; priority is refused, as a non-strict match has none). Without
+field MATCH gives, with the same value; table=N, cookie=V/M and out_port=P
+restrict further; priority is refused, as a non-strict match has none). Without
 MATCH, every flow of the module goes. With --strict, each flow is named by
 table, priority and match (actions ignored), as ovs-ofctl del-flows --strict
 takes it, and a flow of another module is refused.
@@ -430,6 +430,7 @@ identity, in requests of up to 10,000 flows: each request is all or nothing,
 and a flow the module changes meanwhile is deleted as it was read.`
 		cmd.Example = `  flowctl del-flows --module pipeline 'table=0,ip'        # every ip flow of table 0
   flowctl del-flows --module pipeline 'cookie=0x10/0xff'
+  flowctl del-flows --module pipeline out_port=2          # the flows that output to port 2
   flowctl del-flows --module pipeline --strict 'table=0,priority=100,ip'
   flowctl del-flows --module pipeline                    # all of the module's flows
   echo 'table=0,priority=100,ip' | flowctl del-flows --module pipeline --strict -`

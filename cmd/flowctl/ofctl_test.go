@@ -149,7 +149,10 @@ func TestOfctlUser(t *testing.T) {
 		if out := ok("", "del-flows", "--module", "victim", "--strict", "table=2,priority=30,arp"); out != "1 flows deleted\n" {
 			t.Fatalf("del-flows --strict: %q", out)
 		}
-		ok("", "add-flow", "--module", "victim", "table=2,priority=30,arp,actions=drop")
+		ok("table=2,priority=30,arp,actions=drop\ntable=2,priority=31,arp,actions=output:2\n", "add-flows", "--module", "victim", "-")
+		if out := ok("", "del-flows", "--module", "victim", "out_port=2"); out != "1 flows of module victim deleted (of 2)\n" {
+			t.Fatalf("del-flows out_port=2: %q", out)
+		}
 		if out := ok("", "del-flows", "--module", "victim"); out != "1 flows of module victim deleted (of 1)\n" {
 			t.Fatalf("del-flows of a whole module: %q", out)
 		}
