@@ -62,14 +62,7 @@ func newDump(g *globals, kind entry.Kind) *cobra.Command {
 				}
 			}
 			return g.run(cmd, func(ctx context.Context, c *client.Client) error {
-				st, err := c.Status(ctx)
-				if err != nil {
-					return err
-				}
-				if err := managedIn(st, g.bridge); err != nil {
-					return err
-				}
-				if err := knownModule(st, g.bridge, o.module); err != nil {
+				if err := managedModule(ctx, c, g.bridge, o.module); err != nil {
 					return err
 				}
 				rows, err := dumpRows(ctx, c, f, o.stats)
@@ -162,6 +155,19 @@ func managedIn(st *client.Status, bridge string) error {
 	}
 	return fmt.Errorf("%w: bridge %q is not managed by flowstated (it manages %s); pick one with --bridge",
 		errdefs.ErrNotFound, bridge, strings.Join(names, ", "))
+}
+
+// managedModule fails unless flowstated manages bridge and module (if
+// given) declares something there.
+func managedModule(ctx context.Context, c *client.Client, bridge, module string) error {
+	st, err := c.Status(ctx)
+	if err != nil {
+		return err
+	}
+	if err := managedIn(st, bridge); err != nil {
+		return err
+	}
+	return knownModule(st, bridge, module)
 }
 
 // knownModule fails when module (if given) declares nothing on bridge: a

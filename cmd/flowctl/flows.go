@@ -500,14 +500,7 @@ func delMatching(cmd *cobra.Command, g *globals, module string, args []string) e
 		}
 	}
 	return g.run(cmd, func(ctx context.Context, c *client.Client) error {
-		st, err := c.Status(ctx)
-		if err != nil {
-			return err
-		}
-		if err := managedIn(st, g.bridge); err != nil {
-			return err
-		}
-		if err := knownModule(st, g.bridge, module); err != nil {
+		if err := managedModule(ctx, c, g.bridge, module); err != nil {
 			return err
 		}
 		es, err := c.List(ctx, client.Filter{Bridge: g.bridge, Module: module, Kind: entry.KindFlow})
