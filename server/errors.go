@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -23,10 +24,12 @@ var noRetry = metadata.Pairs("grpc-retry-pushback-ms", "-1")
 // itself answers (a bridge not connected, the store not writable) as not to
 // be retried: it is flowstated's verdict, which a retry a few hundred
 // milliseconds later only repeats, four times over. Clients retry the
-// UNAVAILABLE of the transport (flowstated restarting) as before.
+// UNAVAILABLE of the transport (flowstated restarting) as before, and a
+// write refused because flowstated is stopping, which a restarted
+// flowstated takes.
 func unaryVerdicts(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	resp, err := handler(ctx, req)
-	if status.Code(err) == codes.Unavailable {
+	if verdict(err) {
 		_ = grpc.SetTrailer(ctx, noRetry)
 	}
 	return resp, err
@@ -34,8 +37,15 @@ func unaryVerdicts(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handle
 
 func streamVerdicts(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	err := handler(srv, ss)
-	if status.Code(err) == codes.Unavailable {
+	if verdict(err) {
 		ss.SetTrailer(noRetry)
 	}
 	return err
+}
+
+// verdict reports whether err is an UNAVAILABLE of flowstated's own that a
+// retry would only repeat.
+func verdict(err error) bool {
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.Unavailable && !strings.Contains(st.Message(), "flowstated is stopping")
 }
