@@ -9,13 +9,17 @@ import (
 // FlowFilter selects flows the way `ovs-ofctl dump-flows SWITCH FLOWS`
 // does without --strict: a flow is selected when it matches every bit the
 // filter matches, with the same value (it may match more fields, or more
-// bits of one). table=N and cookie=V/M restrict further. As in ovs-ofctl, a
+// bits of one). table=N, cookie=V/M and out_port=P restrict further (P: a
+// top-level output action to that port). As in ovs-ofctl, a
 // cookie needs a mask (-1: all bits) and priority is refused: a flow stats
 // request has none.
 type FlowFilter struct {
 	table              *uint8
 	cookie, cookieMask uint64
-	mt                 match
+	// outPort, when set, wants an output action to that port (OpenFlow
+	// 1.1+ numbering) in the flow's apply or write actions.
+	outPort *uint32
+	mt      match
 }
 
 // ParseFlowFilter parses the match syntax of ovs-ofctl dump-flows, e.g.
@@ -64,7 +68,16 @@ func ParseFlowFilter(s string) (*FlowFilter, error) {
 			ff.cookie, ff.cookieMask = v&m, m
 		case "priority":
 			return nil, errAt(p.keyOff, p.key, "priority is not part of a non-strict match (ovs-ofctl refuses it too)")
-		case "actions", "action", "out_port", "out_group":
+		case "out_port":
+			n, err := parsePort(p.val)
+			if err != nil {
+				return nil, errAt(p.valOff, p.val, "%v", err)
+			}
+			if n != portNone { // out_port=none: any port, as in ovs-ofctl
+				op := port11(n)
+				ff.outPort = &op
+			}
+		case "actions", "action", "out_group":
 			return nil, errAt(p.keyOff, p.key, "%s is not supported in a flow filter", p.key)
 		default:
 			if err := ff.mt.parseMatchPair(p, &set); err != nil {
@@ -109,7 +122,43 @@ func (ff *FlowFilter) Match(b []byte) (bool, error) {
 			}
 		}
 	}
-	return ff.mt.looseMatchTunMetadata(fm), nil
+	if !ff.mt.looseMatchTunMetadata(fm) {
+		return false, nil
+	}
+	return ff.outPort == nil || outputsTo(b[48+(mlen+7)/8*8:], *ff.outPort), nil
+}
+
+// OpenFlow 1.5 instruction and action types outputsTo reads.
+const (
+	instrWriteActions = 3
+	instrApplyActions = 4
+	actionOutput      = 0
+)
+
+// outputsTo reports whether the instructions ins hold an output action to
+// port among their apply or write actions (as OVS's out_port reads the top
+// level of a flow's actions).
+func outputsTo(ins []byte, port uint32) bool {
+	for len(ins) >= 8 {
+		typ, n := binary.BigEndian.Uint16(ins), int(binary.BigEndian.Uint16(ins[2:]))
+		if n < 8 || n > len(ins) {
+			return false
+		}
+		if typ == instrApplyActions || typ == instrWriteActions {
+			for acts := ins[8:n]; len(acts) >= 8; {
+				at, an := binary.BigEndian.Uint16(acts), int(binary.BigEndian.Uint16(acts[2:]))
+				if an < 8 || an > len(acts) {
+					break
+				}
+				if at == actionOutput && an >= 8 && binary.BigEndian.Uint32(acts[4:]) == port {
+					return true
+				}
+				acts = acts[an:]
+			}
+		}
+		ins = ins[n:]
+	}
+	return false
 }
 
 // looseMatchTunMetadata is the loose match for tun_metadata fields, whose

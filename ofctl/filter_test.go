@@ -52,6 +52,10 @@ func TestFlowFilterOracle(t *testing.T) {
 		"table=4,priority=80,tun_metadata0=0x1234,actions=drop",
 		"table=4,priority=70,tun_metadata0=0x1200/0xff00,actions=drop",
 		"table=4,priority=60,tun_metadata0,actions=drop",
+		"table=5,priority=10,ip,actions=output:2",
+		"table=5,priority=20,tcp,actions=mod_vlan_vid:5,output:1,output:3",
+		"table=5,priority=30,actions=write_actions(output:2)",
+		"table=5,priority=40,udp,actions=LOCAL",
 	}
 	for _, f := range flows {
 		if out, err := sb.Ofctl(ctx, "add-flow", "br0", f); err != nil {
@@ -79,6 +83,7 @@ func TestFlowFilterOracle(t *testing.T) {
 		"in_port=1", "dl_type=0x0800", "arp", "ipv6", "table=3",
 		"mpls", "mpls,mpls_label=5", "packet_type=(1,0x894f)", "tun_metadata0=0x1234", "tun_metadata0=0x1200/0xff00",
 		"tun_metadata0", "table=4,tun_metadata0=0x1034/0xf0ff", "tun_metadata0=0x34/0xf0ff",
+		"out_port=2", "out_port=1", "out_port=3", "table=5,ip,out_port=2", "out_port=normal", "out_port=LOCAL", "out_port=none",
 	} {
 		t.Run(filter, func(t *testing.T) {
 			args := []string{"--no-stats", "dump-flows", "br0"}

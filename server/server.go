@@ -251,11 +251,13 @@ func Run(ctx context.Context, cfg Config) error {
 			srvMetrics.UnaryServerInterceptor(),
 			logging.UnaryServerInterceptor(interceptorLogger(log), logging.WithLogOnEvents(logging.FinishCall)),
 			recovery.UnaryServerInterceptor(recovery.WithRecoveryHandler(panicToStatus(log))),
+			unaryVerdicts,
 		),
 		grpc.ChainStreamInterceptor(
 			srvMetrics.StreamServerInterceptor(),
 			logging.StreamServerInterceptor(interceptorLogger(log), logging.WithLogOnEvents(logging.FinishCall)),
 			recovery.StreamServerInterceptor(recovery.WithRecoveryHandler(panicToStatus(log))),
+			streamVerdicts,
 		),
 	)
 	gs.RegisterService(withDecodeErrors(&flowstatev1.FlowStateService_ServiceDesc), &service{

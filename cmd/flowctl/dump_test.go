@@ -33,7 +33,7 @@ func TestDumpFlows(t *testing.T) {
 
 	for _, tc := range []struct{ args, want string }{
 		{"tcp", "priority=100,tcp actions=resubmit(,1)\ntable=1, priority=100,tcp,tp_dst=80 actions=output:2\n"},
-		{"table=1,ip", "table=1, priority=90,ip,nw_dst=10.0.0.0/8 actions=drop\ntable=1, priority=100,tcp,tp_dst=80 actions=output:2\n"},
+		{"table=1,ip", "table=1, priority=100,tcp,tp_dst=80 actions=output:2\ntable=1, priority=90,ip,nw_dst=10.0.0.0/8 actions=drop\n"},
 		{"ip,nw_dst=10.1.0.0/16", ""},
 		{"arp", "priority=90,arp actions=NORMAL\n"},
 	} {

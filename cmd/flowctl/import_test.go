@@ -81,6 +81,9 @@ func TestImport(t *testing.T) {
 	moduleFlows := func(module string) []string {
 		t.Helper()
 		out, err := flowctl("", "dump-flows", "--module", module)
+		if err != nil && strings.Contains(err.Error(), `module "`+module+`" declares nothing`) {
+			return nil // a module flowstated does not know
+		}
 		if err != nil {
 			t.Fatal(err, out)
 		}

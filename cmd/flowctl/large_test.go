@@ -63,7 +63,7 @@ func TestLargeFiles(t *testing.T) {
 	}
 	out, err = run(ctx, t, srv, "", append(long, "diff")...)
 	var ec exitCode
-	if !errors.As(err, &ec) || ec.code != exitUsage || ec.msg != fmt.Sprintf("%d differences", n) ||
+	if !errors.As(err, &ec) || ec.code != exitUsage || ec.msg != fmt.Sprintf("%d differences: %d to add, 0 to change, 0 to delete", n, n) ||
 		strings.Count(out, "\n+ table=10,") != n-1 {
 		t.Fatalf("diff of %d missing flows: %v (%d lines)", n, err, strings.Count(out, "\n"))
 	}

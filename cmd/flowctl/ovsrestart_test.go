@@ -35,10 +35,7 @@ func TestOvsRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(t.TempDir(), "flowstated")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "../flowstated").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := flowstatedBinary(ctx, t)
 	// The sandbox and paths of testenv; flowstated itself runs as the
 	// binary, since ovs-restart freezes and kills it.
 	e := testenv.New(ctx, t)

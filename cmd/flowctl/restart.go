@@ -53,13 +53,17 @@ func loud(w io.Writer, lines ...string) {
 	fmt.Fprintln(w, "flowctl:", rule)
 }
 
-// commandTimeout is --timeout if given, else def: prestart and release must
-// not keep a unit start or a failed restart waiting for a minute.
-func commandTimeout(cmd *cobra.Command, g *globals, def time.Duration) time.Duration {
-	if cmd.Flags().Changed("timeout") {
-		return g.timeout
-	}
-	return def
+// ownTimeout gives cmd a --timeout of its own with default def, shown as
+// such in its --help: prestart, release and vswitchd-state must not keep a
+// unit start or a failed restart waiting for the global minute.
+func ownTimeout(cmd *cobra.Command, def time.Duration) {
+	d := def
+	cmd.Flags().Var(&timeoutValue{&d}, "timeout", "timeout of this command: a duration (10s, 1m) or seconds")
+}
+
+// commandTimeout is the --timeout of a command given ownTimeout.
+func commandTimeout(cmd *cobra.Command) time.Duration {
+	return *cmd.Flags().Lookup("timeout").Value.(*timeoutValue).d
 }
 
 // clearInOVSDB clears flow-restore-wait in ovsdb-server at addr without
@@ -105,7 +109,7 @@ It never fails a unit start: the exit status is 0 whatever happened, unless
   flowctl prestart --strict && systemctl restart ovs-vswitchd`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			d := commandTimeout(cmd, g, 10*time.Second)
+			d := commandTimeout(cmd)
 			var wasSet bool
 			err := armWhenReady(cmd, g, d, &wasSet)
 			if err == nil {
@@ -139,6 +143,7 @@ It never fails a unit start: the exit status is 0 whatever happened, unless
 	}
 	cmd.Flags().StringVar(&ovsdbAddr, "ovsdb", defaultOVSDB, "ovsdb-server address, to clear the flag when flowstated does not")
 	cmd.Flags().BoolVar(&strict, "strict", false, "exit 1 when the flag could not be armed")
+	ownTimeout(cmd, 10*time.Second)
 	return cmd
 }
 
@@ -201,7 +206,7 @@ flows it has. flowctl asks flowstated first; when flowstated does not answer
 or cannot, it clears the flag in ovsdb-server directly (--ovsdb) and says so.
 Exit status 0 once vswitchd has read the change (cur_cfg caught up), 1 if
 the flag could not be cleared or vswitchd did not read it within --timeout
-(default here 30s). Given --ovs-rundir (or $OVS_RUNDIR), when ovs-vswitchd
+(30s for release). Given --ovs-rundir (or $OVS_RUNDIR), when ovs-vswitchd
 is not running (its pidfile there is gone, or names a pid that is gone),
 nobody would read the change: the flag is cleared in ovsdb-server at once,
 without waiting, so its next start is not held, and the exit status is 0.`,
@@ -209,7 +214,7 @@ without waiting, so its next start is not held, and the exit status is 0.`,
   flowctl release --ovsdb unix:/var/run/openvswitch/db.sock --timeout 10s`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			d := commandTimeout(cmd, g, 30*time.Second)
+			d := commandTimeout(cmd)
 			deadline := time.Now().Add(d)
 			w := cmd.OutOrStdout()
 			// Only with a run directory named: the default one may not be
@@ -266,6 +271,7 @@ without waiting, so its next start is not held, and the exit status is 0.`,
 	}
 	cmd.Flags().StringVar(&ovsdbAddr, "ovsdb", defaultOVSDB, "ovsdb-server address, used when flowstated does not answer")
 	cmd.Flags().StringVar(&rundir, "ovs-rundir", defaultRundir(), "ovs-vswitchd's run directory (pidfile, control socket); given, a vswitchd that is not running is not waited for")
+	ownTimeout(cmd, 30*time.Second)
 	return cmd
 }
 
@@ -575,7 +581,7 @@ running; 4 cannot tell whether it runs.`,
   flowctl vswitchd-state --ovs-rundir /run/openvswitch --ovsdb unix:/run/openvswitch/db.sock`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, cancel := context.WithTimeout(cmd.Context(), commandTimeout(cmd, g, 5*time.Second))
+			ctx, cancel := context.WithTimeout(cmd.Context(), commandTimeout(cmd))
 			defer cancel()
 			w := cmd.OutOrStdout()
 			live, detail := probeVswitchd(ctx, rundir)
@@ -616,5 +622,6 @@ running; 4 cannot tell whether it runs.`,
 	}
 	cmd.Flags().StringVar(&ovsdbAddr, "ovsdb", defaultOVSDB, "ovsdb-server address")
 	cmd.Flags().StringVar(&rundir, "ovs-rundir", defaultRundir(), "ovs-vswitchd's run directory (pidfile, control socket)")
+	ownTimeout(cmd, 5*time.Second)
 	return cmd
 }

@@ -64,6 +64,54 @@ type flowScan struct {
 	// form the switch may rewrite (canon.Opaque), to learn it after.
 	learn []Change
 	k     []byte
+	// actual holds the switch's version of the flows a diff shows changed
+	// that the dump kept only hashes of (switchVersions).
+	actual map[flowKey][]byte
+}
+
+// actualOf is the switch's version of a desired flow a diff shows changed,
+// or nil.
+func (fs *flowScan) actualOf(op Op, id []byte) []byte {
+	if op != OpModify {
+		return nil
+	}
+	k := fs.sw.key(id)
+	if m, ok := fs.sw.kept[k]; ok {
+		return m
+	}
+	return fs.actual[k]
+}
+
+// switchVersions reads again from the switch the flows a diff shows changed
+// whose dump kept only a hash (more than keepFlows on the switch), so the
+// diff shows both versions of each.
+func (e *Engine) switchVersions(ctx context.Context, conn *ofconn.Conn, fs *flowScan) error {
+	if fs.sw.complete {
+		return nil
+	}
+	want := make(map[flowKey]bool)
+	_, err := fs.each(nil, false, func(op Op, rec store.Record) error {
+		if op == OpModify {
+			if k := fs.sw.key(rec.ID); fs.sw.kept[k] == nil {
+				want[k] = true
+			}
+		}
+		return nil
+	})
+	if err != nil || len(want) == 0 {
+		return err
+	}
+	fs.actual = make(map[flowKey][]byte, len(want))
+	var id []byte
+	return e.eachFlowMod(ctx, conn, func(m []byte, owned bool) {
+		if !owned {
+			return
+		}
+		id = flowIdentity(id[:0], m)
+		if k := fs.sw.key(id); want[k] {
+			fs.actual[k] = bytes.Clone(m)
+		}
+	})
 }
 
 // compared returns the groups and meters of the switch that the plan compares
@@ -296,7 +344,7 @@ func (p *replayPlan) each(fs *flowScan, fn func(Change) error) error {
 	}
 	if p.sets() > 0 {
 		_, err := fs.each(nil, false, func(op Op, rec store.Record) error {
-			return fn(Change{Op: op, Kind: entry.KindFlow, Desired: recordEntry(rec), Index: -1})
+			return fn(Change{Op: op, Kind: entry.KindFlow, Desired: recordEntry(rec), Actual: fs.actualOf(op, rec.ID), Index: -1})
 		})
 		if err != nil {
 			return err
@@ -442,6 +490,11 @@ func (e *Engine) diffNow(ctx context.Context, b *bridge, conn *ofconn.Conn, fn f
 	p, err := e.planReplay(ctx, conn, fs, others, nil)
 	if err != nil {
 		return err
+	}
+	if p.sets() > 0 {
+		if err := e.switchVersions(ctx, conn, fs); err != nil {
+			return err
+		}
 	}
 	return p.each(fs, fn)
 }
