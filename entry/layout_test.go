@@ -106,23 +106,22 @@ func TestFlowIDRejects(t *testing.T) {
 // TestModAccessors reads the command and id of GROUP_MODs and METER_MODs
 // libOpenflow encodes.
 func TestModAccessors(t *testing.T) {
-	group := func(cmd uint16, id uint32) []byte {
-		gm := openflow15.NewGroupMod()
-		gm.Command, gm.GroupId = cmd, id
-		b, err := gm.MarshalBinary()
+	marshal := func(m interface{ MarshalBinary() ([]byte, error) }) []byte {
+		b, err := m.MarshalBinary()
 		if err != nil {
 			t.Fatal(err)
 		}
 		return b
 	}
+	group := func(cmd uint16, id uint32) []byte {
+		gm := openflow15.NewGroupMod()
+		gm.Command, gm.GroupId = cmd, id
+		return marshal(gm)
+	}
 	meter := func(cmd uint16, id uint32) []byte {
 		mm := openflow15.NewMeterMod()
 		mm.Command, mm.MeterId = cmd, id
-		b, err := mm.MarshalBinary()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
+		return marshal(mm)
 	}
 	cases := []struct {
 		name string
