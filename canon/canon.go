@@ -100,7 +100,7 @@ func decode(kind entry.Kind, msg []byte) (payload, id []byte, kept bool, err err
 // of a group that Join adds to the group's ADD.
 func IsInsertBucket(kind entry.Kind, msg []byte) bool {
 	return kind == entry.KindGroup && len(msg) >= groupModFixed && msg[0] == ofVersion15 &&
-		msg[1] == typeGroupMod && binary.BigEndian.Uint16(msg[8:]) == groupCmdInsertBucket
+		msg[1] == typeGroupMod && entry.ModCommand(msg) == groupCmdInsertBucket
 }
 
 // Join adds the buckets of insert (GROUP_MOD INSERT_BUCKET messages of the

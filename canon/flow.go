@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/ofctl"
 )
 
@@ -63,7 +64,7 @@ func canonicalFlowCached(b []byte, kept *bool, cache flowCaches) ([]byte, error)
 	defer flowScratches.Put(sc)
 	out := make([]byte, flowModFixed+4, len(b)+16)
 	copy(out, b[:flowModFixed])
-	out, err := sc.fm.Canonical(out, b[flowModFixed+4:flowModFixed+mlen], b[24])
+	out, err := sc.fm.Canonical(out, b[flowModFixed+4:flowModFixed+mlen], entry.FlowModTable(b))
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +77,7 @@ func canonicalFlowCached(b []byte, kept *bool, cache flowCaches) ([]byte, error)
 		return nil, err
 	}
 	ins := len(out)
-	out, err = canonicalInstructions(out, instr, b[24], kept, sc, cache)
+	out, err = canonicalInstructions(out, instr, entry.FlowModTable(b), kept, sc, cache)
 	if err != nil {
 		return nil, err
 	}

@@ -34,7 +34,7 @@ func decodeGroup(msgs [][]byte, kept *bool) (*entry.Group, error) {
 		if len(m) < groupModFixed || m[1] != typeGroupMod {
 			return nil, fmt.Errorf("message %d: type %d of %d bytes, want a GROUP_MOD (15) of at least %d", i, m[1], len(m), groupModFixed)
 		}
-		cmd, typ, id := be.Uint16(m[8:]), m[10], be.Uint32(m[12:])
+		cmd, typ, id := entry.ModCommand(m), m[10], be.Uint32(entry.ModID(m))
 		blen, cmdBucket := int(be.Uint16(m[16:])), be.Uint32(m[20:])
 		if groupModFixed+blen > len(m) {
 			return nil, fmt.Errorf("message %d: bucket array of %d bytes does not fit in %d", i, blen, len(m))
@@ -200,11 +200,11 @@ func groupText(payload []byte) (string, error) {
 	for _, m := range msgs[1:] {
 		// An INSERT_BUCKET has no properties: it prints as the group's id
 		// and type followed by its buckets.
-		more, err := ofctl.FormatGroupMod(withCommand(m, groupCmdAdd))
+		more, err := ofctl.FormatGroupMod(entry.WithCommand(m, groupCmdAdd))
 		if err != nil {
 			return "", err
 		}
-		head := fmt.Sprintf("group_id=%d,", be.Uint32(m[12:]))
+		head := fmt.Sprintf("group_id=%d,", be.Uint32(entry.ModID(m)))
 		i := len(head)
 		for i < len(more) && more[i] != ',' {
 			i++
@@ -212,12 +212,6 @@ func groupText(payload []byte) (string, error) {
 		text += more[i:]
 	}
 	return text, nil
-}
-
-func withCommand(m []byte, cmd uint16) []byte {
-	m = clone(m)
-	be.PutUint16(m[8:], cmd)
-	return m
 }
 
 var be = binary.BigEndian

@@ -45,8 +45,8 @@ func ParseCookieSpace(s string) (CookieSpace, error) {
 
 // FlowCookie reads the cookie of a canonical FLOW_MOD.
 func FlowCookie(payload []byte) uint64 {
-	if len(payload) < 16 {
+	if len(payload) < offCookie+8 {
 		return 0
 	}
-	return binary.BigEndian.Uint64(payload[8:16])
+	return binary.BigEndian.Uint64(payload[offCookie:])
 }

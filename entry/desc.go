@@ -49,16 +49,16 @@ func AppendFlowFromDesc(dst, raw []byte) ([]byte, error) {
 	m = m[:size]
 	clear(m[:flowModFixed])
 	m[0], m[1] = ofVersion15, typeFlowMod
-	be.PutUint16(m[2:], uint16(size))
-	copy(m[8:16], raw[16:24])  // cookie; cookie_mask stays 0
-	m[24] = raw[4]             // table_id; command stays ADD (0)
-	copy(m[26:28], raw[8:10])  // idle_timeout
-	copy(m[28:30], raw[10:12]) // hard_timeout
-	copy(m[30:32], raw[6:8])   // priority
-	be.PutUint32(m[32:36], noBuffer)
-	be.PutUint32(m[36:40], portAny)
-	be.PutUint32(m[40:44], groupAny)
-	copy(m[44:48], raw[12:16]) // flags, importance
+	be.PutUint16(m[offLength:], uint16(size))
+	copy(m[offCookie:offCookie+8], raw[16:24])   // cookie; cookie_mask stays 0
+	m[offTable] = raw[4]                         // table_id; command stays ADD (0)
+	copy(m[offIdle:offIdle+2], raw[8:10])        // idle_timeout
+	copy(m[offHard:offHard+2], raw[10:12])       // hard_timeout
+	copy(m[offPriority:offPriority+2], raw[6:8]) // priority
+	be.PutUint32(m[offBufferID:], noBuffer)
+	be.PutUint32(m[offOutPort:], portAny)
+	be.PutUint32(m[offOutGroup:], groupAny)
+	copy(m[offFlags:flowModFixed], raw[12:16]) // flags, importance
 	copy(m[flowModFixed:], match)
 	copy(m[flowModFixed+len(match):], instrs)
 	return m, nil
@@ -76,7 +76,7 @@ func MeterFromDesc(raw []byte) ([]byte, error) {
 	}
 	m := make([]byte, size)
 	m[0], m[1] = ofVersion15, typeMeterMod
-	be.PutUint16(m[2:], uint16(size))
-	copy(m[10:], raw[2:]) // flags, meter_id, bands; command stays ADD (0)
+	be.PutUint16(m[offLength:], uint16(size))
+	copy(m[offModCommand+2:], raw[2:]) // flags, meter_id, bands; command stays ADD (0)
 	return m, nil
 }

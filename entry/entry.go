@@ -81,7 +81,6 @@ const (
 	typeGroupMod     = 15
 	typeMeterMod     = 29
 	headerLen        = 8
-	flowModFixed     = 48 // header .. importance, the match starts here
 	flowCmdAdd       = 0
 	flowCmdDelStrict = 4
 	// MaxMessage is the largest OpenFlow message an entry is sent in:
@@ -107,7 +106,7 @@ func SplitMessages(b []byte) ([][]byte, error) {
 		if b[off] != ofVersion15 {
 			return nil, fmt.Errorf("message %d at byte %d: OpenFlow version 0x%02x, want 0x06 (OpenFlow 1.5)", len(out), off, b[off])
 		}
-		l := int(binary.BigEndian.Uint16(b[off+2:]))
+		l := int(binary.BigEndian.Uint16(b[off+offLength:]))
 		if l < headerLen || off+l > len(b) {
 			return nil, fmt.Errorf("message %d at byte %d: header length %d does not fit in the %d bytes given", len(out), off, l, len(b)-off)
 		}
@@ -162,7 +161,7 @@ func checkMessage(kind Kind, payload []byte) error {
 	if payload[0] != ofVersion15 {
 		return fmt.Errorf("OpenFlow version 0x%02x, want 0x06 (OpenFlow 1.5)", payload[0])
 	}
-	if l := int(binary.BigEndian.Uint16(payload[2:])); l != len(payload) {
+	if l := int(binary.BigEndian.Uint16(payload[offLength:])); l != len(payload) {
 		if kind != KindGroup || l > len(payload) {
 			return fmt.Errorf("header length %d does not match the %d bytes given", l, len(payload))
 		}
@@ -171,8 +170,8 @@ func checkMessage(kind Kind, payload []byte) error {
 			return err
 		}
 		for i, m := range msgs[1:] {
-			if m[1] != typeGroupMod || len(m) < 16 || binary.BigEndian.Uint16(m[8:]) != cmdInsertBucket ||
-				!bytes.Equal(m[12:16], payload[12:16]) {
+			if m[1] != typeGroupMod || len(m) < modFixed || binary.BigEndian.Uint16(m[offModCommand:]) != cmdInsertBucket ||
+				!bytes.Equal(ModID(m), ModID(payload)) {
 				return fmt.Errorf("message %d after the group's ADD is not an INSERT_BUCKET of the same group", i+1)
 			}
 		}
@@ -182,16 +181,16 @@ func checkMessage(kind Kind, payload []byte) error {
 
 // identify zeroes the xid of a checked message and computes its identity.
 func identify(kind Kind, canonical []byte) ([]byte, []byte, error) {
-	binary.BigEndian.PutUint32(canonical[4:], 0)
+	binary.BigEndian.PutUint32(canonical[offXID:], 0)
 	var id []byte
 	var err error
 	switch kind {
 	case KindFlow:
 		id, err = flowID(canonical)
 	case KindGroup:
-		id, err = fixedID(canonical, typeGroupMod, "GROUP_MOD", 16)
+		id, err = fixedID(canonical, typeGroupMod, "GROUP_MOD")
 	case KindMeter:
-		id, err = fixedID(canonical, typeMeterMod, "METER_MOD", 16)
+		id, err = fixedID(canonical, typeMeterMod, "METER_MOD")
 	default:
 		err = fmt.Errorf("invalid entry kind %d", kind)
 	}
@@ -210,16 +209,13 @@ func maxSize(kind Kind) int {
 	return MaxMessage
 }
 
+// flowID is FlowID of a message whose header was checked.
 func flowID(b []byte) ([]byte, error) {
 	if err := checkFlowMod(b); err != nil {
 		return nil, err
 	}
 	mlen := int(binary.BigEndian.Uint16(b[flowModFixed+2:]))
-	id := make([]byte, 0, 3+mlen-4)
-	id = append(id, b[24])        // table
-	id = append(id, b[30], b[31]) // priority
-	id = append(id, b[flowModFixed+4:flowModFixed+mlen]...)
-	return id, nil
+	return AppendFlowID(make([]byte, 0, 3+mlen-4), b), nil
 }
 
 // checkFlowMod checks what flowID reads of a FLOW_MOD ADD.
@@ -230,8 +226,8 @@ func checkFlowMod(b []byte) error {
 	if len(b) < flowModFixed+4 {
 		return fmt.Errorf("FLOW_MOD of %d bytes is truncated", len(b))
 	}
-	if b[25] != flowCmdAdd {
-		return fmt.Errorf("FLOW_MOD command %d, want ADD (0)", b[25])
+	if b[offFlowCommand] != flowCmdAdd {
+		return fmt.Errorf("FLOW_MOD command %d, want ADD (0)", b[offFlowCommand])
 	}
 	mlen := int(binary.BigEndian.Uint16(b[flowModFixed+2:]))
 	if mlen < 4 || flowModFixed+pad8(mlen) > len(b) {
@@ -240,18 +236,18 @@ func checkFlowMod(b []byte) error {
 	return nil
 }
 
-// GROUP_MOD: command(2) type(1) pad(1) group_id(4); METER_MOD: command(2) flags(2) meter_id(4).
-func fixedID(b []byte, typ byte, name string, min int) ([]byte, error) {
+// fixedID returns a copy of the id of a GROUP_MOD or METER_MOD ADD.
+func fixedID(b []byte, typ byte, name string) ([]byte, error) {
 	if b[1] != typ {
 		return nil, fmt.Errorf("message type %d, want %s (%d)", b[1], name, typ)
 	}
-	if len(b) < min {
+	if len(b) < modFixed {
 		return nil, fmt.Errorf("%s of %d bytes is truncated", name, len(b))
 	}
-	if cmd := binary.BigEndian.Uint16(b[8:]); cmd != 0 {
+	if cmd := binary.BigEndian.Uint16(b[offModCommand:]); cmd != 0 {
 		return nil, fmt.Errorf("%s command %d, want ADD (0)", name, cmd)
 	}
-	return bytes.Clone(b[12:16]), nil
+	return bytes.Clone(ModID(b)), nil
 }
 
 func pad8(n int) int { return (n + 7) &^ 7 }
@@ -269,7 +265,7 @@ func FlowTable(id []byte) uint8 {
 // and group, no instructions. It is built on bytes because libOpenflow writes
 // out_port into the out_group field of a FlowMod.
 func DeleteFlowStrict(add []byte) []byte {
-	return DeleteFlowByMatch(add[24], binary.BigEndian.Uint16(add[30:]), FlowMatch(add))
+	return DeleteFlowByMatch(FlowModTable(add), FlowModPriority(add), FlowMatch(add))
 }
 
 // FlowMatch returns the ofp_match (header, fields and padding) of a
@@ -285,13 +281,13 @@ func DeleteFlowByMatch(table uint8, priority uint16, match []byte) []byte {
 	n := flowModFixed + len(match)
 	del := make([]byte, n)
 	del[0], del[1] = ofVersion15, typeFlowMod
-	binary.BigEndian.PutUint16(del[2:], uint16(n))
-	del[24] = table
-	del[25] = flowCmdDelStrict
-	binary.BigEndian.PutUint16(del[30:], priority)
-	binary.BigEndian.PutUint32(del[32:], 0xffffffff) // buffer_id NO_BUFFER
-	binary.BigEndian.PutUint32(del[36:], 0xffffffff) // out_port ANY
-	binary.BigEndian.PutUint32(del[40:], 0xffffffff) // out_group ANY
+	binary.BigEndian.PutUint16(del[offLength:], uint16(n))
+	del[offTable] = table
+	del[offFlowCommand] = flowCmdDelStrict
+	binary.BigEndian.PutUint16(del[offPriority:], priority)
+	binary.BigEndian.PutUint32(del[offBufferID:], noBuffer)
+	binary.BigEndian.PutUint32(del[offOutPort:], portAny)
+	binary.BigEndian.PutUint32(del[offOutGroup:], groupAny)
 	copy(del[flowModFixed:], match)
 	return del
 }
@@ -310,7 +306,7 @@ func WithModify(add []byte) []byte { return WithCommand(add, cmdModify) }
 // WithCommand returns a copy of a GROUP_MOD or METER_MOD with command cmd.
 func WithCommand(m []byte, cmd uint16) []byte {
 	m = bytes.Clone(m)
-	binary.BigEndian.PutUint16(m[8:], cmd)
+	binary.BigEndian.PutUint16(m[offModCommand:], cmd)
 	return m
 }
 
@@ -318,9 +314,9 @@ func WithCommand(m []byte, cmd uint16) []byte {
 func DeleteGroup(id []byte) []byte {
 	m := make([]byte, 24)
 	m[0], m[1] = ofVersion15, typeGroupMod
-	binary.BigEndian.PutUint16(m[2:], 24)
-	binary.BigEndian.PutUint16(m[8:], cmdDelete)
-	copy(m[12:16], id)
+	binary.BigEndian.PutUint16(m[offLength:], 24)
+	binary.BigEndian.PutUint16(m[offModCommand:], cmdDelete)
+	copy(m[offModID:modFixed], id)
 	binary.BigEndian.PutUint32(m[20:], 0xffffffff) // command_bucket_id: all
 	return m
 }
@@ -329,9 +325,9 @@ func DeleteGroup(id []byte) []byte {
 func DeleteMeter(id []byte) []byte {
 	m := make([]byte, 16)
 	m[0], m[1] = ofVersion15, typeMeterMod
-	binary.BigEndian.PutUint16(m[2:], 16)
-	binary.BigEndian.PutUint16(m[8:], cmdDelete)
-	copy(m[12:16], id)
+	binary.BigEndian.PutUint16(m[offLength:], modFixed)
+	binary.BigEndian.PutUint16(m[offModCommand:], cmdDelete)
+	copy(m[offModID:modFixed], id)
 	return m
 }
 
@@ -436,16 +432,16 @@ func CheckDesiredFlow(payload []byte) error {
 	if len(payload) < flowModFixed {
 		return fmt.Errorf("FLOW_MOD of %d bytes is truncated", len(payload))
 	}
-	if v := binary.BigEndian.Uint16(payload[26:]); v != 0 {
+	if v := binary.BigEndian.Uint16(payload[offIdle:]); v != 0 {
 		return fmt.Errorf("idle_timeout=%d: flows that expire are not desired state: the switch would lose them and flowstate would report drift for ever", v)
 	}
-	if v := binary.BigEndian.Uint16(payload[28:]); v != 0 {
+	if v := binary.BigEndian.Uint16(payload[offHard:]); v != 0 {
 		return fmt.Errorf("hard_timeout=%d: flows that expire are not desired state: the switch would lose them and flowstate would report drift for ever", v)
 	}
-	if v := binary.BigEndian.Uint32(payload[32:]); v != noBuffer {
+	if v := binary.BigEndian.Uint32(payload[offBufferID:]); v != noBuffer {
 		return fmt.Errorf("buffer_id=%d: a buffered packet belongs to one packet-in, not to desired state: want none (0xffffffff)", v)
 	}
-	flags := binary.BigEndian.Uint16(payload[44:])
+	flags := binary.BigEndian.Uint16(payload[offFlags:])
 	switch {
 	case flags&ffSendFlowRem != 0:
 		return errors.New("send_flow_rem: flow-removed messages would go to flowstated, which has no use for them: desired flows are removed only by their module")

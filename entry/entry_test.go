@@ -117,8 +117,17 @@ func FuzzIdentify(f *testing.F) {
 		if len(canon) != len(b) || len(id) == 0 {
 			t.Fatalf("canon %d bytes of %d, id %x", len(canon), len(b), id)
 		}
-		if Kind(kind) == KindFlow {
+		switch Kind(kind) {
+		case KindFlow:
 			_ = DeleteFlowStrict(canon)
+			// The unchecked identity of dumps is the checked one.
+			if got := AppendFlowID(nil, canon); !bytes.Equal(got, id) {
+				t.Fatalf("AppendFlowID %x, Identify %x", got, id)
+			}
+		default:
+			if got := ModID(canon); !bytes.Equal(got, id) {
+				t.Fatalf("ModID %x, Identify %x", got, id)
+			}
 		}
 	})
 }

@@ -44,9 +44,9 @@ func (g *Group) Encode() ([]byte, error) {
 		out = append(out, make([]byte, groupModFixed)...)
 		m := out[at:]
 		m[0], m[1] = ofVersion15, typeGroupMod
-		be.PutUint16(m[8:], cmd)
+		be.PutUint16(m[offModCommand:], cmd)
 		m[10] = g.Type
-		be.PutUint32(m[12:], g.ID)
+		be.PutUint32(m[offModID:], g.ID)
 		be.PutUint32(m[20:], cmdBucket)
 		return at
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"antrea.io/libOpenflow/openflow15"
 )
 
 // instrSet is a parsed action list split into OpenFlow 1.1+ instructions,
@@ -815,4 +817,266 @@ func parseConjunction(p kv) ([]byte, error) {
 	b = append(b, byte(k-1), byte(n))
 	b = binary.BigEndian.AppendUint32(b, id)
 	return setLen16(b), nil
+}
+
+// formatInstructions prints an instruction list as ofpacts_format does.
+func formatInstructions(b []byte) (string, error) {
+	var parts []string
+	for len(b) > 0 {
+		if len(b) < 8 {
+			return "", errors.New("truncated instruction")
+		}
+		typ := binary.BigEndian.Uint16(b)
+		n := int(binary.BigEndian.Uint16(b[2:]))
+		if n < 8 || n > len(b) || n%8 != 0 {
+			return "", fmt.Errorf("bad instruction length %d", n)
+		}
+		body := b[:n]
+		b = b[n:]
+		switch typ {
+		case openflow15.InstrType_GOTO_TABLE:
+			parts = append(parts, "goto_table:"+strconv.Itoa(int(body[4])))
+		case openflow15.InstrType_WRITE_METADATA:
+			if n != 24 {
+				return "", errors.New("bad write_metadata length")
+			}
+			v, m := binary.BigEndian.Uint64(body[8:]), binary.BigEndian.Uint64(body[16:])
+			s := "write_metadata:" + formatHexC(v)
+			if m != ^uint64(0) {
+				s += "/" + formatHexC(m)
+			}
+			parts = append(parts, s)
+		case openflow15.InstrType_APPLY_ACTIONS:
+			acts, err := formatActionList(body[8:])
+			if err != nil {
+				return "", err
+			}
+			if acts != "" {
+				parts = append(parts, acts)
+			}
+		case openflow15.InstrType_WRITE_ACTIONS:
+			acts, err := formatActionList(body[8:])
+			if err != nil {
+				return "", err
+			}
+			parts = append(parts, "write_actions("+acts+")")
+		case openflow15.InstrType_CLEAR_ACTIONS:
+			parts = append(parts, "clear_actions")
+		default:
+			return "", fmt.Errorf("unsupported instruction type %d", typ)
+		}
+	}
+	if len(parts) == 0 {
+		return "drop", nil
+	}
+	return strings.Join(parts, ","), nil
+}
+
+// splitActions splits an encoded action list into actions.
+func splitActions(b []byte) ([][]byte, error) {
+	var out [][]byte
+	for len(b) > 0 {
+		if len(b) < 8 {
+			return nil, errors.New("truncated action")
+		}
+		n := int(binary.BigEndian.Uint16(b[2:]))
+		if n < 8 || n > len(b) || n%8 != 0 {
+			return nil, fmt.Errorf("bad action length %d", n)
+		}
+		out = append(out, b[:n])
+		b = b[n:]
+	}
+	return out, nil
+}
+
+// formatActionList prints actions separated by commas.
+func formatActionList(b []byte) (string, error) {
+	acts, err := splitActions(b)
+	if err != nil {
+		return "", err
+	}
+	parts := make([]string, 0, len(acts))
+	for _, a := range acts {
+		s, err := formatAction(a)
+		if err != nil {
+			return "", err
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, ","), nil
+}
+
+// formatAction prints one encoded action as OVS does.
+func formatAction(a []byte) (string, error) {
+	typ := binary.BigEndian.Uint16(a)
+	switch typ {
+	case ofpatOutput:
+		if len(a) != 16 {
+			return "", errors.New("bad output action length")
+		}
+		p, ok := port10(binary.BigEndian.Uint32(a[4:]))
+		if !ok {
+			return "", fmt.Errorf("bad output port %#x", binary.BigEndian.Uint32(a[4:]))
+		}
+		maxLen := binary.BigEndian.Uint16(a[8:])
+		switch {
+		case p == portController:
+			return "CONTROLLER:" + strconv.Itoa(int(maxLen)), nil
+		case p < portMax:
+			return "output:" + strconv.Itoa(int(p)), nil
+		}
+		return formatPort(p), nil
+	case ofpatSetQueue:
+		return "set_queue:" + strconv.FormatUint(uint64(binary.BigEndian.Uint32(a[4:])), 10), nil
+	case ofpatGroup:
+		return "group:" + strconv.FormatUint(uint64(binary.BigEndian.Uint32(a[4:])), 10), nil
+	case ofpatMeter:
+		return "meter:" + strconv.FormatUint(uint64(binary.BigEndian.Uint32(a[4:])), 10), nil
+	case ofpatDecNwTTL:
+		return "dec_ttl", nil
+	case ofpatSetNwTTL:
+		return "mod_nw_ttl:" + strconv.Itoa(int(a[4])), nil
+	case ofpatPopVLAN:
+		return "pop_vlan", nil
+	case ofpatPushVLAN:
+		return fmt.Sprintf("push_vlan:0x%x", binary.BigEndian.Uint16(a[4:])), nil
+	case ofpatPushMpls, ofpatPopMpls, ofpatSetMplsTTL, ofpatDecMplsTTL:
+		s, _ := formatMplsAction(a)
+		return s, nil
+	case ofpatSetField:
+		return formatSetField(a)
+	case ofpatCopyField:
+		return formatCopyField(a)
+	case ofpatVendor:
+		if len(a) < 16 || binary.BigEndian.Uint32(a[4:]) != nxVendor {
+			return "", errors.New("unsupported experimenter action")
+		}
+		return formatNX(a)
+	}
+	return "", fmt.Errorf("unsupported action type %d", typ)
+}
+
+// fieldFromHeader finds the field named by a 4-byte NXM/OXM header.
+func fieldFromHeader(h uint32) (*field, error) {
+	hdr := oxmHdr{h >> 16, uint8(h>>9) & 0x7f}
+	f, ok := fieldByHdr[hdr]
+	if !ok || int(h&0xff) != f.bytes {
+		return nil, fmt.Errorf("unsupported field header %#08x", h)
+	}
+	return f, nil
+}
+
+func formatSetField(a []byte) (string, error) {
+	if len(a) < 8 {
+		return "", errors.New("bad set_field length")
+	}
+	h := binary.BigEndian.Uint32(a[4:])
+	masked := h&0x100 != 0
+	hdr, body := oxmHdr{h >> 16, uint8(h>>9) & 0x7f}, a[8:]
+	n := int(h & 0xff)
+	if n > len(body) {
+		return "", fmt.Errorf("set_field: truncated field %#08x", h)
+	}
+	body = body[:n]
+	if hdr.class == 0xffff {
+		var err error
+		if hdr, body, err = pullExperimenter(hdr.field, body); err != nil {
+			return "", fmt.Errorf("set_field: %w", err)
+		}
+	}
+	f, ok := fieldByHdr[hdr]
+	n = len(body)
+	if masked {
+		n /= 2
+	}
+	if !ok || n != f.bytes && !(f.variable && n <= f.bytes) {
+		return "", fmt.Errorf("set_field: unsupported field header %#08x", h)
+	}
+	v := body[:n]
+	var m []byte
+	if masked {
+		m = body[n : 2*n]
+	}
+	if f.variable && masked {
+		// OVS's mask is 124 bytes wide: it prints even one of all ones.
+		return "set_field:" + formatHex(v) + "/" + formatHex(m) + "->" + f.name, nil
+	}
+	return "set_field:" + formatValue(f, v, m) + "->" + f.name, nil
+}
+
+// formatValue prints a field value (and mask, if not nil) as OVS's
+// mf_format does.
+func formatValue(f *field, v, m []byte) string {
+	if m != nil && isOnes(m) {
+		m = nil
+	}
+	switch f.kind {
+	case kEth:
+		if m == nil {
+			return formatEth(v)
+		}
+		return formatEthMasked(v, m)
+	case kIPv4, kIPv6:
+		if m == nil {
+			m = ones(len(v))
+		}
+		return formatIPMasked(v, m)
+	case kPort:
+		if len(v) == 4 {
+			return formatPort11(binary.BigEndian.Uint32(v))
+		}
+		return formatPort(binary.BigEndian.Uint16(v))
+	case kDec:
+		s := strconv.FormatUint(beUint(v), 10)
+		if m != nil {
+			s += "/" + formatHex(m)
+		}
+		return s
+	case kPacketType:
+		// mf_format names the field in the value, as learn then shows.
+		return "packet_type=" + formatPacketType(uint32(beUint(v)))
+	case kCtState, kTCPFlags, kTunFlags:
+		// A masked value prints as +flag-flag so it parses back masked
+		// (OVS prints it like an unmasked one).
+		names := map[valKind][]string{kCtState: ctStateFlags, kTCPFlags: tcpFlagNames, kTunFlags: tunFlagNames}[f.kind]
+		if m == nil {
+			return formatFlags(beUint(v), names, "|")
+		}
+		return formatFlagsMasked(beUint(v), beUint(m), names)
+	}
+	s := formatHex(v)
+	if m != nil {
+		s += "/" + formatHex(m)
+	}
+	return s
+}
+
+func formatCopyField(a []byte) (string, error) {
+	if len(a) < 20 {
+		return "", errors.New("bad copy_field length")
+	}
+	bits := int(binary.BigEndian.Uint16(a[4:]))
+	srcOfs := int(binary.BigEndian.Uint16(a[6:]))
+	dstOfs := int(binary.BigEndian.Uint16(a[8:]))
+	src, n, err := pullOXMID(a[12:])
+	if err != nil {
+		return "", fmt.Errorf("move: %w", err)
+	}
+	dst, _, err := pullOXMID(a[12+n:])
+	if err != nil {
+		return "", fmt.Errorf("move: %w", err)
+	}
+	if bits == 0 || srcOfs+bits > src.bits || dstOfs+bits > dst.bits {
+		return "", errors.New("move: bad bit range")
+	}
+	return "move:" + subfield{src, srcOfs, bits}.String() + "->" + subfield{dst, dstOfs, bits}.String(), nil
+}
+
+// decodeOfsNbits unpacks a Nicira ofs_nbits value against field f.
+func decodeOfsNbits(f *field, v uint16) (subfield, error) {
+	ofs, bits := int(v>>6), int(v&0x3f)+1
+	if ofs+bits > f.bits {
+		return subfield{}, fmt.Errorf("bit range exceeds %s", f.name)
+	}
+	return subfield{f, ofs, bits}, nil
 }

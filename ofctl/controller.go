@@ -43,14 +43,9 @@ type controllerAction struct {
 func parseControllerArgs(p kv) ([]byte, error) {
 	c := controllerAction{maxLen: 0xffff, reason: reasonAction, meterID: noMeter}
 	hasUserdata := false
-	sc := newScanner(p.val, p.valOff)
-	for {
-		q, ok, err := sc.next()
+	for q, err := range args(p.val, p.valOff) {
 		if err != nil {
 			return nil, err
-		}
-		if !ok {
-			break
 		}
 		switch q.key {
 		case "reason":

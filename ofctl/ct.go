@@ -2,6 +2,7 @@ package ofctl
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -49,14 +50,9 @@ func (cx *actx) parseCT(p kv) ([]byte, error) {
 		nested  []byte
 		natOnly = true // nested actions are only nat without arguments
 	)
-	sc := newScanner(p.val, p.valOff)
-	for {
-		q, ok, err := sc.next()
+	for q, err := range args(p.val, p.valOff) {
 		if err != nil {
 			return nil, err
-		}
-		if !ok {
-			break
 		}
 		switch q.key {
 		case "commit":
@@ -377,4 +373,177 @@ func cutAddrRange(s string) (lo, hi string, ok bool) {
 		}
 	}
 	return s, "", false
+}
+
+func formatCT(a []byte) (string, error) {
+	if len(a) < 24 {
+		return "", errors.New("bad ct length")
+	}
+	flags := binary.BigEndian.Uint16(a[10:])
+	zoneSrc := binary.BigEndian.Uint32(a[12:])
+	zone := binary.BigEndian.Uint16(a[16:])
+	table := a[18]
+	alg := binary.BigEndian.Uint16(a[22:])
+	var sb strings.Builder
+	sb.WriteString("ct(")
+	if flags&ctCommit != 0 {
+		sb.WriteString("commit,")
+	}
+	if flags&ctForce != 0 {
+		sb.WriteString("force,")
+	}
+	if table != 0xff {
+		fmt.Fprintf(&sb, "table=%d,", table)
+	}
+	if zoneSrc != 0 {
+		sf, err := nxmSubfield(zoneSrc, zone)
+		if err != nil {
+			return "", fmt.Errorf("ct zone: %w", err)
+		}
+		sb.WriteString("zone=" + sf.String() + ",")
+	} else if zone != 0 {
+		fmt.Fprintf(&sb, "zone=%d,", zone)
+	}
+	nested, err := splitActions(a[24:])
+	if err != nil {
+		return "", fmt.Errorf("ct: %w", err)
+	}
+	if len(nested) > 0 && isNX(nested[0], nxastNAT) {
+		s, err := formatNAT(nested[0])
+		if err != nil {
+			return "", err
+		}
+		sb.WriteString(s + ",")
+		nested = nested[1:]
+	}
+	if len(nested) > 0 {
+		var parts []string
+		for _, n := range nested {
+			s, err := formatAction(n)
+			if err != nil {
+				return "", fmt.Errorf("ct exec: %w", err)
+			}
+			parts = append(parts, s)
+		}
+		sb.WriteString("exec(" + strings.Join(parts, ",") + "),")
+	}
+	switch alg {
+	case 0:
+	case algFTP:
+		sb.WriteString("alg=ftp,")
+	case algTFTP:
+		sb.WriteString("alg=tftp,")
+	default:
+		fmt.Fprintf(&sb, "alg=%d,", alg)
+	}
+	return strings.TrimSuffix(sb.String(), ",") + ")", nil
+}
+
+func formatNAT(a []byte) (string, error) {
+	if len(a) < 16 {
+		return "", errors.New("bad nat length")
+	}
+	flags := binary.BigEndian.Uint16(a[12:])
+	present := binary.BigEndian.Uint16(a[14:])
+	body := a[16:]
+	take := func(n int) ([]byte, error) {
+		if len(body) < n {
+			return nil, errors.New("truncated nat action")
+		}
+		v := body[:n]
+		body = body[n:]
+		return v, nil
+	}
+	var minA, maxA []byte
+	var pmin, pmax uint16
+	v6 := false
+	var err error
+	if present&(natIPv4Min|natIPv4Max) != 0 && present&(natIPv6Min|natIPv6Max) != 0 {
+		return "", errors.New("nat with both IPv4 and IPv6 ranges")
+	}
+	if present&natIPv4Min != 0 {
+		if minA, err = take(4); err != nil {
+			return "", err
+		}
+	}
+	if present&natIPv4Max != 0 {
+		if maxA, err = take(4); err != nil {
+			return "", err
+		}
+	}
+	if present&natIPv6Min != 0 {
+		v6 = true
+		if minA, err = take(16); err != nil {
+			return "", err
+		}
+	}
+	if present&natIPv6Max != 0 {
+		v6 = true
+		if maxA, err = take(16); err != nil {
+			return "", err
+		}
+	}
+	if present&natProtoMin != 0 {
+		p, err := take(2)
+		if err != nil {
+			return "", err
+		}
+		pmin = binary.BigEndian.Uint16(p)
+	}
+	if present&natProtoMax != 0 {
+		p, err := take(2)
+		if err != nil {
+			return "", err
+		}
+		pmax = binary.BigEndian.Uint16(p)
+	}
+	s := "nat"
+	if flags&(natSrc|natDst) == 0 {
+		return s, nil
+	}
+	s += "("
+	if flags&natSrc != 0 {
+		s += "src"
+	} else {
+		s += "dst"
+	}
+	if present&(natIPv4Min|natIPv4Max|natIPv6Min|natIPv6Max) != 0 {
+		width := 4
+		if v6 {
+			width = 16
+		}
+		if minA == nil {
+			minA = make([]byte, width)
+		}
+		addr := func(b []byte) string {
+			if !v6 {
+				return formatIPv4(b)
+			}
+			if pmin != 0 {
+				return "[" + formatIPv6(b) + "]"
+			}
+			return formatIPv6(b)
+		}
+		s += "=" + addr(minA)
+		if maxA != nil && !isZero(maxA) && string(maxA) != string(minA) {
+			s += "-" + addr(maxA)
+		}
+		if pmin != 0 {
+			s += ":" + strconv.Itoa(int(pmin))
+			if pmax != 0 && pmax != pmin {
+				s += "-" + strconv.Itoa(int(pmax))
+			}
+		}
+		s += ","
+		if flags&natPersistent != 0 {
+			s += "persistent,"
+		}
+		if flags&natHash != 0 {
+			s += "hash,"
+		}
+		if flags&natRandom != 0 {
+			s += "random,"
+		}
+	}
+	return strings.TrimSuffix(s, ",") + ")", nil
 }

@@ -58,15 +58,6 @@ func DecodeFlowMod(b []byte) (*openflow15.FlowMod, error) {
 	return fm, nil
 }
 
-// FormatFlowMod prints an encoded OpenFlow 1.5 FLOW_MOD as FormatFlow
-// does, without decoding it through libOpenflow.
-func FormatFlowMod(b []byte) (string, error) {
-	if len(b) < 8 || b[0] != openflow15.VERSION || b[1] != openflow15.Type_FlowMod {
-		return "", errors.New("ofctl: format flow: not an OpenFlow 1.5 FLOW_MOD")
-	}
-	return formatFlowBytes(b)
-}
-
 // libAction wraps an encoded action: as libOpenflow's own type for output,
 // group and meter (whose encodings it reproduces exactly), so callers can
 // inspect them, and as an opaque action otherwise.

@@ -87,6 +87,33 @@
 // parsed, and a long line's parentheses are indexed once, so parsing is
 // linear in the line.
 //
+// # File map
+//
+// Each action or field family keeps its parse and its print in one file,
+// named for it; the core is split by layer:
+//
+//   - lex.go: the scanner of key=value lists; values.go: numbers, masks and
+//     addresses; format.go: their printers and the match printer.
+//   - fields.go, headers.go, encapfields.go, tunmetadata.go: the field
+//     tables (names, OXM/NXM headers, widths, prerequisites).
+//   - match.go, encapmatch.go: the match, parsed and encoded in OVS's order.
+//   - flow.go: flow lines (ParseFlow, ParseFlows) and the printing of a
+//     FLOW_MOD (FormatFlow, FormatFlowMod); decodemod.go: DecodeFlowMod.
+//   - actions.go: the action list and instructions, and the core actions
+//     (output, set_field, load, move, resubmit, conjunction, ...), parsed
+//     and printed.
+//   - ct.go (ct, nat), learn.go, bundle.go (bundle, bundle_load),
+//     controller.go, encapactions.go
+//     (MPLS, NSH, encap, decap), nicira.go (the other Nicira actions:
+//     dec_ttl ids, note, clone, sample, check_pkt_larger, multipath,
+//     fin_timeout, output_trunc, VLAN and stack actions): one action family
+//     each, parse and print.
+//   - group.go, selection.go: groups and their selection method; meter.go:
+//     meters; ids.go: group and meter ids of del-groups and del-meters.
+//   - filter.go: dump-flows filters; limits.go: OVS's limits on actions;
+//     canonical.go: what package canon needs; raw.go: values, actions and
+//     properties kept as encoded; errors.go: SyntaxError.
+//
 // # Errors
 //
 // Parse errors are *SyntaxError values that name the offending token, its

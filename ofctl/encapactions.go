@@ -282,14 +282,9 @@ func (cx *actx) parseDecap(p kv) ([]byte, error) {
 		}
 		var ns, typ uint64
 		var seen int
-		sc := newScanner(q.val, q.valOff)
-		for {
-			r, ok, err := sc.next()
+		for r, err := range args(q.val, q.valOff) {
 			if err != nil {
 				return nil, err
-			}
-			if !ok {
-				break
 			}
 			v, err := parseUint(r.val, 16)
 			switch {

@@ -27,14 +27,9 @@ type FlowFilter struct {
 func ParseFlowFilter(s string) (*FlowFilter, error) {
 	ff := &FlowFilter{}
 	var set []setting
-	sc := newScanner(s, 0)
-	for {
-		p, ok, err := sc.next()
+	for p, err := range args(s, 0) {
 		if err != nil {
 			return nil, err
-		}
-		if !ok {
-			break
 		}
 		if p.delim != 0 && p.val == "" {
 			return nil, errAt(p.keyOff, p.text(), "%s needs a value", p.key)

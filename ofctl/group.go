@@ -81,14 +81,9 @@ func parseGroupParts(s string) (*GroupParts, error) {
 	}
 	groupID, gtype := uint64(groupAny), -1
 	var sel selection
-	sc := newScanner(head, 0)
-	for {
-		p, ok, err := sc.next()
+	for p, err := range args(head, 0) {
 		if err != nil {
 			return nil, err
-		}
-		if !ok {
-			break
 		}
 		switch p.key {
 		case "group_id":

@@ -51,14 +51,9 @@ func (cx *actx) nxmHdrOf(f *field) uint32 {
 func (cx *actx) parseLearn(p kv) ([]byte, error) {
 	l := learnAction{prio: defaultPriority, table: 1}
 	learned := new(match) // the learned flow's match, for its prerequisites
-	sc := newScanner(p.val, p.valOff)
-	for {
-		q, ok, err := sc.next()
+	for q, err := range args(p.val, p.valOff) {
 		if err != nil {
 			return nil, err
-		}
-		if !ok {
-			break
 		}
 		num := func(bits int) (uint64, error) {
 			v, err := parseUint(q.val, bits)

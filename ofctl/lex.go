@@ -1,6 +1,9 @@
 package ofctl
 
-import "strings"
+import (
+	"iter"
+	"strings"
+)
 
 // kv is one key or key-value pair of ovs-ofctl syntax, with the byte offsets
 // of key and value in the original line so errors can point at them.
@@ -216,4 +219,24 @@ func (pi *parenIndex) closing(off int) int {
 		return pi.base + int(j)
 	}
 	return -1
+}
+
+// args ranges over the key[=value] items of s, which starts at byte base
+// of the line: the loop of every parser of a parenthesised argument list
+// (sample(...), ct(...), learn(...), ...). A scanning error is yielded
+// once, with an empty item, and ends the range.
+func args(s string, base int) iter.Seq2[kv, error] {
+	return func(yield func(kv, error) bool) {
+		sc := newScanner(s, base)
+		for {
+			q, ok, err := sc.next()
+			if err != nil {
+				yield(kv{}, err)
+				return
+			}
+			if !ok || !yield(q, nil) {
+				return
+			}
+		}
+	}
 }

@@ -2,7 +2,6 @@ package server
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"runtime"
@@ -117,9 +116,9 @@ func appendEntries(out []entry.Entry, module string, in []*flowstatev1.Entry, id
 // joinBuckets adds the buckets of an INSERT_BUCKET to the group entry at the
 // end of out.
 func joinBuckets(out []entry.Entry, msg []byte) error {
-	if len(out) == 0 || out[len(out)-1].Kind != entry.KindGroup || !bytes.Equal(out[len(out)-1].ID, msg[12:16]) {
-		return fmt.Errorf("GROUP_MOD INSERT_BUCKET of group %d: it must follow the group's ADD (or another INSERT_BUCKET of it) in the same request",
-			binary.BigEndian.Uint32(msg[12:16]))
+	if len(out) == 0 || out[len(out)-1].Kind != entry.KindGroup || !bytes.Equal(out[len(out)-1].ID, entry.ModID(msg)) {
+		g, _ := entry.ModRef(entry.KindGroup, msg) // IsInsertBucket checked its length
+		return fmt.Errorf("GROUP_MOD INSERT_BUCKET of group %d: it must follow the group's ADD (or another INSERT_BUCKET of it) in the same request", g.ID)
 	}
 	last := &out[len(out)-1]
 	payload, opaque, err := canon.Join(last.Payload, msg)

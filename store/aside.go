@@ -13,7 +13,7 @@ import (
 // kept here because its evidence does not last: a vswitchd restart empties
 // the bridge, and an empty bridge would otherwise be claimed for this
 // store's empty state. It holds until the bridge is adopted (ClearStoodAside).
-var bucketAside = []byte("aside")
+// (bucketAside, buckets.go)
 
 // StoodAside is why and since when flowstated stands aside from a bridge.
 type StoodAside struct {

@@ -13,7 +13,7 @@ import (
 // (server/restore's poison.go says how they are used). One small record per
 // bridge, rewritten whole; no schema version: a store without the bucket
 // reads as one without records, and an older flowstated ignores it.
-var bucketCrashes = []byte("crashes")
+// (bucketCrashes, buckets.go)
 
 // CrashRecord is the crash record of one bridge. Every field is optional.
 type CrashRecord struct {

@@ -14,7 +14,7 @@ import (
 // the controller sent them (canon.Forms), keyed by the SHA-256 of the
 // declared payload. They are facts about OVS, not desired state: no module
 // owns them, and they hold for every bridge.
-var bucketForms = []byte("forms")
+// (bucketForms, buckets.go)
 
 // Forms returns every learned form.
 func (s *Store) Forms() (map[[sha256.Size]byte][]byte, error) {

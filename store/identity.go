@@ -13,11 +13,10 @@ import (
 // bridge's OVSDB row when it first manages it, so a store that is new, lost
 // or another instance's can be told apart from the one that programmed the
 // switch (server/restore/owner.go).
-var (
-	keyStoreID     = []byte("store_id")
-	bucketManaged  = []byte("managed")
-	storeIDVersion = byte(4) // random UUID
-)
+// (keyStoreID, bucketManaged, buckets.go)
+
+// storeIDVersion is the version of a store id: a random UUID.
+const storeIDVersion = byte(4)
 
 // initIdentity creates the store id on a store that has none.
 func (s *Store) initIdentity() error {

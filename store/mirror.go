@@ -16,10 +16,7 @@ import (
 // restart of vswitchd under flow-restore-wait brings them back as ovs-save
 // would. A mirror is the dump of a bridge, not desired state: no module owns
 // its entries, and it is replaced whole.
-var (
-	bucketMirror = []byte("mirror")
-	keyHash      = []byte("hash")
-)
+// (bucketMirror, keyHash, buckets.go)
 
 // SetMirror makes es the mirror of bridge and reports whether it changed. It
 // compares a hash of es with the stored one in a read transaction first, so

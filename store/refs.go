@@ -21,7 +21,7 @@ import (
 // is one cursor seek, whatever the number of flows: a delete of a group that
 // 30,000 flows use costs what a delete of an unused one does, and only a
 // refusal reads the users (to name them).
-var bucketRefs = []byte("refs")
+// (bucketRefs, buckets.go)
 
 func refPrefix(kind entry.Kind, id []byte) []byte { return append([]byte{byte(kind)}, id...) }
 

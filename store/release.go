@@ -6,8 +6,6 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-var keyReleased = []byte("released_vswitchd")
-
 // ReleasedVswitchd returns the identity of the last ovs-vswitchd whose
 // flow-restore-wait a flowstated cleared ("" if none), so a restarted
 // flowstated can tell a release from a clear made only to re-arm.

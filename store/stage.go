@@ -40,10 +40,7 @@ import (
 // caller (the bridge's write owner) holds every other write of the bridge
 // back.
 
-var (
-	bucketStage = []byte("stage")
-	flowBucket  = kindBuckets[entry.KindFlow]
-)
+var flowBucket = kindBuckets[entry.KindFlow]
 
 // defaultStageChunk is how many entries of the new flow bucket one staging
 // transaction writes (Store.stageChunk): about 25 MB of dirty pages.

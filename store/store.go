@@ -21,22 +21,6 @@ import (
 // SchemaVersion is the layout version this code reads and writes.
 const SchemaVersion = 3
 
-// Bucket and key names, declared once.
-var (
-	bucketMeta    = []byte("meta")
-	bucketBridges = []byte("bridges")
-	bucketModules = []byte("modules")
-	keySchema     = []byte("schema")
-	keyBootID     = []byte("boot_id")
-	keyBootSince  = []byte("boot_since")
-	keyGateOpened = []byte("gate_opened")
-	kindBuckets   = map[entry.Kind][]byte{
-		entry.KindFlow:  []byte("flow"),
-		entry.KindGroup: []byte("group"),
-		entry.KindMeter: []byte("meter"),
-	}
-)
-
 // recordVersion is the first byte of a record: 2 since schema 3 (records end
 // with a checksum, sum.go); 1 before.
 const recordVersion = 2

@@ -265,8 +265,8 @@ func fromBridge(ctx context.Context, c *client.Client, sock, bridge string, spac
 			return im, err
 		}
 		for _, e := range es {
-			if len(e.OpenFlow) >= 16 { // GROUP_MOD and METER_MOD hold their id at 12
-				declared[entry.Ref{Kind: k, ID: binary.BigEndian.Uint32(e.OpenFlow[12:16])}] = true
+			if r, ok := entry.ModRef(k, e.OpenFlow); ok {
+				declared[r] = true
 			}
 		}
 	}

@@ -14,8 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flowstate-io/flowstate/canon"
 	"github.com/flowstate-io/flowstate/entry"
-	"github.com/flowstate-io/flowstate/ofctl"
 	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/ofconn"
 	"github.com/flowstate-io/flowstate/server/ovsconfig"
@@ -553,19 +553,13 @@ func (e *Engine) saveMirror(m *mirror, actual []actualEntry, log *slog.Logger) {
 	}
 }
 
-// defaultFlow is how the default flow of a standalone bridge prints.
-const defaultFlow = "priority=0 actions=NORMAL"
-
 // fresh reports whether a bridge holds only what vswitchd puts on a new
 // bridge: nothing, or the default NORMAL flow. A bridge that holds more was
 // written since vswitchd started: by the operator or another tool, and it is
 // not flowstated's to overwrite.
 func fresh(actual []actualEntry) bool {
 	for _, a := range actual {
-		if a.kind != entry.KindFlow || len(a.id) != 3 || a.id[0] != 0 || a.id[1] != 0 || a.id[2] != 0 {
-			return false
-		}
-		if s, err := ofctl.FormatFlowMod(a.payload); err != nil || s != defaultFlow {
+		if a.kind != entry.KindFlow || !canon.IsDefaultFlow(a.payload) {
 			return false
 		}
 	}

@@ -58,9 +58,9 @@ func (c Change) messages() []ofconn.Message {
 	case c.Kind == entry.KindFlow:
 		return []ofconn.Message{entry.DeleteFlowStrict(c.Actual)}
 	case c.Kind == entry.KindGroup:
-		return []ofconn.Message{entry.DeleteGroup(groupOrMeterID(c.Actual))}
+		return []ofconn.Message{entry.DeleteGroup(entry.ModID(c.Actual))}
 	default:
-		return []ofconn.Message{entry.DeleteMeter(groupOrMeterID(c.Actual))}
+		return []ofconn.Message{entry.DeleteMeter(entry.ModID(c.Actual))}
 	}
 }
 
@@ -71,9 +71,6 @@ func toMessages(bs [][]byte) []ofconn.Message {
 	}
 	return ms
 }
-
-// groupOrMeterID reads the id of a canonical GROUP_MOD or METER_MOD.
-func groupOrMeterID(b []byte) []byte { return b[12:16] }
 
 // plan is a set of changes in an order OVS accepts:
 //   - meters before the bundle (OVS cannot bundle METER_MOD), their deletes

@@ -15,8 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/flowstate-io/flowstate/canon"
 	"github.com/flowstate-io/flowstate/entry"
-	"github.com/flowstate-io/flowstate/ofctl"
 	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/store"
 )
@@ -585,16 +585,7 @@ func (e *Engine) survivedLocked(b *bridge, log *slog.Logger) error {
 // describeForLog names an entry in at most 200 characters of ovs-ofctl
 // text.
 func describeForLog(d entry.Entry) string {
-	var s string
-	var err error
-	switch d.Kind {
-	case entry.KindFlow:
-		s, err = ofctl.FormatFlowMod(d.Payload)
-	case entry.KindGroup:
-		s, err = ofctl.FormatGroupMod(d.Payload)
-	case entry.KindMeter:
-		s, err = ofctl.FormatMeterMod(d.Payload)
-	}
+	s, err := canon.Format(d.Kind, d.Payload)
 	if err != nil || s == "" {
 		s = fmt.Sprintf("%s %x", d.Kind, d.ID)
 	}

@@ -133,14 +133,9 @@ func (s *switchState) seal() {
 	s.seen = make([]uint32, len(s.flows))
 }
 
-// flowIdentity appends to dst the identity of a canonical FLOW_MOD, as
-// entry.Identify computes it: table, priority, match fields.
-func flowIdentity(dst, m []byte) []byte {
-	const fixed = 48 // ofp_flow_mod up to its match
-	mlen := int(binary.BigEndian.Uint16(m[fixed+2:]))
-	dst = append(dst, m[24], m[30], m[31])
-	return append(dst, m[fixed+4:fixed+mlen]...)
-}
+// flowIdentity appends to dst the identity of a canonical FLOW_MOD: the one
+// entry.Identify gives it (entry.AppendFlowID).
+func flowIdentity(dst, m []byte) []byte { return entry.AppendFlowID(dst, m) }
 
 // dumpSwitch dumps bridge's flows, groups and meters into a switchState.
 // Flows outside the owned cookie space are counted, not kept. While vswitchd

@@ -139,14 +139,9 @@ func parseSample(p kv) ([]byte, error) {
 	var prob uint64
 	var ids [3]uint32
 	port, dir := uint16(portNone), byte(sampleDefault)
-	sc := newScanner(p.val, p.valOff)
-	for {
-		q, ok, err := sc.next()
+	for q, err := range args(p.val, p.valOff) {
 		if err != nil {
 			return nil, err
-		}
-		if !ok {
-			break
 		}
 		switch q.key {
 		case "probability":
@@ -367,14 +362,9 @@ func (cx *actx) parseFinTimeout(p kv) ([]byte, error) {
 		return nil, errAt(p.keyOff, p.text(), "fin_timeout requires tcp or tcp6 in the match")
 	}
 	var idle, hard uint64
-	sc := newScanner(p.val, p.valOff)
-	for {
-		q, ok, err := sc.next()
+	for q, err := range args(p.val, p.valOff) {
 		if err != nil {
 			return nil, err
-		}
-		if !ok {
-			break
 		}
 		v, err := parseUint(q.val, 16)
 		if err != nil {
@@ -410,14 +400,9 @@ func formatFinTimeout(a []byte) string {
 // parseOutputTrunc parses output(port=P,max_len=N).
 func parseOutputTrunc(p kv) ([]byte, error) {
 	port, maxLen := uint16(0), uint64(0)
-	sc := newScanner(p.val, p.valOff)
-	for {
-		q, ok, err := sc.next()
+	for q, err := range args(p.val, p.valOff) {
 		if err != nil {
 			return nil, err
-		}
-		if !ok {
-			break
 		}
 		switch q.key {
 		case "port":
@@ -636,4 +621,74 @@ func formatExtraNX(a []byte, sub uint16) (s string, ok bool, err error) {
 		return "", false, nil
 	}
 	return s, true, err
+}
+
+// formatNX prints a Nicira extension action.
+func formatNX(a []byte) (string, error) {
+	sub := binary.BigEndian.Uint16(a[8:])
+	switch sub {
+	case nxastResubmit, nxastResubmitTable, nxastResubmitCT:
+		port := binary.BigEndian.Uint16(a[10:])
+		table := byte(255)
+		if sub != nxastResubmit {
+			table = a[12]
+		}
+		if port != portInPort && table == 255 && sub != nxastResubmitCT {
+			return "resubmit:" + formatPort(port), nil
+		}
+		s := "resubmit("
+		if port != portInPort {
+			s += formatPort(port)
+		}
+		s += ","
+		if table != 255 {
+			s += strconv.Itoa(int(table))
+		}
+		if sub == nxastResubmitCT {
+			s += ",ct"
+		}
+		return s + ")", nil
+	case nxastOutputReg, nxastOutputReg2:
+		// OUTPUT_REG has the field before max_len, OUTPUT_REG2 after it.
+		hdrAt, mlAt := 12, 16
+		if sub == nxastOutputReg2 {
+			hdrAt, mlAt = 14, 12
+		}
+		if len(a) != 24 {
+			return "", errors.New("bad output_reg length")
+		}
+		f, _, err := pullNXMID(a[hdrAt:])
+		if err != nil {
+			return "", fmt.Errorf("output: %w", err)
+		}
+		sf, err := decodeOfsNbits(f, binary.BigEndian.Uint16(a[10:]))
+		if err != nil {
+			return "", fmt.Errorf("output: %w", err)
+		}
+		s := "output:" + sf.String()
+		if ml := binary.BigEndian.Uint16(a[mlAt:]); ml != 0xffff {
+			return "", fmt.Errorf("output_reg with max_len %d is not supported", ml)
+		}
+		return s, nil
+	case nxastConjunction:
+		return fmt.Sprintf("conjunction(%d,%d/%d)", binary.BigEndian.Uint32(a[12:]), int(a[10])+1, a[11]), nil
+	case nxastCT:
+		return formatCT(a)
+	case nxastNAT:
+		return formatNAT(a)
+	case nxastCTClear:
+		return "ct_clear", nil
+	case nxastExit:
+		return "exit", nil
+	case nxastLearn, nxastLearn2:
+		return formatLearn(a)
+	case nxastController2:
+		return formatController2(a)
+	case nxastController:
+		return formatController1(a)
+	}
+	if s, ok, err := formatExtraNX(a, sub); ok {
+		return s, err
+	}
+	return "", fmt.Errorf("unsupported Nicira action subtype %d", sub)
 }

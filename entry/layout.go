@@ -1,0 +1,86 @@
+package entry
+
+// The byte layout of the OpenFlow 1.5 messages an entry is kept as. Every
+// field flowstate reads from or writes into a FLOW_MOD, GROUP_MOD or
+// METER_MOD on bytes is named here, and other packages read them through the
+// accessors below, never through raw offsets.
+//
+//	header (all):      version(1) type(1) length(2) xid(4)
+//	FLOW_MOD:          cookie(8) cookie_mask(8) table_id(1) command(1)
+//	                   idle_timeout(2) hard_timeout(2) priority(2) buffer_id(4)
+//	                   out_port(4) out_group(4) flags(2) importance(2)
+//	                   ofp_match (type(2) length(2) fields, padded to 8) instructions
+//	GROUP_MOD:         command(2) type(1) pad(1) group_id(4) ...
+//	METER_MOD:         command(2) flags(2) meter_id(4) bands
+const (
+	offLength = 2
+	offXID    = 4
+
+	offCookie      = 8
+	offTable       = 24
+	offFlowCommand = 25
+	offIdle        = 26
+	offHard        = 28
+	offPriority    = 30
+	offBufferID    = 32
+	offOutPort     = 36
+	offOutGroup    = 40
+	offFlags       = 44
+	flowModFixed   = 48 // header .. importance, the match starts here
+
+	// GROUP_MOD and METER_MOD share the place of their command and id.
+	offModCommand = 8
+	offModID      = 12
+	modFixed      = 16 // header, command and id
+)
+
+// FlowModTable returns the table of a FLOW_MOD (canonical, or built from a
+// dump). m must hold at least the fixed part of a FLOW_MOD.
+func FlowModTable(m []byte) uint8 { return m[offTable] }
+
+// FlowModPriority returns the priority of a FLOW_MOD. m must hold at least
+// the fixed part of a FLOW_MOD.
+func FlowModPriority(m []byte) uint16 { return be.Uint16(m[offPriority:]) }
+
+// FlowID returns the identity of a canonical FLOW_MOD ADD: table (1 byte),
+// priority (2 bytes), match fields. It is the key under which OVS tells
+// flows apart, and the one definition of it: Identify, the store's keys
+// and the restore engine's view of the switch all use it.
+func FlowID(m []byte) ([]byte, error) {
+	if err := checkMessage(KindFlow, m); err != nil {
+		return nil, err
+	}
+	return flowID(m)
+}
+
+// AppendFlowID appends the identity of a FLOW_MOD to dst (FlowID without
+// its checks and without allocating, for dumps of a million flows). m must
+// be a FLOW_MOD whose match length fits in it: one that passed Identify or
+// was built by FlowFromDesc.
+func AppendFlowID(dst, m []byte) []byte {
+	mlen := int(be.Uint16(m[flowModFixed+2:]))
+	dst = append(dst, m[offTable], m[offPriority], m[offPriority+1])
+	return append(dst, m[flowModFixed+4:flowModFixed+mlen]...)
+}
+
+// ModID returns the 4 identity bytes of a GROUP_MOD (group_id) or METER_MOD
+// (meter_id), sharing m's memory, or nil when m is too short to hold one.
+func ModID(m []byte) []byte {
+	if len(m) < modFixed {
+		return nil
+	}
+	return m[offModID:modFixed:modFixed]
+}
+
+// ModRef returns the group a GROUP_MOD or the meter a METER_MOD names, kind
+// saying which; ok is false when m is too short to hold an id.
+func ModRef(kind Kind, m []byte) (r Ref, ok bool) {
+	if len(m) < modFixed {
+		return Ref{}, false
+	}
+	return Ref{Kind: kind, ID: be.Uint32(m[offModID:])}, true
+}
+
+// ModCommand returns the command of a GROUP_MOD or METER_MOD. m must hold at
+// least its header and command.
+func ModCommand(m []byte) uint16 { return be.Uint16(m[offModCommand:]) }
