@@ -161,6 +161,9 @@ type Engine struct {
 	// lastRelease is when a clear last released a held vswitchd (unix
 	// nanoseconds), for Status.
 	lastRelease atomic.Int64
+	// unheldView is vswitchdUnheld for Status, which must not wait for
+	// flagMu.
+	unheldView atomic.Pointer[string]
 
 	// beforeClear, when set, runs before each clear of the flag: fault
 	// injection for tests (flag_test.go).
