@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -102,12 +103,15 @@ func TestNothingHoldsTheOthers(t *testing.T) {
 // during a replay) makes the engine wedged: health NOT_SERVING, /healthz
 // 503, status says why, and the guard lease is no longer renewed, so the
 // guard releases the node. Once the operation ends everything recovers and
-// the flag is armed again.
+// the flag is armed again. The log says so once when it wedges and once
+// when it recovers, although the reason's duration grows every second.
 func TestWedgedEngine(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var lease string
+	logs := &logBuffer{}
 	e := newEnv(ctx, t, func(c *server.Config) {
+		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
 		lease = filepath.Join(filepath.Dir(c.DBPath), "run", "lease")
 		c.RearmFlowRestoreWait = true
 		c.MetricsListen = "127.0.0.1:0"
@@ -160,6 +164,29 @@ func TestWedgedEngine(t *testing.T) {
 		return serving() == healthpb.HealthCheckResponse_SERVING && e.healthz(ctx) == http.StatusOK && st.Wedged == "" &&
 			st.Bridges[0].Converged && st.FlowRestoreWait, nil
 	})
+	out := logs.String()
+	if n, m := strings.Count(out, "engine wedged"), strings.Count(out, "engine responsive again"); n != 1 || m != 1 ||
+		!strings.Contains(out, "wedged_for=") {
+		t.Fatalf("%d \"engine wedged\" and %d \"engine responsive again\" lines, want one each:\n%s", n, m, out)
+	}
+}
+
+// logBuffer collects a daemon's log for a test to read.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func (e *env) healthz(ctx context.Context) int {

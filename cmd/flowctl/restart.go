@@ -323,10 +323,24 @@ func (c conditions) missing(st *client.Status) []string {
 	return out
 }
 
+// gatePending begins client.Status.Pending's line for a closed gate.
+const gatePending = "gate closed, waiting for modules "
+
 // notConverged: the gate is open and every bridge is converged or excused
 // (missing from OVSDB, or given up on after --max-hold; warned about apart).
 func notConverged(st *client.Status) []string {
-	out := st.Pending()
+	var out []string
+	for _, p := range st.Pending() {
+		// Pending counts the gate's timeout down, which is no change
+		// worth a line every poll: name the deadline instead.
+		if g := st.Gate; !g.Open && strings.HasPrefix(p, gatePending) {
+			p = gatePending + strings.Join(g.WaitingFor, ", ")
+			if !g.Deadline.IsZero() {
+				p += " (readiness timeout at " + g.Deadline.Local().Format(time.RFC3339) + ")"
+			}
+		}
+		out = append(out, p)
+	}
 	if st.Wedged != "" && len(out) > 0 {
 		out = append(out, "engine wedged: "+st.Wedged)
 	}
@@ -435,7 +449,11 @@ func waitFor(ctx context.Context, cmd *cobra.Command, g *globals, c *client.Clie
 			if len(missing) == 0 {
 				for _, b := range st.Bridges {
 					if b.Excused != "" && cond.converged {
-						fmt.Fprintf(cmd.ErrOrStderr(), "flowctl: warning: %s NOT RESTORED, node released without it: %s\n", b.Name, b.Excused)
+						why := b.Excused
+						if b.Reason != "" && !strings.Contains(why, b.Reason) {
+							why += ": " + b.Reason
+						}
+						fmt.Fprintf(cmd.ErrOrStderr(), "flowctl: warning: %s NOT RESTORED, node released without it: %s\n", b.Name, why)
 					}
 				}
 				fmt.Fprintln(cmd.OutOrStdout(), cond)

@@ -491,7 +491,9 @@ func (e *Engine) settle(c *ovsconfig.Client, restorable bool) time.Duration {
 		case b.owner.standingAside():
 			// Not this store's to restore (owner.go): waiting for it
 			// would hold the node for nothing.
-			why = "flowstated stands aside from bridge " + name + ": " + *b.owner.refused.Load()
+			// Its reason is the bridge's own (Status, the standing-aside
+			// log line): repeated here it would be printed twice.
+			why = "flowstated stands aside from bridge " + name
 		case gateOpened.IsZero():
 			// Appeared in OVSDB since restorable looked: the gate
 			// holds it.
