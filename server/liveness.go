@@ -250,7 +250,10 @@ func (k *keeper) readIdentity(ctx context.Context) {
 	var c *ovsconfig.Client
 	for c == nil {
 		var err error
-		c, err = ovsconfig.Dial(ctx, k.ovsdb, ovsconfig.Options{Logger: k.log})
+		// No logger: this second connection to the engine's own
+		// ovsdb-server would log each of its losses and reconnects
+		// twice; its failures show as the guard's proof (FieldOVSDB).
+		c, err = ovsconfig.Dial(ctx, k.ovsdb, ovsconfig.Options{})
 		if ctx.Err() != nil {
 			return
 		}
