@@ -135,8 +135,11 @@ type Config struct {
 }
 
 // Run serves until ctx is cancelled, then stops gracefully: gRPC first (with a
-// deadline), then the engine, then the store, in reverse start order.
-func Run(ctx context.Context, cfg Config) error {
+// deadline), then the engine, then the store, in reverse start order. A
+// start that fails removes the store file (and its directories) if it
+// created them: a new, empty store left behind would make the next start a
+// different instance.
+func Run(ctx context.Context, cfg Config) (err error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -170,6 +173,13 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	fresh, serving := missingPaths(cfg.DBPath), false
+	defer func() {
+		// After st.Close (deferred later, run earlier).
+		if err != nil && !serving {
+			removeCreated(log, fresh)
+		}
+	}()
 	st, err := store.Open(cfg.DBPath, store.Options{Describe: describeEntry})
 	if err != nil {
 		return err
@@ -316,6 +326,7 @@ func Run(ctx context.Context, cfg Config) error {
 		})
 	}
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	serving = true
 	log.Info("serving", "listen", cfg.Listen, "metrics", metricsAddr, "bridges", cfg.Bridges)
 	if cfg.Ready != nil {
 		cfg.Ready()
