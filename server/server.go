@@ -82,6 +82,9 @@ type Config struct {
 	// KeepaliveTime and KeepaliveTimeout tune how fast a frozen gRPC client
 	// is dropped; zero: the Default values.
 	KeepaliveTime, KeepaliveTimeout time.Duration
+	// MaxConnsPerUID caps the API connections one peer uid holds at once;
+	// more are refused at the handshake (DefaultMaxConnsPerUID when 0).
+	MaxConnsPerUID int
 	// EventHeartbeat is the idle interval of Watch heartbeats. Default 10 s.
 	EventHeartbeat time.Duration
 	// Writers authorises writes per module by the peer's uid or gid; empty:
@@ -165,6 +168,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if cfg.KeepaliveTimeout <= 0 {
 		cfg.KeepaliveTimeout = DefaultKeepaliveTimeout
 	}
+	if cfg.MaxConnsPerUID <= 0 {
+		cfg.MaxConnsPerUID = DefaultMaxConnsPerUID
+	}
 	log := cfg.Logger
 	if err := cfg.Guard.validate(); err != nil {
 		return err
@@ -242,7 +248,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	reg.MustRegister(srvMetrics)
 	gs := grpc.NewServer(
 		grpc.ForceServerCodec(utf8Codec{}),
-		grpc.Creds(newPeerCreds()),
+		grpc.Creds(newPeerCreds(newConnLimit(cfg.MaxConnsPerUID, log, reg))),
 		// Every reply is batched far below this; requests larger than it go
 		// as streams (PutStream, Sync), whose errors say so.
 		grpc.MaxRecvMsgSize(MaxMessageBytes),

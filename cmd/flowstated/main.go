@@ -119,6 +119,7 @@ func newCommand() *cobra.Command {
 	f.DurationVar(&cfg.Guard.Grace, "guard-grace", guard.DefaultGrace, "how long flowstated may be dead or wedged before the guard clears flow-restore-wait; a guard with a longer --grace is not trusted")
 	f.DurationVar(&cfg.Guard.StartTimeout, "guard-start-timeout", server.DefaultGuardStartTimeout, "at start, how long to wait for a guard to prove itself (its heartbeat) before serving without one, flow-restore-wait disarmed; the API socket, health SERVING and READY=1 wait for it")
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a graceful stop waits for in-flight calls")
+	f.IntVar(&cfg.MaxConnsPerUID, "max-conns-per-uid", server.DefaultMaxConnsPerUID, "API connections one peer uid may hold at once; more are refused (counted in flowstate_api_connections_refused_total, logged once per episode)")
 	f.StringArrayVar(&writers, "module-writer", nil, "MODULE=uid:N or MODULE=gid:N: only root and these peers may write MODULE (repeatable); without any, every peer that can open the socket may write every module")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error; at run time SIGUSR1 switches to debug and SIGUSR2 back to this level")
