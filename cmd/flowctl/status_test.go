@@ -113,13 +113,14 @@ func TestStatusTruth(t *testing.T) {
 
 // TestStatusGate: a closed gate counts down to its readiness timeout ("in
 // 59s", at a time to come), and wait prints one line for it, not one a
-// second.
+// second. A vswitchd started under it is held, and status says so.
 func TestStatusGate(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	e := testenv.New(ctx, t, testenv.Configure(func(c *server.Config) {
 		c.RequiredModules = []string{"pipeline"}
 		c.ReadinessTimeout = time.Minute
+		c.RearmFlowRestoreWait = true
 	}))
 	e.Start(ctx)
 	out := statusText(ctx, t, e)
@@ -132,6 +133,24 @@ func TestStatusGate(t *testing.T) {
 	}
 	if n := strings.Count(stderr, "waiting:"); n != 1 {
 		t.Fatalf("wait printed %d lines in 3 s, want 1 (the countdown is no change):\n%s", n, stderr)
+	}
+
+	if err := e.Sandbox.SetFlowRestoreWait(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Sandbox.KillVswitchd(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Sandbox.StartVswitchd(ctx); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Poll(ctx, t, "status says the gate holds vswitchd", func() (bool, error) {
+		out = statusText(ctx, t, e)
+		return strings.Contains(out, "flow-restore-wait: set, HOLDING ovs-vswitchd"), nil
+	})
+	if _, stderr, code := flowctl(ctx, "", "--server", e.Config.Listen, "--timeout", "1s", "wait", "--released"); code != 1 ||
+		!strings.Contains(stderr, "flow-restore-wait is set") {
+		t.Fatalf("wait --released with vswitchd held: exit %d\n%s", code, stderr)
 	}
 }
 
