@@ -480,8 +480,10 @@ func TestOvsRestart(t *testing.T) {
 				t.Fatalf("exit %d, want %d", code, wantCode)
 			}
 			// --timeout 5: the wait, then a release that does not wait
-			// for a vswitchd that is not running.
-			if took > 9*time.Second {
+			// for a vswitchd that is not running (unloaded about 5.3 s;
+			// the 24.7 s of issue 24 was a second look and a release
+			// waiting for it).
+			if took > 10*time.Second {
 				t.Fatalf("--timeout 5 took %v", took)
 			}
 			if on, err := sb.FlowRestoreWait(ctx); err != nil || on {
@@ -491,6 +493,8 @@ func TestOvsRestart(t *testing.T) {
 				t.Fatal(err)
 			}
 			converged()
+			// Re-armed after the restore, as the next subtest expects.
+			testenv.Poll(ctx, t, "the flag re-armed", func() (bool, error) { return sb.FlowRestoreWait(ctx) })
 		}
 	})
 
