@@ -989,7 +989,8 @@ type StatusResponse struct {
 	// for longer than --wedge-after; health then reports NOT_SERVING.
 	Wedged string `protobuf:"bytes,11,opt,name=wedged,proto3" json:"wedged,omitempty"`
 	// last_release is when flowstated last cleared flow-restore-wait under a
-	// vswitchd that was held (a restore completed); unset if never since start.
+	// vswitchd that was held (a restore completed). It is kept in the store,
+	// so a restarted flowstated reports its predecessor's; unset if never.
 	LastRelease *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=last_release,json=lastRelease,proto3" json:"last_release,omitempty"`
 	// sessions lists the connected gRPC clients. A frozen client is dropped
 	// by the server's keepalive (about 15 s after it last answered).
