@@ -206,10 +206,11 @@ func (peerCred) AuthType() string { return "unix-peercred" }
 // and the peer's uid and gid read with SO_PEERCRED at the handshake.
 type peerCreds struct {
 	credentials.TransportCredentials
+	limit *connLimit // nil: no cap
 }
 
-func newPeerCreds() credentials.TransportCredentials {
-	return peerCreds{insecure.NewCredentials()}
+func newPeerCreds(limit *connLimit) credentials.TransportCredentials {
+	return peerCreds{insecure.NewCredentials(), limit}
 }
 
 func (c peerCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
@@ -236,9 +237,17 @@ func (c peerCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInf
 		uid:            cred.Uid, gid: cred.Gid, pid: cred.Pid,
 	}
 	pc.groups, pc.groupsErr = peerGroups("/proc", cred.Pid)
-	return conn, pc, nil
+	if c.limit == nil {
+		return conn, pc, nil
+	}
+	// Refused here, the connection is closed by gRPC before it costs
+	// anything more.
+	if err := c.limit.acquire(cred.Uid); err != nil {
+		return nil, nil, err
+	}
+	return &limitedConn{Conn: conn, release: func() { c.limit.release(cred.Uid) }}, pc, nil
 }
 
 func (c peerCreds) Clone() credentials.TransportCredentials {
-	return peerCreds{c.TransportCredentials.Clone()}
+	return peerCreds{c.TransportCredentials.Clone(), c.limit}
 }

@@ -187,18 +187,25 @@ func (k *keeper) run(ctx context.Context) {
 	defer t.Stop()
 	fast := true
 	var lastWedged, lastErr string
+	var wedgedAt time.Time
 	for {
 		wedged := k.engine.Wedged()
-		if wedged != lastWedged {
-			if wedged != "" {
+		// The reason carries its growing duration: one line when an
+		// operation wedges and one when it ends, not one a second.
+		if what := wedgedWhat(wedged); what != wedgedWhat(lastWedged) {
+			switch {
+			case wedged != "" && lastWedged == "":
+				wedgedAt = time.Now()
 				k.log.Error("engine wedged: health NOT_SERVING, guard lease no longer renewed", "reason", wedged)
 				k.hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
-			} else {
-				k.log.Info("engine responsive again")
+			case wedged != "":
+				k.log.Error("engine still wedged, by another operation", "reason", wedged)
+			default:
+				k.log.Info("engine responsive again", "wedged_for", time.Since(wedgedAt).Round(time.Second), "was", lastWedged)
 				k.hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 			}
-			lastWedged = wedged
 		}
+		lastWedged = wedged
 		k.wedged.Store(&wedged)
 		if err := k.tend(wedged == ""); err != nil && err.Error() != lastErr {
 			k.log.Error("guard", "err", err)
@@ -228,6 +235,13 @@ func (k *keeper) run(ctx context.Context) {
 	}
 }
 
+// wedgedWhat is the operation a restore.Engine.Wedged answer names, without
+// its duration ("bridge br-int busy for 3m2s": "bridge br-int").
+func wedgedWhat(w string) string {
+	what, _, _ := strings.Cut(w, " busy for ")
+	return what
+}
+
 // readIdentity keeps flowstated's own OVSDB identity current (one round trip
 // a renewal) until ctx ends. The last identity read stays while the server
 // does not answer: a database does not change by being unreachable, and the
@@ -236,7 +250,10 @@ func (k *keeper) readIdentity(ctx context.Context) {
 	var c *ovsconfig.Client
 	for c == nil {
 		var err error
-		c, err = ovsconfig.Dial(ctx, k.ovsdb, ovsconfig.Options{Logger: k.log})
+		// No logger: this second connection to the engine's own
+		// ovsdb-server would log each of its losses and reconnects
+		// twice; its failures show as the guard's proof (FieldOVSDB).
+		c, err = ovsconfig.Dial(ctx, k.ovsdb, ovsconfig.Options{})
 		if ctx.Err() != nil {
 			return
 		}

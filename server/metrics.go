@@ -2,11 +2,10 @@ package server
 
 import (
 	"log/slog"
-	"runtime"
-	"runtime/debug"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/flowstate-io/flowstate/internal/version"
 	"github.com/flowstate-io/flowstate/server/guard"
 	"github.com/flowstate-io/flowstate/server/restore"
 	"github.com/flowstate-io/flowstate/store"
@@ -81,8 +80,12 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descGuardUnproven, f == failing, f)
 	}
 	gauge(descWedged, c.keep.wedgedReason() != "")
-	version, revision := buildVersion()
-	gauge(descBuild, true, version, revision, runtime.Version())
+	bi := version.Get()
+	revision := bi.Commit
+	if revision == "" {
+		revision = "unknown"
+	}
+	gauge(descBuild, true, bi.Version, revision, bi.GoVersion)
 
 	modules, err := c.engine.Modules()
 	if err != nil {
@@ -105,23 +108,4 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descEntries, prometheus.GaugeValue, float64(v), n.Bridge, n.Module, kind)
 		}
 	}
-}
-
-// buildVersion reads the main module's version and VCS revision from the
-// build info ("(devel)" and "unknown" when absent).
-func buildVersion() (version, revision string) {
-	version, revision = "(devel)", "unknown"
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return version, revision
-	}
-	if bi.Main.Version != "" {
-		version = bi.Main.Version
-	}
-	for _, s := range bi.Settings {
-		if s.Key == "vcs.revision" {
-			revision = s.Value
-		}
-	}
-	return version, revision
 }

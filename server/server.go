@@ -82,6 +82,9 @@ type Config struct {
 	// KeepaliveTime and KeepaliveTimeout tune how fast a frozen gRPC client
 	// is dropped; zero: the Default values.
 	KeepaliveTime, KeepaliveTimeout time.Duration
+	// MaxConnsPerUID caps the API connections one peer uid holds at once;
+	// more are refused at the handshake (DefaultMaxConnsPerUID when 0).
+	MaxConnsPerUID int
 	// EventHeartbeat is the idle interval of Watch heartbeats. Default 10 s.
 	EventHeartbeat time.Duration
 	// Writers authorises writes per module by the peer's uid or gid; empty:
@@ -137,8 +140,11 @@ type Config struct {
 }
 
 // Run serves until ctx is cancelled, then stops gracefully: gRPC first (with a
-// deadline), then the engine, then the store, in reverse start order.
-func Run(ctx context.Context, cfg Config) error {
+// deadline), then the engine, then the store, in reverse start order. A
+// start that fails removes the store file (and its directories) if it
+// created them: a new, empty store left behind would make the next start a
+// different instance.
+func Run(ctx context.Context, cfg Config) (err error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -164,6 +170,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.KeepaliveTimeout <= 0 {
 		cfg.KeepaliveTimeout = DefaultKeepaliveTimeout
 	}
+	if cfg.MaxConnsPerUID <= 0 {
+		cfg.MaxConnsPerUID = DefaultMaxConnsPerUID
+	}
 	log := cfg.Logger
 	if err := cfg.Guard.validate(); err != nil {
 		return err
@@ -172,6 +181,13 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	fresh, serving := missingPaths(cfg.DBPath), false
+	defer func() {
+		// After st.Close (deferred later, run earlier).
+		if err != nil && !serving {
+			removeCreated(log, fresh)
+		}
+	}()
 	st, err := store.Open(cfg.DBPath, store.Options{Describe: describeEntry})
 	if err != nil {
 		return err
@@ -237,7 +253,7 @@ func Run(ctx context.Context, cfg Config) error {
 	reg.MustRegister(srvMetrics)
 	gs := grpc.NewServer(
 		grpc.ForceServerCodec(utf8Codec{}),
-		grpc.Creds(newPeerCreds()),
+		grpc.Creds(newPeerCreds(newConnLimit(cfg.MaxConnsPerUID, log, reg))),
 		// Every reply is batched far below this; requests larger than it go
 		// as streams (PutStream, Sync), whose errors say so.
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
@@ -323,6 +339,7 @@ func Run(ctx context.Context, cfg Config) error {
 		})
 	}
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	serving = true
 	log.Info("serving", "listen", cfg.Listen, "metrics", metricsAddr, "bridges", cfg.Bridges)
 	if cfg.Ready != nil {
 		cfg.Ready()

@@ -16,6 +16,7 @@ import (
 	flowstatev1 "github.com/flowstate-io/flowstate/api/flowstate/v1"
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/errdefs"
+	"github.com/flowstate-io/flowstate/internal/version"
 	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/restore"
 	"github.com/flowstate-io/flowstate/store"
@@ -202,6 +203,11 @@ func (s *service) Status(ctx context.Context, _ *flowstatev1.StatusRequest) (*fl
 	}
 	resp.FlowRestoreWait, resp.OvsdbConnected = s.engine.FlowRestoreWait()
 	resp.VswitchdAcknowledged = s.engine.VswitchdAcknowledged()
+	running, unheld := s.engine.Vswitchd()
+	resp.VswitchdRunning = running
+	resp.VswitchdHeld = running && !unheld && resp.FlowRestoreWait
+	bi := version.Get()
+	resp.Version, resp.Commit = bi.Version, bi.Commit
 	perBridge := map[string]*flowstatev1.BridgeStatus{}
 	for _, bs := range s.engine.Status() {
 		pb := toBridgeStatus(bs)
@@ -240,7 +246,10 @@ func (s *service) Status(ctx context.Context, _ *flowstatev1.StatusRequest) (*fl
 			resp.Modules = append(resp.Modules, &flowstatev1.ModuleStatus{Name: name, Required: st.Required, Ready: st.Ready})
 		}
 	}
-	for _, ss := range s.sessions.Sessions() {
+	// The caller's own connection is left out: flowctl status would
+	// otherwise always list itself.
+	self, _ := ctx.Value(sessionKey{}).(*session)
+	for _, ss := range s.sessions.Sessions(self) {
 		resp.Sessions = append(resp.Sessions, &flowstatev1.Session{
 			Uid: ss.UID, Gid: ss.GID, Pid: ss.PID, Modules: ss.Modules, Remote: ss.Remote, Calls: ss.Calls,
 			Since: timestamppb.New(ss.Since), LastActivity: timestamppb.New(ss.LastActivity),

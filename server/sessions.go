@@ -127,14 +127,16 @@ func (s *session) snapshot() Session {
 	}
 }
 
-// Sessions returns the live sessions, oldest first.
-func (t *sessionTable) Sessions() []Session {
+// Sessions returns the live sessions but except (nil: all), oldest first.
+func (t *sessionTable) Sessions(except *session) []Session {
 	t.mu.Lock()
 	all := slices.Collect(maps.Keys(t.live))
 	t.mu.Unlock()
 	out := make([]Session, 0, len(all))
 	for _, s := range all {
-		out = append(out, s.snapshot())
+		if s != except {
+			out = append(out, s.snapshot())
+		}
 	}
 	slices.SortFunc(out, func(a, b Session) int { return a.Since.Compare(b.Since) })
 	return out

@@ -141,8 +141,8 @@ func sessionOf(st *client.Status, pid int) (client.Session, bool) {
 	return st.Sessions[i], true
 }
 
-// TestSessions: Status lists each connected client with its uid, pid and the
-// modules it wrote, and a client that freezes (SIGSTOP) is dropped by the
+// TestSessions: Status lists each connected client but the caller with its
+// uid, pid and the modules it wrote, and a client that freezes (SIGSTOP) is dropped by the
 // server's keepalive: here within 1+1 s, with the defaults within 15 s.
 func TestSessions(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -165,9 +165,10 @@ func TestSessions(t *testing.T) {
 		s.Since.IsZero() || s.LastActivity.Before(s.Since) || time.Since(s.Since) > time.Minute {
 		t.Fatalf("session of the helper: %+v", s)
 	}
-	self, ok := sessionOf(st, os.Getpid())
-	if !ok || len(self.Modules) != 0 {
-		t.Fatalf("this test's own session: %+v (found %v)", self, ok)
+	// The caller's own connection is not listed (flowctl status would
+	// always show itself).
+	if self, ok := sessionOf(st, os.Getpid()); ok {
+		t.Fatalf("Status lists the caller's own session: %+v", self)
 	}
 
 	// Frozen: the kernel keeps its socket open, only the keepalive notices.

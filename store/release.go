@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -28,6 +29,39 @@ func (s *Store) SetReleasedVswitchd(id string) error {
 	})
 	if err != nil {
 		return fmt.Errorf("store: released vswitchd: %w", err)
+	}
+	return nil
+}
+
+var keyLastRelease = []byte("last_release")
+
+// LastRelease returns when a flowstated of this store last released a held
+// ovs-vswitchd (zero if never recorded), so that the time survives a
+// flowstated restart (Status.last_release, flowctl wait --released --since).
+func (s *Store) LastRelease() (time.Time, error) {
+	var at time.Time
+	err := s.view(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketMeta).Get(keyLastRelease)
+		if v == nil {
+			return nil
+		}
+		var err error
+		at, err = time.Parse(time.RFC3339Nano, string(v))
+		return err
+	})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("store: last release: %w", err)
+	}
+	return at, nil
+}
+
+// SetLastRelease records at as the time of the last release.
+func (s *Store) SetLastRelease(at time.Time) error {
+	err := s.update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketMeta).Put(keyLastRelease, []byte(at.UTC().Format(time.RFC3339Nano)))
+	})
+	if err != nil {
+		return fmt.Errorf("store: last release: %w", err)
 	}
 	return nil
 }

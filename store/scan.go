@@ -35,6 +35,7 @@ type Record struct {
 // bridge's writers out (the engine holds the bridge's lock).
 func (s *Store) ScanFlows(bridge string, from []byte, fn func(Record) error) error {
 	next := from
+	var fnErr error
 	for {
 		var last []byte
 		n := 0
@@ -65,6 +66,7 @@ func (s *Store) ScanFlows(bridge string, from []byte, fn func(Record) error) err
 					continue
 				}
 				if err := fn(Record{ID: k, Payload: payload, Module: owner}); err != nil {
+					fnErr = err
 					return err
 				}
 				n++
@@ -74,6 +76,10 @@ func (s *Store) ScanFlows(bridge string, from []byte, fn func(Record) error) err
 		switch {
 		case errors.Is(err, StopScan):
 			return nil
+		case fnErr != nil:
+			// The caller's own failure (a switch that went away
+			// during a replay): not the store's to claim.
+			return fnErr
 		case err != nil:
 			return fmt.Errorf("store: scan flows: %w", err)
 		case last == nil:

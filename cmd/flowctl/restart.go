@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	flowstatev1 "github.com/flowstate-io/flowstate/api/flowstate/v1"
 	"github.com/flowstate-io/flowstate/client"
 	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/server/ovsconfig"
@@ -315,24 +316,52 @@ func (c conditions) String() string {
 	return "converged"
 }
 
-// missing says what keeps st from meeting c; empty when it does.
-func (c conditions) missing(st *client.Status) []string {
+// missing says what keeps st from meeting c; empty when it does. held is
+// whether the flag holds the running vswitchd (Status.vswitchd_held).
+func (c conditions) missing(st *client.Status, held bool) []string {
 	var out []string
 	if c.converged {
 		out = append(out, notConverged(st)...)
 	}
 	if c.released {
-		if why := c.notReleased(st); why != "" {
+		if why := c.notReleased(st, held); why != "" {
 			out = append(out, why)
 		}
 	}
 	return out
 }
 
+// holds reports whether the flag holds the running vswitchd, asked only when
+// notReleased needs it (--released without --since, the flag set): the
+// client's Status does not carry it yet. Unanswered, it counts as held.
+func (c conditions) holds(ctx context.Context, cl *client.Client, st *client.Status) bool {
+	if !c.released || !c.since.IsZero() || !st.FlowRestoreWait {
+		return false
+	}
+	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	raw, err := flowstatev1.NewFlowStateServiceClient(cl.Conn()).Status(pctx, &flowstatev1.StatusRequest{})
+	return err != nil || raw.GetVswitchdHeld()
+}
+
+// gatePending begins client.Status.Pending's line for a closed gate.
+const gatePending = "gate closed, waiting for modules "
+
 // notConverged: the gate is open and every bridge is converged or excused
 // (missing from OVSDB, or given up on after --max-hold; warned about apart).
 func notConverged(st *client.Status) []string {
-	out := st.Pending()
+	var out []string
+	for _, p := range st.Pending() {
+		// Pending counts the gate's timeout down, which is no change
+		// worth a line every poll: name the deadline instead.
+		if g := st.Gate; !g.Open && strings.HasPrefix(p, gatePending) {
+			p = gatePending + strings.Join(g.WaitingFor, ", ")
+			if !g.Deadline.IsZero() {
+				p += " (readiness timeout at " + g.Deadline.Local().Format(time.RFC3339) + ")"
+			}
+		}
+		out = append(out, p)
+	}
 	if st.Wedged != "" && len(out) > 0 {
 		out = append(out, "engine wedged: "+st.Wedged)
 	}
@@ -341,10 +370,12 @@ func notConverged(st *client.Status) []string {
 
 // notReleased: vswitchd is not held by the flag. Either the flag is not set
 // and vswitchd has read that, or flowstated released it (last_release) at or
-// after since.
-func (c conditions) notReleased(st *client.Status) string {
+// after since. Without since, the store's last release (perhaps a previous
+// flowstated's, long ago) counts only if the flag does not hold the running
+// vswitchd now.
+func (c conditions) notReleased(st *client.Status, held bool) string {
 	last := st.LastRelease
-	if !last.IsZero() && !last.Before(c.since) {
+	if !last.IsZero() && !last.Before(c.since) && (!c.since.IsZero() || !held) {
 		return ""
 	}
 	if !st.OVSDBConnected {
@@ -359,9 +390,11 @@ func (c conditions) notReleased(st *client.Status) string {
 	msg := "flow-restore-wait is set"
 	switch {
 	case last.IsZero():
-		msg += ", and flowstated has not released ovs-vswitchd since it started"
+		msg += ", and flowstated (with this store) has never released ovs-vswitchd"
 	case !c.since.IsZero():
 		msg += ", and flowstated last released ovs-vswitchd at " + last.Local().Format(time.RFC3339Nano) + ", before --since"
+	default:
+		msg += " and holds the running ovs-vswitchd (flowstated last released one at " + last.Local().Format(time.RFC3339) + ")"
 	}
 	return msg
 }
@@ -379,7 +412,8 @@ connected and holds exactly its desired state, or was excused (missing from
 OVSDB, or not restorable within flowstated's --max-hold; printed as a warning).
 --released: ovs-vswitchd is not held by flow-restore-wait: the flag is not set
 and vswitchd has read that, or flowstated released it at or after --since.
-Without --since, any release since flowstated started counts.
+Without --since, flowstated's last release (kept in its store across
+restarts) counts unless the flag holds the running vswitchd now.
 
 The answer comes from flowstated's Status. While waiting, each change of what
 is missing is printed to stderr. Exit status 0 when met, 1 with what is still
@@ -437,11 +471,15 @@ func waitFor(ctx context.Context, cmd *cobra.Command, g *globals, c *client.Clie
 		now := why
 		switch {
 		case err == nil:
-			missing := cond.missing(st)
+			missing := cond.missing(st, cond.holds(ctx, c, st))
 			if len(missing) == 0 {
 				for _, b := range st.Bridges {
 					if b.Excused != "" && cond.converged {
-						fmt.Fprintf(cmd.ErrOrStderr(), "flowctl: warning: %s NOT RESTORED, node released without it: %s\n", b.Name, b.Excused)
+						why := b.Excused
+						if b.Reason != "" && !strings.Contains(why, b.Reason) {
+							why += ": " + b.Reason
+						}
+						fmt.Fprintf(cmd.ErrOrStderr(), "flowctl: warning: %s NOT RESTORED, node released without it: %s\n", b.Name, why)
 					}
 				}
 				fmt.Fprintln(cmd.OutOrStdout(), cond)

@@ -14,7 +14,11 @@ import (
 	flowstatev1 "github.com/flowstate-io/flowstate/api/flowstate/v1"
 	"github.com/flowstate-io/flowstate/client"
 	"github.com/flowstate-io/flowstate/errdefs/errgrpc"
+	"github.com/flowstate-io/flowstate/internal/version"
 )
+
+// clientVersion is this flowctl's build, shown beside the server's.
+var clientVersion = version.Get()
 
 func newStatus(g *globals) *cobra.Command {
 	var output string
@@ -50,9 +54,53 @@ func newStatus(g *globals) *cobra.Command {
 	return cmd
 }
 
-// stamp renders t in RFC 3339 with its age.
+// stamp renders t in RFC 3339 with its age, or, for a time to come, how
+// far off it is.
 func stamp(t time.Time) string {
+	if d := time.Until(t).Round(time.Second); d > 0 {
+		return fmt.Sprintf("%s (in %v)", t.Local().Format(time.RFC3339), d)
+	}
 	return fmt.Sprintf("%s (%v ago)", t.Local().Format(time.RFC3339), time.Since(t).Round(time.Second))
+}
+
+// buildLine renders a build as --version does, without the Go version.
+func buildLine(prog, v, commit string) string {
+	if v == "" {
+		v = "devel"
+	}
+	if commit == "" {
+		commit = "unknown"
+	}
+	return fmt.Sprintf("%s %s (commit %s)", prog, v, commit)
+}
+
+// flagLine says what flow-restore-wait means for the running vswitchd: a
+// flag set under a vswitchd that was released (the re-armed flag of steady
+// state, or right after flowctl release) holds nothing now, it is armed for
+// the next start.
+func flagLine(st *flowstatev1.StatusResponse) string {
+	if !st.GetOvsdbConnected() {
+		return "ovsdb NOT CONNECTED: flow-restore-wait and ovs-vswitchd unknown"
+	}
+	var vs string
+	switch {
+	case !st.GetVswitchdRunning():
+		vs = "ovs-vswitchd NOT RUNNING"
+	case st.GetVswitchdAcknowledged():
+		vs = "ovs-vswitchd running, read by vswitchd: true"
+	default:
+		vs = "ovs-vswitchd running, read by vswitchd: false (it has not read the latest change yet)"
+	}
+	var flag string
+	switch {
+	case !st.GetFlowRestoreWait():
+		flag = "flow-restore-wait: cleared"
+	case st.GetVswitchdHeld():
+		flag = "flow-restore-wait: set, HOLDING ovs-vswitchd (no new flows forward until flowstated restores every bridge and releases it)"
+	default:
+		flag = "flow-restore-wait: armed for the next vswitchd start"
+	}
+	return "ovsdb connected; " + vs + "; " + flag
 }
 
 func printStatus(w io.Writer, st *flowstatev1.StatusResponse) error {
@@ -60,14 +108,21 @@ func printStatus(w io.Writer, st *flowstatev1.StatusResponse) error {
 	if st.GetColdStart() {
 		start = "cold"
 	}
+	fmt.Fprintf(w, "server %s; client %s\n", buildLine("flowstated", st.GetVersion(), st.GetCommit()),
+		buildLine("flowctl", clientVersion.Version, clientVersion.Commit))
 	fmt.Fprintf(w, "boot id %s (%s start)\n", st.GetBootId(), start)
-	fmt.Fprintf(w, "ovsdb connected: %v, flow-restore-wait: %v, read by vswitchd: %v\n", st.GetOvsdbConnected(), st.GetFlowRestoreWait(), st.GetVswitchdAcknowledged())
+	fmt.Fprintln(w, flagLine(st))
+	if t := st.GetLastRelease(); t != nil {
+		fmt.Fprintf(w, "last release of ovs-vswitchd: %s\n", stamp(t.AsTime()))
+	} else {
+		fmt.Fprintln(w, "last release of ovs-vswitchd: never (by flowstated with this store)")
+	}
 	if g := st.GetGate(); g.GetOpen() {
 		fmt.Fprintf(w, "gate open: %s\n", g.GetReason())
 	} else {
 		fmt.Fprintf(w, "gate CLOSED: waiting for modules %s", strings.Join(g.GetWaitingFor(), ", "))
 		if d := g.GetDeadline(); d != nil {
-			fmt.Fprintf(w, "; readiness timeout in %v (%s)", time.Until(d.AsTime()).Round(time.Second), stamp(d.AsTime()))
+			fmt.Fprintf(w, "; readiness timeout %s", stamp(d.AsTime()))
 		}
 		fmt.Fprintln(w)
 	}
@@ -106,8 +161,9 @@ func printStatus(w io.Writer, st *flowstatev1.StatusResponse) error {
 		return err
 	}
 	for _, b := range st.GetBridges() {
-		if b.GetReason() != "" {
-			fmt.Fprintf(w, "  %s not converged: %s\n", b.GetName(), b.GetReason())
+		// An excuse may carry the reason (--max-hold); each is printed once.
+		if r := b.GetReason(); r != "" && !strings.Contains(b.GetExcused(), r) {
+			fmt.Fprintf(w, "  %s not converged: %s\n", b.GetName(), r)
 		}
 		if b.GetExcused() != "" {
 			fmt.Fprintf(w, "  %s NOT RESTORED, node released without it: %s\n", b.GetName(), b.GetExcused())

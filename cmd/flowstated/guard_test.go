@@ -73,6 +73,7 @@ type node struct {
 	sock    string
 	lease   string
 	args    []string
+	bin     string // the flowstated binary; "" for binary(t)
 	c       *client.Client
 	cmd     *exec.Cmd
 	waited  chan error

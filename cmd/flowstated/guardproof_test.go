@@ -333,7 +333,11 @@ func (n *node) startNoWait() {
 		n.stopped = append(n.stopped, n.logs.String())
 		n.logs = &syncBuffer{}
 	}
-	n.cmd = exec.Command(binary(n.t), n.args...)
+	bin := n.bin
+	if bin == "" {
+		bin = binary(n.t)
+	}
+	n.cmd = exec.Command(bin, n.args...)
 	n.cmd.Stderr = n.logs
 	if err := n.cmd.Start(); err != nil {
 		n.t.Fatal(err)

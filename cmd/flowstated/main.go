@@ -59,11 +59,13 @@ func newCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := newLogger(logFormat, logLevel)
+			log, level, err := newLogger(logFormat, logLevel)
 			if err != nil {
 				return err
 			}
 			cfg.Logger = log
+			stopLevels := levelSignals(log, level)
+			defer stopLevels()
 			if cpuProf != "" {
 				stop, err := startCPUProfile(cpuProf)
 				if err != nil {
@@ -112,14 +114,15 @@ func newCommand() *cobra.Command {
 	f.DurationVar(&cfg.WedgeAfter, "wedge-after", 2*time.Minute, "an operation on the switch, the flag or the store running this long counts as wedged: health turns NOT_SERVING, the systemd watchdog and the guard lease stop")
 	f.BoolVar(&cfg.TakeOver, "take-over", false, "manage bridges that another flowstate store managed, or that hold flows this store never declared, deleting those flows at the first replay (use once, to adopt a bridge; see docs/operations.md)")
 	f.StringVar(&owned, "owned-cookie", "0/0", "VALUE/MASK: manage only the flows whose cookie matches (cookie&MASK == VALUE) on every managed bridge; the others belong to another controller and are left alone, and restored from a mirror after a vswitchd restart (0/0: every flow)")
-	f.StringVar(&cfg.Guard.Mode, "guard", server.GuardSpawn, "who releases the node if flowstated dies or hangs: spawn (start a guard process), external (a guard unit or container runs `flowstated guard`; without it the flag stays disarmed), off")
+	f.StringVar(&cfg.Guard.Mode, "guard", server.GuardSpawn, "who releases the node if flowstated dies or hangs: spawn (start a guard process), external (a guard unit or container runs 'flowstated guard'; without it the flag stays disarmed), off")
 	f.StringVar(&cfg.Guard.Lease, "guard-lease", defaultLease, "lease file flowstated renews and the guard watches")
 	f.DurationVar(&cfg.Guard.Grace, "guard-grace", guard.DefaultGrace, "how long flowstated may be dead or wedged before the guard clears flow-restore-wait; a guard with a longer --grace is not trusted")
 	f.DurationVar(&cfg.Guard.StartTimeout, "guard-start-timeout", server.DefaultGuardStartTimeout, "at start, how long to wait for a guard to prove itself (its heartbeat) before serving without one, flow-restore-wait disarmed; the API socket, health SERVING and READY=1 wait for it")
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a graceful stop waits for in-flight calls")
+	f.IntVar(&cfg.MaxConnsPerUID, "max-conns-per-uid", server.DefaultMaxConnsPerUID, "API connections one peer uid may hold at once; more are refused (counted in flowstate_api_connections_refused_total, logged once per episode)")
 	f.StringArrayVar(&writers, "module-writer", nil, "MODULE=uid:N or MODULE=gid:N: only root and these peers may write MODULE (repeatable); without any, every peer that can open the socket may write every module")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
-	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error; at run time SIGUSR1 switches to debug and SIGUSR2 back to this level")
 	f.StringVar(&cpuProf, "cpuprofile", "", "write a CPU profile of flowstated to `FILE` until it exits (for cmd/flowstate-bench; see docs/benchmarks.md)")
 	cmd.AddCommand(newGuardCommand())
 	cmd.SetVersionTemplate("{{.Version}}\n")
@@ -155,7 +158,7 @@ grace no longer than flowstated's --guard-grace.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := newLogger(logFormat, "info")
+			log, _, err := newLogger(logFormat, "info")
 			if err != nil {
 				return err
 			}
@@ -192,19 +195,66 @@ func systemdLiveness() func(healthy bool, status string) {
 	}
 }
 
-func newLogger(format, level string) (*slog.Logger, error) {
+// newLogger is the daemon's logger at level, which the returned LevelVar
+// changes at run time (levelSignals).
+func newLogger(format, level string) (*slog.Logger, *slog.LevelVar, error) {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: %w", level, err)
+		return nil, nil, fmt.Errorf("--log-level %q: %w", level, err)
 	}
-	opts := &slog.HandlerOptions{Level: lvl}
+	v := new(slog.LevelVar)
+	v.Set(lvl)
+	opts := &slog.HandlerOptions{Level: v, ReplaceAttr: durationsAsText}
 	switch format {
 	case "text":
-		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), v, nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), v, nil
 	}
-	return nil, errors.New("--log-format: want text or json")
+	return nil, nil, errors.New("--log-format: want text or json")
+}
+
+// durationsAsText writes a duration as Go writes it ("10s"): slog's JSON
+// handler would write nanoseconds (10000000000), which nobody reads at 3 a.m.
+func durationsAsText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.String(a.Key, a.Value.Duration().String())
+	}
+	return a
+}
+
+// levelSignals changes the log level at run time, without a restart: SIGUSR1
+// to debug, SIGUSR2 back to the level the daemon started with. It stops when
+// the returned function is called.
+func levelSignals(log *slog.Logger, level *slog.LevelVar) (stop func()) {
+	start := level.Level()
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGUSR1, syscall.SIGUSR2)
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		for {
+			select {
+			case <-done:
+				return
+			case sig := <-ch:
+				to := start
+				if sig == syscall.SIGUSR1 {
+					to = slog.LevelDebug
+				}
+				from := level.Level()
+				level.Set(to)
+				// At WARN, so the change shows at any level.
+				log.Warn("log level changed", "signal", sig.String(), "from", from.String(), "to", to.String())
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(ch)
+		close(done)
+		<-exited
+	}
 }
 
 // startCPUProfile profiles this process into path until the returned stop is

@@ -16,6 +16,14 @@ import (
 // `go install module@version`), else "devel".
 var Version string
 
+// Commit is the VCS revision, set at link time where the toolchain cannot
+// read it (an image build whose context has no .git: deploy/Dockerfile):
+//
+//	go build -ldflags '-X github.com/flowstate-io/flowstate/internal/version.Commit=1c551f3a'
+//
+// Empty means: the revision the toolchain recorded (vcs.revision), if any.
+var Commit string
+
 // Info describes one build.
 type Info struct {
 	// Version is the release version or "devel".
@@ -31,7 +39,7 @@ type Info struct {
 
 // Get returns the running binary's build information.
 func Get() Info {
-	info := Info{Version: Version, GoVersion: runtime.Version()}
+	info := Info{Version: Version, Commit: Commit, GoVersion: runtime.Version()}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		if info.Version == "" {
@@ -52,6 +60,11 @@ func Get() Info {
 		case "vcs.modified":
 			info.Modified = s.Value == "true"
 		}
+	}
+	if Commit != "" {
+		// The link-time revision names the tree the builder meant; what
+		// the toolchain saw (if anything) may be a copy of it.
+		info.Commit, info.Modified = Commit, false
 	}
 	return info
 }

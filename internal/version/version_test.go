@@ -36,3 +36,13 @@ func TestGetLinkTimeVersionWins(t *testing.T) {
 		t.Fatal("Get() without a link-time version has an empty Version")
 	}
 }
+
+// TestGetLinkTimeCommit: a commit set with -X (an image build, whose
+// context has no .git) is the one reported, not modified.
+func TestGetLinkTimeCommit(t *testing.T) {
+	defer func(c string) { Commit = c }(Commit)
+	Commit = "0123abcd"
+	if got := Get(); got.Commit != "0123abcd" || got.Modified {
+		t.Fatalf("Get() = %+v, want commit 0123abcd, not modified", got)
+	}
+}

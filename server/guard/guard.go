@@ -337,6 +337,7 @@ func (g *guard) beat(ctx context.Context) {
 			if err != nil {
 				fail(err)
 			} else {
+				g.log.Info("guard: connected to ovsdb-server", "addr", g.cfg.OVSDB)
 				g.mu.Lock()
 				g.ovsdb, c = d, d
 				g.mu.Unlock()

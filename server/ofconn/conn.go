@@ -233,7 +233,8 @@ func (c *Conn) die(cause error) {
 		close(c.done)
 		c.nc.Close()
 		if !errors.Is(cause, errClosedByUser) {
-			c.log.Warn("ofconn: connection lost", "err", cause)
+			// The owner reports the loss (Err): one line per event.
+			c.log.Debug("ofconn: connection lost", "err", cause)
 		}
 	})
 }

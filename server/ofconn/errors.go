@@ -44,9 +44,9 @@ type closedError struct{ cause error }
 // Error leaves out the package prefix: operations wrap it with theirs ("ofconn: bundle: connection closed: ...").
 func (e *closedError) Error() string {
 	if e.cause == nil || errors.Is(e.cause, errClosedByUser) {
-		return "connection closed"
+		return "connection to the switch closed"
 	}
-	return "connection closed: " + strings.TrimPrefix(e.cause.Error(), "ofconn: ")
+	return "connection to the switch closed: " + strings.TrimPrefix(e.cause.Error(), "ofconn: ")
 }
 
 func (e *closedError) Unwrap() error { return e.cause }

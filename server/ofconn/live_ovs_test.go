@@ -39,7 +39,7 @@ func TestKilledSwitchDetected(t *testing.T) {
 	if !errors.Is(err, ErrClosed) || !errors.Is(err, errdefs.ErrUnavailable) {
 		t.Errorf("bundle on a dead connection = %v, want ErrClosed and errdefs.ErrUnavailable", err)
 	}
-	if want := "ofconn: bundle: connection closed: read: EOF"; err.Error() != want {
+	if want := "ofconn: bundle: connection to the switch closed: read: EOF"; err.Error() != want {
 		t.Errorf("bundle on a dead connection = %q, want %q", err, want)
 	}
 	if _, err := c.DumpFlows(ctx); !errors.Is(err, ErrClosed) {

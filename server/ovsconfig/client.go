@@ -126,7 +126,9 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	runCtx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
 	go c.run(runCtx, ovs)
-	c.log.Info("ovsconfig: connected to ovsdb-server")
+	// The owner says what the connection is for ("ovsdb connected"):
+	// logged here too, one connect would read as two.
+	c.log.Debug("ovsconfig: connected to ovsdb-server")
 	return c, nil
 }
 

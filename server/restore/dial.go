@@ -55,12 +55,14 @@ func (e *Engine) keepConnected(ctx context.Context, name string, log *slog.Logge
 // redial dials the management socket at path until it answers or ctx ends.
 // A restarting vswitchd is back within a fraction of a second and every
 // millisecond of it is a gated switch: it redials every 20 ms for the first
-// seconds after lost, then backs off to RetryInterval. A failure is logged
-// once, not at every retry.
+// seconds after lost, then backs off to RetryInterval. Within those first
+// seconds a failure is a restart in progress (debug: the loss was logged);
+// past them it is logged once, with its duration, not at every retry.
 func (e *Engine) redial(ctx context.Context, path string, lost time.Time, log *slog.Logger, unreachable func(string)) (*ofconn.Conn, error) {
 	const firstRetry, fastFor = 20 * time.Millisecond, 3 * time.Second
 	delay := firstRetry
 	var lastErr string
+	warned := false
 	for {
 		conn, err := ofconn.Dial(ctx, path, ofconn.Options{
 			EchoInterval: e.cfg.EchoInterval, EchoTimeout: e.cfg.EchoTimeout, Logger: log,
@@ -71,8 +73,12 @@ func (e *Engine) redial(ctx context.Context, path string, lost time.Time, log *s
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		if down := time.Since(lost); !warned && down > fastFor {
+			log.Warn("bridge unreachable, retrying", "path", path, "for", down.Round(time.Second), "err", err)
+			warned = true
+		}
 		if msg := err.Error(); msg != lastErr {
-			log.Warn("bridge unreachable, retrying", "path", path, "err", err)
+			log.Debug("bridge unreachable, retrying", "path", path, "err", err)
 			lastErr = msg
 			if unreachable != nil {
 				unreachable("OpenFlow connection: " + msg)

@@ -167,6 +167,9 @@ type Engine struct {
 	// lastRelease is when a clear last released a held vswitchd (unix
 	// nanoseconds), for Status.
 	lastRelease atomic.Int64
+	// unheldView is vswitchdUnheld for Status, which must not wait for
+	// flagMu.
+	unheldView atomic.Pointer[string]
 
 	mirrors *mirrorSet // unmanaged bridges (mirror.go)
 }

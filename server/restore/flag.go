@@ -174,6 +174,7 @@ func (e *Engine) syncFlag(ctx context.Context, release bool) (recheck time.Durat
 		// A waiting vswitchd reads the flag at every change of the
 		// database: this one is not held, whoever cleared it.
 		e.vswitchdUnheld = vs.id
+		e.unheldView.Store(&vs.id)
 	}
 	unreleased := e.unreleasedLocked(vs)
 	if on && !release && unreleased && e.noneConverged() {
@@ -269,7 +270,11 @@ func (e *Engine) clearLocked(ctx context.Context, c *ovsconfig.Client, keepIfRel
 	if err := e.cfg.Store.SetReleasedVswitchd(held); err != nil {
 		e.log.Warn("recording the released vswitchd; a restarted flowstated may count this release again", "err", err)
 	}
-	e.lastRelease.Store(time.Now().UnixNano())
+	now := time.Now()
+	e.lastRelease.Store(now.UnixNano())
+	if err := e.cfg.Store.SetLastRelease(now); err != nil {
+		e.log.Warn("recording the release time; a restarted flowstated will not report it", "err", err)
+	}
 	e.cfg.Metrics.flagCleared.Inc()
 	e.log.Info("flow-restore-wait cleared", "ack", ack)
 	e.publish(events.Event{Type: events.FlagCleared, Message: "flow-restore-wait cleared and acknowledged by vswitchd",
@@ -372,13 +377,31 @@ func (e *Engine) restorable(c *ovsconfig.Client) (ok bool, nothing string) {
 	return false, strings.Join(why, "; ")
 }
 
-// LastRelease is when a clear last released a held vswitchd (zero if never
-// since start).
+// LastRelease is when a clear last released a held vswitchd, by this
+// flowstated or an earlier one of the same store (zero if never).
 func (e *Engine) LastRelease() time.Time {
 	if n := e.lastRelease.Load(); n != 0 {
 		return time.Unix(0, n)
 	}
-	return time.Time{}
+	at, _ := e.cfg.Store.LastRelease()
+	return at
+}
+
+// Vswitchd says whether ovs-vswitchd runs (its pidfile is locked) and, if it
+// does, whether it is past the flag: released by a flowstated of this store,
+// or seen with the flag cleared while it ran. A flag set under such a
+// vswitchd is armed for its next start, not holding it. Status calls it:
+// it reads the store and atomics, never waiting for a clear in progress.
+func (e *Engine) Vswitchd() (running, unheld bool) {
+	id := e.vswitchdIdentity()
+	if id == "" || !pidfileLocked(filepath.Join(e.cfg.RunDir, "ovs-vswitchd.pid")) {
+		return false, false
+	}
+	if p := e.unheldView.Load(); p != nil && *p == id {
+		return true, true
+	}
+	rec, _ := e.cfg.Store.ReleasedVswitchd()
+	return true, rec == id
 }
 
 // Arm sets flow-restore-wait for a planned restart of vswitchd, only if this
@@ -466,7 +489,9 @@ func (e *Engine) settle(c *ovsconfig.Client, restorable bool) time.Duration {
 		case b.owner.standingAside():
 			// Not this store's to restore (owner.go): waiting for it
 			// would hold the node for nothing.
-			why = "flowstated stands aside from bridge " + name + ": " + *b.owner.refused.Load()
+			// Its reason is the bridge's own (Status, the standing-aside
+			// log line): repeated here it would be printed twice.
+			why = "flowstated stands aside from bridge " + name
 		case gateOpened.IsZero():
 			// Appeared in OVSDB since restorable looked: the gate
 			// holds it.

@@ -989,7 +989,8 @@ type StatusResponse struct {
 	// for longer than --wedge-after; health then reports NOT_SERVING.
 	Wedged string `protobuf:"bytes,11,opt,name=wedged,proto3" json:"wedged,omitempty"`
 	// last_release is when flowstated last cleared flow-restore-wait under a
-	// vswitchd that was held (a restore completed); unset if never since start.
+	// vswitchd that was held (a restore completed). It is kept in the store,
+	// so a restarted flowstated reports its predecessor's; unset if never.
 	LastRelease *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=last_release,json=lastRelease,proto3" json:"last_release,omitempty"`
 	// sessions lists the connected gRPC clients. A frozen client is dropped
 	// by the server's keepalive (about 15 s after it last answered).
@@ -1000,8 +1001,22 @@ type StatusResponse struct {
 	OwnedCookieValue uint64 `protobuf:"varint,16,opt,name=owned_cookie_value,json=ownedCookieValue,proto3" json:"owned_cookie_value,omitempty"`
 	// owned_cookie_mask is the mask of flowstated's --owned-cookie.
 	OwnedCookieMask uint64 `protobuf:"varint,17,opt,name=owned_cookie_mask,json=ownedCookieMask,proto3" json:"owned_cookie_mask,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// version is the running flowstated's release version ("devel" when
+	// built without one).
+	Version string `protobuf:"bytes,18,opt,name=version,proto3" json:"version,omitempty"`
+	// commit is the VCS revision flowstated was built from (empty if unknown).
+	Commit string `protobuf:"bytes,19,opt,name=commit,proto3" json:"commit,omitempty"`
+	// vswitchd_running is true while ovs-vswitchd runs (its pidfile in
+	// --ovs-rundir is locked). vswitchd_acknowledged means something only then.
+	VswitchdRunning bool `protobuf:"varint,20,opt,name=vswitchd_running,json=vswitchdRunning,proto3" json:"vswitchd_running,omitempty"`
+	// vswitchd_held is true while flow-restore-wait is set and the running
+	// vswitchd has not been released since it started: it is holding
+	// forwarding for a restore. A flag set under a released vswitchd (the
+	// re-armed flag of steady state) is armed for the next vswitchd start, and
+	// vswitchd_held is false.
+	VswitchdHeld  bool `protobuf:"varint,21,opt,name=vswitchd_held,json=vswitchdHeld,proto3" json:"vswitchd_held,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -1144,6 +1159,34 @@ func (x *StatusResponse) GetOwnedCookieMask() uint64 {
 		return x.OwnedCookieMask
 	}
 	return 0
+}
+
+func (x *StatusResponse) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *StatusResponse) GetCommit() string {
+	if x != nil {
+		return x.Commit
+	}
+	return ""
+}
+
+func (x *StatusResponse) GetVswitchdRunning() bool {
+	if x != nil {
+		return x.VswitchdRunning
+	}
+	return false
+}
+
+func (x *StatusResponse) GetVswitchdHeld() bool {
+	if x != nil {
+		return x.VswitchdHeld
+	}
+	return false
 }
 
 // Session is one connected gRPC client.
@@ -3124,7 +3167,7 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x06_table\"C\n" +
 	"\fListResponse\x123\n" +
 	"\aentries\x18\x01 \x03(\v2\x19.flowstate.v1.StoredEntryR\aentries\"\x0f\n" +
-	"\rStatusRequest\"\xe4\x05\n" +
+	"\rStatusRequest\"\xe6\x06\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\aboot_id\x18\x01 \x01(\tR\x06bootId\x12\x1d\n" +
 	"\n" +
@@ -3143,7 +3186,11 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\flast_release\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\vlastRelease\x121\n" +
 	"\bsessions\x18\r \x03(\v2\x15.flowstate.v1.SessionR\bsessions\x12,\n" +
 	"\x12owned_cookie_value\x18\x10 \x01(\x04R\x10ownedCookieValue\x12*\n" +
-	"\x11owned_cookie_mask\x18\x11 \x01(\x04R\x0fownedCookieMask\"\xfa\x01\n" +
+	"\x11owned_cookie_mask\x18\x11 \x01(\x04R\x0fownedCookieMask\x12\x18\n" +
+	"\aversion\x18\x12 \x01(\tR\aversion\x12\x16\n" +
+	"\x06commit\x18\x13 \x01(\tR\x06commit\x12)\n" +
+	"\x10vswitchd_running\x18\x14 \x01(\bR\x0fvswitchdRunning\x12#\n" +
+	"\rvswitchd_held\x18\x15 \x01(\bR\fvswitchdHeld\"\xfa\x01\n" +
 	"\aSession\x12\x10\n" +
 	"\x03uid\x18\x01 \x01(\rR\x03uid\x12\x10\n" +
 	"\x03gid\x18\x02 \x01(\rR\x03gid\x12\x10\n" +
