@@ -274,7 +274,7 @@ func (o *OVN) Sync(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("sandbox: ovn-controller never registered chassis hv1: %w (last: %q, %v)", ctx.Err(), out, err)
+			return fmt.Errorf("sandbox: ovn-controller never registered chassis hv1: %w (last: %q, %w)", ctx.Err(), out, err)
 		case <-tick.C:
 		}
 	}
