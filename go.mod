@@ -2,11 +2,23 @@ module github.com/flowstate-io/flowstate
 
 go 1.26.0
 
-replace antrea.io/libOpenflow => github.com/antrea-io/libOpenflow v0.15.0
+// The nested modules (etcd's layout): a controller that imports the client
+// gets only them, grpc and protobuf; here they are the local directories.
+replace (
+	antrea.io/libOpenflow => github.com/antrea-io/libOpenflow v0.15.0
+	github.com/flowstate-io/flowstate/api => ./api
+	github.com/flowstate-io/flowstate/client => ./client
+	github.com/flowstate-io/flowstate/entry => ./entry
+	github.com/flowstate-io/flowstate/errdefs => ./errdefs
+)
 
 require (
 	antrea.io/libOpenflow v0.15.0
 	github.com/coreos/go-systemd/v22 v22.7.0
+	github.com/flowstate-io/flowstate/api v0.0.0-00010101000000-000000000000
+	github.com/flowstate-io/flowstate/client v0.0.0-00010101000000-000000000000
+	github.com/flowstate-io/flowstate/entry v0.0.0-00010101000000-000000000000
+	github.com/flowstate-io/flowstate/errdefs v0.0.0-00010101000000-000000000000
 	github.com/go-logr/logr v1.4.4
 	github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus v1.1.1
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4
@@ -16,7 +28,6 @@ require (
 	go.etcd.io/bbolt v1.5.0
 	go.uber.org/goleak v1.3.0
 	golang.org/x/sys v0.48.0
-	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
 	k8s.io/klog/v2 v2.130.1
@@ -40,4 +51,5 @@ require (
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 )

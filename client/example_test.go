@@ -24,7 +24,7 @@ func Example() {
 
 	syncCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	_, err = c.Sync(syncCtx, "br-int", "pod", true,
+	_, err = c.Sync(syncCtx, client.Module{Bridge: "br-int", Name: "pod"}, true,
 		client.FlowText("table=0,priority=100,in_port=10,actions=set_field:0x3/0xf->reg0,goto_table:1"),
 		client.FlowText("table=1,priority=100,ip,nw_dst=10.10.0.26,actions=output:10"),
 	)
@@ -103,7 +103,7 @@ func ExampleClient_SyncSeq() {
 			}
 		}
 	}
-	res, err := c.SyncSeq(context.Background(), "br-int", "policy", true, rules)
+	res, err := c.SyncSeq(context.Background(), client.Module{Bridge: "br-int", Name: "policy"}, true, rules)
 	if err != nil {
 		log.Fatal(err)
 	}

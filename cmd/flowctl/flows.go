@@ -253,7 +253,7 @@ func newAdd(g *globals, kind entry.Kind) *cobra.Command {
 				return g.run(cmd, func(ctx context.Context, c *client.Client) error {
 					var applied bool
 					n, err := sendFlowFile(cmd, args[0], func(seq iter.Seq2[client.Entry, error]) (n int, err error) {
-						applied, n, err = c.PutSeq(ctx, g.bridge, module, seq)
+						applied, n, err = c.PutSeq(ctx, client.Module{Bridge: g.bridge, Name: module}, seq)
 						return n, err
 					})
 					if n == 0 && (err == nil || errors.Is(err, errdefs.ErrInvalidArgument)) {
@@ -274,7 +274,7 @@ func newAdd(g *globals, kind entry.Kind) *cobra.Command {
 				return fmt.Errorf("%s: no %s", args[0], noun)
 			}
 			return g.run(cmd, func(ctx context.Context, c *client.Client) error {
-				applied, err := c.Put(ctx, g.bridge, module, toEntries(kind, lines)...)
+				applied, err := c.Put(ctx, client.Module{Bridge: g.bridge, Name: module}, toEntries(kind, lines)...)
 				if err != nil {
 					return lineError(args[0], lines, err)
 				}
@@ -312,7 +312,7 @@ func newDel(g *globals, kind entry.Kind) *cobra.Command {
 				return fmt.Errorf("%s: no %s", args[0], noun)
 			}
 			return g.run(cmd, func(ctx context.Context, c *client.Client) error {
-				if _, err := c.Delete(ctx, g.bridge, module, toEntries(kind, lines)...); err != nil {
+				if _, err := c.Delete(ctx, client.Module{Bridge: g.bridge, Name: module}, toEntries(kind, lines)...); err != nil {
 					return lineError(args[0], lines, err)
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "%d %s deleted\n", len(lines), noun)
@@ -342,7 +342,7 @@ func newReplaceFlows(g *globals) *cobra.Command {
 				var res client.SyncResult
 				_, err := sendFlowFile(cmd, args[0], func(seq iter.Seq2[client.Entry, error]) (int, error) {
 					var err error
-					res, err = c.SyncSeq(ctx, g.bridge, module, ready, seq)
+					res, err = c.SyncSeq(ctx, client.Module{Bridge: g.bridge, Name: module}, ready, seq)
 					return res.Stored, err
 				})
 				if err != nil {

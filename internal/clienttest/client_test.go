@@ -1,4 +1,4 @@
-package client_test
+package clienttest_test
 
 import (
 	"context"
@@ -24,7 +24,7 @@ func TestErrorKinds(t *testing.T) {
 	e := testenv.New(ctx, t, quiet)
 	e.Start(ctx)
 	c := e.Dial(e.Sock) // a bare path works as a target
-	if _, err := c.Put(ctx, "br-int", "pod", client.FlowText("table=0,priority=100,ip,actions=drop")); err != nil {
+	if _, err := c.Put(ctx, client.Module{Bridge: "br-int", Name: "pod"}, client.FlowText("table=0,priority=100,ip,actions=drop")); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -35,16 +35,16 @@ func TestErrorKinds(t *testing.T) {
 		say   string
 	}{
 		{"identity of another module", func() error {
-			_, err := c.Put(ctx, "br-int", "route", client.FlowText("table=0,priority=100,ip,actions=normal"))
+			_, err := c.Put(ctx, client.Module{Bridge: "br-int", Name: "route"}, client.FlowText("table=0,priority=100,ip,actions=normal"))
 			return err
 		}, errdefs.ErrFailedPrecondition, 0, `owned by module "pod"`},
 		{"malformed entry", func() error {
-			_, err := c.Put(ctx, "br-int", "route", client.FlowText("table=1,priority=1,actions=drop"),
+			_, err := c.Put(ctx, client.Module{Bridge: "br-int", Name: "route"}, client.FlowText("table=1,priority=1,actions=drop"),
 				client.FlowText("table=1,priority=2,no_such_field=1,actions=drop"))
 			return err
 		}, errdefs.ErrInvalidArgument, 1, "no_such_field"},
 		{"delete of an undeclared identity", func() error {
-			_, err := c.Delete(ctx, "br-int", "pod", client.FlowText("table=5,priority=5,ip"))
+			_, err := c.Delete(ctx, client.Module{Bridge: "br-int", Name: "pod"}, client.FlowText("table=5,priority=5,ip"))
 			return err
 		}, errdefs.ErrNotFound, 0, "not declared"},
 		{"unmanaged bridge", func() error {
@@ -116,7 +116,7 @@ func TestWaitConverged(t *testing.T) {
 	}()
 	// A new client too: c's few retries may all fall in its reconnect
 	// backoff and report the dial error from before flowstated started.
-	if _, err := e.Dial(e.Sock).Sync(ctx, "br-int", "pod", true, client.FlowText("table=0,priority=100,ip,actions=drop")); err != nil {
+	if _, err := e.Dial(e.Sock).Sync(ctx, client.Module{Bridge: "br-int", Name: "pod"}, true, client.FlowText("table=0,priority=100,ip,actions=drop")); err != nil {
 		t.Fatal(err)
 	}
 	r := <-done
