@@ -46,6 +46,7 @@ type Client struct {
 type options struct {
 	dial           []grpc.DialOption
 	watchReconnect time.Duration
+	failFast       bool
 }
 
 // Option changes how New connects.
@@ -66,6 +67,14 @@ func WithWatchReconnect(d time.Duration) Option {
 	return func(o *options) { o.watchReconnect = d }
 }
 
+// WithFailFast makes calls fail at once, with an error wrapping
+// errdefs.ErrUnavailable, when flowstated cannot be reached, instead of
+// waiting for it until their context ends: for an operator's command that
+// should say so now (flowctl), not for a controller.
+func WithFailFast() Option {
+	return func(o *options) { o.failFast = true }
+}
+
 // New connects to target: "unix:///path", a bare socket path ("/path"), or
 // any gRPC target. It does not wait for the server; the first call does.
 func New(target string, opts ...Option) (*Client, error) {
@@ -75,9 +84,6 @@ func New(target string, opts ...Option) (*Client, error) {
 	o := options{watchReconnect: DefaultWatchReconnect}
 	o.dial = []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		// Calls wait for flowstated until their context ends (retry.go).
-		grpc.WithChainUnaryInterceptor(unaryRetry),
-		grpc.WithChainStreamInterceptor(streamRetry),
 		// gRPC's default is 4 MiB; flowstated's replies stay far below
 		// either, this is the margin for one large entry list.
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes)),
@@ -91,9 +97,16 @@ func New(target string, opts ...Option) (*Client, error) {
 			MinConnectTimeout: 5 * time.Second,
 		}),
 	}
+	user := options{watchReconnect: DefaultWatchReconnect}
 	for _, opt := range opts {
-		opt(&o)
+		opt(&user)
 	}
+	if !user.failFast {
+		// Calls wait for flowstated until their context ends (retry.go).
+		o.dial = append(o.dial, RetryDialOptions()...)
+	}
+	o.dial = append(o.dial, user.dial...)
+	o.watchReconnect = user.watchReconnect
 	conn, err := grpc.NewClient(target, o.dial...)
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)

@@ -18,7 +18,9 @@
 // wrapping both the context's error and the last UNAVAILABLE cause. Every
 // other code returns at once, and so do flowstated's own UNAVAILABLE answers
 // (a bridge or OVSDB not connected, flowstated stopping) and a socket the
-// caller may not open (EACCES).
+// caller may not open (EACCES). WithFailFast turns the waiting off, for an
+// operator's command that should say at once that flowstated is not there
+// (flowctl uses it).
 //
 // Only what is safe to resend is resent. Put and Sync are declarations: sent
 // again after a lost reply they leave the same state (a resent Sync then

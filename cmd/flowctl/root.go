@@ -175,7 +175,7 @@ func target(s string) string {
 }
 
 func newClient(g *globals) (*client.Client, error) {
-	c, err := client.New(target(g.server))
+	c, err := client.New(target(g.server), client.WithFailFast())
 	if err != nil {
 		return nil, usagef("--server %q: %w", g.server, err)
 	}
