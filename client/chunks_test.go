@@ -90,7 +90,7 @@ func TestDeleteOverOneMessage(t *testing.T) {
 	for i := range es {
 		es[i] = FlowText(strings.Repeat("x", 60<<10))
 	}
-	_, err = c.Delete(context.Background(), "br-int", "pod", es...)
+	_, err = c.Delete(context.Background(), Module{Bridge: "br-int", Name: "pod"}, es...)
 	if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "16777216 bytes of one message") ||
 		!strings.Contains(err.Error(), "split it") {
 		t.Fatalf("delete of 18 MB: %v", err)

@@ -17,12 +17,6 @@ import (
 // DefaultTarget is flowstated's default socket.
 const DefaultTarget = "unix:///run/flowstate/flowstate.sock"
 
-// Retries on UNAVAILABLE only: every RPC is atomic, so a retry cannot apply
-// a request twice in part.
-const serviceConfig = `{"methodConfig":[{"name":[{"service":"flowstate.v1.FlowStateService"}],
- "retryPolicy":{"maxAttempts":4,"initialBackoff":"0.2s","maxBackoff":"2s","backoffMultiplier":2,
- "retryableStatusCodes":["UNAVAILABLE"]}}]}`
-
 // Keepalive defaults: a server that stops answering is noticed at most
 // KeepaliveTime+KeepaliveTimeout after its last frame. flowstated accepts
 // pings every 5 s or slower; gRPC sends them at most every 10 s.
@@ -52,6 +46,7 @@ type Client struct {
 type options struct {
 	dial           []grpc.DialOption
 	watchReconnect time.Duration
+	failFast       bool
 }
 
 // Option changes how New connects.
@@ -72,6 +67,14 @@ func WithWatchReconnect(d time.Duration) Option {
 	return func(o *options) { o.watchReconnect = d }
 }
 
+// WithFailFast makes calls fail at once, with an error wrapping
+// errdefs.ErrUnavailable, when flowstated cannot be reached, instead of
+// waiting for it until their context ends: for an operator's command that
+// should say so now (flowctl), not for a controller.
+func WithFailFast() Option {
+	return func(o *options) { o.failFast = true }
+}
+
 // New connects to target: "unix:///path", a bare socket path ("/path"), or
 // any gRPC target. It does not wait for the server; the first call does.
 func New(target string, opts ...Option) (*Client, error) {
@@ -81,7 +84,6 @@ func New(target string, opts ...Option) (*Client, error) {
 	o := options{watchReconnect: DefaultWatchReconnect}
 	o.dial = []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultServiceConfig(serviceConfig),
 		// gRPC's default is 4 MiB; flowstated's replies stay far below
 		// either, this is the margin for one large entry list.
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes)),
@@ -91,13 +93,20 @@ func New(target string, opts ...Option) (*Client, error) {
 		// flowstated is local: reconnect quickly after it restarts rather
 		// than with gRPC's default backoff of up to two minutes.
 		grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 3 * time.Second},
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: RetryMaxBackoff},
 			MinConnectTimeout: 5 * time.Second,
 		}),
 	}
+	user := options{watchReconnect: DefaultWatchReconnect}
 	for _, opt := range opts {
-		opt(&o)
+		opt(&user)
 	}
+	if !user.failFast {
+		// Calls wait for flowstated until their context ends (retry.go).
+		o.dial = append(o.dial, RetryDialOptions()...)
+	}
+	o.dial = append(o.dial, user.dial...)
+	o.watchReconnect = user.watchReconnect
 	conn, err := grpc.NewClient(target, o.dial...)
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
@@ -107,9 +116,18 @@ func New(target string, opts ...Option) (*Client, error) {
 	return c, nil
 }
 
-// NewWithConn wraps an existing connection; Close closes it.
+// NewWithConn wraps an existing connection; Close closes it. Its calls are
+// retried (see the package documentation) only if conn was dialed with
+// RetryDialOptions.
 func NewWithConn(conn *grpc.ClientConn) *Client {
 	return &Client{conn: conn, api: flowstatev1.NewFlowStateServiceClient(conn), watchReconnect: DefaultWatchReconnect}
+}
+
+// RetryDialOptions are the interceptors that make a connection's calls wait
+// for flowstated until their context ends, for a connection dialed outside
+// New (NewWithConn).
+func RetryDialOptions() []grpc.DialOption {
+	return []grpc.DialOption{grpc.WithChainUnaryInterceptor(unaryRetry), grpc.WithChainStreamInterceptor(streamRetry)}
 }
 
 // Conn returns the underlying connection, for the other services flowstated

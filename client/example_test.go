@@ -22,14 +22,18 @@ func Example() {
 	defer c.Close()
 	ctx := context.Background()
 
+	// The call waits for flowstated (restarting, say) until syncCtx ends.
 	syncCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	_, err = c.Sync(syncCtx, "br-int", "pod", true,
+	pod := client.Module{Bridge: "br-int", Name: "pod"}
+	res, err := c.Sync(syncCtx, pod, true,
 		client.FlowText("table=0,priority=100,in_port=10,actions=set_field:0x3/0xf->reg0,goto_table:1"),
 		client.FlowText("table=1,priority=100,ip,nw_dst=10.10.0.26,actions=output:10"),
 	)
 	var ee *errdefs.EntryError
 	switch {
+	case errors.Is(err, context.DeadlineExceeded) && errors.Is(err, errdefs.ErrUnavailable):
+		log.Fatalf("flowstated did not answer in 30 s: %v", err) // the error names the last cause
 	case errors.As(err, &ee):
 		log.Fatalf("entry %d refused: %v", ee.Index, err)
 	case errors.Is(err, errdefs.ErrFailedPrecondition):
@@ -37,6 +41,8 @@ func Example() {
 	case err != nil:
 		log.Fatal(err)
 	}
+
+	log.Printf("%s: %d entries, applied %v", pod, res.Stored, res.Applied)
 
 	// The error names what is missing: a module the gate awaits, a bridge
 	// that does not connect and why.
@@ -61,6 +67,8 @@ func Example() {
 				synced = true
 			}
 			switch ev.Type {
+			case client.EventGateOpened:
+				log.Printf("gate open: %s", ev.Message)
 			case client.EventReplayFinished:
 				log.Printf("%s restored: %s", ev.Bridge, ev.Message)
 			case client.EventEntryQuarantined:
@@ -103,7 +111,7 @@ func ExampleClient_SyncSeq() {
 			}
 		}
 	}
-	res, err := c.SyncSeq(context.Background(), "br-int", "policy", true, rules)
+	res, err := c.SyncSeq(context.Background(), client.Module{Bridge: "br-int", Name: "policy"}, true, rules)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -249,6 +249,9 @@ const (
 	// EventGuardProven: a guard proves again that it would release the
 	// node; flow-restore-wait may be armed.
 	EventGuardProven
+	// EventGateOpened: the boot gate opened (Message says why, Attrs
+	// timed_out whether the readiness timeout opened it): replays run.
+	EventGateOpened
 )
 
 var eventTypeNames = [...]string{
@@ -269,6 +272,7 @@ var eventTypeNames = [...]string{
 	EventDriftFound:         "drift_found",
 	EventGuardUnproven:      "guard_unproven",
 	EventGuardProven:        "guard_proven",
+	EventGateOpened:         "gate_opened",
 }
 
 // String returns the type as flowstated names it, e.g. "replay_finished".

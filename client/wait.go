@@ -63,10 +63,14 @@ func (c *Client) WaitConverged(ctx context.Context) (*Status, error) {
 				return st, nil
 			}
 			why = strings.Join(pending, "; ")
-		case ctx.Err() != nil:
-			// The last call failed on ctx itself: keep the state seen before.
 		case errors.Is(err, errdefs.ErrUnavailable):
 			why = "flowstated unreachable: " + err.Error()
+			var ue *unreachableError
+			if errors.As(err, &ue) { // Status waited until ctx ended
+				why = "flowstated unreachable: " + ue.last.Error()
+			}
+		case ctx.Err() != nil:
+			// The last call failed on ctx itself: keep the state seen before.
 		default:
 			return nil, fmt.Errorf("client: wait for convergence: %w", err)
 		}

@@ -14,6 +14,17 @@ import (
 	"github.com/flowstate-io/flowstate/errdefs"
 )
 
+// Module names the entries one module declares on one bridge: what Put,
+// Delete and Sync change. A module declares entries on several bridges as
+// several Modules of the same Name; it is ready (MarkReady, Sync's ready)
+// by Name, on every bridge at once, because the boot gate waits for names.
+type Module struct {
+	Bridge string
+	Name   string
+}
+
+func (m Module) String() string { return m.Bridge + "/" + m.Name }
+
 // Entry is an entry to declare: in ovs-ofctl syntax or encoded.
 type Entry struct {
 	Kind entry.Kind
@@ -96,16 +107,16 @@ func entries(es []Entry) iter.Seq2[Entry, error] {
 	}
 }
 
-// Put declares entries of module on bridge. applied reports whether the switch
+// Put declares entries of m. applied reports whether the switch
 // already holds them (false: stored, applied at the next replay). A set of any
 // size (up to flowstated's limit of 2,000,000 entries per request) goes in
 // one call: above one message's worth, the entries are streamed (PutStream)
 // and still written all or nothing.
-func (c *Client) Put(ctx context.Context, bridge, module string, es ...Entry) (applied bool, err error) {
+func (c *Client) Put(ctx context.Context, m Module, es ...Entry) (applied bool, err error) {
 	if len(es) > chunkEntries || !oneMessage(es) {
-		return c.putStream(ctx, bridge, module, es)
+		return c.putStream(ctx, m, es)
 	}
-	resp, err := c.api.Put(ctx, &flowstatev1.PutRequest{Bridge: bridge, Module: module, Entries: toProtoEntries(es)})
+	resp, err := c.api.Put(ctx, &flowstatev1.PutRequest{Bridge: m.Bridge, Module: m.Name, Entries: toProtoEntries(es)})
 	if err != nil {
 		return false, fromGRPC(err)
 	}
@@ -120,8 +131,8 @@ func oneMessage(es []Entry) bool {
 	return size <= chunkBytes
 }
 
-func (c *Client) putStream(ctx context.Context, bridge, module string, es []Entry) (bool, error) {
-	applied, _, err := c.PutSeq(ctx, bridge, module, entries(es))
+func (c *Client) putStream(ctx context.Context, m Module, es []Entry) (bool, error) {
+	applied, _, err := c.PutSeq(ctx, m, entries(es))
 	return applied, err
 }
 
@@ -129,7 +140,7 @@ func (c *Client) putStream(ctx context.Context, bridge, module string, es []Entr
 // so that a set read from a file is never held whole, and returns how many it
 // sent. An error from seq ends the stream before it is complete: flowstated
 // stores nothing, and PutSeq returns that error.
-func (c *Client) PutSeq(ctx context.Context, bridge, module string, seq iter.Seq2[Entry, error]) (applied bool, n int, err error) {
+func (c *Client) PutSeq(ctx context.Context, m Module, seq iter.Seq2[Entry, error]) (applied bool, n int, err error) {
 	// Cancelled on return, so a failed send ends the stream and flowstated
 	// stores nothing of it.
 	ctx, cancel := context.WithCancel(ctx)
@@ -142,7 +153,7 @@ func (c *Client) PutSeq(ctx context.Context, bridge, module string, seq iter.Seq
 	n, err = chunks(seq, func(first bool, part []Entry) error {
 		req := &flowstatev1.PutStreamRequest{Entries: toProtoEntries(part)}
 		if first {
-			req.Bridge, req.Module = bridge, module
+			req.Bridge, req.Module = m.Bridge, m.Name
 		}
 		sendErr = stream.Send(req)
 		return sendErr
@@ -160,11 +171,11 @@ func (c *Client) PutSeq(ctx context.Context, bridge, module string, seq iter.Seq
 	return resp.GetApplied(), n, nil
 }
 
-// Delete removes entries of module on bridge, named by identity (for flows:
+// Delete removes entries of m, named by identity (for flows:
 // table, priority and match; actions may be omitted). The request is one
 // message: at most MaxMessageBytes, about 100,000 flows.
-func (c *Client) Delete(ctx context.Context, bridge, module string, es ...Entry) (applied bool, err error) {
-	req := &flowstatev1.DeleteRequest{Bridge: bridge, Module: module, Entries: toProtoEntries(es)}
+func (c *Client) Delete(ctx context.Context, m Module, es ...Entry) (applied bool, err error) {
+	req := &flowstatev1.DeleteRequest{Bridge: m.Bridge, Module: m.Name, Entries: toProtoEntries(es)}
 	if n := proto.Size(req); n > MaxMessageBytes {
 		return false, fmt.Errorf("client: a delete of %d entries is %d bytes, over the %d bytes of one message: "+
 			"split it into several deletes, or replace the module's set with Sync: %w", len(es), n, MaxMessageBytes, errdefs.ErrInvalidArgument)
@@ -176,7 +187,7 @@ func (c *Client) Delete(ctx context.Context, bridge, module string, es ...Entry)
 	return resp.GetApplied(), nil
 }
 
-// SyncResult is the outcome of a Sync.
+// SyncResult is the outcome of a Sync or SyncSeq.
 type SyncResult struct {
 	// Applied is true when the switch already holds the new set (false:
 	// stored, applied at the next replay).
@@ -187,25 +198,20 @@ type SyncResult struct {
 	Stored, Added, Changed, Removed int
 }
 
-// Sync replaces the complete set of module's entries on bridge with es: what
-// the module declared before and is not in es is removed, on the switch in the
-// same bundle. ready also marks the module ready for this boot. The set may
-// have any size up to flowstated's limit of 2,000,000 entries: it is streamed
-// in messages of a few thousand entries, and written all or nothing.
-func (c *Client) Sync(ctx context.Context, bridge, module string, ready bool, es ...Entry) (applied bool, err error) {
-	res, err := c.SyncSet(ctx, bridge, module, ready, es)
-	return res.Applied, err
+// Sync replaces the complete set of m's entries with es: what the module
+// declared on m.Bridge before and is not in es is removed, on the switch in
+// the same bundle. ready also marks m.Name ready for this boot (MarkReady).
+// The set may have any size up to flowstated's limit of 2,000,000 entries: it
+// is streamed in messages of a few thousand entries, and written all or
+// nothing. The result says what changed.
+func (c *Client) Sync(ctx context.Context, m Module, ready bool, es ...Entry) (SyncResult, error) {
+	return c.SyncSeq(ctx, m, ready, entries(es))
 }
 
-// SyncSet is Sync, reporting what changed.
-func (c *Client) SyncSet(ctx context.Context, bridge, module string, ready bool, es []Entry) (SyncResult, error) {
-	return c.SyncSeq(ctx, bridge, module, ready, entries(es))
-}
-
-// SyncSeq is SyncSet of the entries seq yields, streamed as they come, like
+// SyncSeq is Sync of the entries seq yields, streamed as they come, like
 // PutSeq: an error from seq ends the stream, nothing changes, and SyncSeq
 // returns that error.
-func (c *Client) SyncSeq(ctx context.Context, bridge, module string, ready bool, seq iter.Seq2[Entry, error]) (SyncResult, error) {
+func (c *Client) SyncSeq(ctx context.Context, m Module, ready bool, seq iter.Seq2[Entry, error]) (SyncResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := c.api.Sync(ctx)
@@ -216,7 +222,7 @@ func (c *Client) SyncSeq(ctx context.Context, bridge, module string, ready bool,
 	_, err = chunks(seq, func(first bool, part []Entry) error {
 		req := &flowstatev1.SyncRequest{Entries: toProtoEntries(part)}
 		if first {
-			req.Bridge, req.Module, req.Ready = bridge, module, ready
+			req.Bridge, req.Module, req.Ready = m.Bridge, m.Name, ready
 		}
 		sendErr = stream.Send(req)
 		return sendErr
@@ -235,7 +241,10 @@ func (c *Client) SyncSeq(ctx context.Context, bridge, module string, ready bool,
 		Changed: int(resp.GetChanged()), Removed: int(resp.GetRemoved())}, nil
 }
 
-// MarkReady marks module ready for this boot without changing its entries.
+// MarkReady marks the module named module ready for this boot without
+// changing its entries. Readiness is the module's on every bridge (the boot
+// gate waits for module names, --required-module), so it takes the Name of a
+// Module, not a bridge.
 func (c *Client) MarkReady(ctx context.Context, module string) error {
 	_, err := c.api.MarkReady(ctx, &flowstatev1.MarkReadyRequest{Module: module})
 	return fromGRPC(err)

@@ -90,7 +90,7 @@ func TestAlertRules(t *testing.T) {
 		client.FlowText("table=0,priority=90,arp,actions=normal"),
 		client.FlowText("table=1,priority=90,ip,actions=normal"),
 	}
-	if _, err := e.Client.Sync(ctx, "br-int", "pipeline", true, pipeline...); err != nil {
+	if _, err := e.Client.Sync(ctx, client.Module{Bridge: "br-int", Name: "pipeline"}, true, pipeline...); err != nil {
 		t.Fatal(err)
 	}
 	healthy := func() scrape {
@@ -155,7 +155,7 @@ func TestAlertRules(t *testing.T) {
 		t.Fatal(err, out)
 	}
 	table7 := []client.Entry{client.FlowText("table=7,priority=1,ip,actions=drop"), client.FlowText("table=7,priority=2,ip,actions=drop")}
-	if _, err := e.Client.Put(ctx, "br-int", "policy", table7...); err != nil {
+	if _, err := e.Client.Put(ctx, client.Module{Bridge: "br-int", Name: "policy"}, table7...); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Sandbox.StartVswitchd(ctx); err != nil {
@@ -164,7 +164,7 @@ func TestAlertRules(t *testing.T) {
 	e.WaitConverged(ctx)
 	quarantined := scrapeUntil(ctx, t, e, "one entry quarantined", map[string]string{`flowstate_quarantined_entries{bridge="br-int"}`: "1"})
 	check("entry quarantined", h, quarantined, `alertname="FlowstateQuarantinedEntries",bridge="br-int"`)
-	if _, err := e.Client.Sync(ctx, "br-int", "policy", false); err != nil {
+	if _, err := e.Client.Sync(ctx, client.Module{Bridge: "br-int", Name: "policy"}, false); err != nil {
 		t.Fatal(err)
 	}
 	scrapeUntil(ctx, t, e, "quarantine lifted", map[string]string{`flowstate_quarantined_entries{bridge="br-int"}`: "0"})
@@ -182,7 +182,7 @@ func TestAlertRules(t *testing.T) {
 	}
 	e.Config.RequiredModules, e.Config.ReadinessTimeout = []string{"pipeline", "pod"}, time.Hour
 	e.Start(ctx)
-	if _, err := e.Client.Sync(ctx, "br-int", "pipeline", true, pipeline...); err != nil {
+	if _, err := e.Client.Sync(ctx, client.Module{Bridge: "br-int", Name: "pipeline"}, true, pipeline...); err != nil {
 		t.Fatal(err)
 	}
 	waiting := scrapeUntil(ctx, t, e, "gate waiting for pod", map[string]string{

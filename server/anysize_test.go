@@ -71,7 +71,7 @@ func TestAnySize(t *testing.T) {
 	api := e.rawAPI(ctx)
 
 	set := manyFlows(10, largeSet, 0)
-	applied, err := e.c.Put(ctx, "br-int", "policy", set...)
+	applied, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "policy"}, set...)
 	if err != nil || !applied {
 		t.Fatalf("put of %d flows: applied=%v err=%v", largeSet, applied, err)
 	}
@@ -82,7 +82,7 @@ func TestAnySize(t *testing.T) {
 	t.Run("sync replaces a large set", func(t *testing.T) {
 		half := largeSet / 2
 		next := append(set[half:], manyFlows(10, half, largeSet)...)
-		res, err := e.c.SyncSet(ctx, "br-int", "policy", false, next)
+		res, err := e.c.Sync(ctx, client.Module{Bridge: "br-int", Name: "policy"}, false, next...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,8 +153,11 @@ func TestAnySize(t *testing.T) {
 		es = manyFlows(11, 3*4096, 0)
 		es[bad] = client.FlowText("table=11,priority=1,nosuchfield=1,actions=drop")
 		for name, write := range map[string]func() error{
-			"put":  func() error { _, err := e.c.Put(ctx, "br-int", "bad", es...); return err },
-			"sync": func() error { _, err := e.c.Sync(ctx, "br-int", "bad", false, es...); return err },
+			"put": func() error { _, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "bad"}, es...); return err },
+			"sync": func() error {
+				_, err := e.c.Sync(ctx, client.Module{Bridge: "br-int", Name: "bad"}, false, es...)
+				return err
+			},
 		} {
 			err := write()
 			var ee *errdefs.EntryError
@@ -185,7 +188,7 @@ func TestAnySize(t *testing.T) {
 			scancel()
 			// A write queued behind it on the same bridge: once it is done,
 			// the cancelled stream has had every chance to be written.
-			if _, err := e.c.Put(ctx, "br-int", "after", manyFlows(13, 1, 0)...); err != nil {
+			if _, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "after"}, manyFlows(13, 1, 0)...); err != nil {
 				t.Fatal(err)
 			}
 			if n := e.moduleCount(ctx, "gone"); n != 0 {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowstate-io/flowstate/client"
 	"github.com/flowstate-io/flowstate/server"
 )
 
@@ -96,7 +97,7 @@ func TestModuleWriters(t *testing.T) {
 		t.Fatalf("a peer that may write nothing reading: %v\n%s", err, out)
 	}
 	// Root (this test's own client) writes any module.
-	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
+	if _, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pipeline"}, texts(pipeline)...); err != nil {
 		t.Fatal(err)
 	}
 }

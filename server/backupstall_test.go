@@ -83,11 +83,11 @@ func TestBackupStalled(t *testing.T) {
 			es[j] = client.FlowText(fmt.Sprintf("table=2,priority=10,ip,nw_dst=10.2.%d.%d,actions=mod_nw_tos:%d,output:2", j>>8, j&255, 4*(i%60)))
 		}
 		start := time.Now()
-		applied, err := e.c.Sync(ctx, "br-int", "pod", false, es...)
+		res, err := e.c.Sync(ctx, client.Module{Bridge: "br-int", Name: "pod"}, false, es...)
 		if err != nil {
 			t.Fatalf("write %d with a stalled backup: %v", i, err)
 		}
-		if !applied {
+		if !res.Applied {
 			t.Fatalf("write %d not applied", i)
 		}
 		return time.Since(start)

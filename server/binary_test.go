@@ -215,7 +215,7 @@ func TestBinaryEntriesCompareClean(t *testing.T) {
 	e.Start(ctx)
 	e.WaitConverged(ctx)
 	es := antreaEntries(t)
-	applied, err := e.c.Put(ctx, "br-int", "antrea", es...)
+	applied, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "antrea"}, es...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +310,7 @@ func TestLargeGroups(t *testing.T) {
 	}
 	es = append(es, client.GroupText(text.String()),
 		antreaFlow(t, 0, 100, 0, []*openflow15.MatchField{ipv4()}, apply(openflow15.NewActionGroup(20))))
-	if applied, err := e.c.Put(ctx, "br-int", "antrea", es...); err != nil || !applied {
+	if applied, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "antrea"}, es...); err != nil || !applied {
 		t.Fatalf("put: applied %v, %v", applied, err)
 	}
 	e.wantClean(ctx, "after put")
@@ -340,7 +340,7 @@ func TestLargeGroups(t *testing.T) {
 
 	// A change to one bucket of group 22 goes as MODIFY plus INSERT_BUCKETs.
 	changed := strings.Replace(text.String(), "bucket_id:1999,weight:100", "bucket_id:1999,weight:7", 1)
-	if applied, err := e.c.Put(ctx, "br-int", "antrea", client.GroupText(changed)); err != nil || !applied {
+	if applied, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "antrea"}, client.GroupText(changed)); err != nil || !applied {
 		t.Fatalf("put of the changed group: applied %v, %v", applied, err)
 	}
 	e.wantClean(ctx, "after the change")
@@ -438,7 +438,7 @@ func TestLearnedForms(t *testing.T) {
 		antreaFlow(t, 4, 80, 0, []*openflow15.MatchField{ipv4()}, apply(newNXAction(22, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7,
 			0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff))),
 	}
-	if applied, err := e.c.Put(ctx, "br-int", "tunnels", es...); err != nil || !applied {
+	if applied, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "tunnels"}, es...); err != nil || !applied {
 		t.Fatalf("put: applied %v, %v", applied, err)
 	}
 	e.wantClean(ctx, "after put")

@@ -66,12 +66,12 @@ func TestOwnedCookie(t *testing.T) {
 		}
 	}
 	e.Start(ctx)
-	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(ownedFlows)...); err != nil {
+	if _, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pipeline"}, texts(ownedFlows)...); err != nil {
 		t.Fatal(err)
 	}
 	e.WaitConverged(ctx)
 
-	_, err := e.c.Put(ctx, "br-int", "pipeline", client.FlowText("cookie=0x2001,table=2,priority=1,actions=drop"))
+	_, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pipeline"}, client.FlowText("cookie=0x2001,table=2,priority=1,actions=drop"))
 	var ee *errdefs.EntryError
 	if !errors.As(err, &ee) || ee.Index != 0 || !errors.Is(err, errdefs.ErrInvalidArgument) ||
 		!strings.Contains(err.Error(), "outside the owned cookie space 0x1000/0xf000") {
@@ -125,7 +125,7 @@ func TestFlowsWithTimeoutsLeftAlone(t *testing.T) {
 	defer cancel()
 	e := newEnv(ctx, t)
 	e.Start(ctx)
-	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
+	if _, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pipeline"}, texts(pipeline)...); err != nil {
 		t.Fatal(err)
 	}
 	e.WaitConverged(ctx)

@@ -41,7 +41,7 @@ func TestProductionCorpus(t *testing.T) {
 		es = append(es, client.GroupText(g))
 	}
 	es = append(es, texts(flows)...)
-	applied, err := e.c.Put(ctx, "br-int", "antrea", es...)
+	applied, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "antrea"}, es...)
 	if err != nil || !applied {
 		t.Fatalf("put: applied=%v err=%v", applied, err)
 	}

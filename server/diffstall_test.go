@@ -26,7 +26,7 @@ func TestDiffStalledClient(t *testing.T) {
 	for i := range es {
 		es[i] = client.FlowText(fmt.Sprintf("table=3,priority=10,ip,nw_src=10.%d.%d.%d,actions=drop", i>>16, (i>>8)&255, i&255))
 	}
-	if _, err := e.c.Put(ctx, "br-int", "policy", es...); err != nil {
+	if _, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "policy"}, es...); err != nil {
 		t.Fatal(err)
 	}
 	e.WaitConverged(ctx)
@@ -43,7 +43,7 @@ func TestDiffStalledClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	if _, err := e.c.Put(ctx, "br-int", "pipeline", client.FlowText("table=0,priority=1,actions=drop")); err != nil {
+	if _, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pipeline"}, client.FlowText("table=0,priority=1,actions=drop")); err != nil {
 		t.Fatalf("a write while a diff client stalls: %v", err)
 	}
 	if waited := time.Since(start); waited > 20*time.Second {

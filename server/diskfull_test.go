@@ -72,7 +72,7 @@ func TestDiskFull(t *testing.T) {
 	})
 	e.Start(ctx)
 	e.WaitConverged(ctx)
-	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
+	if _, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pipeline"}, texts(pipeline)...); err != nil {
 		t.Fatal(err)
 	}
 	room := fill(t, mnt)
@@ -80,7 +80,7 @@ func TestDiskFull(t *testing.T) {
 	for i := range 500 {
 		flows = append(flows, client.FlowText(fmt.Sprintf("table=5,priority=%d,ip,nw_dst=10.1.%d.%d,actions=drop", 100+i, i/250, i%250)))
 	}
-	_, err := e.c.Put(ctx, "br-int", "pod", flows...)
+	_, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pod"}, flows...)
 	if !errors.Is(err, errdefs.ErrResourceExhausted) || !strings.Contains(err.Error(), "the disk is full") ||
 		!strings.Contains(err.Error(), e.Config.DBPath) || strings.Count(err.Error(), "resource exhausted") != 1 {
 		t.Fatalf("put on a full disk: %v, want RESOURCE_EXHAUSTED saying the disk is full, naming %s", err, e.Config.DBPath)
@@ -98,7 +98,7 @@ func TestDiskFull(t *testing.T) {
 
 	// A large streamed write is spooled to disk first (StageAbove, 100
 	// here): the spool cannot be written either, and says so.
-	_, err = e.c.SyncSet(ctx, "br-int", "pod", false, flows)
+	_, err = e.c.Sync(ctx, client.Module{Bridge: "br-int", Name: "pod"}, false, flows...)
 	if !errors.Is(err, errdefs.ErrResourceExhausted) || !strings.Contains(err.Error(), "the disk is full") || !strings.Contains(err.Error(), "spool") {
 		t.Fatalf("staged sync on a full disk: %v, want RESOURCE_EXHAUSTED saying the disk is full for the spool", err)
 	}
@@ -106,11 +106,11 @@ func TestDiskFull(t *testing.T) {
 	e.wantNoDiff(ctx, "after the failed staged sync")
 
 	room()
-	if applied, err := e.c.Put(ctx, "br-int", "pod", flows...); err != nil || !applied {
+	if applied, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pod"}, flows...); err != nil || !applied {
 		t.Fatalf("put with room again: applied=%v err=%v", applied, err)
 	}
 	e.wantNoDiff(ctx, "after the put with room")
-	res, err := e.c.SyncSet(ctx, "br-int", "pod", false, flows[:250])
+	res, err := e.c.Sync(ctx, client.Module{Bridge: "br-int", Name: "pod"}, false, flows[:250]...)
 	if err != nil || !res.Applied || res.Removed != 250 {
 		t.Fatalf("staged sync with room again: %+v, %v", res, err)
 	}

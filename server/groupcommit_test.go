@@ -42,13 +42,13 @@ func TestGroupCommit(t *testing.T) {
 		expect = append(expect, flows...)
 		wg.Go(func() {
 			<-start
-			_, errs[w] = e.c.Put(ctx, "br-int", fmt.Sprintf("pod-%d", w), texts(flows)...)
+			_, errs[w] = e.c.Put(ctx, client.Module{Bridge: "br-int", Name: fmt.Sprintf("pod-%d", w)}, texts(flows)...)
 		})
 	}
 	// Table 7 takes one flow: this request's second entry is refused.
 	wg.Go(func() {
 		<-start
-		_, errs[writers] = e.c.Put(ctx, "br-int", "bad", texts([]string{"table=7,priority=1,actions=drop", "table=7,priority=2,actions=drop"})...)
+		_, errs[writers] = e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "bad"}, texts([]string{"table=7,priority=1,actions=drop", "table=7,priority=2,actions=drop"})...)
 	})
 	close(start)
 	wg.Wait()
@@ -115,7 +115,7 @@ func TestPipelinedWritesFrozenVswitchd(t *testing.T) {
 		expected = append(expected, mine...)
 		wg.Go(func() {
 			for i := range puts {
-				applied, err := e.c.Put(ctx, "br-int", fmt.Sprint("w", w), texts(mine[i*per:(i+1)*per])...)
+				applied, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: fmt.Sprint("w", w)}, texts(mine[i*per:(i+1)*per])...)
 				if err != nil {
 					errs <- fmt.Errorf("writer %d, put %d: %w", w, i, err)
 				} else if !applied {

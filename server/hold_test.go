@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/flowstate-io/flowstate/client"
 	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/internal/sandbox"
 	"github.com/flowstate-io/flowstate/internal/testenv"
@@ -60,7 +61,7 @@ func TestNothingHoldsTheOthers(t *testing.T) {
 			})
 			tc.setup(ctx, e)
 			e.Start(ctx)
-			if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
+			if _, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pipeline"}, texts(pipeline)...); err != nil {
 				t.Fatal(err)
 			}
 			// The first start may itself be held for max-hold: wait for it.
@@ -121,7 +122,7 @@ func TestWedgedEngine(t *testing.T) {
 	})
 	e.runGuard(ctx, lease)
 	e.Start(ctx)
-	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
+	if _, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pipeline"}, texts(pipeline)...); err != nil {
 		t.Fatal(err)
 	}
 	poll(ctx, t, "armed with a guard", func() (bool, error) {
@@ -256,7 +257,7 @@ func TestMetricsFromTheStart(t *testing.T) {
 		c.RequiredModules = []string{"pipeline"}
 	})
 	e.Start(ctx)
-	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
+	if _, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pipeline"}, texts(pipeline)...); err != nil {
 		t.Fatal(err)
 	}
 	body := e.Metrics(ctx)
@@ -303,7 +304,7 @@ func TestClearCountsReleases(t *testing.T) {
 		return ""
 	}
 	e.Start(ctx)
-	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
+	if _, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pipeline"}, texts(pipeline)...); err != nil {
 		t.Fatal(err)
 	}
 	e.Stop()

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowstate-io/flowstate/client"
 	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/server"
 )
@@ -18,7 +19,7 @@ import (
 // putPipeline declares the pipeline on a live br-int and returns the dump.
 func (e *env) putPipeline(ctx context.Context) []string {
 	e.t.Helper()
-	if applied, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil || !applied {
+	if applied, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pipeline"}, texts(pipeline)...); err != nil || !applied {
 		e.t.Fatalf("put: applied=%v err=%v", applied, err)
 	}
 	got := e.dump(ctx, "br-int")
@@ -84,7 +85,7 @@ func TestStoreLost(t *testing.T) {
 			func(ctx context.Context, e *env, _ []byte, reason string) {
 				// Controllers re-sync into the new store (stored, not
 				// applied), then the operator adopts the bridge.
-				if applied, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil || applied {
+				if applied, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pipeline"}, texts(pipeline)...); err != nil || applied {
 					e.t.Fatalf("put while standing aside: applied=%v err=%v, want stored only", applied, err)
 				}
 				m := storeIDInReason.FindStringSubmatch(reason)

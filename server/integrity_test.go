@@ -34,7 +34,7 @@ func TestUsedGroupOrMeterCannotGo(t *testing.T) {
 	e := newEnv(ctx, t)
 	e.Start(ctx)
 	e.WaitConverged(ctx)
-	if _, err := e.c.Put(ctx, "br-int", "lb",
+	if _, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "lb"},
 		client.GroupText("group_id=5,type=select,bucket=output:1,bucket=output:2"),
 		client.MeterText("meter=3,kbps,band=type=drop,rate=1000")); err != nil {
 		t.Fatal(err)
@@ -43,10 +43,10 @@ func TestUsedGroupOrMeterCannotGo(t *testing.T) {
 	for i := range 20 {
 		pods = append(pods, client.FlowText(fmt.Sprintf("table=0,priority=%d,ip,nw_dst=10.0.0.%d,actions=meter:3,group:5", 100+i, i)))
 	}
-	if _, err := e.c.Put(ctx, "br-int", "pod", pods...); err != nil {
+	if _, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pod"}, pods...); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.c.Put(ctx, "br-int", "policy", client.FlowText("table=1,priority=5,ip,actions=group:5")); err != nil {
+	if _, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "policy"}, client.FlowText("table=1,priority=5,ip,actions=group:5")); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -55,15 +55,15 @@ func TestUsedGroupOrMeterCannotGo(t *testing.T) {
 		want string
 	}{
 		{"delete group", func() error {
-			_, err := e.c.Delete(ctx, "br-int", "lb", client.GroupText("group_id=5"))
+			_, err := e.c.Delete(ctx, client.Module{Bridge: "br-int", Name: "lb"}, client.GroupText("group_id=5"))
 			return err
 		}, "group 5 is used by 21 flows of modules pod, policy: first: priority=100,ip,nw_dst=10.0.0.0 actions=meter:3,group:5 (module pod)"},
 		{"delete meter", func() error {
-			_, err := e.c.Delete(ctx, "br-int", "lb", client.MeterText("meter=3"))
+			_, err := e.c.Delete(ctx, client.Module{Bridge: "br-int", Name: "lb"}, client.MeterText("meter=3"))
 			return err
 		}, "meter 3 is used by 20 flows of module pod: first: priority=100,ip,nw_dst=10.0.0.0"},
 		{"sync without them", func() error {
-			_, err := e.c.Sync(ctx, "br-int", "lb", false)
+			_, err := e.c.Sync(ctx, client.Module{Bridge: "br-int", Name: "lb"}, false)
 			return err
 		}, " is used by "},
 	} {
@@ -79,21 +79,21 @@ func TestUsedGroupOrMeterCannotGo(t *testing.T) {
 	e.wantNoDiff(ctx, "after refused deletes")
 
 	// A module that removes its group and its users in one request may.
-	if _, err := e.c.Put(ctx, "br-int", "lb", client.GroupText("group_id=6,type=all,bucket=output:1"),
+	if _, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "lb"}, client.GroupText("group_id=6,type=all,bucket=output:1"),
 		client.FlowText("table=2,priority=1,ip,actions=group:6")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.c.Delete(ctx, "br-int", "lb", client.GroupText("group_id=6"), client.FlowText("table=2,priority=1,ip")); err != nil {
+	if _, err := e.c.Delete(ctx, client.Module{Bridge: "br-int", Name: "lb"}, client.GroupText("group_id=6"), client.FlowText("table=2,priority=1,ip")); err != nil {
 		t.Fatalf("delete of a group with its only user: %v", err)
 	}
 	// Once the users are gone, the group and meter may go.
-	if _, err := e.c.Sync(ctx, "br-int", "pod", false); err != nil {
+	if _, err := e.c.Sync(ctx, client.Module{Bridge: "br-int", Name: "pod"}, false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.c.Delete(ctx, "br-int", "policy", client.FlowText("table=1,priority=5,ip")); err != nil {
+	if _, err := e.c.Delete(ctx, client.Module{Bridge: "br-int", Name: "policy"}, client.FlowText("table=1,priority=5,ip")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.c.Sync(ctx, "br-int", "lb", false); err != nil {
+	if _, err := e.c.Sync(ctx, client.Module{Bridge: "br-int", Name: "lb"}, false); err != nil {
 		t.Fatalf("sync away an unused group and meter: %v", err)
 	}
 	e.wantNoDiff(ctx, "at the end")
@@ -119,7 +119,7 @@ func TestMeterRollback(t *testing.T) {
 	table7 := []client.Entry{client.FlowText("table=7,priority=1,ip,actions=drop"), client.FlowText("table=7,priority=2,ip,actions=drop")}
 
 	// A new meter with a flow the switch refuses at commit.
-	_, err := e.c.Put(ctx, "br-int", "pod", append([]client.Entry{client.MeterText("meter=1,kbps,band=type=drop,rate=100")}, table7...)...)
+	_, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pod"}, append([]client.Entry{client.MeterText("meter=1,kbps,band=type=drop,rate=100")}, table7...)...)
 	if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "OFPFMFC_TABLE_FULL") {
 		t.Fatalf("put beyond the table's limit: %v", err)
 	}
@@ -129,7 +129,7 @@ func TestMeterRollback(t *testing.T) {
 	e.wantNoDiff(ctx, "after a refused meter add")
 
 	// Two meters, the second refused by the datapath (a dscp_remark band).
-	_, err = e.c.Put(ctx, "br-int", "pod", client.MeterText("meter=1,kbps,band=type=drop,rate=100"),
+	_, err = e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pod"}, client.MeterText("meter=1,kbps,band=type=drop,rate=100"),
 		client.MeterText("meter=2,kbps,band=type=dscp_remark,rate=100,prec_level=1"))
 	if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "OFPMMFC_BAD_BAND") {
 		t.Fatalf("put of a refused meter: %v", err)
@@ -140,11 +140,11 @@ func TestMeterRollback(t *testing.T) {
 	e.wantNoDiff(ctx, "after a refused add of two meters")
 
 	// A modified meter gets its previous rate back.
-	if _, err := e.c.Put(ctx, "br-int", "pod", client.MeterText("meter=1,kbps,band=type=drop,rate=100")); err != nil {
+	if _, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pod"}, client.MeterText("meter=1,kbps,band=type=drop,rate=100")); err != nil {
 		t.Fatal(err)
 	}
 	before := meters()
-	if _, err := e.c.Put(ctx, "br-int", "pod", append([]client.Entry{client.MeterText("meter=1,kbps,band=type=drop,rate=300")}, table7...)...); err == nil {
+	if _, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pod"}, append([]client.Entry{client.MeterText("meter=1,kbps,band=type=drop,rate=300")}, table7...)...); err == nil {
 		t.Fatal("put beyond the table's limit accepted")
 	}
 	if after := meters(); strings.Join(after, "\n") != strings.Join(before, "\n") {
@@ -194,7 +194,7 @@ func TestOnlyDesiredState(t *testing.T) {
 		{client.FlowBytes(flowModBytes(t, func(fm *openflow15.FlowMod) { fm.Flags = 0x100 })), "flags 0x100: not OpenFlow 1.5"},
 	}
 	for i, tc := range refused {
-		_, err := e.c.Put(ctx, "br-int", "pod", client.FlowText("table=0,priority=9,ip,actions=drop"), tc.entry)
+		_, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pod"}, client.FlowText("table=0,priority=9,ip,actions=drop"), tc.entry)
 		var ee *errdefs.EntryError
 		if !errors.Is(err, errdefs.ErrInvalidArgument) || !errors.As(err, &ee) || ee.Index != 1 || !strings.Contains(err.Error(), tc.why) ||
 			strings.Count(err.Error(), "invalid argument") != 1 || strings.Count(err.Error(), "entry 1") != 1 {
@@ -205,7 +205,7 @@ func TestOnlyDesiredState(t *testing.T) {
 		t.Fatalf("refused requests left %q", got)
 	}
 	kept := []string{"table=0,priority=2,no_packet_counts,ip,actions=drop", "table=0,priority=3,no_byte_counts,importance=4,ip,actions=drop"}
-	if _, err := e.c.Put(ctx, "br-int", "pod", texts(kept)...); err != nil {
+	if _, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pod"}, texts(kept)...); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := e.sb.Ofctl(ctx, "del-flows", "br-ref"); err != nil {
@@ -246,7 +246,7 @@ func desiredOnly(t *testing.T, flows []string) (desired, refused []string) {
 func (e *env) wantRefused(ctx context.Context, refused []string) {
 	e.t.Helper()
 	for _, l := range refused {
-		if _, err := e.c.Put(ctx, "br-int", "corpus", client.FlowText(l)); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		if _, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "corpus"}, client.FlowText(l)); !errors.Is(err, errdefs.ErrInvalidArgument) {
 			e.t.Fatalf("%s: %v, want INVALID_ARGUMENT (not desired state)", l, err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowstate-io/flowstate/client"
 	"github.com/flowstate-io/flowstate/internal/sandbox"
 	"github.com/flowstate-io/flowstate/server"
 	"github.com/flowstate-io/flowstate/server/restore"
@@ -112,7 +113,7 @@ func TestUnmanagedBridgeRestored(t *testing.T) {
 	}
 	e.checkExForwarding(ctx)
 	e.Start(ctx)
-	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
+	if _, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pipeline"}, texts(pipeline)...); err != nil {
 		t.Fatal(err)
 	}
 	e.WaitConverged(ctx)
@@ -196,7 +197,7 @@ func TestUnmanagedRebuiltNotWritten(t *testing.T) {
 	}
 	before := e.exState(ctx)
 	e.Start(ctx)
-	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
+	if _, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pipeline"}, texts(pipeline)...); err != nil {
 		t.Fatal(err)
 	}
 	e.WaitConverged(ctx)

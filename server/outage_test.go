@@ -161,7 +161,7 @@ func TestOutageReplay(t *testing.T) {
 	for i, l := range pipeline {
 		entries[i] = client.FlowText(l)
 	}
-	applied, err := e.c.Put(ctx, "br-int", "pipeline", entries...)
+	applied, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pipeline"}, entries...)
 	if err != nil || !applied {
 		t.Fatalf("put: applied=%v err=%v", applied, err)
 	}
@@ -233,7 +233,7 @@ func TestPutRejectedByOVS(t *testing.T) {
 	// Table 7 holds one flow at most: OVS refuses the second at commit,
 	// whatever its syntax.
 	e.limitTable7(ctx, true)
-	_, err := e.c.Put(ctx, "br-int", "pod",
+	_, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pod"},
 		client.FlowText("table=7,priority=1,ip,actions=drop"), client.FlowText("table=7,priority=2,ip,actions=drop"))
 	var ee *errdefs.EntryError
 	if !errors.Is(err, errdefs.ErrInvalidArgument) || !errors.As(err, &ee) || ee.Index != 1 || !strings.Contains(err.Error(), "OFPFMFC_TABLE_FULL") {
@@ -248,20 +248,20 @@ func TestPutRejectedByOVS(t *testing.T) {
 	}
 
 	// Ownership: another module cannot take over a declared identity.
-	if _, err := e.c.Put(ctx, "br-int", "pipeline", client.FlowText(pipeline[0])); err != nil {
+	if _, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pipeline"}, client.FlowText(pipeline[0])); err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.c.Put(ctx, "br-int", "pod", client.FlowText(pipeline[0]))
+	_, err = e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pod"}, client.FlowText(pipeline[0]))
 	if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), `"pipeline"`) {
 		t.Fatalf("put of another module's flow: %v, want FAILED_PRECONDITION naming the owner", err)
 	}
 	// Syntax errors name the entry and the token.
-	_, err = e.c.Put(ctx, "br-int", "pod", client.FlowText("table=0,nw_srcc=1.2.3.4,actions=drop"))
+	_, err = e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pod"}, client.FlowText("table=0,nw_srcc=1.2.3.4,actions=drop"))
 	if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "nw_srcc") {
 		t.Fatalf("put with a typo: %v", err)
 	}
 	// Delete by identity removes it from the switch and the store.
-	if _, err := e.c.Delete(ctx, "br-int", "pipeline", client.FlowText("table=0,priority=100,ip")); err != nil {
+	if _, err := e.c.Delete(ctx, client.Module{Bridge: "br-int", Name: "pipeline"}, client.FlowText("table=0,priority=100,ip")); err != nil {
 		t.Fatal(err)
 	}
 	if got := e.dump(ctx, "br-int"); len(got) != 0 {

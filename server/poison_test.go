@@ -90,10 +90,10 @@ func TestPoisonEntryBisected(t *testing.T) {
 	for i := range pods {
 		pods[i] = fmt.Sprintf("table=3,priority=200,ip,nw_src=10.1.0.%d,actions=normal", i+1)
 	}
-	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
+	if _, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pipeline"}, texts(pipeline)...); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.c.Put(ctx, "br-int", "pod", texts(pods)...); err != nil {
+	if _, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pod"}, texts(pods)...); err != nil {
 		t.Fatal(err)
 	}
 	// A replay vswitchd survives leaves the digest of what it holds.

@@ -72,10 +72,10 @@ func TestRefusalTableLimit(t *testing.T) {
 			for i := range pods {
 				pods[i] = fmt.Sprintf("table=7,priority=100,ip,nw_src=10.0.%d.%d,actions=resubmit(,3)", i/256, i%256)
 			}
-			if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
+			if _, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pipeline"}, texts(pipeline)...); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := e.c.Put(ctx, "br-int", "pod", texts(pods)...); err != nil {
+			if _, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pod"}, texts(pods)...); err != nil {
 				t.Fatal(err)
 			}
 			if out, err := e.sb.Vsctl(ctx, "--", "--id=@ft", "create", "Flow_Table",
@@ -163,7 +163,7 @@ func TestRefusalUsersOfARefusedMeter(t *testing.T) {
 	for i := range flows {
 		flows[i] = fmt.Sprintf("table=5,priority=100,ip,nw_dst=10.1.%d.%d,actions=meter:7,output:2", i/256, i%256)
 	}
-	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
+	if _, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pipeline"}, texts(pipeline)...); err != nil {
 		t.Fatal(err)
 	}
 	e.Stop()
@@ -174,7 +174,7 @@ func TestRefusalUsersOfARefusedMeter(t *testing.T) {
 	// the dummy datapath refuses it.
 	e.Start(ctx)
 	bad := client.MeterText("meter=7,kbps,band=type=dscp_remark,rate=100,prec_level=1")
-	if _, err := e.c.Put(ctx, "br-int", "pod", append(texts(flows), bad)...); err != nil {
+	if _, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pod"}, append(texts(flows), bad)...); err != nil {
 		t.Fatal(err)
 	}
 	e.Stop()
@@ -208,7 +208,7 @@ func TestRefusalUsersOfARefusedMeter(t *testing.T) {
 	}
 
 	// The module fixes the meter: the next replay brings its flows back.
-	if _, err := e.c.Put(ctx, "br-int", "pod", client.MeterText("meter=7,kbps,band=type=drop,rate=100")); err != nil {
+	if _, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pod"}, client.MeterText("meter=7,kbps,band=type=drop,rate=100")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.c.Reconcile(ctx, "br-int"); err != nil {

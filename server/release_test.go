@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowstate-io/flowstate/client"
 	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/internal/sandbox"
 	"github.com/flowstate-io/flowstate/internal/testenv"
@@ -188,7 +189,7 @@ func TestReleaseWithoutConvergence(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if _, err := e.c.Sync(ctx, "br-int", "pipeline", true, texts(pipeline)...); err != nil {
+		if _, err := e.c.Sync(ctx, client.Module{Bridge: "br-int", Name: "pipeline"}, true, texts(pipeline)...); err != nil {
 			t.Fatal(err)
 		}
 		poll(ctx, t, "gate open, br-int converged", func() (bool, error) {
@@ -312,7 +313,7 @@ func TestStandAsideSurvivesRestarts(t *testing.T) {
 
 	// The operator adopts the bridge: the controller's module synced
 	// (stored only), this store's id written as the reason says.
-	if applied, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil || applied {
+	if applied, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pipeline"}, texts(pipeline)...); err != nil || applied {
 		t.Fatalf("put while standing aside: applied=%v err=%v, want stored only", applied, err)
 	}
 	m := adoptCommand.FindStringSubmatch(reason)

@@ -77,7 +77,7 @@ func TestReconcileIsIdempotent(t *testing.T) {
 	e := newEnv(ctx, t)
 	e.Start(ctx)
 	e.WaitConverged(ctx)
-	if _, err := e.c.Put(ctx, "br-int", "corpus", append(es, texts(corpus)...)...); err != nil {
+	if _, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "corpus"}, append(es, texts(corpus)...)...); err != nil {
 		t.Fatal(err)
 	}
 	e.wantRefused(ctx, refused)
@@ -121,7 +121,7 @@ func TestDriftDiffAndAudit(t *testing.T) {
 	e.Start(ctx)
 	e.WaitConverged(ctx)
 	watch := e.watch(ctx, "", 0)
-	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
+	if _, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pipeline"}, texts(pipeline)...); err != nil {
 		t.Fatal(err)
 	}
 	// Both changes in one bundle, so one audit sees both.
@@ -145,7 +145,7 @@ func TestDiffShowsWithoutApplying(t *testing.T) {
 	e := newEnv(ctx, t)
 	e.Start(ctx)
 	e.WaitConverged(ctx)
-	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
+	if _, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pipeline"}, texts(pipeline)...); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := e.sb.Ofctl(ctx, "mod-flows", "br-int", "--strict", "table=3,priority=100,ip,actions=drop"); err != nil {
@@ -206,7 +206,7 @@ func TestQuarantine(t *testing.T) {
 	for i := range 12 {
 		metered = append(metered, fmt.Sprintf("table=8,priority=%d,ip,actions=meter:7,output:2", i+1))
 	}
-	applied, err := e.c.Put(ctx, "br-int", "pipeline",
+	applied, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pipeline"},
 		append(texts(slices.Concat(pipeline, table7, metered)), bad)...)
 	if err != nil || applied {
 		t.Fatalf("put while disconnected: applied=%v err=%v", applied, err)
@@ -243,7 +243,7 @@ func TestQuarantine(t *testing.T) {
 	}
 	// The module fixes it (flows use the meter: it cannot be deleted, only
 	// replaced): the quarantine is lifted by the new write.
-	if _, err := e.c.Put(ctx, "br-int", "pipeline", client.MeterText("meter=7,kbps,band=type=drop,rate=100")); err != nil {
+	if _, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pipeline"}, client.MeterText("meter=7,kbps,band=type=drop,rate=100")); err != nil {
 		t.Fatal(err)
 	}
 	for _, q := range e.status(ctx).Quarantined {
@@ -286,10 +286,10 @@ func TestColdStartGate(t *testing.T) {
 		"table=3,priority=200,ip,nw_dst=10.0.0.3,actions=output:2", // a pod that will be gone after the reboot
 	}
 	// First boot: modules declare and mark ready, the gate opens.
-	if _, err := e.c.Sync(ctx, "br-int", "pipeline", true, texts(pipeline)...); err != nil {
+	if _, err := e.c.Sync(ctx, client.Module{Bridge: "br-int", Name: "pipeline"}, true, texts(pipeline)...); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.c.Sync(ctx, "br-int", "pod", true, texts(podFlows)...); err != nil {
+	if _, err := e.c.Sync(ctx, client.Module{Bridge: "br-int", Name: "pod"}, true, texts(podFlows)...); err != nil {
 		t.Fatal(err)
 	}
 	e.WaitConverged(ctx)
@@ -327,7 +327,7 @@ func TestColdStartGate(t *testing.T) {
 		t.Fatalf("replayed before the gate opened: %q", got)
 	}
 	// pod re-declares only the pod that still exists, and is ready.
-	if _, err := e.c.Sync(ctx, "br-int", "pod", true, texts(podFlows[:1])...); err != nil {
+	if _, err := e.c.Sync(ctx, client.Module{Bridge: "br-int", Name: "pod"}, true, texts(podFlows[:1])...); err != nil {
 		t.Fatal(err)
 	}
 	e.waitRestored(ctx)
@@ -349,7 +349,7 @@ func TestColdStartReadinessTimeout(t *testing.T) {
 	}
 	e.Start(ctx)
 	watch := e.watch(ctx, "", 0)
-	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
+	if _, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pipeline"}, texts(pipeline)...); err != nil {
 		t.Fatal(err)
 	}
 	watch.next(ctx, t, func(ev client.Event) bool { return ev.TypeName == "readiness_timeout" })
@@ -369,16 +369,16 @@ func TestResyncWhileForwarding(t *testing.T) {
 	e.Start(ctx)
 	e.WaitConverged(ctx)
 	old := []string{"table=0,priority=10,ip,nw_src=10.1.0.1,actions=drop", "table=0,priority=10,ip,nw_src=10.1.0.2,actions=drop"}
-	if _, err := e.c.Sync(ctx, "br-int", "policy", false, texts(old)...); err != nil {
+	if _, err := e.c.Sync(ctx, client.Module{Bridge: "br-int", Name: "policy"}, false, texts(old)...); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
+	if _, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pipeline"}, texts(pipeline)...); err != nil {
 		t.Fatal(err)
 	}
 	next := []string{old[1], "table=0,priority=10,ip,nw_src=10.1.0.3,actions=drop"}
-	applied, err := e.c.Sync(ctx, "br-int", "policy", true, texts(next)...)
-	if err != nil || !applied {
-		t.Fatalf("sync: applied=%v err=%v", applied, err)
+	res, err := e.c.Sync(ctx, client.Module{Bridge: "br-int", Name: "policy"}, true, texts(next)...)
+	if err != nil || !res.Applied {
+		t.Fatalf("sync: applied=%v err=%v", res.Applied, err)
 	}
 	e.assertExact(ctx, append(slices.Clone(pipeline), next...))
 	// The sync was applied as it returned: nothing is left for a replay.
@@ -397,7 +397,7 @@ func TestCrashProofGating(t *testing.T) {
 	e := newEnv(ctx, t, func(c *server.Config) { c.RearmFlowRestoreWait = true })
 	e.Start(ctx)
 	flows := append([]string{"table=0,priority=200,ip,nw_dst=10.0.0.99,actions=drop"}, pipeline...)
-	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(flows)...); err != nil {
+	if _, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pipeline"}, texts(flows)...); err != nil {
 		t.Fatal(err)
 	}
 	e.WaitConverged(ctx)
@@ -462,7 +462,7 @@ func TestFrozenVswitchd(t *testing.T) {
 	defer cancel()
 	e := newEnv(ctx, t, func(c *server.Config) { c.EchoInterval, c.EchoTimeout = 0, 0 }) // the defaults
 	e.Start(ctx)
-	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
+	if _, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pipeline"}, texts(pipeline)...); err != nil {
 		t.Fatal(err)
 	}
 	e.WaitConverged(ctx)
@@ -496,7 +496,7 @@ func TestSeveralBridges(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.Start(ctx)
-	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
+	if _, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pipeline"}, texts(pipeline)...); err != nil {
 		t.Fatal(err)
 	}
 	poll(ctx, t, "br-int converged", func() (bool, error) { return e.bridgeStatus(ctx, "br-int").Converged, nil })
@@ -524,7 +524,7 @@ func TestWatchResume(t *testing.T) {
 	e.Start(ctx)
 	w := e.watch(ctx, "", 0)
 	e.WaitConverged(ctx)
-	if _, err := e.c.Put(ctx, "br-int", "pipeline", texts(pipeline)...); err != nil {
+	if _, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pipeline"}, texts(pipeline)...); err != nil {
 		t.Fatal(err)
 	}
 	hb := w.next(ctx, t, func(ev client.Event) bool { return ev.TypeName == "heartbeat" })

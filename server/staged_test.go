@@ -26,7 +26,7 @@ func TestStagedWriteSwitchGone(t *testing.T) {
 	e.Start(ctx)
 	e.WaitConverged(ctx)
 	set := manyFlows(10, 20_000, 0)
-	if applied, err := e.c.Put(ctx, "br-int", "policy", set...); err != nil || !applied {
+	if applied, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "policy"}, set...); err != nil || !applied {
 		t.Fatalf("staged put: applied=%v err=%v", applied, err)
 	}
 	e.wantNoDiff(ctx, "after the staged put")
@@ -41,7 +41,7 @@ func TestStagedWriteSwitchGone(t *testing.T) {
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		res, err := e.c.SyncSet(ctx, "br-int", "policy", false, next)
+		res, err := e.c.Sync(ctx, client.Module{Bridge: "br-int", Name: "policy"}, false, next...)
 		done <- outcome{res, err}
 	}()
 	var o outcome
@@ -71,7 +71,7 @@ func TestStagedWriteSwitchGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll(ctx, t, "bridge disconnected", func() (bool, error) { return !e.bridgeStatus(ctx, "br-int").Connected, nil })
-	if applied, err := e.c.Put(ctx, "br-int", "policy", manyFlows(10, 5_000, 30_000)...); err != nil || applied {
+	if applied, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "policy"}, manyFlows(10, 5_000, 30_000)...); err != nil || applied {
 		t.Fatalf("staged put with vswitchd down: applied=%v err=%v, want stored, not applied", applied, err)
 	}
 	if err := e.sb.RestartVswitchd(ctx, true); err != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/flowstate-io/flowstate/client"
 )
 
 // TestTunMetadataCompareClean: vswitchd stores a tun_metadata field at the
@@ -26,7 +28,7 @@ func TestTunMetadataCompareClean(t *testing.T) {
 		"table=0,priority=10,ip,actions=set_field:0x7->tun_metadata0,move:NXM_NX_TUN_METADATA0[0..15]->NXM_NX_REG0[0..15],resubmit(,1)",
 	}
 	e.Start(ctx)
-	if _, err := e.c.Put(ctx, "br-int", "geneve", texts(flows)...); err != nil {
+	if _, err := e.c.Put(ctx, client.Module{Bridge: "br-int", Name: "geneve"}, texts(flows)...); err != nil {
 		t.Fatal(err)
 	}
 	e.WaitConverged(ctx)

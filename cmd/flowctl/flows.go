@@ -302,7 +302,7 @@ func newAddOne(g *globals, kind entry.Kind) *cobra.Command {
 				}
 			}
 			return g.run(cmd, func(ctx context.Context, c *client.Client) error {
-				applied, err := c.Put(ctx, g.bridge, module, client.Entry{Kind: kind, Text: text})
+				applied, err := c.Put(ctx, client.Module{Bridge: g.bridge, Name: module}, client.Entry{Kind: kind, Text: text})
 				if err != nil {
 					var ee *errdefs.EntryError
 					if errors.As(err, &ee) {
@@ -327,7 +327,7 @@ func addFrom(cmd *cobra.Command, g *globals, kind entry.Kind, module, name strin
 		return g.run(cmd, func(ctx context.Context, c *client.Client) error {
 			var applied bool
 			n, err := sendFlowFile(cmd, name, func(seq iter.Seq2[client.Entry, error]) (n int, err error) {
-				applied, n, err = c.PutSeq(ctx, g.bridge, module, seq)
+				applied, n, err = c.PutSeq(ctx, client.Module{Bridge: g.bridge, Name: module}, seq)
 				return n, err
 			})
 			if n == 0 && (err == nil || errors.Is(err, errdefs.ErrInvalidArgument)) {
@@ -348,7 +348,7 @@ func addFrom(cmd *cobra.Command, g *globals, kind entry.Kind, module, name strin
 		return fmt.Errorf("%s: no %s", name, noun)
 	}
 	return g.run(cmd, func(ctx context.Context, c *client.Client) error {
-		applied, err := c.Put(ctx, g.bridge, module, toEntries(kind, lines)...)
+		applied, err := c.Put(ctx, client.Module{Bridge: g.bridge, Name: module}, toEntries(kind, lines)...)
 		if err != nil {
 			return lineError(name, lines, err)
 		}
@@ -396,7 +396,7 @@ func newDel(g *globals, kind entry.Kind) *cobra.Command {
 				return fmt.Errorf("%s: no %s", name, noun)
 			}
 			return g.run(cmd, func(ctx context.Context, c *client.Client) error {
-				if _, err := c.Delete(ctx, g.bridge, module, toEntries(kind, lines)...); err != nil {
+				if _, err := c.Delete(ctx, client.Module{Bridge: g.bridge, Name: module}, toEntries(kind, lines)...); err != nil {
 					return lineError(name, lines, err)
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "%d %s deleted\n", len(lines), noun)
@@ -523,7 +523,7 @@ func delMatching(cmd *cobra.Command, g *globals, module string, args []string) e
 			}
 		}
 		for lo := 0; lo < len(del); lo += delBatch {
-			if _, err := c.Delete(ctx, g.bridge, module, del[lo:min(lo+delBatch, len(del))]...); err != nil {
+			if _, err := c.Delete(ctx, client.Module{Bridge: g.bridge, Name: module}, del[lo:min(lo+delBatch, len(del))]...); err != nil {
 				if lo > 0 {
 					return fmt.Errorf("%d of the %d flows deleted, then: %w", lo, len(del), err)
 				}
@@ -574,7 +574,7 @@ func newReplaceFlows(g *globals) *cobra.Command {
 				var res client.SyncResult
 				_, err := sendFlowFile(cmd, args[0], func(seq iter.Seq2[client.Entry, error]) (int, error) {
 					var err error
-					res, err = c.SyncSeq(ctx, g.bridge, module, ready, seq)
+					res, err = c.SyncSeq(ctx, client.Module{Bridge: g.bridge, Name: module}, ready, seq)
 					return res.Stored, err
 				})
 				if err != nil {

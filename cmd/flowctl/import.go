@@ -75,7 +75,7 @@ flowctl diff, then adopt the bridge as the reason in flowctl status says.`,
 					im.report(cmd.ErrOrStderr())
 					return fmt.Errorf("no flows to import in the owned cookie space %s%s", st.OwnedCookie, im.skipped())
 				}
-				applied, err := c.Put(ctx, g.bridge, module, im.entries...)
+				applied, err := c.Put(ctx, client.Module{Bridge: g.bridge, Name: module}, im.entries...)
 				if err != nil {
 					if len(args) == 1 {
 						return lineError(args[0], im.lines, err)

@@ -284,7 +284,9 @@ func newClient(g *globals) (*client.Client, error) { return dialClient(g, nil) }
 // and retrying cannot grant the permission.
 func dialClient(g *globals, cancel context.CancelCauseFunc) (*client.Client, error) {
 	t := target(g.server)
-	var opts []client.Option
+	// An operator reads the failure: fail fast rather than wait for a
+	// flowstated that may never come (client.WithFailFast).
+	opts := []client.Option{client.WithFailFast()}
 	if path := socketPath(t); path != "" && cancel != nil {
 		var d net.Dialer
 		opts = append(opts, client.WithDialOptions(grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {

@@ -185,7 +185,7 @@ func putConcurrently(ctx context.Context, c *client.Client, es []client.Entry, b
 					return
 				}
 				hi := min(lo+batch, len(es))
-				applied, err := c.Put(ctx, bridge, module, es[lo:hi]...)
+				applied, err := c.Put(ctx, client.Module{Bridge: bridge, Name: module}, es[lo:hi]...)
 				if err == nil && applied != live {
 					err = fmt.Errorf("applied to the bridge: %v, want %v", applied, live)
 				}

@@ -176,7 +176,7 @@ func withFlowstate(ctx context.Context, sb *sandbox.Sandbox, res *result) (err e
 	for i, l := range pipeline {
 		entries[i] = client.FlowText(l)
 	}
-	if _, err := c.Put(ctx, bridge, "pipeline", entries...); err != nil {
+	if _, err := c.Put(ctx, client.Module{Bridge: bridge, Name: "pipeline"}, entries...); err != nil {
 		return err
 	}
 	if _, err := c.WaitConverged(ctx); err != nil {

@@ -125,7 +125,7 @@ func TestBinaryStoreDamage(t *testing.T) {
 		es[i] = client.FlowText(fmt.Sprintf("table=1,priority=10,ip,nw_dst=10.1.%d.%d,actions=output:2", i>>8, i&255))
 	}
 	es = append(es, client.FlowText("table=0,priority=5,actions=resubmit(,1)"))
-	if _, err := n.c.Sync(ctx, "br-int", "pipeline", true, es...); err != nil {
+	if _, err := n.c.Sync(ctx, client.Module{Bridge: "br-int", Name: "pipeline"}, true, es...); err != nil {
 		t.Fatal(err)
 	}
 	n.poll(ctx, "converged", func() bool {

@@ -274,7 +274,7 @@ func TestGuardReleasesDeadFlowstated(t *testing.T) {
 			for i, l := range guardPipeline {
 				es[i] = client.FlowText(l)
 			}
-			if _, err := n.c.Sync(ctx, "br-int", "pipeline", true, es...); err != nil {
+			if _, err := n.c.Sync(ctx, client.Module{Bridge: "br-int", Name: "pipeline"}, true, es...); err != nil {
 				t.Fatal(err)
 			}
 			n.armedWithGuard(ctx)
@@ -326,10 +326,10 @@ func TestGateSurvivesRestarts(t *testing.T) {
 	pipe := []client.Entry{client.FlowText("table=0,priority=50,in_port=1,actions=output:2")}
 	pod := []client.Entry{client.FlowText("table=0,priority=60,tcp,nw_dst=10.0.0.2,actions=resubmit(,1)"),
 		client.FlowText("table=1,priority=10,actions=output:2")}
-	if _, err := n.c.Sync(ctx, "br-int", "pipeline", true, pipe...); err != nil {
+	if _, err := n.c.Sync(ctx, client.Module{Bridge: "br-int", Name: "pipeline"}, true, pipe...); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.c.Sync(ctx, "br-int", "pod", true, pod...); err != nil {
+	if _, err := n.c.Sync(ctx, client.Module{Bridge: "br-int", Name: "pod"}, true, pod...); err != nil {
 		t.Fatal(err)
 	}
 	n.armedWithGuard(ctx)

@@ -70,7 +70,7 @@ func (n *node) syncPipeline(ctx context.Context) {
 	for i, l := range guardPipeline {
 		es[i] = client.FlowText(l)
 	}
-	if _, err := n.c.Sync(ctx, "br-int", "pipeline", true, es...); err != nil {
+	if _, err := n.c.Sync(ctx, client.Module{Bridge: "br-int", Name: "pipeline"}, true, es...); err != nil {
 		n.t.Fatal(err)
 	}
 }

@@ -75,11 +75,11 @@ func killDuringWrite(t *testing.T, stageAbove string, groups bool) {
 	}
 	// How long the write takes here, to strike at fractions of it.
 	start := time.Now()
-	if _, err := n.c.Put(ctx, "br-int", "big", es...); err != nil {
+	if _, err := n.c.Put(ctx, client.Module{Bridge: "br-int", Name: "big"}, es...); err != nil {
 		t.Fatal(err)
 	}
 	took := time.Since(start)
-	if _, err := n.c.Sync(ctx, "br-int", "big", false); err != nil {
+	if _, err := n.c.Sync(ctx, client.Module{Bridge: "br-int", Name: "big"}, false); err != nil {
 		t.Fatal(err)
 	}
 	converged()
@@ -87,7 +87,7 @@ func killDuringWrite(t *testing.T, stageAbove string, groups bool) {
 		after := time.Duration(frac * float64(took))
 		done := make(chan error, 1)
 		go func() {
-			_, err := n.c.Put(ctx, "br-int", "big", es...)
+			_, err := n.c.Put(ctx, client.Module{Bridge: "br-int", Name: "big"}, es...)
 			done <- err
 		}()
 		time.Sleep(after) // when the fault strikes: the point of the test
@@ -123,7 +123,7 @@ func killDuringWrite(t *testing.T, stageAbove string, groups bool) {
 		if cs, err := n.c.Diff(ctx, "br-int"); err != nil || len(cs) != 0 {
 			t.Fatalf("diff after the restart: %d changes, %v", len(cs), err)
 		}
-		if _, err := n.c.Sync(ctx, "br-int", "big", false); err != nil {
+		if _, err := n.c.Sync(ctx, client.Module{Bridge: "br-int", Name: "big"}, false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -156,7 +156,7 @@ func TestKillDuringPipelinedWrites(t *testing.T) {
 						x := i*per + j
 						es[j] = client.FlowText(fmt.Sprintf("table=2,priority=10,ip,nw_src=10.%d.%d.%d,actions=drop", w, x>>8&255, x&255))
 					}
-					if _, err := n.c.Put(ctx, "br-int", fmt.Sprint("w", w), es...); err != nil {
+					if _, err := n.c.Put(ctx, client.Module{Bridge: "br-int", Name: fmt.Sprint("w", w)}, es...); err != nil {
 						return // flowstated is gone
 					}
 				}

@@ -32,7 +32,7 @@ func TestCrashLoopBroken(t *testing.T) {
 	for i, f := range guardPipeline {
 		es[i] = client.FlowText(f)
 	}
-	if _, err := n.c.Put(ctx, "br-int", "pipeline", es...); err != nil {
+	if _, err := n.c.Put(ctx, client.Module{Bridge: "br-int", Name: "pipeline"}, es...); err != nil {
 		t.Fatal(err)
 	}
 	// A restore vswitchd survives: the digest of what it holds is kept.

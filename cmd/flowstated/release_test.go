@@ -87,7 +87,7 @@ func TestBinaryReleaseWithoutConvergence(t *testing.T) {
 		for i, l := range guardPipeline {
 			es[i] = client.FlowText(l)
 		}
-		if _, err := n.c.Sync(ctx, "br-int", "pipeline", true, es...); err != nil {
+		if _, err := n.c.Sync(ctx, client.Module{Bridge: "br-int", Name: "pipeline"}, true, es...); err != nil {
 			n.t.Fatal(err)
 		}
 		n.poll(ctx, "br-int converged", func() bool { return n.bridgeStatus(ctx, "br-int").Converged })
@@ -265,8 +265,8 @@ func TestBinaryStandAsideSurvivesRestarts(t *testing.T) {
 	for i, l := range guardPipeline {
 		es[i] = client.FlowText(l)
 	}
-	if applied, err := n.c.Sync(ctx, "br-int", "pipeline", true, es...); err != nil || applied {
-		t.Fatalf("sync while standing aside: applied=%v err=%v, want stored only", applied, err)
+	if res, err := n.c.Sync(ctx, client.Module{Bridge: "br-int", Name: "pipeline"}, true, es...); err != nil || res.Applied {
+		t.Fatalf("sync while standing aside: applied=%v err=%v, want stored only", res.Applied, err)
 	}
 	n.signal(ctx, syscall.SIGTERM)
 	base := n.args

@@ -10,9 +10,15 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
 
 	"github.com/flowstate-io/flowstate/errdefs"
 )
+
+// Domain marks, in an errdetails.ErrorInfo, a status that flowstated's
+// handlers returned: its verdict, as opposed to a status gRPC made up for a
+// connection that failed. A client resends only the latter.
+const Domain = "flowstate.io"
 
 // kinds is the one table of kind <-> code.
 var kinds = []struct {
@@ -49,13 +55,15 @@ func ToGRPC(err error) error {
 		}
 	}
 	st := status.New(code, err.Error())
+	details := []protoadapt.MessageV1{&errdetails.ErrorInfo{Domain: Domain, Reason: code.String()}}
 	var ee *errdefs.EntryError
 	if errors.As(err, &ee) {
-		if d, derr := st.WithDetails(&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{
+		details = append(details, &errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{
 			Field: fmt.Sprintf("entries[%d]", ee.Index), Description: ee.Err.Error(),
-		}}}); derr == nil {
-			st = d
-		}
+		}}})
+	}
+	if d, derr := st.WithDetails(details...); derr == nil {
+		st = d
 	}
 	return st.Err()
 }

@@ -91,7 +91,7 @@ func (w *writer) step(ctx context.Context, counts *counter) {
 		for range n {
 			set[w.ip(w.r.IntN(40))] = w.actions()
 		}
-		_, err := w.c.Put(ctx, Managed, w.module, w.entries(set)...)
+		_, err := w.c.Put(ctx, client.Module{Bridge: Managed, Name: w.module}, w.entries(set)...)
 		w.record(set, false, err)
 		counts.add(string(OpPut), err)
 	case p < 0.60:
@@ -115,7 +115,7 @@ func (w *writer) step(ctx context.Context, counts *counter) {
 		for _, ip := range sortedKeys(set) {
 			es = append(es, client.FlowText(fmt.Sprintf("table=%d,priority=10,tcp,nw_dst=%s", w.table, ip)))
 		}
-		_, err := w.c.Delete(ctx, Managed, w.module, es...)
+		_, err := w.c.Delete(ctx, client.Module{Bridge: Managed, Name: w.module}, es...)
 		w.record(set, false, err)
 		counts.add(string(OpDelete), err)
 	case p < 0.75:
@@ -123,7 +123,7 @@ func (w *writer) step(ctx context.Context, counts *counter) {
 		for range 5 + w.r.IntN(10) {
 			set[w.ip(w.r.IntN(40))] = w.actions()
 		}
-		_, err := w.c.Sync(ctx, Managed, w.module, w.r.IntN(2) == 0, w.entries(set)...)
+		_, err := w.c.Sync(ctx, client.Module{Bridge: Managed, Name: w.module}, w.r.IntN(2) == 0, w.entries(set)...)
 		w.record(set, true, err)
 		counts.add(string(OpSync), err)
 	case p < 0.80:
@@ -134,7 +134,7 @@ func (w *writer) step(ctx context.Context, counts *counter) {
 		for range 5 {
 			set[w.ip(w.r.IntN(40))] = w.actions()
 		}
-		_, err := w.c.Sync(ctx, Managed, w.module, true, w.entries(set)...)
+		_, err := w.c.Sync(ctx, client.Module{Bridge: Managed, Name: w.module}, true, w.entries(set)...)
 		w.record(set, true, err)
 		counts.add(string(OpStaged), err)
 	case p < 0.90:
@@ -147,7 +147,7 @@ func (w *writer) step(ctx context.Context, counts *counter) {
 		ip := fmt.Sprintf("10.%d.250.250", w.octet)
 		specs := strings.TrimSuffix(strings.Repeat("NXM_OF_VLAN_TCI[0..11],", 2000), ",")
 		f := fmt.Sprintf("table=%d,priority=10,tcp,nw_dst=%s,actions=learn(table=%d,priority=100,%s)", w.table, ip, w.table, specs)
-		_, err := w.c.Put(ctx, Managed, w.module, client.FlowText(f))
+		_, err := w.c.Put(ctx, client.Module{Bridge: Managed, Name: w.module}, client.FlowText(f))
 		w.record(map[string]string{ip: "learn"}, false, err)
 		counts.add(string(OpCrashing), err)
 	}

@@ -290,7 +290,7 @@ func (r *run) syncPolicy(ctx context.Context) error {
 	for i, f := range policy {
 		es[i] = client.FlowText(f)
 	}
-	_, err := r.n.c.Sync(ctx, Managed, "policy", true, es...)
+	_, err := r.n.c.Sync(ctx, client.Module{Bridge: Managed, Name: "policy"}, true, es...)
 	return err
 }
 

@@ -38,6 +38,8 @@ const (
 	GuardUnproven Type = "guard_unproven"
 	// GuardProven: a guard proves again that it would release the node.
 	GuardProven Type = "guard_proven"
+	// GateOpened: the boot gate opened; replays may run.
+	GateOpened Type = "gate_opened"
 	// Heartbeat is generated per subscription and never stored; Publish
 	// ignores it.
 	Heartbeat Type = "heartbeat"
@@ -46,7 +48,7 @@ const (
 // Types lists every type, in the order of the API's EventType enum.
 var Types = []Type{BridgeConnected, BridgeDisconnected, ReplayStarted, ReplayFinished, FlagCleared, FlagRearmed,
 	ModuleReady, DriftCorrected, EntryQuarantined, ReadinessTimeout, BridgeNotRestored, Heartbeat,
-	BridgeStoodAside, DriftFound, GuardUnproven, GuardProven}
+	BridgeStoodAside, DriftFound, GuardUnproven, GuardProven, GateOpened}
 
 // Event is one entry of the log.
 type Event struct {

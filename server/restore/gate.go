@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -118,6 +119,8 @@ func (e *Engine) runGate(ctx context.Context) {
 		if !g.isOpen() {
 			return
 		}
+		st := g.status()
+		e.publish(events.Event{Type: events.GateOpened, Message: st.Reason, Attrs: map[string]string{"timed_out": strconv.FormatBool(st.TimedOut)}})
 		if err := e.cfg.Store.SetGateOpened(e.cfg.BootID); err != nil {
 			// Only costs a second wait for the modules after a restart.
 			e.log.Error("recording that the gate opened", "err", err)

@@ -129,6 +129,9 @@ const (
 	// EVENT_TYPE_GUARD_PROVEN: a guard proves again that it would release the
 	// node; flow-restore-wait may be armed.
 	EventType_EVENT_TYPE_GUARD_PROVEN EventType = 16
+	// EVENT_TYPE_GATE_OPENED: the boot gate opened (message: why; attrs:
+	// timed_out); replays of this boot may run.
+	EventType_EVENT_TYPE_GATE_OPENED EventType = 17
 )
 
 // Enum value maps for EventType.
@@ -151,6 +154,7 @@ var (
 		14: "EVENT_TYPE_DRIFT_FOUND",
 		15: "EVENT_TYPE_GUARD_UNPROVEN",
 		16: "EVENT_TYPE_GUARD_PROVEN",
+		17: "EVENT_TYPE_GATE_OPENED",
 	}
 	EventType_value = map[string]int32{
 		"EVENT_TYPE_UNSPECIFIED":         0,
@@ -170,6 +174,7 @@ var (
 		"EVENT_TYPE_DRIFT_FOUND":         14,
 		"EVENT_TYPE_GUARD_UNPROVEN":      15,
 		"EVENT_TYPE_GUARD_PROVEN":        16,
+		"EVENT_TYPE_GATE_OPENED":         17,
 	}
 )
 
@@ -3343,7 +3348,7 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x16ENTRY_KIND_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fENTRY_KIND_FLOW\x10\x01\x12\x14\n" +
 	"\x10ENTRY_KIND_GROUP\x10\x02\x12\x14\n" +
-	"\x10ENTRY_KIND_METER\x10\x03*\x9f\x04\n" +
+	"\x10ENTRY_KIND_METER\x10\x03*\xbb\x04\n" +
 	"\tEventType\x12\x1a\n" +
 	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bEVENT_TYPE_BRIDGE_CONNECTED\x10\x01\x12\"\n" +
@@ -3362,7 +3367,8 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x1dEVENT_TYPE_BRIDGE_STOOD_ASIDE\x10\r\x12\x1a\n" +
 	"\x16EVENT_TYPE_DRIFT_FOUND\x10\x0e\x12\x1d\n" +
 	"\x19EVENT_TYPE_GUARD_UNPROVEN\x10\x0f\x12\x1b\n" +
-	"\x17EVENT_TYPE_GUARD_PROVEN\x10\x102\xe6\a\n" +
+	"\x17EVENT_TYPE_GUARD_PROVEN\x10\x10\x12\x1a\n" +
+	"\x16EVENT_TYPE_GATE_OPENED\x10\x112\xe6\a\n" +
 	"\x10FlowStateService\x12:\n" +
 	"\x03Put\x12\x18.flowstate.v1.PutRequest\x1a\x19.flowstate.v1.PutResponse\x12N\n" +
 	"\tPutStream\x12\x1e.flowstate.v1.PutStreamRequest\x1a\x1f.flowstate.v1.PutStreamResponse(\x01\x12C\n" +

@@ -1,4 +1,4 @@
-package client_test
+package clienttest_test
 
 import (
 	"net"
