@@ -47,6 +47,7 @@ type options struct {
 	dial           []grpc.DialOption
 	watchReconnect time.Duration
 	failFast       bool
+	retryFor       time.Duration
 }
 
 // Option changes how New connects.
@@ -70,9 +71,17 @@ func WithWatchReconnect(d time.Duration) Option {
 // WithFailFast makes calls fail at once, with an error wrapping
 // errdefs.ErrUnavailable, when flowstated cannot be reached, instead of
 // waiting for it until their context ends: for an operator's command that
-// should say so now (flowctl), not for a controller.
+// should say so now, not for a controller.
 func WithFailFast() Option {
 	return func(o *options) { o.failFast = true }
+}
+
+// WithRetryFor bounds the waiting: a call retries an unreachable
+// flowstated for at most d (from its start, within its context), then
+// fails as WithFailFast would. For a command line tool (flowctl: a
+// flowstated that is starting answers within it).
+func WithRetryFor(d time.Duration) Option {
+	return func(o *options) { o.retryFor = d }
 }
 
 // New connects to target: "unix:///path", a bare socket path ("/path"), or
@@ -102,8 +111,9 @@ func New(target string, opts ...Option) (*Client, error) {
 		opt(&user)
 	}
 	if !user.failFast {
-		// Calls wait for flowstated until their context ends (retry.go).
-		o.dial = append(o.dial, RetryDialOptions()...)
+		// Calls wait for flowstated until their context ends, or for
+		// retryFor (retry.go).
+		o.dial = append(o.dial, retryDialOptions(user.retryFor)...)
 	}
 	o.dial = append(o.dial, user.dial...)
 	o.watchReconnect = user.watchReconnect
@@ -126,8 +136,10 @@ func NewWithConn(conn *grpc.ClientConn) *Client {
 // RetryDialOptions are the interceptors that make a connection's calls wait
 // for flowstated until their context ends, for a connection dialed outside
 // New (NewWithConn).
-func RetryDialOptions() []grpc.DialOption {
-	return []grpc.DialOption{grpc.WithChainUnaryInterceptor(unaryRetry), grpc.WithChainStreamInterceptor(streamRetry)}
+func RetryDialOptions() []grpc.DialOption { return retryDialOptions(0) }
+
+func retryDialOptions(bound time.Duration) []grpc.DialOption {
+	return []grpc.DialOption{grpc.WithChainUnaryInterceptor(unaryRetry(bound)), grpc.WithChainStreamInterceptor(streamRetry(bound))}
 }
 
 // Conn returns the underlying connection, for the other services flowstated

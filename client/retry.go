@@ -67,8 +67,12 @@ func (e *unreachableError) Unwrap() []error { return []error{e.ctx, e.last} }
 // ctx ends; resend says whether a failed attempt may be sent again (nil:
 // always). It returns the last error as call returned it (a gRPC status,
 // mapped by the Client's methods), or an *unreachableError.
-func retry(ctx context.Context, resend func() bool, call func() error) error {
+//
+// bound > 0 limits the retrying (WithRetryFor): once the next attempt would
+// start past it, the last error is returned as it is.
+func retry(ctx context.Context, bound time.Duration, resend func() bool, call func() error) error {
 	var last error
+	begin := time.Now()
 	for n := 0; ; n++ {
 		err := call()
 		if err == nil {
@@ -81,7 +85,11 @@ func retry(ctx context.Context, resend func() bool, call func() error) error {
 			return err
 		}
 		last = fromGRPC(err)
-		t := time.NewTimer(retryDelay(n))
+		wait := retryDelay(n)
+		if bound > 0 && time.Since(begin)+wait > bound {
+			return err
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -96,29 +104,33 @@ func retry(ctx context.Context, resend func() bool, call func() error) error {
 // Put or MarkReady leaves the same state); a resent Delete of entries the
 // first one removed fails NOT_FOUND, so Delete is resent only when it never
 // left the client (no transport was picked: no peer).
-func unaryRetry(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	var resend func() bool
-	if strings.HasSuffix(method, "/Delete") {
-		var p peer.Peer
-		opts = append(opts, grpc.Peer(&p))
-		resend = func() bool { sent := p.Addr != nil; p = peer.Peer{}; return !sent }
+func unaryRetry(bound time.Duration) grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		var resend func() bool
+		if strings.HasSuffix(method, "/Delete") {
+			var p peer.Peer
+			opts = append(opts, grpc.Peer(&p))
+			resend = func() bool { sent := p.Addr != nil; p = peer.Peer{}; return !sent }
+		}
+		return retry(ctx, bound, resend, func() error { return invoker(ctx, method, req, reply, cc, opts...) })
 	}
-	return retry(ctx, resend, func() error { return invoker(ctx, method, req, reply, cc, opts...) })
 }
 
 // streamRetry retries opening a stream: an open that fails has sent
 // nothing. A stream that fails once open (flowstated lost in the middle of
 // a List or a Sync) returns its error.
-func streamRetry(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	if strings.HasSuffix(method, "/Watch") {
-		// Watch reconnects by itself, within WithWatchReconnect.
-		return streamer(ctx, desc, cc, method, opts...)
+func streamRetry(bound time.Duration) grpc.StreamClientInterceptor {
+	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		if strings.HasSuffix(method, "/Watch") {
+			// Watch reconnects by itself, within WithWatchReconnect.
+			return streamer(ctx, desc, cc, method, opts...)
+		}
+		var cs grpc.ClientStream
+		err := retry(ctx, bound, nil, func() error {
+			var err error
+			cs, err = streamer(ctx, desc, cc, method, opts...)
+			return err
+		})
+		return cs, err
 	}
-	var cs grpc.ClientStream
-	err := retry(ctx, nil, func() error {
-		var err error
-		cs, err = streamer(ctx, desc, cc, method, opts...)
-		return err
-	})
-	return cs, err
 }

@@ -38,7 +38,7 @@ func TestRetryUntilContext(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	calls := 0
-	err := retry(ctx, nil, func() error {
+	err := retry(ctx, 0, nil, func() error {
 		calls++
 		return status.Error(codes.Unavailable, "connect: no such file or directory")
 	})
@@ -48,7 +48,7 @@ func TestRetryUntilContext(t *testing.T) {
 	t.Logf("%d calls: %v", calls, err)
 
 	calls = 0
-	err = retry(context.Background(), nil, func() error {
+	err = retry(context.Background(), 0, nil, func() error {
 		calls++
 		return errgrpc.ToGRPC(fmt.Errorf("no: %w", errdefs.ErrFailedPrecondition))
 	})
@@ -58,7 +58,7 @@ func TestRetryUntilContext(t *testing.T) {
 
 	// resend false (a Delete that reached flowstated): one attempt.
 	calls = 0
-	err = retry(context.Background(), func() bool { return false }, func() error {
+	err = retry(context.Background(), 0, func() bool { return false }, func() error {
 		calls++
 		return status.Error(codes.Unavailable, "error reading from server: EOF")
 	})
@@ -67,7 +67,7 @@ func TestRetryUntilContext(t *testing.T) {
 	}
 
 	calls = 0
-	err = retry(context.Background(), nil, func() error {
+	err = retry(context.Background(), 0, nil, func() error {
 		if calls++; calls < 3 {
 			return status.Error(codes.Unavailable, "error reading from server: EOF")
 		}
@@ -85,5 +85,24 @@ func TestRetryDelay(t *testing.T) {
 		if d < limit/2 || d >= limit {
 			t.Fatalf("retry %d waits %v, want in [%v, %v)", n, d, limit/2, limit)
 		}
+	}
+}
+
+// TestRetryBound: WithRetryFor's bound ends the retrying of an unreachable
+// flowstated well before the context, with the UNAVAILABLE itself.
+func TestRetryBound(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	calls := 0
+	start := time.Now()
+	err := retry(ctx, 300*time.Millisecond, nil, func() error {
+		calls++
+		return status.Error(codes.Unavailable, "connect: no such file or directory")
+	})
+	if took := time.Since(start); took > 2*time.Second || calls < 2 {
+		t.Fatalf("bounded retry: %d calls in %v", calls, took)
+	}
+	if errors.Is(err, context.DeadlineExceeded) || status.Code(err) != codes.Unavailable {
+		t.Fatalf("bounded retry returned %v, want the last UNAVAILABLE", err)
 	}
 }

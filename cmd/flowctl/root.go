@@ -265,6 +265,9 @@ func target(s string) string {
 	return s
 }
 
+// retryFor is how long flowctl's calls wait for an unreachable flowstated.
+const retryFor = 2 * time.Second
+
 // socketPath is the path of a unix target, or "".
 func socketPath(t string) string {
 	if p, ok := strings.CutPrefix(t, "unix://"); ok {
@@ -284,9 +287,9 @@ func newClient(g *globals) (*client.Client, error) { return dialClient(g, nil) }
 // and retrying cannot grant the permission.
 func dialClient(g *globals, cancel context.CancelCauseFunc) (*client.Client, error) {
 	t := target(g.server)
-	// An operator reads the failure: fail fast rather than wait for a
-	// flowstated that may never come (client.WithFailFast).
-	opts := []client.Option{client.WithFailFast()}
+	// An operator reads the failure: wait only as long as a starting
+	// flowstated takes to answer, not for one that may never come.
+	opts := []client.Option{client.WithRetryFor(retryFor)}
 	if path := socketPath(t); path != "" && cancel != nil {
 		var d net.Dialer
 		opts = append(opts, client.WithDialOptions(grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
