@@ -52,6 +52,8 @@ type writer struct {
 	r      *rand.Rand
 	c      *client.Client
 	epoch  func() int // the current flowstated run
+	// onErr sees every failed call (the disk-full check).
+	onErr func(op string, err error)
 
 	mu    sync.Mutex
 	model map[string]identState
@@ -93,7 +95,7 @@ func (w *writer) step(ctx context.Context, counts *counter) {
 		}
 		_, err := w.c.Put(ctx, Managed, w.module, w.entries(set)...)
 		w.record(set, false, err)
-		counts.add(string(OpPut), err)
+		w.count(counts, OpPut, err)
 	case p < 0.60:
 		w.mu.Lock()
 		var present []string
@@ -117,7 +119,7 @@ func (w *writer) step(ctx context.Context, counts *counter) {
 		}
 		_, err := w.c.Delete(ctx, Managed, w.module, es...)
 		w.record(set, false, err)
-		counts.add(string(OpDelete), err)
+		w.count(counts, OpDelete, err)
 	case p < 0.75:
 		set := map[string]string{}
 		for range 5 + w.r.IntN(10) {
@@ -125,7 +127,7 @@ func (w *writer) step(ctx context.Context, counts *counter) {
 		}
 		_, err := w.c.Sync(ctx, Managed, w.module, w.r.IntN(2) == 0, w.entries(set)...)
 		w.record(set, true, err)
-		counts.add(string(OpSync), err)
+		w.count(counts, OpSync, err)
 	case p < 0.80:
 		set := map[string]string{}
 		for i := range 250 {
@@ -136,20 +138,28 @@ func (w *writer) step(ctx context.Context, counts *counter) {
 		}
 		_, err := w.c.Sync(ctx, Managed, w.module, true, w.entries(set)...)
 		w.record(set, true, err)
-		counts.add(string(OpStaged), err)
+		w.count(counts, OpStaged, err)
 	case p < 0.90:
 		err := w.c.MarkReady(ctx, w.module)
-		counts.add(string(OpMarkReady), err)
+		w.count(counts, OpMarkReady, err)
 	case p < 0.98:
 		_, err := w.c.Backup(ctx, io.Discard)
-		counts.add(string(OpBackup), err)
+		w.count(counts, OpBackup, err)
 	default:
 		ip := fmt.Sprintf("10.%d.250.250", w.octet)
 		specs := strings.TrimSuffix(strings.Repeat("NXM_OF_VLAN_TCI[0..11],", 2000), ",")
 		f := fmt.Sprintf("table=%d,priority=10,tcp,nw_dst=%s,actions=learn(table=%d,priority=100,%s)", w.table, ip, w.table, specs)
 		_, err := w.c.Put(ctx, Managed, w.module, client.FlowText(f))
 		w.record(map[string]string{ip: "learn"}, false, err)
-		counts.add(string(OpCrashing), err)
+		w.count(counts, OpCrashing, err)
+	}
+}
+
+// count counts one call of kind op and shows a failure to onErr.
+func (w *writer) count(counts *counter, op OpKind, err error) {
+	counts.add(string(op), err)
+	if err != nil && w.onErr != nil {
+		w.onErr(string(op), err)
 	}
 }
 
@@ -309,7 +319,7 @@ func (c *counter) String() string {
 	}
 	var b strings.Builder
 	for _, k := range sortedKeys(keys) {
-		fmt.Fprintf(&b, "  %-18s %5d ok %5d failed\n", k, c.ok[k], c.failed[k])
+		fmt.Fprintf(&b, "  %-34s %5d ok %5d failed\n", k, c.ok[k], c.failed[k])
 	}
 	return b.String()
 }

@@ -28,6 +28,8 @@ const (
 	InvExit      = "flowstated-exit"
 	InvProtected = "protected"
 	InvRefused   = "refused"
+	InvDiskFull  = "disk-full"
+	InvDamage    = "damage"
 )
 
 // holdBound is the longest a running vswitchd may go without forwarding
@@ -129,6 +131,8 @@ type run struct {
 	rebuiltLive bool
 	guards      map[int]bool
 	holdWarned  time.Time
+	full        bool               // the store's file system is full (disk-full)
+	running     map[FaultKind]bool // lasting faults still on
 }
 
 // Run executes one seeded run. The error is for a harness that could not
@@ -147,7 +151,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if sched == nil {
 		sched = Generate(cfg.Seed, cfg.Steps, cfg.Faults)
 	}
-	r := &run{cfg: cfg, log: cfg.Logger, start: time.Now(), lastFwd: map[string]time.Time{}, guards: map[int]bool{},
+	r := &run{cfg: cfg, log: cfg.Logger, start: time.Now(), lastFwd: map[string]time.Time{}, guards: map[int]bool{}, running: map[FaultKind]bool{},
 		rep: &Report{Seed: cfg.Seed, Schedule: sched, Ops: newCounter(), Faults: newCounter(), Checks: newCounter()}}
 	n, err := newNode(ctx, cfg.Flowstated, cfg.Logger)
 	if err != nil {
@@ -166,6 +170,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		newWriter("route", 20, 2, cfg.Seed*3+2, n.c, r.currentEpoch),
 	}
 	for _, w := range writers {
+		w.onErr = r.checkWriteErr
 		wg.Go(func() { r.writeLoop(wctx, w) })
 	}
 	wg.Go(func() { r.policyLoop(wctx) })
@@ -175,30 +180,21 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	// Lasting faults of the kinds in overlaps run beside the next steps:
 	// a vswitchd crash inside a protocols flip is the fault that matters.
 	var lasting sync.WaitGroup
-	running := map[FaultKind]bool{}
-	var runningMu sync.Mutex
 	for i, st := range sched {
 		r.setStep(i + 1)
 		if !sleepCtx(ctx, st.Pause) {
 			break
 		}
 		r.log.Info("fault", "step", i+1, "kind", st.Kind, "hold", st.Hold)
-		runningMu.Lock()
-		busy := running[st.Kind]
-		runningMu.Unlock()
-		if busy {
-			r.rep.Faults.add(string(st.Kind)+" (skipped: still on)", nil)
+		if on := r.blockedBy(st.Kind); on != "" {
+			r.rep.Faults.add(fmt.Sprintf("%s (skipped: %s on)", st.Kind, on), nil)
 			continue
 		}
 		if overlaps[st.Kind] {
-			runningMu.Lock()
-			running[st.Kind] = true
-			runningMu.Unlock()
+			r.setRunning(st.Kind, true)
 			lasting.Go(func() {
 				r.faultDone(st.Kind, r.inject(ctx, st))
-				runningMu.Lock()
-				running[st.Kind] = false
-				runningMu.Unlock()
+				r.setRunning(st.Kind, false)
 			})
 			continue
 		}
@@ -217,7 +213,36 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 }
 
 // overlaps are the lasting faults that run beside the steps after them.
-var overlaps = map[FaultKind]bool{ProtocolsFlip: true, FlowLimit: true, StalledReader: true, GuardFreeze: true, FlowstatedOutage: true}
+var overlaps = map[FaultKind]bool{ProtocolsFlip: true, FlowLimit: true, StalledReader: true, GuardFreeze: true, FlowstatedOutage: true,
+	DiskFull: true, ManagedRecreate: true, UnmanagedRecreate: true}
+
+// excludes are the lasting faults a kind does not start beside: a store
+// flip must restore its byte and start flowstated itself (an outage would
+// start it on the damaged store; a full disk would be a second fault in
+// the same start).
+var excludes = map[FaultKind][]FaultKind{StoreFlip: {FlowstatedOutage, DiskFull}}
+
+// blockedBy names the lasting fault that keeps kind from starting now: the
+// same kind still on, or one it excludes; "" if none.
+func (r *run) blockedBy(kind FaultKind) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, k := range append([]FaultKind{kind}, excludes[kind]...) {
+		if r.running[k] {
+			if k == kind {
+				return "still"
+			}
+			return string(k)
+		}
+	}
+	return ""
+}
+
+func (r *run) setRunning(kind FaultKind, on bool) {
+	r.mu.Lock()
+	r.running[kind] = on
+	r.mu.Unlock()
+}
 
 func (r *run) faultDone(kind FaultKind, err error) {
 	r.rep.Faults.add(string(kind), err)
@@ -312,6 +337,7 @@ func (r *run) policyLoop(ctx context.Context) {
 		cancel()
 		if ctx.Err() == nil {
 			r.rep.Ops.add("policy-sync", err)
+			r.checkWriteErr("policy-sync", err)
 		}
 		if !sleepCtx(ctx, time.Second) {
 			return
@@ -437,6 +463,14 @@ func (r *run) inject(ctx context.Context, st Step) error {
 		r.mu.Unlock()
 		_, err := n.sb.Vsctl(ctx, "--no-wait", "set", "bridge", Unmanaged, "datapath_type="+typ)
 		return err
+	case DiskFull:
+		return r.diskFull(ctx, st.Hold)
+	case StoreFlip:
+		return r.storeFlip(ctx, st)
+	case ManagedRecreate:
+		return r.recreate(ctx, Managed, st.Hold)
+	case UnmanagedRecreate:
+		return r.recreate(ctx, Unmanaged, st.Hold)
 	case OVSDBRestart:
 		r.excuse()
 		err := n.sb.RestartOVSDB(ctx)
@@ -454,6 +488,38 @@ func (r *run) inject(ctx context.Context, st Step) error {
 		return err
 	}
 	return fmt.Errorf("chaos: unknown fault %q", st.Kind)
+}
+
+// recreate deletes br from OVSDB, as an operator or a CNI that rebuilds its
+// bridge does, and creates it again after hold with the same ports. br-int
+// missing must hold nothing, and re-created it gets the store's pipeline
+// back; br-ex re-created on a released vswitchd is plain OVS's new bridge,
+// which flowstated must not write (as after bridge-rebuild).
+func (r *run) recreate(ctx context.Context, br string, hold time.Duration) error {
+	r.excuse()
+	if _, err := r.n.sb.Vsctl(ctx, "--no-wait", "del-br", br); err != nil {
+		return err
+	}
+	sleepCtx(ctx, hold)
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	err := r.n.sb.AddBridge(cctx, br)
+	for i, p := range []string{"p1", "p2"} {
+		if err == nil {
+			err = r.n.sb.AddPort(cctx, br, br+"-"+p, i+1)
+		}
+	}
+	if br == Unmanaged {
+		r.mu.Lock()
+		// A held vswitchd forwards on no bridge: either bridge
+		// forwarding since its start means it was released.
+		released := r.lastFwd[Managed].After(r.vsStart) || r.lastFwd[Unmanaged].After(r.vsStart)
+		r.rebuiltLive = r.rebuiltLive || released
+		r.unarmed = true
+		r.mu.Unlock()
+	}
+	r.excuse()
+	return err
 }
 
 // excuse marks a fault that may legitimately let vswitchd forward without
