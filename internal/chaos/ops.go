@@ -36,6 +36,10 @@ type identState struct {
 	present bool
 	actions string
 	unknown bool // a write touched it with an unknown outcome
+	// damaged: the harness flipped a byte of its record under flowstated
+	// (store-flip-live), so the store leaves it out until it is declared
+	// again: it must not be listed.
+	damaged bool
 	// epoch is the flowstated run in which the unknown write was made: a
 	// later acknowledged write settles it only once that run is gone, since
 	// until then the unknown write may still land after it.
@@ -212,6 +216,32 @@ func (w *writer) record(set map[string]string, replace bool, err error) {
 	}
 }
 
+// victim returns the i-th (modulo) flow whose last acknowledged write left
+// it present, for a fault to damage.
+func (w *writer) victim(i int) (ip, actions string, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var ips []string
+	for _, ip := range sortedKeys(w.model) {
+		if st := w.model[ip]; st.present && !st.unknown && !st.damaged {
+			ips = append(ips, ip)
+		}
+	}
+	if len(ips) == 0 {
+		return "", "", false
+	}
+	ip = ips[i%len(ips)]
+	return ip, w.model[ip].actions, true
+}
+
+// markDamaged notes that ip's record was damaged: until an acknowledged
+// write of it, the store must leave it out.
+func (w *writer) markDamaged(ip string) {
+	w.mu.Lock()
+	w.model[ip] = identState{damaged: true}
+	w.mu.Unlock()
+}
+
 // definite reports an error after which nothing of the request was stored.
 func definite(err error) bool {
 	for _, k := range []error{errdefs.ErrInvalidArgument, errdefs.ErrFailedPrecondition, errdefs.ErrPermissionDenied,
@@ -251,6 +281,8 @@ func (w *writer) check(ctx context.Context) ([]string, int, error) {
 			bad = append(bad, fmt.Sprintf("module %s: acknowledged flow nw_dst=%s (actions=%s) is not stored", w.module, ip, st.actions))
 		case st.present && got != st.actions:
 			bad = append(bad, fmt.Sprintf("module %s: flow nw_dst=%s stored with actions=%s, acknowledged actions=%s", w.module, ip, got, st.actions))
+		case st.damaged && ok:
+			bad = append(bad, fmt.Sprintf("module %s: flow nw_dst=%s listed (actions=%s) though its record was damaged and not declared since", w.module, ip, got))
 		case !st.present && ok:
 			bad = append(bad, fmt.Sprintf("module %s: flow nw_dst=%s stored (actions=%s) after its acknowledged removal", w.module, ip, got))
 		}

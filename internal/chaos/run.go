@@ -131,8 +131,12 @@ type run struct {
 	rebuiltLive bool
 	guards      map[int]bool
 	holdWarned  time.Time
-	full        bool               // the store's file system is full (disk-full)
-	running     map[FaultKind]bool // lasting faults still on
+	full        bool // the store's file system is full (disk-full)
+	writers     []*writer
+	// gate pauses the writers: each call holds it shared, a fault that
+	// needs the store quiet holds it alone.
+	gate    sync.RWMutex
+	running map[FaultKind]bool // lasting faults still on
 }
 
 // Run executes one seeded run. The error is for a harness that could not
@@ -169,6 +173,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		newWriter("pod", 10, 1, cfg.Seed*3+1, n.c, r.currentEpoch),
 		newWriter("route", 20, 2, cfg.Seed*3+2, n.c, r.currentEpoch),
 	}
+	r.writers = writers
 	for _, w := range writers {
 		w.onErr = r.checkWriteErr
 		wg.Go(func() { r.writeLoop(wctx, w) })
@@ -220,7 +225,7 @@ var overlaps = map[FaultKind]bool{ProtocolsFlip: true, FlowLimit: true, StalledR
 // flip must restore its byte and start flowstated itself (an outage would
 // start it on the damaged store; a full disk would be a second fault in
 // the same start).
-var excludes = map[FaultKind][]FaultKind{StoreFlip: {FlowstatedOutage, DiskFull}}
+var excludes = map[FaultKind][]FaultKind{StoreFlip: {FlowstatedOutage, DiskFull}, StoreFlipLive: {FlowstatedOutage, DiskFull}}
 
 // blockedBy names the lasting fault that keeps kind from starting now: the
 // same kind still on, or one it excludes; "" if none.
@@ -321,7 +326,9 @@ func (r *run) syncPolicy(ctx context.Context) error {
 
 func (r *run) writeLoop(ctx context.Context, w *writer) {
 	for ctx.Err() == nil {
+		r.gate.RLock()
 		w.step(ctx, r.rep.Ops)
+		r.gate.RUnlock()
 		if !sleepCtx(ctx, time.Duration(50+w.r.IntN(250))*time.Millisecond) {
 			return
 		}
@@ -332,9 +339,11 @@ func (r *run) writeLoop(ctx context.Context, w *writer) {
 // that resyncs after every flowstated start would; it opens a cold gate.
 func (r *run) policyLoop(ctx context.Context) {
 	for ctx.Err() == nil {
+		r.gate.RLock()
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err := r.syncPolicy(cctx)
 		cancel()
+		r.gate.RUnlock()
 		if ctx.Err() == nil {
 			r.rep.Ops.add("policy-sync", err)
 			r.checkWriteErr("policy-sync", err)
@@ -467,6 +476,8 @@ func (r *run) inject(ctx context.Context, st Step) error {
 		return r.diskFull(ctx, st.Hold)
 	case StoreFlip:
 		return r.storeFlip(ctx, st)
+	case StoreFlipLive:
+		return r.storeFlipLive(ctx, st, r.writers)
 	case ManagedRecreate:
 		return r.recreate(ctx, Managed, st.Hold)
 	case UnmanagedRecreate:

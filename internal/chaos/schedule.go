@@ -31,6 +31,7 @@ const (
 	BridgeRebuild     FaultKind = "bridge-rebuild"     // br-ex's datapath_type changed: vswitchd rebuilds it empty
 	DiskFull          FaultKind = "disk-full"          // the store's file system filled for Hold, then freed
 	StoreFlip         FaultKind = "store-flip"         // flowstated killed, a byte of a record flipped, started again
+	StoreFlipLive     FaultKind = "store-flip-live"    // a byte of an acked record flipped under a running flowstated
 	ManagedRecreate   FaultKind = "managed-recreate"   // br-int deleted from OVSDB, re-created after Hold
 	UnmanagedRecreate FaultKind = "unmanaged-recreate" // br-ex deleted from OVSDB, re-created after Hold
 )
@@ -41,7 +42,7 @@ var AllFaults = []FaultKind{
 	FlowstatedKill, FlowstatedFreeze, FlowstatedTerm, FlowstatedReboot,
 	GuardKill, GuardFreeze, LeaseUnlink, ProtocolsFlip, StalledReader,
 	OVSDBRestart, FlowLimit, FlowstatedOutage, BridgeRebuild,
-	DiskFull, StoreFlip, ManagedRecreate, UnmanagedRecreate,
+	DiskFull, StoreFlip, StoreFlipLive, ManagedRecreate, UnmanagedRecreate,
 }
 
 // Step is one fault of a schedule: after Pause, inject Kind, for Hold where

@@ -8,12 +8,14 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/flowstate-io/flowstate/client"
 	"github.com/flowstate-io/flowstate/errdefs"
 )
 
@@ -193,21 +195,12 @@ func flipRecord(path string, rng *rand.Rand) (flipped, error) {
 	kv := append(bytes.Clone(d.key), d.value...)
 	d.at, d.mask = rng.IntN(len(kv)), byte(1+rng.IntN(255))
 	d.inKey = d.at < len(d.key)
-	file, err := os.ReadFile(path)
-	if err != nil {
+	key, value := d.key, d.value
+	d.value = kv
+	if err := d.find(path); err != nil {
 		return flipped{}, err
 	}
-	for i := 0; ; {
-		j := bytes.Index(file[i:], kv)
-		if j < 0 {
-			break
-		}
-		d.offsets = append(d.offsets, int64(i+j+d.at))
-		i += j + len(kv)
-	}
-	if len(d.offsets) == 0 {
-		return flipped{}, fmt.Errorf("chaos: record %x not found in the file's bytes", d.key)
-	}
+	d.key, d.value = key, value
 	return d, d.xor(path)
 }
 
@@ -237,4 +230,150 @@ func (d flipped) xor(path string) error {
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// storeFlipLive flips one byte of one acknowledged record under a running
+// flowstated, as a disk that returns other bytes than it took: the read that
+// meets it must leave it out and quarantine it, named by bucket with a
+// checksum mismatch, and the next replay takes its flow off the switch.
+// The harness knows the damaged identity (it chose it), so acked expects it
+// absent, not lost; the module then declares it again, as a controller does
+// on the quarantine event, which must lift the quarantine. Writers pause
+// meanwhile so that no write replaces the record before a read meets it,
+// and flowstated is frozen for the flip so that no page is half written.
+func (r *run) storeFlipLive(ctx context.Context, st Step, writers []*writer) error {
+	n := r.n
+	if !n.alive() {
+		return errors.New("chaos: flowstated does not run")
+	}
+	r.gate.Lock()
+	defer r.gate.Unlock()
+	w := writers[int(st.Hold.Milliseconds())%len(writers)]
+	ip, actions, ok := w.victim(int(st.Pause.Milliseconds()))
+	if !ok {
+		return errors.New("chaos: no acknowledged flow to damage")
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	stored, err := n.c.List(cctx, client.Filter{Bridge: Managed, Module: w.module})
+	if err != nil {
+		return err
+	}
+	var payload []byte
+	for _, se := range stored {
+		if fieldOf(se.Text, "nw_dst=") == ip {
+			payload = se.OpenFlow
+		}
+	}
+	if payload == nil {
+		return fmt.Errorf("chaos: acknowledged flow nw_dst=%s of %s not listed", ip, w.module)
+	}
+	needle := append([]byte{2, byte(len(w.module))}, w.module...)
+	needle = append(needle, payload...)
+	d := flipped{value: needle, module: w.module, at: len(needle) - 1 - int(st.Hold.Milliseconds())%len(payload), mask: 0x10}
+	if err := n.signalFlowstated(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	err = d.find(n.dbPath())
+	if err == nil {
+		err = d.xor(n.dbPath())
+	}
+	if cerr := n.signalFlowstated(syscall.SIGCONT); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	w.markDamaged(ip)
+	r.log.Info("store byte flipped under flowstated", "module", w.module, "nw_dst", ip)
+	// The audit reads the store too; a Reconcile makes the read now.
+	if _, err := n.c.Reconcile(cctx, Managed); err != nil {
+		r.log.Warn("reconcile after the flip", "err", err)
+	}
+	why := r.pollDamage(cctx, w.module, ip, true)
+	r.rep.Checks.add(InvDamage, errIf(why != ""))
+	if why != "" {
+		r.violate(InvDamage, "flow nw_dst=%s of module %s damaged in the store under flowstated: %s", ip, w.module, why)
+	}
+	// The module declares it again.
+	set := map[string]string{ip: actions}
+	_, err = n.c.Put(cctx, Managed, w.module, w.entries(set)...)
+	w.record(set, false, err)
+	w.count(r.rep.Ops, OpPut, err)
+	if err != nil {
+		return nil // the fault ran; the put's outcome is the model's
+	}
+	why = r.pollDamage(cctx, w.module, ip, false)
+	r.rep.Checks.add(InvDamage, errIf(why != ""))
+	if why != "" {
+		r.violate(InvDamage, "flow nw_dst=%s of module %s declared again after its damage: %s", ip, w.module, why)
+	}
+	return nil
+}
+
+// find sets d.offsets to every place of d.value in the file at path.
+func (d *flipped) find(path string) error {
+	file, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	d.offsets = d.offsets[:0]
+	for i := 0; ; {
+		j := bytes.Index(file[i:], d.value)
+		if j < 0 {
+			break
+		}
+		d.offsets = append(d.offsets, int64(i+j+d.at))
+		i += j + len(d.value)
+	}
+	if len(d.offsets) == 0 {
+		return fmt.Errorf("chaos: record of module %s not found in the file's bytes", d.module)
+	}
+	return nil
+}
+
+// pollDamage waits until the damaged flow ip of module is quarantined with
+// a checksum mismatch, left out of List and off the switch (damaged), or
+// until the quarantine is lifted and the flow is back (!damaged). It
+// returns what still differs when ctx ends, "" once it holds.
+func (r *run) pollDamage(ctx context.Context, module, ip string, damaged bool) string {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	var why string
+	for {
+		why = r.damageState(ctx, module, ip, damaged)
+		if why == "" || !sleepCtx(ctx, 200*time.Millisecond) {
+			return why
+		}
+	}
+}
+
+func (r *run) damageState(ctx context.Context, module, ip string, damaged bool) string {
+	st, err := r.n.c.Status(ctx)
+	if err != nil {
+		return "status: " + err.Error()
+	}
+	quarantined := false
+	for _, q := range st.Quarantined {
+		if q.Entry.Module == module && strings.Contains(q.Error, "checksum mismatch") && strings.Contains(q.Error, "bridges/"+Managed+"/flow key") {
+			quarantined = true
+		}
+	}
+	stored, err := r.n.c.List(ctx, client.Filter{Bridge: Managed, Module: module})
+	if err != nil {
+		return "list: " + err.Error()
+	}
+	listed := slices.ContainsFunc(stored, func(se client.StoredEntry) bool { return fieldOf(se.Text, "nw_dst=") == ip })
+	dump, err := r.n.sb.DumpFlows(ctx, Managed)
+	if err != nil {
+		return "dump: " + err.Error()
+	}
+	onSwitch := slices.ContainsFunc(dump, func(l string) bool { return fieldOf(l, "nw_dst=") == ip })
+	if damaged && (!quarantined || listed || onSwitch) {
+		return fmt.Sprintf("want quarantined (checksum mismatch, bucket named), not listed, off the switch: quarantined %v, listed %v, on the switch %v", quarantined, listed, onSwitch)
+	}
+	if !damaged && (quarantined || !listed || !onSwitch) {
+		return fmt.Sprintf("want the quarantine lifted, listed, on the switch: quarantined %v, listed %v, on the switch %v", quarantined, listed, onSwitch)
+	}
+	return ""
 }
