@@ -15,6 +15,7 @@ import (
 
 	"github.com/flowstate-io/flowstate/client"
 	"github.com/flowstate-io/flowstate/internal/sandbox"
+	"github.com/flowstate-io/flowstate/server/guard"
 )
 
 // Invariant names, as reports count them.
@@ -32,11 +33,23 @@ const (
 	InvDamage    = "damage"
 )
 
+// guardDetect is how long flowstated may take to see that its guard is
+// frozen: the heartbeat goes stale, the next renewal judges it, and slack
+// for a loaded machine. A flowstated killed or frozen sooner leaves the
+// flag armed with a guard that cannot release it: that is the window the
+// product documents (an external guard covers it), not a broken promise.
+var guardDetect = guard.StaleAfter(guardGrace) + guardGrace/5 + 2*time.Second
+
 // holdBound is the longest a running vswitchd may go without forwarding
 // after a disruption: the guard's grace (flowstated silent), then the
 // longest bounded hold (a stuck bridge, or the cold-start gate), and slack
 // for a loaded two-core machine.
 const holdBound = guardGrace + readinessTimeout + 6*time.Second
+
+// lastingBound is how long the faults that must outlast the hold promise
+// last (a guard frozen, flowstated out): the promise, counted from a
+// vswitchd restart a few steps after the fault began.
+const lastingBound = holdBound + 8*time.Second
 
 // Config configures Run.
 type Config struct {
@@ -132,7 +145,12 @@ type run struct {
 	guards      map[int]bool
 	holdWarned  time.Time
 	full        bool // the store's file system is full (disk-full)
-	writers     []*writer
+	// guardFrozenAt is when the guard was frozen (zero while it is not);
+	// blind is set when flowstated stopped before it could see that
+	// (guardDetect): nobody can release the node until the guard thaws.
+	guardFrozenAt time.Time
+	blind         bool
+	writers       []*writer
 	// gate pauses the writers: each call holds it shared, a fault that
 	// needs the store quiet holds it alone.
 	gate    sync.RWMutex
@@ -387,6 +405,7 @@ func (r *run) inject(ctx context.Context, st Step) error {
 		return err
 	case FlowstatedKill, FlowstatedTerm, FlowstatedReboot:
 		r.excuse()
+		r.flowstatedStops()
 		sig := syscall.SIGKILL
 		if st.Kind == FlowstatedTerm {
 			sig = syscall.SIGTERM
@@ -404,13 +423,16 @@ func (r *run) inject(ctx context.Context, st Step) error {
 		r.excuse()
 		return err
 	case FlowstatedOutage:
-		// Dead for longer than the hold promise: a vswitchd restart in
-		// the meantime must be released by the guard (or start unheld).
+		// Dead for longer than the hold promise, counted from a
+		// vswitchd restart a few steps later: that restart must be
+		// released by the guard (or start unheld), not by flowstated's
+		// return.
 		r.excuse()
+		r.flowstatedStops()
 		if err := n.signalFlowstated(syscall.SIGKILL); err != nil {
 			return err
 		}
-		sleepCtx(ctx, holdBound+st.Hold)
+		sleepCtx(ctx, lastingBound+st.Hold)
 		if n.alive() {
 			return nil // another step started it again
 		}
@@ -419,6 +441,7 @@ func (r *run) inject(ctx context.Context, st Step) error {
 		return err
 	case FlowstatedFreeze:
 		r.excuse()
+		r.flowstatedStops()
 		if err := n.signalFlowstated(syscall.SIGSTOP); err != nil {
 			return err
 		}
@@ -439,8 +462,18 @@ func (r *run) inject(ctx context.Context, st Step) error {
 		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 			return err
 		}
-		sleepCtx(ctx, st.Hold)
+		r.mu.Lock()
+		r.guardFrozenAt = time.Now()
+		r.mu.Unlock()
+		// Frozen for longer than the hold promise, counted from a
+		// vswitchd restart a few steps later: a frozen guard releases
+		// nothing, so flowstated must not count on it; a shorter
+		// freeze is only a guard that releases late.
+		sleepCtx(ctx, lastingBound+st.Hold)
 		err := syscall.Kill(pid, syscall.SIGCONT)
+		r.mu.Lock()
+		r.guardFrozenAt, r.blind = time.Time{}, false
+		r.mu.Unlock()
 		r.excuse()
 		return err
 	case LeaseUnlink:
@@ -543,6 +576,17 @@ func (r *run) excuse() {
 	r.excusedAt = time.Now()
 	r.strict = false
 	r.disrupted = time.Now()
+}
+
+// flowstatedStops notes that flowstated is about to be killed or frozen: if
+// the guard was frozen less than guardDetect ago, the hold check waits for
+// the guard's thaw.
+func (r *run) flowstatedStops() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.guardFrozenAt.IsZero() && time.Since(r.guardFrozenAt) < guardDetect {
+		r.blind = true
+	}
 }
 
 func (r *run) noteGuard(pid int) {
@@ -666,6 +710,10 @@ func (r *run) probeOnce(ctx context.Context) {
 		}
 	}
 	r.mu.Lock()
+	if r.blind {
+		r.mu.Unlock()
+		return
+	}
 	since := r.disrupted
 	if r.vsStart.After(since) {
 		since = r.vsStart

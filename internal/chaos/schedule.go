@@ -21,7 +21,7 @@ const (
 	FlowstatedTerm    FaultKind = "flowstated-term"    // SIGTERM, back after Hold
 	FlowstatedReboot  FaultKind = "flowstated-reboot"  // SIGKILL, a new boot id, back after Hold
 	GuardKill         FaultKind = "guard-kill"         // SIGKILL of the spawned guard
-	GuardFreeze       FaultKind = "guard-freeze"       // SIGSTOP of the guard for Hold
+	GuardFreeze       FaultKind = "guard-freeze"       // SIGSTOP of the guard, longer than the hold promise
 	LeaseUnlink       FaultKind = "lease-unlink"       // the lease file removed
 	ProtocolsFlip     FaultKind = "protocols-flip"     // br-int limited to OpenFlow13 for Hold
 	StalledReader     FaultKind = "stalled-reader"     // a Backup that stops reading for Hold

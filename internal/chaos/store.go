@@ -102,6 +102,7 @@ func (r *run) checkWriteErr(op string, err error) {
 func (r *run) storeFlip(ctx context.Context, st Step) error {
 	n := r.n
 	r.excuse()
+	r.flowstatedStops()
 	if err := n.signalFlowstated(syscall.SIGKILL); err != nil {
 		return err
 	}
