@@ -56,6 +56,51 @@ func TestChaosSeeds(t *testing.T) {
 	}
 }
 
+// regressions are the schedules that found a fault of the issues "Never
+// dark", "Never wrong" and "Never dark, round 2" reintroduced one at a time
+// (docs/testing.md, "What it finds"), kept as regular tests. Each names the
+// fault it found.
+var regressions = map[string]string{
+	// Round 2, item 6 (and "Never dark" item 3): the only managed bridge
+	// cannot be restored (no OpenFlow 1.5) and vswitchd restarts: the node
+	// must be released at --max-hold.
+	"stuck-only-bridge": "protocols-flip:300:2000,vswitchd-kill:500:300",
+	// Round 2, item 1: a frozen guard is not a proof; flowstated disarms,
+	// so a vswitchd restart after flowstated dies is not held.
+	"frozen-guard": "guard-freeze:300:300,flowstated-outage:5500:300,vswitchd-kill:500:300",
+	// Round 2, item 3: the guard killed just before flowstated.
+	"guard-killed-first": "guard-kill:500:300,flowstated-outage:30:300,vswitchd-kill:1000:300",
+	// "Never dark", item 1: flowstated dead, vswitchd restarted plainly:
+	// the guard releases the node.
+	"dead-flowstated": "flowstated-outage:300:300,vswitchd-kill:500:300",
+	// "Never dark", item 2: an unmanaged bridge comes back from the
+	// mirror after a held restart.
+	"unmanaged-restored": "vswitchd-kill:500:300",
+	// Round 2, item 14: the lease unlinked must not make the flag flap.
+	"lease-unlinked": "lease-unlink:300:300",
+}
+
+// TestChaosRegressions runs the schedules that found a reintroduced fault
+// against the flowstated of this tree.
+func TestChaosRegressions(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	bin := build(ctx, t)
+	for _, name := range sortedKeys(regressions) {
+		t.Run(name, func(t *testing.T) {
+			s, err := ParseSchedule(regressions[name])
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := Run(ctx, Config{Seed: 2, Schedule: s, Flowstated: bin})
+			if err != nil {
+				t.Fatal(err)
+			}
+			report(t, rep)
+		})
+	}
+}
+
 func build(ctx context.Context, t *testing.T) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "chaos-bin")
