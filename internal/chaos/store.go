@@ -13,8 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/flowstate-io/flowstate/client"
 	"github.com/flowstate-io/flowstate/errdefs"
 )
@@ -91,31 +89,41 @@ func (r *run) checkWriteErr(op string, err error) {
 	}
 }
 
-// storeFlip kills flowstated, flips one byte of one record of br-int's flow
-// bucket in the stopped store, and starts flowstated on it: the start must
-// be refused (exit 1) naming the damage, since a record whose checksum does
-// not match must never reach the switch. The node stays without flowstated
-// for hold (the guard releases a vswitchd that waits); then the harness
-// puts the byte back, as an operator restores the backup taken at the stop,
-// and starts flowstated again. Nothing acknowledged is lost that way, so
-// acked stays exact for every entry, the damaged one included.
+// storeFlip kills flowstated, flips one byte of one record of br-int in the
+// stopped store, and starts flowstated on it: the start must be refused
+// (exit 1) naming the damage, since a record whose checksum does not match
+// must never reach the switch. The node stays without flowstated for hold
+// (the guard releases a vswitchd that waits); then the harness puts the byte
+// back, as an operator restores the backup taken at the stop, and starts
+// flowstated again. Nothing acknowledged is lost that way, so acked stays
+// exact for every entry, the damaged one included.
 func (r *run) storeFlip(ctx context.Context, st Step) error {
 	n := r.n
-	r.excuse()
-	r.flowstatedStops()
-	if err := n.signalFlowstated(syscall.SIGKILL); err != nil {
+	rng := rand.New(rand.NewPCG(uint64(st.Pause.Milliseconds())<<32|uint64(st.Hold.Milliseconds()), r.cfg.Seed))
+	// The record is chosen from what flowstated lists, and no write may
+	// replace it before the kill: its bytes are then the live record's.
+	r.gate.Lock()
+	d, err := r.pickRecord(ctx, rng)
+	if err == nil {
+		r.excuse()
+		r.flowstatedStops()
+		err = n.signalFlowstated(syscall.SIGKILL)
+	}
+	r.gate.Unlock()
+	if err != nil {
 		return err
 	}
-	seed := uint64(st.Pause.Milliseconds())<<32 | uint64(st.Hold.Milliseconds())
-	d, err := flipRecord(n.dbPath(), rand.New(rand.NewPCG(seed, r.cfg.Seed)))
-	if err != nil {
-		_ = r.startFlowstated(ctx)
-		return err
+	d.at, d.mask = rng.IntN(len(d.value)), byte(1+rng.IntN(255))
+	if err := d.find(n.dbPath()); err != nil {
+		return errors.Join(err, r.startFlowstated(ctx))
+	}
+	if err := d.xor(n.dbPath()); err != nil {
+		return errors.Join(err, r.startFlowstated(ctx))
 	}
 	r.log.Info("store byte flipped", "record", d)
 	code, out, err := n.tryStart(ctx, 20*time.Second)
 	refused := err == nil && code == 1 && strings.Contains(out, "is corrupt") && strings.Contains(out, "flowstated will not start on it") &&
-		(d.inKey || strings.Contains(out, "bridges/"+Managed+"/flow key "+d.keyHex()))
+		strings.Contains(out, "bridges/"+Managed+"/flow key ")
 	r.rep.Checks.add(InvDamage, errIf(!refused))
 	if !refused {
 		r.violate(InvDamage, "flowstated on a store with %s: exit %d, err %v, want exit 1 naming the damage; it said: %s",
@@ -130,84 +138,68 @@ func (r *run) storeFlip(ctx context.Context, st Step) error {
 	return err
 }
 
+// pickRecord chooses one of br-int's stored flows: its record's bytes in the
+// file are version, module length, module and payload (then the checksum).
+func (r *run) pickRecord(ctx context.Context, rng *rand.Rand) (flipped, error) {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	stored, err := r.n.c.List(cctx, client.Filter{Bridge: Managed})
+	if err != nil {
+		return flipped{}, err
+	}
+	if len(stored) == 0 {
+		return flipped{}, errors.New("chaos: br-int stores no flow")
+	}
+	se := stored[rng.IntN(len(stored))]
+	return flipped{value: recordBytes(se.Module, se.OpenFlow), module: se.Module, text: se.Text}, nil
+}
+
+// recordBytes is how the store keeps an entry of module with payload, less
+// its checksum (store.encodeRecord, version 2).
+func recordBytes(module string, payload []byte) []byte {
+	b := append([]byte{2, byte(len(module))}, module...)
+	return append(b, payload...)
+}
+
 // flipped is a byte flipped in one record.
 type flipped struct {
-	key, value []byte // as they were
-	module     string
-	at         int  // offset in key|value
-	mask       byte // what the byte was XORed with
-	inKey      bool
-	offsets    []int64 // where in the file
+	value   []byte // the record's bytes, as they were
+	module  string
+	text    string
+	at      int     // offset in value
+	mask    byte    // what the byte was XORed with
+	offsets []int64 // where in the file
 }
 
 func (d flipped) String() string {
-	part := "value"
-	if d.inKey {
-		part = "key"
-	}
-	return fmt.Sprintf("a byte of the %s of record %x (module %s, offset %d ^%#x) flipped", part, d.key, d.module, d.at, d.mask)
+	return fmt.Sprintf("byte %d of the record of %q (module %s) flipped ^%#x", d.at, d.text, d.module, d.mask)
 }
 
-// keyHex is the record's key as the store's messages print it: hex, at most
-// its first 64 bytes.
-func (d flipped) keyHex() string {
-	return fmt.Sprintf("%x", d.key[:min(len(d.key), 64)])
-}
-
-// flipRecord flips one byte of one record of br-int's flow bucket in the
-// store at path, which nothing holds open. rng chooses the record and the
-// byte. bbolt writes a leaf element's key and value side by side, so the
-// record is found in the file by its bytes; a copy in a page freed since is
-// flipped too, which changes nothing.
-func flipRecord(path string, rng *rand.Rand) (flipped, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: 2 * time.Second})
+// undo puts the flipped bytes back where the file still holds the flipped
+// record: a flowstated that ran on the damaged store (a violation) may have
+// reused those pages since, and they are then left alone.
+func (d flipped) undo(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
-		return flipped{}, fmt.Errorf("chaos: open the stopped store: %w", err)
+		return err
 	}
-	var recs []flipped
-	err = db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket([]byte("bridges"))
-		for _, name := range []string{Managed, "flow"} {
-			if b == nil {
-				break
-			}
-			b = b.Bucket([]byte(name))
+	defer f.Close()
+	bad := bytes.Clone(d.value)
+	bad[d.at] ^= d.mask
+	got := make([]byte, len(bad))
+	for _, off := range d.offsets {
+		start := off - int64(d.at)
+		if _, err := f.ReadAt(got, start); err != nil || !bytes.Equal(got, bad) {
+			continue
 		}
-		if b == nil {
-			return errors.New("no bucket bridges/" + Managed + "/flow")
+		if _, err := f.WriteAt(d.value, start); err != nil {
+			return err
 		}
-		return b.ForEach(func(k, v []byte) error {
-			if v != nil && len(v) > 2 && len(v) >= 2+int(v[1]) {
-				recs = append(recs, flipped{key: bytes.Clone(k), value: bytes.Clone(v), module: string(v[2 : 2+int(v[1])])})
-			}
-			return nil
-		})
-	})
-	if cerr := db.Close(); err == nil {
-		err = cerr
 	}
-	if err != nil {
-		return flipped{}, fmt.Errorf("chaos: read the stopped store: %w", err)
-	}
-	if len(recs) == 0 {
-		return flipped{}, errors.New("chaos: the store holds no flow record of " + Managed)
-	}
-	d := recs[rng.IntN(len(recs))]
-	kv := append(bytes.Clone(d.key), d.value...)
-	d.at, d.mask = rng.IntN(len(kv)), byte(1+rng.IntN(255))
-	d.inKey = d.at < len(d.key)
-	key, value := d.key, d.value
-	d.value = kv
-	if err := d.find(path); err != nil {
-		return flipped{}, err
-	}
-	d.key, d.value = key, value
-	return d, d.xor(path)
+	return f.Sync()
 }
 
-// undo puts the flipped bytes back.
-func (d flipped) undo(path string) error { return d.xor(path) }
-
+// xor flips the byte at every offset.
 func (d flipped) xor(path string) error {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
@@ -269,8 +261,7 @@ func (r *run) storeFlipLive(ctx context.Context, st Step, writers []*writer) err
 	if payload == nil {
 		return fmt.Errorf("chaos: acknowledged flow nw_dst=%s of %s not listed", ip, w.module)
 	}
-	needle := append([]byte{2, byte(len(w.module))}, w.module...)
-	needle = append(needle, payload...)
+	needle := recordBytes(w.module, payload)
 	d := flipped{value: needle, module: w.module, at: len(needle) - 1 - int(st.Hold.Milliseconds())%len(payload), mask: 0x10}
 	if err := n.signalFlowstated(syscall.SIGSTOP); err != nil {
 		return err
