@@ -41,19 +41,7 @@ func TestChaosSeeds(t *testing.T) {
 			report(t, rep)
 		})
 	}
-	for _, name := range sortedKeys(ciSchedules) {
-		t.Run(name, func(t *testing.T) {
-			s, err := ParseSchedule(ciSchedules[name])
-			if err != nil {
-				t.Fatal(err)
-			}
-			rep, err := Run(ctx, Config{Seed: 3, Schedule: s, Flowstated: bin})
-			if err != nil {
-				t.Fatal(err)
-			}
-			report(t, rep)
-		})
-	}
+	runSchedules(ctx, t, bin, 3, ciSchedules)
 }
 
 // regressions are the schedules that found a fault of the issues "Never
@@ -86,13 +74,19 @@ func TestChaosRegressions(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	bin := build(ctx, t)
-	for _, name := range sortedKeys(regressions) {
+	runSchedules(ctx, t, bin, 2, regressions)
+}
+
+// runSchedules runs each of the named schedules (in name order) as a
+// subtest, with seed for the writers.
+func runSchedules(ctx context.Context, t *testing.T, bin string, seed uint64, schedules map[string]string) {
+	for _, name := range sortedKeys(schedules) {
 		t.Run(name, func(t *testing.T) {
-			s, err := ParseSchedule(regressions[name])
+			s, err := ParseSchedule(schedules[name])
 			if err != nil {
 				t.Fatal(err)
 			}
-			rep, err := Run(ctx, Config{Seed: 2, Schedule: s, Flowstated: bin})
+			rep, err := Run(ctx, Config{Seed: seed, Schedule: s, Flowstated: bin})
 			if err != nil {
 				t.Fatal(err)
 			}
