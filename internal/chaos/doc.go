@@ -19,7 +19,10 @@
 //     flowstated killed, frozen, terminated, restarted with a new boot id;
 //     the guard killed or frozen; the lease unlinked; br-int's protocols
 //     restricted to OpenFlow 1.3 for a while; a Backup reader that stalls;
-//     ovsdb-server restarted; a flow_limit on one of br-int's tables.
+//     ovsdb-server restarted; a flow_limit on one of br-int's tables;
+//     the store's tmpfs filled (as root); a byte of a record flipped in the
+//     stopped store, or under a running flowstated; br-int or br-ex
+//     deleted from OVSDB and created again.
 //     A vswitchd that dies without the schedule killing it is restarted,
 //     as systemd would, and counted.
 //  4. Quiesce: stop the writers, heal everything, and wait for convergence.
@@ -45,6 +48,12 @@
 //     longer than a grace.
 //   - crashloop: vswitchd never dies by itself more than twice in a row.
 //   - leftover: nothing flowstated started (its guard) runs after the run.
+//   - disk-full: a call that failed because the disk is full says so, as
+//     RESOURCE_EXHAUSTED or UNAVAILABLE, never UNKNOWN.
+//   - damage: a store with a flipped record is refused at start, naming
+//     it; one damaged under a running flowstated is quarantined, left out
+//     and taken off the switch until its module declares it again.
+//   - flowstated-exit, refused, crashloop: see docs/testing.md.
 //
 // # Reproducing
 //

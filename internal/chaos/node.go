@@ -55,6 +55,10 @@ type node struct {
 	sock  string
 	lease string
 	boot  int
+	// state is the store's directory: its own small tmpfs when the
+	// harness runs as root (tmpfs true), so disk-full can fill it.
+	state string
+	tmpfs bool
 	log   *slog.Logger
 	c     *client.Client
 
@@ -74,7 +78,7 @@ func newNode(ctx context.Context, bin string, log *slog.Logger) (*node, error) {
 	}
 	n := &node{sb: sb, dir: sb.Dir(), bin: bin, log: log}
 	if err := n.setup(ctx); err != nil {
-		_ = sb.Close()
+		n.close()
 		return nil, err
 	}
 	return n, nil
@@ -105,6 +109,11 @@ func (n *node) setup(ctx context.Context) error {
 	if err := os.MkdirAll(filepath.Join(n.dir, "run"), 0o750); err != nil {
 		return err
 	}
+	n.state = filepath.Join(n.dir, "state")
+	if err := os.MkdirAll(n.state, 0o750); err != nil {
+		return err
+	}
+	n.tmpfs = mountTmpfs(ctx, n.state, n.log)
 	n.sock = filepath.Join(n.dir, "run", "fs.sock")
 	n.lease = filepath.Join(n.dir, "run", "lease")
 	if err := n.newBoot(); err != nil {
@@ -128,13 +137,54 @@ func (n *node) args() []string {
 	return []string{
 		"--bridge", Managed, "--unmanaged-bridges", "preserve",
 		"--ovs-rundir", n.sb.RunDir(), "--ovsdb", n.sb.DBAddr(),
-		"--db", filepath.Join(n.dir, "state", "fs.db"), "--listen", "unix://" + n.sock,
+		"--db", n.dbPath(), "--listen", "unix://" + n.sock,
 		"--boot-id-file", filepath.Join(n.dir, "boot_id"), "--metrics-listen", "",
 		"--guard", "spawn", "--guard-lease", n.lease, "--guard-grace", guardGrace.String(),
 		"--max-hold", maxHold.String(), "--readiness-timeout", readinessTimeout.String(),
 		"--require-module", "policy", "--mirror-interval", "500ms", "--audit-interval", "2s",
 		"--stage-above", "200", "--ofp-echo-interval", "500ms", "--ofp-echo-timeout", "1500ms",
 	}
+}
+
+func (n *node) dbPath() string { return filepath.Join(n.state, "fs.db") }
+
+// storeSize is the store's tmpfs: room for the store, a backup spool and a
+// staged write, small enough that filling it is quick.
+const storeSize = "32m"
+
+// mountTmpfs mounts a tmpfs of storeSize on dir. It needs root; without it
+// the store stays on the sandbox's file system and disk-full cannot run.
+func mountTmpfs(ctx context.Context, dir string, log *slog.Logger) bool {
+	if os.Geteuid() != 0 {
+		log.Warn("not root: the store is not on its own tmpfs, disk-full faults fail")
+		return false
+	}
+	if out, err := exec.CommandContext(ctx, "mount", "-t", "tmpfs", "-o", "size="+storeSize+",mode=0750", "tmpfs", dir).CombinedOutput(); err != nil {
+		log.Warn("mount a tmpfs for the store: disk-full faults fail", "err", err, "out", strings.TrimSpace(string(out)))
+		return false
+	}
+	return true
+}
+
+// tryStart runs flowstated in the foreground, outside the supervisor, for
+// a start that must be refused: it returns its exit status and output, or
+// an error once it has run for limit (it was killed: it did not refuse).
+func (n *node) tryStart(ctx context.Context, limit time.Duration) (int, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, n.bin, n.args()...)
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		return -1, string(out), fmt.Errorf("chaos: flowstated still ran after %v", limit)
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), string(out), nil
+	}
+	if err != nil {
+		return -1, string(out), err
+	}
+	return 0, string(out), nil
 }
 
 // startFlowstated starts flowstated; it does not wait for it.
@@ -274,12 +324,21 @@ func (n *node) logs() string {
 
 func (n *node) close() {
 	_ = n.signalFlowstated(syscall.SIGKILL)
-	if pid := n.guardPID(); pid > 0 {
+	if n.lease == "" {
+		// setup did not get that far
+	} else if pid := n.guardPID(); pid > 0 {
 		_ = syscall.Kill(pid, syscall.SIGCONT)
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	if n.c != nil {
 		_ = n.c.Close()
+	}
+	// Before the sandbox removes its directory, the mount point among it.
+	if n.tmpfs {
+		if out, err := exec.Command("umount", n.state).CombinedOutput(); err != nil {
+			n.log.Warn("umount the store's tmpfs, detaching it", "err", err, "out", strings.TrimSpace(string(out)))
+			_ = exec.Command("umount", "-l", n.state).Run()
+		}
 	}
 	_ = n.sb.Close()
 }

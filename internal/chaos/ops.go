@@ -36,6 +36,10 @@ type identState struct {
 	present bool
 	actions string
 	unknown bool // a write touched it with an unknown outcome
+	// damaged: the harness flipped a byte of its record under flowstated
+	// (store-flip-live), so the store leaves it out until it is declared
+	// again: it must not be listed.
+	damaged bool
 	// epoch is the flowstated run in which the unknown write was made: a
 	// later acknowledged write settles it only once that run is gone, since
 	// until then the unknown write may still land after it.
@@ -52,6 +56,8 @@ type writer struct {
 	r      *rand.Rand
 	c      *client.Client
 	epoch  func() int // the current flowstated run
+	// onErr sees every failed call (the disk-full check).
+	onErr func(op string, err error)
 
 	mu    sync.Mutex
 	model map[string]identState
@@ -93,7 +99,7 @@ func (w *writer) step(ctx context.Context, counts *counter) {
 		}
 		_, err := w.c.Put(ctx, client.Module{Bridge: Managed, Name: w.module}, w.entries(set)...)
 		w.record(set, false, err)
-		counts.add(string(OpPut), err)
+		w.count(counts, OpPut, err)
 	case p < 0.60:
 		w.mu.Lock()
 		var present []string
@@ -117,7 +123,7 @@ func (w *writer) step(ctx context.Context, counts *counter) {
 		}
 		_, err := w.c.Delete(ctx, client.Module{Bridge: Managed, Name: w.module}, es...)
 		w.record(set, false, err)
-		counts.add(string(OpDelete), err)
+		w.count(counts, OpDelete, err)
 	case p < 0.75:
 		set := map[string]string{}
 		for range 5 + w.r.IntN(10) {
@@ -125,7 +131,7 @@ func (w *writer) step(ctx context.Context, counts *counter) {
 		}
 		_, err := w.c.Sync(ctx, client.Module{Bridge: Managed, Name: w.module}, w.r.IntN(2) == 0, w.entries(set)...)
 		w.record(set, true, err)
-		counts.add(string(OpSync), err)
+		w.count(counts, OpSync, err)
 	case p < 0.80:
 		set := map[string]string{}
 		for i := range 250 {
@@ -136,20 +142,28 @@ func (w *writer) step(ctx context.Context, counts *counter) {
 		}
 		_, err := w.c.Sync(ctx, client.Module{Bridge: Managed, Name: w.module}, true, w.entries(set)...)
 		w.record(set, true, err)
-		counts.add(string(OpStaged), err)
+		w.count(counts, OpStaged, err)
 	case p < 0.90:
 		err := w.c.MarkReady(ctx, w.module)
-		counts.add(string(OpMarkReady), err)
+		w.count(counts, OpMarkReady, err)
 	case p < 0.98:
 		_, err := w.c.Backup(ctx, io.Discard)
-		counts.add(string(OpBackup), err)
+		w.count(counts, OpBackup, err)
 	default:
 		ip := fmt.Sprintf("10.%d.250.250", w.octet)
 		specs := strings.TrimSuffix(strings.Repeat("NXM_OF_VLAN_TCI[0..11],", 2000), ",")
 		f := fmt.Sprintf("table=%d,priority=10,tcp,nw_dst=%s,actions=learn(table=%d,priority=100,%s)", w.table, ip, w.table, specs)
 		_, err := w.c.Put(ctx, client.Module{Bridge: Managed, Name: w.module}, client.FlowText(f))
 		w.record(map[string]string{ip: "learn"}, false, err)
-		counts.add(string(OpCrashing), err)
+		w.count(counts, OpCrashing, err)
+	}
+}
+
+// count counts one call of kind op and shows a failure to onErr.
+func (w *writer) count(counts *counter, op OpKind, err error) {
+	counts.add(string(op), err)
+	if err != nil && w.onErr != nil {
+		w.onErr(string(op), err)
 	}
 }
 
@@ -202,6 +216,32 @@ func (w *writer) record(set map[string]string, replace bool, err error) {
 	}
 }
 
+// victim returns the i-th (modulo) flow whose last acknowledged write left
+// it present, for a fault to damage.
+func (w *writer) victim(i int) (ip, actions string, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var ips []string
+	for _, ip := range sortedKeys(w.model) {
+		if st := w.model[ip]; st.present && !st.unknown && !st.damaged {
+			ips = append(ips, ip)
+		}
+	}
+	if len(ips) == 0 {
+		return "", "", false
+	}
+	ip = ips[i%len(ips)]
+	return ip, w.model[ip].actions, true
+}
+
+// markDamaged notes that ip's record was damaged: until an acknowledged
+// write of it, the store must leave it out.
+func (w *writer) markDamaged(ip string) {
+	w.mu.Lock()
+	w.model[ip] = identState{damaged: true}
+	w.mu.Unlock()
+}
+
 // definite reports an error after which nothing of the request was stored.
 func definite(err error) bool {
 	for _, k := range []error{errdefs.ErrInvalidArgument, errdefs.ErrFailedPrecondition, errdefs.ErrPermissionDenied,
@@ -241,6 +281,8 @@ func (w *writer) check(ctx context.Context) ([]string, int, error) {
 			bad = append(bad, fmt.Sprintf("module %s: acknowledged flow nw_dst=%s (actions=%s) is not stored", w.module, ip, st.actions))
 		case st.present && got != st.actions:
 			bad = append(bad, fmt.Sprintf("module %s: flow nw_dst=%s stored with actions=%s, acknowledged actions=%s", w.module, ip, got, st.actions))
+		case st.damaged && ok:
+			bad = append(bad, fmt.Sprintf("module %s: flow nw_dst=%s listed (actions=%s) though its record was damaged and not declared since", w.module, ip, got))
 		case !st.present && ok:
 			bad = append(bad, fmt.Sprintf("module %s: flow nw_dst=%s stored (actions=%s) after its acknowledged removal", w.module, ip, got))
 		}
@@ -309,7 +351,7 @@ func (c *counter) String() string {
 	}
 	var b strings.Builder
 	for _, k := range sortedKeys(keys) {
-		fmt.Fprintf(&b, "  %-18s %5d ok %5d failed\n", k, c.ok[k], c.failed[k])
+		fmt.Fprintf(&b, "  %-34s %5d ok %5d failed\n", k, c.ok[k], c.failed[k])
 	}
 	return b.String()
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/flowstate-io/flowstate/client"
 	"github.com/flowstate-io/flowstate/internal/sandbox"
+	"github.com/flowstate-io/flowstate/server/guard"
 )
 
 // Invariant names, as reports count them.
@@ -28,13 +29,27 @@ const (
 	InvExit      = "flowstated-exit"
 	InvProtected = "protected"
 	InvRefused   = "refused"
+	InvDiskFull  = "disk-full"
+	InvDamage    = "damage"
 )
+
+// guardDetect is how long flowstated may take to see that its guard is
+// frozen: the heartbeat goes stale, the next renewal judges it, and slack
+// for a loaded machine. A flowstated killed or frozen sooner leaves the
+// flag armed with a guard that cannot release it: that is the window the
+// product documents (an external guard covers it), not a broken promise.
+var guardDetect = guard.StaleAfter(guardGrace) + guardGrace/5 + 2*time.Second
 
 // holdBound is the longest a running vswitchd may go without forwarding
 // after a disruption: the guard's grace (flowstated silent), then the
 // longest bounded hold (a stuck bridge, or the cold-start gate), and slack
 // for a loaded two-core machine.
 const holdBound = guardGrace + readinessTimeout + 6*time.Second
+
+// lastingBound is how long the faults that must outlast the hold promise
+// last (a guard frozen, flowstated out): the promise, counted from a
+// vswitchd restart a few steps after the fault began.
+const lastingBound = holdBound + 8*time.Second
 
 // Config configures Run.
 type Config struct {
@@ -129,6 +144,17 @@ type run struct {
 	rebuiltLive bool
 	guards      map[int]bool
 	holdWarned  time.Time
+	full        bool // the store's file system is full (disk-full)
+	// guardFrozenAt is when the guard was frozen (zero while it is not);
+	// blind is set when flowstated stopped before it could see that
+	// (guardDetect): nobody can release the node until the guard thaws.
+	guardFrozenAt time.Time
+	blind         bool
+	writers       []*writer
+	// gate pauses the writers: each call holds it shared, a fault that
+	// needs the store quiet holds it alone.
+	gate    sync.RWMutex
+	running map[FaultKind]bool // lasting faults still on
 }
 
 // Run executes one seeded run. The error is for a harness that could not
@@ -147,7 +173,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if sched == nil {
 		sched = Generate(cfg.Seed, cfg.Steps, cfg.Faults)
 	}
-	r := &run{cfg: cfg, log: cfg.Logger, start: time.Now(), lastFwd: map[string]time.Time{}, guards: map[int]bool{},
+	r := &run{cfg: cfg, log: cfg.Logger, start: time.Now(), lastFwd: map[string]time.Time{}, guards: map[int]bool{}, running: map[FaultKind]bool{},
 		rep: &Report{Seed: cfg.Seed, Schedule: sched, Ops: newCounter(), Faults: newCounter(), Checks: newCounter()}}
 	n, err := newNode(ctx, cfg.Flowstated, cfg.Logger)
 	if err != nil {
@@ -165,7 +191,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		newWriter("pod", 10, 1, cfg.Seed*3+1, n.c, r.currentEpoch),
 		newWriter("route", 20, 2, cfg.Seed*3+2, n.c, r.currentEpoch),
 	}
+	r.writers = writers
 	for _, w := range writers {
+		w.onErr = r.checkWriteErr
 		wg.Go(func() { r.writeLoop(wctx, w) })
 	}
 	wg.Go(func() { r.policyLoop(wctx) })
@@ -175,30 +203,21 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	// Lasting faults of the kinds in overlaps run beside the next steps:
 	// a vswitchd crash inside a protocols flip is the fault that matters.
 	var lasting sync.WaitGroup
-	running := map[FaultKind]bool{}
-	var runningMu sync.Mutex
 	for i, st := range sched {
 		r.setStep(i + 1)
 		if !sleepCtx(ctx, st.Pause) {
 			break
 		}
 		r.log.Info("fault", "step", i+1, "kind", st.Kind, "hold", st.Hold)
-		runningMu.Lock()
-		busy := running[st.Kind]
-		runningMu.Unlock()
-		if busy {
-			r.rep.Faults.add(string(st.Kind)+" (skipped: still on)", nil)
+		if on := r.blockedBy(st.Kind); on != "" {
+			r.rep.Faults.add(fmt.Sprintf("%s (skipped: %s on)", st.Kind, on), nil)
 			continue
 		}
 		if overlaps[st.Kind] {
-			runningMu.Lock()
-			running[st.Kind] = true
-			runningMu.Unlock()
+			r.setRunning(st.Kind, true)
 			lasting.Go(func() {
 				r.faultDone(st.Kind, r.inject(ctx, st))
-				runningMu.Lock()
-				running[st.Kind] = false
-				runningMu.Unlock()
+				r.setRunning(st.Kind, false)
 			})
 			continue
 		}
@@ -217,7 +236,36 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 }
 
 // overlaps are the lasting faults that run beside the steps after them.
-var overlaps = map[FaultKind]bool{ProtocolsFlip: true, FlowLimit: true, StalledReader: true, GuardFreeze: true, FlowstatedOutage: true}
+var overlaps = map[FaultKind]bool{ProtocolsFlip: true, FlowLimit: true, StalledReader: true, GuardFreeze: true, FlowstatedOutage: true,
+	DiskFull: true, ManagedRecreate: true, UnmanagedRecreate: true}
+
+// excludes are the lasting faults a kind does not start beside: a store
+// flip must restore its byte and start flowstated itself (an outage would
+// start it on the damaged store; a full disk would be a second fault in
+// the same start).
+var excludes = map[FaultKind][]FaultKind{StoreFlip: {FlowstatedOutage, DiskFull}, StoreFlipLive: {FlowstatedOutage, DiskFull}}
+
+// blockedBy names the lasting fault that keeps kind from starting now: the
+// same kind still on, or one it excludes; "" if none.
+func (r *run) blockedBy(kind FaultKind) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, k := range append([]FaultKind{kind}, excludes[kind]...) {
+		if r.running[k] {
+			if k == kind {
+				return "still"
+			}
+			return string(k)
+		}
+	}
+	return ""
+}
+
+func (r *run) setRunning(kind FaultKind, on bool) {
+	r.mu.Lock()
+	r.running[kind] = on
+	r.mu.Unlock()
+}
 
 func (r *run) faultDone(kind FaultKind, err error) {
 	r.rep.Faults.add(string(kind), err)
@@ -296,7 +344,9 @@ func (r *run) syncPolicy(ctx context.Context) error {
 
 func (r *run) writeLoop(ctx context.Context, w *writer) {
 	for ctx.Err() == nil {
+		r.gate.RLock()
 		w.step(ctx, r.rep.Ops)
+		r.gate.RUnlock()
 		if !sleepCtx(ctx, time.Duration(50+w.r.IntN(250))*time.Millisecond) {
 			return
 		}
@@ -307,11 +357,14 @@ func (r *run) writeLoop(ctx context.Context, w *writer) {
 // that resyncs after every flowstated start would; it opens a cold gate.
 func (r *run) policyLoop(ctx context.Context) {
 	for ctx.Err() == nil {
+		r.gate.RLock()
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err := r.syncPolicy(cctx)
 		cancel()
+		r.gate.RUnlock()
 		if ctx.Err() == nil {
 			r.rep.Ops.add("policy-sync", err)
+			r.checkWriteErr("policy-sync", err)
 		}
 		if !sleepCtx(ctx, time.Second) {
 			return
@@ -352,6 +405,7 @@ func (r *run) inject(ctx context.Context, st Step) error {
 		return err
 	case FlowstatedKill, FlowstatedTerm, FlowstatedReboot:
 		r.excuse()
+		r.flowstatedStops()
 		sig := syscall.SIGKILL
 		if st.Kind == FlowstatedTerm {
 			sig = syscall.SIGTERM
@@ -369,13 +423,16 @@ func (r *run) inject(ctx context.Context, st Step) error {
 		r.excuse()
 		return err
 	case FlowstatedOutage:
-		// Dead for longer than the hold promise: a vswitchd restart in
-		// the meantime must be released by the guard (or start unheld).
+		// Dead for longer than the hold promise, counted from a
+		// vswitchd restart a few steps later: that restart must be
+		// released by the guard (or start unheld), not by flowstated's
+		// return.
 		r.excuse()
+		r.flowstatedStops()
 		if err := n.signalFlowstated(syscall.SIGKILL); err != nil {
 			return err
 		}
-		sleepCtx(ctx, holdBound+st.Hold)
+		sleepCtx(ctx, lastingBound+st.Hold)
 		if n.alive() {
 			return nil // another step started it again
 		}
@@ -384,6 +441,7 @@ func (r *run) inject(ctx context.Context, st Step) error {
 		return err
 	case FlowstatedFreeze:
 		r.excuse()
+		r.flowstatedStops()
 		if err := n.signalFlowstated(syscall.SIGSTOP); err != nil {
 			return err
 		}
@@ -404,8 +462,18 @@ func (r *run) inject(ctx context.Context, st Step) error {
 		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 			return err
 		}
-		sleepCtx(ctx, st.Hold)
+		r.mu.Lock()
+		r.guardFrozenAt = time.Now()
+		r.mu.Unlock()
+		// Frozen for longer than the hold promise, counted from a
+		// vswitchd restart a few steps later: a frozen guard releases
+		// nothing, so flowstated must not count on it; a shorter
+		// freeze is only a guard that releases late.
+		sleepCtx(ctx, lastingBound+st.Hold)
 		err := syscall.Kill(pid, syscall.SIGCONT)
+		r.mu.Lock()
+		r.guardFrozenAt, r.blind = time.Time{}, false
+		r.mu.Unlock()
 		r.excuse()
 		return err
 	case LeaseUnlink:
@@ -437,6 +505,16 @@ func (r *run) inject(ctx context.Context, st Step) error {
 		r.mu.Unlock()
 		_, err := n.sb.Vsctl(ctx, "--no-wait", "set", "bridge", Unmanaged, "datapath_type="+typ)
 		return err
+	case DiskFull:
+		return r.diskFull(ctx, st.Hold)
+	case StoreFlip:
+		return r.storeFlip(ctx, st)
+	case StoreFlipLive:
+		return r.storeFlipLive(ctx, st, r.writers)
+	case ManagedRecreate:
+		return r.recreate(ctx, Managed, st.Hold)
+	case UnmanagedRecreate:
+		return r.recreate(ctx, Unmanaged, st.Hold)
 	case OVSDBRestart:
 		r.excuse()
 		err := n.sb.RestartOVSDB(ctx)
@@ -456,6 +534,38 @@ func (r *run) inject(ctx context.Context, st Step) error {
 	return fmt.Errorf("chaos: unknown fault %q", st.Kind)
 }
 
+// recreate deletes br from OVSDB, as an operator or a CNI that rebuilds its
+// bridge does, and creates it again after hold with the same ports. br-int
+// missing must hold nothing, and re-created it gets the store's pipeline
+// back; br-ex re-created on a released vswitchd is plain OVS's new bridge,
+// which flowstated must not write (as after bridge-rebuild).
+func (r *run) recreate(ctx context.Context, br string, hold time.Duration) error {
+	r.excuse()
+	if _, err := r.n.sb.Vsctl(ctx, "--no-wait", "del-br", br); err != nil {
+		return err
+	}
+	sleepCtx(ctx, hold)
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	err := r.n.sb.AddBridge(cctx, br)
+	for i, p := range []string{"p1", "p2"} {
+		if err == nil {
+			err = r.n.sb.AddPort(cctx, br, br+"-"+p, i+1)
+		}
+	}
+	if br == Unmanaged {
+		r.mu.Lock()
+		// A held vswitchd forwards on no bridge: either bridge
+		// forwarding since its start means it was released.
+		released := r.lastFwd[Managed].After(r.vsStart) || r.lastFwd[Unmanaged].After(r.vsStart)
+		r.rebuiltLive = r.rebuiltLive || released
+		r.unarmed = true
+		r.mu.Unlock()
+	}
+	r.excuse()
+	return err
+}
+
 // excuse marks a fault that may legitimately let vswitchd forward without
 // the pipeline (the guard released it, a stuck bridge was released at
 // --max-hold, the flag was disarmed): the deny check is lifted for the
@@ -466,6 +576,17 @@ func (r *run) excuse() {
 	r.excusedAt = time.Now()
 	r.strict = false
 	r.disrupted = time.Now()
+}
+
+// flowstatedStops notes that flowstated is about to be killed or frozen: if
+// the guard was frozen less than guardDetect ago, the hold check waits for
+// the guard's thaw.
+func (r *run) flowstatedStops() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.guardFrozenAt.IsZero() && time.Since(r.guardFrozenAt) < guardDetect {
+		r.blind = true
+	}
 }
 
 func (r *run) noteGuard(pid int) {
@@ -589,6 +710,10 @@ func (r *run) probeOnce(ctx context.Context) {
 		}
 	}
 	r.mu.Lock()
+	if r.blind {
+		r.mu.Unlock()
+		return
+	}
 	since := r.disrupted
 	if r.vsStart.After(since) {
 		since = r.vsStart

@@ -13,22 +13,27 @@ type FaultKind string
 
 // The faults a schedule draws from.
 const (
-	VswitchdKill     FaultKind = "vswitchd-kill"     // SIGKILL, then started plainly
-	VswitchdTerm     FaultKind = "vswitchd-term"     // stopped, then started plainly
-	VswitchdFreeze   FaultKind = "vswitchd-freeze"   // SIGSTOP for Hold, then SIGCONT
-	FlowstatedKill   FaultKind = "flowstated-kill"   // SIGKILL, back after Hold
-	FlowstatedFreeze FaultKind = "flowstated-freeze" // SIGSTOP for Hold, then SIGCONT
-	FlowstatedTerm   FaultKind = "flowstated-term"   // SIGTERM, back after Hold
-	FlowstatedReboot FaultKind = "flowstated-reboot" // SIGKILL, a new boot id, back after Hold
-	GuardKill        FaultKind = "guard-kill"        // SIGKILL of the spawned guard
-	GuardFreeze      FaultKind = "guard-freeze"      // SIGSTOP of the guard for Hold
-	LeaseUnlink      FaultKind = "lease-unlink"      // the lease file removed
-	ProtocolsFlip    FaultKind = "protocols-flip"    // br-int limited to OpenFlow13 for Hold
-	StalledReader    FaultKind = "stalled-reader"    // a Backup that stops reading for Hold
-	OVSDBRestart     FaultKind = "ovsdb-restart"     // ovsdb-server stopped and started
-	FlowLimit        FaultKind = "flow-limit"        // br-int table 10 limited to 5 flows for Hold
-	FlowstatedOutage FaultKind = "flowstated-outage" // SIGKILL, back only after longer than the hold promise
-	BridgeRebuild    FaultKind = "bridge-rebuild"    // br-ex's datapath_type changed: vswitchd rebuilds it empty
+	VswitchdKill      FaultKind = "vswitchd-kill"      // SIGKILL, then started plainly
+	VswitchdTerm      FaultKind = "vswitchd-term"      // stopped, then started plainly
+	VswitchdFreeze    FaultKind = "vswitchd-freeze"    // SIGSTOP for Hold, then SIGCONT
+	FlowstatedKill    FaultKind = "flowstated-kill"    // SIGKILL, back after Hold
+	FlowstatedFreeze  FaultKind = "flowstated-freeze"  // SIGSTOP for Hold, then SIGCONT
+	FlowstatedTerm    FaultKind = "flowstated-term"    // SIGTERM, back after Hold
+	FlowstatedReboot  FaultKind = "flowstated-reboot"  // SIGKILL, a new boot id, back after Hold
+	GuardKill         FaultKind = "guard-kill"         // SIGKILL of the spawned guard
+	GuardFreeze       FaultKind = "guard-freeze"       // SIGSTOP of the guard, longer than the hold promise
+	LeaseUnlink       FaultKind = "lease-unlink"       // the lease file removed
+	ProtocolsFlip     FaultKind = "protocols-flip"     // br-int limited to OpenFlow13 for Hold
+	StalledReader     FaultKind = "stalled-reader"     // a Backup that stops reading for Hold
+	OVSDBRestart      FaultKind = "ovsdb-restart"      // ovsdb-server stopped and started
+	FlowLimit         FaultKind = "flow-limit"         // br-int table 10 limited to 5 flows for Hold
+	FlowstatedOutage  FaultKind = "flowstated-outage"  // SIGKILL, back only after longer than the hold promise
+	BridgeRebuild     FaultKind = "bridge-rebuild"     // br-ex's datapath_type changed: vswitchd rebuilds it empty
+	DiskFull          FaultKind = "disk-full"          // the store's file system filled for Hold, then freed
+	StoreFlip         FaultKind = "store-flip"         // flowstated killed, a byte of a record flipped, started again
+	StoreFlipLive     FaultKind = "store-flip-live"    // a byte of an acked record flipped under a running flowstated
+	ManagedRecreate   FaultKind = "managed-recreate"   // br-int deleted from OVSDB, re-created after Hold
+	UnmanagedRecreate FaultKind = "unmanaged-recreate" // br-ex deleted from OVSDB, re-created after Hold
 )
 
 // AllFaults lists every fault kind, in a fixed order (the draw depends on it).
@@ -37,6 +42,7 @@ var AllFaults = []FaultKind{
 	FlowstatedKill, FlowstatedFreeze, FlowstatedTerm, FlowstatedReboot,
 	GuardKill, GuardFreeze, LeaseUnlink, ProtocolsFlip, StalledReader,
 	OVSDBRestart, FlowLimit, FlowstatedOutage, BridgeRebuild,
+	DiskFull, StoreFlip, StoreFlipLive, ManagedRecreate, UnmanagedRecreate,
 }
 
 // Step is one fault of a schedule: after Pause, inject Kind, for Hold where
