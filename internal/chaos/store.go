@@ -289,7 +289,7 @@ func (r *run) storeFlipLive(ctx context.Context, st Step, writers []*writer) err
 	}
 	// The module declares it again.
 	set := map[string]string{ip: actions}
-	_, err = n.c.Put(cctx, Managed, w.module, w.entries(set)...)
+	_, err = n.c.Put(cctx, client.Module{Bridge: Managed, Name: w.module}, w.entries(set)...)
 	w.record(set, false, err)
 	w.count(r.rep.Ops, OpPut, err)
 	if err != nil {
