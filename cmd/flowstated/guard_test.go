@@ -163,6 +163,18 @@ func (n *node) signal(ctx context.Context, sig syscall.Signal) {
 	}
 }
 
+// failFast is a client whose calls fail once flowstated is gone instead of
+// waiting for its return, for writers a test cuts off by killing it.
+func (n *node) failFast() *client.Client {
+	n.t.Helper()
+	c, err := client.New("unix://"+n.sock, client.WithFailFast())
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	n.t.Cleanup(func() { c.Close() })
+	return c
+}
+
 func (n *node) kill() {
 	if n.cmd == nil || n.cmd.ProcessState != nil {
 		return

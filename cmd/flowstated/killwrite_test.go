@@ -148,6 +148,7 @@ func TestKillDuringPipelinedWrites(t *testing.T) {
 			return err == nil && st.Bridges[0].Converged
 		})
 		var wg sync.WaitGroup
+		wc := n.failFast()
 		for w := range writers {
 			wg.Go(func() {
 				for i := range puts {
@@ -156,7 +157,7 @@ func TestKillDuringPipelinedWrites(t *testing.T) {
 						x := i*per + j
 						es[j] = client.FlowText(fmt.Sprintf("table=2,priority=10,ip,nw_src=10.%d.%d.%d,actions=drop", w, x>>8&255, x&255))
 					}
-					if _, err := n.c.Put(ctx, client.Module{Bridge: "br-int", Name: fmt.Sprint("w", w)}, es...); err != nil {
+					if _, err := wc.Put(ctx, client.Module{Bridge: "br-int", Name: fmt.Sprint("w", w)}, es...); err != nil {
 						return // flowstated is gone
 					}
 				}
