@@ -321,25 +321,8 @@ func TestOVNThroughProxy(t *testing.T) {
 	}
 
 	accepted := p.Stats().Accepted.Load()
-	restarted := time.Now()
-	if err := s.RestartVswitchd(ctx, false); err != nil {
-		t.Fatal(err)
-	}
-	// ovn-controller reinstalls everything after its reconnect backoff,
-	// through the proxy (its old connections were closed when vswitchd's
-	// were).
-	var d string
-	for {
-		d = stateDiff(want, switchState(ctx, t, s))
-		if d == "" || ctx.Err() != nil || time.Since(restarted) > 30*time.Second {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if d != "" {
-		t.Fatalf("30 s after a vswitchd restart, br-int still differs from the direct install:\n%s", d)
-	}
-	t.Logf("ovn-controller reinstalled br-int through the proxy %v after the vswitchd restart", time.Since(restarted).Round(time.Millisecond))
+	took := restartAndReinstall(ctx, t, s, want)
+	t.Logf("ovn-controller reinstalled br-int through the proxy %v after the vswitchd restart", took)
 	if got := p.Stats().Accepted.Load(); got <= accepted {
 		t.Errorf("after the vswitchd restart no new connection came through the proxy (accepted %d, before %d)", got, accepted)
 	}
@@ -511,4 +494,27 @@ func addIntegrationBridge(ctx context.Context, t *testing.T, s *sandbox.Sandbox)
 		"fail_mode=secure", "datapath_type=dummy"); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// restartAndReinstall restarts vswitchd plainly and waits (30 s at most)
+// until ovn-controller, reconnected through the proxy after its backoff
+// (its old connections closed with vswitchd's), has installed want again.
+func restartAndReinstall(ctx context.Context, t *testing.T, s *sandbox.Sandbox, want state) time.Duration {
+	t.Helper()
+	restarted := time.Now()
+	if err := s.RestartVswitchd(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	var d string
+	for {
+		d = stateDiff(want, switchState(ctx, t, s))
+		if d == "" || ctx.Err() != nil || time.Since(restarted) > 30*time.Second {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if d != "" {
+		t.Fatalf("30 s after a vswitchd restart, br-int still differs from the direct install:\n%s", d)
+	}
+	return time.Since(restarted).Round(time.Millisecond)
 }

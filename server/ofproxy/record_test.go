@@ -214,22 +214,8 @@ func TestOVNRecorded(t *testing.T) {
 
 	// After a vswitchd restart ovn-controller installs everything again
 	// through the proxy, and the Recorder reconnects to the new vswitchd.
-	restarted := time.Now()
-	if err := s.RestartVswitchd(ctx, false); err != nil {
-		t.Fatal(err)
-	}
-	var d string
-	for {
-		d = stateDiff(want, switchState(ctx, t, s))
-		if d == "" || ctx.Err() != nil || time.Since(restarted) > 30*time.Second {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if d != "" {
-		t.Fatalf("30 s after a vswitchd restart, br-int still differs from the direct install:\n%s", d)
-	}
-	t.Logf("reinstalled through the recording proxy %v after the vswitchd restart", time.Since(restarted).Round(time.Millisecond))
+	took := restartAndReinstall(ctx, t, s, want)
+	t.Logf("reinstalled through the recording proxy %v after the vswitchd restart", took)
 }
 
 func tail(path string) string {
