@@ -219,7 +219,7 @@ func TestDaemonSet(t *testing.T) {
 func TestAntreaOverlay(t *testing.T) {
 	kubectl, err := exec.LookPath("kubectl")
 	if err != nil {
-		t.Skip("kubectl not installed: the overlay is not rendered")
+		t.Fatal("kubectl not found: the Antrea overlay cannot be rendered (install kubectl, https://kubernetes.io/docs/tasks/tools/)")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

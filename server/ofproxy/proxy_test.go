@@ -214,26 +214,7 @@ func TestOVNThroughProxy(t *testing.T) {
 	s := startSandbox(ctx, t)
 	addIntegrationBridge(ctx, t, s)
 	p := startProxy(t, s, sandbox.OVNBridge)
-	o, err := s.StartOVN(ctx)
-	if err != nil {
-		t.Fatalf("start OVN: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := o.Close(); err != nil {
-			t.Errorf("close OVN: %v", err)
-		}
-	})
-	if err := o.StartController(ctx, ""); err != nil {
-		t.Fatal(err)
-	}
-	topo, err := o.BuildTopology(ctx, topology)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := o.Sync(ctx); err != nil {
-		t.Fatalf("ovn-nbctl --wait=hv sync, direct: %v", err)
-	}
-	want := switchState(ctx, t, s)
+	o, topo, want := installDirect(ctx, t, s)
 	if len(want.tlv) == 0 {
 		t.Fatal("ovn-controller mapped no geneve TLV (tun_metadata0)")
 	}
@@ -243,29 +224,7 @@ func TestOVNThroughProxy(t *testing.T) {
 
 	// Empty the bridge, so that what it holds next was installed through
 	// the proxy.
-	if err := o.StopController(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for _, cmd := range []string{"del-flows", "del-groups", "del-meters", "del-tlv-map"} {
-		if _, err := s.Ofctl(ctx, cmd, sandbox.OVNBridge); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := o.StartController(ctx, filepath.Dir(p.Addr())); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := o.Nbctl(ctx, "ls-add", "sw-proxied"); err != nil {
-		t.Fatal(err)
-	}
-	if err := o.Sync(ctx); err != nil {
-		t.Fatalf("ovn-nbctl --wait=hv sync through the proxy: %v", err)
-	}
-	if _, err := o.Nbctl(ctx, "ls-del", "sw-proxied"); err != nil {
-		t.Fatal(err)
-	}
-	if err := o.Sync(ctx); err != nil {
-		t.Fatal(err)
-	}
+	reinstallThrough(ctx, t, s, o, p)
 	got := switchState(ctx, t, s)
 	t.Logf("direct: %d flows, %d groups, %d meter lines; through the proxy: %d, %d, %d; messages relayed: %d to the switch, %d to the controller",
 		len(want.flows), len(want.groups), len(want.meters), len(got.flows), len(got.groups), len(got.meters),
@@ -517,4 +476,56 @@ func restartAndReinstall(ctx context.Context, t *testing.T, s *sandbox.Sandbox, 
 		t.Fatalf("30 s after a vswitchd restart, br-int still differs from the direct install:\n%s", d)
 	}
 	return time.Since(restarted).Round(time.Millisecond)
+}
+
+// installDirect starts OVN on s with ovn-controller connected to vswitchd
+// directly, builds the test topology and returns what br-int then holds.
+func installDirect(ctx context.Context, t *testing.T, s *sandbox.Sandbox) (*sandbox.OVN, *sandbox.Network, state) {
+	t.Helper()
+	o, err := s.StartOVN(ctx)
+	if err != nil {
+		t.Fatalf("start OVN: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := o.Close(); err != nil {
+			t.Errorf("close OVN: %v", err)
+		}
+	})
+	if err := o.StartController(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	topo, err := o.BuildTopology(ctx, topology)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Sync(ctx); err != nil {
+		t.Fatalf("ovn-nbctl --wait=hv sync, direct: %v", err)
+	}
+	return o, topo, switchState(ctx, t, s)
+}
+
+// reinstallThrough empties br-int and restarts ovn-controller pointed at
+// p, so that what br-int holds next was installed through the proxy; it
+// returns once a change made after the restart is synced (and undone).
+func reinstallThrough(ctx context.Context, t *testing.T, s *sandbox.Sandbox, o *sandbox.OVN, p *ofproxy.Proxy) {
+	t.Helper()
+	if err := o.StopController(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range []string{"del-flows", "del-groups", "del-meters", "del-tlv-map"} {
+		if _, err := s.Ofctl(ctx, cmd, sandbox.OVNBridge); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := o.StartController(ctx, filepath.Dir(p.Addr())); err != nil {
+		t.Fatal(err)
+	}
+	for _, change := range [][]string{{"ls-add", "sw-proxied"}, {"ls-del", "sw-proxied"}} {
+		if _, err := o.Nbctl(ctx, change...); err != nil {
+			t.Fatal(err)
+		}
+		if err := o.Sync(ctx); err != nil {
+			t.Fatalf("ovn-nbctl --wait=hv sync through the proxy: %v\n%s", err, tail(o.ControllerLog()))
+		}
+	}
 }

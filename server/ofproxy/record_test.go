@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -133,50 +132,9 @@ func TestOVNRecorded(t *testing.T) {
 	s := startSandbox(ctx, t)
 	addIntegrationBridge(ctx, t, s)
 	p, rec := startRecordingProxy(t, s, sandbox.OVNBridge)
-	o, err := s.StartOVN(ctx)
-	if err != nil {
-		t.Fatalf("start OVN: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := o.Close(); err != nil {
-			t.Errorf("close OVN: %v", err)
-		}
-	})
-	if err := o.StartController(ctx, ""); err != nil {
-		t.Fatal(err)
-	}
-	topo, err := o.BuildTopology(ctx, topology)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := o.Sync(ctx); err != nil {
-		t.Fatal(err)
-	}
-	want := switchState(ctx, t, s)
+	o, topo, want := installDirect(ctx, t, s)
 
-	if err := o.StopController(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for _, cmd := range []string{"del-flows", "del-groups", "del-meters", "del-tlv-map"} {
-		if _, err := s.Ofctl(ctx, cmd, sandbox.OVNBridge); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := o.StartController(ctx, filepath.Dir(p.Addr())); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := o.Nbctl(ctx, "ls-add", "sw-proxied"); err != nil {
-		t.Fatal(err)
-	}
-	if err := o.Sync(ctx); err != nil {
-		t.Fatalf("ovn-nbctl --wait=hv sync through the recording proxy: %v\n%s", err, tail(o.ControllerLog()))
-	}
-	if _, err := o.Nbctl(ctx, "ls-del", "sw-proxied"); err != nil {
-		t.Fatal(err)
-	}
-	if err := o.Sync(ctx); err != nil {
-		t.Fatal(err)
-	}
+	reinstallThrough(ctx, t, s, o, p)
 	if d := stateDiff(want, switchState(ctx, t, s)); d != "" {
 		t.Errorf("br-int installed through the recording proxy differs from the direct install:\n%s", d)
 	}
