@@ -14,10 +14,11 @@ const (
 	// group the switch holds.
 	GroupCmdInsertBucket = cmdInsertBucket
 	// BucketLast and BucketFirst are the command_bucket_ids of an
-	// INSERT_BUCKET that appends and prepends.
+	// INSERT_BUCKET that appends and prepends; with BucketAll, those of a
+	// REMOVE_BUCKET that takes the first, the last or every bucket.
 	BucketFirst = 0xfffffffd
 	BucketLast  = 0xfffffffe
-	bucketAll   = 0xffffffff
+	BucketAll   = 0xffffffff
 )
 
 var be = binary.BigEndian
@@ -58,7 +59,7 @@ func (g *Group) Encode() ([]byte, error) {
 	if groupModFixed+len(g.Props) > MaxMessage {
 		return nil, fmt.Errorf("group %d: properties of %d bytes do not fit in one GROUP_MOD", g.ID, len(g.Props))
 	}
-	at, room, props := start(0, bucketAll), MaxMessage-groupModFixed-len(g.Props), g.Props
+	at, room, props := start(0, BucketAll), MaxMessage-groupModFixed-len(g.Props), g.Props
 	for i, b := range g.Buckets {
 		if len(b) > MaxMessage-groupModFixed {
 			return nil, fmt.Errorf("group %d: bucket %d of %d bytes does not fit in one GROUP_MOD", g.ID, i, len(b))

@@ -17,9 +17,10 @@ type FlowFilter struct {
 	table              *uint8
 	cookie, cookieMask uint64
 	// outPort, when set, wants an output action to that port (OpenFlow
-	// 1.1+ numbering) in the flow's apply or write actions.
-	outPort *uint32
-	mt      match
+	// 1.1+ numbering) in the flow's apply or write actions; outGroup a
+	// group action to that group.
+	outPort, outGroup *uint32
+	mt                match
 }
 
 // ParseFlowFilter parses the match syntax of ovs-ofctl dump-flows, e.g.
@@ -120,7 +121,7 @@ func (ff *FlowFilter) Match(b []byte) (bool, error) {
 	if !ff.mt.looseMatchTunMetadata(fm) {
 		return false, nil
 	}
-	return ff.outPort == nil || outputsTo(b[48+(mlen+7)/8*8:], *ff.outPort), nil
+	return ff.MatchRestrictions(b), nil
 }
 
 // OpenFlow 1.5 instruction and action types outputsTo reads.
@@ -133,7 +134,12 @@ const (
 // outputsTo reports whether the instructions ins hold an output action to
 // port among their apply or write actions (as OVS's out_port reads the top
 // level of a flow's actions).
-func outputsTo(ins []byte, port uint32) bool {
+func outputsTo(ins []byte, port uint32) bool { return actsTo(ins, actionOutput, port) }
+
+// actsTo reports whether the instructions ins hold an action of type
+// action (output or group: a 32-bit port or group id first) to arg among their
+// apply or write actions.
+func actsTo(ins []byte, action uint16, arg uint32) bool {
 	for len(ins) >= 8 {
 		typ, n := binary.BigEndian.Uint16(ins), int(binary.BigEndian.Uint16(ins[2:]))
 		if n < 8 || n > len(ins) {
@@ -145,7 +151,7 @@ func outputsTo(ins []byte, port uint32) bool {
 				if an < 8 || an > len(acts) {
 					break
 				}
-				if at == actionOutput && an >= 8 && binary.BigEndian.Uint32(acts[4:]) == port {
+				if at == action && binary.BigEndian.Uint32(acts[4:]) == arg {
 					return true
 				}
 				acts = acts[an:]
@@ -182,4 +188,67 @@ func (mt *match) looseMatchTunMetadata(flow *match) bool {
 		}
 	}
 	return true
+}
+
+// OpenFlow 1.5 numbers a delete or modify FLOW_MOD selects flows by.
+const (
+	tableAll      = 0xff
+	portAny11     = 0xffffffff
+	actionGroup   = 22
+	flowModFixed  = 48 // through importance; the match follows
+	matchHeaderOf = 4
+)
+
+// FilterOf is the filter of an encoded OpenFlow 1.5 FLOW_MOD MODIFY or
+// DELETE as the switch applies it without the strict flag: its table
+// (OFPTT_ALL: every table), cookie and cookie_mask, out_port and out_group
+// (ANY: not restricted) and its match, loose as in OVS. The strict
+// commands select one identity; their cookie, out_port and out_group
+// restrict as here.
+func FilterOf(fm []byte) (*FlowFilter, error) {
+	if len(fm) < flowModFixed+8 {
+		return nil, errors.New("ofctl: flow filter: not a FLOW_MOD")
+	}
+	mlen := int(binary.BigEndian.Uint16(fm[50:]))
+	if mlen < matchHeaderOf || flowModFixed+mlen > len(fm) {
+		return nil, errors.New("ofctl: flow filter: bad match")
+	}
+	mt, err := decodeOXMs(fm[52 : flowModFixed+mlen])
+	if err != nil {
+		return nil, fmt.Errorf("ofctl: flow filter: %w", err)
+	}
+	ff := &FlowFilter{mt: *mt}
+	if t := fm[24]; t != tableAll {
+		ff.table = &t
+	}
+	ff.cookieMask = binary.BigEndian.Uint64(fm[16:])
+	ff.cookie = binary.BigEndian.Uint64(fm[8:]) & ff.cookieMask
+	if p := binary.BigEndian.Uint32(fm[36:]); p != portAny11 {
+		ff.outPort = &p
+	}
+	if g := binary.BigEndian.Uint32(fm[40:]); g != groupAny {
+		ff.outGroup = &g
+	}
+	return ff, nil
+}
+
+// Restricts reports whether the filter selects by more than identity:
+// a cookie, an out_port or an out_group.
+func (ff *FlowFilter) Restricts() bool {
+	return ff.cookieMask != 0 || ff.outPort != nil || ff.outGroup != nil
+}
+
+// MatchRestrictions is Match without the match fields and table: whether
+// the flow b passes the filter's cookie, out_port and out_group (what
+// restricts a strict modify or delete).
+func (ff *FlowFilter) MatchRestrictions(b []byte) bool {
+	if len(b) < 56 || binary.BigEndian.Uint64(b[8:])&ff.cookieMask != ff.cookie {
+		return false
+	}
+	mlen := int(binary.BigEndian.Uint16(b[50:]))
+	if mlen < matchHeaderOf || flowModFixed+mlen > len(b) {
+		return false
+	}
+	ins := b[flowModFixed+(mlen+7)/8*8:]
+	return (ff.outPort == nil || outputsTo(ins, *ff.outPort)) && (ff.outGroup == nil || actsTo(ins, actionGroup, *ff.outGroup))
 }
