@@ -81,14 +81,15 @@ func RemoveBuckets(payload []byte, which uint32) (entry.Entry, error) {
 	if err != nil {
 		return entry.Entry{}, fmt.Errorf("canon: stored group: %w", err)
 	}
-	switch n := len(g.Buckets); {
-	case which == entry.BucketAll:
+	n := len(g.Buckets)
+	switch which {
+	case entry.BucketAll:
 		g.Buckets = nil
-	case which == entry.BucketFirst:
+	case entry.BucketFirst:
 		if n > 0 {
 			g.Buckets = g.Buckets[1:]
 		}
-	case which == entry.BucketLast:
+	case entry.BucketLast:
 		if n > 0 {
 			g.Buckets = g.Buckets[:n-1]
 		}
