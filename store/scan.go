@@ -149,31 +149,76 @@ func (s *Store) Get(bridge string, kind entry.Kind, id []byte) (entry.Entry, boo
 	var e entry.Entry
 	found := false
 	err := s.view(func(tx *bolt.Tx) error {
-		br := tx.Bucket(bucketBridges).Bucket([]byte(bridge))
-		if br == nil {
-			return nil
-		}
-		kb, err := kindBucket(br, kind, false)
-		if err != nil || kb == nil {
-			return err
-		}
-		v := kb.Get(id)
-		if v == nil {
-			return nil
-		}
-		owner, payload, err := decodeRecord(id, v)
-		if err != nil {
-			// Damaged: as if absent, and recorded (sum.go).
-			s.damage.note(string(bucketBridges), bridge, kind, id, v, err)
-			return nil
-		}
-		e, found = entry.Entry{Kind: kind, Module: owner, ID: bytes.Clone(id), Payload: payload}, true
-		return nil
+		var err error
+		e, found, err = s.get(tx, bridge, kind, id)
+		return err
 	})
 	if err != nil {
 		return entry.Entry{}, false, fmt.Errorf("store: get: %w", err)
 	}
 	return e, found, nil
+}
+
+// get is Get in transaction tx. A damaged record reads as absent, and is
+// recorded (sum.go).
+func (s *Store) get(tx *bolt.Tx, bridge string, kind entry.Kind, id []byte) (entry.Entry, bool, error) {
+	br := tx.Bucket(bucketBridges).Bucket([]byte(bridge))
+	if br == nil {
+		return entry.Entry{}, false, nil
+	}
+	kb, err := kindBucket(br, kind, false)
+	if err != nil || kb == nil {
+		return entry.Entry{}, false, err
+	}
+	v := kb.Get(id)
+	if v == nil {
+		return entry.Entry{}, false, nil
+	}
+	owner, payload, err := decodeRecord(id, v)
+	if err != nil {
+		s.damage.note(string(bucketBridges), bridge, kind, id, v, err)
+		return entry.Entry{}, false, nil
+	}
+	return entry.Entry{Kind: kind, Module: owner, ID: bytes.Clone(id), Payload: payload}, true, nil
+}
+
+// Get is Store.Get inside the write transaction: it sees the writes made
+// in it so far.
+func (w *Writer) Get(bridge string, kind entry.Kind, id []byte) (entry.Entry, bool, error) {
+	e, ok, err := w.s.get(w.tx, bridge, kind, id)
+	if err != nil {
+		return entry.Entry{}, false, fmt.Errorf("store: get: %w", err)
+	}
+	return e, ok, nil
+}
+
+// Each calls fn, in identity order, for every entry of kind that module
+// holds on bridge, inside the write transaction; fn must not write. A
+// damaged record is left out and recorded, as in List.
+func (w *Writer) Each(bridge, module string, kind entry.Kind, fn func(entry.Entry) error) error {
+	br := w.tx.Bucket(bucketBridges).Bucket([]byte(bridge))
+	if br == nil {
+		return nil
+	}
+	kb, err := kindBucket(br, kind, false)
+	if err != nil || kb == nil {
+		return err
+	}
+	c := kb.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		owner, payload, err := decodeRecord(k, v)
+		if err != nil {
+			w.s.damage.note(string(bucketBridges), bridge, kind, k, v, err)
+			continue
+		}
+		if owner != module {
+			continue
+		}
+		if err := fn(entry.Entry{Kind: kind, Module: owner, ID: bytes.Clone(k), Payload: payload}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func refsBucket(tx *bolt.Tx, bridge string) *bolt.Bucket {

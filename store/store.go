@@ -216,6 +216,7 @@ func (s *Store) SetGateOpened(id string) error {
 // write that fails leaves the transaction to be aborted by the caller.
 type Writer struct {
 	tx       *bolt.Tx
+	s        *Store
 	describe func(entry.Entry) string
 	observe  func(Change)
 	removed  func(entry.Entry)
@@ -244,7 +245,7 @@ type Result struct {
 // is committed, or nothing if fn returns an error. Several requests written
 // in one Update share one commit and one fsync (group commit).
 func (s *Store) Update(fn func(w *Writer) error) error {
-	return s.update(func(tx *bolt.Tx) error { return fn(&Writer{tx: tx, describe: s.describe}) })
+	return s.update(func(tx *bolt.Tx) error { return fn(&Writer{tx: tx, s: s, describe: s.describe}) })
 }
 
 // Put stores es as entries of module on bridge, replacing entries of the same

@@ -40,6 +40,10 @@ const (
 	GuardProven Type = "guard_proven"
 	// GateOpened: the boot gate opened; replays may run.
 	GateOpened Type = "gate_opened"
+	// ProxyConnected and ProxyDisconnected: a controller connected to an
+	// OpenFlow proxy, or its connection ended.
+	ProxyConnected    Type = "proxy_connected"
+	ProxyDisconnected Type = "proxy_disconnected"
 	// Heartbeat is generated per subscription and never stored; Publish
 	// ignores it.
 	Heartbeat Type = "heartbeat"
@@ -48,7 +52,7 @@ const (
 // Types lists every type, in the order of the API's EventType enum.
 var Types = []Type{BridgeConnected, BridgeDisconnected, ReplayStarted, ReplayFinished, FlagCleared, FlagRearmed,
 	ModuleReady, DriftCorrected, EntryQuarantined, ReadinessTimeout, BridgeNotRestored, Heartbeat,
-	BridgeStoodAside, DriftFound, GuardUnproven, GuardProven, GateOpened}
+	BridgeStoodAside, DriftFound, GuardUnproven, GuardProven, GateOpened, ProxyConnected, ProxyDisconnected}
 
 // Event is one entry of the log.
 type Event struct {

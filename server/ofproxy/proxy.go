@@ -37,6 +37,15 @@ type Config struct {
 	// controller connection in place of the switch (see record.go); nil
 	// relays everything.
 	Recorder Recorder
+	// Installed, when set, is called once per recording session, at the
+	// controller's first barrier after its first bundle committed: its
+	// first install is complete (the module's readiness).
+	Installed func()
+	// Connected and Disconnected, when set, are called when a controller
+	// connection is relayed and when it has ended (with why), for events.
+	// They must not block.
+	Connected    func()
+	Disconnected func(cause string)
 }
 
 // Proxy relays controller connections on one socket to vswitchd.
@@ -64,7 +73,43 @@ type Stats struct {
 	Messages [2]atomic.Uint64
 	Answered atomic.Uint64 // messages the recording proxy sent the controller itself
 	Errors   atomic.Uint64 // of those, OFPT_ERRORs
+	Recorded atomic.Uint64 // state messages the Recorder took
 	types    [2]typeCounts
+	recorded typeCounts
+
+	mu          sync.Mutex
+	lastInstall time.Time // the last change the Recorder took
+	lastError   string    // the last refusal or unknown outcome
+	lastErrorAt time.Time
+}
+
+// Installs returns when the Recorder last took a change, and the last
+// change it refused or could not tell the outcome of, with its time.
+func (s *Stats) Installs() (last time.Time, lastErr string, lastErrAt time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastInstall, s.lastError, s.lastErrorAt
+}
+
+// RecordedByType returns the state messages the Recorder took, by kind
+// (FLOW_MOD, GROUP_MOD, METER_MOD, NXT_TLV_TABLE_MOD), a bundle's messages
+// counted one by one.
+func (s *Stats) RecordedByType() map[string]uint64 { return s.recorded.snapshot() }
+
+// applied records the outcome of one Apply of msgs.
+func (s *Stats) applied(msgs []ofconn.Message, err error) {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.lastError, s.lastErrorAt = err.Error(), now
+		return
+	}
+	s.Recorded.Add(uint64(len(msgs)))
+	for _, m := range msgs {
+		s.recorded.add(keyOf(m))
+	}
+	s.lastInstall = now
 }
 
 // ByType returns the messages relayed in direction dir (ToSwitch or
@@ -232,7 +277,11 @@ func (p *Proxy) accept(c *net.UnixConn) {
 	p.mu.Unlock()
 	p.stats.Accepted.Add(1)
 	p.log.Info("ofproxy: controller connected")
+	if f := p.cfg.Connected; f != nil {
+		f()
+	}
 	p.wg.Add(2)
+	s.pumps.Store(2) // before either starts: the last out removes the session
 	go s.pump(ToSwitch)
 	go s.pump(ToController)
 }
@@ -290,6 +339,9 @@ type session struct {
 	// switchVersions is set.
 	switchHello    chan struct{}
 	switchVersions uint32
+
+	causeOnce sync.Once
+	cause     string // why the session ended: the first pump's error
 }
 
 func (s *session) close() {
@@ -303,18 +355,21 @@ func (s *session) close() {
 // the session. The last pump out removes the session.
 func (s *session) pump(dir int) {
 	defer s.p.wg.Done()
-	s.pumps.Add(1)
 	var err error
 	if dir == ToSwitch {
 		err = s.fromController()
 	} else {
 		err = s.fromSwitch()
 	}
+	s.causeOnce.Do(func() { s.cause = causeOf(err) })
 	s.close()
 	if s.pumps.Add(-1) == 0 {
 		s.p.mu.Lock()
 		delete(s.p.sessions, s)
 		s.p.mu.Unlock()
+		if f := s.p.cfg.Disconnected; f != nil {
+			f(s.cause)
+		}
 	}
 	if errors.Is(err, errUnknownOutcome) {
 		s.p.log.Warn("ofproxy: dropped the controller's connection: a change's outcome is unknown, the controller will install again", "error", err)
@@ -408,7 +463,14 @@ func (s *session) fromController() error {
 				}
 				continue
 			case bundleCtrl:
-				if err := s.applyPending(r, bw); err != nil {
+				// Standalone changes just before a bundle wait for its
+				// commit and are applied with it (bundleControl): no
+				// barrier lies between them, so the switch may apply
+				// them together, and a controller that deletes its
+				// meters before reinstalling in a bundle (ovn-controller
+				// after a reconnect) leaves no moment without the flows
+				// that use them.
+				if err := bw.Flush(); err != nil {
 					return err
 				}
 				if err := r.bundleControl(s.p.ctx, m); err != nil {
@@ -425,6 +487,12 @@ func (s *session) fromController() error {
 			// only after the changes before it are applied.
 			if err := s.applyPending(r, bw); err != nil {
 				return err
+			}
+			if m[1] == openflow15.Type_BarrierRequest && r.committed && !r.told {
+				r.told = true
+				if f := s.p.cfg.Installed; f != nil {
+					f()
+				}
 			}
 		}
 		if _, err := bw.Write(m); err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"antrea.io/libOpenflow/openflow15"
 
@@ -109,6 +110,9 @@ type recorder struct {
 	bundles map[uint32]*openBundle
 	held    int              // bytes of every open bundle's messages
 	pending []ofconn.Message // standalone changes not yet applied
+	// committed: a bundle of the session committed; told: Installed was
+	// called.
+	committed, told bool
 }
 
 // maxHeld bounds what one connection's open bundles may hold: about five
@@ -119,41 +123,111 @@ const maxHeld = 1 << 30
 // errUnknownOutcome ends a session whose change may or may not be applied.
 var errUnknownOutcome = errors.New("ofproxy: outcome of a change unknown")
 
-// flush applies the pending standalone changes. The switch takes
-// standalone messages one by one, so one refused message must not undo
-// the others: refused ones get their OFPT_ERROR and the rest is applied
-// again without them.
+// flush applies the pending standalone changes.
 func (r *recorder) flush(ctx context.Context) error {
 	msgs := r.pending
 	r.pending = nil
+	return r.standalone(ctx, msgs)
+}
+
+// standalone applies standalone changes. The switch takes standalone
+// messages one by one, so one refused message must not undo the others:
+// refused ones get their OFPT_ERROR and the rest is applied again without
+// them.
+func (r *recorder) standalone(ctx context.Context, msgs []ofconn.Message) error {
 	for len(msgs) > 0 {
-		err := r.rec.Apply(ctx, msgs)
-		if err == nil {
-			return nil
+		be, err := r.apply(ctx, msgs)
+		if be == nil {
+			return err
 		}
-		var be *ofconn.BundleError
-		if !errors.As(err, &be) {
-			return fmt.Errorf("%w: %w", errUnknownOutcome, err)
+		if msgs, err = r.refuse(msgs, be, len(msgs)); err != nil {
+			return err
 		}
-		refused := make(map[int]bool)
-		for _, f := range be.Failed {
-			if f.Index < 0 || f.Index >= len(msgs) {
-				return fmt.Errorf("%w: refusal of no message of the change: %w", errUnknownOutcome, err)
-			}
+	}
+	return nil
+}
+
+// apply hands msgs to the Recorder: a nil error, the switch's refusal, or
+// errUnknownOutcome.
+func (r *recorder) apply(ctx context.Context, msgs []ofconn.Message) (*ofconn.BundleError, error) {
+	err := r.rec.Apply(ctx, msgs)
+	r.s.p.stats.applied(msgs, err)
+	if err == nil {
+		return nil, nil
+	}
+	var be *ofconn.BundleError
+	if !errors.As(err, &be) {
+		return nil, fmt.Errorf("%w: %w", errUnknownOutcome, err)
+	}
+	for _, f := range be.Failed {
+		if f.Index < 0 || f.Index >= len(msgs) {
+			return nil, fmt.Errorf("%w: refusal of no message of the change: %w", errUnknownOutcome, err)
+		}
+	}
+	return be, nil
+}
+
+// refuse answers the standalone messages among msgs[:n] that be names
+// with their OFPT_ERRORs, and returns msgs without them.
+func (r *recorder) refuse(msgs []ofconn.Message, be *ofconn.BundleError, n int) ([]ofconn.Message, error) {
+	refused := make(map[int]bool)
+	for _, f := range be.Failed {
+		if f.Index < n {
 			refused[f.Index] = true
 			if err := r.s.reply(errorFor(msgs[f.Index], f)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	rest := msgs[:0:0]
+	for i, m := range msgs {
+		if !refused[i] {
+			rest = append(rest, m)
+		}
+	}
+	return rest, nil
+}
+
+// commit applies bundle b, together with the standalone changes that came
+// just before its open (see fromController): they go first, one change
+// with it. A refused standalone message is answered and dropped, and the
+// rest tried again; a refused message of the bundle fails the bundle, and
+// the standalone changes are then applied alone.
+func (r *recorder) commit(ctx context.Context, m []byte, b *openBundle) error {
+	pre := r.pending
+	r.pending = nil
+	for {
+		msgs := append(pre[:len(pre):len(pre)], b.msgs...)
+		if len(msgs) == 0 {
+			break
+		}
+		be, err := r.apply(ctx, msgs)
+		if err != nil {
+			return err
+		}
+		if be == nil {
+			break
+		}
+		n := len(pre)
+		if slices.ContainsFunc(be.Failed, func(f ofconn.AddError) bool { return f.Index < n }) {
+			if pre, err = r.refuse(pre, be, n); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := r.standalone(ctx, pre); err != nil {
+			return err
+		}
+		// As vswitchd: the failing message's error, then the commit's.
+		for _, f := range be.Failed {
+			if err := r.s.reply(errorFor(b.adds[f.Index-n], f)); err != nil {
 				return err
 			}
 		}
-		rest := msgs[:0:0]
-		for i, m := range msgs {
-			if !refused[i] {
-				rest = append(rest, m)
-			}
-		}
-		msgs = rest
+		return r.s.reply(errorMsg(m, etBundleFailed, openflow15.BFC_MSG_FAILED, 0))
 	}
-	return nil
+	r.committed = true
+	return r.s.reply(bundleReply(m, openflow15.OFPBCT_COMMIT_REPLY))
 }
 
 // bundleControl answers one BUNDLE_CONTROL as vswitchd would, committing
@@ -194,25 +268,7 @@ func (r *recorder) bundleControl(ctx context.Context, m []byte) error {
 		if flags != b.flags {
 			return fail(openflow15.BFC_BAD_FLAGS)
 		}
-		if len(b.msgs) > 0 {
-			err := r.rec.Apply(ctx, b.msgs)
-			var be *ofconn.BundleError
-			switch {
-			case errors.As(err, &be):
-				// As vswitchd: the failing message's error, then the
-				// commit's.
-				for _, f := range be.Failed {
-					if f.Index >= 0 && f.Index < len(b.msgs) {
-						if err := r.s.reply(errorFor(b.adds[f.Index], f)); err != nil {
-							return err
-						}
-					}
-				}
-				return fail(openflow15.BFC_MSG_FAILED)
-			case err != nil:
-				return fmt.Errorf("%w: %w", errUnknownOutcome, err)
-			}
-		}
+		return r.commit(ctx, m, b)
 	case openflow15.OFPBCT_DISCARD_REQUEST:
 		if b == nil {
 			return fail(openflow15.BFC_BAD_ID)

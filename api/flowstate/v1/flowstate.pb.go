@@ -132,6 +132,12 @@ const (
 	// EVENT_TYPE_GATE_OPENED: the boot gate opened (message: why; attrs:
 	// timed_out); replays of this boot may run.
 	EventType_EVENT_TYPE_GATE_OPENED EventType = 17
+	// EVENT_TYPE_PROXY_CONNECTED: a controller connected to an OpenFlow proxy
+	// (bridge, module).
+	EventType_EVENT_TYPE_PROXY_CONNECTED EventType = 18
+	// EVENT_TYPE_PROXY_DISCONNECTED: a controller's proxy connection ended
+	// (message: why).
+	EventType_EVENT_TYPE_PROXY_DISCONNECTED EventType = 19
 )
 
 // Enum value maps for EventType.
@@ -155,6 +161,8 @@ var (
 		15: "EVENT_TYPE_GUARD_UNPROVEN",
 		16: "EVENT_TYPE_GUARD_PROVEN",
 		17: "EVENT_TYPE_GATE_OPENED",
+		18: "EVENT_TYPE_PROXY_CONNECTED",
+		19: "EVENT_TYPE_PROXY_DISCONNECTED",
 	}
 	EventType_value = map[string]int32{
 		"EVENT_TYPE_UNSPECIFIED":         0,
@@ -175,6 +183,8 @@ var (
 		"EVENT_TYPE_GUARD_UNPROVEN":      15,
 		"EVENT_TYPE_GUARD_PROVEN":        16,
 		"EVENT_TYPE_GATE_OPENED":         17,
+		"EVENT_TYPE_PROXY_CONNECTED":     18,
+		"EVENT_TYPE_PROXY_DISCONNECTED":  19,
 	}
 )
 
@@ -259,7 +269,7 @@ func (x Change_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Change_Op.Descriptor instead.
 func (Change_Op) EnumDescriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{31, 0}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{32, 0}
 }
 
 // Entry is one desired entry as a controller declares it.
@@ -1019,7 +1029,10 @@ type StatusResponse struct {
 	// forwarding for a restore. A flag set under a released vswitchd (the
 	// re-armed flag of steady state) is armed for the next vswitchd start, and
 	// vswitchd_held is false.
-	VswitchdHeld  bool `protobuf:"varint,21,opt,name=vswitchd_held,json=vswitchdHeld,proto3" json:"vswitchd_held,omitempty"`
+	VswitchdHeld bool `protobuf:"varint,21,opt,name=vswitchd_held,json=vswitchdHeld,proto3" json:"vswitchd_held,omitempty"`
+	// proxies lists flowstated's OpenFlow proxies (--openflow-proxy), one per
+	// proxied module and bridge.
+	Proxies       []*ProxyStatus `protobuf:"bytes,22,rep,name=proxies,proto3" json:"proxies,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1194,6 +1207,127 @@ func (x *StatusResponse) GetVswitchdHeld() bool {
 	return false
 }
 
+func (x *StatusResponse) GetProxies() []*ProxyStatus {
+	if x != nil {
+		return x.Proxies
+	}
+	return nil
+}
+
+// ProxyStatus is one OpenFlow proxy: a socket that looks like vswitchd's
+// <bridge>.mgmt, recording what the controller connected to it installs as
+// one module's declarations.
+type ProxyStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// bridge is the bridge the proxy stands in front of.
+	Bridge string `protobuf:"bytes,1,opt,name=bridge,proto3" json:"bridge,omitempty"`
+	// module is the module the controller's entries are recorded as.
+	Module string `protobuf:"bytes,2,opt,name=module,proto3" json:"module,omitempty"`
+	// socket is the proxy's socket path.
+	Socket string `protobuf:"bytes,3,opt,name=socket,proto3" json:"socket,omitempty"`
+	// connections is the number of controller connections open now.
+	Connections uint32 `protobuf:"varint,4,opt,name=connections,proto3" json:"connections,omitempty"`
+	// recorded_messages counts the flow, group and meter changes recorded
+	// since flowstated started.
+	RecordedMessages uint64 `protobuf:"varint,5,opt,name=recorded_messages,json=recordedMessages,proto3" json:"recorded_messages,omitempty"`
+	// last_install is when a change of the controller was last recorded;
+	// unset if never since flowstated started.
+	LastInstall *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=last_install,json=lastInstall,proto3" json:"last_install,omitempty"`
+	// last_error is the last change refused to the controller (or whose
+	// outcome was unknown, which drops its connection); empty if none.
+	LastError string `protobuf:"bytes,7,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	// last_error_time is when last_error happened.
+	LastErrorTime *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=last_error_time,json=lastErrorTime,proto3" json:"last_error_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProxyStatus) Reset() {
+	*x = ProxyStatus{}
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProxyStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProxyStatus) ProtoMessage() {}
+
+func (x *ProxyStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProxyStatus.ProtoReflect.Descriptor instead.
+func (*ProxyStatus) Descriptor() ([]byte, []int) {
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ProxyStatus) GetBridge() string {
+	if x != nil {
+		return x.Bridge
+	}
+	return ""
+}
+
+func (x *ProxyStatus) GetModule() string {
+	if x != nil {
+		return x.Module
+	}
+	return ""
+}
+
+func (x *ProxyStatus) GetSocket() string {
+	if x != nil {
+		return x.Socket
+	}
+	return ""
+}
+
+func (x *ProxyStatus) GetConnections() uint32 {
+	if x != nil {
+		return x.Connections
+	}
+	return 0
+}
+
+func (x *ProxyStatus) GetRecordedMessages() uint64 {
+	if x != nil {
+		return x.RecordedMessages
+	}
+	return 0
+}
+
+func (x *ProxyStatus) GetLastInstall() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastInstall
+	}
+	return nil
+}
+
+func (x *ProxyStatus) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *ProxyStatus) GetLastErrorTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastErrorTime
+	}
+	return nil
+}
+
 // Session is one connected gRPC client.
 type Session struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1220,7 +1354,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[12]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1232,7 +1366,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[12]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1245,7 +1379,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{12}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Session) GetUid() uint32 {
@@ -1345,7 +1479,7 @@ type Guard struct {
 
 func (x *Guard) Reset() {
 	*x = Guard{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[13]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1357,7 +1491,7 @@ func (x *Guard) String() string {
 func (*Guard) ProtoMessage() {}
 
 func (x *Guard) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[13]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1370,7 +1504,7 @@ func (x *Guard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Guard.ProtoReflect.Descriptor instead.
 func (*Guard) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{13}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Guard) GetMode() string {
@@ -1477,7 +1611,7 @@ type Gate struct {
 
 func (x *Gate) Reset() {
 	*x = Gate{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[14]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1489,7 +1623,7 @@ func (x *Gate) String() string {
 func (*Gate) ProtoMessage() {}
 
 func (x *Gate) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[14]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1502,7 +1636,7 @@ func (x *Gate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gate.ProtoReflect.Descriptor instead.
 func (*Gate) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{14}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Gate) GetOpen() bool {
@@ -1555,7 +1689,7 @@ type QuarantinedEntry struct {
 
 func (x *QuarantinedEntry) Reset() {
 	*x = QuarantinedEntry{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[15]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1567,7 +1701,7 @@ func (x *QuarantinedEntry) String() string {
 func (*QuarantinedEntry) ProtoMessage() {}
 
 func (x *QuarantinedEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[15]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1580,7 +1714,7 @@ func (x *QuarantinedEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuarantinedEntry.ProtoReflect.Descriptor instead.
 func (*QuarantinedEntry) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{15}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *QuarantinedEntry) GetEntry() *StoredEntry {
@@ -1640,7 +1774,7 @@ type BridgeStatus struct {
 
 func (x *BridgeStatus) Reset() {
 	*x = BridgeStatus{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[16]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1652,7 +1786,7 @@ func (x *BridgeStatus) String() string {
 func (*BridgeStatus) ProtoMessage() {}
 
 func (x *BridgeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[16]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1665,7 +1799,7 @@ func (x *BridgeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BridgeStatus.ProtoReflect.Descriptor instead.
 func (*BridgeStatus) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{16}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *BridgeStatus) GetName() string {
@@ -1773,7 +1907,7 @@ type Replay struct {
 
 func (x *Replay) Reset() {
 	*x = Replay{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[17]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1785,7 +1919,7 @@ func (x *Replay) String() string {
 func (*Replay) ProtoMessage() {}
 
 func (x *Replay) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[17]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1798,7 +1932,7 @@ func (x *Replay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replay.ProtoReflect.Descriptor instead.
 func (*Replay) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{17}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Replay) GetFinishedAt() *timestamppb.Timestamp {
@@ -1866,7 +2000,7 @@ type ModuleStatus struct {
 
 func (x *ModuleStatus) Reset() {
 	*x = ModuleStatus{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[18]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1878,7 +2012,7 @@ func (x *ModuleStatus) String() string {
 func (*ModuleStatus) ProtoMessage() {}
 
 func (x *ModuleStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[18]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1891,7 +2025,7 @@ func (x *ModuleStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModuleStatus.ProtoReflect.Descriptor instead.
 func (*ModuleStatus) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{18}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ModuleStatus) GetBridge() string {
@@ -1961,7 +2095,7 @@ type SyncRequest struct {
 
 func (x *SyncRequest) Reset() {
 	*x = SyncRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[19]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1973,7 +2107,7 @@ func (x *SyncRequest) String() string {
 func (*SyncRequest) ProtoMessage() {}
 
 func (x *SyncRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[19]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1986,7 +2120,7 @@ func (x *SyncRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncRequest.ProtoReflect.Descriptor instead.
 func (*SyncRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{19}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SyncRequest) GetBridge() string {
@@ -2038,7 +2172,7 @@ type SyncResponse struct {
 
 func (x *SyncResponse) Reset() {
 	*x = SyncResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[20]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2050,7 +2184,7 @@ func (x *SyncResponse) String() string {
 func (*SyncResponse) ProtoMessage() {}
 
 func (x *SyncResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[20]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2063,7 +2197,7 @@ func (x *SyncResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncResponse.ProtoReflect.Descriptor instead.
 func (*SyncResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{20}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SyncResponse) GetApplied() bool {
@@ -2112,7 +2246,7 @@ type MarkReadyRequest struct {
 
 func (x *MarkReadyRequest) Reset() {
 	*x = MarkReadyRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[21]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2124,7 +2258,7 @@ func (x *MarkReadyRequest) String() string {
 func (*MarkReadyRequest) ProtoMessage() {}
 
 func (x *MarkReadyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[21]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2137,7 +2271,7 @@ func (x *MarkReadyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkReadyRequest.ProtoReflect.Descriptor instead.
 func (*MarkReadyRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{21}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *MarkReadyRequest) GetModule() string {
@@ -2156,7 +2290,7 @@ type MarkReadyResponse struct {
 
 func (x *MarkReadyResponse) Reset() {
 	*x = MarkReadyResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[22]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2168,7 +2302,7 @@ func (x *MarkReadyResponse) String() string {
 func (*MarkReadyResponse) ProtoMessage() {}
 
 func (x *MarkReadyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[22]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2181,7 +2315,7 @@ func (x *MarkReadyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkReadyResponse.ProtoReflect.Descriptor instead.
 func (*MarkReadyResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{22}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{23}
 }
 
 // ArmRequest asks to set flow-restore-wait.
@@ -2193,7 +2327,7 @@ type ArmRequest struct {
 
 func (x *ArmRequest) Reset() {
 	*x = ArmRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[23]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2205,7 +2339,7 @@ func (x *ArmRequest) String() string {
 func (*ArmRequest) ProtoMessage() {}
 
 func (x *ArmRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[23]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2218,7 +2352,7 @@ func (x *ArmRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArmRequest.ProtoReflect.Descriptor instead.
 func (*ArmRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{23}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{24}
 }
 
 // ArmResponse reports the flag set.
@@ -2232,7 +2366,7 @@ type ArmResponse struct {
 
 func (x *ArmResponse) Reset() {
 	*x = ArmResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[24]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2244,7 +2378,7 @@ func (x *ArmResponse) String() string {
 func (*ArmResponse) ProtoMessage() {}
 
 func (x *ArmResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[24]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2257,7 +2391,7 @@ func (x *ArmResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArmResponse.ProtoReflect.Descriptor instead.
 func (*ArmResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{24}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ArmResponse) GetWasSet() bool {
@@ -2276,7 +2410,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[25]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2288,7 +2422,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[25]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2301,7 +2435,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{25}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{26}
 }
 
 // ReleaseResponse reports the release.
@@ -2317,7 +2451,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[26]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2329,7 +2463,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[26]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2342,7 +2476,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{26}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ReleaseResponse) GetWasSet() bool {
@@ -2370,7 +2504,7 @@ type ReconcileRequest struct {
 
 func (x *ReconcileRequest) Reset() {
 	*x = ReconcileRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[27]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2382,7 +2516,7 @@ func (x *ReconcileRequest) String() string {
 func (*ReconcileRequest) ProtoMessage() {}
 
 func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[27]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2395,7 +2529,7 @@ func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRequest.ProtoReflect.Descriptor instead.
 func (*ReconcileRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{27}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReconcileRequest) GetBridge() string {
@@ -2416,7 +2550,7 @@ type ReconcileResponse struct {
 
 func (x *ReconcileResponse) Reset() {
 	*x = ReconcileResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[28]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2428,7 +2562,7 @@ func (x *ReconcileResponse) String() string {
 func (*ReconcileResponse) ProtoMessage() {}
 
 func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[28]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2441,7 +2575,7 @@ func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileResponse.ProtoReflect.Descriptor instead.
 func (*ReconcileResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{28}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ReconcileResponse) GetBridges() []*BridgeStatus {
@@ -2462,7 +2596,7 @@ type DiffRequest struct {
 
 func (x *DiffRequest) Reset() {
 	*x = DiffRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[29]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2474,7 +2608,7 @@ func (x *DiffRequest) String() string {
 func (*DiffRequest) ProtoMessage() {}
 
 func (x *DiffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[29]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2487,7 +2621,7 @@ func (x *DiffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffRequest.ProtoReflect.Descriptor instead.
 func (*DiffRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{29}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DiffRequest) GetBridge() string {
@@ -2509,7 +2643,7 @@ type DiffResponse struct {
 
 func (x *DiffResponse) Reset() {
 	*x = DiffResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[30]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2521,7 +2655,7 @@ func (x *DiffResponse) String() string {
 func (*DiffResponse) ProtoMessage() {}
 
 func (x *DiffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[30]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2534,7 +2668,7 @@ func (x *DiffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffResponse.ProtoReflect.Descriptor instead.
 func (*DiffResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{30}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DiffResponse) GetChanges() []*Change {
@@ -2563,7 +2697,7 @@ type Change struct {
 
 func (x *Change) Reset() {
 	*x = Change{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[31]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2575,7 +2709,7 @@ func (x *Change) String() string {
 func (*Change) ProtoMessage() {}
 
 func (x *Change) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[31]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2588,7 +2722,7 @@ func (x *Change) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Change.ProtoReflect.Descriptor instead.
 func (*Change) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{31}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Change) GetOp() Change_Op {
@@ -2640,7 +2774,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[32]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2652,7 +2786,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[32]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2665,7 +2799,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{32}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *WatchRequest) GetFromRevision() uint64 {
@@ -2693,7 +2827,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[33]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2705,7 +2839,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[33]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2718,7 +2852,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{33}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *WatchResponse) GetEvent() *Event {
@@ -2758,7 +2892,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[34]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2770,7 +2904,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[34]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2783,7 +2917,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{34}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Event) GetRevision() uint64 {
@@ -2864,7 +2998,7 @@ type FlowStatsRequest struct {
 
 func (x *FlowStatsRequest) Reset() {
 	*x = FlowStatsRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[35]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2876,7 +3010,7 @@ func (x *FlowStatsRequest) String() string {
 func (*FlowStatsRequest) ProtoMessage() {}
 
 func (x *FlowStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[35]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2889,7 +3023,7 @@ func (x *FlowStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowStatsRequest.ProtoReflect.Descriptor instead.
 func (*FlowStatsRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{35}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *FlowStatsRequest) GetBridge() string {
@@ -2924,7 +3058,7 @@ type FlowStatsResponse struct {
 
 func (x *FlowStatsResponse) Reset() {
 	*x = FlowStatsResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[36]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2936,7 +3070,7 @@ func (x *FlowStatsResponse) String() string {
 func (*FlowStatsResponse) ProtoMessage() {}
 
 func (x *FlowStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[36]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2949,7 +3083,7 @@ func (x *FlowStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowStatsResponse.ProtoReflect.Descriptor instead.
 func (*FlowStatsResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{36}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *FlowStatsResponse) GetFlows() []*FlowStats {
@@ -2979,7 +3113,7 @@ type FlowStats struct {
 
 func (x *FlowStats) Reset() {
 	*x = FlowStats{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[37]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2991,7 +3125,7 @@ func (x *FlowStats) String() string {
 func (*FlowStats) ProtoMessage() {}
 
 func (x *FlowStats) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[37]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3004,7 +3138,7 @@ func (x *FlowStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowStats.ProtoReflect.Descriptor instead.
 func (*FlowStats) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{37}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *FlowStats) GetEntry() *StoredEntry {
@@ -3051,7 +3185,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[38]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3063,7 +3197,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[38]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3076,7 +3210,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{38}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{39}
 }
 
 // BackupResponse is one chunk of the store file; the chunks in order are
@@ -3091,7 +3225,7 @@ type BackupResponse struct {
 
 func (x *BackupResponse) Reset() {
 	*x = BackupResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[39]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3103,7 +3237,7 @@ func (x *BackupResponse) String() string {
 func (*BackupResponse) ProtoMessage() {}
 
 func (x *BackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[39]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3116,7 +3250,7 @@ func (x *BackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
 func (*BackupResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{39}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *BackupResponse) GetData() []byte {
@@ -3172,7 +3306,7 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x06_table\"C\n" +
 	"\fListResponse\x123\n" +
 	"\aentries\x18\x01 \x03(\v2\x19.flowstate.v1.StoredEntryR\aentries\"\x0f\n" +
-	"\rStatusRequest\"\xe6\x06\n" +
+	"\rStatusRequest\"\x9b\a\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\aboot_id\x18\x01 \x01(\tR\x06bootId\x12\x1d\n" +
 	"\n" +
@@ -3195,7 +3329,18 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\aversion\x18\x12 \x01(\tR\aversion\x12\x16\n" +
 	"\x06commit\x18\x13 \x01(\tR\x06commit\x12)\n" +
 	"\x10vswitchd_running\x18\x14 \x01(\bR\x0fvswitchdRunning\x12#\n" +
-	"\rvswitchd_held\x18\x15 \x01(\bR\fvswitchdHeld\"\xfa\x01\n" +
+	"\rvswitchd_held\x18\x15 \x01(\bR\fvswitchdHeld\x123\n" +
+	"\aproxies\x18\x16 \x03(\v2\x19.flowstate.v1.ProxyStatusR\aproxies\"\xc6\x02\n" +
+	"\vProxyStatus\x12\x16\n" +
+	"\x06bridge\x18\x01 \x01(\tR\x06bridge\x12\x16\n" +
+	"\x06module\x18\x02 \x01(\tR\x06module\x12\x16\n" +
+	"\x06socket\x18\x03 \x01(\tR\x06socket\x12 \n" +
+	"\vconnections\x18\x04 \x01(\rR\vconnections\x12+\n" +
+	"\x11recorded_messages\x18\x05 \x01(\x04R\x10recordedMessages\x12=\n" +
+	"\flast_install\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\vlastInstall\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\a \x01(\tR\tlastError\x12B\n" +
+	"\x0flast_error_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\rlastErrorTime\"\xfa\x01\n" +
 	"\aSession\x12\x10\n" +
 	"\x03uid\x18\x01 \x01(\rR\x03uid\x12\x10\n" +
 	"\x03gid\x18\x02 \x01(\rR\x03gid\x12\x10\n" +
@@ -3348,7 +3493,7 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x16ENTRY_KIND_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fENTRY_KIND_FLOW\x10\x01\x12\x14\n" +
 	"\x10ENTRY_KIND_GROUP\x10\x02\x12\x14\n" +
-	"\x10ENTRY_KIND_METER\x10\x03*\xbb\x04\n" +
+	"\x10ENTRY_KIND_METER\x10\x03*\xfe\x04\n" +
 	"\tEventType\x12\x1a\n" +
 	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bEVENT_TYPE_BRIDGE_CONNECTED\x10\x01\x12\"\n" +
@@ -3368,7 +3513,9 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x16EVENT_TYPE_DRIFT_FOUND\x10\x0e\x12\x1d\n" +
 	"\x19EVENT_TYPE_GUARD_UNPROVEN\x10\x0f\x12\x1b\n" +
 	"\x17EVENT_TYPE_GUARD_PROVEN\x10\x10\x12\x1a\n" +
-	"\x16EVENT_TYPE_GATE_OPENED\x10\x112\xe6\a\n" +
+	"\x16EVENT_TYPE_GATE_OPENED\x10\x11\x12\x1e\n" +
+	"\x1aEVENT_TYPE_PROXY_CONNECTED\x10\x12\x12!\n" +
+	"\x1dEVENT_TYPE_PROXY_DISCONNECTED\x10\x132\xe6\a\n" +
 	"\x10FlowStateService\x12:\n" +
 	"\x03Put\x12\x18.flowstate.v1.PutRequest\x1a\x19.flowstate.v1.PutResponse\x12N\n" +
 	"\tPutStream\x12\x1e.flowstate.v1.PutStreamRequest\x1a\x1f.flowstate.v1.PutStreamResponse(\x01\x12C\n" +
@@ -3398,7 +3545,7 @@ func file_flowstate_v1_flowstate_proto_rawDescGZIP() []byte {
 }
 
 var file_flowstate_v1_flowstate_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_flowstate_v1_flowstate_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_flowstate_v1_flowstate_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_flowstate_v1_flowstate_proto_goTypes = []any{
 	(EntryKind)(0),                // 0: flowstate.v1.EntryKind
 	(EventType)(0),                // 1: flowstate.v1.EventType
@@ -3415,37 +3562,38 @@ var file_flowstate_v1_flowstate_proto_goTypes = []any{
 	(*ListResponse)(nil),          // 12: flowstate.v1.ListResponse
 	(*StatusRequest)(nil),         // 13: flowstate.v1.StatusRequest
 	(*StatusResponse)(nil),        // 14: flowstate.v1.StatusResponse
-	(*Session)(nil),               // 15: flowstate.v1.Session
-	(*Guard)(nil),                 // 16: flowstate.v1.Guard
-	(*Gate)(nil),                  // 17: flowstate.v1.Gate
-	(*QuarantinedEntry)(nil),      // 18: flowstate.v1.QuarantinedEntry
-	(*BridgeStatus)(nil),          // 19: flowstate.v1.BridgeStatus
-	(*Replay)(nil),                // 20: flowstate.v1.Replay
-	(*ModuleStatus)(nil),          // 21: flowstate.v1.ModuleStatus
-	(*SyncRequest)(nil),           // 22: flowstate.v1.SyncRequest
-	(*SyncResponse)(nil),          // 23: flowstate.v1.SyncResponse
-	(*MarkReadyRequest)(nil),      // 24: flowstate.v1.MarkReadyRequest
-	(*MarkReadyResponse)(nil),     // 25: flowstate.v1.MarkReadyResponse
-	(*ArmRequest)(nil),            // 26: flowstate.v1.ArmRequest
-	(*ArmResponse)(nil),           // 27: flowstate.v1.ArmResponse
-	(*ReleaseRequest)(nil),        // 28: flowstate.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),       // 29: flowstate.v1.ReleaseResponse
-	(*ReconcileRequest)(nil),      // 30: flowstate.v1.ReconcileRequest
-	(*ReconcileResponse)(nil),     // 31: flowstate.v1.ReconcileResponse
-	(*DiffRequest)(nil),           // 32: flowstate.v1.DiffRequest
-	(*DiffResponse)(nil),          // 33: flowstate.v1.DiffResponse
-	(*Change)(nil),                // 34: flowstate.v1.Change
-	(*WatchRequest)(nil),          // 35: flowstate.v1.WatchRequest
-	(*WatchResponse)(nil),         // 36: flowstate.v1.WatchResponse
-	(*Event)(nil),                 // 37: flowstate.v1.Event
-	(*FlowStatsRequest)(nil),      // 38: flowstate.v1.FlowStatsRequest
-	(*FlowStatsResponse)(nil),     // 39: flowstate.v1.FlowStatsResponse
-	(*FlowStats)(nil),             // 40: flowstate.v1.FlowStats
-	(*BackupRequest)(nil),         // 41: flowstate.v1.BackupRequest
-	(*BackupResponse)(nil),        // 42: flowstate.v1.BackupResponse
-	nil,                           // 43: flowstate.v1.Event.AttrsEntry
-	(*timestamppb.Timestamp)(nil), // 44: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 45: google.protobuf.Duration
+	(*ProxyStatus)(nil),           // 15: flowstate.v1.ProxyStatus
+	(*Session)(nil),               // 16: flowstate.v1.Session
+	(*Guard)(nil),                 // 17: flowstate.v1.Guard
+	(*Gate)(nil),                  // 18: flowstate.v1.Gate
+	(*QuarantinedEntry)(nil),      // 19: flowstate.v1.QuarantinedEntry
+	(*BridgeStatus)(nil),          // 20: flowstate.v1.BridgeStatus
+	(*Replay)(nil),                // 21: flowstate.v1.Replay
+	(*ModuleStatus)(nil),          // 22: flowstate.v1.ModuleStatus
+	(*SyncRequest)(nil),           // 23: flowstate.v1.SyncRequest
+	(*SyncResponse)(nil),          // 24: flowstate.v1.SyncResponse
+	(*MarkReadyRequest)(nil),      // 25: flowstate.v1.MarkReadyRequest
+	(*MarkReadyResponse)(nil),     // 26: flowstate.v1.MarkReadyResponse
+	(*ArmRequest)(nil),            // 27: flowstate.v1.ArmRequest
+	(*ArmResponse)(nil),           // 28: flowstate.v1.ArmResponse
+	(*ReleaseRequest)(nil),        // 29: flowstate.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),       // 30: flowstate.v1.ReleaseResponse
+	(*ReconcileRequest)(nil),      // 31: flowstate.v1.ReconcileRequest
+	(*ReconcileResponse)(nil),     // 32: flowstate.v1.ReconcileResponse
+	(*DiffRequest)(nil),           // 33: flowstate.v1.DiffRequest
+	(*DiffResponse)(nil),          // 34: flowstate.v1.DiffResponse
+	(*Change)(nil),                // 35: flowstate.v1.Change
+	(*WatchRequest)(nil),          // 36: flowstate.v1.WatchRequest
+	(*WatchResponse)(nil),         // 37: flowstate.v1.WatchResponse
+	(*Event)(nil),                 // 38: flowstate.v1.Event
+	(*FlowStatsRequest)(nil),      // 39: flowstate.v1.FlowStatsRequest
+	(*FlowStatsResponse)(nil),     // 40: flowstate.v1.FlowStatsResponse
+	(*FlowStats)(nil),             // 41: flowstate.v1.FlowStats
+	(*BackupRequest)(nil),         // 42: flowstate.v1.BackupRequest
+	(*BackupResponse)(nil),        // 43: flowstate.v1.BackupResponse
+	nil,                           // 44: flowstate.v1.Event.AttrsEntry
+	(*timestamppb.Timestamp)(nil), // 45: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 46: google.protobuf.Duration
 }
 var file_flowstate_v1_flowstate_proto_depIdxs = []int32{
 	0,  // 0: flowstate.v1.Entry.kind:type_name -> flowstate.v1.EntryKind
@@ -3455,72 +3603,75 @@ var file_flowstate_v1_flowstate_proto_depIdxs = []int32{
 	3,  // 4: flowstate.v1.DeleteRequest.entries:type_name -> flowstate.v1.Entry
 	0,  // 5: flowstate.v1.ListRequest.kind:type_name -> flowstate.v1.EntryKind
 	4,  // 6: flowstate.v1.ListResponse.entries:type_name -> flowstate.v1.StoredEntry
-	19, // 7: flowstate.v1.StatusResponse.bridges:type_name -> flowstate.v1.BridgeStatus
-	21, // 8: flowstate.v1.StatusResponse.modules:type_name -> flowstate.v1.ModuleStatus
-	17, // 9: flowstate.v1.StatusResponse.gate:type_name -> flowstate.v1.Gate
-	18, // 10: flowstate.v1.StatusResponse.quarantined:type_name -> flowstate.v1.QuarantinedEntry
-	16, // 11: flowstate.v1.StatusResponse.guard:type_name -> flowstate.v1.Guard
-	44, // 12: flowstate.v1.StatusResponse.last_release:type_name -> google.protobuf.Timestamp
-	15, // 13: flowstate.v1.StatusResponse.sessions:type_name -> flowstate.v1.Session
-	44, // 14: flowstate.v1.Session.since:type_name -> google.protobuf.Timestamp
-	44, // 15: flowstate.v1.Session.last_activity:type_name -> google.protobuf.Timestamp
-	45, // 16: flowstate.v1.Guard.grace:type_name -> google.protobuf.Duration
-	45, // 17: flowstate.v1.Guard.guard_grace:type_name -> google.protobuf.Duration
-	44, // 18: flowstate.v1.Guard.last_round_trip:type_name -> google.protobuf.Timestamp
-	44, // 19: flowstate.v1.Gate.deadline:type_name -> google.protobuf.Timestamp
-	4,  // 20: flowstate.v1.QuarantinedEntry.entry:type_name -> flowstate.v1.StoredEntry
-	44, // 21: flowstate.v1.QuarantinedEntry.since:type_name -> google.protobuf.Timestamp
-	20, // 22: flowstate.v1.BridgeStatus.last_replay:type_name -> flowstate.v1.Replay
-	44, // 23: flowstate.v1.BridgeStatus.since:type_name -> google.protobuf.Timestamp
-	44, // 24: flowstate.v1.BridgeStatus.last_drift:type_name -> google.protobuf.Timestamp
-	44, // 25: flowstate.v1.Replay.finished_at:type_name -> google.protobuf.Timestamp
-	45, // 26: flowstate.v1.Replay.duration:type_name -> google.protobuf.Duration
-	3,  // 27: flowstate.v1.SyncRequest.entries:type_name -> flowstate.v1.Entry
-	45, // 28: flowstate.v1.ReleaseResponse.acknowledged_after:type_name -> google.protobuf.Duration
-	19, // 29: flowstate.v1.ReconcileResponse.bridges:type_name -> flowstate.v1.BridgeStatus
-	34, // 30: flowstate.v1.DiffResponse.changes:type_name -> flowstate.v1.Change
-	2,  // 31: flowstate.v1.Change.op:type_name -> flowstate.v1.Change.Op
-	0,  // 32: flowstate.v1.Change.kind:type_name -> flowstate.v1.EntryKind
-	37, // 33: flowstate.v1.WatchResponse.event:type_name -> flowstate.v1.Event
-	44, // 34: flowstate.v1.Event.time:type_name -> google.protobuf.Timestamp
-	43, // 35: flowstate.v1.Event.attrs:type_name -> flowstate.v1.Event.AttrsEntry
-	1,  // 36: flowstate.v1.Event.event_type:type_name -> flowstate.v1.EventType
-	40, // 37: flowstate.v1.FlowStatsResponse.flows:type_name -> flowstate.v1.FlowStats
-	4,  // 38: flowstate.v1.FlowStats.entry:type_name -> flowstate.v1.StoredEntry
-	45, // 39: flowstate.v1.FlowStats.duration:type_name -> google.protobuf.Duration
-	5,  // 40: flowstate.v1.FlowStateService.Put:input_type -> flowstate.v1.PutRequest
-	7,  // 41: flowstate.v1.FlowStateService.PutStream:input_type -> flowstate.v1.PutStreamRequest
-	9,  // 42: flowstate.v1.FlowStateService.Delete:input_type -> flowstate.v1.DeleteRequest
-	11, // 43: flowstate.v1.FlowStateService.List:input_type -> flowstate.v1.ListRequest
-	13, // 44: flowstate.v1.FlowStateService.Status:input_type -> flowstate.v1.StatusRequest
-	22, // 45: flowstate.v1.FlowStateService.Sync:input_type -> flowstate.v1.SyncRequest
-	24, // 46: flowstate.v1.FlowStateService.MarkReady:input_type -> flowstate.v1.MarkReadyRequest
-	30, // 47: flowstate.v1.FlowStateService.Reconcile:input_type -> flowstate.v1.ReconcileRequest
-	32, // 48: flowstate.v1.FlowStateService.Diff:input_type -> flowstate.v1.DiffRequest
-	35, // 49: flowstate.v1.FlowStateService.Watch:input_type -> flowstate.v1.WatchRequest
-	26, // 50: flowstate.v1.FlowStateService.Arm:input_type -> flowstate.v1.ArmRequest
-	28, // 51: flowstate.v1.FlowStateService.Release:input_type -> flowstate.v1.ReleaseRequest
-	38, // 52: flowstate.v1.FlowStateService.FlowStats:input_type -> flowstate.v1.FlowStatsRequest
-	41, // 53: flowstate.v1.FlowStateService.Backup:input_type -> flowstate.v1.BackupRequest
-	6,  // 54: flowstate.v1.FlowStateService.Put:output_type -> flowstate.v1.PutResponse
-	8,  // 55: flowstate.v1.FlowStateService.PutStream:output_type -> flowstate.v1.PutStreamResponse
-	10, // 56: flowstate.v1.FlowStateService.Delete:output_type -> flowstate.v1.DeleteResponse
-	12, // 57: flowstate.v1.FlowStateService.List:output_type -> flowstate.v1.ListResponse
-	14, // 58: flowstate.v1.FlowStateService.Status:output_type -> flowstate.v1.StatusResponse
-	23, // 59: flowstate.v1.FlowStateService.Sync:output_type -> flowstate.v1.SyncResponse
-	25, // 60: flowstate.v1.FlowStateService.MarkReady:output_type -> flowstate.v1.MarkReadyResponse
-	31, // 61: flowstate.v1.FlowStateService.Reconcile:output_type -> flowstate.v1.ReconcileResponse
-	33, // 62: flowstate.v1.FlowStateService.Diff:output_type -> flowstate.v1.DiffResponse
-	36, // 63: flowstate.v1.FlowStateService.Watch:output_type -> flowstate.v1.WatchResponse
-	27, // 64: flowstate.v1.FlowStateService.Arm:output_type -> flowstate.v1.ArmResponse
-	29, // 65: flowstate.v1.FlowStateService.Release:output_type -> flowstate.v1.ReleaseResponse
-	39, // 66: flowstate.v1.FlowStateService.FlowStats:output_type -> flowstate.v1.FlowStatsResponse
-	42, // 67: flowstate.v1.FlowStateService.Backup:output_type -> flowstate.v1.BackupResponse
-	54, // [54:68] is the sub-list for method output_type
-	40, // [40:54] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	20, // 7: flowstate.v1.StatusResponse.bridges:type_name -> flowstate.v1.BridgeStatus
+	22, // 8: flowstate.v1.StatusResponse.modules:type_name -> flowstate.v1.ModuleStatus
+	18, // 9: flowstate.v1.StatusResponse.gate:type_name -> flowstate.v1.Gate
+	19, // 10: flowstate.v1.StatusResponse.quarantined:type_name -> flowstate.v1.QuarantinedEntry
+	17, // 11: flowstate.v1.StatusResponse.guard:type_name -> flowstate.v1.Guard
+	45, // 12: flowstate.v1.StatusResponse.last_release:type_name -> google.protobuf.Timestamp
+	16, // 13: flowstate.v1.StatusResponse.sessions:type_name -> flowstate.v1.Session
+	15, // 14: flowstate.v1.StatusResponse.proxies:type_name -> flowstate.v1.ProxyStatus
+	45, // 15: flowstate.v1.ProxyStatus.last_install:type_name -> google.protobuf.Timestamp
+	45, // 16: flowstate.v1.ProxyStatus.last_error_time:type_name -> google.protobuf.Timestamp
+	45, // 17: flowstate.v1.Session.since:type_name -> google.protobuf.Timestamp
+	45, // 18: flowstate.v1.Session.last_activity:type_name -> google.protobuf.Timestamp
+	46, // 19: flowstate.v1.Guard.grace:type_name -> google.protobuf.Duration
+	46, // 20: flowstate.v1.Guard.guard_grace:type_name -> google.protobuf.Duration
+	45, // 21: flowstate.v1.Guard.last_round_trip:type_name -> google.protobuf.Timestamp
+	45, // 22: flowstate.v1.Gate.deadline:type_name -> google.protobuf.Timestamp
+	4,  // 23: flowstate.v1.QuarantinedEntry.entry:type_name -> flowstate.v1.StoredEntry
+	45, // 24: flowstate.v1.QuarantinedEntry.since:type_name -> google.protobuf.Timestamp
+	21, // 25: flowstate.v1.BridgeStatus.last_replay:type_name -> flowstate.v1.Replay
+	45, // 26: flowstate.v1.BridgeStatus.since:type_name -> google.protobuf.Timestamp
+	45, // 27: flowstate.v1.BridgeStatus.last_drift:type_name -> google.protobuf.Timestamp
+	45, // 28: flowstate.v1.Replay.finished_at:type_name -> google.protobuf.Timestamp
+	46, // 29: flowstate.v1.Replay.duration:type_name -> google.protobuf.Duration
+	3,  // 30: flowstate.v1.SyncRequest.entries:type_name -> flowstate.v1.Entry
+	46, // 31: flowstate.v1.ReleaseResponse.acknowledged_after:type_name -> google.protobuf.Duration
+	20, // 32: flowstate.v1.ReconcileResponse.bridges:type_name -> flowstate.v1.BridgeStatus
+	35, // 33: flowstate.v1.DiffResponse.changes:type_name -> flowstate.v1.Change
+	2,  // 34: flowstate.v1.Change.op:type_name -> flowstate.v1.Change.Op
+	0,  // 35: flowstate.v1.Change.kind:type_name -> flowstate.v1.EntryKind
+	38, // 36: flowstate.v1.WatchResponse.event:type_name -> flowstate.v1.Event
+	45, // 37: flowstate.v1.Event.time:type_name -> google.protobuf.Timestamp
+	44, // 38: flowstate.v1.Event.attrs:type_name -> flowstate.v1.Event.AttrsEntry
+	1,  // 39: flowstate.v1.Event.event_type:type_name -> flowstate.v1.EventType
+	41, // 40: flowstate.v1.FlowStatsResponse.flows:type_name -> flowstate.v1.FlowStats
+	4,  // 41: flowstate.v1.FlowStats.entry:type_name -> flowstate.v1.StoredEntry
+	46, // 42: flowstate.v1.FlowStats.duration:type_name -> google.protobuf.Duration
+	5,  // 43: flowstate.v1.FlowStateService.Put:input_type -> flowstate.v1.PutRequest
+	7,  // 44: flowstate.v1.FlowStateService.PutStream:input_type -> flowstate.v1.PutStreamRequest
+	9,  // 45: flowstate.v1.FlowStateService.Delete:input_type -> flowstate.v1.DeleteRequest
+	11, // 46: flowstate.v1.FlowStateService.List:input_type -> flowstate.v1.ListRequest
+	13, // 47: flowstate.v1.FlowStateService.Status:input_type -> flowstate.v1.StatusRequest
+	23, // 48: flowstate.v1.FlowStateService.Sync:input_type -> flowstate.v1.SyncRequest
+	25, // 49: flowstate.v1.FlowStateService.MarkReady:input_type -> flowstate.v1.MarkReadyRequest
+	31, // 50: flowstate.v1.FlowStateService.Reconcile:input_type -> flowstate.v1.ReconcileRequest
+	33, // 51: flowstate.v1.FlowStateService.Diff:input_type -> flowstate.v1.DiffRequest
+	36, // 52: flowstate.v1.FlowStateService.Watch:input_type -> flowstate.v1.WatchRequest
+	27, // 53: flowstate.v1.FlowStateService.Arm:input_type -> flowstate.v1.ArmRequest
+	29, // 54: flowstate.v1.FlowStateService.Release:input_type -> flowstate.v1.ReleaseRequest
+	39, // 55: flowstate.v1.FlowStateService.FlowStats:input_type -> flowstate.v1.FlowStatsRequest
+	42, // 56: flowstate.v1.FlowStateService.Backup:input_type -> flowstate.v1.BackupRequest
+	6,  // 57: flowstate.v1.FlowStateService.Put:output_type -> flowstate.v1.PutResponse
+	8,  // 58: flowstate.v1.FlowStateService.PutStream:output_type -> flowstate.v1.PutStreamResponse
+	10, // 59: flowstate.v1.FlowStateService.Delete:output_type -> flowstate.v1.DeleteResponse
+	12, // 60: flowstate.v1.FlowStateService.List:output_type -> flowstate.v1.ListResponse
+	14, // 61: flowstate.v1.FlowStateService.Status:output_type -> flowstate.v1.StatusResponse
+	24, // 62: flowstate.v1.FlowStateService.Sync:output_type -> flowstate.v1.SyncResponse
+	26, // 63: flowstate.v1.FlowStateService.MarkReady:output_type -> flowstate.v1.MarkReadyResponse
+	32, // 64: flowstate.v1.FlowStateService.Reconcile:output_type -> flowstate.v1.ReconcileResponse
+	34, // 65: flowstate.v1.FlowStateService.Diff:output_type -> flowstate.v1.DiffResponse
+	37, // 66: flowstate.v1.FlowStateService.Watch:output_type -> flowstate.v1.WatchResponse
+	28, // 67: flowstate.v1.FlowStateService.Arm:output_type -> flowstate.v1.ArmResponse
+	30, // 68: flowstate.v1.FlowStateService.Release:output_type -> flowstate.v1.ReleaseResponse
+	40, // 69: flowstate.v1.FlowStateService.FlowStats:output_type -> flowstate.v1.FlowStatsResponse
+	43, // 70: flowstate.v1.FlowStateService.Backup:output_type -> flowstate.v1.BackupResponse
+	57, // [57:71] is the sub-list for method output_type
+	43, // [43:57] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_flowstate_v1_flowstate_proto_init() }
@@ -3533,14 +3684,14 @@ func file_flowstate_v1_flowstate_proto_init() {
 		(*Entry_Openflow)(nil),
 	}
 	file_flowstate_v1_flowstate_proto_msgTypes[8].OneofWrappers = []any{}
-	file_flowstate_v1_flowstate_proto_msgTypes[35].OneofWrappers = []any{}
+	file_flowstate_v1_flowstate_proto_msgTypes[36].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_flowstate_v1_flowstate_proto_rawDesc), len(file_flowstate_v1_flowstate_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   41,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

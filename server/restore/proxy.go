@@ -1,0 +1,190 @@
+package restore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"antrea.io/libOpenflow/openflow15"
+
+	"github.com/flowstate-io/flowstate/entry"
+	"github.com/flowstate-io/flowstate/errdefs"
+	"github.com/flowstate-io/flowstate/ofmods"
+	"github.com/flowstate-io/flowstate/server/ofconn"
+	"github.com/flowstate-io/flowstate/store"
+)
+
+// Recorder records what one controller behind the OpenFlow proxy
+// (server/ofproxy) installs, as module's declarations on one bridge. A
+// change of the controller (a bundle, or the standalone messages between
+// two barriers) is one write request of the bridge's queue: package ofmods
+// turns its messages into the module's net change inside the write's store
+// transaction, and group commit stores it and sends it to the switch in one
+// bundle, as it does a Put. So a controller that deletes everything and
+// installs it again sends nothing to the switch when nothing changed.
+type Recorder struct {
+	e              *Engine
+	bridge, module string
+}
+
+// Recorder returns the Recorder of module on bridge; bridge must be one
+// the engine restores.
+func (e *Engine) Recorder(bridge, module string) (*Recorder, error) {
+	if _, err := e.bridge(bridge); err != nil {
+		return nil, err
+	}
+	if err := entry.ValidateName("module", module); err != nil {
+		return nil, fmt.Errorf("restore: proxy: %w: %w", err, errdefs.ErrInvalidArgument)
+	}
+	return &Recorder{e: e, bridge: bridge, module: module}, nil
+}
+
+// Apply makes one change of the controller (see ofproxy.Recorder): nil
+// once it is stored and, when the bridge is live, on the switch (a bridge
+// that is not live gets it from its replay, as every write); a
+// *ofconn.BundleError naming the message vswitchd refused, or that would
+// break another module's ownership, with nothing stored or applied; any
+// other error when the outcome is unknown.
+func (r *Recorder) Apply(ctx context.Context, msgs []ofconn.Message) error {
+	raw := make([][]byte, len(msgs))
+	for i, m := range msgs {
+		raw[i] = m
+	}
+	var ch *ofmods.Change
+	req := &writeReq{module: r.module}
+	req.op = func(w *store.Writer) (store.Result, error) {
+		var err error
+		ch, err = ofmods.Apply(r.module, writerEntries{w, r.bridge, r.module}, raw)
+		if err != nil {
+			return store.Result{}, err
+		}
+		// The owner reads declared after the op (quarantine): the op
+		// runs on the owner's goroutine.
+		req.declared = ch.Put
+		return storeChange(w, r.bridge, r.module, ch)
+	}
+	_, _, err := r.e.write(ctx, r.bridge, req)
+	if err == nil {
+		return nil
+	}
+	if be := r.refusal(err, ch, raw); be != nil {
+		return be
+	}
+	return fmt.Errorf("restore: proxy %s/%s: %w", r.bridge, r.module, err)
+}
+
+// Ready marks the module ready for the cold-boot gate: its controller's
+// first install is complete.
+func (r *Recorder) Ready() error { return r.e.MarkReady(r.module) }
+
+// writerEntries is ofmods' view of the store inside a write transaction.
+type writerEntries struct {
+	w              *store.Writer
+	bridge, module string
+}
+
+func (s writerEntries) Get(kind entry.Kind, id []byte) (entry.Entry, bool, error) {
+	return s.w.Get(s.bridge, kind, id)
+}
+
+func (s writerEntries) Each(kind entry.Kind, fn func(entry.Entry) error) error {
+	return s.w.Each(s.bridge, s.module, kind, fn)
+}
+
+// storeChange writes a controller's net change: its puts, then its
+// deletes (a group that flows stop using in the same change goes after
+// them).
+func storeChange(w *store.Writer, bridge, module string, ch *ofmods.Change) (store.Result, error) {
+	var res store.Result
+	if len(ch.Put) > 0 {
+		var err error
+		if res, err = w.Put(bridge, module, ch.Put); err != nil {
+			return res, &changeError{from: ch.PutFrom, err: err}
+		}
+	}
+	if len(ch.Delete) > 0 {
+		del, err := w.Delete(bridge, module, ch.Delete)
+		if err != nil {
+			return res, &changeError{from: ch.DeleteFrom, err: err}
+		}
+		res.Removed = append(res.Removed, del.Removed...)
+	}
+	return res, nil
+}
+
+// changeError is the store's refusal of part of a controller's change;
+// from maps the entry the error names to the message that decided it.
+type changeError struct {
+	from []int
+	err  error
+}
+
+func (e *changeError) Error() string { return e.err.Error() }
+func (e *changeError) Unwrap() error { return e.err }
+
+// refusal turns the refusal of a controller's change into the
+// *ofconn.BundleError the proxy answers it with (the failing message's
+// index into msgs), or nil when err is no refusal: the switch refused an
+// entry (its error as the switch sent it), ofmods refused a message as
+// vswitchd would, or the store refused an entry another module owns or
+// uses.
+func (r *Recorder) refusal(err error, ch *ofmods.Change, msgs [][]byte) *ofconn.BundleError {
+	var (
+		mr *ofmods.Refusal
+		ce *changeError
+		ee *errdefs.EntryError
+		be *ofconn.BundleError
+		oe *ofconn.OFError
+	)
+	one := func(i int, typ, code uint16, exp uint32, name string) *ofconn.BundleError {
+		if i < 0 || i >= len(msgs) {
+			return nil
+		}
+		return &ofconn.BundleError{Failed: []ofconn.AddError{{Index: i, Type: typ, Code: code, Experimenter: exp, Name: name}}}
+	}
+	switch {
+	case errors.As(err, &mr):
+		typ, code := mr.Type, mr.Code
+		if typ == 0 {
+			// Not decodable here: vswitchd's own checks would have
+			// named the fault; the controller gets a permission error
+			// and the log the reason.
+			typ, code = openflow15.ET_BAD_REQUEST, openflow15.BRC_EPERM
+		}
+		r.e.log.Warn("proxy: a controller's message refused", "bridge", r.bridge, "module", r.module, "message", mr.Index, "err", mr.Err)
+		return one(mr.Index, typ, code, 0, "")
+	case errors.As(err, &ce) && errors.As(err, &ee):
+		if ee.Index < 0 || ee.Index >= len(ce.from) {
+			return nil
+		}
+		i := ce.from[ee.Index]
+		r.e.log.Warn("proxy: a controller's change refused by the store", "bridge", r.bridge, "module", r.module, "message", i, "err", err)
+		typ, code := permissionError(msgs[i])
+		return one(i, typ, code, 0, "")
+	case ch != nil && errors.As(err, &ee) && ee.Index >= 0 && ee.Index < len(ch.PutFrom):
+		i := ch.PutFrom[ee.Index]
+		switch {
+		case errors.As(err, &be):
+			for _, f := range be.Failed {
+				if f.Index >= 0 {
+					return one(i, f.Type, f.Code, f.Experimenter, f.Name)
+				}
+			}
+		case errors.As(err, &oe):
+			return one(i, oe.Type, oe.Code, oe.Experimenter, oe.Name)
+		}
+	}
+	return nil
+}
+
+// permissionError is the OFPT_ERROR type and code vswitchd sends for a
+// change it does not permit, by the message's type.
+func permissionError(m []byte) (typ, code uint16) {
+	switch m[1] {
+	case openflow15.Type_FlowMod:
+		return openflow15.ET_FLOW_MOD_FAILED, openflow15.FMFC_EPERM
+	case openflow15.Type_GroupMod:
+		return openflow15.ET_GROUP_MOD_FAILED, openflow15.GMFC_EPERM
+	}
+	return openflow15.ET_BAD_REQUEST, openflow15.BRC_EPERM
+}
