@@ -77,6 +77,13 @@ func fromStatus(p *flowstatev1.StatusResponse) *Status {
 			Since: fromTime(ss.GetSince()), LastActivity: fromTime(ss.GetLastActivity()), Calls: ss.GetCalls(),
 		})
 	}
+	for _, px := range p.GetProxies() {
+		st.Proxies = append(st.Proxies, ProxyStatus{
+			Bridge: px.GetBridge(), Module: px.GetModule(), Socket: px.GetSocket(),
+			Connections: int(px.GetConnections()), RecordedMessages: px.GetRecordedMessages(),
+			LastInstall: fromTime(px.GetLastInstall()), LastError: px.GetLastError(), LastErrorTime: fromTime(px.GetLastErrorTime()),
+		})
+	}
 	return st
 }
 

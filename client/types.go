@@ -44,6 +44,25 @@ type Status struct {
 	QuarantinedTotal int
 	// Sessions lists the connected gRPC clients, this one included.
 	Sessions []Session
+	// Proxies lists flowstated's OpenFlow proxies (--openflow-proxy).
+	Proxies []ProxyStatus
+}
+
+// ProxyStatus is one OpenFlow proxy: the socket an unmodified controller
+// connects to in place of vswitchd's, recorded as Module on Bridge.
+type ProxyStatus struct {
+	Bridge, Module, Socket string
+	// Connections is the number of controller connections open now.
+	Connections int
+	// RecordedMessages counts the controller's flow, group, meter and TLV
+	// changes recorded since flowstated started.
+	RecordedMessages uint64
+	// LastInstall is when a change was last recorded (zero: never).
+	LastInstall time.Time
+	// LastError is the last change refused to the controller, or whose
+	// outcome was unknown, at LastErrorTime; empty if none.
+	LastError     string
+	LastErrorTime time.Time
 }
 
 // Session is one gRPC client connected to flowstated. flowstated drops a
@@ -252,6 +271,12 @@ const (
 	// EventGateOpened: the boot gate opened (Message says why, Attrs
 	// timed_out whether the readiness timeout opened it): replays run.
 	EventGateOpened
+	// EventProxyConnected: a controller connected to an OpenFlow proxy
+	// (Bridge, Module).
+	EventProxyConnected
+	// EventProxyDisconnected: a controller's OpenFlow proxy connection
+	// ended (Message says why).
+	EventProxyDisconnected
 )
 
 var eventTypeNames = [...]string{
@@ -273,6 +298,8 @@ var eventTypeNames = [...]string{
 	EventGuardUnproven:      "guard_unproven",
 	EventGuardProven:        "guard_proven",
 	EventGateOpened:         "gate_opened",
+	EventProxyConnected:     "proxy_connected",
+	EventProxyDisconnected:  "proxy_disconnected",
 }
 
 // String returns the type as flowstated names it, e.g. "replay_finished".

@@ -121,6 +121,14 @@ type Config struct {
 	TakeOver bool
 	// Guard releases the node when flowstated is dead or hung (GuardConfig).
 	Guard GuardConfig
+	// Proxies are the OpenFlow proxies (--openflow-proxy, proxies.go): a
+	// socket <ProxyDir>/<bridge>.mgmt per proxied bridge, recording the
+	// controller connected to it as its module. ProxyDir defaults to
+	// DefaultProxyDir, ProxyReady (when the module is ready) to
+	// ProxyReadyAuto.
+	Proxies    []ProxySpec
+	ProxyDir   string
+	ProxyReady string
 	// Liveness, when set, is called about every second with whether the
 	// engine is responsive and a one-line state (systemd WATCHDOG=1 and
 	// STATUS=).
@@ -175,6 +183,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	log := cfg.Logger
 	if err := cfg.Guard.validate(); err != nil {
+		return err
+	}
+	if err := validateProxies(&cfg); err != nil {
 		return err
 	}
 	bootID, err := readBootID(cfg.BootIDFile)
@@ -276,9 +287,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			streamVerdicts,
 		),
 	)
+	proxies := &proxies{log: log}
+	defer proxies.close()
 	gs.RegisterService(withDecodeErrors(&flowstatev1.FlowStateService_ServiceDesc), &service{
 		engine: engine, store: st, events: evlog, writers: cfg.Writers, streamID: newStreamID(), bootID: bootID, coldStart: cold, keep: keep,
-		sessions: sessions, log: log, stageAbove: cfg.StageAbove, faults: cfg.Faults,
+		sessions: sessions, log: log, stageAbove: cfg.StageAbove, faults: cfg.Faults, proxies: proxies,
 	})
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
@@ -287,6 +300,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 
 	keep.engine, keep.hs = engine, hs
 	reg.MustRegister(&stateCollector{engine: engine, keep: keep, store: st, log: log})
+	reg.MustRegister(proxyCollector{proxies})
 	runCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	// Start-up, in this order, so that serving means protected:
@@ -305,8 +319,17 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return nil
 	}
 	wg.Go(func() { engine.Run(runCtx) })
+	// The proxies once the engine runs: a controller's change needs the
+	// engine's write owner, and a socket that exists must accept.
+	if err := proxies.start(&cfg, engine, evlog); err != nil {
+		stopEngine()
+		wg.Wait()
+		return err
+	}
+	proxies.serve(runCtx, &wg)
 	lis, err := listenUnix(cfg.Listen)
 	if err != nil {
+		proxies.close()
 		stopEngine()
 		wg.Wait()
 		return err
@@ -320,6 +343,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		mlis, err := net.Listen("tcp", cfg.MetricsListen)
 		if err != nil {
 			gs.Stop()
+			proxies.close()
 			stopEngine()
 			wg.Wait()
 			return fmt.Errorf("server: metrics listener: %w", err)
@@ -359,6 +383,10 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		_ = hsrv.Shutdown(sctx)
 		cancel()
 	}
+	// The proxies before the engine: their sessions' changes go through
+	// it. Their controllers see the connection close, as at a vswitchd
+	// stop, and reconnect to the next flowstated.
+	proxies.close()
 	stopEngine()
 	wg.Wait()
 	log.Info("stopped")

@@ -78,6 +78,8 @@ type service struct {
 	stageAbove int
 	// faults is Config.Faults (nil in production).
 	faults *Faults
+	// proxies are the OpenFlow proxies (proxies.go), for Status.
+	proxies *proxies
 }
 
 var _ flowstatev1.FlowStateServiceServer = (*service)(nil)
@@ -254,6 +256,9 @@ func (s *service) Status(ctx context.Context, _ *flowstatev1.StatusRequest) (*fl
 			Uid: ss.UID, Gid: ss.GID, Pid: ss.PID, Modules: ss.Modules, Remote: ss.Remote, Calls: ss.Calls,
 			Since: timestamppb.New(ss.Since), LastActivity: timestamppb.New(ss.LastActivity),
 		})
+	}
+	if s.proxies != nil {
+		resp.Proxies = s.proxies.status()
 	}
 	return resp, nil
 }

@@ -16,6 +16,7 @@ var (
 	bucketForms   = []byte("forms")   // forms.go
 	bucketCrashes = []byte("crashes") // crashes.go
 	bucketStage   = []byte("stage")   // stage.go
+	bucketTLV     = []byte("tlv")     // tlv.go
 
 	// Keys of meta.
 	keySchema     = []byte("schema")            // store.go

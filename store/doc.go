@@ -35,9 +35,12 @@
 //	├── crashes        (created by the first SetCrashes, crashes.go)
 //	│   └── <bridge>   JSON store.CrashRecord: vswitchd deaths at replays, the digest of the
 //	│                  last survived replay, suspects under bisection, entries found to crash it
-//	└── stage          (a staged write under way, stage.go; Open deletes it)
+//	├── stage          (a staged write under way, stage.go; Open deletes it)
+//	│   └── <bridge>
+//	│       └── flow   the bridge's flows as the write makes them, swapped in by Staged.Commit
+//	└── tlv            (created by the first UpdateTLVMap, tlv.go)
 //	    └── <bridge>
-//	        └── flow   the bridge's flows as the write makes them, swapped in by Staged.Commit
+//	        └── index (uint16 big endian, tun_metadata<index>) -> record of class | type | len
 //
 // Identities are those of package entry. refs indexes which flows use which
 // group or meter (schema 2), kept in the transaction that writes the flows:
@@ -54,8 +57,10 @@
 // mirror bucket needed no new schema version: a store without it reads as
 // one without mirrors, and an older flowstated ignores it. The same holds for
 // forms (forms.go): what OVS made of entries package canon keeps in part as
-// sent, learned after flowstated installed them (canon.Forms); and for aside
-// (aside.go), where an older flowstated would forget only the decisions.
+// sent, learned after flowstated installed them (canon.Forms); for aside
+// (aside.go), where an older flowstated would forget only the decisions;
+// and for tlv (tlv.go), the TLV tables an OpenFlow proxy recorded, which an
+// older flowstated would not restore.
 //
 // # Transactions
 //

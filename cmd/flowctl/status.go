@@ -194,6 +194,25 @@ func printStatus(w io.Writer, st *flowstatev1.StatusResponse) error {
 			return err
 		}
 	}
+	if ps := st.GetProxies(); len(ps) > 0 {
+		// A proxied module's entries are in the module table above; this
+		// says whether its controller is there and how its installs went.
+		fmt.Fprintf(tw, "\nPROXY BRIDGE\tMODULE\tSOCKET\tCONNECTIONS\tRECORDED\tLAST INSTALL\tLAST ERROR\n")
+		for _, p := range ps {
+			last, lastErr := "never", "-"
+			if p.GetLastInstall() != nil {
+				last = stamp(p.GetLastInstall().AsTime())
+			}
+			if p.GetLastError() != "" {
+				lastErr = p.GetLastError() + " (" + stamp(p.GetLastErrorTime().AsTime()) + ")"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", p.GetBridge(), p.GetModule(), p.GetSocket(),
+				p.GetConnections(), p.GetRecordedMessages(), last, lastErr)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
 	if q := st.GetQuarantined(); len(q) > 0 {
 		fmt.Fprintf(w, "\n%d QUARANTINED (refused by ovs-vswitchd, left out of replays):\n", len(q))
 		for _, e := range q {

@@ -42,6 +42,7 @@ func newCommand() *cobra.Command {
 		writers   []string
 		owned     string
 		cpuProf   string
+		proxies   []string
 	)
 	cmd := &cobra.Command{
 		Use:     "flowstated",
@@ -75,6 +76,13 @@ func newCommand() *cobra.Command {
 			}
 			if cfg.OwnedCookie, err = entry.ParseCookieSpace(owned); err != nil {
 				return fmt.Errorf("--owned-cookie: %w", err)
+			}
+			for _, p := range proxies {
+				spec, err := server.ParseProxySpec(p)
+				if err != nil {
+					return fmt.Errorf("--openflow-proxy: %w", err)
+				}
+				cfg.Proxies = append(cfg.Proxies, spec)
 			}
 			cfg.Writers = server.Writers{}
 			for _, w := range writers {
@@ -120,6 +128,9 @@ func newCommand() *cobra.Command {
 	f.DurationVar(&cfg.Guard.StartTimeout, "guard-start-timeout", server.DefaultGuardStartTimeout, "at start, how long to wait for a guard to prove itself (its heartbeat) before serving without one, flow-restore-wait disarmed; the API socket, health SERVING and READY=1 wait for it")
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a graceful stop waits for in-flight calls")
 	f.IntVar(&cfg.MaxConnsPerUID, "max-conns-per-uid", server.DefaultMaxConnsPerUID, "API connections one peer uid may hold at once; more are refused (counted in flowstate_api_connections_refused_total, logged once per episode)")
+	f.StringArrayVar(&proxies, "openflow-proxy", nil, "MODULE=BRIDGE: serve an OpenFlow socket <openflow-proxy-dir>/BRIDGE.mgmt that looks like vswitchd's and record what the controller connected to it installs as MODULE's entries (repeatable, one per bridge; BRIDGE must be managed); point the controller there by its OVS run directory (OVS_RUNDIR for ovn-controller)")
+	f.StringVar(&cfg.ProxyDir, "openflow-proxy-dir", server.DefaultProxyDir, "directory of the OpenFlow proxies' <bridge>.mgmt sockets (not --ovs-rundir)")
+	f.StringVar(&cfg.ProxyReady, "openflow-proxy-ready", server.ProxyReadyAuto, "when a proxied module counts as ready for the cold-start gate: auto (at its controller's first barrier after its first bundle commit) or manual (flowctl ready)")
 	f.StringArrayVar(&writers, "module-writer", nil, "MODULE=uid:N or MODULE=gid:N: only root and these peers may write MODULE (repeatable); without any, every peer that can open the socket may write every module")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error; at run time SIGUSR1 switches to debug and SIGUSR2 back to this level")

@@ -50,6 +50,37 @@ func (r *Recorder) Apply(ctx context.Context, msgs []ofconn.Message) error {
 	for i, m := range msgs {
 		raw[i] = m
 	}
+	// A TLV table mod is no entry (tlv.go): the change goes in runs, in
+	// order, as the switch takes standalone messages.
+	for start := 0; start < len(raw); {
+		if ofconn.IsTLVTableMod(raw[start]) {
+			if err := r.applyTLV(ctx, raw, start); err != nil {
+				return err
+			}
+			start++
+			continue
+		}
+		end := start + 1
+		for end < len(raw) && !ofconn.IsTLVTableMod(raw[end]) {
+			end++
+		}
+		if err := r.applyEntries(ctx, raw[start:end]); err != nil {
+			var be *ofconn.BundleError
+			if errors.As(err, &be) {
+				for k := range be.Failed {
+					be.Failed[k].Index += start
+				}
+			}
+			return err
+		}
+		start = end
+	}
+	return nil
+}
+
+// applyEntries is one write of the bridge's queue for raw, the flow, group
+// and meter messages of a change (see Apply).
+func (r *Recorder) applyEntries(ctx context.Context, raw [][]byte) error {
 	var ch *ofmods.Change
 	req := &writeReq{module: r.module}
 	req.op = func(w *store.Writer) (store.Result, error) {
@@ -74,8 +105,14 @@ func (r *Recorder) Apply(ctx context.Context, msgs []ofconn.Message) error {
 }
 
 // Ready marks the module ready for the cold-boot gate: its controller's
-// first install is complete.
-func (r *Recorder) Ready() error { return r.e.MarkReady(r.module) }
+// first install is complete. A module ready for this boot already is left
+// as it is (a controller reconnects after every vswitchd restart).
+func (r *Recorder) Ready() error {
+	if mods, err := r.e.Modules(); err == nil && mods[r.module].Ready {
+		return nil
+	}
+	return r.e.MarkReady(r.module)
+}
 
 // writerEntries is ofmods' view of the store inside a write transaction.
 type writerEntries struct {

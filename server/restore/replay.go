@@ -389,6 +389,11 @@ func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn,
 	if err != nil {
 		return r, err
 	}
+	// The TLV table first: the flows the dump and the bundle meet may
+	// use its fields (tlv.go).
+	if err := e.restoreTLVLocked(ctx, b, conn, log); err != nil {
+		return r, err
+	}
 	sw, err := e.dumpSwitch(ctx, conn, b.name)
 	if err != nil {
 		return r, err
@@ -538,7 +543,8 @@ func (r *Replay) count(cs []Change) {
 
 // reconcile makes the switch hold exactly the desired state of b:
 //
-//  1. Read the desired entries from the store.
+//  1. Read the desired entries from the store; put back the TLV mappings
+//     the switch lacks (tlv.go).
 //  2. Dump the switch's flows, groups and meters.
 //  3. Diff by identity and canonical bytes: entries nobody declared (the
 //     default NORMAL flow included) are deleted, changed ones modified,

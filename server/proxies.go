@@ -1,0 +1,251 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	flowstatev1 "github.com/flowstate-io/flowstate/api/flowstate/v1"
+	"github.com/flowstate-io/flowstate/entry"
+	"github.com/flowstate-io/flowstate/errdefs"
+	"github.com/flowstate-io/flowstate/server/events"
+	"github.com/flowstate-io/flowstate/server/ofproxy"
+	"github.com/flowstate-io/flowstate/server/restore"
+)
+
+// DefaultProxyDir holds the OpenFlow proxies' <bridge>.mgmt sockets.
+const DefaultProxyDir = "/run/flowstate/openflow"
+
+// When a proxied module counts as ready for the cold-boot gate.
+const (
+	// ProxyReadyAuto: at its controller's first barrier after its first
+	// bundle commit on a connection (its first full install).
+	ProxyReadyAuto = "auto"
+	// ProxyReadyManual: when an operator says so (flowctl ready).
+	ProxyReadyManual = "manual"
+)
+
+// ProxySpec is one --openflow-proxy MODULE=BRIDGE: the controller that
+// connects to the proxy's socket for Bridge is recorded as Module.
+type ProxySpec struct {
+	Module, Bridge string
+}
+
+// ParseProxySpec parses MODULE=BRIDGE.
+func ParseProxySpec(s string) (ProxySpec, error) {
+	module, bridge, ok := strings.Cut(s, "=")
+	if !ok {
+		return ProxySpec{}, fmt.Errorf("%q: want MODULE=BRIDGE: %w", s, errdefs.ErrInvalidArgument)
+	}
+	if err := entry.ValidateName("module", module); err != nil {
+		return ProxySpec{}, fmt.Errorf("%q: %w: %w", s, err, errdefs.ErrInvalidArgument)
+	}
+	if err := entry.ValidateName("bridge", bridge); err != nil {
+		return ProxySpec{}, fmt.Errorf("%q: %w: %w", s, err, errdefs.ErrInvalidArgument)
+	}
+	return ProxySpec{Module: module, Bridge: bridge}, nil
+}
+
+// validateProxies checks the proxy settings against the managed bridges:
+// one proxy a bridge (its socket is named for the bridge), on a managed
+// bridge (only those are restored), in a directory that is not vswitchd's.
+func validateProxies(cfg *Config) error {
+	if len(cfg.Proxies) == 0 {
+		return nil
+	}
+	if cfg.ProxyDir == "" {
+		cfg.ProxyDir = DefaultProxyDir
+	}
+	if cfg.ProxyReady == "" {
+		cfg.ProxyReady = ProxyReadyAuto
+	}
+	if cfg.ProxyReady != ProxyReadyAuto && cfg.ProxyReady != ProxyReadyManual {
+		return fmt.Errorf("server: --openflow-proxy-ready %q: want auto or manual", cfg.ProxyReady)
+	}
+	if !filepath.IsAbs(cfg.ProxyDir) {
+		return fmt.Errorf("server: --openflow-proxy-dir %q: want an absolute path", cfg.ProxyDir)
+	}
+	if filepath.Clean(cfg.ProxyDir) == filepath.Clean(cfg.RunDir) {
+		return fmt.Errorf("server: --openflow-proxy-dir %s is ovs-vswitchd's run directory: the proxy's sockets would replace the switch's", cfg.ProxyDir)
+	}
+	seen := map[string]string{}
+	for _, p := range cfg.Proxies {
+		if !slices.Contains(cfg.Bridges, p.Bridge) {
+			return fmt.Errorf("server: --openflow-proxy %s=%s: %s is not a managed bridge (--bridge): only those are restored", p.Module, p.Bridge, p.Bridge)
+		}
+		if m, ok := seen[p.Bridge]; ok {
+			return fmt.Errorf("server: --openflow-proxy: bridge %s is proxied twice (modules %s and %s): one socket a bridge, one module a socket", p.Bridge, m, p.Module)
+		}
+		seen[p.Bridge] = p.Module
+	}
+	return nil
+}
+
+// proxies are flowstated's OpenFlow proxies: one per proxied bridge, each
+// recording its controller as one module through the engine's write
+// pipeline (restore.Recorder). Run owns them: start once the engine runs
+// (so a socket that exists accepts), serve in its wait group, and close
+// before the engine stops. list is written by start only, before the API
+// and metrics serve.
+type proxies struct {
+	list      []*proxy
+	log       *slog.Logger
+	closeOnce sync.Once
+}
+
+type proxy struct {
+	spec ProxySpec
+	p    *ofproxy.Proxy
+}
+
+// start creates every proxy's socket. On an error the sockets created so
+// far are closed and removed.
+func (ps *proxies) start(cfg *Config, engine *restore.Engine, evlog *events.Log) error {
+	if len(cfg.Proxies) == 0 {
+		return nil
+	}
+	log := ps.log
+	// Controllers running as another user (ovn-controller as openvswitch)
+	// must reach the sockets; the sockets carry vswitchd's own mode.
+	if err := os.MkdirAll(cfg.ProxyDir, 0o755); err != nil {
+		return fmt.Errorf("server: openflow proxy directory: %w", err)
+	}
+	for _, spec := range cfg.Proxies {
+		rec, err := engine.Recorder(spec.Bridge, spec.Module)
+		if err != nil {
+			ps.close()
+			return err
+		}
+		pcfg := ofproxy.Config{
+			Bridge:   spec.Bridge,
+			Listen:   filepath.Join(cfg.ProxyDir, spec.Bridge+".mgmt"),
+			Upstream: filepath.Join(cfg.RunDir, spec.Bridge+".mgmt"),
+			Logger:   log.With("module", spec.Module),
+			Recorder: rec,
+			Connected: func() {
+				evlog.Publish(events.Event{Type: events.ProxyConnected, Bridge: spec.Bridge, Module: spec.Module,
+					Message: "a controller connected to the OpenFlow proxy"})
+			},
+			Disconnected: func(cause string) {
+				evlog.Publish(events.Event{Type: events.ProxyDisconnected, Bridge: spec.Bridge, Module: spec.Module,
+					Message: "a controller's OpenFlow proxy connection ended: " + cause})
+			},
+		}
+		if cfg.ProxyReady == ProxyReadyAuto {
+			pcfg.Installed = func() {
+				if err := rec.Ready(); err != nil {
+					log.Warn("openflow proxy: could not mark the module ready", "bridge", spec.Bridge, "module", spec.Module, "error", err)
+				}
+			}
+		}
+		p, err := ofproxy.Listen(pcfg)
+		if err != nil {
+			ps.close()
+			return fmt.Errorf("server: --openflow-proxy %s=%s: %w", spec.Module, spec.Bridge, err)
+		}
+		ps.list = append(ps.list, &proxy{spec: spec, p: p})
+		log.Info("openflow proxy listening", "bridge", spec.Bridge, "module", spec.Module, "socket", p.Addr(), "upstream", pcfg.Upstream, "ready", cfg.ProxyReady)
+	}
+	return nil
+}
+
+// serve runs every proxy's accept loop in wg until ctx ends or close.
+// A proxy whose socket fails is logged and stays down: the controller
+// then finds no socket, as with a vswitchd that is not running.
+func (ps *proxies) serve(ctx context.Context, wg *sync.WaitGroup) {
+	for _, p := range ps.list {
+		wg.Go(func() {
+			if err := p.p.Serve(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				ps.log.Error("openflow proxy stopped", "bridge", p.spec.Bridge, "module", p.spec.Module, "error", err)
+			}
+		})
+	}
+}
+
+// close closes every proxy, once: their sessions end, their sockets go
+// (a second removal could take a socket another process made meanwhile).
+func (ps *proxies) close() {
+	ps.closeOnce.Do(func() {
+		for _, p := range ps.list {
+			if err := p.p.Close(); err != nil {
+				ps.log.Warn("openflow proxy: close", "bridge", p.spec.Bridge, "error", err)
+			}
+		}
+	})
+}
+
+// status is the Status API's view of the proxies.
+func (ps *proxies) status() []*flowstatev1.ProxyStatus {
+	out := make([]*flowstatev1.ProxyStatus, 0, len(ps.list))
+	for _, p := range ps.list {
+		st := p.p.Stats()
+		last, lastErr, lastErrAt := st.Installs()
+		pb := &flowstatev1.ProxyStatus{
+			Bridge: p.spec.Bridge, Module: p.spec.Module, Socket: p.p.Addr(),
+			Connections:      uint32(p.p.Sessions()),
+			RecordedMessages: st.Recorded.Load(),
+			LastError:        lastErr,
+		}
+		if !last.IsZero() {
+			pb.LastInstall = timestamppb.New(last)
+		}
+		if !lastErrAt.IsZero() {
+			pb.LastErrorTime = timestamppb.New(lastErrAt)
+		}
+		out = append(out, pb)
+	}
+	return out
+}
+
+var (
+	descProxyConns = prometheus.NewDesc("flowstate_proxy_connections",
+		"Controller connections the OpenFlow proxy relays now.", []string{"bridge", "module"}, nil)
+	descProxyAccepted = prometheus.NewDesc("flowstate_proxy_connections_accepted_total",
+		"Controller connections the OpenFlow proxy accepted and relayed.", []string{"bridge", "module"}, nil)
+	descProxyRefused = prometheus.NewDesc("flowstate_proxy_connections_refused_total",
+		"Controller connections the OpenFlow proxy closed at once because vswitchd's socket did not accept.", []string{"bridge", "module"}, nil)
+	descProxyMessages = prometheus.NewDesc("flowstate_proxy_messages_total",
+		"OpenFlow messages the proxy passed through, by direction (to_switch, to_controller) and type.", []string{"bridge", "module", "direction", "type"}, nil)
+	descProxyRecorded = prometheus.NewDesc("flowstate_proxy_recorded_total",
+		"State messages of the controller the proxy recorded as the module's declarations (a bundle's messages one by one), by type.", []string{"bridge", "module", "type"}, nil)
+	descProxyAnswered = prometheus.NewDesc("flowstate_proxy_answered_total",
+		"Messages the recording proxy sent the controller itself (bundle replies, errors), and of those the OFPT_ERRORs.", []string{"bridge", "module", "kind"}, nil)
+)
+
+// proxyCollector exports the proxies' counters, read at scrape time.
+type proxyCollector struct{ ps *proxies }
+
+func (c proxyCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descProxyConns, descProxyAccepted, descProxyRefused, descProxyMessages, descProxyRecorded, descProxyAnswered} {
+		ch <- d
+	}
+}
+
+func (c proxyCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, p := range c.ps.list {
+		br, mod := p.spec.Bridge, p.spec.Module
+		st := p.p.Stats()
+		ch <- prometheus.MustNewConstMetric(descProxyConns, prometheus.GaugeValue, float64(p.p.Sessions()), br, mod)
+		ch <- prometheus.MustNewConstMetric(descProxyAccepted, prometheus.CounterValue, float64(st.Accepted.Load()), br, mod)
+		ch <- prometheus.MustNewConstMetric(descProxyRefused, prometheus.CounterValue, float64(st.Refused.Load()), br, mod)
+		for dir, name := range []string{ofproxy.ToSwitch: "to_switch", ofproxy.ToController: "to_controller"} {
+			for typ, n := range st.ByType(dir) {
+				ch <- prometheus.MustNewConstMetric(descProxyMessages, prometheus.CounterValue, float64(n), br, mod, name, typ)
+			}
+		}
+		for typ, n := range st.RecordedByType() {
+			ch <- prometheus.MustNewConstMetric(descProxyRecorded, prometheus.CounterValue, float64(n), br, mod, typ)
+		}
+		ch <- prometheus.MustNewConstMetric(descProxyAnswered, prometheus.CounterValue, float64(st.Answered.Load()), br, mod, "all")
+		ch <- prometheus.MustNewConstMetric(descProxyAnswered, prometheus.CounterValue, float64(st.Errors.Load()), br, mod, "error")
+	}
+}

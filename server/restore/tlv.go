@@ -1,0 +1,201 @@
+package restore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+
+	"antrea.io/libOpenflow/openflow15"
+
+	"github.com/flowstate-io/flowstate/server/ofconn"
+	"github.com/flowstate-io/flowstate/store"
+)
+
+// A bridge's TLV table (tun_metadata<N> mappings of Geneve options) lives
+// in vswitchd's memory only: a restarted vswitchd has none, and refuses
+// every flow that uses a mapped field until the controller maps it again.
+// The OpenFlow proxy records a controller's NXT_TLV_TABLE_MOD (applyTLV),
+// and a replay puts the recorded mappings back before its meters and
+// bundle (restoreTLVLocked). TLV table mods cannot be bundled; like meters
+// they are sent before the bundle, while flow-restore-wait still holds.
+
+// Nicira's TLV table errors, as OpenFlow 1.2+ experimenter errors.
+const (
+	nxtmfcBadCommand    = 16
+	nxtmfcAlreadyMapped = 20
+)
+
+// restoreTLVLocked adds the recorded mappings the switch lacks. A mapping
+// the switch refuses is logged and left out: the flows that use it are
+// then refused and quarantined, and the rest of the bridge is restored.
+// b.mu must be held.
+func (e *Engine) restoreTLVLocked(ctx context.Context, b *bridge, conn *ofconn.Conn, log *slog.Logger) error {
+	want, err := e.cfg.Store.TLVMap(b.name)
+	if err != nil || len(want) == 0 {
+		return err
+	}
+	have, err := conn.TLVTable(ctx)
+	if err != nil {
+		return fmt.Errorf("restore: tlv map of %s: %w", b.name, err)
+	}
+	var missing []ofconn.TLVMap
+	for _, w := range want {
+		m := ofconn.TLVMap{Class: w.Class, Type: w.Type, Len: w.Len, Index: w.Index}
+		i := slices.IndexFunc(have, func(h ofconn.TLVMap) bool { return h.Index == w.Index })
+		switch {
+		case i < 0:
+			missing = append(missing, m)
+		case have[i] != m:
+			log.Error("the switch maps a tun_metadata field otherwise than recorded; left as the switch has it",
+				"field", fmt.Sprintf("tun_metadata%d", w.Index), "recorded", fmtTLV(m), "switch", fmtTLV(have[i]), "module", w.Module)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	err = conn.Send(ctx, ofconn.TLVTableMod(ofconn.TLVAdd, missing))
+	var oe *ofconn.OFError
+	if errors.As(err, &oe) && len(missing) > 1 {
+		// One refused mapping refuses the message: the others one by one.
+		for _, m := range missing {
+			if err = conn.Send(ctx, ofconn.TLVTableMod(ofconn.TLVAdd, []ofconn.TLVMap{m})); errors.As(err, &oe) {
+				log.Error("the switch refuses a recorded tun_metadata mapping; flows that use it will be refused", "mapping", fmtTLV(m), "err", err)
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("restore: tlv map of %s: %w", b.name, err)
+			}
+		}
+		return nil
+	}
+	if errors.As(err, &oe) {
+		log.Error("the switch refuses a recorded tun_metadata mapping; flows that use it will be refused", "mapping", fmtTLV(missing[0]), "err", err)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("restore: tlv map of %s: %w", b.name, err)
+	}
+	log.Info("tlv map restored", "mappings", len(missing))
+	return nil
+}
+
+func fmtTLV(m ofconn.TLVMap) string {
+	return fmt.Sprintf("{class=%#x,type=%d,len=%d}->tun_metadata%d", m.Class, m.Type, m.Len, m.Index)
+}
+
+// applyTLV records msgs[i], an NXT_TLV_TABLE_MOD of the controller, as the
+// module's mappings: sent to the switch first when the bridge is live (its
+// refusal is the controller's), then stored; when the bridge is not live,
+// stored and replayed. The module changes only its own mappings: a CLEAR
+// deletes the module's, and an index another module maps is refused as
+// vswitchd refuses a mapped index.
+func (r *Recorder) applyTLV(ctx context.Context, msgs [][]byte, i int) error {
+	cmd, maps, err := ofconn.ParseTLVTableMod(msgs[i])
+	if err != nil {
+		return &ofconn.BundleError{Failed: []ofconn.AddError{{Index: i, Type: openflow15.ET_BAD_REQUEST, Code: openflow15.BRC_BAD_LEN}}}
+	}
+	refuse := func(code uint16, name string) error {
+		return &ofconn.BundleError{Failed: []ofconn.AddError{{Index: i, Type: 0xffff, Code: code, Experimenter: openflow15.NxExperimenterID, Name: name}}}
+	}
+	b, err := r.e.bridge(r.bridge)
+	if err != nil {
+		return err
+	}
+	defer b.busy()()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	stored, err := r.e.cfg.Store.TLVMap(r.bridge)
+	if err != nil {
+		return err
+	}
+	owner := func(index uint16) (store.TLVMapping, bool) {
+		j := slices.IndexFunc(stored, func(s store.TLVMapping) bool { return s.Index == index })
+		if j < 0 {
+			return store.TLVMapping{}, false
+		}
+		return stored[j], true
+	}
+	var add, del []store.TLVMapping
+	send := msgs[i]
+	switch cmd {
+	case ofconn.TLVAdd:
+		for _, m := range maps {
+			if s, ok := owner(m.Index); ok && s.Module != r.module {
+				return refuse(nxtmfcAlreadyMapped, "NXTTMFC_ALREADY_MAPPED")
+			}
+			add = append(add, store.TLVMapping{Class: m.Class, Type: m.Type, Len: m.Len, Index: m.Index})
+		}
+	case ofconn.TLVDelete:
+		for _, m := range maps {
+			s, ok := owner(m.Index)
+			if ok && s.Module != r.module {
+				return &ofconn.BundleError{Failed: []ofconn.AddError{{Index: i, Type: openflow15.ET_BAD_REQUEST, Code: openflow15.BRC_EPERM}}}
+			}
+			if !ok {
+				s = store.TLVMapping{Index: m.Index}
+			}
+			del = append(del, s)
+		}
+	case ofconn.TLVClear:
+		// Only the module's own mappings: others' flows depend on theirs.
+		var mine []ofconn.TLVMap
+		for _, s := range stored {
+			if s.Module == r.module {
+				del = append(del, s)
+				mine = append(mine, ofconn.TLVMap{Class: s.Class, Type: s.Type, Len: s.Len, Index: s.Index})
+			}
+		}
+		send = ofconn.TLVTableMod(ofconn.TLVDelete, mine)
+		if len(mine) == 0 {
+			send = nil
+		}
+	default:
+		return refuse(nxtmfcBadCommand, "NXTTMFC_BAD_COMMAND")
+	}
+	conn, live := r.e.liveLocked(ctx, b)
+	if live && send != nil {
+		if err := conn.Send(ctx, send); err != nil {
+			var oe *ofconn.OFError
+			if errors.As(err, &oe) {
+				return &ofconn.BundleError{Failed: []ofconn.AddError{{Index: i, Type: oe.Type, Code: oe.Code, Experimenter: oe.Experimenter, Name: oe.Name, Data: oe.Data}}}
+			}
+			// The switch may or may not hold it: the replay finds out.
+			r.e.divergedLocked(b, "a controller's tlv table change reached the switch with an unknown outcome", err)
+			return fmt.Errorf("restore: proxy %s/%s: tlv table: %w", r.bridge, r.module, err)
+		}
+	}
+	if err := r.e.cfg.Store.UpdateTLVMap(r.bridge, r.module, add, del); err != nil {
+		if live && send != nil {
+			// Not stored: the switch must not keep it either. A replay
+			// adds missing mappings but removes none, so undo it here.
+			if uerr := conn.Send(ctx, undoTLV(cmd, maps, del)); uerr != nil {
+				r.e.divergedLocked(b, "a controller's tlv table change the store could not take is on the switch", errors.Join(err, uerr))
+			}
+		}
+		if errors.Is(err, store.ErrTLVOwned) {
+			return refuse(nxtmfcAlreadyMapped, "NXTTMFC_ALREADY_MAPPED")
+		}
+		return fmt.Errorf("restore: proxy %s/%s: tlv table: %w", r.bridge, r.module, err)
+	}
+	if !live {
+		b.requestReplay()
+	}
+	return nil
+}
+
+// undoTLV is the TLV table mod that takes back cmd: an add's maps deleted,
+// a delete's or clear's removed mappings (del, as stored) added back.
+func undoTLV(cmd uint16, maps []ofconn.TLVMap, del []store.TLVMapping) ofconn.Message {
+	if cmd == ofconn.TLVAdd {
+		return ofconn.TLVTableMod(ofconn.TLVDelete, maps)
+	}
+	back := make([]ofconn.TLVMap, 0, len(del))
+	for _, d := range del {
+		if d.Len != 0 { // a delete names only indexes: the stored mapping is needed
+			back = append(back, ofconn.TLVMap{Class: d.Class, Type: d.Type, Len: d.Len, Index: d.Index})
+		}
+	}
+	return ofconn.TLVTableMod(ofconn.TLVAdd, back)
+}
