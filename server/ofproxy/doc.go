@@ -60,9 +60,13 @@
 // A connection's open bundles may hold at most 1 GiB; past that the bundle
 // is dropped with OFPBFC_MSG_TOO_MANY.
 //
-// The Recorder of flowstated (the engine's write pipeline, issue 23) is
-// not wired yet, so flowstated has no proxy flag: the tests use a Recorder
-// that applies each change to the switch over a connection of its own.
+// flowstated's Recorder is the engine's (server/restore/proxy.go): each
+// change is one request of the bridge's write queue, recorded as the
+// module's declarations and sent to the switch as the difference against
+// the store. flowstated starts a proxy per --openflow-proxy
+// (server/proxies.go). This package's tests use a Recorder that applies
+// each change to the switch over a connection of its own, so that the
+// proxy is held to vswitchd's behaviour alone.
 //
 // # Lifecycle
 //
