@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs what flowstate's tests and demo need: Open vSwitch and OVN (Debian
-# packages) and promtool, and with --dev also buf and the pinned protoc plugins.
+# Installs what flowstate's tests and demo need: Open vSwitch, OVN and
+# systemd-container (Debian packages) and promtool, and with --dev also buf and the pinned protoc plugins.
 # Idempotent.
 set -euo pipefail
 
@@ -29,6 +29,14 @@ if ! command -v ovn-controller >/dev/null || ! command -v ovn-northd >/dev/null 
 	echo "installing ovn-host ovn-central openvswitch-testcontroller" >&2
 	as_root apt-get update -qq
 	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ovn-host ovn-central openvswitch-testcontroller >/dev/null
+fi
+
+# systemd-nspawn boots this machine's file system under a real systemd for
+# the unit tests (deploy/systemd_test.go).
+if ! command -v systemd-nspawn >/dev/null; then
+	echo "installing systemd-container" >&2
+	as_root apt-get update -qq
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd-container >/dev/null
 fi
 
 # promtool evaluates the alert rules in server/alerts_test.go. Debian ships it
