@@ -214,7 +214,7 @@ var (
 	descProxyRefused = prometheus.NewDesc("flowstate_proxy_connections_refused_total",
 		"Controller connections the OpenFlow proxy closed at once because vswitchd's socket did not accept.", []string{"bridge", "module"}, nil)
 	descProxyMessages = prometheus.NewDesc("flowstate_proxy_messages_total",
-		"OpenFlow messages the proxy passed through, by direction (to_switch, to_controller) and type.", []string{"bridge", "module", "direction", "type"}, nil)
+		"OpenFlow messages the proxy read from the controller (to_switch) and from the switch (to_controller), by type; the controller's state messages among them are recorded (flowstate_proxy_recorded_total), refused or passed through.", []string{"bridge", "module", "direction", "type"}, nil)
 	descProxyRecorded = prometheus.NewDesc("flowstate_proxy_recorded_total",
 		"State messages of the controller the proxy recorded as the module's declarations (a bundle's messages one by one), by type.", []string{"bridge", "module", "type"}, nil)
 	descProxyAnswered = prometheus.NewDesc("flowstate_proxy_answered_total",

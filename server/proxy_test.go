@@ -9,8 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowstate-io/flowstate/canon"
 	"github.com/flowstate-io/flowstate/client"
+	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/server"
+	"github.com/flowstate-io/flowstate/server/ofconn"
 )
 
 // proxyEnv is a flowstated managing br-int (and br-ref, for the oracle)
@@ -159,4 +162,120 @@ func TestProxyRecordsAndRestores(t *testing.T) {
 	if tlv := tlvLines(e.ofctl(ctx, "dump-tlv-map", "br-int")); !slices.Equal(tlv, tlv0) {
 		t.Fatalf("tlv map after a refused mapping: %q, want %q", tlv, tlv0)
 	}
+}
+
+// TestProxyReadinessAndRefusals: a proxied module that a cold start
+// requires opens the gate with its controller's first install (auto
+// readiness); an entry the switch refuses is not recorded and the
+// controller gets vswitchd's own error; a flow that expires passes
+// through to the switch without being recorded, and no replay or audit
+// touches it.
+func TestProxyReadinessAndRefusals(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	e, proxy := proxyEnv(ctx, t, func(c *server.Config) {
+		c.RequiredModules = []string{"tunnel"}
+		c.MetricsListen = "127.0.0.1:0"
+		c.ReadinessTimeout = 90 * time.Second // beyond the test's deadline: only the module opens the gate
+	})
+	e.Start(ctx)
+	st, err := e.c.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Gate.Open {
+		t.Fatalf("a cold start requiring module tunnel opened its gate before the module was ready: %+v", st.Gate)
+	}
+
+	// A controller's first install: one bundle, then a barrier, on one
+	// connection (ovs-ofctl sends no barrier after a bundle).
+	conn, err := ofconn.Dial(ctx, strings.TrimPrefix(proxy, "unix:"), ofconn.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var install []ofconn.Message
+	for _, f := range []string{"table=0,priority=10,ip,actions=output:2", "table=0,priority=5,actions=drop"} {
+		p, _, err := canon.Parse(entry.KindFlow, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		install = append(install, p)
+	}
+	if err := conn.Bundle(ctx, install); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := e.c.Status(ctx); err != nil || st.Gate.Open {
+		t.Fatalf("the gate opened (err %v) before the controller's barrier said its install is complete", err)
+	}
+	if err := conn.Barrier(ctx); err != nil {
+		t.Fatal(err)
+	}
+	opened := time.Now()
+	poll(ctx, t, "the gate opened by the proxied module's first install", func() (bool, error) {
+		st, err := e.c.Status(ctx)
+		if err != nil {
+			return false, err
+		}
+		return st.Gate.Open, nil
+	})
+	if d := time.Since(opened); d > 10*time.Second {
+		t.Fatalf("the gate opened %v after the install: by the readiness timeout, not the module's readiness", d)
+	}
+	e.WaitConverged(ctx)
+	e.wantNoDiff(ctx, "after the first install")
+
+	// Refused by vswitchd (no such group): its error, nothing recorded.
+	out, err := e.sb.Ofctl(ctx, "add-flow", proxy, "table=0,priority=99,ip,actions=group:99")
+	if err == nil || !strings.Contains(out+err.Error(), "OFPBAC_BAD_OUT_GROUP") {
+		t.Fatalf("a flow to a missing group through the proxy: err %v, output %q; want vswitchd's OFPBAC_BAD_OUT_GROUP", err, out)
+	}
+	es, err := e.c.List(ctx, client.Filter{Bridge: "br-int", Module: "tunnel"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(es) != 2 {
+		t.Fatalf("module tunnel holds %d entries after a refused flow, want its 2", len(es))
+	}
+
+	// A flow that expires is the switch's, not desired state.
+	e.ofctl(ctx, "add-flow", proxy, "table=0,priority=50,idle_timeout=60,ip,nw_src=10.1.1.1,actions=drop")
+	if es, err = e.c.List(ctx, client.Filter{Bridge: "br-int", Module: "tunnel"}); err != nil || len(es) != 2 {
+		t.Fatalf("module tunnel holds %d entries (err %v) after an idle_timeout flow, want 2: it must pass through unrecorded", len(es), err)
+	}
+	if _, err := e.c.Reconcile(ctx, "br-int"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.sb.DumpFlows(ctx, "br-int")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(got, func(l string) bool { return strings.Contains(l, "idle_timeout=60") }) {
+		t.Fatalf("the idle_timeout flow is not on the switch after a reconcile:\n%s", strings.Join(got, "\n"))
+	}
+	e.wantNoDiff(ctx, "with a learned-style flow on the switch")
+
+	st, err = e.c.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := st.Proxies[0]; p.LastError == "" || p.LastErrorTime.IsZero() {
+		t.Fatalf("status of the proxy after a refusal: %+v, want the refusal as last error", p)
+	}
+	// Recorded: the bundle's two flows. Read from the controller: the
+	// refused flow and the expiring one, which passed through.
+	if m := e.Metrics(ctx); !strings.Contains(m, `flowstate_proxy_recorded_total{bridge="br-int",module="tunnel",type="FLOW_MOD"} 2`) ||
+		!strings.Contains(m, `flowstate_proxy_messages_total{bridge="br-int",direction="to_switch",module="tunnel",type="FLOW_MOD"} 2`) {
+		t.Fatalf("proxy metrics missing or wrong:\n%s", grepLines(m, "flowstate_proxy_"))
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

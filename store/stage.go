@@ -105,9 +105,17 @@ func checkFlowRefs(br *bolt.Bucket, p *StagePlan, payload []byte) error {
 	return nil
 }
 
-func undeclaredRef(r entry.Ref) error {
-	return fmt.Errorf("flow uses %s, which no module declared on this bridge: %w", r, errdefs.ErrFailedPrecondition)
+func undeclaredRef(r entry.Ref) error { return &UndeclaredRefError{Ref: r} }
+
+// UndeclaredRefError is a flow that uses a group or meter no module
+// declared on its bridge: the switch would refuse it.
+type UndeclaredRefError struct{ Ref entry.Ref }
+
+func (e *UndeclaredRefError) Error() string {
+	return fmt.Sprintf("flow uses %s, which no module declared on this bridge", e.Ref)
 }
+
+func (e *UndeclaredRefError) Unwrap() error { return errdefs.ErrFailedPrecondition }
 
 // PlanStage decides what w does to the bridge's groups and meters: which it
 // adds, changes and (Sync) removes. It refuses a group or meter another

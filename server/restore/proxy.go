@@ -197,6 +197,15 @@ func (r *Recorder) refusal(err error, ch *ofmods.Change, msgs [][]byte) *ofconn.
 		i := ce.from[ee.Index]
 		r.e.log.Warn("proxy: a controller's change refused by the store", "bridge", r.bridge, "module", r.module, "message", i, "err", err)
 		typ, code := permissionError(msgs[i])
+		var ur *store.UndeclaredRefError
+		if errors.As(err, &ur) {
+			// What vswitchd answers for a flow that uses a group or a
+			// meter it does not have.
+			typ, code = openflow15.ET_BAD_ACTION, openflow15.BAC_BAD_OUT_GROUP
+			if ur.Ref.Kind == entry.KindMeter {
+				typ, code = openflow15.ET_METER_MOD_FAILED, openflow15.MMFC_INVALID_METER
+			}
+		}
 		return one(i, typ, code, 0, "")
 	case ch != nil && errors.As(err, &ee) && ee.Index >= 0 && ee.Index < len(ch.PutFrom):
 		i := ch.PutFrom[ee.Index]
