@@ -255,7 +255,7 @@ func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) (
 	s := settlement{what: "write", stored: true, applied: live, unknown: unknown}
 	quarantined := b.quarantine.len() > 0
 	for i, r := range reqs {
-		results[i].applied = live
+		results[i].applied, results[i].unknown = live, unknown
 		if quarantined {
 			s.declared = append(s.declared, r.declared, results[i].res.Removed)
 		}

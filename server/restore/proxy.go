@@ -41,7 +41,8 @@ func (e *Engine) Recorder(bridge, module string) (*Recorder, error) {
 
 // Apply makes one change of the controller (see ofproxy.Recorder): nil
 // once it is stored and, when the bridge is live, on the switch (a bridge
-// that is not live gets it from its replay, as every write); a
+// that is not live, held or disconnected, gets it from its replay before it
+// forwards, as every write); a
 // *ofconn.BundleError naming the message vswitchd refused, or that would
 // break another module's ownership, with nothing stored or applied; any
 // other error when the outcome is unknown.
@@ -94,7 +95,13 @@ func (r *Recorder) applyEntries(ctx context.Context, raw [][]byte) error {
 		req.declared = ch.Put
 		return storeChange(w, r.bridge, r.module, ch)
 	}
-	_, _, err := r.e.write(ctx, r.bridge, req)
+	res, err := r.e.submit(ctx, r.bridge, req)
+	if err == nil && res.unknown != nil {
+		// Stored, but the switch may not hold it: the controller must not
+		// get a reply that says it does. Its connection is dropped, and it
+		// installs again once the replay settled the bridge.
+		return fmt.Errorf("restore: proxy %s/%s: %w: %w", r.bridge, r.module, ErrOutcomeUnknown, res.unknown)
+	}
 	if err == nil {
 		return nil
 	}

@@ -217,6 +217,17 @@ func (p *pipe) run(batch []*writeReq) (rest []*writeReq) {
 		pb.stream.flush()
 	}
 	if len(pb.reqs) == 0 {
+		// Every request failed its plan: nothing entered the pipe. An
+		// empty pipe must still say so, or the owner waits for it with
+		// b.mu held, and the bridge is wedged.
+		p.mu.Lock()
+		if p.inPipe == 0 {
+			select {
+			case p.empty <- struct{}{}:
+			default:
+			}
+		}
+		p.mu.Unlock()
 		return rest
 	}
 	if pb.stream != nil {

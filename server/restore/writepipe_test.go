@@ -313,3 +313,30 @@ func TestPipeRefusalInGroup(t *testing.T) {
 		t.Fatalf("diff: %d changes, %v", len(cs), err)
 	}
 }
+
+// TestPipeAllPlansFail: a pipe whose first batch enters nothing (its one
+// Put is refused at plan time: another module owns the flow) closes, and
+// the bridge goes on: a reconcile and the next write run. The pipe used to
+// wait for an "empty" signal that only a stored batch sends, holding b.mu
+// for ever (found by the proxy's conflict test).
+func TestPipeAllPlansFail(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	var count pipeCount
+	e := startEngine(ctx, t, &Faults{Piped: count.piped})
+	f := flow(t, 1)
+	if _, err := e.Put(ctx, testBridge, "first", f); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Put(ctx, testBridge, "second", f); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Fatalf("a Put of another module's flow: %v, want FAILED_PRECONDITION", err)
+	}
+	rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer rcancel()
+	if _, err := e.Reconcile(rctx, testBridge); err != nil {
+		t.Fatalf("reconcile after a refused pipelined Put: %v (the bridge is wedged)", err)
+	}
+	if _, err := e.Put(rctx, testBridge, "second", flow(t, 2)); err != nil {
+		t.Fatalf("the next Put after a refused pipelined Put: %v", err)
+	}
+}

@@ -71,6 +71,10 @@ type writeReq struct {
 
 type writeResult struct {
 	applied bool
+	// unknown, when set, is why the write is stored but its outcome on the
+	// switch is unknown (applied is false): the replay it asked for
+	// settles it.
+	unknown error
 	res     store.Result
 	// staged is the outcome of a staged write, which has no Result.
 	staged *store.Staged
