@@ -105,6 +105,7 @@ type proxies struct {
 type proxy struct {
 	spec ProxySpec
 	p    *ofproxy.Proxy
+	rec  *restore.Recorder
 }
 
 // start creates every proxy's socket. On an error the sockets created so
@@ -149,10 +150,11 @@ func (ps *proxies) start(cfg *Config, engine *restore.Engine, evlog *events.Log)
 		}
 		p, err := ofproxy.Listen(pcfg)
 		if err != nil {
+			rec.Close()
 			ps.close()
 			return fmt.Errorf("server: --openflow-proxy %s=%s: %w", spec.Module, spec.Bridge, err)
 		}
-		ps.list = append(ps.list, &proxy{spec: spec, p: p})
+		ps.list = append(ps.list, &proxy{spec: spec, p: p, rec: rec})
 		log.Info("openflow proxy listening", "bridge", spec.Bridge, "module", spec.Module, "socket", p.Addr(), "upstream", pcfg.Upstream, "ready", cfg.ProxyReady)
 	}
 	return nil
@@ -179,6 +181,7 @@ func (ps *proxies) close() {
 			if err := p.p.Close(); err != nil {
 				ps.log.Warn("openflow proxy: close", "bridge", p.spec.Bridge, "error", err)
 			}
+			p.rec.Close()
 		}
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"antrea.io/libOpenflow/openflow15"
 
@@ -21,10 +22,19 @@ import (
 // turns its messages into the module's net change inside the write's store
 // transaction, and group commit stores it and sends it to the switch in one
 // bundle, as it does a Put. So a controller that deletes everything and
-// installs it again sends nothing to the switch when nothing changed.
+// installs it again sends nothing to the switch when nothing changed, even
+// when it installs in several changes (resync.go).
 type Recorder struct {
 	e              *Engine
 	bridge, module string
+
+	// mu serialises the module's changes with the end of its resync.
+	mu sync.Mutex
+	// resync is the controller's start-over under way, nil if none
+	// (resync.go); readyAtEnd: its readiness waits for the end.
+	resync     *resync
+	readyAtEnd bool
+	closed     bool
 }
 
 // Recorder returns the Recorder of module on bridge; bridge must be one
@@ -80,14 +90,31 @@ func (r *Recorder) Apply(ctx context.Context, msgs []ofconn.Message) error {
 }
 
 // applyEntries is one write of the bridge's queue for raw, the flow, group
-// and meter messages of a change (see Apply).
+// and meter messages of a change (see Apply). A clear among them starts or
+// restarts the module's resync instead of deleting now (resync.go).
 func (r *Recorder) applyEntries(ctx context.Context, raw [][]byte) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	msgs, from, cleared := r.clears(raw)
+	if len(msgs) == 0 {
+		if cleared {
+			r.declaredLocked(nil)
+		}
+		return nil
+	}
 	var ch *ofmods.Change
 	req := &writeReq{module: r.module}
 	req.op = func(w *store.Writer) (store.Result, error) {
-		var err error
-		ch, err = ofmods.Apply(r.module, writerEntries{w, r.bridge, r.module}, raw)
+		st := writerEntries{w, r.bridge, r.module}
+		in, err := r.readdsLocked(st, msgs)
 		if err != nil {
+			return store.Result{}, err
+		}
+		ch, err = ofmods.Apply(r.module, st, in)
+		if err != nil {
+			return store.Result{}, err
+		}
+		if err := r.holdLocked(st, ch); err != nil {
 			return store.Result{}, err
 		}
 		// The owner reads declared after the op (quarantine): the op
@@ -103,18 +130,40 @@ func (r *Recorder) applyEntries(ctx context.Context, raw [][]byte) error {
 		return fmt.Errorf("restore: proxy %s/%s: %w: %w", r.bridge, r.module, ErrOutcomeUnknown, res.unknown)
 	}
 	if err == nil {
+		r.declaredLocked(ch)
 		return nil
 	}
-	if be := r.refusal(err, ch, raw); be != nil {
+	if cleared {
+		// The clear stands: the resync began with it, whatever became of
+		// the rest.
+		r.declaredLocked(nil)
+	}
+	if be := r.refusal(err, ch, msgs); be != nil {
+		for k := range be.Failed {
+			be.Failed[k].Index = from[be.Failed[k].Index]
+		}
 		return be
 	}
 	return fmt.Errorf("restore: proxy %s/%s: %w", r.bridge, r.module, err)
 }
 
 // Ready marks the module ready for the cold-boot gate: its controller's
-// first install is complete. A module ready for this boot already is left
-// as it is (a controller reconnects after every vswitchd restart).
+// first install is complete. During a resync the install goes on in more
+// changes: readiness waits for its end. A module ready for this boot
+// already is left as it is (a controller reconnects after every vswitchd
+// restart).
 func (r *Recorder) Ready() error {
+	r.mu.Lock()
+	if r.resync != nil {
+		r.readyAtEnd = true
+		r.mu.Unlock()
+		return nil
+	}
+	r.mu.Unlock()
+	return r.markReady()
+}
+
+func (r *Recorder) markReady() error {
 	if mods, err := r.e.Modules(); err == nil && mods[r.module].Ready {
 		return nil
 	}
