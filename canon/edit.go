@@ -3,6 +3,7 @@ package canon
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/flowstate-io/flowstate/entry"
 )
@@ -11,9 +12,13 @@ import (
 // REMOVE_BUCKET do to an entry the switch already holds, as vswitchd
 // applies them. The result is canonical, as Decode's.
 
-// ErrUnknownBucket is returned by RemoveBuckets for a bucket id the group
-// does not hold (vswitchd: OFPGMFC_UNKNOWN_BUCKET).
+// ErrUnknownBucket is returned by RemoveBuckets and InsertBuckets for a
+// bucket id the group does not hold (vswitchd: OFPGMFC_UNKNOWN_BUCKET).
 var ErrUnknownBucket = errors.New("canon: no bucket of that id")
+
+// ErrBucketExists is returned by InsertBuckets for a bucket whose id the
+// group already holds (vswitchd: OFPGMFC_BUCKET_EXISTS).
+var ErrBucketExists = errors.New("canon: the group holds a bucket of that id")
 
 // ModifyFlow returns the canonical entry that a FLOW_MOD MODIFY or
 // MODIFY_STRICT (mod) leaves of the stored flow payload: vswitchd keeps
@@ -52,18 +57,75 @@ func flowHead(fm []byte) (int, error) {
 }
 
 // InsertBuckets returns the canonical entry of the stored group payload
-// with the buckets of an INSERT_BUCKET (mod) added at its command_bucket_id,
-// FIRST or LAST.
+// with the buckets of an INSERT_BUCKET (mod) inserted as vswitchd inserts
+// them (copy_buckets_for_insert_bucket): before the group's buckets
+// (command_bucket_id FIRST), after them (LAST) or after the bucket of that
+// id (ErrUnknownBucket when the group has none). A bucket id the group
+// already holds is ErrBucketExists.
+//
+// The group keeps its type and properties, whatever type mod names; that
+// type gives the inserted buckets that carry no weight their default
+// weight, 1 for select and 0 for the others, as vswitchd decodes them
+// before it looks at the group: ovs-ofctl insert-buckets sends type all,
+// so its buckets have weight 0 in a select group. A weight in a group
+// other than select is dropped, as canonical groups have none (vswitchd
+// keeps it and never uses it).
 func InsertBuckets(payload, mod []byte) (entry.Entry, error) {
-	joined, opaque, err := Join(payload, mod)
+	msgs, err := entry.SplitMessages(payload)
 	if err != nil {
 		return entry.Entry{}, err
 	}
-	_, id, err := entry.Identify(entry.KindGroup, joined)
+	var opaque bool
+	g, err := decodeGroup(msgs, &opaque)
+	if err != nil {
+		return entry.Entry{}, fmt.Errorf("canon: stored group: %w", err)
+	}
+	if len(mod) < groupModFixed || mod[1] != typeGroupMod || entry.ModCommand(mod) != groupCmdInsertBucket {
+		return entry.Entry{}, errors.New("canon: insert buckets: not a GROUP_MOD INSERT_BUCKET")
+	}
+	sent, blen, which := mod[10], int(be.Uint16(mod[16:])), be.Uint32(mod[20:])
+	if groupModFixed+blen > len(mod) {
+		return entry.Entry{}, fmt.Errorf("canon: insert buckets: bucket array of %d bytes does not fit in %d", blen, len(mod))
+	}
+	if len(mod) > groupModFixed+blen {
+		return entry.Entry{}, errors.New("canon: insert buckets: group properties in an INSERT_BUCKET (they belong to the group)")
+	}
+	buckets, err := entry.SplitBuckets(mod[groupModFixed : groupModFixed+blen])
+	if err != nil {
+		return entry.Entry{}, fmt.Errorf("canon: insert buckets: %w", err)
+	}
+	ins := make([][]byte, len(buckets))
+	for i, b := range buckets {
+		if ins[i], err = canonicalBucketAs(b, sent, g.Type, &opaque); err != nil {
+			return entry.Entry{}, fmt.Errorf("canon: insert buckets: bucket %d: %w", i, err)
+		}
+	}
+	at := 0
+	switch which {
+	case entry.BucketFirst:
+	case entry.BucketLast:
+		at = len(g.Buckets)
+	default:
+		at = slices.IndexFunc(g.Buckets, func(b []byte) bool { return be.Uint32(b[4:]) == which })
+		if at < 0 {
+			return entry.Entry{}, fmt.Errorf("group %d, bucket %d: %w", g.ID, which, ErrUnknownBucket)
+		}
+		at++
+	}
+	seen := make(map[uint32]bool, len(g.Buckets)+len(ins))
+	for _, b := range slices.Concat(g.Buckets, ins) {
+		id := be.Uint32(b[4:])
+		if seen[id] {
+			return entry.Entry{}, fmt.Errorf("group %d, bucket %d: %w", g.ID, id, ErrBucketExists)
+		}
+		seen[id] = true
+	}
+	g.Buckets = slices.Concat(g.Buckets[:at], ins, g.Buckets[at:])
+	p, id, err := encodeGroup(g)
 	if err != nil {
 		return entry.Entry{}, err
 	}
-	return entry.Entry{Kind: entry.KindGroup, ID: id, Payload: joined, Opaque: opaque}, nil
+	return entry.Entry{Kind: entry.KindGroup, ID: id, Payload: p, Opaque: opaque}, nil
 }
 
 // RemoveBuckets returns the canonical entry of the stored group payload

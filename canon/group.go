@@ -117,6 +117,15 @@ func canonicaliseBuckets(g *entry.Group, kept *bool) error {
 // it: actions (each canonical when ofctl knows it), then the weight (select
 // groups only, 1 when absent), watch_port and watch_group unless ANY.
 func canonicalBucket(b []byte, gtype uint8, kept *bool) ([]byte, error) {
+	return canonicalBucketAs(b, gtype, gtype, kept)
+}
+
+// canonicalBucketAs is canonicalBucket for a bucket sent in a GROUP_MOD of
+// type sent that lands in a group of type gtype (an INSERT_BUCKET keeps
+// the group's type): vswitchd gives a bucket without a weight the default
+// of the type it was sent with (1 for select, 0 for the others), and the
+// group's type decides whether the weight is encoded.
+func canonicalBucketAs(b []byte, sent, gtype uint8, kept *bool) ([]byte, error) {
 	alen := int(be.Uint16(b[2:]))
 	id := be.Uint32(b[4:])
 	if id > bucketMax {
@@ -133,7 +142,7 @@ func canonicalBucket(b []byte, gtype uint8, kept *bool) ([]byte, error) {
 		return nil, err
 	}
 	weight, watchPort, watchGroup := uint16(0), uint32(portAny), uint32(groupAny)
-	if gtype == groupTypeSelect {
+	if sent == groupTypeSelect {
 		weight = 1
 	}
 	for p := b[bucketFixed+alen:]; len(p) > 0; {

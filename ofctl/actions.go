@@ -421,7 +421,8 @@ func (cx *actx) parseActionTo(dst [][]byte, p kv, key string) ([][]byte, error) 
 		if !cx.consistent(preIPAny) {
 			return nil, errAt(p.keyOff, p.text(), "dec_ttl requires ip or ipv6 in the match")
 		}
-		if p.val != "" {
+		if p.val != "" || p.delim == '(' {
+			// dec_ttl(...), dec_ttl() included: NXAST_DEC_TTL_CNT_IDS.
 			return one(parseDecTTLIDs(p))
 		}
 		return one([]byte{0, ofpatDecNwTTL, 0, 8, 0, 0, 0, 0}, nil)

@@ -39,6 +39,12 @@
 // equals its maximum is encoded without the maximum, as OVS prints it, so
 // that printing and parsing again is stable.
 //
+// One difference goes the other way: dec_ttl() (empty parentheses) is
+// NXAST_DEC_TTL_CNT_IDS without controller ids, as OVS prints that action
+// (ovn-controller sends it), where ovs-ofctl reads dec_ttl() as plain
+// dec_ttl (OFPAT_DEC_NW_TTL, which tells controller 0): printed and parsed
+// again, the action stays the one sent.
+//
 // docs/api.md lists these differences for users. enqueue is refused too:
 // OVS sends it as set_queue, output with max_len 65535 and pop_queue, which
 // it prints as text that reads back with max_len 0. So are matches OVS

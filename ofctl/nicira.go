@@ -30,7 +30,18 @@ const nxastDecTTLCntIDs = 21
 
 // parseDecTTLIDs parses dec_ttl(ID,...): the controllers to tell when the
 // TTL runs out (NXAST_DEC_TTL_CNT_IDS).
+//
+// dec_ttl() is that action with no controller id, which tells no
+// controller: OVS prints it so (ovn-controller sends it), but its parser
+// reads dec_ttl() as plain dec_ttl (OFPAT_DEC_NW_TTL, which tells
+// controller 0). Here it reads back as printed, so that the action a
+// controller sent survives a print and parse.
 func parseDecTTLIDs(p kv) ([]byte, error) {
+	if p.delim == '(' && p.val == "" {
+		b := nxHeader(nxastDecTTLCntIDs)
+		b = append(b, 0, 0, 0, 0, 0, 0) // n_controllers 0, zeros
+		return setLen16(pad8(b)), nil
+	}
 	ids := strings.FieldsFunc(p.val, func(r rune) bool { return r == ',' || r == ' ' })
 	if len(ids) == 0 {
 		return nil, errAt(p.keyOff, p.text(), "dec_ttl_cnt_ids: expected at least one controller id")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"antrea.io/libOpenflow/openflow15"
 
@@ -54,29 +55,38 @@ type Change struct {
 
 // OpenFlow 1.5 numbers Apply reads.
 const (
-	offCookie     = 8
-	offTable      = 24
-	offCommand    = 25
-	offModCmd     = 8 // GROUP_MOD and METER_MOD command
-	offModID      = 12
-	offBucketCmd  = 20
-	flowModMin    = 56
-	modMin        = 16
-	groupModMin   = 24
-	flowAdd       = 0
-	flowModify    = 1
-	flowModStrict = 2
-	flowDelete    = 3
-	flowDelStrict = 4
-	groupAdd      = 0
-	groupModify   = 1
-	groupDelete   = 2
-	groupInsert   = 3
-	groupRemove   = 5
-	groupAddOrMod = 0x8000 // OVS's extension
-	meterAdd      = 0
-	meterModify   = 1
-	meterDelete   = 2
+	offCookie         = 8
+	offTable          = 24
+	offCommand        = 25
+	offModCmd         = 8 // GROUP_MOD and METER_MOD command
+	offModID          = 12
+	offBucketCmd      = 20
+	offFlowCookieMask = 16
+	offFlowOutPort    = 36
+	offFlowOutGroup   = 40
+	offMatch          = 48 // the ofp_match: type, length, fields
+	offMatchLen       = 50
+	matchOXM          = 1 // OFPMT_OXM
+	anyOutPort        = 0xffffffff
+	anyOutGroup       = 0xffffffff
+	tableInternal     = 254 // vswitchd's hidden, read-only table
+	flowModMin        = 56
+	modMin            = 16
+	groupModMin       = 24
+	flowAdd           = 0
+	flowModify        = 1
+	flowModStrict     = 2
+	flowDelete        = 3
+	flowDelStrict     = 4
+	groupAdd          = 0
+	groupModify       = 1
+	groupDelete       = 2
+	groupInsert       = 3
+	groupRemove       = 5
+	groupAddOrMod     = 0x8000 // OVS's extension
+	meterAdd          = 0
+	meterModify       = 1
+	meterDelete       = 2
 )
 
 // Apply runs msgs, in order, against the entries of module that st holds,
@@ -245,14 +255,35 @@ func (o *overlay) flowMod(i int, m []byte) error {
 	if len(m) < flowModMin {
 		return refuse(i, openflow15.ET_BAD_REQUEST, openflow15.BRC_BAD_LEN, fmt.Errorf("FLOW_MOD of %d bytes", len(m)))
 	}
-	cmd := m[offCommand]
+	cmd, table := m[offCommand], m[offTable]
+	// As vswitchd's ofputil_decode_flow_mod: the match, field by field,
+	// then the table, then the command.
+	if mlen := int(binary.BigEndian.Uint16(m[offMatchLen:])); binary.BigEndian.Uint16(m[offMatch:]) == matchOXM && mlen >= 4 && offMatch+mlen <= len(m) {
+		if err := ofctl.CheckMatchOrder(m[offMatch+4 : offMatch+mlen]); err != nil {
+			return refuse(i, openflow15.PET_BAD_MATCH, openflow15.BMC_BAD_PREREQ, err)
+		}
+	}
+	if table == openflow15.OFPTT_ALL && cmd != flowDelete && cmd != flowDelStrict {
+		return refuse(i, openflow15.ET_FLOW_MOD_FAILED, openflow15.FMFC_BAD_TABLE_ID, errors.New("only a delete may name every table (OFPTT_ALL)"))
+	}
+	// readOnly refuses an add or modify in vswitchd's own table, as its
+	// add_flow_init does (after decoding the message).
+	readOnly := func() error {
+		if table == tableInternal {
+			return refuse(i, openflow15.ET_BAD_REQUEST, openflow15.BRC_EPERM, fmt.Errorf("table %d is vswitchd's own: read-only", table))
+		}
+		return nil
+	}
 	switch cmd {
 	case flowAdd:
 		e, err := canon.DecodeEntry(entry.KindFlow, m)
-		if err == nil {
-			err = entry.CheckDesiredFlow(e.Payload)
-		}
 		if err != nil {
+			return askSwitch(i, err)
+		}
+		if err := readOnly(); err != nil {
+			return err
+		}
+		if err := entry.CheckDesiredFlow(e.Payload); err != nil {
 			return askSwitch(i, err)
 		}
 		s, owner, err := o.lookup(entry.KindFlow, e.ID)
@@ -268,12 +299,30 @@ func (o *overlay) flowMod(i int, m []byte) error {
 	default:
 		return refuse(i, openflow15.ET_FLOW_MOD_FAILED, openflow15.FMFC_BAD_COMMAND, fmt.Errorf("FLOW_MOD command %d", cmd))
 	}
-	ff, err := ofctl.FilterOf(m)
+	del := cmd == flowDelete || cmd == flowDelStrict
+	sel := m
+	if !del {
+		// vswitchd decodes a modify's match and instructions whatever it
+		// selects, and selects by cookie alone: out_port and out_group
+		// restrict deletes only (modify_flows_init_loose and _strict).
+		probe := bytes.Clone(m)
+		probe[offCommand] = flowAdd
+		if _, err := canon.DecodeEntry(entry.KindFlow, probe); err != nil {
+			return askSwitch(i, err)
+		}
+		if err := readOnly(); err != nil {
+			return err
+		}
+		sel = bytes.Clone(m)
+		binary.BigEndian.PutUint32(sel[offFlowOutPort:], anyOutPort)
+		binary.BigEndian.PutUint32(sel[offFlowOutGroup:], anyOutGroup)
+	}
+	ff, err := ofctl.FilterOf(sel)
 	if err != nil {
 		return askSwitch(i, err)
 	}
 	act := func(s *slot) error {
-		if cmd == flowDelete || cmd == flowDelStrict {
+		if del {
 			return o.remove(i, s)
 		}
 		e, err := canon.ModifyFlow(s.e.Payload, m)
@@ -283,23 +332,49 @@ func (o *overlay) flowMod(i int, m []byte) error {
 		o.set(i, s, e)
 		return nil
 	}
+	// Every table (OFPTT_ALL, deletes only) is every table but vswitchd's
+	// hidden one.
+	visible := func(s *slot) bool { return table != openflow15.OFPTT_ALL || s.e.ID[0] != tableInternal }
 	if cmd == flowModify || cmd == flowDelete {
-		return o.each(entry.KindFlow, func(s *slot) error {
+		n := 0
+		err := o.each(entry.KindFlow, func(s *slot) error {
+			if !visible(s) {
+				return nil
+			}
 			ok, err := ff.Match(s.e.Payload)
 			if err != nil || !ok {
 				return err
 			}
+			n++
 			return act(s)
 		})
-	}
-	if m[offTable] == openflow15.OFPTT_ALL {
-		return askSwitch(i, errors.New("a strict FLOW_MOD names one table"))
+		if err != nil || !del || n > 0 {
+			return err
+		}
+		return refuseReadOnly(i, m, ff, nil)
 	}
 	probe := bytes.Clone(m)
 	probe[offCommand] = flowAdd
 	_, id, err := canon.DecodeDelete(entry.KindFlow, probe)
 	if err != nil {
 		return askSwitch(i, err)
+	}
+	if table == openflow15.OFPTT_ALL {
+		// A strict delete of every table deletes the flow of that priority
+		// and match in each (collect_rules_strict): of the module's flows,
+		// as a non-strict delete.
+		n := 0
+		err := o.each(entry.KindFlow, func(s *slot) error {
+			if !visible(s) || !bytes.Equal(s.e.ID[1:], id[1:]) || !ff.MatchRestrictions(s.e.Payload) {
+				return nil
+			}
+			n++
+			return act(s)
+		})
+		if err != nil || n > 0 {
+			return err
+		}
+		return refuseReadOnly(i, m, ff, id)
 	}
 	s, owner, err := o.lookup(entry.KindFlow, id)
 	switch {
@@ -308,9 +383,64 @@ func (o *overlay) flowMod(i int, m []byte) error {
 	case owner != "" && owner != o.module:
 		return refuse(i, openflow15.ET_FLOW_MOD_FAILED, openflow15.FMFC_EPERM, errOwned(entry.KindFlow, owner))
 	case s == nil || !s.present || !ff.MatchRestrictions(s.e.Payload):
+		if del {
+			return refuseReadOnly(i, m, ff, id)
+		}
 		return nil
 	}
 	return act(s)
+}
+
+// internalFlowText are the flows ofproto-dpif's add_internal_flows puts in
+// vswitchd's hidden table, as a delete can select them (out_port reads
+// the controller action of the first as an output to CONTROLLER). The
+// fourth, priority=2,recirc_id=0 with no actions, needs a field a
+// controller's match does not name (FilterOf refuses recirc_id).
+var internalFlowText = []string{
+	"table=254,priority=0,reg0=0x1,actions=CONTROLLER:65535",
+	"table=254,priority=0,reg0=0x2,actions=drop",
+	"table=254,priority=0,reg0=0x3,actions=drop",
+}
+
+// internalFlows are internalFlowText, parsed.
+var internalFlows = sync.OnceValue(func() []entry.Entry {
+	out := make([]entry.Entry, len(internalFlowText))
+	for k, text := range internalFlowText {
+		p, id, err := canon.Parse(entry.KindFlow, text)
+		if err != nil {
+			panic(fmt.Sprintf("ofmods: vswitchd's internal flow %q: %v", text, err))
+		}
+		out[k] = entry.Entry{Kind: entry.KindFlow, ID: id, Payload: p}
+	}
+	return out
+})
+
+// refuseReadOnly refuses, as vswitchd refuses it (OFPBRC_EPERM), the
+// delete m that selected none of the module's flows when it selects one of
+// vswitchd's read-only flows (collect_rules_loose and _strict): those of
+// its hidden table, which a delete names by that table or, through the
+// switch's cookie index, by cookie 0 under a full mask in every table. id
+// is the identity a strict delete names, nil for a loose one. The module
+// speaks as if the switch held its flows alone: another module's flows
+// that the delete would select on the switch do not count.
+func refuseReadOnly(i int, m []byte, ff *ofctl.FlowFilter, id []byte) error {
+	table, cookie, mask := m[offTable], binary.BigEndian.Uint64(m[offCookie:]), binary.BigEndian.Uint64(m[offFlowCookieMask:])
+	if table != tableInternal && (table != openflow15.OFPTT_ALL || mask != ^uint64(0) || cookie != 0) {
+		return nil
+	}
+	for _, f := range internalFlows() {
+		ok := id != nil && bytes.Equal(f.ID[1:], id[1:]) && ff.MatchRestrictions(f.Payload)
+		if id == nil {
+			var err error
+			if ok, err = ff.Match(f.Payload); err != nil {
+				return askSwitch(i, err)
+			}
+		}
+		if ok {
+			return refuse(i, openflow15.ET_BAD_REQUEST, openflow15.BRC_EPERM, errors.New("the delete selects only vswitchd's own read-only flows (table 254)"))
+		}
+	}
+	return nil
 }
 
 // idMod is a GROUP_MOD or METER_MOD: the kind's errors and numbers.
@@ -347,7 +477,13 @@ func (o *overlay) groupMod(i int, m []byte) error {
 	if len(m) < groupModMin {
 		return refuse(i, openflow15.ET_BAD_REQUEST, openflow15.BRC_BAD_LEN, fmt.Errorf("GROUP_MOD of %d bytes", len(m)))
 	}
-	switch cmd := binary.BigEndian.Uint16(m[offModCmd:]); cmd {
+	cmd := binary.BigEndian.Uint16(m[offModCmd:])
+	if groupCommandKnown(cmd) {
+		if err := checkGroupMod(i, m); err != nil {
+			return err
+		}
+	}
+	switch cmd {
 	case groupInsert, groupRemove:
 		s, owner, err := o.lookup(entry.KindGroup, m[offModID:offModID+4])
 		switch {
@@ -367,6 +503,8 @@ func (o *overlay) groupMod(i int, m []byte) error {
 		switch {
 		case errors.Is(err, canon.ErrUnknownBucket):
 			return refuse(i, openflow15.ET_GROUP_MOD_FAILED, openflow15.GMFC_UNKNOWN_BUCKET, err)
+		case errors.Is(err, canon.ErrBucketExists):
+			return refuse(i, openflow15.ET_GROUP_MOD_FAILED, openflow15.GMFC_BUCKET_EXISTS, err)
 		case err != nil:
 			return askSwitch(i, err)
 		}
@@ -386,8 +524,35 @@ func (o *overlay) meterMod(i int, m []byte) error {
 // idMod applies a GROUP_MOD or METER_MOD add, modify or delete.
 func (o *overlay) idMod(i int, m []byte, k idMod) error {
 	cmd, id := uint32(binary.BigEndian.Uint16(m[offModCmd:])), m[offModID:offModID+4]
-	if cmd == k.delete && binary.BigEndian.Uint32(id) == k.every {
-		return o.each(k.kind, func(s *slot) error { return o.remove(i, s) })
+	n := binary.BigEndian.Uint32(id)
+	var e entry.Entry
+	switch cmd {
+	case k.delete:
+		if n == k.every {
+			return o.each(k.kind, func(s *slot) error { return o.remove(i, s) })
+		}
+	case k.add, k.modify, k.addOrMod:
+		// vswitchd decodes the message before it checks the id and looks
+		// at its groups or meters. A group id past OFPG_MAX is none it
+		// holds: a modify finds no group, an add refuses the id
+		// (init_group).
+		if k.kind == entry.KindGroup && n > openflow15.OFPG_MAX {
+			if cmd == k.modify {
+				return refuse(i, k.failed, k.unknown, fmt.Errorf("no %s %#x", k.kind, n))
+			}
+			return refuse(i, k.failed, openflow15.GMFC_INVALID_GROUP, fmt.Errorf("%s id %#x is reserved", k.kind, n))
+		}
+		var err error
+		if e, err = canon.DecodeEntry(k.kind, entry.WithCommand(m, uint16(k.add))); err != nil {
+			return askSwitch(i, err)
+		}
+		if k.kind == entry.KindMeter {
+			if err := ofctl.CheckMeterID(n); err != nil {
+				return refuse(i, openflow15.ET_METER_MOD_FAILED, openflow15.MMFC_INVALID_METER, err)
+			}
+		}
+	default:
+		return askSwitch(i, fmt.Errorf("%s command %d", k.kind, cmd))
 	}
 	s, owner, err := o.lookup(k.kind, id)
 	if err != nil {
@@ -405,19 +570,12 @@ func (o *overlay) idMod(i int, m []byte, k idMod) error {
 		return nil
 	case k.add:
 		if present {
-			return refuse(i, k.failed, k.exists, fmt.Errorf("%s %d exists", k.kind, binary.BigEndian.Uint32(id)))
+			return refuse(i, k.failed, k.exists, fmt.Errorf("%s %d exists", k.kind, n))
 		}
 	case k.modify:
 		if !present {
-			return refuse(i, k.failed, k.unknown, fmt.Errorf("no %s %d", k.kind, binary.BigEndian.Uint32(id)))
+			return refuse(i, k.failed, k.unknown, fmt.Errorf("no %s %d", k.kind, n))
 		}
-	case k.addOrMod:
-	default:
-		return askSwitch(i, fmt.Errorf("%s command %d", k.kind, cmd))
-	}
-	e, err := canon.DecodeEntry(k.kind, entry.WithCommand(m, uint16(k.add)))
-	if err != nil {
-		return askSwitch(i, err)
 	}
 	o.set(i, s, e)
 	return nil

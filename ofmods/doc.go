@@ -25,7 +25,30 @@
 //
 //   - A modify keeps the flow's cookie, timeouts, flags and importance and
 //     takes the new instructions; a modify that selects nothing does
-//     nothing (OpenFlow 1.1 and later).
+//     nothing (OpenFlow 1.1 and later), but its match and instructions are
+//     checked all the same. out_port and out_group restrict deletes only:
+//     a modify selects by match and cookie.
+//   - Match fields are read in the order sent, each needing its
+//     prerequisites before it (OFPBMC_BAD_PREREQ, nw_dst before eth_type
+//     included, which the canonical form would otherwise reorder).
+//   - Only a delete may name every table (OFPTT_ALL; else
+//     OFPFMFC_BAD_TABLE_ID); a strict delete of every table deletes the
+//     flow of that priority and match in each. Table 254 is vswitchd's
+//     own: an add or modify there is refused (OFPBRC_EPERM), and so is a
+//     delete that selects none of the module's flows but one of
+//     vswitchd's read-only ones (table 254, or cookie 0 under a full mask
+//     in every table), as if the switch held the module's flows alone.
+//   - Group and meter mods are checked as vswitchd decodes them: a
+//     command_bucket_id that does not suit the command, a REMOVE_BUCKET
+//     carrying buckets (OFPGMFC_BAD_BUCKET), bucket framing and ids, the
+//     group type against its buckets (weights, watch ports), reserved
+//     group ids (OFPGMFC_INVALID_GROUP) and meter ids (0, above
+//     OFPM_MAX but slowpath and controller: OFPMMFC_INVALID_METER).
+//   - INSERT_BUCKET inserts first, last or after a bucket id
+//     (OFPGMFC_UNKNOWN_BUCKET, OFPGMFC_BUCKET_EXISTS) and keeps the
+//     group's type: the type it names gives the buckets their default
+//     weight (ovs-ofctl insert-buckets names all, so weight 0 in a select
+//     group).
 //   - Deleting a group or a meter deletes the flows that use it.
 //   - Adding a group or meter that exists fails (GROUP_EXISTS,
 //     METER_EXISTS); modifying one that does not fails (UNKNOWN_GROUP,
