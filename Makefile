@@ -76,6 +76,7 @@ fuzz: ## run each fuzz target for FUZZTIME (default 20s)
 bench: ## flowstate against ovs-ofctl --bundle: one table of restore, start-up, declare, reconcile, memory (FLOWS=200000 RUNS=3; docs/benchmarks.md)
 	@./scripts/install-deps.sh
 	go run ./cmd/flowstate-bench -flows $${FLOWS:-200000} -runs $${RUNS:-3}
+	go test -run '^$$' -bench OVNThroughFlowstated -benchtime 3x -count 1 -timeout 30m ./server/ofproxy
 
 .PHONY: chaos
 chaos: ## seeded fault schedules against the real binaries, fresh seeds for DURATION (default 5m; SEED=N STEPS=K replays one; docs/testing.md)
