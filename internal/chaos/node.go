@@ -143,8 +143,12 @@ func (n *node) args() []string {
 		"--max-hold", maxHold.String(), "--readiness-timeout", readinessTimeout.String(),
 		"--require-module", "policy", "--mirror-interval", "500ms", "--audit-interval", "2s",
 		"--stage-above", "200", "--ofp-echo-interval", "500ms", "--ofp-echo-timeout", "1500ms",
+		"--openflow-proxy", Proxied + "=" + Managed, "--openflow-proxy-dir", n.proxyDir(),
 	}
 }
+
+// proxyDir holds flowstated's OpenFlow proxy socket (Proxied's controller).
+func (n *node) proxyDir() string { return filepath.Join(n.dir, "ofp") }
 
 func (n *node) dbPath() string { return filepath.Join(n.state, "fs.db") }
 

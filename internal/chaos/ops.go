@@ -13,6 +13,7 @@ import (
 
 	"github.com/flowstate-io/flowstate/client"
 	"github.com/flowstate-io/flowstate/errdefs"
+	"github.com/flowstate-io/flowstate/server/ofconn"
 )
 
 // OpKind names one operation of a module writer.
@@ -58,6 +59,10 @@ type writer struct {
 	epoch  func() int // the current flowstated run
 	// onErr sees every failed call (the disk-full check).
 	onErr func(op string, err error)
+	// proxy, when set, is the OpenFlow proxy's socket: the writer is a
+	// controller behind it (proxied.go), conn its connection.
+	proxy string
+	conn  *ofconn.Conn
 
 	mu    sync.Mutex
 	model map[string]identState
@@ -87,6 +92,10 @@ func (w *writer) actions() string {
 
 // step runs one random operation; counts gets the kind.
 func (w *writer) step(ctx context.Context, counts *counter) {
+	if w.proxy != "" {
+		w.proxyStep(ctx, counts)
+		return
+	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	p := w.r.Float64()
@@ -184,7 +193,7 @@ func (w *writer) record(set map[string]string, replace bool, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err != nil {
-		if definite(err) {
+		if definite(err) || refusedByProxy(err) {
 			return
 		}
 		for ip := range set {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -190,7 +191,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	writers := []*writer{
 		newWriter("pod", 10, 1, cfg.Seed*3+1, n.c, r.currentEpoch),
 		newWriter("route", 20, 2, cfg.Seed*3+2, n.c, r.currentEpoch),
+		newWriter(Proxied, 30, 3, cfg.Seed*3+3, n.c, r.currentEpoch),
 	}
+	writers[2].proxy = filepath.Join(n.proxyDir(), Managed+".mgmt")
+	defer writers[2].closeProxy()
 	r.writers = writers
 	for _, w := range writers {
 		w.onErr = r.checkWriteErr
