@@ -79,7 +79,7 @@ func fromStatus(p *flowstatev1.StatusResponse) *Status {
 	}
 	for _, px := range p.GetProxies() {
 		st.Proxies = append(st.Proxies, ProxyStatus{
-			Bridge: px.GetBridge(), Module: px.GetModule(), Socket: px.GetSocket(),
+			Bridge: px.GetBridge(), Module: px.GetModule(), Socket: px.GetSocket(), TCPListen: px.GetTcpListen(),
 			Connections: int(px.GetConnections()), RecordedMessages: px.GetRecordedMessages(),
 			LastInstall: fromTime(px.GetLastInstall()), LastError: px.GetLastError(), LastErrorTime: fromTime(px.GetLastErrorTime()),
 		})

@@ -52,6 +52,9 @@ type Status struct {
 // connects to in place of vswitchd's, recorded as Module on Bridge.
 type ProxyStatus struct {
 	Bridge, Module, Socket string
+	// TCPListen is the loopback address it also accepts controllers on
+	// (--openflow-proxy-tcp); empty if none.
+	TCPListen string
 	// Connections is the number of controller connections open now.
 	Connections int
 	// RecordedMessages counts the controller's flow, group, meter and TLV

@@ -20,15 +20,16 @@ if ! command -v ovs-vswitchd >/dev/null && [ ! -x /usr/sbin/ovs-vswitchd ]; then
 	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openvswitch-switch >/dev/null
 fi
 
-# OVN 23.03 (ovn-northd, ovn-controller, the NB/SB schemas) and Open vSwitch's
-# ovs-testcontroller are the real, unmodified OpenFlow controllers the proxy's
-# tests run.
+# OVN 23.03 (ovn-northd, ovn-controller, the NB/SB schemas), Open vSwitch's
+# ovs-testcontroller and os-ken (osken-manager) are the real, unmodified
+# OpenFlow controllers the proxy's tests run.
 # The tests start their own daemons in a temp dir; the packages' services,
 # where an init system starts them, use /var/run/ovn and never meet those.
-if ! command -v ovn-controller >/dev/null || ! command -v ovn-northd >/dev/null || ! command -v ovs-testcontroller >/dev/null; then
-	echo "installing ovn-host ovn-central openvswitch-testcontroller" >&2
+if ! command -v ovn-controller >/dev/null || ! command -v ovn-northd >/dev/null || ! command -v ovs-testcontroller >/dev/null ||
+	! command -v osken-manager >/dev/null; then
+	echo "installing ovn-host ovn-central openvswitch-testcontroller python3-os-ken" >&2
 	as_root apt-get update -qq
-	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ovn-host ovn-central openvswitch-testcontroller >/dev/null
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ovn-host ovn-central openvswitch-testcontroller python3-os-ken >/dev/null
 fi
 
 # systemd-nspawn boots this machine's file system under a real systemd for

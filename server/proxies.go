@@ -38,6 +38,10 @@ const (
 // connects to the proxy's socket for Bridge is recorded as Module.
 type ProxySpec struct {
 	Module, Bridge string
+	// TCP, when set, is a loopback host:port the proxy also listens on
+	// (--openflow-proxy-tcp BRIDGE=ADDR), for controllers that dial a
+	// switch over TCP.
+	TCP string
 }
 
 // ParseProxySpec parses MODULE=BRIDGE.
@@ -53,6 +57,25 @@ func ParseProxySpec(s string) (ProxySpec, error) {
 		return ProxySpec{}, fmt.Errorf("%q: %w: %w", s, err, errdefs.ErrInvalidArgument)
 	}
 	return ProxySpec{Module: module, Bridge: bridge}, nil
+}
+
+// ParseProxyTCP parses --openflow-proxy-tcp BRIDGE=ADDR into specs: the
+// proxy of BRIDGE, given with --openflow-proxy, listens on ADDR too.
+func ParseProxyTCP(specs []ProxySpec, s string) error {
+	bridge, addr, ok := strings.Cut(s, "=")
+	if !ok || addr == "" {
+		return fmt.Errorf("%q: want BRIDGE=HOST:PORT: %w", s, errdefs.ErrInvalidArgument)
+	}
+	for i := range specs {
+		if specs[i].Bridge == bridge {
+			if specs[i].TCP != "" {
+				return fmt.Errorf("%q: bridge %s has a tcp address already: %w", s, bridge, errdefs.ErrInvalidArgument)
+			}
+			specs[i].TCP = addr
+			return nil
+		}
+	}
+	return fmt.Errorf("%q: no --openflow-proxy MODULE=%s: %w", s, bridge, errdefs.ErrInvalidArgument)
 }
 
 // validateProxies checks the proxy settings against the managed bridges:
@@ -127,11 +150,12 @@ func (ps *proxies) start(cfg *Config, engine *restore.Engine, evlog *events.Log)
 			return err
 		}
 		pcfg := ofproxy.Config{
-			Bridge:   spec.Bridge,
-			Listen:   filepath.Join(cfg.ProxyDir, spec.Bridge+".mgmt"),
-			Upstream: filepath.Join(cfg.RunDir, spec.Bridge+".mgmt"),
-			Logger:   log.With("module", spec.Module),
-			Recorder: rec,
+			Bridge:    spec.Bridge,
+			ListenTCP: spec.TCP,
+			Listen:    filepath.Join(cfg.ProxyDir, spec.Bridge+".mgmt"),
+			Upstream:  filepath.Join(cfg.RunDir, spec.Bridge+".mgmt"),
+			Logger:    log.With("module", spec.Module),
+			Recorder:  rec,
 			Connected: func() {
 				evlog.Publish(events.Event{Type: events.ProxyConnected, Bridge: spec.Bridge, Module: spec.Module,
 					Message: "a controller connected to the OpenFlow proxy"})
@@ -155,7 +179,7 @@ func (ps *proxies) start(cfg *Config, engine *restore.Engine, evlog *events.Log)
 			return fmt.Errorf("server: --openflow-proxy %s=%s: %w", spec.Module, spec.Bridge, err)
 		}
 		ps.list = append(ps.list, &proxy{spec: spec, p: p, rec: rec})
-		log.Info("openflow proxy listening", "bridge", spec.Bridge, "module", spec.Module, "socket", p.Addr(), "upstream", pcfg.Upstream, "ready", cfg.ProxyReady)
+		log.Info("openflow proxy listening", "bridge", spec.Bridge, "module", spec.Module, "socket", p.Addr(), "tcp", p.TCPAddr(), "upstream", pcfg.Upstream, "ready", cfg.ProxyReady)
 	}
 	return nil
 }
@@ -193,7 +217,7 @@ func (ps *proxies) status() []*flowstatev1.ProxyStatus {
 		st := p.p.Stats()
 		last, lastErr, lastErrAt := st.Installs()
 		pb := &flowstatev1.ProxyStatus{
-			Bridge: p.spec.Bridge, Module: p.spec.Module, Socket: p.p.Addr(),
+			Bridge: p.spec.Bridge, Module: p.spec.Module, Socket: p.p.Addr(), TcpListen: p.p.TCPAddr(),
 			Connections:      uint32(p.p.Sessions()),
 			RecordedMessages: st.Recorded.Load(),
 			LastError:        lastErr,

@@ -206,7 +206,11 @@ func printStatus(w io.Writer, st *flowstatev1.StatusResponse) error {
 			if p.GetLastError() != "" {
 				lastErr = p.GetLastError() + " (" + stamp(p.GetLastErrorTime().AsTime()) + ")"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", p.GetBridge(), p.GetModule(), p.GetSocket(),
+			sock := p.GetSocket()
+			if t := p.GetTcpListen(); t != "" {
+				sock += ",tcp:" + t
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", p.GetBridge(), p.GetModule(), sock,
 				p.GetConnections(), p.GetRecordedMessages(), last, lastErr)
 		}
 		if err := tw.Flush(); err != nil {

@@ -43,6 +43,7 @@ func newCommand() *cobra.Command {
 		owned     string
 		cpuProf   string
 		proxies   []string
+		proxyTCP  []string
 	)
 	cmd := &cobra.Command{
 		Use:     "flowstated",
@@ -83,6 +84,11 @@ func newCommand() *cobra.Command {
 					return fmt.Errorf("--openflow-proxy: %w", err)
 				}
 				cfg.Proxies = append(cfg.Proxies, spec)
+			}
+			for _, p := range proxyTCP {
+				if err := server.ParseProxyTCP(cfg.Proxies, p); err != nil {
+					return fmt.Errorf("--openflow-proxy-tcp: %w", err)
+				}
 			}
 			cfg.Writers = server.Writers{}
 			for _, w := range writers {
@@ -129,6 +135,7 @@ func newCommand() *cobra.Command {
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a graceful stop waits for in-flight calls")
 	f.IntVar(&cfg.MaxConnsPerUID, "max-conns-per-uid", server.DefaultMaxConnsPerUID, "API connections one peer uid may hold at once; more are refused (counted in flowstate_api_connections_refused_total, logged once per episode)")
 	f.StringArrayVar(&proxies, "openflow-proxy", nil, "MODULE=BRIDGE: serve an OpenFlow socket <openflow-proxy-dir>/BRIDGE.mgmt that looks like vswitchd's and record what the controller connected to it installs as MODULE's entries (repeatable, one per bridge; BRIDGE must be managed); point the controller there by its OVS run directory (OVS_RUNDIR for ovn-controller)")
+	f.StringArrayVar(&proxyTCP, "openflow-proxy-tcp", nil, "BRIDGE=HOST:PORT: the proxy of BRIDGE also accepts controllers on this loopback TCP address, for those that dial a switch over TCP (os-ken's --ofp-switch-address-list); any local user can connect to it, as to vswitchd's own ptcp: (repeatable)")
 	f.StringVar(&cfg.ProxyDir, "openflow-proxy-dir", server.DefaultProxyDir, "directory of the OpenFlow proxies' <bridge>.mgmt sockets (not --ovs-rundir)")
 	f.StringVar(&cfg.ProxyReady, "openflow-proxy-ready", server.ProxyReadyAuto, "when a proxied module counts as ready for the cold-start gate: auto (at its controller's first barrier after its first bundle commit) or manual (flowctl ready)")
 	f.StringArrayVar(&writers, "module-writer", nil, "MODULE=uid:N or MODULE=gid:N: only root and these peers may write MODULE (repeatable); without any, every peer that can open the socket may write every module")

@@ -26,6 +26,11 @@ type Config struct {
 	Bridge string
 	// Listen is the path of the proxy's socket, <dir>/<Bridge>.mgmt.
 	Listen string
+	// ListenTCP, when set, is a loopback host:port the proxy also accepts
+	// controllers on, for those that dial a switch over TCP (os-ken's
+	// --ofp-switch-address-list), as vswitchd's own ptcp: would. Any local
+	// user can connect to it, as to a ptcp: of vswitchd.
+	ListenTCP string
 	// Upstream is vswitchd's socket for the bridge, <rundir>/<Bridge>.mgmt.
 	Upstream string
 	// DialTimeout bounds the upstream dial of each accepted connection
@@ -53,6 +58,7 @@ type Proxy struct {
 	cfg  Config
 	log  *slog.Logger
 	ln   *net.UnixListener
+	tcp  net.Listener // nil without ListenTCP
 	stop context.CancelFunc
 	ctx  context.Context
 
@@ -157,15 +163,49 @@ func Listen(cfg Config) (*Proxy, error) {
 		os.Remove(cfg.Listen)
 		return nil, err
 	}
+	var tcp net.Listener
+	if cfg.ListenTCP != "" {
+		if tcp, err = listenLoopback(cfg.ListenTCP); err != nil {
+			ln.Close()
+			os.Remove(cfg.Listen)
+			return nil, err
+		}
+	}
 	ctx, stop := context.WithCancel(context.Background())
 	return &Proxy{
 		cfg:      cfg,
 		log:      log.With("bridge", cfg.Bridge, "socket", cfg.Listen),
 		ln:       ln,
+		tcp:      tcp,
 		ctx:      ctx,
 		stop:     stop,
 		sessions: make(map[*session]struct{}),
 	}, nil
+}
+
+// listenLoopback listens on addr, which must name a loopback address: the
+// proxy authenticates nobody, so it must not be reachable from the network.
+func listenLoopback(addr string) (net.Listener, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("ofproxy: tcp listen address %q: %w", addr, err)
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return nil, fmt.Errorf("ofproxy: tcp listen address %q: want a loopback IP address (127.0.0.1, ::1): the proxy authenticates no one", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("ofproxy: listen on %s: %w", addr, err)
+	}
+	return ln, nil
+}
+
+// TCPAddr is the bound address of the TCP listener ("" without one).
+func (p *Proxy) TCPAddr() string {
+	if p.tcp == nil {
+		return ""
+	}
+	return p.tcp.Addr().String()
 }
 
 // removeStale removes a socket at path that nobody accepts on.
@@ -232,8 +272,22 @@ func (p *Proxy) Serve(ctx context.Context) error {
 	defer p.wg.Done()
 	stop := context.AfterFunc(ctx, func() { p.shutdown() })
 	defer stop()
+	tcpDone := make(chan error, 1)
+	if p.tcp != nil {
+		go func() { tcpDone <- p.acceptOn(p.tcp, p.cfg.ListenTCP) }()
+	} else {
+		tcpDone <- nil
+	}
+	err := p.acceptOn(p.ln, p.cfg.Listen)
+	// Either loop's end shut the proxy down, which closed both listeners.
+	return errors.Join(err, <-tcpDone)
+}
+
+// acceptOn accepts controller connections on ln until the proxy is shut
+// down (nil) or ln fails (which shuts the proxy down).
+func (p *Proxy) acceptOn(ln net.Listener, name string) error {
 	for {
-		c, err := p.ln.AcceptUnix()
+		c, err := ln.Accept()
 		if err != nil {
 			if p.isClosed() {
 				return nil
@@ -243,7 +297,7 @@ func (p *Proxy) Serve(ctx context.Context) error {
 				continue
 			}
 			p.shutdown()
-			return fmt.Errorf("ofproxy: accept on %s: %w", p.cfg.Listen, err)
+			return fmt.Errorf("ofproxy: accept on %s: %w", name, err)
 		}
 		p.accept(c)
 	}
@@ -251,7 +305,7 @@ func (p *Proxy) Serve(ctx context.Context) error {
 
 // accept dials vswitchd for c, or closes c at once when vswitchd's socket
 // does not accept.
-func (p *Proxy) accept(c *net.UnixConn) {
+func (p *Proxy) accept(c net.Conn) {
 	d := net.Dialer{Timeout: p.cfg.DialTimeout}
 	up, err := d.DialContext(p.ctx, "unix", p.cfg.Upstream)
 	if err != nil {
@@ -307,6 +361,9 @@ func (p *Proxy) shutdown() {
 	p.mu.Unlock()
 	p.stop()
 	p.ln.Close()
+	if p.tcp != nil {
+		p.tcp.Close()
+	}
 	for _, s := range sessions {
 		s.close()
 	}
@@ -327,10 +384,11 @@ func (p *Proxy) Close() error {
 // both. The controller's side is written by the switch-to-controller pump
 // and by the recorder's own answers, under downMu.
 type session struct {
-	p        *Proxy
-	down, up *net.UnixConn
-	once     sync.Once
-	pumps    atomic.Int32
+	p     *Proxy
+	down  net.Conn // the controller: a unix or a loopback TCP connection
+	up    *net.UnixConn
+	once  sync.Once
+	pumps atomic.Int32
 
 	downMu sync.Mutex
 	downW  *bufio.Writer

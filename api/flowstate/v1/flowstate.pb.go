@@ -1238,6 +1238,9 @@ type ProxyStatus struct {
 	LastError string `protobuf:"bytes,7,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
 	// last_error_time is when last_error happened.
 	LastErrorTime *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=last_error_time,json=lastErrorTime,proto3" json:"last_error_time,omitempty"`
+	// tcp_listen is the loopback address the proxy also accepts controllers
+	// on (--openflow-proxy-tcp); empty if none.
+	TcpListen     string `protobuf:"bytes,9,opt,name=tcp_listen,json=tcpListen,proto3" json:"tcp_listen,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1326,6 +1329,13 @@ func (x *ProxyStatus) GetLastErrorTime() *timestamppb.Timestamp {
 		return x.LastErrorTime
 	}
 	return nil
+}
+
+func (x *ProxyStatus) GetTcpListen() string {
+	if x != nil {
+		return x.TcpListen
+	}
+	return ""
 }
 
 // Session is one connected gRPC client.
@@ -3330,7 +3340,7 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x06commit\x18\x13 \x01(\tR\x06commit\x12)\n" +
 	"\x10vswitchd_running\x18\x14 \x01(\bR\x0fvswitchdRunning\x12#\n" +
 	"\rvswitchd_held\x18\x15 \x01(\bR\fvswitchdHeld\x123\n" +
-	"\aproxies\x18\x16 \x03(\v2\x19.flowstate.v1.ProxyStatusR\aproxies\"\xc6\x02\n" +
+	"\aproxies\x18\x16 \x03(\v2\x19.flowstate.v1.ProxyStatusR\aproxies\"\xe5\x02\n" +
 	"\vProxyStatus\x12\x16\n" +
 	"\x06bridge\x18\x01 \x01(\tR\x06bridge\x12\x16\n" +
 	"\x06module\x18\x02 \x01(\tR\x06module\x12\x16\n" +
@@ -3340,7 +3350,9 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\flast_install\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\vlastInstall\x12\x1d\n" +
 	"\n" +
 	"last_error\x18\a \x01(\tR\tlastError\x12B\n" +
-	"\x0flast_error_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\rlastErrorTime\"\xfa\x01\n" +
+	"\x0flast_error_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\rlastErrorTime\x12\x1d\n" +
+	"\n" +
+	"tcp_listen\x18\t \x01(\tR\ttcpListen\"\xfa\x01\n" +
 	"\aSession\x12\x10\n" +
 	"\x03uid\x18\x01 \x01(\rR\x03uid\x12\x10\n" +
 	"\x03gid\x18\x02 \x01(\rR\x03gid\x12\x10\n" +
