@@ -68,6 +68,14 @@
 // each change to the switch over a connection of its own, so that the
 // proxy is held to vswitchd's behaviour alone.
 //
+// # TCP
+//
+// With Config.ListenTCP the proxy also accepts controllers on a loopback
+// TCP address, for those that dial a switch over TCP (os-ken's
+// --ofp-switch-address-list); a connection there is relayed and recorded
+// exactly as one on the socket. Only loopback addresses are taken: the
+// proxy authenticates no one.
+//
 // # Lifecycle
 //
 // [Listen] creates the socket (with the mode and owner of vswitchd's socket
