@@ -71,14 +71,9 @@ func flowHead(fm []byte) (int, error) {
 // other than select is dropped, as canonical groups have none (vswitchd
 // keeps it and never uses it).
 func InsertBuckets(payload, mod []byte) (entry.Entry, error) {
-	msgs, err := entry.SplitMessages(payload)
+	g, opaque, err := storedGroup(payload)
 	if err != nil {
 		return entry.Entry{}, err
-	}
-	var opaque bool
-	g, err := decodeGroup(msgs, &opaque)
-	if err != nil {
-		return entry.Entry{}, fmt.Errorf("canon: stored group: %w", err)
 	}
 	if len(mod) < groupModFixed || mod[1] != typeGroupMod || entry.ModCommand(mod) != groupCmdInsertBucket {
 		return entry.Entry{}, errors.New("canon: insert buckets: not a GROUP_MOD INSERT_BUCKET")
@@ -134,14 +129,9 @@ func InsertBuckets(payload, mod []byte) (entry.Entry, error) {
 // it). Removing the first or last bucket of an empty group leaves it as it
 // is, as in vswitchd.
 func RemoveBuckets(payload []byte, which uint32) (entry.Entry, error) {
-	msgs, err := entry.SplitMessages(payload)
+	g, opaque, err := storedGroup(payload)
 	if err != nil {
 		return entry.Entry{}, err
-	}
-	var opaque bool
-	g, err := decodeGroup(msgs, &opaque)
-	if err != nil {
-		return entry.Entry{}, fmt.Errorf("canon: stored group: %w", err)
 	}
 	n := len(g.Buckets)
 	switch which {
@@ -170,4 +160,16 @@ func RemoveBuckets(payload []byte, which uint32) (entry.Entry, error) {
 		return entry.Entry{}, err
 	}
 	return entry.Entry{Kind: entry.KindGroup, ID: id, Payload: p, Opaque: opaque}, nil
+}
+
+// storedGroup decodes a stored group's payload for an edit.
+func storedGroup(payload []byte) (g *entry.Group, opaque bool, err error) {
+	msgs, err := entry.SplitMessages(payload)
+	if err != nil {
+		return nil, false, err
+	}
+	if g, err = decodeGroup(msgs, &opaque); err != nil {
+		return nil, false, fmt.Errorf("canon: stored group: %w", err)
+	}
+	return g, opaque, nil
 }

@@ -478,17 +478,7 @@ func TestProxyFaultKillWithOpenBundle(t *testing.T) {
 	all := append(slices.Clone(baseMarkers), openMarkers...)
 
 	// A first install, committed.
-	conn, err := ofconn.Dial(ctx, sock, ofconn.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := conn.Bundle(ctx, pfFlows(t, baseFlows...)); err != nil {
-		t.Fatal(err)
-	}
-	if err := conn.Barrier(ctx); err != nil {
-		t.Fatal(err)
-	}
-	conn.Close()
+	pfInstall(ctx, t, sock, baseFlows...)
 
 	// The bundle left open: OPEN (answered by the proxy), three ADDs, and
 	// a barrier, answered only once the proxy read the ADDs before it.
@@ -539,17 +529,7 @@ func TestProxyFaultKillWithOpenBundle(t *testing.T) {
 	pfNoDiff(ctx, t, e.Client, "after the restart")
 
 	// The controller reconnects and installs everything again.
-	conn, err = ofconn.Dial(ctx, sock, ofconn.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if err := conn.Bundle(ctx, pfFlows(t, append(slices.Clone(baseFlows), openFlows...)...)); err != nil {
-		t.Fatal(err)
-	}
-	if err := conn.Barrier(ctx); err != nil {
-		t.Fatal(err)
-	}
+	pfInstall(ctx, t, sock, append(slices.Clone(baseFlows), openFlows...)...)
 	if in := pfStoredMarkers(ctx, t, e.Client, all); !slices.Equal(in, all) {
 		t.Fatalf("after the reinstall module %s holds %q, want %q", pfModule, in, all)
 	}
@@ -822,17 +802,7 @@ func TestProxyFaultFrozenVswitchd(t *testing.T) {
 	newFlows, newMarkers := pfMarkers("10.23.6", 20)
 	allFlows := append(slices.Clone(baseFlows), newFlows...)
 	all := append(slices.Clone(baseMarkers), newMarkers...)
-	conn, err := ofconn.Dial(ctx, sock, ofconn.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := conn.Bundle(ctx, pfFlows(t, baseFlows...)); err != nil {
-		t.Fatal(err)
-	}
-	if err := conn.Barrier(ctx); err != nil {
-		t.Fatal(err)
-	}
-	conn.Close()
+	pfInstall(ctx, t, sock, baseFlows...)
 	st, err := e.Client.Status(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -1266,5 +1236,22 @@ func TestProxyFaultGarbage(t *testing.T) {
 			t.Fatalf("%s: the switch lacks %q", tc.name, pfMissing(goodMarkers, on))
 		}
 		pfNoDiff(ctx, t, e.Client, tc.name)
+	}
+}
+
+// pfInstall is a controller's install through the proxy at sock: one
+// bundle of flows and a barrier on a connection of its own.
+func pfInstall(ctx context.Context, t *testing.T, sock string, flows ...string) {
+	t.Helper()
+	conn, err := ofconn.Dial(ctx, sock, ofconn.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.Bundle(ctx, pfFlows(t, flows...)); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.Barrier(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

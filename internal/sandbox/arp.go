@@ -81,15 +81,7 @@ func (s *Sandbox) InjectARP(ctx context.Context, bridge, port string, a ARP) err
 	if err != nil {
 		return err
 	}
-	out, err := s.Vsctl(ctx, "--no-wait", "iface-to-br", port)
-	if err != nil {
-		return err
-	}
-	if got := strings.TrimSpace(out); got != bridge {
-		return fmt.Errorf("sandbox: inject on %s: port is on bridge %q, not %q", port, got, bridge)
-	}
-	_, err = s.Appctl(ctx, "netdev-dummy/receive", port, flow)
-	return err
+	return s.receive(ctx, bridge, port, flow)
 }
 
 // CaptureTx makes vswitchd write every packet the dummy interface port

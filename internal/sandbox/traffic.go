@@ -95,6 +95,12 @@ func (s *Sandbox) InjectSYN(ctx context.Context, bridge, port string, p Packet) 
 	if err != nil {
 		return err
 	}
+	return s.receive(ctx, bridge, port, flow)
+}
+
+// receive makes port of bridge receive the packet of datapath flow syntax
+// flow (netdev-dummy/receive).
+func (s *Sandbox) receive(ctx context.Context, bridge, port, flow string) error {
 	// netdev-dummy/receive takes an interface name alone; check the bridge
 	// so a test that names the wrong one fails loudly.
 	out, err := s.Vsctl(ctx, "--no-wait", "iface-to-br", port)

@@ -802,34 +802,5 @@ func (tc *tcFixture) wantNoDiff(ctx context.Context, t *testing.T, when string) 
 // (bridge br0 and module lswitch always).
 func (tc *tcFixture) metric(ctx context.Context, t *testing.T, name string, want map[string]string) float64 {
 	t.Helper()
-	var sum float64
-	for l := range strings.SplitSeq(tc.e.Metrics(ctx), "\n") {
-		head, val, ok := strings.Cut(l, " ")
-		if !ok || strings.HasPrefix(l, "#") {
-			continue
-		}
-		n, labels, _ := strings.Cut(head, "{")
-		if n != name {
-			continue
-		}
-		got := map[string]string{}
-		for kv := range strings.SplitSeq(strings.TrimSuffix(labels, "}"), ",") {
-			if k, v, ok := strings.Cut(kv, "="); ok {
-				got[k] = strings.Trim(v, `"`)
-			}
-		}
-		match := got["bridge"] == tcBridge && got["module"] == tcModule
-		for k, v := range want {
-			match = match && got[k] == v
-		}
-		if !match {
-			continue
-		}
-		x, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
-		if err != nil {
-			t.Fatalf("metric %s: %v", l, err)
-		}
-		sum += x
-	}
-	return sum
+	return metricSum(t, tc.e.Metrics(ctx), name, tcBridge, tcModule, want)
 }

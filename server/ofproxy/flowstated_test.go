@@ -482,8 +482,15 @@ func (f *ovnFixture) module(ctx context.Context, name string) (client.ModuleStat
 // (bridge br-int and module ovn always).
 func (f *ovnFixture) metric(ctx context.Context, t *testing.T, name string, want map[string]string) float64 {
 	t.Helper()
+	return metricSum(t, f.e.Metrics(ctx), name, sandbox.OVNBridge, ovnModule, want)
+}
+
+// metricSum sums the samples of name in the /metrics text m whose labels
+// are bridge, module and include want.
+func metricSum(t *testing.T, m, name, bridge, module string, want map[string]string) float64 {
+	t.Helper()
 	var sum float64
-	for l := range strings.SplitSeq(f.e.Metrics(ctx), "\n") {
+	for l := range strings.SplitSeq(m, "\n") {
 		head, val, ok := strings.Cut(l, " ")
 		if !ok || strings.HasPrefix(l, "#") {
 			continue
@@ -498,7 +505,7 @@ func (f *ovnFixture) metric(ctx context.Context, t *testing.T, name string, want
 				got[k] = strings.Trim(v, `"`)
 			}
 		}
-		match := got["bridge"] == sandbox.OVNBridge && got["module"] == ovnModule
+		match := got["bridge"] == bridge && got["module"] == module
 		for k, v := range want {
 			match = match && got[k] == v
 		}

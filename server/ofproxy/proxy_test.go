@@ -113,29 +113,7 @@ func normalize(lines []string) []string {
 
 func switchState(ctx context.Context, t *testing.T, s *sandbox.Sandbox) state {
 	t.Helper()
-	flows, err := s.DumpFlows(ctx, sandbox.OVNBridge)
-	if err != nil {
-		t.Fatal(err)
-	}
-	groups, err := s.DumpGroups(ctx, sandbox.OVNBridge)
-	if err != nil {
-		t.Fatal(err)
-	}
-	meters, err := s.DumpMeters(ctx, sandbox.OVNBridge)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := s.Ofctl(ctx, "dump-tlv-map", sandbox.OVNBridge)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tlv []string
-	for _, l := range strings.Split(out, "\n") {
-		if strings.Contains(l, "tun_metadata") {
-			tlv = append(tlv, strings.Join(strings.Fields(l), " "))
-		}
-	}
-	return state{normalize(flows), normalize(groups), normalize(meters), normalize(tlv)}
+	return normalized(rawState(ctx, t, s))
 }
 
 // diffLines compares two sorted multisets.
