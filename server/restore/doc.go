@@ -38,6 +38,13 @@
 //	                 owner, PutPlanned on the pipe's storer goroutine)
 //	writestaged.go   source: a spooled request staged on disk
 //	                 (store.PlanStage, Stage, Commit)
+//	proxy.go         source: a change of a controller behind the OpenFlow
+//	                 proxy (Recorder), its messages turned into the module's
+//	                 net change by package ofmods inside the transaction
+//	resync.go        a controller's clear: deletions and changes to held
+//	                 entries deferred until its reinstall is complete
+//	tlv.go           the proxy's TLV table mods, and their restore first in
+//	                 a replay
 //	writestream.go   a bundle that opens before the store has decided it
 //	apply.go         a plan sent as meters, one bundle, meter deletes
 //	bridge.go        the bridge's state and its only writers; the connection
