@@ -14,6 +14,10 @@ func TestMain(m *testing.M) {
 		// The test binary re-run as a client process (sessions_test.go).
 		os.Exit(runHelperClient())
 	}
+	if raw := os.Getenv(pfChildEnv); raw != "" {
+		// The test binary re-run as flowstated (proxyfault_test.go).
+		os.Exit(runProxyFaultChild(raw))
+	}
 	// libOpenflow reports what it cannot decode through klog; ofconn falls
 	// back to the raw bytes, so these are noise in test output.
 	klog.LogToStderr(false)

@@ -22,16 +22,10 @@ import (
 // proxy's socket.
 func proxyEnv(ctx context.Context, t *testing.T, opts ...func(*server.Config)) (*env, string) {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "ofp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
 	e := newEnv(ctx, t, append([]func(*server.Config){func(c *server.Config) {
 		c.Proxies = []server.ProxySpec{{Module: "tunnel", Bridge: "br-int"}}
-		c.ProxyDir = dir
 	}}, opts...)...)
-	return e, "unix:" + filepath.Join(dir, "br-int.mgmt")
+	return e, "unix:" + e.ProxySocket("br-int")
 }
 
 // ofctl runs ovs-ofctl against target (a bridge of the sandbox, or the
@@ -172,6 +166,14 @@ func TestProxyRecordsAndRestores(t *testing.T) {
 	}
 	if tlv := tlvLines(e.ofctl(ctx, "dump-tlv-map", "br-int")); !slices.Equal(tlv, tlv0) {
 		t.Fatalf("tlv map after a refused mapping: %q, want %q", tlv, tlv0)
+	}
+	// Nor in the store: the next restart restores the first mapping.
+	if err := e.sb.RestartVswitchd(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	e.waitRestored(ctx)
+	if tlv := tlvLines(e.ofctl(ctx, "dump-tlv-map", "br-int")); !slices.Equal(tlv, tlv0) {
+		t.Fatalf("tlv map restored after a refused mapping: %q, want %q", tlv, tlv0)
 	}
 }
 

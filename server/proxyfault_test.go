@@ -49,17 +49,10 @@ const pfModule = "tunnel"
 // not started. It returns the proxy's socket path.
 func pfEnv(ctx context.Context, t *testing.T, opts ...func(*server.Config)) (*testenv.Env, string) {
 	t.Helper()
-	// Short: the socket path must fit a sockaddr_un.
-	dir, err := os.MkdirTemp("", "ofpf")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
 	e := testenv.New(ctx, t, testenv.Configure(append([]func(*server.Config){func(c *server.Config) {
 		c.Proxies = []server.ProxySpec{{Module: pfModule, Bridge: "br-int"}}
-		c.ProxyDir = dir
 	}}, opts...)...))
-	return e, filepath.Join(dir, "br-int.mgmt")
+	return e, e.ProxySocket("br-int")
 }
 
 // pfFlows returns the FLOW_MODs (OpenFlow 1.5, OFPFC_ADD) of flows.
@@ -540,7 +533,7 @@ func TestProxyFaultKillWithOpenBundle(t *testing.T) {
 	fs.alive(t)
 }
 
-// pfChildEnv carries the Config of TestProxyFaultChild's flowstated.
+// pfChildEnv carries the Config of the child flowstated (runProxyFaultChild).
 const pfChildEnv = "FLOWSTATE_PROXYFAULT_CHILD"
 
 // pfChildConfig is what the child needs of the parent's Config, and the
@@ -549,19 +542,16 @@ type pfChildConfig struct {
 	Listen, DBPath, BootIDFile, RunDir, OVSDB, ProxyDir, Marker string
 }
 
-// TestProxyFaultChild is not a test: it is flowstated, run in a child
-// process by TestProxyFaultDeathBeforeStoreCommit, whose second write
-// blocks at its store's commit, after the switch took its bundle (the
-// binary has no fault switch of its own). The parent kills it there. It
-// exits when its stdin closes (the parent is gone).
-func TestProxyFaultChild(t *testing.T) {
-	raw := os.Getenv(pfChildEnv)
-	if raw == "" {
-		t.Skip("the flowstated child process of TestProxyFaultDeathBeforeStoreCommit")
-	}
+// runProxyFaultChild is the test binary re-run by TestMain as flowstated
+// for TestProxyFaultDeathBeforeStoreCommit: its second write blocks at its
+// store's commit, after the switch took its bundle (the binary has no
+// fault switch of its own), and the parent kills it there. It exits when
+// its stdin closes (the parent is gone), and returns only on a failure.
+func runProxyFaultChild(raw string) int {
 	var cc pfChildConfig
 	if err := json.Unmarshal([]byte(raw), &cc); err != nil {
-		t.Fatal(err)
+		fmt.Fprintln(os.Stderr, "child config:", err)
+		return 2
 	}
 	go func() {
 		_, _ = io.Copy(io.Discard, os.Stdin)
@@ -580,7 +570,7 @@ func TestProxyFaultChild(t *testing.T) {
 			}
 			if err := os.WriteFile(cc.Marker, nil, 0o600); err != nil {
 				fmt.Fprintln(os.Stderr, "marker:", err)
-				os.Exit(4)
+				os.Exit(4) // not return: this runs in the engine
 			}
 			<-block
 			return nil
@@ -588,8 +578,8 @@ func TestProxyFaultChild(t *testing.T) {
 	}
 	if err := server.Run(context.Background(), cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "flowstated:", err)
-		os.Exit(5)
 	}
+	return 5
 }
 
 // TestProxyFaultDeathBeforeStoreCommit: flowstated dies between the switch's
@@ -623,7 +613,7 @@ func TestProxyFaultDeathBeforeStoreCommit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command(self, "-test.run=^TestProxyFaultChild$", "-test.v")
+		cmd := exec.Command(self, "-test.run=^$")
 		cmd.Env = append(os.Environ(), pfChildEnv+"="+string(cc))
 		child := pfStartProc(t, cmd, "flowstated child")
 		e.WaitConverged(ctx)
@@ -985,17 +975,7 @@ func TestProxyFaultFrozenVswitchd(t *testing.T) {
 	if !acked {
 		// Not acknowledged: the controller installs again, as after a
 		// vswitchd restart.
-		conn, err := ofconn.Dial(ctx, sock, ofconn.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		if err := conn.Bundle(ctx, pfFlows(t, allFlows...)); err != nil {
-			t.Fatal(err)
-		}
-		if err := conn.Barrier(ctx); err != nil {
-			t.Fatal(err)
-		}
+		pfInstall(ctx, t, sock, allFlows...)
 	}
 	e.WaitConverged(ctx)
 	if stored := pfStored(ctx, t, e.Client); len(stored) != len(all) || !slices.Equal(pfStoredMarkers(ctx, t, e.Client, all), all) {

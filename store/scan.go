@@ -174,12 +174,20 @@ func (s *Store) get(tx *bolt.Tx, bridge string, kind entry.Kind, id []byte) (ent
 	if v == nil {
 		return entry.Entry{}, false, nil
 	}
-	owner, payload, err := decodeRecord(id, v)
+	e, ok := s.readEntry(bridge, kind, id, v)
+	return e, ok, nil
+}
+
+// readEntry is the entry of the record v stored at k in bridge's kind
+// bucket, with copies of its bytes; a damaged record is recorded (sum.go)
+// and reads as absent.
+func (s *Store) readEntry(bridge string, kind entry.Kind, k, v []byte) (entry.Entry, bool) {
+	owner, payload, err := decodeRecord(k, v)
 	if err != nil {
-		s.damage.note(string(bucketBridges), bridge, kind, id, v, err)
-		return entry.Entry{}, false, nil
+		s.damage.note(string(bucketBridges), bridge, kind, k, v, err)
+		return entry.Entry{}, false
 	}
-	return entry.Entry{Kind: kind, Module: owner, ID: bytes.Clone(id), Payload: payload}, true, nil
+	return entry.Entry{Kind: kind, Module: owner, ID: bytes.Clone(k), Payload: payload}, true
 }
 
 // Get is Store.Get inside the write transaction: it sees the writes made
@@ -206,15 +214,11 @@ func (w *Writer) Each(bridge, module string, kind entry.Kind, fn func(entry.Entr
 	}
 	c := kb.Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
-		owner, payload, err := decodeRecord(k, v)
-		if err != nil {
-			w.s.damage.note(string(bucketBridges), bridge, kind, k, v, err)
+		e, ok := w.s.readEntry(bridge, kind, k, v)
+		if !ok || e.Module != module {
 			continue
 		}
-		if owner != module {
-			continue
-		}
-		if err := fn(entry.Entry{Kind: kind, Module: owner, ID: bytes.Clone(k), Payload: payload}); err != nil {
+		if err := fn(e); err != nil {
 			return err
 		}
 	}

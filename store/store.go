@@ -533,15 +533,11 @@ func (s *Store) listKind(bridge string, kind entry.Kind, f Filter, fn func(bridg
 					return nil
 				}
 				n++
-				owner, payload, err := decodeRecord(k, v)
-				if err != nil {
-					s.damage.note(string(bucketBridges), bridge, kind, k, v, err)
+				e, ok := s.readEntry(bridge, kind, k, v)
+				if !ok || (f.Module != "" && e.Module != f.Module) {
 					continue
 				}
-				if f.Module != "" && owner != f.Module {
-					continue
-				}
-				if err := fn(bridge, entry.Entry{Kind: kind, Module: owner, ID: bytes.Clone(k), Payload: payload}); err != nil {
+				if err := fn(bridge, e); err != nil {
 					return err
 				}
 			}

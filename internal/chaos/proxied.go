@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/flowstate-io/flowstate/canon"
@@ -109,5 +108,5 @@ func (w *writer) closeProxy() {
 // OFPT_ERROR for the bundle, after which nothing of it was applied.
 func refusedByProxy(err error) bool {
 	var be *ofconn.BundleError
-	return errors.As(err, &be) && !be.Committed && !strings.Contains(err.Error(), "unknown")
+	return errors.As(err, &be) && !be.Committed
 }

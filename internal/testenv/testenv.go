@@ -107,7 +107,10 @@ func New(ctx context.Context, t testing.TB, opts ...Option) *Env {
 		// fast enough for tests to wait on them.
 		EchoInterval: time.Second, EchoTimeout: 2 * time.Second,
 		EventHeartbeat: 200 * time.Millisecond,
-		Logger:         Logger(t, s.level),
+		// Inside the sandbox's short directory, so that a proxy's socket
+		// path fits a sockaddr_un; removed with it.
+		ProxyDir: filepath.Join(dir, "ofp"),
+		Logger:   Logger(t, s.level),
 	}
 	for _, f := range s.configure {
 		f(&e.Config)
@@ -115,6 +118,12 @@ func New(ctx context.Context, t testing.TB, opts ...Option) *Env {
 	e.Client = e.Dial(e.Config.Listen)
 	t.Cleanup(e.Stop)
 	return e
+}
+
+// ProxySocket is the path of flowstated's OpenFlow proxy socket for
+// bridge (Config.Proxies, in Config.ProxyDir).
+func (e *Env) ProxySocket(bridge string) string {
+	return filepath.Join(e.Config.ProxyDir, bridge+".mgmt")
 }
 
 // Start is New, then Start and WaitConverged on the Env: a flowstated

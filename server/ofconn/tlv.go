@@ -28,12 +28,10 @@ const (
 // Layout of the Nicira TLV table messages (OVS's nx_tlv_table_mod,
 // nx_tlv_table_reply and nx_tlv_map).
 const (
-	nxtHeaderLen    = 16 // OpenFlow header, experimenter id, subtype
-	tlvModFixed     = nxtHeaderLen + 8
-	tlvReplyFixed   = nxtHeaderLen + 16
-	tlvMapLen       = 8
-	nxExperimenter  = openflow15.NxExperimenterID
-	typeExperimentr = 4 // OFPT_EXPERIMENTER
+	nxtHeaderLen  = 16 // OpenFlow header, experimenter id, subtype
+	tlvModFixed   = nxtHeaderLen + 8
+	tlvReplyFixed = nxtHeaderLen + 16
+	tlvMapLen     = 8
 )
 
 // TLVTableMod is an NXT_TLV_TABLE_MOD of command with maps.
@@ -77,7 +75,7 @@ func (c *Conn) TLVTable(ctx context.Context) ([]TLVMap, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("ofconn: tlv table request: %w", err)
 	}
-	c.stats.countSent(typeExperimentr, len(req))
+	c.stats.countSent(openflow15.Type_Experimenter, len(req))
 	for {
 		f, err := c.recv(ctx, w)
 		if err != nil {
@@ -110,14 +108,14 @@ func parseTLVMaps(b []byte) ([]TLVMap, error) {
 func IsTLVTableMod(m []byte) bool { return isNXT(m, openflow15.Type_TlvTableMod) }
 
 func putNXTHeader(b []byte, subtype uint32, xid uint32) {
-	b[0], b[1] = openflow15.VERSION, typeExperimentr
+	b[0], b[1] = openflow15.VERSION, openflow15.Type_Experimenter
 	binary.BigEndian.PutUint16(b[2:4], uint16(len(b)))
 	binary.BigEndian.PutUint32(b[4:8], xid)
-	binary.BigEndian.PutUint32(b[8:12], nxExperimenter)
+	binary.BigEndian.PutUint32(b[8:12], openflow15.NxExperimenterID)
 	binary.BigEndian.PutUint32(b[12:16], subtype)
 }
 
 func isNXT(m []byte, subtype uint32) bool {
-	return len(m) >= nxtHeaderLen && m[1] == typeExperimentr &&
-		binary.BigEndian.Uint32(m[8:12]) == nxExperimenter && binary.BigEndian.Uint32(m[12:16]) == subtype
+	return len(m) >= nxtHeaderLen && m[1] == openflow15.Type_Experimenter &&
+		binary.BigEndian.Uint32(m[8:12]) == openflow15.NxExperimenterID && binary.BigEndian.Uint32(m[12:16]) == subtype
 }

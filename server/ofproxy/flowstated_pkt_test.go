@@ -45,15 +45,8 @@ func TestOVNPacketsThroughFlowstated(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 
-	// Short: the proxy's socket path must fit a sockaddr_un.
-	proxyDir, err := os.MkdirTemp("", "ofp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(proxyDir) })
 	e := testenv.New(ctx, t, testenv.Bridges(), testenv.Configure(func(c *server.Config) {
 		c.Proxies = []server.ProxySpec{{Module: ovnModule, Bridge: sandbox.OVNBridge}}
-		c.ProxyDir = proxyDir
 		c.MetricsListen = "127.0.0.1:0"
 		c.RearmFlowRestoreWait = true
 	}))
@@ -74,14 +67,14 @@ func TestOVNPacketsThroughFlowstated(t *testing.T) {
 	// Through flowstated from the start: every connection of
 	// ovn-controller (ofctrl's, pinctrl's, the features and statistics
 	// ones) finds br-int.mgmt in the proxy's directory.
-	if err := o.StartController(ctx, proxyDir); err != nil {
+	if err := o.StartController(ctx, e.Config.ProxyDir); err != nil {
 		t.Fatal(err)
 	}
 	topo, err := o.BuildTopology(ctx, pktTopology)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &ovnFixture{e: e, s: s, o: o, topo: topo, proxyDir: proxyDir}
+	f := &ovnFixture{e: e, s: s, o: o, topo: topo, proxyDir: e.Config.ProxyDir}
 	f.syncChange(ctx, t, "sw-pkt")
 	if ps := f.proxyStatus(ctx, t); ps.GetConnections() < 1 || ps.GetRecordedMessages() == 0 {
 		t.Fatalf("ovn-controller synced, but the proxy saw no connection or recorded nothing: %v", ps)
@@ -364,15 +357,9 @@ func TestTestControllerThroughFlowstated(t *testing.T) {
 	if err != nil {
 		t.Fatal("ovs-testcontroller not found: apt-get update && apt-get install -y openvswitch-testcontroller")
 	}
-	proxyDir, err := os.MkdirTemp("", "ofp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(proxyDir) })
 	e := testenv.New(ctx, t, testenv.Bridges(tcBridge), testenv.Configure(func(c *server.Config) {
 		c.Bridges = []string{tcBridge}
 		c.Proxies = []server.ProxySpec{{Module: tcModule, Bridge: tcBridge}}
-		c.ProxyDir = proxyDir
 		c.MetricsListen = "127.0.0.1:0"
 		c.RearmFlowRestoreWait = true
 		// Audits often, so that they run while learned flows are on br0.
@@ -396,7 +383,7 @@ func TestTestControllerThroughFlowstated(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(ctlDir) })
 	tc.start = func(t *testing.T, n int) *tcProc {
-		return startTestController(t, bin, s, filepath.Join(proxyDir, tcBridge+".mgmt"), ctlDir, n)
+		return startTestController(t, bin, s, e.ProxySocket(tcBridge), ctlDir, n)
 	}
 	tc.proc = tc.start(t, 1)
 

@@ -49,15 +49,8 @@ func TestOVNThroughFlowstated(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 
-	// Short: the proxy's socket path must fit a sockaddr_un.
-	proxyDir, err := os.MkdirTemp("", "ofp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(proxyDir) })
 	e := testenv.New(ctx, t, testenv.Bridges(), testenv.Configure(func(c *server.Config) {
 		c.Proxies = []server.ProxySpec{{Module: ovnModule, Bridge: sandbox.OVNBridge}}
-		c.ProxyDir = proxyDir
 		c.MetricsListen = "127.0.0.1:0"
 		c.RearmFlowRestoreWait = true // as flowstated runs by default
 	}))
@@ -83,7 +76,7 @@ func TestOVNThroughFlowstated(t *testing.T) {
 	}
 	e.Start(ctx)
 	e.WaitConverged(ctx)
-	f := &ovnFixture{e: e, s: s, o: o, topo: topo, proxyDir: proxyDir}
+	f := &ovnFixture{e: e, s: s, o: o, topo: topo, proxyDir: e.Config.ProxyDir}
 	t.Logf("direct reference: %d flows, %d groups, %d meters, TLV map %q (setup %v)",
 		len(want.flows), len(want.groups), len(want.meters), want.tlv, time.Since(start).Round(time.Millisecond))
 

@@ -29,14 +29,8 @@ func TestOSKenThroughFlowstated(t *testing.T) {
 		t.Fatal("osken-manager not found: apt-get update && apt-get install -y python3-os-ken")
 	}
 	const bridge, module = "br-int", "osken"
-	proxyDir, err := os.MkdirTemp("", "ofp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(proxyDir) })
 	e := testenv.New(ctx, t, testenv.Configure(func(c *server.Config) {
 		c.Proxies = []server.ProxySpec{{Module: module, Bridge: bridge, TCP: "127.0.0.1:0"}}
-		c.ProxyDir = proxyDir
 		c.RearmFlowRestoreWait = true
 	}))
 	s := e.Sandbox

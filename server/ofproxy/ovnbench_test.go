@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -129,22 +128,17 @@ func ovnBenchOnce(ctx context.Context, tb testing.TB, viaFlowstated bool) ovnBen
 	defer sc.close()
 
 	opts := []testenv.Option{testenv.Bridges(), testenv.LogLevel(slog.LevelError)}
-	var proxyDir string // "" for vswitchd's own socket
 	if viaFlowstated {
-		// Short: the proxy's socket path must fit a sockaddr_un.
-		dir, err := os.MkdirTemp("", "ofb")
-		if err != nil {
-			tb.Fatal(err)
-		}
-		sc.Cleanup(func() { os.RemoveAll(dir) })
-		proxyDir = dir
 		opts = append(opts, testenv.Configure(func(c *server.Config) {
 			c.Proxies = []server.ProxySpec{{Module: ovnBenchModule, Bridge: sandbox.OVNBridge}}
-			c.ProxyDir = dir
 			c.RearmFlowRestoreWait = true // as flowstated runs by default
 		}))
 	}
 	e := testenv.New(ctx, sc, opts...)
+	proxyDir := "" // vswitchd's own socket
+	if viaFlowstated {
+		proxyDir = e.Config.ProxyDir
+	}
 	s := e.Sandbox
 	// br-int as a CNI's installer creates it, on both sides: the proxy
 	// needs its upstream before ovn-controller starts.

@@ -85,8 +85,7 @@ func classify(m []byte) kind {
 	case typeBundleAdd:
 		return bundleAdd
 	case typeExperimenter:
-		if len(m) >= 16 && binary.BigEndian.Uint32(m[8:12]) == openflow15.NxExperimenterID &&
-			binary.BigEndian.Uint32(m[12:16]) == openflow15.Type_TlvTableMod {
+		if ofconn.IsTLVTableMod(m) {
 			return state
 		}
 	}

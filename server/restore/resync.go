@@ -3,8 +3,11 @@ package restore
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"slices"
 	"time"
+
+	"antrea.io/libOpenflow/openflow15"
 
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/ofmods"
@@ -222,12 +225,12 @@ func (r *Recorder) Close() {
 	}
 }
 
-// OpenFlow 1.5 GROUP_MOD and METER_MOD commands readds rewrites.
+// GROUP_MOD and METER_MOD: where the command and the id sit, and the
+// commands readdsLocked writes.
 const (
-	modCommand     = 8
-	modID          = 12
-	groupAddOrMod  = 0x8000 // OVS's extension
-	meterModifyCmd = 1
+	modCommand    = 8
+	modID         = 12
+	groupAddOrMod = 0x8000 // OVS's extension: add, or modify if it exists
 )
 
 // readdsLocked returns msgs with, during a resync, each ADD of a group or
@@ -241,15 +244,18 @@ func (r *Recorder) readdsLocked(st ofmods.Store, msgs [][]byte) ([][]byte, error
 		return msgs, nil
 	}
 	out := msgs
+	cloned := false
 	for i, m := range msgs {
-		var kind entry.Kind
-		switch {
-		case len(m) < modID+4 || m[0] != 6 || be16(m[modCommand:]) != 0:
+		if len(m) < modID+4 || m[0] != openflow15.VERSION || binary.BigEndian.Uint16(m[modCommand:]) != openflow15.OFPGC_ADD { // MC_ADD is 0 too
 			continue
-		case m[1] == 15: // GROUP_MOD ADD
+		}
+		var kind entry.Kind
+		cmd := uint16(groupAddOrMod)
+		switch m[1] {
+		case openflow15.Type_GroupMod:
 			kind = entry.KindGroup
-		case m[1] == 29: // METER_MOD ADD
-			kind = entry.KindMeter
+		case openflow15.Type_MeterMod:
+			kind, cmd = entry.KindMeter, openflow15.MC_MODIFY
 		default:
 			continue
 		}
@@ -264,18 +270,12 @@ func (r *Recorder) readdsLocked(st ofmods.Store, msgs [][]byte) ([][]byte, error
 		if !ok || e.Module != r.module {
 			continue
 		}
-		if &out[0] == &msgs[0] {
-			out = slices.Clone(msgs)
+		if !cloned {
+			out, cloned = slices.Clone(msgs), true
 		}
 		c := slices.Clone(m)
-		cmd := uint16(groupAddOrMod)
-		if kind == entry.KindMeter {
-			cmd = meterModifyCmd
-		}
-		c[modCommand], c[modCommand+1] = byte(cmd>>8), byte(cmd)
+		binary.BigEndian.PutUint16(c[modCommand:], cmd)
 		out[i] = c
 	}
 	return out, nil
 }
-
-func be16(b []byte) uint16 { return uint16(b[0])<<8 | uint16(b[1]) }

@@ -86,8 +86,8 @@ func fmtTLV(m ofconn.TLVMap) string {
 }
 
 // applyTLV records msgs[i], an NXT_TLV_TABLE_MOD of the controller, as the
-// module's mappings: sent to the switch first when the bridge is live (its
-// refusal is the controller's), then stored; when the bridge is not live,
+// module's mappings and, when the bridge is live, sends it to the switch
+// (whose refusal is the controller's); when the bridge is not live it is
 // stored and replayed. The module changes only its own mappings: a CLEAR
 // deletes the module's, and an index another module maps is refused as
 // vswitchd refuses a mapped index.
@@ -155,29 +155,58 @@ func (r *Recorder) applyTLV(ctx context.Context, msgs [][]byte, i int) error {
 		return refuse(nxtmfcBadCommand, "NXTTMFC_BAD_COMMAND")
 	}
 	conn, live := r.e.liveLocked(ctx, b)
-	if live && send != nil {
-		if err := conn.Send(ctx, send); err != nil {
-			var oe *ofconn.OFError
-			if errors.As(err, &oe) {
-				return &ofconn.BundleError{Failed: []ofconn.AddError{{Index: i, Type: oe.Type, Code: oe.Code, Experimenter: oe.Experimenter, Name: oe.Name, Data: oe.Data}}}
-			}
-			// The switch may or may not hold it: the replay finds out.
-			r.e.divergedLocked(b, "a controller's tlv table change reached the switch with an unknown outcome", err)
-			return fmt.Errorf("restore: proxy %s/%s: tlv table: %w", r.bridge, r.module, err)
+	sends := live && send != nil
+	switchErr := func(err error) error {
+		var oe *ofconn.OFError
+		if errors.As(err, &oe) {
+			return &ofconn.BundleError{Failed: []ofconn.AddError{{Index: i, Type: oe.Type, Code: oe.Code, Experimenter: oe.Experimenter, Name: oe.Name, Data: oe.Data}}}
 		}
+		// The switch may or may not hold it: the replay settles it.
+		r.e.divergedLocked(b, "a controller's tlv table change reached the switch with an unknown outcome", err)
+		return fmt.Errorf("restore: proxy %s/%s: tlv table: %w", r.bridge, r.module, err)
 	}
-	if err := r.e.cfg.Store.UpdateTLVMap(r.bridge, r.module, add, del); err != nil {
-		if live && send != nil {
-			// Not stored: the switch must not keep it either. A replay
-			// adds missing mappings but removes none, so undo it here.
-			if uerr := conn.Send(ctx, undoTLV(cmd, maps, del)); uerr != nil {
-				r.e.divergedLocked(b, "a controller's tlv table change the store could not take is on the switch", errors.Join(err, uerr))
-			}
-		}
+	storeErr := func(err error) error {
 		if errors.Is(err, store.ErrTLVOwned) {
 			return refuse(nxtmfcAlreadyMapped, "NXTTMFC_ALREADY_MAPPED")
 		}
 		return fmt.Errorf("restore: proxy %s/%s: tlv table: %w", r.bridge, r.module, err)
+	}
+	// The store may hold a mapping the switch lacks (every replay adds
+	// it), never the reverse (no replay removes one): an add is stored
+	// before it is sent and a delete sent before it is stored, so that a
+	// death between the two leaves the store ahead.
+	if cmd == ofconn.TLVAdd {
+		if err := r.e.cfg.Store.UpdateTLVMap(r.bridge, r.module, add, nil); err != nil {
+			return storeErr(err)
+		}
+		if sends {
+			if err := conn.Send(ctx, send); err != nil {
+				var oe *ofconn.OFError
+				if errors.As(err, &oe) {
+					// Refused: the store goes back to what it held.
+					if uerr := r.e.cfg.Store.UpdateTLVMap(r.bridge, r.module, previous(stored, add), add); uerr != nil {
+						r.e.log.Error("proxy: a tlv mapping the switch refused stays in the store; replays will try it", "bridge", r.bridge, "module", r.module, "err", uerr)
+					}
+				}
+				return switchErr(err)
+			}
+		}
+	} else {
+		if sends {
+			if err := conn.Send(ctx, send); err != nil {
+				return switchErr(err)
+			}
+		}
+		if err := r.e.cfg.Store.UpdateTLVMap(r.bridge, r.module, nil, del); err != nil {
+			if sends {
+				// Not stored: put them back on the switch, or the switch
+				// would be behind the store until vswitchd restarts.
+				if uerr := conn.Send(ctx, undoTLV(del)); uerr != nil {
+					r.e.divergedLocked(b, "a controller's tlv deletion the store could not take is on the switch", errors.Join(err, uerr))
+				}
+			}
+			return storeErr(err)
+		}
 	}
 	if !live {
 		b.requestReplay()
@@ -185,12 +214,8 @@ func (r *Recorder) applyTLV(ctx context.Context, msgs [][]byte, i int) error {
 	return nil
 }
 
-// undoTLV is the TLV table mod that takes back cmd: an add's maps deleted,
-// a delete's or clear's removed mappings (del, as stored) added back.
-func undoTLV(cmd uint16, maps []ofconn.TLVMap, del []store.TLVMapping) ofconn.Message {
-	if cmd == ofconn.TLVAdd {
-		return ofconn.TLVTableMod(ofconn.TLVDelete, maps)
-	}
+// undoTLV adds back the mappings a delete removed (del, as stored).
+func undoTLV(del []store.TLVMapping) ofconn.Message {
 	back := make([]ofconn.TLVMap, 0, len(del))
 	for _, d := range del {
 		if d.Len != 0 { // a delete names only indexes: the stored mapping is needed
@@ -198,4 +223,15 @@ func undoTLV(cmd uint16, maps []ofconn.TLVMap, del []store.TLVMapping) ofconn.Me
 		}
 	}
 	return ofconn.TLVTableMod(ofconn.TLVAdd, back)
+}
+
+// previous is what stored held at the indexes of add, for the module.
+func previous(stored, add []store.TLVMapping) []store.TLVMapping {
+	var out []store.TLVMapping
+	for _, a := range add {
+		if j := slices.IndexFunc(stored, func(s store.TLVMapping) bool { return s.Index == a.Index }); j >= 0 {
+			out = append(out, stored[j])
+		}
+	}
+	return out
 }
