@@ -28,16 +28,18 @@
 //
 //	writequeue.go    the bridge's request queue; submit (the caller's side)
 //	                 and runWrites (the owner goroutine) choose a source
-//	txn.go           the decisions every write transaction shares: is the
-//	                 bridge live, what the verdict means (Outcome), what a
-//	                 whole-bundle refusal does, settle (quarantine lifted,
-//	                 replay scheduled)
-//	groupcommit.go   source: a batch in one store transaction, its bundle
-//	                 streamed (writestream.go) or sent after storing
+//	txn.go           the write transaction every source runs (txn): take
+//	                 the bridge and decide whether it is live, stream or
+//	                 send, decide what the verdict means (Outcome, and what
+//	                 a whole-bundle refusal does), commit or end (quarantine
+//	                 lifted, replay scheduled, a panic recovered)
+//	groupcommit.go   source: a batch's ops in one store Update (groupTxn),
+//	                 its bundle streamed (writestream.go) or sent after
 //	writepipe.go     source: pipelined Puts of flows (store.PlanPut on the
-//	                 owner, PutPlanned on the pipe's storer goroutine)
+//	                 owner, PutPlanned of several bundles on the pipe's
+//	                 storer goroutine)
 //	writestaged.go   source: a spooled request staged on disk
-//	                 (store.PlanStage, Stage, Commit)
+//	                 (store.PlanStage, Stage, then Commit after the verdict)
 //	proxy.go         source: a change of a controller behind the OpenFlow
 //	                 proxy (Recorder), its messages turned into the module's
 //	                 net change by package ofmods inside the transaction
@@ -64,8 +66,8 @@
 // quarantine and convergence, and the replay they trigger is the bridge
 // goroutine's. A subpackage would have to export the bridge, its lock rules,
 // the stream and the plan, which are exactly what must not be used from
-// outside. The transaction's shared decisions live in one file (txn.go)
-// instead, and the store interfaces each source needs are the store's own
+// outside. The transaction's frame and shared decisions live in one file
+// (txn.go) instead, and the store interfaces each source needs are the store's own
 // methods it calls (PlanPut/PutPlanned, PlanStage/Stage, Update).
 //
 // # A Put
@@ -77,15 +79,17 @@
 //     with nothing quarantined (writepipe.go); a staged request alone
 //     (writestaged.go); anything else to group commit (commitBatch,
 //     groupcommit.go).
-//  3. The source runs one transaction under b.mu: liveLocked (txn.go) says
-//     whether the changes go to the switch; the store decides the changes
-//     while they stream into a bundle, or the bundle is sent after; the
-//     switch's verdict becomes an Outcome (outcomeOf). Refused: the store
-//     rolls back and the request fails naming the entry. Refused as a whole:
-//     resendWhole. Unknown: stored, not applied.
-//  4. settleLocked lifts the quarantine of what the write declared and,
-//     when the write was not applied, asks the bridge for a replay. The
-//     caller gets applied or not.
+//  3. The source runs one transaction (txn.go): lockTxn takes b.mu and
+//     liveLocked says whether the changes go to the switch; the source's
+//     store step decides the changes while they stream into a bundle
+//     (openStream), or sends them after (send); decide turns the switch's
+//     verdict into an Outcome. Refused: the store rolls back and the
+//     request fails naming the entry. Refused as a whole: resendWhole.
+//     Unknown: stored, not applied.
+//  4. commit (or end, when nothing was stored) settles: settleLocked lifts
+//     the quarantine of what the write declared and, when the write was
+//     not applied, asks the bridge for a replay. The caller gets applied or
+//     not.
 //
 // # A replay
 //

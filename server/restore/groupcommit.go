@@ -3,8 +3,6 @@ package restore
 import (
 	"context"
 	"errors"
-	"fmt"
-	"runtime/debug"
 
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/errdefs"
@@ -131,142 +129,134 @@ var (
 // With more than one request, an error that names requests is a
 // *failedError. A panic is recovered and returned as ErrInternal.
 func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) (results []writeResult, err error) {
-	e.cfg.Metrics.writeBatches.WithLabelValues(b.name).Inc()
-	defer b.busy()()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	// touched is true once the switch may hold changes of this transaction;
-	// stored once the transaction committed.
-	var touched, stored bool
+	t, unlock := e.lockTxn(ctx, b, "write")
+	defer unlock()
 	defer func() {
-		if perr := e.endWrite(b, recover(), "a write transaction", touched, stored, err); perr != nil {
+		if perr := t.end(recover(), err); perr != nil {
 			results, err = nil, perr
 		}
 	}()
-
-	conn, live := e.liveLocked(ctx, b)
-	var unknown error // the switch failed with an unknown outcome
-	var sent []Change // what the switch took, for learnForms
-	results = make([]writeResult, len(reqs))
-	err = e.batchStore().Update(func(w *store.Writer) error {
-		var (
-			stream  *writeStream
-			owner   map[string]int // only a batch of several requests can overlap
-			overlap *failedError
-		)
-		if ok, bound := streamable(reqs); live && ok {
-			if len(reqs) > 1 {
-				owner = make(map[string]int, bound)
-			}
-			sctx, cancel := context.WithTimeout(ctx, e.cfg.WriteTimeout)
-			defer cancel()
-			stream = startStream(sctx, conn, nil, bound, nil, streamedAt(results))
-			// Whatever ends the transaction (an error, a panic), the
-			// bundle ends with it and before it: never committed unless
-			// finish(true) ran.
-			defer func() {
-				if stream != nil {
-					_ = stream.finish(false)
-				}
-			}()
-		}
-		n := 0
-		for i, r := range reqs {
-			if stream != nil {
-				stream.observe(w, i, owner, &overlap)
-			}
-			res, err := r.op(w)
-			if err != nil {
-				return failed(i, err)
-			}
-			results[i].res = res
-			n += len(res.Changed) + len(res.Removed)
-		}
-		w.Observe(nil, nil)
-		if overlap != nil {
-			return overlap
-		}
-		if stream != nil && stream.fallback {
-			_ = stream.finish(false)
-			stream, owner = nil, nil // owner is rebuilt below
-		}
-		var streamed bool
-		var streamErr error
-		if stream != nil {
-			touched, streamed = true, true
-			streamErr = e.cfg.Faults.verdict(stream.finish(true), true)
-			stream = nil
-			if o, _ := outcomeOf(streamErr); o == RefusedWhole {
-				if resend, _ := resendWhole(true); resend {
-					e.log.Warn("streamed write refused as a whole; sending it again after the store", "bridge", b.name, "err", streamErr)
-					touched, streamed, streamErr = false, false, nil
-				}
-			}
-		}
-		var cs []Change
-		var err error
-		if streamed {
-			// Checked as they were streamed; of a million changes, keep
-			// for learnForms only the few it looks at.
-			cs = opaqueWrites(results)
-		} else if cs, owner, err = b.batchChangesLocked(reqs, results, n, owner); err != nil {
-			return err
-		}
-		if live && (streamed || len(cs) > 0) {
-			err := streamErr
-			if !streamed {
-				p := newPlan(cs)
-				touched = true
-				sctx, cancel := context.WithTimeout(ctx, e.cfg.WriteTimeout)
-				_, err = applyPlan(sctx, conn, p)
-				cancel()
-				err = e.cfg.Faults.verdict(err, false)
-			}
-			switch o, re := outcomeOf(err); o {
-			case Refused, RefusedWhole:
-				// A refused plan leaves nothing, unless undoing its meters
-				// failed or the refusal came after the bundle. Refused as
-				// a whole after the resend (or unstreamed): the request
-				// fails with it, as a switch refusing it again would.
-				touched = re.SwitchChanged
-				return refused(re, owner, len(reqs))
-			case Unknown:
-				unknown = err
-				live = false
-			default:
-				if err := e.cfg.Faults.beforeStoreCommit(); err != nil {
-					return err
-				}
-				sent = cs
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		if len(reqs) == 1 {
-			var fe *failedError
-			if errors.As(err, &fe) {
-				err = fe.err
-			}
+	g := &groupTxn{txn: t, reqs: reqs, results: make([]writeResult, len(reqs))}
+	if err := e.batchStore().Update(g.write); err != nil {
+		var fe *failedError
+		if len(reqs) == 1 && errors.As(err, &fe) {
+			err = fe.err
 		}
 		return nil, err
 	}
-	stored = true
-	s := settlement{what: "write", stored: true, applied: live, unknown: unknown}
+	var declared [][]entry.Entry
 	quarantined := b.quarantine.len() > 0
 	for i, r := range reqs {
-		results[i].applied, results[i].unknown = live, unknown
+		g.results[i].applied, g.results[i].unknown = t.live, t.unknown
 		if quarantined {
-			s.declared = append(s.declared, r.declared, results[i].res.Removed)
+			declared = append(declared, r.declared, g.results[i].res.Removed)
 		}
 	}
-	e.settleLocked(b, s)
-	if sent != nil {
-		lctx, cancel := context.WithTimeout(ctx, e.cfg.WriteTimeout)
-		e.learnForms(lctx, conn, sent, false, e.log.With("bridge", b.name))
-		cancel()
+	t.commit(nil, declared...)
+	t.learn(g.sent)
+	return g.results, nil
+}
+
+// groupTxn is a batch of group commit in its transaction.
+type groupTxn struct {
+	*txn
+	reqs    []*writeReq
+	results []writeResult
+	// owner maps a change's key to its request in a batch of several.
+	owner map[string]int
+	// sent is what the switch took, for learn.
+	sent []Change
+}
+
+// write is the batch's store step: the requests' ops in one store
+// transaction, their changes streamed into a bundle as the store decides
+// them or sent after storing them, and the switch's verdict before the
+// commit.
+func (g *groupTxn) write(w *store.Writer) error {
+	var stream *writeStream
+	if ok, bound := streamable(g.reqs); g.live && ok {
+		if len(g.reqs) > 1 {
+			g.owner = make(map[string]int, bound)
+		}
+		var cancel context.CancelFunc
+		stream, cancel = g.openStream(nil, bound, nil, streamedAt(g.results))
+		defer cancel()
+		// Whatever ends the transaction (an error, a panic), the bundle
+		// ends with it and before it: never committed unless finish ran.
+		defer func() {
+			if stream != nil {
+				_ = stream.finish(false)
+			}
+		}()
 	}
-	return results, nil
+	n, err := g.runOps(w, stream)
+	if err != nil {
+		return err
+	}
+	if stream != nil && stream.fallback {
+		_ = stream.finish(false)
+		stream, g.owner = nil, nil // owner is rebuilt below
+	}
+	if stream != nil {
+		s := stream
+		stream = nil
+		resend, err := g.verdict(g.finish(s), resendable)
+		if !resend {
+			// Checked as they were streamed; of a million changes, keep
+			// for learn only the few it looks at.
+			g.sent = opaqueWrites(g.results)
+			return err
+		}
+	}
+	cs, owner, err := g.b.batchChangesLocked(g.reqs, g.results, n, g.owner)
+	if err != nil {
+		return err
+	}
+	g.owner = owner
+	if !g.live || len(cs) == 0 {
+		return nil
+	}
+	_, err = g.verdict(g.send(cs), resent)
+	g.sent = cs
+	return err
+}
+
+// runOps runs the requests' ops in w, streaming each change the store
+// decides into stream (when not nil), and returns how many changes they
+// make.
+func (g *groupTxn) runOps(w *store.Writer, stream *writeStream) (int, error) {
+	var overlap *failedError
+	n := 0
+	for i, r := range g.reqs {
+		if stream != nil {
+			stream.observe(w, i, g.owner, &overlap)
+		}
+		res, err := r.op(w)
+		if err != nil {
+			return 0, failed(i, err)
+		}
+		g.results[i].res = res
+		n += len(res.Changed) + len(res.Removed)
+	}
+	w.Observe(nil, nil)
+	if overlap != nil {
+		return 0, overlap
+	}
+	return n, nil
+}
+
+// verdict takes the switch's verdict on the batch's bundle (decide): resend
+// when the batch sends its changes again, else the error that rolls the
+// store back (a refusal, naming its requests), nil when the store commits.
+func (g *groupTxn) verdict(verdict error, h held) (resend bool, err error) {
+	switch o, re, err := g.decide(verdict, h); o {
+	case RefusedWhole:
+		return true, nil
+	case Refused:
+		return false, refused(re, g.owner, len(g.reqs))
+	default:
+		return false, err
+	}
 }
 
 // batchChangesLocked lists the changes of a batch's stored results (n of
@@ -304,23 +294,6 @@ func (b *bridge) batchChangesLocked(reqs []*writeReq, results []writeResult, n i
 		}
 	}
 	return cs, owner, nil
-}
-
-// endWrite ends a write run under b.mu (commitGroup, commitStaged), given
-// what recover returned: a panic is logged with its stack and returned as
-// ErrInternal (nil without one), and a switch that may hold what the store
-// does not (touched, not stored) makes the bridge replay.
-func (e *Engine) endWrite(b *bridge, p any, what string, touched, stored bool, err error) (panicErr error) {
-	if p != nil {
-		e.log.Error("panic in "+what+"; its requests fail, the bridge goes on",
-			"bridge", b.name, "panic", p, "stack", string(debug.Stack()))
-		panicErr = fmt.Errorf("restore: bridge %s: write failed: %v: %w", b.name, p, errdefs.ErrInternal)
-		err = panicErr
-	}
-	if !stored {
-		e.settleLocked(b, settlement{what: "write", touched: touched, cause: err})
-	}
-	return panicErr
 }
 
 // refused turns the switch's refusal into the error of the requests whose

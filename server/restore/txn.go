@@ -3,8 +3,11 @@ package restore
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime/debug"
 
 	"github.com/flowstate-io/flowstate/entry"
+	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/server/ofconn"
 )
 
@@ -14,15 +17,21 @@ import (
 // storing; a pipe's batches; a staged write) is one transaction of the same
 // shape, run by the bridge's write owner under b.mu:
 //
-//	open     liveLocked: do the changes go to the switch now?
-//	send     the source streams its changes into a bundle, or sends them
-//	         after storing them
-//	verdict  outcomeOf: the switch's answer becomes an Outcome
-//	settle   settleLocked: quarantine lifted, replay scheduled, the caller
-//	         told applied or not
+//	open     lockTxn (or newTxn under a pipe's lock): liveLocked decides
+//	         whether the changes go to the switch now
+//	send     the source streams its changes into a bundle (openStream), or
+//	         sends them after storing them (send)
+//	verdict  decide: outcomeOf turns the switch's answer into an Outcome,
+//	         resendWhole says what a whole refusal does
+//	settle   commit once the store committed, end (deferred) when it did
+//	         not or a panic ended the transaction: settleLocked lifts
+//	         quarantine and schedules the replay
 //
-// The four decisions below are each made here and nowhere else, so that the
-// sources cannot disagree on them.
+// The frame is the txn type below, written once; a source only fills in its
+// store step: group commit's Update (groupcommit.go), a pipe's PutPlanned of
+// several bundles (writepipe.go), a staged write's swap of buckets
+// (writestaged.go). The four decisions are each made here and nowhere else,
+// so that the sources cannot disagree on them.
 
 // Outcome is what the switch's verdict on a write's bundle leaves.
 type Outcome int
@@ -62,18 +71,35 @@ func outcomeOf(err error) (Outcome, *RejectedError) {
 	return Refused, re
 }
 
-// resendWhole is what a whole-bundle refusal does: a refused bundle changed
-// nothing, so its changes are sent again once, unstreamed, after the store
-// (group commit's path: a batch resends in the same transaction, a pipe's
-// batch goes back to group commit). A staged write's changes are not held
-// in memory to send again: it is stored and settles as Unknown, so the
-// replay sends them from the store. Either way the acknowledged write is
-// stored, and the switch ends equal to the store.
-func resendWhole(inMemory bool) (resend bool, settleAs Outcome) {
-	if inMemory {
-		return true, Applied
+// held is what a source still holds of a bundle the switch refused as a
+// whole, which decides what the refusal does (resendWhole).
+type held int
+
+const (
+	// resendable: the changes are in memory and were sent once.
+	resendable held = iota
+	// resent: the changes are in memory and were already sent again.
+	resent
+	// onDisk: the changes are only in the store (a staged write).
+	onDisk
+)
+
+// resendWhole is what a whole-bundle refusal does. A refused bundle changed
+// nothing, so changes held in memory are sent again once, unstreamed, after
+// the store (a batch resends in the same transaction, a pipe's batch goes
+// back to group commit); refused again, the write fails with the refusal, as
+// a refusal of an entry fails it. A staged write's changes are not held in
+// memory to send again: it is stored and settles as Unknown, so the replay
+// sends them from the store. Either way the switch ends equal to the store.
+func resendWhole(h held) Outcome {
+	switch h {
+	case resendable:
+		return RefusedWhole
+	case resent:
+		return Refused
+	default:
+		return Unknown
 	}
-	return false, Unknown
 }
 
 // liveLocked reports whether a write's changes go to the switch now, and on
@@ -140,4 +166,139 @@ func (e *Engine) divergedLocked(b *bridge, what string, err error) {
 	e.log.Error(what+"; replaying the bridge", "bridge", b.name, "err", err)
 	b.markDivergedLocked()
 	b.requestReplay()
+}
+
+// txn is one write transaction of a bridge, under b.mu: see The write
+// transaction's decisions.
+type txn struct {
+	e    *Engine
+	b    *bridge
+	ctx  context.Context
+	what string // names the source in logs
+	conn *ofconn.Conn
+	// live: the changes go to the switch now; false once the outcome on
+	// the switch is unknown.
+	live bool
+	// touched: the switch may hold changes of the transaction; stored: the
+	// store committed it.
+	touched, stored bool
+	// unknown is the verdict when the outcome on the switch is unknown.
+	unknown error
+}
+
+// lockTxn takes b (b.mu and its busy mark) and starts a transaction on it;
+// the caller defers unlock, then end.
+func (e *Engine) lockTxn(ctx context.Context, b *bridge, what string) (t *txn, unlock func()) {
+	done := b.busy()
+	b.mu.Lock()
+	conn, live := e.liveLocked(ctx, b)
+	return e.newTxn(ctx, b, what, conn, live), func() { b.mu.Unlock(); done() }
+}
+
+// newTxn starts a transaction on b, whose b.mu the caller holds (a pipe's
+// storer: the pipe decided liveness when it opened).
+func (e *Engine) newTxn(ctx context.Context, b *bridge, what string, conn *ofconn.Conn, live bool) *txn {
+	e.cfg.Metrics.writeBatches.WithLabelValues(b.name).Inc()
+	return &txn{e: e, b: b, ctx: ctx, what: what, conn: conn, live: live}
+}
+
+// openStream opens a streamed bundle of the transaction (startStream),
+// bounded by Config.WriteTimeout; the caller ends it, then calls cancel.
+func (t *txn) openStream(pre []Change, n int, post []Change, at func(idx []int) ([]Change, error)) (*writeStream, context.CancelFunc) {
+	return t.e.openStream(t.ctx, t.conn, pre, n, post, at)
+}
+
+// openStream is startStream under a context bounded by Config.WriteTimeout.
+func (e *Engine) openStream(ctx context.Context, conn *ofconn.Conn, pre []Change, n int, post []Change, at func(idx []int) ([]Change, error)) (*writeStream, context.CancelFunc) {
+	sctx, cancel := context.WithTimeout(ctx, e.cfg.WriteTimeout)
+	return startStream(sctx, conn, pre, n, post, at), cancel
+}
+
+// send sends cs after the store, in an order the switch takes (newPlan),
+// and returns the switch's verdict.
+func (t *txn) send(cs []Change) error {
+	t.touched = true
+	ctx, cancel := context.WithTimeout(t.ctx, t.e.cfg.WriteTimeout)
+	defer cancel()
+	_, err := applyPlan(ctx, t.conn, newPlan(cs))
+	return t.e.cfg.Faults.verdict(err, false)
+}
+
+// finish ends the transaction's stream s with its COMMIT and returns the
+// switch's verdict.
+func (t *txn) finish(s *writeStream) error {
+	t.touched = true
+	return t.e.cfg.Faults.verdict(s.finish(true), true)
+}
+
+// decide is where the switch's verdict on the transaction's bundle becomes
+// its next step; h is what the source still holds of the bundle:
+//
+//   - Applied: the store commits. The error is the BeforeStoreCommit
+//     fault's, which rolls the store back.
+//   - RefusedWhole: the source sends its changes again after the store
+//     (resendWhole; only when h is resendable).
+//   - Refused: the returned refusal rolls the store back. Nothing of the
+//     bundle stays on the switch, unless RejectedError.SwitchChanged says
+//     meters sent around it could not be taken back.
+//   - Unknown: the store commits; the write is not applied and settles by
+//     replaying the bridge.
+func (t *txn) decide(verdict error, h held) (Outcome, *RejectedError, error) {
+	o, re := outcomeOf(verdict)
+	if o == RefusedWhole {
+		o = resendWhole(h)
+	}
+	switch o {
+	case Applied:
+		return o, nil, t.e.cfg.Faults.beforeStoreCommit()
+	case RefusedWhole:
+		t.e.log.Warn(t.what+" refused as a whole; sending it again after the store", "bridge", t.b.name, "err", verdict)
+		t.touched = false
+	case Refused:
+		t.touched = re.SwitchChanged
+	case Unknown:
+		t.unknown, t.live = verdict, false
+	}
+	return o, re, nil
+}
+
+// commit settles the transaction once the store committed it; keys and
+// declared are what it declares and removes (their quarantine is lifted).
+func (t *txn) commit(keys []string, declared ...[]entry.Entry) {
+	t.stored = true
+	t.e.settleLocked(t.b, settlement{what: t.what, stored: true, applied: t.live, unknown: t.unknown, keys: keys, declared: declared})
+}
+
+// learn learns what the switch made of the opaque entries of cs, once the
+// transaction was applied (learnForms).
+func (t *txn) learn(cs []Change) {
+	if !t.live || len(cs) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(t.ctx, t.e.cfg.WriteTimeout)
+	defer cancel()
+	t.e.learnForms(ctx, t.conn, cs, false, t.e.log.With("bridge", t.b.name))
+}
+
+// end ends the transaction, deferred with what recover returned and the
+// error that ended it: a panic is logged with its stack and returned as
+// ErrInternal (nil without one), and a transaction not stored whose changes
+// the switch may hold makes the bridge replay.
+func (t *txn) end(p any, err error) (panicErr error) {
+	if p != nil {
+		panicErr = t.e.writePanic(t.b, p, t.what)
+		err = panicErr
+	}
+	if !t.stored {
+		t.e.settleLocked(t.b, settlement{what: t.what, touched: t.touched, cause: err})
+	}
+	return panicErr
+}
+
+// writePanic logs a panic p of a write of b (what names it) with its stack
+// and returns the ErrInternal its requests fail with.
+func (e *Engine) writePanic(b *bridge, p any, what string) error {
+	e.log.Error("panic in a "+what+"; its requests fail, the bridge goes on",
+		"bridge", b.name, "panic", p, "stack", string(debug.Stack()))
+	return fmt.Errorf("restore: bridge %s: %s failed: %v: %w", b.name, what, p, errdefs.ErrInternal)
 }

@@ -3,7 +3,6 @@ package restore
 import (
 	"context"
 	"errors"
-	"fmt"
 	"hash/maphash"
 	"slices"
 	"sync"
@@ -205,11 +204,10 @@ func (p *pipe) run(batch []*writeReq) (rest []*writeReq) {
 			continue
 		}
 		if pb.stream == nil {
-			sctx, cancel := context.WithTimeout(p.ctx, p.e.cfg.WriteTimeout)
 			// A refused position is mapped through the results once the
 			// bundle is sent, when no more requests join.
 			at := func(idx []int) ([]Change, error) { return streamedAt(pb.results)(idx) }
-			pb.stream, pb.cancel = startStream(sctx, p.conn, nil, bound, nil, at), cancel
+			pb.stream, pb.cancel = p.e.openStream(p.ctx, p.conn, nil, bound, nil, at)
 		}
 		for _, c := range plan.Changed {
 			pb.stream.add(writeChange(c))
@@ -247,8 +245,8 @@ func (p *pipe) run(batch []*writeReq) (rest []*writeReq) {
 // ErrInternal, as in commitGroup, and the bridge goes on.
 func (p *pipe) plan(r *writeReq) (plan store.Plan, err error) {
 	defer func() {
-		if perr := p.e.endWrite(p.b, recover(), "a pipelined write's plan", false, false, nil); perr != nil {
-			err = perr
+		if v := recover(); v != nil {
+			err = p.e.writePanic(p.b, v, "pipelined write's plan")
 		}
 	}()
 	return p.e.pipeStore().PlanPut(p.b.name, r.module, r.declared)
@@ -361,12 +359,12 @@ func (pb *pipedBatch) changes() int {
 }
 
 // wait waits for pb's verdict (nil when nothing was sent), once.
-func (pb *pipedBatch) wait(e *Engine) {
+func (pb *pipedBatch) wait(t *txn) {
 	if pb.stream == nil || pb.waited {
 		return
 	}
 	pb.waited = true
-	pb.verdict = e.cfg.Faults.verdict(<-pb.stream.done, true)
+	pb.verdict = t.e.cfg.Faults.verdict(<-pb.stream.done, true)
 	pb.cancel()
 }
 
@@ -383,21 +381,18 @@ var errRefusedInGroup = errors.New("restore: the switch refused a batch of the t
 // together; a failure that names nobody sends everyone alone. A lone request
 // gets its error.
 func (p *pipe) storeGroup(group []*pipedBatch) {
-	e, b := p.e, p.b
-	e.cfg.Metrics.writeBatches.WithLabelValues(b.name).Inc()
+	// The pipe decided the bridge was live when it opened, and holds b.mu.
+	t := p.e.newTxn(p.ctx, p.b, "pipelined write", p.conn, true)
 	var (
-		// touched: the switch may hold changes of open; stored: the store
-		// does.
-		touched, stored bool
-		cause           error
-		back, solo      []*writeReq
-		open            = group // not answered yet
+		cause      error
+		back, solo []*writeReq
+		open       = group // not answered yet
 	)
 	defer func() {
-		perr := e.endWrite(b, recover(), "a pipelined write", touched, stored, cause)
+		perr := t.end(recover(), cause)
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		if touched && !stored {
+		if t.touched && !t.stored {
 			p.broken = true
 		}
 		if perr != nil {
@@ -410,70 +405,18 @@ func (p *pipe) storeGroup(group []*pipedBatch) {
 		p.back = append(p.back, back...)
 		p.solo = append(p.solo, solo...)
 	}()
-	touched = sent(open)
-	write := func(wait bool) error {
-		if !touched { // nothing changes: nothing to write
-			return nil
-		}
-		return e.pipeStore().Update(func(w *store.Writer) error {
-			applied := false
-			// pb.results already hold the plans' Results (the bundle
-			// maps a refusal through them).
-			var plans []store.Plan
-			for _, pb := range open {
-				plans = append(plans, pb.plans...)
-			}
-			if err := w.PutPlanned(plans...); err != nil {
-				return err
-			}
-			for _, pb := range open {
-				if wait {
-					pb.wait(e)
-				}
-				if o, _ := outcomeOf(pb.verdict); o == Refused || o == RefusedWhole {
-					return errRefusedInGroup
-				}
-				applied = applied || (pb.stream != nil && pb.verdict == nil)
-			}
-			if applied {
-				return e.cfg.Faults.beforeStoreCommit()
-			}
-			return nil
-		})
-	}
-	err := write(true)
+	t.touched = sent(open)
+	err := p.write(t, open, true)
 	for _, pb := range group {
-		pb.wait(e) // the transaction may have failed before it waited
+		pb.wait(t) // the transaction may have failed before it waited
 	}
 	if err != nil {
 		// Take the refused batches out; the others are written again
 		// (without a refusal, the same failure comes back).
-		open = nil
-		for _, pb := range group {
-			o, re := outcomeOf(pb.verdict)
-			if o != Refused && o != RefusedWhole {
-				open = append(open, pb)
-				continue
-			}
-			// Nothing of a refused bundle stays on the switch.
-			if re.SwitchChanged {
-				e.settleLocked(b, settlement{what: "write", touched: true, cause: pb.verdict})
-				p.setBroken()
-			}
-			switch {
-			case o == RefusedWhole:
-				// Group commit sends it again (resendWhole).
-				back = append(back, pb.reqs...)
-			case len(pb.reqs) == 1:
-				pb.reqs[0].done <- writeResult{err: rejection(re)}
-			default:
-				t, a := pb.split(re)
-				back, solo = append(back, t...), append(solo, a...)
-			}
-		}
-		touched = sent(open)
+		open, back, solo = p.takeRefused(t, group)
+		t.touched = sent(open)
 		if errors.Is(err, errRefusedInGroup) {
-			err = write(false)
+			err = p.write(t, open, false)
 		}
 	}
 	if err != nil {
@@ -490,24 +433,91 @@ func (p *pipe) storeGroup(group []*pipedBatch) {
 		}
 		return
 	}
-	stored = true
-	var unknown error
 	for _, pb := range open {
 		if pb.verdict != nil {
-			unknown = pb.verdict
+			// A verdict lost: stored, not applied; the bridge replays.
+			t.unknown, t.live = pb.verdict, false
 		}
-		// Nothing is quarantined while a pipe is open (openPipe): no
-		// quarantine to lift.
+	}
+	if t.unknown != nil {
+		p.setBroken()
+	}
+	// Nothing is quarantined while a pipe is open (openPipe): the commit
+	// has no quarantine to lift.
+	t.commit(nil)
+	for _, pb := range open {
 		for i, r := range pb.reqs {
 			pb.results[i].applied = pb.verdict == nil
 			r.done <- pb.results[i]
 		}
 	}
 	open = nil
-	if unknown != nil {
-		p.setBroken()
-		e.settleLocked(b, settlement{what: "write", stored: true, unknown: fmt.Errorf("pipelined write: %w", unknown)})
+}
+
+// takeRefused answers the batches of group the switch refused and returns
+// the others (open). The requests of a refused batch go back to group
+// commit (back to run together, solo alone), as commitBatch would split
+// them, but a lone request, which gets its refusal.
+func (p *pipe) takeRefused(t *txn, group []*pipedBatch) (open []*pipedBatch, back, solo []*writeReq) {
+	for _, pb := range group {
+		o, re := outcomeOf(pb.verdict)
+		if o != Refused && o != RefusedWhole {
+			open = append(open, pb)
+			continue
+		}
+		// Nothing of a refused bundle stays on the switch.
+		if re.SwitchChanged {
+			t.e.settleLocked(t.b, settlement{what: t.what, touched: true, cause: pb.verdict})
+			p.setBroken()
+		}
+		switch {
+		case o == RefusedWhole:
+			// Its changes are in memory: group commit sends them again
+			// (resendWhole).
+			back = append(back, pb.reqs...)
+		case len(pb.reqs) == 1:
+			pb.reqs[0].done <- writeResult{err: rejection(re)}
+		default:
+			together, alone := pb.split(re)
+			back, solo = append(back, together...), append(solo, alone...)
+		}
 	}
+	return open, back, solo
+}
+
+// write is the store step of a pipe's transaction: the plans of open's
+// batches written while the switch decides them (waiting for each verdict
+// when wait), committed only if the switch took or may hold every batch;
+// errRefusedInGroup rolls it back when it refused one.
+func (p *pipe) write(t *txn, open []*pipedBatch, wait bool) error {
+	if !t.touched { // nothing changes: nothing to write
+		return nil
+	}
+	return p.e.pipeStore().Update(func(w *store.Writer) error {
+		// pb.results already hold the plans' Results (the bundle maps a
+		// refusal through them).
+		var plans []store.Plan
+		for _, pb := range open {
+			plans = append(plans, pb.plans...)
+		}
+		if err := w.PutPlanned(plans...); err != nil {
+			return err
+		}
+		applied := false
+		for _, pb := range open {
+			if wait {
+				pb.wait(t)
+			}
+			if o, _ := outcomeOf(pb.verdict); o == Refused || o == RefusedWhole {
+				return errRefusedInGroup
+			}
+			applied = applied || (pb.stream != nil && pb.verdict == nil)
+		}
+		if applied {
+			return p.e.cfg.Faults.beforeStoreCommit()
+		}
+		return nil
+	})
 }
 
 // sent reports whether a batch of pbs sent its changes to the switch.

@@ -288,17 +288,17 @@ func (e *Engine) runWrites(ctx context.Context, b *bridge) {
 }
 
 // A source is one way the owner commits requests. commit takes the requests
-// of batch it carries, runs them in transactions of the shape txn.go
-// describes (open, verdict, settle), gives each exactly one result, and
-// returns the others, in order, for the next source. The owner offers every
-// batch to the sources in order (sources); group commit, last, takes
-// everything left. The pipe (writepipe.go) is a source with a life of its
-// own across batches, so runWrites opens and closes it around them.
+// of batch it carries, runs them in write transactions (txn, txn.go), gives
+// each exactly one result, and returns the others, in order, for the next
+// source. The owner offers every batch to the sources in order (sources);
+// group commit, last, takes everything left. The pipe (writepipe.go) is a
+// source with a life of its own across batches, so runWrites opens and
+// closes it around them.
 //
-// The OpenFlow proxy's bundles (one module's flow, group and meter mods, all
-// or nothing, whose outcome the proxy needs before it answers a barrier) fit
-// as one more source ahead of group commit: each request alone, as staged
-// writes are, its caller waiting in submit.
+// The OpenFlow proxy needs no source of its own: each change of a
+// controller is a request whose op turns its messages into the module's
+// net change inside the transaction (proxy.go), and group commit carries it
+// as it carries a Put.
 type source interface {
 	commit(ctx context.Context, b *bridge, batch []*writeReq) (rest []*writeReq)
 }

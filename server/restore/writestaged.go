@@ -9,7 +9,6 @@ import (
 
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/errdefs"
-	"github.com/flowstate-io/flowstate/server/ofconn"
 	"github.com/flowstate-io/flowstate/store"
 )
 
@@ -102,39 +101,23 @@ func (nf *stagedNonFlows) at(x int, flows []int32) (Change, bool) {
 
 // commitStaged runs staged request r (see above).
 func (e *Engine) commitStaged(ctx context.Context, b *bridge, r *writeReq) (res writeResult) {
-	e.cfg.Metrics.writeBatches.WithLabelValues(b.name).Inc()
-	defer b.busy()()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var touched, stored bool
+	t, unlock := e.lockTxn(ctx, b, "staged write")
+	defer unlock()
 	defer func() {
-		if err := e.endWrite(b, recover(), "a staged write", touched, stored, res.err); err != nil {
+		if err := t.end(recover(), res.err); err != nil {
 			res = writeResult{err: err}
 		}
 	}()
 
 	start := time.Now()
-	conn, live := e.liveLocked(ctx, b)
 	w := *r.staged
 	var ss *stagedSend
-	if live {
-		var cancel context.CancelFunc
+	if t.live {
 		var err error
-		if ss, cancel, err = e.startStaged(ctx, conn, &w); err != nil {
+		if ss, err = t.startStaged(&w); err != nil {
 			return writeResult{err: err}
 		}
-		defer cancel()
-		defer func() {
-			if ss.stream == nil {
-				return
-			}
-			// Meters sent before the bundle that could not be taken
-			// back leave the switch changed.
-			var re *RejectedError
-			if err := ss.stream.finish(false); errors.As(err, &re) && re.SwitchChanged {
-				touched = true
-			}
-		}()
+		defer ss.abort(t)
 	}
 	// The quarantined entries the request declares are forgotten once it is
 	// stored, as for any write: the switch tells again whether it takes
@@ -153,57 +136,65 @@ func (e *Engine) commitStaged(ctx context.Context, b *bridge, r *writeReq) (res 
 		return writeResult{err: err}
 	}
 	defer func() {
-		if !stored {
+		if !t.stored {
 			if err := staged.Discard(); err != nil {
 				e.log.Warn("dropping a staged write failed; the next start drops it", "bridge", b.name, "err", err)
 			}
 		}
 	}()
-	var unknown error
 	if ss != nil {
-		touched = true
-		for _, c := range ss.nf.tail {
-			ss.stream.add(c)
-		}
-		if ss.stream.fallback {
-			// More changes than the bound: cannot happen, the bound
-			// counts every flow either side may hold.
-			return writeResult{err: fmt.Errorf("restore: bridge %s: a staged write outgrew its bundle: %w", b.name, errdefs.ErrInternal)}
-		}
-		err := e.cfg.Faults.verdict(ss.stream.finish(true), true)
-		ss.stream = nil
-		o, re := outcomeOf(err)
-		if o == RefusedWhole {
-			// Its changes are not in memory to send again (resendWhole).
-			_, o = resendWhole(false)
-		}
-		switch o {
-		case Refused:
-			touched = re.SwitchChanged
-			return writeResult{err: rejection(re)}
-		case Unknown:
-			// Stored, and the replay makes the switch equal to the store.
-			unknown, live = err, false
-		default:
-			if err := e.cfg.Faults.beforeStoreCommit(); err != nil {
-				return writeResult{err: err}
-			}
+		if err := ss.commit(t); err != nil {
+			return writeResult{err: err}
 		}
 	}
 	if err := staged.Commit(); err != nil {
 		return writeResult{err: err}
 	}
-	stored = true
+	t.commit(unquarantine)
 	e.cfg.Metrics.stagedWrites.WithLabelValues(b.name).Inc()
-	e.settleLocked(b, settlement{what: "staged write", stored: true, applied: live, unknown: unknown, keys: unquarantine})
-	if live && len(ss.opaque) > 0 {
-		lctx, cancel := context.WithTimeout(ctx, e.cfg.WriteTimeout)
-		e.learnForms(lctx, conn, ss.opaque, false, e.log.With("bridge", b.name))
-		cancel()
+	if ss != nil {
+		t.learn(ss.opaque)
 	}
 	e.log.Info("staged write stored", "bridge", b.name, "module", w.Module, "sync", w.Sync, "entries", w.Spool.Len(),
-		"added", staged.Added, "changed", staged.Changed, "removed", staged.Removed, "applied", live, "took", time.Since(start))
-	return writeResult{applied: live, staged: staged}
+		"added", staged.Added, "changed", staged.Changed, "removed", staged.Removed, "applied", t.live, "took", time.Since(start))
+	return writeResult{applied: t.live, staged: staged}
+}
+
+// commit ends the staged write's bundle: the groups it removes, then the
+// COMMIT, and takes the switch's verdict (decide). Its error rolls the
+// write back.
+func (ss *stagedSend) commit(t *txn) error {
+	t.touched = true
+	for _, c := range ss.nf.tail {
+		ss.stream.add(c)
+	}
+	if ss.stream.fallback {
+		// More changes than the bound: cannot happen, the bound counts
+		// every flow either side may hold.
+		return fmt.Errorf("restore: bridge %s: a staged write outgrew its bundle: %w", t.b.name, errdefs.ErrInternal)
+	}
+	s := ss.stream
+	ss.stream = nil
+	// Its changes are not in memory to send again: onDisk.
+	o, re, err := t.decide(t.finish(s), onDisk)
+	if o == Refused {
+		return rejection(re)
+	}
+	return err
+}
+
+// abort discards the bundle when the write ends before commit sent it;
+// meters sent before the bundle that could not be taken back leave the
+// switch changed. Then the bundle's context ends.
+func (ss *stagedSend) abort(t *txn) {
+	defer ss.cancel()
+	if ss.stream == nil {
+		return
+	}
+	var re *RejectedError
+	if err := ss.stream.finish(false); errors.As(err, &re) && re.SwitchChanged {
+		t.touched = true
+	}
 }
 
 // stagingStore is what a staged write needs of the store: the plan of its
@@ -220,6 +211,7 @@ func (e *Engine) stagingStore() stagingStore { return e.cfg.Store }
 // stagedSend is the bundle of a staged write while it is staged.
 type stagedSend struct {
 	stream *writeStream
+	cancel context.CancelFunc
 	nf     stagedNonFlows
 	at     []int32  // the request index behind each flow position, -1 for a removal
 	opaque []Change // for learnForms
@@ -227,22 +219,22 @@ type stagedSend struct {
 
 // startStaged plans w's groups and meters, opens its bundle in the order
 // above and sets w's hooks to stream each flow change as the store decides
-// it. The caller ends the stream and, after that, calls cancel.
-func (e *Engine) startStaged(ctx context.Context, conn *ofconn.Conn, w *store.StagedWrite) (*stagedSend, context.CancelFunc, error) {
+// it. The caller ends it with commit or abort.
+func (t *txn) startStaged(w *store.StagedWrite) (*stagedSend, error) {
+	e := t.e
 	plan, err := e.stagingStore().PlanStage(*w)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	ss := &stagedSend{nf: newStagedNonFlows(plan)}
 	w.Plan = plan
 	bound, err := e.stagingStore().StageBound(*w)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	nf := &ss.nf
 	bound += nf.headMessages() + len(nf.tail)
-	sctx, cancel := context.WithTimeout(ctx, e.cfg.WriteTimeout)
-	ss.stream = startStream(sctx, conn, nf.pre, bound, nf.post, func(idx []int) ([]Change, error) {
+	ss.stream, ss.cancel = t.openStream(nf.pre, bound, nf.post, func(idx []int) ([]Change, error) {
 		out := make([]Change, len(idx))
 		for i, x := range idx {
 			c, ok := nf.at(x, ss.at)
@@ -273,5 +265,5 @@ func (e *Engine) startStaged(ctx context.Context, conn *ofconn.Conn, w *store.St
 		ss.at = append(ss.at, -1)
 		ss.stream.add(Change{Op: OpDelete, Kind: en.Kind, Actual: en.Payload, Index: -1})
 	}
-	return ss, cancel, nil
+	return ss, nil
 }
