@@ -91,7 +91,7 @@ func fmtTLV(m ofconn.TLVMap) string {
 // stored and replayed. The module changes only its own mappings: a CLEAR
 // deletes the module's, and an index another module maps is refused as
 // vswitchd refuses a mapped index.
-func (r *Recorder) applyTLV(ctx context.Context, msgs [][]byte, i int) error {
+func (r *Recorder) applyTLV(ctx context.Context, msgs [][]byte, i int) (err error) {
 	cmd, maps, err := ofconn.ParseTLVTableMod(msgs[i])
 	if err != nil {
 		return &ofconn.BundleError{Failed: []ofconn.AddError{{Index: i, Type: openflow15.ET_BAD_REQUEST, Code: openflow15.BRC_BAD_LEN}}}
@@ -103,9 +103,13 @@ func (r *Recorder) applyTLV(ctx context.Context, msgs [][]byte, i int) error {
 	if err != nil {
 		return err
 	}
-	defer b.busy()()
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	t, unlock := r.e.lockTxn(ctx, b, "tlv table change")
+	defer unlock()
+	defer func() {
+		if perr := t.end(recover(), err); perr != nil {
+			err = perr
+		}
+	}()
 	stored, err := r.e.cfg.Store.TLVMap(r.bridge)
 	if err != nil {
 		return err
@@ -154,15 +158,12 @@ func (r *Recorder) applyTLV(ctx context.Context, msgs [][]byte, i int) error {
 	default:
 		return refuse(nxtmfcBadCommand, "NXTTMFC_BAD_COMMAND")
 	}
-	conn, live := r.e.liveLocked(ctx, b)
-	sends := live && send != nil
+	sends := t.live && send != nil
 	switchErr := func(err error) error {
 		var oe *ofconn.OFError
 		if errors.As(err, &oe) {
 			return &ofconn.BundleError{Failed: []ofconn.AddError{{Index: i, Type: oe.Type, Code: oe.Code, Experimenter: oe.Experimenter, Name: oe.Name, Data: oe.Data}}}
 		}
-		// The switch may or may not hold it: the replay settles it.
-		r.e.divergedLocked(b, "a controller's tlv table change reached the switch with an unknown outcome", err)
 		return fmt.Errorf("restore: proxy %s/%s: tlv table: %w", r.bridge, r.module, err)
 	}
 	storeErr := func(err error) error {
@@ -174,26 +175,31 @@ func (r *Recorder) applyTLV(ctx context.Context, msgs [][]byte, i int) error {
 	// The store may hold a mapping the switch lacks (every replay adds
 	// it), never the reverse (no replay removes one): an add is stored
 	// before it is sent and a delete sent before it is stored, so that a
-	// death between the two leaves the store ahead.
+	// death between the two leaves the store ahead. Whatever the outcome,
+	// the transaction settles it: a switch that may differ from the store
+	// replays (commit with an unknown verdict; end with touched).
 	if cmd == ofconn.TLVAdd {
 		if err := r.e.cfg.Store.UpdateTLVMap(r.bridge, r.module, add, nil); err != nil {
 			return storeErr(err)
 		}
 		if sends {
-			if err := conn.Send(ctx, send); err != nil {
-				var oe *ofconn.OFError
-				if errors.As(err, &oe) {
-					// Refused: the store goes back to what it held.
+			if err := t.sendMessage(send); err != nil {
+				if o, _, _ := t.decide(err, resent); o == Refused {
+					// The store goes back to what it held.
 					if uerr := r.e.cfg.Store.UpdateTLVMap(r.bridge, r.module, previous(stored, add), add); uerr != nil {
 						r.e.log.Error("proxy: a tlv mapping the switch refused stays in the store; replays will try it", "bridge", r.bridge, "module", r.module, "err", uerr)
 					}
+					return switchErr(err)
 				}
+				t.commit(nil) // stored, its outcome unknown: the bridge replays
 				return switchErr(err)
 			}
 		}
 	} else {
 		if sends {
-			if err := conn.Send(ctx, send); err != nil {
+			if err := t.sendMessage(send); err != nil {
+				// Refused, nothing changed; or unknown, and end replays.
+				t.decide(err, resent)
 				return switchErr(err)
 			}
 		}
@@ -201,16 +207,16 @@ func (r *Recorder) applyTLV(ctx context.Context, msgs [][]byte, i int) error {
 			if sends {
 				// Not stored: put them back on the switch, or the switch
 				// would be behind the store until vswitchd restarts.
-				if uerr := conn.Send(ctx, undoTLV(del)); uerr != nil {
-					r.e.divergedLocked(b, "a controller's tlv deletion the store could not take is on the switch", errors.Join(err, uerr))
+				if uerr := t.sendMessage(undoTLV(del)); uerr == nil {
+					t.touched = false
+				} else {
+					err = errors.Join(err, uerr)
 				}
 			}
 			return storeErr(err)
 		}
 	}
-	if !live {
-		b.requestReplay()
-	}
+	t.commit(nil)
 	return nil
 }
 

@@ -224,6 +224,23 @@ func (t *txn) send(cs []Change) error {
 	return t.e.cfg.Faults.verdict(err, false)
 }
 
+// sendMessage sends m, a message that cannot be bundled, and returns the
+// switch's verdict. It runs under the transaction's context without its
+// cancellation, bounded by Config.WriteTimeout: a caller that gives up must
+// not cut a message half way, which would close the connection.
+func (t *txn) sendMessage(m ofconn.Message) error {
+	t.touched = true
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), t.e.cfg.WriteTimeout)
+	defer cancel()
+	err := t.conn.Send(ctx, m)
+	var oe *ofconn.OFError
+	if errors.As(err, &oe) {
+		// Refused as a whole: nothing of it is on the switch.
+		err = &RejectedError{Err: err}
+	}
+	return t.e.cfg.Faults.verdict(err, false)
+}
+
 // finish ends the transaction's stream s with its COMMIT and returns the
 // switch's verdict.
 func (t *txn) finish(s *writeStream) error {
