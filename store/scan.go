@@ -209,8 +209,11 @@ func (w *Writer) Each(bridge, module string, kind entry.Kind, fn func(entry.Entr
 		return nil
 	}
 	kb, err := kindBucket(br, kind, false)
-	if err != nil || kb == nil {
-		return err
+	if err != nil {
+		return fmt.Errorf("store: each: %w", err)
+	}
+	if kb == nil {
+		return nil
 	}
 	c := kb.Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {

@@ -216,7 +216,7 @@ func (sp *Spool) flushRun() error {
 
 func (sp *Spool) fail(err error) error {
 	// A full disk is reported as such (ErrResourceExhausted).
-	sp.err = writeErrorAt(filepath.Dir(sp.f.Name()), fmt.Errorf("spool: writing the request: %w", err))
+	sp.err = writeErrorAt(filepath.Dir(sp.f.Name()), fmt.Errorf("store: spool: writing the request: %w", err))
 	return sp.err
 }
 

@@ -371,7 +371,7 @@ func dumpAll(ctx context.Context, conn *ofconn.Conn) ([]actualEntry, error) {
 	// the dump's CPU and loses what it does not know.
 	flows, err := conn.DumpFlowsRaw(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("dump flows: %w", err)
+		return nil, fmt.Errorf("restore: dump flows: %w", err)
 	}
 	groups, meters, err := dumpGroupsAndMeters(ctx, conn)
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 // the owned space, and only those: a dump counts the others and leaves them
 // out of every comparison (switchState), so replays, audits, diffs and
 // status never see them, and a new store never counts them as flows it would
-// delete (foreignEntries). A declared flow outside the space is refused
+// delete (undeclaredEntries). A declared flow outside the space is refused
 // (checkOwned). After a vswitchd restart, the foreign flows come back from
 // the bridge's mirror, like an unmanaged bridge's (see mirror.go).
 //
@@ -41,7 +41,7 @@ func (e *Engine) checkOwned(es []entry.Entry) error {
 		}
 		if c := entry.FlowCookie(d.Payload); !space.Owns(c) {
 			return &errdefs.EntryError{Index: i, Err: fmt.Errorf(
-				"cookie 0x%x lies outside the owned cookie space %s (flowstated --owned-cookie): flows there belong to another controller, flowstated leaves them alone: %w",
+				"restore: cookie 0x%x lies outside the owned cookie space %s (flowstated --owned-cookie): flows there belong to another controller, flowstated leaves them alone: %w",
 				c, space, errdefs.ErrInvalidArgument)}
 		}
 	}
@@ -53,7 +53,7 @@ func (e *Engine) checkOwned(es []entry.Entry) error {
 func (e *Engine) ownsGroupsAndMeters() bool { return e.cfg.OwnedCookie.All() }
 
 // errOutside stops the scan of checkStoreOwned at the first flow outside.
-var errOutside = errors.New("outside the owned cookie space")
+var errOutside = errors.New("restore: outside the owned cookie space")
 
 // checkStoreOwned refuses to start with a store that holds flows outside the
 // owned space (the space was narrowed): the engine would add them at every

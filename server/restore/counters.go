@@ -35,7 +35,7 @@ func (e *Engine) FlowCounters(ctx context.Context, bridgeName string) (map[strin
 		}
 		_, id, err := entry.Identify(entry.KindFlow, m)
 		if err != nil {
-			return nil, fmt.Errorf("dumped flow: %w", err)
+			return nil, fmt.Errorf("restore: bridge %s: dumped flow: %w", bridgeName, err)
 		}
 		if out[string(id)], err = f.Counters(); err != nil {
 			return nil, err

@@ -89,7 +89,7 @@ func (e *Engine) claim(ctx context.Context, b *bridge, conn *ofconn.Conn, log *s
 	ours := e.cfg.Store.ID()
 	tick := time.NewTicker(e.cfg.RetryInterval)
 	defer tick.Stop()
-	foreign := -1 // entries on the switch this store never declared; -1: not counted yet
+	undeclared := -1 // entries on the switch this store never declared; -1: not counted yet
 	// The record is in OVSDB: wait for its first connection without
 	// polling, since a held vswitchd waits for this replay.
 	select {
@@ -100,7 +100,7 @@ func (e *Engine) claim(ctx context.Context, b *bridge, conn *ofconn.Conn, log *s
 		return false
 	}
 	for {
-		why, err := e.claimOnce(ctx, b, conn, ours, &foreign)
+		why, err := e.claimOnce(ctx, b, conn, ours, &undeclared)
 		switch {
 		case err == nil && why == "":
 			b.owner.refused.Store(nil)
@@ -128,10 +128,10 @@ func (e *Engine) claim(ctx context.Context, b *bridge, conn *ofconn.Conn, log *s
 
 // claimOnce runs one round of claim: it returns "" once the bridge is
 // claimed, the reason to stand aside, or an error to retry after.
-func (e *Engine) claimOnce(ctx context.Context, b *bridge, conn *ofconn.Conn, ours string, foreign *int) (string, error) {
+func (e *Engine) claimOnce(ctx context.Context, b *bridge, conn *ofconn.Conn, ours string, undeclared *int) (string, error) {
 	c := e.ovsdb.Load()
 	if c == nil || !c.Connected() {
-		return "", errors.New("waiting for OVSDB")
+		return "", errors.New("restore: waiting for OVSDB")
 	}
 	brs, err := c.Bridges()
 	if err != nil {
@@ -144,7 +144,7 @@ func (e *Engine) claimOnce(ctx context.Context, b *bridge, conn *ofconn.Conn, ou
 		}
 	}
 	if !found {
-		return "", errors.New("the bridge is not in OVSDB")
+		return "", errors.New("restore: the bridge is not in OVSDB")
 	}
 	howTo := fmt.Sprintf("If this store should hold the bridge's state, stop flowstated, restore the store's backup to %s and start again. "+
 		"To make this store manage the bridge, its flows not declared here being deleted at the first replay, "+
@@ -182,16 +182,16 @@ func (e *Engine) claimOnce(ctx context.Context, b *bridge, conn *ofconn.Conn, ou
 			return "", err
 		}
 		if !managed {
-			if *foreign < 0 {
-				n, err := e.foreignEntries(ctx, b, conn)
+			if *undeclared < 0 {
+				n, err := e.undeclaredEntries(ctx, b, conn)
 				if err != nil {
 					return "", err
 				}
-				*foreign = n
+				*undeclared = n
 			}
-			if *foreign > 0 {
+			if *undeclared > 0 {
 				return e.recordStoodAside(b, fmt.Sprintf("bridge %s holds %d flows, groups or meters, and this store (%s) never managed it: "+
-					"flowstated stands aside and deletes nothing there. %s", b.name, *foreign, ours, howTo))
+					"flowstated stands aside and deletes nothing there. %s", b.name, *undeclared, ours, howTo))
 			}
 		}
 	}
@@ -255,10 +255,10 @@ func (e *Engine) loadStoodAside() error {
 	return nil
 }
 
-// foreignEntries counts what the switch holds besides the default flow
+// undeclaredEntries counts what the switch holds besides the default flow
 // (table 0, priority 0, empty match), within the owned cookie space: what a
 // replay from this store would delete.
-func (e *Engine) foreignEntries(ctx context.Context, b *bridge, conn *ofconn.Conn) (int, error) {
+func (e *Engine) undeclaredEntries(ctx context.Context, b *bridge, conn *ofconn.Conn) (int, error) {
 	defer b.busy()()
 	b.mu.Lock()
 	defer b.mu.Unlock()

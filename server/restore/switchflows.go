@@ -273,7 +273,7 @@ func (e *Engine) eachFlowMod(ctx context.Context, conn *ofconn.Conn, fn func(m [
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("dump flows: %w", err)
+		return fmt.Errorf("restore: dump flows: %w", err)
 	}
 	return nil
 }
@@ -291,11 +291,11 @@ func dumpGroupsMeters(ctx context.Context, conn *ofconn.Conn) ([]actualEntry, er
 func dumpGroupsAndMeters(ctx context.Context, conn *ofconn.Conn) ([]ofconn.Group, []ofconn.Meter, error) {
 	groups, err := conn.DumpGroups(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("dump groups: %w", err)
+		return nil, nil, fmt.Errorf("restore: dump groups: %w", err)
 	}
 	meters, err := conn.DumpMeters(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("dump meters: %w", err)
+		return nil, nil, fmt.Errorf("restore: dump meters: %w", err)
 	}
 	return groups, meters, nil
 }
@@ -309,7 +309,7 @@ func appendActual(out *[]actualEntry, kind entry.Kind, m ofconn.Message, err err
 	}
 	payload, id, err := entry.Identify(kind, m)
 	if err != nil {
-		return fmt.Errorf("dumped %s: %w", kind, err)
+		return fmt.Errorf("restore: dumped %s: %w", kind, err)
 	}
 	*out = append(*out, actualEntry{kind: kind, id: id, payload: payload})
 	return nil

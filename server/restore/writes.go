@@ -90,10 +90,10 @@ func rejection(re *RejectedError) error {
 	err := fmt.Errorf("rejected by ovs-vswitchd: %w: %w", re.Err, errdefs.ErrInvalidArgument)
 	for i, c := range re.Changes {
 		if c.Index >= 0 {
-			return &errdefs.EntryError{Index: c.Index, Err: fmt.Errorf("%s: %w", re.Reasons[i], err)}
+			return &errdefs.EntryError{Index: c.Index, Err: fmt.Errorf("restore: %s: %w", re.Reasons[i], err)}
 		}
 	}
-	return err
+	return fmt.Errorf("restore: %w", err)
 }
 
 // CheckDeclared checks entries es of a write request before they are
