@@ -199,7 +199,7 @@ func (r *Recorder) applyTLV(ctx context.Context, msgs [][]byte, i int) (err erro
 		if sends {
 			if err := t.sendMessage(send); err != nil {
 				// Refused, nothing changed; or unknown, and end replays.
-				t.decide(err, resent)
+				_, _, _ = t.decide(err, resent)
 				return switchErr(err)
 			}
 		}
