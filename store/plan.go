@@ -11,7 +11,7 @@ import (
 	"github.com/flowstate-io/flowstate/errdefs"
 )
 
-// A Plan is a Put decided without writing: what it changes (Result), checked
+// A PutPlan is a Put decided without writing: what it changes (Result), checked
 // as Put checks (duplicate identities, ownership, refs), against the store as
 // a read transaction saw it. Writer.PutPlanned writes it later, in a write
 // transaction, without looking again.
@@ -22,7 +22,7 @@ import (
 // between PlanPut and PutPlanned: the caller, the bridge's one writer,
 // guarantees that. PutPlanned then leaves the store exactly as Put would
 // have (TestPlanSameAsPut).
-type Plan struct {
+type PutPlan struct {
 	bridge, module string
 	// Result lists the changes; their Old contents are copies, valid after
 	// the read transaction.
@@ -33,8 +33,8 @@ type Plan struct {
 // is now, with Put's errors. A bridge the store does not hold yet is empty.
 // Groups and meters go through Put: a flow may use a group of its own
 // request, which a plan made before anything is written would not find.
-func (s *Store) PlanPut(bridge, module string, es []entry.Entry) (Plan, error) {
-	p := Plan{bridge: bridge, module: module, Result: Result{Changed: make([]Change, 0, len(es))}}
+func (s *Store) PlanPut(bridge, module string, es []entry.Entry) (PutPlan, error) {
+	p := PutPlan{bridge: bridge, module: module, Result: Result{Changed: make([]Change, 0, len(es))}}
 	for i, e := range es {
 		if e.Kind != entry.KindFlow {
 			return p, fmt.Errorf("store: plan %s/%s: entry %d is a %s: only flows are planned: %w", bridge, module, i, e.Kind, errdefs.ErrInvalidArgument)
@@ -72,12 +72,12 @@ func (s *Store) PlanPut(bridge, module string, es []entry.Entry) (Plan, error) {
 }
 
 // PutPlanned writes plans made by PlanPut, for one bridge, and leaves the
-// store as their Puts, one after the other, would have (see Plan for when
+// store as their Puts, one after the other, would have (see PutPlan for when
 // that holds). The plans must not change the same identity. Their changes
 // are written in key order across the plans (each plan lists its own in
 // key order: they are merged), so bbolt walks its tree once, not once per
 // plan.
-func (w *Writer) PutPlanned(plans ...Plan) error {
+func (w *Writer) PutPlanned(plans ...PutPlan) error {
 	if len(plans) == 0 {
 		return nil
 	}
@@ -98,7 +98,7 @@ func (w *Writer) PutPlanned(plans ...Plan) error {
 		return fmt.Errorf("store: put %s: %w", bridge, err)
 	}
 	kbs := kindCursors{want: want}
-	write := func(p *Plan, c *Change) error {
+	write := func(p *PutPlan, c *Change) error {
 		kb, _, err := kbs.get(br, c.Entry.Kind)
 		if err == nil {
 			err = writeOwned(kb, &kbs, p.module, c.Index, c.Entry, c.Old)

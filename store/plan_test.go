@@ -96,7 +96,7 @@ func TestPutPlannedSeveral(t *testing.T) {
 			for i := range k {
 				parts = append(parts, sc.req[i*len(sc.req)/k:(i+1)*len(sc.req)/k])
 			}
-			var plans []Plan
+			var plans []PutPlan
 			for _, part := range parts {
 				if err := usual.Update(func(w *Writer) error {
 					_, err := w.Put("br0", "a", part)

@@ -10,15 +10,15 @@ import (
 	"github.com/flowstate-io/flowstate/server/ofconn"
 )
 
-// RejectedError is the switch's refusal of some changes of a plan. Nothing of
-// the plan stays on the switch (meters sent before the bundle are undone),
+// RejectedError is the switch's refusal of some changes of a sendOrder.
+// Nothing of them stays on the switch (meters sent before the bundle are undone),
 // unless SwitchChanged says otherwise.
 type RejectedError struct {
 	// Changes the switch refused, with Reasons[i] for Changes[i].
 	Changes []Change
 	Reasons []string
 	Err     error
-	// SwitchChanged is true when the switch may hold part of the plan: the
+	// SwitchChanged is true when the switch may hold part of the changes: the
 	// bundle committed before a meter delete after it was refused, or the
 	// meters sent before the bundle could not all be undone (UndoErr).
 	SwitchChanged bool
@@ -33,10 +33,10 @@ func (e *RejectedError) Error() string {
 }
 func (e *RejectedError) Unwrap() error { return e.Err }
 
-// stats of one applied plan.
+// stats of one applied sendOrder.
 type applyStats struct{ messages, bytes int }
 
-// bundleSource is the bundle of a plan: n messages made by produce, in order
+// bundleSource is the bundle of a sendOrder: n messages made by produce, in order
 // (see ofconn.Conn.BundleStream), and at, which returns the changes behind
 // the messages at the given indexes when the switch refuses some.
 type bundleSource struct {
@@ -48,7 +48,7 @@ type bundleSource struct {
 }
 
 // source is the bundle of p, held in memory.
-func (p *plan) source() bundleSource { return changesSource(p.bundle) }
+func (p *sendOrder) source() bundleSource { return changesSource(p.bundle) }
 
 // changesSource is a bundle of the messages of cs, in order. A change may
 // take several messages (a group too large for one: ADD, then
@@ -102,12 +102,12 @@ func changesSource(cs []Change) bundleSource {
 	}
 }
 
-// applyPlan sends p all or nothing (see applyChanges).
-func applyPlan(ctx context.Context, conn *ofconn.Conn, p *plan) (applyStats, error) {
+// applySendOrder sends p all or nothing (see applyChanges).
+func applySendOrder(ctx context.Context, conn *ofconn.Conn, p *sendOrder) (applyStats, error) {
 	return applyChanges(ctx, conn, p.pre, p.source(), p.post)
 }
 
-// applyChanges sends a plan all or nothing, as far as the switch allows:
+// applyChanges sends changes in a sendOrder all or nothing, as far as the switch allows:
 //
 //  1. pre: meters added or modified, one by one (OVS cannot bundle METER_MOD).
 //  2. One bundle: groups, flows.

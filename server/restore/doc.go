@@ -48,10 +48,12 @@
 //	tlv.go           the proxy's TLV table mods, and their restore first in
 //	                 a replay
 //	writestream.go   a bundle that opens before the store has decided it
-//	apply.go         a plan sent as meters, one bundle, meter deletes
+//	apply.go         changes sent in their order: meters, one bundle,
+//	                 meter deletes
 //	bridge.go        the bridge's state and its only writers; the connection
 //
-// The rest: plan.go (a plan's order), switchflows.go (what the switch
+// The rest: changes.go (a change, a diff, and sendOrder, the order the
+// switch takes changes in), switchflows.go (what the switch
 // holds), quarantine.go and quarantineset.go (entries left out), poison.go
 // (entries that crash vswitchd), damage.go (entries the store found damaged),
 // cookie.go (flows outside the owned cookie space), owner.go (which store
@@ -65,7 +67,7 @@
 // sources run under the bridge's lock with the bridge's connection,
 // quarantine and convergence, and the replay they trigger is the bridge
 // goroutine's. A subpackage would have to export the bridge, its lock rules,
-// the stream and the plan, which are exactly what must not be used from
+// the stream and the send order, which are exactly what must not be used from
 // outside. The transaction's frame and shared decisions live in one file
 // (txn.go) instead, and the store interfaces each source needs are the store's own
 // methods it calls (PlanPut/PutPlanned, PlanStage/Stage, Update).

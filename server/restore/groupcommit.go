@@ -112,7 +112,7 @@ func failed(i int, err error) *failedError {
 var (
 	errOverlap = errors.New("restore: requests of a batch change the same entry")
 	// Meters are sent before the bundle, one by one, and undone when the
-	// switch refuses the plan; an undo that fails would leave a request
+	// switch refuses the bundle; an undo that fails would leave a request
 	// retried alone to find its meter there already. Requests with meters
 	// commit alone.
 	errMeterInBatch = errors.New("restore: meters are not group-committed")

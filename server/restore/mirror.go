@@ -490,7 +490,7 @@ func (e *Engine) restoreMirror(ctx context.Context, m *mirror, conn *ofconn.Conn
 		return true, false
 	}
 	start := time.Now()
-	p := newPlan(diff(want, actual, nil))
+	p := newSendOrder(diff(want, actual, nil))
 	r := Replay{Entries: len(want)}
 	r.count(p.changes())
 	if p.len() == 0 {
@@ -498,7 +498,7 @@ func (e *Engine) restoreMirror(ctx context.Context, m *mirror, conn *ofconn.Conn
 		return true, false
 	}
 	e.publish(events.Event{Type: events.ReplayStarted, Bridge: m.name, Message: "restoring an unmanaged bridge from its mirror"})
-	st, err := applyPlan(ctx, conn, p)
+	st, err := applySendOrder(ctx, conn, p)
 	r.Messages, r.Bytes = st.messages, st.bytes
 	r.Finished = time.Now()
 	r.Duration, r.Err = r.Finished.Sub(start), err

@@ -19,9 +19,9 @@ import (
 	"github.com/flowstate-io/flowstate/store"
 )
 
-// replayPlan is what a replay sends, in plan's order (meters; one bundle of
-// groups added or modified, flows deleted, flows added or modified, groups
-// deleted; meter deletes), except that the flows to add or modify stay in
+// replayPlan is what a replay sends, in a sendOrder's order (meters; one
+// bundle of groups added or modified, flows deleted, flows added or
+// modified, groups deleted; meter deletes), except that the flows to add or modify stay in
 // the store: they are counted by one scan and read again, in identity order,
 // while the bundle is written. Everything else is small: groups, meters, and
 // the flows to delete (after a restart, the default flow).
@@ -200,7 +200,7 @@ func (e *Engine) desiredOthers(bridge string) ([]entry.Entry, error) {
 // planReplay builds the plan that makes the switch of fs hold the desired
 // state, leaving out fs.skip, and adds the foreign entries to restore.
 func (e *Engine) planReplay(ctx context.Context, conn *ofconn.Conn, fs *flowScan, others []entry.Entry, foreign []Change) (*replayPlan, error) {
-	gm := newPlan(append(diff(others, fs.compared(others), fs.skip), foreign...))
+	gm := newSendOrder(append(diff(others, fs.compared(others), fs.skip), foreign...))
 	p := &replayPlan{pre: gm.pre, post: gm.post}
 	for _, c := range gm.bundle {
 		if c.Kind == entry.KindFlow && c.Op == OpDelete {

@@ -214,13 +214,13 @@ func (e *Engine) openStream(ctx context.Context, conn *ofconn.Conn, pre []Change
 	return startStream(sctx, conn, pre, n, post, at), cancel
 }
 
-// send sends cs after the store, in an order the switch takes (newPlan),
+// send sends cs after the store, in an order the switch takes (newSendOrder),
 // and returns the switch's verdict.
 func (t *txn) send(cs []Change) error {
 	t.touched = true
 	ctx, cancel := context.WithTimeout(t.ctx, t.e.cfg.WriteTimeout)
 	defer cancel()
-	_, err := applyPlan(ctx, t.conn, newPlan(cs))
+	_, err := applySendOrder(ctx, t.conn, newSendOrder(cs))
 	return t.e.cfg.Faults.verdict(err, false)
 }
 

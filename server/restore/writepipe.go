@@ -109,7 +109,7 @@ type pipe struct {
 // on the owner, and the transaction that writes them (Writer.PutPlanned), on
 // the storer.
 type pipeStore interface {
-	PlanPut(bridge, module string, es []entry.Entry) (store.Plan, error)
+	PlanPut(bridge, module string, es []entry.Entry) (store.PutPlan, error)
 	Update(fn func(w *store.Writer) error) error
 }
 
@@ -119,7 +119,7 @@ func (e *Engine) pipeStore() pipeStore { return e.cfg.Store }
 // bundle of their changes (nil when nothing changes).
 type pipedBatch struct {
 	reqs    []*writeReq
-	plans   []store.Plan
+	plans   []store.PutPlan
 	results []writeResult
 	stream  *writeStream
 	cancel  context.CancelFunc
@@ -186,7 +186,7 @@ func (p *pipe) run(batch []*writeReq) (rest []*writeReq) {
 			rest = append(rest, r)
 			continue
 		}
-		plan, err := p.plan(r)
+		plan, err := p.planPut(r)
 		if err != nil {
 			r.finish()
 			r.done <- writeResult{err: err}
@@ -241,9 +241,9 @@ func (p *pipe) run(batch []*writeReq) (rest []*writeReq) {
 	return rest
 }
 
-// plan is PlanPut of r; a panic (a store bbolt cannot read) fails r with
+// planPut is PlanPut of r; a panic (a store bbolt cannot read) fails r with
 // ErrInternal, as in commitGroup, and the bridge goes on.
-func (p *pipe) plan(r *writeReq) (plan store.Plan, err error) {
+func (p *pipe) planPut(r *writeReq) (plan store.PutPlan, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = p.e.writePanic(p.b, v, "pipelined write's plan")
@@ -496,7 +496,7 @@ func (p *pipe) write(t *txn, open []*pipedBatch, wait bool) error {
 	return p.e.pipeStore().Update(func(w *store.Writer) error {
 		// pb.results already hold the plans' Results (the bundle maps a
 		// refusal through them).
-		var plans []store.Plan
+		var plans []store.PutPlan
 		for _, pb := range open {
 			plans = append(plans, pb.plans...)
 		}

@@ -22,7 +22,7 @@ import (
 //
 //  1. While the bridge is live, the store first decides the groups and
 //     meters (store.PlanStage), and a bundle opens with the staging (as a
-//     streamed write, writestream.go), in the order of a plan: meters added
+//     streamed write, writestream.go), in a sendOrder's order: meters added
 //     or changed before it, one by one; in it the groups added or changed,
 //     then each flow change as the store decides it (removals of a Sync
 //     where the merge finds them: flows need no order among themselves),

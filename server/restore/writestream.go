@@ -34,11 +34,11 @@ import (
 // themselves (groups must precede the flows that use them, meters cannot be
 // bundled), and a batch holds one change per identity (errOverlap). A Sync
 // reports its removals last: flow and group deletes go to the end of the
-// bundle, as in a plan; a removed meter, which must follow the bundle, makes
-// the batch fall back to the usual path before anything is committed. A
-// staged write (writestaged.go) streams groups and meters too: it knows
-// them before the first flow (store.PlanStage) and gives the stream a plan's
-// order itself, meters before and after the bundle.
+// bundle, as in a sendOrder; a removed meter, which must follow the bundle,
+// makes the batch fall back to the usual path before anything is committed.
+// A staged write (writestaged.go) streams groups and meters too: it knows
+// them before the first flow (store.PlanStage) and gives the stream a
+// sendOrder's order itself, meters before and after the bundle.
 
 // streamBatch is how many changes go to the producer at a time.
 const streamBatch = 512

@@ -56,9 +56,9 @@ func TestDiff(t *testing.T) {
 	}
 }
 
-func TestPlanOrder(t *testing.T) {
+func TestSendOrder(t *testing.T) {
 	c := func(kind entry.Kind, op Op) Change { return Change{Kind: kind, Op: op} }
-	p := newPlan([]Change{
+	p := newSendOrder([]Change{
 		c(entry.KindGroup, OpDelete), c(entry.KindFlow, OpAdd), c(entry.KindMeter, OpDelete),
 		c(entry.KindFlow, OpDelete), c(entry.KindMeter, OpAdd), c(entry.KindGroup, OpAdd),
 		c(entry.KindFlow, OpModify), c(entry.KindGroup, OpModify), c(entry.KindMeter, OpModify),

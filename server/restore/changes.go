@@ -72,27 +72,27 @@ func toMessages(bs [][]byte) []ofconn.Message {
 	return ms
 }
 
-// plan is a set of changes in an order OVS accepts:
+// sendOrder is a set of changes in an order OVS accepts:
 //   - meters before the bundle (OVS cannot bundle METER_MOD), their deletes
 //     after it (deleting a meter deletes the flows that use it);
 //   - in the bundle: groups added or modified, then flows deleted, then flows
 //     added or modified, then groups deleted (deleting a group deletes the
 //     flows that use it, so they must be gone or changed first).
-type plan struct {
+type sendOrder struct {
 	pre, bundle, post []Change
 }
 
-func (p *plan) len() int { return len(p.pre) + len(p.bundle) + len(p.post) }
+func (p *sendOrder) len() int { return len(p.pre) + len(p.bundle) + len(p.post) }
 
-func (p *plan) changes() []Change {
+func (p *sendOrder) changes() []Change {
 	out := make([]Change, 0, p.len())
 	out = append(out, p.pre...)
 	out = append(out, p.bundle...)
 	return append(out, p.post...)
 }
 
-func newPlan(cs []Change) *plan {
-	var p plan
+func newSendOrder(cs []Change) *sendOrder {
+	var p sendOrder
 	// One pass per part of the bundle, appending to one slice: a write of a
 	// million flows holds its changes once, not once per part and again
 	// for the whole.
