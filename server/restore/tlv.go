@@ -92,13 +92,6 @@ func fmtTLV(m ofconn.TLVMap) string {
 // deletes the module's, and an index another module maps is refused as
 // vswitchd refuses a mapped index.
 func (r *Recorder) applyTLV(ctx context.Context, msgs [][]byte, i int) (err error) {
-	cmd, maps, err := ofconn.ParseTLVTableMod(msgs[i])
-	if err != nil {
-		return &ofconn.BundleError{Failed: []ofconn.AddError{{Index: i, Type: openflow15.ET_BAD_REQUEST, Code: openflow15.BRC_BAD_LEN}}}
-	}
-	refuse := func(code uint16, name string) error {
-		return &ofconn.BundleError{Failed: []ofconn.AddError{{Index: i, Type: 0xffff, Code: code, Experimenter: openflow15.NxExperimenterID, Name: name}}}
-	}
 	b, err := r.e.bridge(r.bridge)
 	if err != nil {
 		return err
@@ -114,49 +107,9 @@ func (r *Recorder) applyTLV(ctx context.Context, msgs [][]byte, i int) (err erro
 	if err != nil {
 		return err
 	}
-	owner := func(index uint16) (store.TLVMapping, bool) {
-		j := slices.IndexFunc(stored, func(s store.TLVMapping) bool { return s.Index == index })
-		if j < 0 {
-			return store.TLVMapping{}, false
-		}
-		return stored[j], true
-	}
-	var add, del []store.TLVMapping
-	send := msgs[i]
-	switch cmd {
-	case ofconn.TLVAdd:
-		for _, m := range maps {
-			if s, ok := owner(m.Index); ok && s.Module != r.module {
-				return refuse(nxtmfcAlreadyMapped, "NXTTMFC_ALREADY_MAPPED")
-			}
-			add = append(add, store.TLVMapping{Class: m.Class, Type: m.Type, Len: m.Len, Index: m.Index})
-		}
-	case ofconn.TLVDelete:
-		for _, m := range maps {
-			s, ok := owner(m.Index)
-			if ok && s.Module != r.module {
-				return &ofconn.BundleError{Failed: []ofconn.AddError{{Index: i, Type: openflow15.ET_BAD_REQUEST, Code: openflow15.BRC_EPERM}}}
-			}
-			if !ok {
-				s = store.TLVMapping{Index: m.Index}
-			}
-			del = append(del, s)
-		}
-	case ofconn.TLVClear:
-		// Only the module's own mappings: others' flows depend on theirs.
-		var mine []ofconn.TLVMap
-		for _, s := range stored {
-			if s.Module == r.module {
-				del = append(del, s)
-				mine = append(mine, ofconn.TLVMap{Class: s.Class, Type: s.Type, Len: s.Len, Index: s.Index})
-			}
-		}
-		send = ofconn.TLVTableMod(ofconn.TLVDelete, mine)
-		if len(mine) == 0 {
-			send = nil
-		}
-	default:
-		return refuse(nxtmfcBadCommand, "NXTTMFC_BAD_COMMAND")
+	cmd, add, del, send, err := r.tlvChange(msgs[i], i, stored)
+	if err != nil {
+		return err
 	}
 	sends := t.live && send != nil
 	switchErr := func(err error) error {
@@ -168,7 +121,7 @@ func (r *Recorder) applyTLV(ctx context.Context, msgs [][]byte, i int) (err erro
 	}
 	storeErr := func(err error) error {
 		if errors.Is(err, store.ErrTLVOwned) {
-			return refuse(nxtmfcAlreadyMapped, "NXTTMFC_ALREADY_MAPPED")
+			return tlvRefusal(i, nxtmfcAlreadyMapped, "NXTTMFC_ALREADY_MAPPED")
 		}
 		return fmt.Errorf("restore: proxy %s/%s: tlv table: %w", r.bridge, r.module, err)
 	}
@@ -218,6 +171,68 @@ func (r *Recorder) applyTLV(ctx context.Context, msgs [][]byte, i int) (err erro
 	}
 	t.commit(nil)
 	return nil
+}
+
+// tlvChange is what msg, the NXT_TLV_TABLE_MOD at index i of the module's
+// change, does to the bridge's stored mappings: the mappings it adds and
+// deletes (as stored), and the message that makes the switch do the same
+// (nil: nothing to send). A message vswitchd would refuse, or that touches
+// another module's mapping, gets the error vswitchd would give.
+func (r *Recorder) tlvChange(msg []byte, i int, stored []store.TLVMapping) (cmd uint16, add, del []store.TLVMapping, send []byte, err error) {
+	cmd, maps, err := ofconn.ParseTLVTableMod(msg)
+	if err != nil {
+		return 0, nil, nil, nil, &ofconn.BundleError{Failed: []ofconn.AddError{{Index: i, Type: openflow15.ET_BAD_REQUEST, Code: openflow15.BRC_BAD_LEN}}}
+	}
+	owner := func(index uint16) (store.TLVMapping, bool) {
+		j := slices.IndexFunc(stored, func(s store.TLVMapping) bool { return s.Index == index })
+		if j < 0 {
+			return store.TLVMapping{}, false
+		}
+		return stored[j], true
+	}
+	send = msg
+	switch cmd {
+	case ofconn.TLVAdd:
+		for _, m := range maps {
+			if s, ok := owner(m.Index); ok && s.Module != r.module {
+				return 0, nil, nil, nil, tlvRefusal(i, nxtmfcAlreadyMapped, "NXTTMFC_ALREADY_MAPPED")
+			}
+			add = append(add, store.TLVMapping{Class: m.Class, Type: m.Type, Len: m.Len, Index: m.Index})
+		}
+	case ofconn.TLVDelete:
+		for _, m := range maps {
+			s, ok := owner(m.Index)
+			if ok && s.Module != r.module {
+				return 0, nil, nil, nil, &ofconn.BundleError{Failed: []ofconn.AddError{{Index: i, Type: openflow15.ET_BAD_REQUEST, Code: openflow15.BRC_EPERM}}}
+			}
+			if !ok {
+				s = store.TLVMapping{Index: m.Index}
+			}
+			del = append(del, s)
+		}
+	case ofconn.TLVClear:
+		// Only the module's own mappings: others' flows depend on theirs.
+		var mine []ofconn.TLVMap
+		for _, s := range stored {
+			if s.Module == r.module {
+				del = append(del, s)
+				mine = append(mine, ofconn.TLVMap{Class: s.Class, Type: s.Type, Len: s.Len, Index: s.Index})
+			}
+		}
+		send = ofconn.TLVTableMod(ofconn.TLVDelete, mine)
+		if len(mine) == 0 {
+			send = nil
+		}
+	default:
+		return 0, nil, nil, nil, tlvRefusal(i, nxtmfcBadCommand, "NXTTMFC_BAD_COMMAND")
+	}
+	return cmd, add, del, send, nil
+}
+
+// tlvRefusal is vswitchd's Nicira error code (name) for the TLV table mod
+// at index i of a controller's change.
+func tlvRefusal(i int, code uint16, name string) error {
+	return &ofconn.BundleError{Failed: []ofconn.AddError{{Index: i, Type: 0xffff, Code: code, Experimenter: openflow15.NxExperimenterID, Name: name}}}
 }
 
 // undoTLV adds back the mappings a delete removed (del, as stored).
