@@ -90,16 +90,7 @@ func (w Writers) authorize(ctx context.Context, module string) error {
 // change the switch without naming a module (Reconcile) are open to those
 // peers, and to root.
 func (w Writers) authorizeAny(ctx context.Context) error {
-	cred, root, err := w.caller(ctx)
-	if err != nil || root {
-		return err
-	}
-	for _, who := range w {
-		if slices.ContainsFunc(who, cred.is) {
-			return nil
-		}
-	}
-	return fmt.Errorf("%s may write no module, so may not change the switch (see --module-writer): %w", cred, errdefs.ErrPermissionDenied)
+	return w.authorizeWriter(ctx, "change the switch")
 }
 
 // authorizeWriter checks that the peer of ctx is root or may write some

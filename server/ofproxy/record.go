@@ -247,15 +247,11 @@ func (r *recorder) bundleControl(ctx context.Context, m []byte) error {
 		}
 		r.bundles[id] = &openBundle{flags: flags}
 	case openflow15.OFPBCT_CLOSE_REQUEST:
-		switch {
-		case b == nil:
+		if b == nil {
 			return fail(openflow15.BFC_BAD_ID)
-		case b.closed:
-			r.drop(id)
-			return fail(openflow15.BFC_BUNDLE_CLOSED)
-		case flags != b.flags:
-			r.drop(id)
-			return fail(openflow15.BFC_BAD_FLAGS)
+		}
+		if code := r.misuse(id, b, flags); code != 0 {
+			return fail(code)
 		}
 		b.closed = true
 	case openflow15.OFPBCT_COMMIT_REQUEST:
@@ -277,6 +273,20 @@ func (r *recorder) bundleControl(ctx context.Context, m []byte) error {
 		return fail(openflow15.BFC_BAD_TYPE)
 	}
 	return r.s.reply(bundleReply(m, typ+1))
+}
+
+// misuse is the error code of a message that is wrong about open bundle b
+// (closed already, other flags), 0 when it is right. As vswitchd, such a
+// mistake about the bundle itself drops it.
+func (r *recorder) misuse(id uint32, b *openBundle, flags uint16) uint16 {
+	if !b.closed && flags == b.flags {
+		return 0
+	}
+	r.drop(id)
+	if b.closed {
+		return openflow15.BFC_BUNDLE_CLOSED
+	}
+	return openflow15.BFC_BAD_FLAGS
 }
 
 // bundleAdd holds one BUNDLE_ADD_MESSAGE's message until the commit. As
@@ -301,17 +311,11 @@ func (r *recorder) bundleAdd(m []byte) error {
 		return fail(openflow15.BFC_MSG_UNSUP)
 	}
 	b := r.bundles[id]
-	switch {
-	case b == nil:
+	if b == nil {
 		b = &openBundle{flags: flags}
 		r.bundles[id] = b
-	case b.closed:
-		// As vswitchd: a mistake about the bundle itself drops it.
-		r.drop(id)
-		return fail(openflow15.BFC_BUNDLE_CLOSED)
-	case flags != b.flags:
-		r.drop(id)
-		return fail(openflow15.BFC_BAD_FLAGS)
+	} else if code := r.misuse(id, b, flags); code != 0 {
+		return fail(code)
 	}
 	if r.held+len(m) > maxHeld {
 		r.drop(id)
