@@ -27,10 +27,10 @@ type CorruptError struct {
 }
 
 func (e *CorruptError) Error() string {
-	return fmt.Sprintf("store: %s is corrupt: %s; flowstated will not start on it. Recovery (docs/operations.md, "+
-		"\"Store corruption\"): stop flowstated, keep the damaged file for analysis, then either restore the latest backup "+
-		"of the store to %s, or move the file away and start with an empty store: managed bridges stand aside, "+
-		"the controllers re-sync their modules, then restart once with --take-over", e.Path, e.Detail, e.Path)
+	// The recovery procedure is in the docs; the error names the section.
+	return fmt.Sprintf("store: %s is corrupt: %s; flowstated will not start on it: restore the latest backup to %s, "+
+		"or start from an empty store and adopt the bridges with --take-over (docs/operations.md, \"Store corruption\")",
+		e.Path, e.Detail, e.Path)
 }
 
 // The bbolt file format (go.etcd.io/bbolt v1.5.0, internal/common), read here
