@@ -131,6 +131,7 @@ var (
 func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) (results []writeResult, err error) {
 	t, unlock := e.lockTxn(ctx, b, "write")
 	defer unlock()
+	t.counted()
 	defer func() {
 		if perr := t.end(recover(), err); perr != nil {
 			results, err = nil, perr

@@ -198,7 +198,6 @@ func (e *Engine) lockTxn(ctx context.Context, b *bridge, what string) (t *txn, u
 // newTxn starts a transaction on b, whose b.mu the caller holds (a pipe's
 // storer: the pipe decided liveness when it opened).
 func (e *Engine) newTxn(ctx context.Context, b *bridge, what string, conn *ofconn.Conn, live bool) *txn {
-	e.cfg.Metrics.writeBatches.WithLabelValues(b.name).Inc()
 	return &txn{e: e, b: b, ctx: ctx, what: what, conn: conn, live: live}
 }
 
@@ -284,6 +283,13 @@ func (t *txn) decide(verdict error, h held) (Outcome, *RejectedError, error) {
 func (t *txn) commit(keys []string, declared ...[]entry.Entry) {
 	t.stored = true
 	t.e.settleLocked(t.b, settlement{what: t.what, stored: true, applied: t.live, unknown: t.unknown, keys: keys, declared: declared})
+}
+
+// counted counts t in flowstate_write_batches_total: a transaction of write
+// requests (a TLV table change is none).
+func (t *txn) counted() *txn {
+	t.e.cfg.Metrics.writeBatches.WithLabelValues(t.b.name).Inc()
+	return t
 }
 
 // learn learns what the switch made of the opaque entries of cs, once the

@@ -382,7 +382,7 @@ var errRefusedInGroup = errors.New("restore: the switch refused a batch of the t
 // gets its error.
 func (p *pipe) storeGroup(group []*pipedBatch) {
 	// The pipe decided the bridge was live when it opened, and holds b.mu.
-	t := p.e.newTxn(p.ctx, p.b, "pipelined write", p.conn, true)
+	t := p.e.newTxn(p.ctx, p.b, "pipelined write", p.conn, true).counted()
 	var (
 		cause      error
 		back, solo []*writeReq

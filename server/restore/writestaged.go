@@ -103,6 +103,7 @@ func (nf *stagedNonFlows) at(x int, flows []int32) (Change, bool) {
 func (e *Engine) commitStaged(ctx context.Context, b *bridge, r *writeReq) (res writeResult) {
 	t, unlock := e.lockTxn(ctx, b, "staged write")
 	defer unlock()
+	t.counted()
 	defer func() {
 		if err := t.end(recover(), res.err); err != nil {
 			res = writeResult{err: err}
