@@ -24,12 +24,14 @@ import (
 // Who holds mu when: the bridge goroutine (runBridge) for a replay or an
 // audit; the write owner (runWrites) for one write transaction, or for the
 // whole life of a pipe, whose storer goroutine then works under the owner's
-// lock (the owner waits for it before it unlocks, pipe.close); Diff and
+// lock (the owner waits for it before it unlocks, pipe.close); a
+// controller's TLV table change (tlv.go) for its transaction; Diff and
 // Reconcile for their call; the bridge's own methods briefly, to read or
 // publish its state. The fields mu guards change only through the
 // methods in this file (setConn, replayedLocked, driftFoundLocked,
-// markDivergedLocked, liftQuarantineLocked, quarantineLocked, ...), except
-// poison, whose state poison.go keeps.
+// markDivergedLocked, liftQuarantineLocked, quarantineLocked, ...), and
+// poison only through poisonState's (setRec, startWatch, takeWatch in
+// poison.go).
 type bridge struct {
 	name string
 	kick chan struct{}

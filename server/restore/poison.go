@@ -74,14 +74,8 @@ type poisonState struct {
 	rec    store.CrashRecord
 	loaded bool
 	// watch is the last replay that sent something and that vswitchd has
-	// not yet survived (zero when none); failed says it ended with an error
-	// other than the switch's refusal (the connection dropped).
-	watch struct {
-		at       time.Time
-		vswitchd string
-		probe    bool
-		failed   bool
-	}
+	// not yet survived (zero when none): startWatch, takeWatch.
+	watch replayWatch
 	// crashedKeys are the keys of rec.Poisoned, for status.
 	crashedKeys map[string]bool
 }
@@ -97,6 +91,29 @@ type PoisonStatus struct {
 	Probing  bool
 	// Poisoned counts the entries found to crash vswitchd.
 	Poisoned int
+}
+
+// replayWatch is a replay watched for a vswitchd death; failed says it
+// ended with an error other than the switch's refusal (the connection
+// dropped).
+type replayWatch struct {
+	at       time.Time
+	vswitchd string
+	probe    bool
+	failed   bool
+}
+
+// startWatch watches a replay sent to vswitchd that ended with err.
+func (p *poisonState) startWatch(vswitchd string, err error) {
+	var re *RejectedError
+	p.watch = replayWatch{at: time.Now(), vswitchd: vswitchd, probe: p.rec.Probe != nil, failed: err != nil && !errors.As(err, &re)}
+}
+
+// takeWatch ends the watch and returns it (zero when none).
+func (p *poisonState) takeWatch() replayWatch {
+	w := p.watch
+	p.watch = replayWatch{}
+	return w
 }
 
 func (p *poisonState) status() PoisonStatus {
@@ -315,11 +332,7 @@ func (e *Engine) poisonHeldLocked(b *bridge) (map[string]prediction, error) {
 // replayWatchLocked starts watching a replay of b that sent something (step
 // 1); vswitchd is the vswitchd it was sent to.
 func (b *bridge) replayWatchLocked(vswitchd string, err error) {
-	var re *RejectedError
-	b.poison.watch.at = time.Now()
-	b.poison.watch.vswitchd = vswitchd
-	b.poison.watch.probe = b.poison.rec.Probe != nil
-	b.poison.watch.failed = err != nil && !errors.As(err, &re)
+	b.poison.startWatch(vswitchd, err)
 }
 
 // vswitchdGone reports whether the vswitchd identified as before
@@ -365,8 +378,7 @@ func pidAlive(ident string) bool {
 // (steps 1, 3, 4, 6).
 func (e *Engine) connLost(ctx context.Context, b *bridge, log *slog.Logger) {
 	b.mu.Lock()
-	w := b.poison.watch
-	b.poison.watch.at = time.Time{}
+	w := b.poison.takeWatch()
 	b.mu.Unlock()
 	if w.at.IsZero() || !w.failed || w.vswitchd == "" {
 		return
@@ -539,8 +551,7 @@ func (e *Engine) survivedLocked(b *bridge, log *slog.Logger) error {
 	if b.poison.watch.at.IsZero() || b.poison.watch.failed {
 		return nil
 	}
-	probe := b.poison.watch.probe
-	b.poison.watch.at = time.Time{}
+	probe := b.poison.takeWatch().probe
 	if err := e.loadPoisonLocked(b); err != nil {
 		return err
 	}
