@@ -419,6 +419,25 @@ func TestGroupCommitTrySolo(t *testing.T) {
 	}
 }
 
+// oneShot is a fault hook (Faults.AfterBundle, BeforeStoreCommit) that
+// fails once with err each time it is armed.
+type oneShot struct {
+	armed atomic.Bool
+	err   error
+}
+
+func (o *oneShot) arm() { o.armed.Store(true) }
+
+// fired reports whether the hook ran since it was armed last.
+func (o *oneShot) fired() bool { return !o.armed.Load() }
+
+func (o *oneShot) fire() error {
+	if o.armed.CompareAndSwap(true, false) {
+		return o.err
+	}
+	return nil
+}
+
 // convergedAfter waits until the bridge replayed after t0 and holds exactly
 // its desired state: a replay was scheduled without anyone asking.
 func convergedAfter(ctx context.Context, t *testing.T, e *testEngine, t0 time.Time) {
@@ -470,16 +489,11 @@ func TestWriteCancelledAfterCommit(t *testing.T) {
 func TestWriteStoreFailsAfterApply(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var armed atomic.Bool
 	errDisk := errors.New("disk gone")
-	e := startEngine(ctx, t, &Faults{BeforeStoreCommit: func() error {
-		if armed.CompareAndSwap(true, false) {
-			return errDisk
-		}
-		return nil
-	}})
+	disk := &oneShot{err: errDisk}
+	e := startEngine(ctx, t, &Faults{BeforeStoreCommit: disk.fire})
 	t0 := time.Now()
-	armed.Store(true)
+	disk.arm()
 	if _, err := e.Put(ctx, testBridge, "m", flow(t, 1)); !errors.Is(err, errDisk) {
 		t.Fatalf("put: %v, want the store's error", err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,14 +23,9 @@ import (
 func TestTLVOutcomeUnknown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	var armed atomic.Bool
 	errLost := errors.New("reply lost")
-	e := startEngine(ctx, t, &Faults{AfterBundle: func() error {
-		if armed.CompareAndSwap(true, false) {
-			return errLost
-		}
-		return nil
-	}})
+	lost := &oneShot{err: errLost}
+	e := startEngine(ctx, t, &Faults{AfterBundle: lost.fire})
 	r, err := e.Recorder(testBridge, "m")
 	if err != nil {
 		t.Fatal(err)
@@ -56,13 +50,13 @@ func TestTLVOutcomeUnknown(t *testing.T) {
 	apply := func(cmd uint16) {
 		t.Helper()
 		t0 := time.Now()
-		armed.Store(true)
+		lost.arm()
 		err := r.Apply(ctx, []ofconn.Message{ofconn.TLVTableMod(cmd, []ofconn.TLVMap{m})})
 		var be *ofconn.BundleError
 		if !errors.Is(err, errLost) || errors.As(err, &be) {
 			t.Fatalf("apply: %v, want the lost reply, not a refusal", err)
 		}
-		if armed.Load() {
+		if !lost.fired() {
 			t.Fatal("the fault never ran: the message was not sent")
 		}
 		convergedAfter(ctx, t, e, t0)

@@ -170,15 +170,10 @@ func TestPipeRefusalsAndOverlap(t *testing.T) {
 // alone through group commit (as after any failure that names no request),
 // so both are stored and the switch ends equal to the store.
 func TestPipeStoreFailsAfterApply(t *testing.T) {
-	var armed atomic.Bool
 	errDisk := errors.New("disk gone")
+	disk := &oneShot{err: errDisk}
 	var count pipeCount
-	ctx, e, h := startHeldWith(t, &Faults{Piped: count.piped, BeforeStoreCommit: func() error {
-		if armed.CompareAndSwap(true, false) {
-			return errDisk
-		}
-		return nil
-	}}, 2)
+	ctx, e, h := startHeldWith(t, &Faults{Piped: count.piped, BeforeStoreCommit: disk.fire}, 2)
 	b := e.bridges[testBridge]
 	if _, err := e.Put(ctx, testBridge, "first", flow(t, 1)); err != nil {
 		t.Fatal(err)
@@ -193,7 +188,7 @@ func TestPipeStoreFailsAfterApply(t *testing.T) {
 	poll(ctx, t, "request queued", func() bool { return queued(b) == 2 })
 	before := count.batches.Load()
 	t0 := time.Now()
-	armed.Store(true)
+	disk.arm()
 	h.held[2].open()
 	if o := await(ctx, t, "same", same); o.err != nil {
 		t.Fatal(o.err)
@@ -203,7 +198,7 @@ func TestPipeStoreFailsAfterApply(t *testing.T) {
 			t.Fatalf("%s: %v, want it stored by its second run", what, o.err)
 		}
 	}
-	if armed.Load() {
+	if !disk.fired() {
 		t.Fatal("the store's failure was never injected")
 	}
 	if got := count.batches.Load() - before; got < 2 {

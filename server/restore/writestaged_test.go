@@ -264,16 +264,11 @@ func TestStagedGroupsAndMeters(t *testing.T) {
 func TestStagedStoreFailsAfterApply(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	var armed atomic.Bool
 	errDisk := errors.New("disk gone")
-	te := startEngine(ctx, t, &Faults{BeforeStoreCommit: func() error {
-		if armed.CompareAndSwap(true, false) {
-			return errDisk
-		}
-		return nil
-	}})
+	disk := &oneShot{err: errDisk}
+	te := startEngine(ctx, t, &Faults{BeforeStoreCommit: disk.fire})
 	t0 := time.Now()
-	armed.Store(true)
+	disk.arm()
 	if _, err := te.PutSpool(ctx, testBridge, "m", spooled(t, te, pipelineFlows(t, 3000, 0))); !errors.Is(err, errDisk) {
 		t.Fatalf("staged Put: %v, want the store's error", err)
 	}
