@@ -119,3 +119,69 @@ func TestDiskFull(t *testing.T) {
 	}
 	e.wantNoDiff(ctx, "after the staged sync with room")
 }
+
+// TestDiskFullProxy: with the store's file system full, a controller behind
+// the OpenFlow proxy cannot map a Geneve option or install a flow. A TLV
+// mapping is stored before it is sent, so a store that cannot take it sends
+// nothing; a flow goes to the switch only with its store transaction. The
+// controller gets an error (its connection is dropped: the change is not
+// recorded), and neither the switch nor the store holds the change. Once
+// there is room the same commands succeed, and a vswitchd restart brings
+// them back from the store.
+func TestDiskFullProxy(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	mnt := mountTmpfs(t, "2m")
+	e, proxy := proxyEnv(ctx, t, func(c *server.Config) { c.DBPath = filepath.Join(mnt, "flowstate.db") })
+	e.Start(ctx)
+	e.WaitConverged(ctx)
+	const mapping, flow = "{class=0xffff,type=0,len=4}->tun_metadata0", "table=0,priority=30,tun_metadata0=0x5,actions=drop"
+	onSwitch := func() (tlv []string, flows int) {
+		t.Helper()
+		got, err := e.sb.DumpFlows(ctx, "br-int")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tlvLines(e.ofctl(ctx, "dump-tlv-map", "br-int")), len(grepAll(got, "tun_metadata0"))
+	}
+
+	room := fill(t, mnt)
+	if out, err := e.sb.Ofctl(ctx, "add-tlv-map", proxy, mapping); err == nil {
+		t.Fatalf("a TLV mapping was accepted through the proxy on a full disk: %s", out)
+	}
+	if tlv, _ := onSwitch(); len(tlv) != 0 {
+		t.Fatalf("the switch maps %q after a mapping the store could not take", tlv)
+	}
+	if out, err := e.sb.Ofctl(ctx, "add-flow", proxy, "table=0,priority=20,ip,actions=drop"); err == nil {
+		t.Fatalf("a flow was accepted through the proxy on a full disk: %s", out)
+	}
+	e.wantNoDiff(ctx, "after the proxied changes on a full disk")
+	if es, err := e.c.List(ctx, client.Filter{Module: "tunnel"}); err != nil || len(es) != 0 {
+		t.Fatalf("on a full disk the store holds %d entries of the proxied module (%v)", len(es), err)
+	}
+
+	room()
+	e.ofctl(ctx, "add-tlv-map", proxy, mapping)
+	e.ofctl(ctx, "add-flow", proxy, flow)
+	if tlv, n := onSwitch(); len(tlv) != 1 || n != 1 {
+		t.Fatalf("with room again the switch maps %q and holds %d flows using it, want the mapping and the flow", tlv, n)
+	}
+	if err := e.sb.RestartVswitchd(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	e.waitRestored(ctx)
+	if tlv, n := onSwitch(); len(tlv) != 1 || n != 1 {
+		t.Fatalf("after a vswitchd restart the switch maps %q and holds %d flows using it: the store did not keep them", tlv, n)
+	}
+}
+
+// grepAll returns the lines of ls that contain sub.
+func grepAll(ls []string, sub string) []string {
+	var out []string
+	for _, l := range ls {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return out
+}

@@ -430,7 +430,7 @@ func (s *session) pump(dir int) {
 		}
 	}
 	if errors.Is(err, errUnknownOutcome) {
-		s.p.log.Warn("ofproxy: dropped the controller's connection: a change's outcome is unknown, the controller will install again", "error", err)
+		s.p.log.Warn("ofproxy: dropped the controller's connection: a change is not confirmed (the store failed, or its outcome on the switch is unknown); the controller will install again", "error", err)
 	}
 	if dir == ToController {
 		// The switch's side ended first (vswitchd went away) or the

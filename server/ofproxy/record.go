@@ -119,8 +119,9 @@ type recorder struct {
 // with OFPBFC_MSG_TOO_MANY, so a runaway controller costs only itself.
 const maxHeld = 1 << 30
 
-// errUnknownOutcome ends a session whose change may or may not be applied.
-var errUnknownOutcome = errors.New("ofproxy: outcome of a change unknown")
+// errUnknownOutcome ends a session whose change was neither refused nor
+// confirmed: the store failed, or the switch may or may not hold it.
+var errUnknownOutcome = errors.New("ofproxy: change not confirmed")
 
 // flush applies the pending standalone changes.
 func (r *recorder) flush(ctx context.Context) error {
