@@ -14,8 +14,9 @@ import (
 // The write transaction's decisions
 //
 // Every write of a bridge (group commit's batch, streamed or sent after
-// storing; a pipe's batches; a staged write) is one transaction of the same
-// shape, run by the bridge's write owner under b.mu:
+// storing; a pipe's batches; a staged write; a controller's TLV table
+// change) is one transaction of the same shape, run under b.mu by the
+// bridge's write owner (the TLV change by the proxy's session, tlv.go):
 //
 //	open     lockTxn (or newTxn under a pipe's lock): liveLocked decides
 //	         whether the changes go to the switch now
@@ -30,7 +31,8 @@ import (
 // The frame is the txn type below, written once; a source only fills in its
 // store step: group commit's Update (groupcommit.go), a pipe's PutPlanned of
 // several bundles (writepipe.go), a staged write's swap of buckets
-// (writestaged.go). The four decisions are each made here and nowhere else,
+// (writestaged.go), a TLV change's store-then-send or send-then-store
+// (tlv.go). The four decisions are each made here and nowhere else,
 // so that the sources cannot disagree on them.
 
 // Outcome is what the switch's verdict on a write's bundle leaves.
