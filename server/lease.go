@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -121,10 +122,13 @@ type keeper struct {
 	lease *guard.Lease
 	obs   *guard.Observer
 
-	// exited receives the pid of a spawned guard that exited; child is the
-	// one running (0: none). Both belong to run.
-	exited chan int
-	child  int
+	// exited receives the pid of a spawned guard that exited, or of the
+	// adopted guard that watched watches (watchExit); child is the one this
+	// flowstated spawned (0: none), watched the one an earlier flowstated
+	// spawned (0: none). All belong to run.
+	exited  chan int
+	child   int
+	watched int
 
 	identity atomic.Pointer[string] // flowstated's own Open_vSwitch _uuid ("" unknown)
 	proof    atomic.Pointer[proofState]
@@ -176,10 +180,10 @@ const startTick = 25 * time.Millisecond
 // run renews until ctx ends. The lease is left in place when it returns: a
 // lease that stops changing is how the guard learns that flowstated is gone.
 func (k *keeper) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	if k.cfg.Mode != GuardOff {
 		k.obs = guard.NewObserver(k.cfg.Lease)
-		var wg sync.WaitGroup
-		defer wg.Wait()
 		wg.Go(func() { k.readIdentity(ctx) })
 	}
 	interval := k.renewInterval()
@@ -213,6 +217,10 @@ func (k *keeper) run(ctx context.Context) {
 		} else if err == nil {
 			lastErr = ""
 		}
+		if pid := k.adopted(); pid != 0 && pid != k.watched {
+			k.watched = pid
+			wg.Go(func() { k.watchExit(ctx, pid) })
+		}
 		if k.notify != nil {
 			k.notify(wedged == "", k.statusLine(wedged))
 		}
@@ -227,11 +235,69 @@ func (k *keeper) run(ctx context.Context) {
 		case pid := <-k.exited:
 			// Noticed at once, not at the next renewal: flowstated may
 			// die next, and the flag must not stay armed on a dead guard.
-			if pid == k.child {
+			switch pid {
+			case k.child:
 				k.child = 0
+				k.log.Warn("the guard flowstated spawned exited", "pid", pid)
+			case k.watched:
+				k.watched = 0
+				k.log.Warn("the guard an earlier flowstated spawned exited", "pid", pid)
 			}
-			k.log.Warn("the guard flowstated spawned exited", "pid", pid)
 		}
+	}
+}
+
+// adopted is the pid of the running guard when an earlier flowstated
+// spawned it (this one adopted it at start), 0 otherwise. Only in spawn
+// mode: an external guard may run in another pid namespace, where its pid
+// names another process here.
+func (k *keeper) adopted() int {
+	if k.cfg.Mode != GuardSpawn || !k.present.Load() {
+		return 0
+	}
+	if pid := guard.Holder(k.cfg.Lease); pid != k.child {
+		return pid
+	}
+	return 0
+}
+
+// watchExit sends pid on exited once that process has exited, or returns
+// when ctx ends. A guard an earlier flowstated spawned is no child of this
+// one, so no Wait tells of its exit: a pidfd does (Linux 5.3), readable
+// once the process is gone. Without one, the next renewal notices instead.
+// A pid reused by another process costs one extra check, nothing more: the
+// exit only makes run judge the guard again.
+func (k *keeper) watchExit(ctx context.Context, pid int) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			k.noteExit(pid) // gone between the check and the open
+		}
+		return
+	}
+	defer unix.Close(fd)
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for ctx.Err() == nil {
+		// The timeout only bounds how long a stop waits.
+		n, err := unix.Poll(fds, 200)
+		switch {
+		case errors.Is(err, unix.EINTR):
+		case err != nil:
+			k.log.Warn("guard: watching the adopted guard's exit failed; the renewals still check it", "pid", pid, "err", err)
+			return
+		case n > 0:
+			k.noteExit(pid)
+			return
+		}
+	}
+}
+
+// noteExit tells run that guard pid exited; a full channel already has run
+// judging the guard again.
+func (k *keeper) noteExit(pid int) {
+	select {
+	case k.exited <- pid:
+	default:
 	}
 }
 
@@ -442,10 +508,7 @@ func (k *keeper) spawn() error {
 	// only until the process ends).
 	go func() {
 		_ = cmd.Wait()
-		select {
-		case k.exited <- pid:
-		default:
-		}
+		k.noteExit(pid)
 	}()
 	return nil
 }
