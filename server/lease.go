@@ -217,9 +217,14 @@ func (k *keeper) run(ctx context.Context) {
 		} else if err == nil {
 			lastErr = ""
 		}
-		if pid := k.adopted(); pid != 0 && pid != k.watched {
-			k.watched = pid
-			wg.Go(func() { k.watchExit(ctx, pid) })
+		// A guard holds its lock until it exits, so the one watched stays
+		// the holder until its exit clears watched: no lock file read per
+		// renewal meanwhile.
+		if k.watched == 0 {
+			if pid := k.adopted(); pid != 0 {
+				k.watched = pid
+				wg.Go(func() { k.watchExit(ctx, pid) })
+			}
 		}
 		if k.notify != nil {
 			k.notify(wedged == "", k.statusLine(wedged))

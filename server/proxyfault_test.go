@@ -77,6 +77,11 @@ func pfOnSwitch(ctx context.Context, t *testing.T, e *testenv.Env, markers []str
 	if err != nil {
 		t.Fatal(err)
 	}
+	return pfIn(dump, markers)
+}
+
+// pfIn lists the markers that a flow of dump holds.
+func pfIn(dump, markers []string) []string {
 	var on []string
 	for _, m := range markers {
 		if slices.ContainsFunc(dump, func(l string) bool { return pfHas(l, m) }) {
@@ -622,17 +627,7 @@ func TestProxyFaultDeathBeforeStoreCommit(t *testing.T) {
 		baseFlows, baseMarkers := pfMarkers("10.23.7", 2)
 		flows, markers := pfMarkers("10.23.2", 2)
 		all := append(slices.Clone(baseMarkers), markers...)
-		conn, err := ofconn.Dial(ctx, sock, ofconn.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		if err := conn.Bundle(ctx, pfFlows(t, baseFlows...)); err != nil {
-			t.Fatal(err)
-		}
-		if err := conn.Barrier(ctx); err != nil {
-			t.Fatal(err)
-		}
+		conn := pfController(ctx, t, sock, baseFlows...)
 		committed := make(chan error, 1)
 		go func() { committed <- conn.Bundle(ctx, pfFlows(t, flows...)) }()
 		testenv.Poll(ctx, t, "the child at its store's commit", func() (bool, error) {
@@ -688,30 +683,14 @@ func TestProxyFaultDeathBeforeStoreCommit(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				var on []string
-				for _, m := range markers {
-					if slices.ContainsFunc(dump, func(l string) bool { return pfHas(l, m) }) {
-						on = append(on, m)
-					}
-				}
-				onAtFault.Store(on)
+				onAtFault.Store(pfIn(dump, markers))
 				return errors.New("injected: flowstated died before the store's commit")
 			}}}
 		})
 		e.Start(ctx)
 		e.WaitConverged(ctx)
 
-		conn, err := ofconn.Dial(ctx, sock, ofconn.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		if err := conn.Bundle(ctx, pfFlows(t, baseFlows...)); err != nil {
-			t.Fatal(err)
-		}
-		if err := conn.Barrier(ctx); err != nil {
-			t.Fatal(err)
-		}
+		conn := pfController(ctx, t, sock, baseFlows...)
 		armed.Store(true)
 		if err := conn.Bundle(ctx, pfFlows(t, flows...)); err == nil {
 			t.Fatal("the controller's bundle committed, though the store's commit failed")
@@ -742,17 +721,7 @@ func TestProxyFaultDeathBeforeStoreCommit(t *testing.T) {
 		pfNoDiff(ctx, t, e.Client, "after the replay")
 
 		// The controller reconnects and installs again: all of it lands.
-		conn2, err := ofconn.Dial(ctx, sock, ofconn.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn2.Close()
-		if err := conn2.Bundle(ctx, pfFlows(t, append(slices.Clone(baseFlows), flows...)...)); err != nil {
-			t.Fatal(err)
-		}
-		if err := conn2.Barrier(ctx); err != nil {
-			t.Fatal(err)
-		}
+		pfInstall(ctx, t, sock, append(slices.Clone(baseFlows), flows...)...)
 		if on := pfOnSwitch(ctx, t, e, all); !slices.Equal(on, all) {
 			t.Fatalf("after the reinstall the switch holds %q, want %q", on, all)
 		}
@@ -1223,15 +1192,24 @@ func TestProxyFaultGarbage(t *testing.T) {
 // bundle of flows and a barrier on a connection of its own.
 func pfInstall(ctx context.Context, t *testing.T, sock string, flows ...string) {
 	t.Helper()
+	pfController(ctx, t, sock, flows...).Close()
+}
+
+// pfController connects a controller to the proxy at sock and installs
+// flows (one bundle, then a barrier); the connection stays open for more,
+// closed at cleanup.
+func pfController(ctx context.Context, t *testing.T, sock string, flows ...string) *ofconn.Conn {
+	t.Helper()
 	conn, err := ofconn.Dial(ctx, sock, ofconn.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	t.Cleanup(func() { conn.Close() })
 	if err := conn.Bundle(ctx, pfFlows(t, flows...)); err != nil {
 		t.Fatal(err)
 	}
 	if err := conn.Barrier(ctx); err != nil {
 		t.Fatal(err)
 	}
+	return conn
 }

@@ -45,13 +45,8 @@ func TestOVNPacketsThroughFlowstated(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 
-	e := testenv.New(ctx, t, testenv.Bridges(), testenv.Configure(func(c *server.Config) {
-		c.Proxies = []server.ProxySpec{{Module: ovnModule, Bridge: sandbox.OVNBridge}}
-		c.MetricsListen = "127.0.0.1:0"
-		c.RearmFlowRestoreWait = true
-	}))
+	e := ovnFlowstated(ctx, t)
 	s := e.Sandbox
-	addIntegrationBridge(ctx, t, s)
 	e.Start(ctx)
 	e.WaitConverged(ctx)
 

@@ -49,13 +49,8 @@ func TestOVNThroughFlowstated(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 
-	e := testenv.New(ctx, t, testenv.Bridges(), testenv.Configure(func(c *server.Config) {
-		c.Proxies = []server.ProxySpec{{Module: ovnModule, Bridge: sandbox.OVNBridge}}
-		c.MetricsListen = "127.0.0.1:0"
-		c.RearmFlowRestoreWait = true // as flowstated runs by default
-	}))
+	e := ovnFlowstated(ctx, t)
 	s := e.Sandbox
-	addIntegrationBridge(ctx, t, s)
 
 	// The reference is a direct install on this very deployment (same
 	// southbound UUIDs, so same cookies, tunnel keys and zones), taken
@@ -818,4 +813,18 @@ func poll(ctx context.Context, t *testing.T, what string, cond func() (bool, err
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	testenv.Poll(ctx, t, what, cond)
+}
+
+// ovnFlowstated is a flowstated (not started) whose OpenFlow proxy records
+// ovn-controller's br-int as module ovn, re-arming the flag as flowstated
+// runs by default, with br-int created as a CNI's installer does.
+func ovnFlowstated(ctx context.Context, t *testing.T) *testenv.Env {
+	t.Helper()
+	e := testenv.New(ctx, t, testenv.Bridges(), testenv.Configure(func(c *server.Config) {
+		c.Proxies = []server.ProxySpec{{Module: ovnModule, Bridge: sandbox.OVNBridge}}
+		c.MetricsListen = "127.0.0.1:0"
+		c.RearmFlowRestoreWait = true
+	}))
+	addIntegrationBridge(ctx, t, e.Sandbox)
+	return e
 }
