@@ -3,7 +3,6 @@ package restore
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"slices"
 	"time"
 
@@ -295,13 +294,9 @@ func (r *Recorder) Close() {
 	}
 }
 
-// GROUP_MOD and METER_MOD: where the command and the id sit, and the
-// commands readdsLocked writes.
-const (
-	modCommand    = 8
-	modID         = 12
-	groupAddOrMod = 0x8000 // OVS's extension: add, or modify if it exists
-)
+// groupAddOrMod is OVS's GROUP_MOD command extension: add, or modify if it
+// exists.
+const groupAddOrMod = 0x8000
 
 // readdsLocked returns msgs with, during a resync, each ADD of a group or
 // meter of a cleared kind that the module holds and has not declared again
@@ -316,7 +311,8 @@ func (r *Recorder) readdsLocked(st ofmods.Store, msgs [][]byte) ([][]byte, error
 	out := msgs
 	cloned := false
 	for i, m := range msgs {
-		if len(m) < modID+4 || m[0] != openflow15.VERSION || binary.BigEndian.Uint16(m[modCommand:]) != openflow15.OFPGC_ADD { // MC_ADD is 0 too
+		id := entry.ModID(m)
+		if id == nil || m[0] != openflow15.VERSION || entry.ModCommand(m) != openflow15.OFPGC_ADD { // MC_ADD is 0 too
 			continue
 		}
 		var kind entry.Kind
@@ -329,7 +325,6 @@ func (r *Recorder) readdsLocked(st ofmods.Store, msgs [][]byte) ([][]byte, error
 		default:
 			continue
 		}
-		id := m[modID : modID+4]
 		if !rs.kinds[kind] || rs.declared[key(kind, id)] {
 			continue
 		}
@@ -343,9 +338,7 @@ func (r *Recorder) readdsLocked(st ofmods.Store, msgs [][]byte) ([][]byte, error
 		if !cloned {
 			out, cloned = slices.Clone(msgs), true
 		}
-		c := slices.Clone(m)
-		binary.BigEndian.PutUint16(c[modCommand:], cmd)
-		out[i] = c
+		out[i] = entry.WithCommand(m, cmd)
 	}
 	return out, nil
 }
