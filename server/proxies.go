@@ -149,6 +149,12 @@ func (ps *proxies) start(cfg *Config, engine *restore.Engine, evlog *events.Log)
 			ps.close()
 			return err
 		}
+		kept, err := engine.Kept(spec.Bridge)
+		if err != nil {
+			rec.Close()
+			ps.close()
+			return err
+		}
 		pcfg := ofproxy.Config{
 			Bridge:    spec.Bridge,
 			ListenTCP: spec.TCP,
@@ -156,6 +162,7 @@ func (ps *proxies) start(cfg *Config, engine *restore.Engine, evlog *events.Log)
 			Upstream:  filepath.Join(cfg.RunDir, spec.Bridge+".mgmt"),
 			Logger:    log.With("module", spec.Module),
 			Recorder:  rec,
+			Keeper:    kept,
 			Connected: func() {
 				evlog.Publish(events.Event{Type: events.ProxyConnected, Bridge: spec.Bridge, Module: spec.Module,
 					Message: "a controller connected to the OpenFlow proxy"})

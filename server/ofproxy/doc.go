@@ -57,6 +57,19 @@
 //     installs everything again, which is what it does after a vswitchd
 //     restart too.
 //
+// A session that does not agree on OpenFlow 1.5 (an OpenFlow 1.3 os-ken
+// app, an OpenFlow 1.0 controller) is relayed unchanged and not recorded.
+// With a [Keeper] the proxy tells it, before each message goes to the
+// switch, what the session installs (unrecorded.go): the identity of each
+// permanent flow, translated to the OpenFlow 1.5 form (the ofp_flow_mod of
+// 1.2 to 1.4 is 1.5's up to its OXM match), of each group and meter by id,
+// and for a flow whose match it does not translate (OpenFlow 1.0 and 1.1,
+// NXT_FLOW_MOD) its table and priority; strict deletes and deletes of
+// everything outside bundles. flowstated's Keeper (server/restore/kept.go)
+// leaves those entries on the switch, never deletes them, and does not
+// restore them after a vswitchd restart: the controller installs them
+// again, as it would with plain OVS. Status counts them as left alone.
+//
 // A connection's open bundles may hold at most 1 GiB; past that the bundle
 // is dropped with OFPBFC_MSG_TOO_MANY.
 //

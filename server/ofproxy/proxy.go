@@ -42,6 +42,10 @@ type Config struct {
 	// controller connection in place of the switch (see record.go); nil
 	// relays everything.
 	Recorder Recorder
+	// Keeper, when set with a Recorder, is told what the sessions that
+	// are relayed without recording (not OpenFlow 1.5) install, so that
+	// it leaves those entries alone (unrecorded.go).
+	Keeper Keeper
 	// Installed, when set, is called once per recording session, at the
 	// controller's first barrier after its first bundle committed: its
 	// first install is complete (the module's readiness).
@@ -400,6 +404,10 @@ type session struct {
 
 	causeOnce sync.Once
 	cause     string // why the session ended: the first pump's error
+
+	// unrec follows what an unrecorded session installs for the Keeper;
+	// nil when recording or without one.
+	unrec *unrecorded
 }
 
 func (s *session) close() {
@@ -552,6 +560,8 @@ func (s *session) fromController() error {
 					f()
 				}
 			}
+		} else if s.unrec != nil {
+			s.unrec.note(m)
 		}
 		if _, err := bw.Write(m); err != nil {
 			return err
@@ -589,7 +599,12 @@ func (s *session) recorderFor(hello []byte) *recorder {
 	}
 	common := ofconn.HelloVersions(hello) & s.switchVersions
 	if common == 0 || bits.Len32(common)-1 != of15Version {
-		s.p.log.Warn("ofproxy: controller does not speak OpenFlow 1.5: relaying its connection without recording it", "versions", fmt.Sprintf("%#x", common))
+		s.p.log.Warn("ofproxy: controller does not speak OpenFlow 1.5: relaying its connection without recording it; its permanent flows, groups and meters are left alone on the switch, not restored after a vswitchd restart",
+			"versions", fmt.Sprintf("%#x", common))
+		if k := s.p.cfg.Keeper; k != nil && common != 0 {
+			k.Begin()
+			s.unrec = &unrecorded{k: k, version: uint8(bits.Len32(common) - 1)}
+		}
 		return nil
 	}
 	return &recorder{s: s, rec: s.p.cfg.Recorder, bundles: make(map[uint32]*openBundle)}
