@@ -201,7 +201,7 @@ func newFlowstatedProc(t *testing.T, bin string, s *sandbox.Sandbox) *flowstated
 		_ = c.Close()
 		if f.cmd != nil && f.cmd.ProcessState == nil {
 			_ = f.cmd.Process.Kill()
-			<-f.waited
+			t.Logf("flowstated killed at the end: %v", <-f.waited)
 		}
 		if t.Failed() {
 			t.Logf("flowstated log:\n%s\nguard log:\n%s", f.logs.String(), f.guardLog())
@@ -242,7 +242,7 @@ func (f *flowstatedProc) kill(t *testing.T) {
 	if err := f.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	<-f.waited
+	t.Logf("flowstated killed: %v", <-f.waited)
 }
 
 func (f *flowstatedProc) waitConverged(ctx context.Context, t *testing.T) {
