@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/pprof"
 	"syscall"
 	"time"
@@ -154,6 +155,10 @@ func newGuardCommand() *cobra.Command {
 	var (
 		cfg       guard.Config
 		logFormat string
+		relays    []string
+		proxyDir  string
+		runDir    string
+		inherit   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "guard",
@@ -170,7 +175,15 @@ The guard proves itself to flowstated with a heartbeat beside the lease
 (<lease>.heartbeat), written after every round trip to its OVSDB: its pid,
 its --grace and the Open_vSwitch row it reached. flowstated arms the flag
 only while that heartbeat is fresh, names flowstated's own OVSDB and a
-grace no longer than flowstated's --guard-grace.`,
+grace no longer than flowstated's --guard-grace.
+
+With --openflow-relay the guard also holds flowstated's OpenFlow proxy
+socket of each bridge (flowstated's --openflow-proxy), shared with
+flowstated, and while flowstated is away (its lease stale) relays the
+controllers connecting to it straight to ovs-vswitchd, unrecorded; once
+flowstated renews its lease again those connections are closed, and the
+controller reconnects through flowstated. Give it flowstated's
+--openflow-proxy-dir and --ovs-rundir.`,
 		Example:       `  flowstated guard --ovsdb unix:/var/run/openvswitch/db.sock --lease /run/flowstate/flowstated.lease`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
@@ -181,6 +194,9 @@ grace no longer than flowstated's --guard-grace.`,
 				return err
 			}
 			cfg.Logger = log
+			if cfg.Relays, err = guardRelays(relays, proxyDir, runDir, inherit); err != nil {
+				return err
+			}
 			return guard.Run(cmd.Context(), cfg)
 		},
 	}
@@ -188,10 +204,39 @@ grace no longer than flowstated's --guard-grace.`,
 	f.StringVar(&cfg.OVSDB, "ovsdb", "unix:/var/run/openvswitch/db.sock", "ovsdb-server address")
 	f.StringVar(&cfg.Lease, "lease", defaultLease, "lease file flowstated renews")
 	f.DurationVar(&cfg.Grace, "grace", guard.DefaultGrace, "how long the lease may go unrenewed before the node is released")
+	f.StringArrayVar(&relays, "openflow-relay", nil, "BRIDGE: hold flowstated's OpenFlow proxy socket <openflow-proxy-dir>/BRIDGE.mgmt and relay it to <ovs-rundir>/BRIDGE.mgmt while flowstated is away (repeatable)")
+	f.StringVar(&proxyDir, "openflow-proxy-dir", server.DefaultProxyDir, "flowstated's --openflow-proxy-dir")
+	f.StringVar(&runDir, "ovs-rundir", "/var/run/openvswitch", "directory of ovs-vswitchd's <bridge>.mgmt sockets")
+	f.BoolVar(&inherit, "openflow-relay-inherit", false, "the --openflow-relay sockets are inherited, as descriptors 3, 4, ... in their order (set by flowstated for the guards it spawns); without it the guard binds them")
 	f.BoolVar(&cfg.ExitWhenIdle, "exit-when-idle", false, "exit once flowstated is gone and the flag is clear, or at once if another guard runs (set by flowstated for the guards it spawns)")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	cmd.AddCommand(newGuardProbeCommand())
 	return cmd
+}
+
+// guardRelays are the guard's --openflow-relay sockets: inherited (fds 3,
+// 4, ... in order) or to be bound by the guard.
+func guardRelays(bridges []string, proxyDir, runDir string, inherit bool) ([]guard.Relay, error) {
+	var out []guard.Relay
+	for i, br := range bridges {
+		if err := entry.ValidateName("bridge", br); err != nil {
+			return nil, fmt.Errorf("--openflow-relay %q: %w", br, err)
+		}
+		r := guard.Relay{Bridge: br, Listen: filepath.Join(proxyDir, br+".mgmt"), Upstream: filepath.Join(runDir, br+".mgmt")}
+		if inherit {
+			ln, err := guard.ListenerFromFD(3+i, r.Listen)
+			if err != nil {
+				return nil, fmt.Errorf("--openflow-relay-inherit: descriptor %d for %s: %w", 3+i, br, err)
+			}
+			if got := ln.Addr().String(); got != r.Listen {
+				ln.Close()
+				return nil, fmt.Errorf("--openflow-relay-inherit: descriptor %d is the socket %s, want %s (--openflow-proxy-dir)", 3+i, got, r.Listen)
+			}
+			r.Listener = ln
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
 
 // systemdLiveness sends WATCHDOG=1 while the engine is responsive (at most

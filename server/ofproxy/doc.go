@@ -91,8 +91,15 @@
 //
 // # Lifecycle
 //
-// [Listen] creates the socket (with the mode and owner of vswitchd's socket
-// when that exists) and [Proxy.Serve] accepts until its context ends or
-// [Proxy.Close] is called; both close every session and wait for its
-// goroutines, and remove the socket.
+// [Listen] creates the socket ([Bind]: with the mode and owner of
+// vswitchd's socket when that exists) and [Proxy.Serve] accepts until its
+// context ends or [Proxy.Close] is called; both close every session and
+// wait for its goroutines, and remove the socket.
+//
+// With Config.Listener the proxy serves a socket bound already, which
+// another process may hold too: flowstated and its guard share each
+// proxy socket, so that a controller keeps a path to its bridge while
+// flowstated is away (server/guard, relay.go: the guard relays it with a
+// Proxy of its own, without a Recorder). Such a proxy's Close leaves the
+// socket's path in place.
 package ofproxy

@@ -33,6 +33,11 @@ type Config struct {
 	ListenTCP string
 	// Upstream is vswitchd's socket for the bridge, <rundir>/<Bridge>.mgmt.
 	Upstream string
+	// Listener, when set, is the socket at Listen, bound already (Bind)
+	// and possibly shared with another process (flowstated and its guard
+	// hold the same socket): Listen takes it as it is, and Close leaves
+	// the path, which belongs to whoever bound it.
+	Listener *net.UnixListener
 	// DialTimeout bounds the upstream dial of each accepted connection
 	// (default 2s).
 	DialTimeout time.Duration
@@ -65,6 +70,8 @@ type Proxy struct {
 	tcp  net.Listener // nil without ListenTCP
 	stop context.CancelFunc
 	ctx  context.Context
+
+	owned bool // Listen bound ln: Close removes its path
 
 	wg sync.WaitGroup // Serve's accept loop and every session's goroutines
 
@@ -134,10 +141,10 @@ const (
 
 const bufSize = 64 << 10
 
-// Listen creates the proxy's socket. A stale socket at the path (nobody
-// accepts on it) is replaced; a live one is an error, so that two proxies
-// never share a path. The socket takes the mode and owner of the upstream
-// socket when that exists, else mode 0660.
+// Listen creates the proxy's socket (Bind), or takes Config.Listener. A
+// stale socket at the path (nobody accepts on it) is replaced; a live one
+// is an error, so that two proxies never share a path. The socket takes the
+// mode and owner of the upstream socket when that exists, else mode 0660.
 func Listen(cfg Config) (*Proxy, error) {
 	if cfg.Listen == "" || cfg.Upstream == "" {
 		return nil, errors.New("ofproxy: listen and upstream paths are required")
@@ -152,26 +159,22 @@ func Listen(cfg Config) (*Proxy, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if err := removeStale(cfg.Listen); err != nil {
-		return nil, err
-	}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: cfg.Listen, Net: "unix"})
-	if err != nil {
-		return nil, fmt.Errorf("ofproxy: listen on %s: %w", cfg.Listen, err)
-	}
-	// Close must not remove a path another process took over meanwhile;
-	// Close removes it itself, once.
-	ln.SetUnlinkOnClose(false)
-	if err := copyOwnership(cfg.Listen, cfg.Upstream); err != nil {
-		ln.Close()
-		os.Remove(cfg.Listen)
-		return nil, err
+	ln, owned := cfg.Listener, false
+	if ln == nil {
+		var err error
+		if ln, err = Bind(cfg.Listen, cfg.Upstream); err != nil {
+			return nil, err
+		}
+		owned = true
 	}
 	var tcp net.Listener
 	if cfg.ListenTCP != "" {
+		var err error
 		if tcp, err = listenLoopback(cfg.ListenTCP); err != nil {
-			ln.Close()
-			os.Remove(cfg.Listen)
+			if owned {
+				ln.Close()
+				os.Remove(cfg.Listen)
+			}
 			return nil, err
 		}
 	}
@@ -180,11 +183,34 @@ func Listen(cfg Config) (*Proxy, error) {
 		cfg:      cfg,
 		log:      log.With("bridge", cfg.Bridge, "socket", cfg.Listen),
 		ln:       ln,
+		owned:    owned,
 		tcp:      tcp,
 		ctx:      ctx,
 		stop:     stop,
 		sessions: make(map[*session]struct{}),
 	}, nil
+}
+
+// Bind creates a proxy socket at path for the switch socket upstream: a
+// stale socket there is replaced, a live one is an error, and the new one
+// takes upstream's mode and owner. Closing the listener leaves the path.
+func Bind(path, upstream string) (*net.UnixListener, error) {
+	if err := removeStale(path); err != nil {
+		return nil, err
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("ofproxy: listen on %s: %w", path, err)
+	}
+	// Close must not remove a path another process took over meanwhile;
+	// its owner removes it, once.
+	ln.SetUnlinkOnClose(false)
+	if err := copyOwnership(path, upstream); err != nil {
+		ln.Close()
+		os.Remove(path)
+		return nil, err
+	}
+	return ln, nil
 }
 
 // listenLoopback listens on addr, which must name a loopback address: the
@@ -373,10 +399,14 @@ func (p *Proxy) shutdown() {
 	}
 }
 
-// Close stops the proxy, waits for every goroutine and removes its socket.
+// Close stops the proxy, waits for every goroutine and removes its socket
+// (not a Config.Listener's).
 func (p *Proxy) Close() error {
 	p.shutdown()
 	p.wg.Wait()
+	if !p.owned {
+		return nil
+	}
 	if err := os.Remove(p.cfg.Listen); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("ofproxy: remove %s: %w", p.cfg.Listen, err)
 	}
