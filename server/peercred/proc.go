@@ -66,11 +66,11 @@ func readStatus(procDir string, pid int) (Status, error) {
 		if rest, ok := strings.CutPrefix(l, "Gid:"); ok {
 			f := strings.Fields(rest)
 			if len(f) < 2 {
-				return Status{}, fmt.Errorf("Gid: %q: want real, effective, saved and fs gids", strings.TrimSpace(rest))
+				return Status{}, fmt.Errorf("status Gid: %q: want real, effective, saved and fs gids", strings.TrimSpace(rest))
 			}
 			g, err := strconv.ParseUint(f[1], 10, 32)
 			if err != nil {
-				return Status{}, fmt.Errorf("Gid: %q: %w", f[1], err)
+				return Status{}, fmt.Errorf("status Gid: %q: %w", f[1], err)
 			}
 			st.GID, gid = uint32(g), true
 			continue
@@ -82,7 +82,7 @@ func readStatus(procDir string, pid int) (Status, error) {
 		for _, f := range strings.Fields(rest) {
 			g, err := strconv.ParseUint(f, 10, 32)
 			if err != nil {
-				return Status{}, fmt.Errorf("Groups: %q: %w", f, err)
+				return Status{}, fmt.Errorf("status Groups: %q: %w", f, err)
 			}
 			st.Groups = append(st.Groups, uint32(g))
 		}
