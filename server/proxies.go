@@ -213,6 +213,11 @@ func (ps *proxies) start(cfg *Config, engine *restore.Engine, evlog *events.Log)
 	}
 	log := ps.log
 	for i, spec := range cfg.Proxies {
+		admit, err := cfg.Writers.proxyAdmission(log, spec, "/proc")
+		if err != nil {
+			ps.close()
+			return err
+		}
 		rec, err := engine.Recorder(spec.Bridge, spec.Module)
 		if err != nil {
 			ps.close()
@@ -233,6 +238,7 @@ func (ps *proxies) start(cfg *Config, engine *restore.Engine, evlog *events.Log)
 			Logger:    log.With("module", spec.Module),
 			Recorder:  rec,
 			Keeper:    kept,
+			Admit:     admit,
 			Connected: func() {
 				evlog.Publish(events.Event{Type: events.ProxyConnected, Bridge: spec.Bridge, Module: spec.Module,
 					Message: "a controller connected to the OpenFlow proxy"})
@@ -330,6 +336,8 @@ var (
 		"Controller connections the OpenFlow proxy accepted and relayed.", []string{"bridge", "module"}, nil)
 	descProxyRefused = prometheus.NewDesc("flowstate_proxy_connections_refused_total",
 		"Controller connections the OpenFlow proxy closed at once because vswitchd's socket did not accept.", []string{"bridge", "module"}, nil)
+	descProxyDenied = prometheus.NewDesc("flowstate_proxy_connections_denied_total",
+		"Controller connections the OpenFlow proxy closed at once because their peer may not write the module (--module-writer); the log names the peer.", []string{"bridge", "module"}, nil)
 	descProxyMessages = prometheus.NewDesc("flowstate_proxy_messages_total",
 		"OpenFlow messages the proxy read from the controller (to_switch) and from the switch (to_controller), by type; the controller's state messages among them are recorded (flowstate_proxy_recorded_total), refused or passed through.", []string{"bridge", "module", "direction", "type"}, nil)
 	descProxyRecorded = prometheus.NewDesc("flowstate_proxy_recorded_total",
@@ -342,7 +350,7 @@ var (
 type proxyCollector struct{ ps *proxies }
 
 func (c proxyCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descProxyConns, descProxyAccepted, descProxyRefused, descProxyMessages, descProxyRecorded, descProxyAnswered} {
+	for _, d := range []*prometheus.Desc{descProxyConns, descProxyAccepted, descProxyRefused, descProxyDenied, descProxyMessages, descProxyRecorded, descProxyAnswered} {
 		ch <- d
 	}
 }
@@ -354,6 +362,7 @@ func (c proxyCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descProxyConns, prometheus.GaugeValue, float64(p.p.Sessions()), br, mod)
 		ch <- prometheus.MustNewConstMetric(descProxyAccepted, prometheus.CounterValue, float64(st.Accepted.Load()), br, mod)
 		ch <- prometheus.MustNewConstMetric(descProxyRefused, prometheus.CounterValue, float64(st.Refused.Load()), br, mod)
+		ch <- prometheus.MustNewConstMetric(descProxyDenied, prometheus.CounterValue, float64(st.Denied.Load()), br, mod)
 		for dir, name := range []string{ofproxy.ToSwitch: "to_switch", ofproxy.ToController: "to_controller"} {
 			for typ, n := range st.ByType(dir) {
 				ch <- prometheus.MustNewConstMetric(descProxyMessages, prometheus.CounterValue, float64(n), br, mod, name, typ)
