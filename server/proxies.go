@@ -193,7 +193,7 @@ func (ps *proxies) relays(cfg *Config) []guard.Relay {
 	out := make([]guard.Relay, 0, len(ps.lns))
 	for i, ln := range ps.lns {
 		br := cfg.Proxies[i].Bridge
-		out = append(out, guard.Relay{Bridge: br, Listen: filepath.Join(cfg.ProxyDir, br+".mgmt"),
+		out = append(out, guard.Relay{Bridge: br, Module: cfg.Proxies[i].Module, Listen: filepath.Join(cfg.ProxyDir, br+".mgmt"),
 			Upstream: filepath.Join(cfg.RunDir, br+".mgmt"), Listener: ln})
 	}
 	return out

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -55,6 +56,24 @@ func (w Writers) proxyAdmission(log *slog.Logger, spec ProxySpec, procDir string
 		}
 		return nil
 	}, nil
+}
+
+// RelayAdmission is proxyAdmission for the guard's relay of the unix
+// socket of module's proxy (guard.Relay.Admit): the guard holds the
+// controllers to the rules flowstated holds them to.
+func (w Writers) RelayAdmission(log *slog.Logger, module string) (func(net.Conn) error, error) {
+	return w.proxyAdmission(log, ProxySpec{Module: module}, "/proc")
+}
+
+// Args renders w as the --module-writer flags that parse back to it.
+func (w Writers) Args() []string {
+	var out []string
+	for _, m := range slices.Sorted(maps.Keys(w)) {
+		for _, p := range w[m] {
+			out = append(out, "--module-writer", m+"="+p.String())
+		}
+	}
+	return out
 }
 
 // admit checks that the peer of c may write module.

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"syscall"
@@ -221,4 +222,28 @@ func (e *env) stored(ctx context.Context, module string) []string {
 		out[i] = en.Text
 	}
 	return out
+}
+
+// TestWritersArgs: the rules flowstated gives the guards it spawns parse
+// back to its own.
+func TestWritersArgs(t *testing.T) {
+	w := server.Writers{}
+	for _, r := range []string{"ovn=uid:65533", "ovn=gid:65532", "pod=uid:7"} {
+		if err := w.ParseWriter(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := w.Args()
+	back := server.Writers{}
+	for i := 0; i+1 < len(args); i += 2 {
+		if args[i] != "--module-writer" {
+			t.Fatalf("args %q: want --module-writer pairs", args)
+		}
+		if err := back.ParseWriter(args[i+1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !reflect.DeepEqual(back, w) || len(args) != 6 {
+		t.Fatalf("args %q parse back to %v, want %v", args, back, w)
+	}
 }

@@ -319,7 +319,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			stopEngine()
 			return err
 		}
-		keep.relays = proxies.relays(&cfg)
+		keep.relays, keep.writers = proxies.relays(&cfg), cfg.Writers
 	}
 	wg.Go(func() { keep.run(runCtx) })
 	keep.waitProven(ctx)

@@ -159,6 +159,7 @@ func newGuardCommand() *cobra.Command {
 		proxyDir  string
 		runDir    string
 		inherit   bool
+		writers   []string
 	)
 	cmd := &cobra.Command{
 		Use:   "guard",
@@ -194,7 +195,13 @@ controller reconnects through flowstated. Give it flowstated's
 				return err
 			}
 			cfg.Logger = log
-			if cfg.Relays, err = guardRelays(relays, proxyDir, runDir, inherit); err != nil {
+			w := server.Writers{}
+			for _, s := range writers {
+				if err := w.ParseWriter(s); err != nil {
+					return fmt.Errorf("--module-writer: %w", err)
+				}
+			}
+			if cfg.Relays, err = guardRelays(log, relays, w, proxyDir, runDir, inherit); err != nil {
 				return err
 			}
 			return guard.Run(cmd.Context(), cfg)
@@ -204,7 +211,8 @@ controller reconnects through flowstated. Give it flowstated's
 	f.StringVar(&cfg.OVSDB, "ovsdb", "unix:/var/run/openvswitch/db.sock", "ovsdb-server address")
 	f.StringVar(&cfg.Lease, "lease", defaultLease, "lease file flowstated renews")
 	f.DurationVar(&cfg.Grace, "grace", guard.DefaultGrace, "how long the lease may go unrenewed before the node is released")
-	f.StringArrayVar(&relays, "openflow-relay", nil, "BRIDGE: hold flowstated's OpenFlow proxy socket <openflow-proxy-dir>/BRIDGE.mgmt and relay it to <ovs-rundir>/BRIDGE.mgmt while flowstated is away (repeatable)")
+	f.StringArrayVar(&relays, "openflow-relay", nil, "MODULE=BRIDGE, as flowstated's --openflow-proxy: hold its OpenFlow proxy socket <openflow-proxy-dir>/BRIDGE.mgmt and relay it to <ovs-rundir>/BRIDGE.mgmt while flowstated is away (repeatable)")
+	f.StringArrayVar(&writers, "module-writer", nil, "MODULE=uid:N or MODULE=gid:N, as flowstated's: only root and these peers are relayed as MODULE's controller (repeatable)")
 	f.StringVar(&proxyDir, "openflow-proxy-dir", server.DefaultProxyDir, "flowstated's --openflow-proxy-dir")
 	f.StringVar(&runDir, "ovs-rundir", "/var/run/openvswitch", "directory of ovs-vswitchd's <bridge>.mgmt sockets")
 	f.BoolVar(&inherit, "openflow-relay-inherit", false, "the --openflow-relay sockets are inherited, as descriptors 3, 4, ... in their order (set by flowstated for the guards it spawns); without it the guard binds them")
@@ -216,13 +224,19 @@ controller reconnects through flowstated. Give it flowstated's
 
 // guardRelays are the guard's --openflow-relay sockets: inherited (fds 3,
 // 4, ... in order) or to be bound by the guard.
-func guardRelays(bridges []string, proxyDir, runDir string, inherit bool) ([]guard.Relay, error) {
+func guardRelays(log *slog.Logger, specs []string, writers server.Writers, proxyDir, runDir string, inherit bool) ([]guard.Relay, error) {
 	var out []guard.Relay
-	for i, br := range bridges {
-		if err := entry.ValidateName("bridge", br); err != nil {
-			return nil, fmt.Errorf("--openflow-relay %q: %w", br, err)
+	for i, s := range specs {
+		spec, err := server.ParseProxySpec(s)
+		if err != nil {
+			return nil, fmt.Errorf("--openflow-relay: %w", err)
 		}
-		r := guard.Relay{Bridge: br, Listen: filepath.Join(proxyDir, br+".mgmt"), Upstream: filepath.Join(runDir, br+".mgmt")}
+		br := spec.Bridge
+		admit, err := writers.RelayAdmission(log, spec.Module)
+		if err != nil {
+			return nil, fmt.Errorf("--openflow-relay %q: %w", s, err)
+		}
+		r := guard.Relay{Bridge: br, Module: spec.Module, Admit: admit, Listen: filepath.Join(proxyDir, br+".mgmt"), Upstream: filepath.Join(runDir, br+".mgmt")}
 		if inherit {
 			ln, err := guard.ListenerFromFD(3+i, r.Listen)
 			if err != nil {

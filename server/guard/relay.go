@@ -21,13 +21,19 @@ import (
 // guard holds with flowstated, so that the proxied controller keeps a path
 // to its bridge while flowstated is away (see the package documentation).
 type Relay struct {
-	Bridge string
+	// Bridge is the proxied bridge, Module the module its controller
+	// writes as (flowstated's --openflow-proxy MODULE=BRIDGE).
+	Bridge, Module string
 	// Listen is the proxy's socket path, Upstream vswitchd's socket.
 	Listen, Upstream string
 	// Listener is the socket at Listen, shared with flowstated (inherited
 	// from the flowstated that spawned the guard); nil: the guard binds
 	// Listen itself (an external guard started before flowstated).
 	Listener *net.UnixListener
+	// Admit, when set, checks each controller before it is relayed, as
+	// flowstated's proxy does (ofproxy.Config.Admit): while flowstated is
+	// away a relayed controller writes the module's flows on the switch.
+	Admit func(net.Conn) error
 }
 
 // RelayPath is the guard's hand-over socket beside the lease: a flowstated
@@ -98,7 +104,7 @@ func (r *relayer) follow(away bool) {
 			if err == nil {
 				var p *ofproxy.Proxy
 				p, err = ofproxy.Listen(ofproxy.Config{Bridge: rl.Bridge, Listen: rl.Listen, Upstream: rl.Upstream,
-					Listener: ln, Logger: r.log.With("bridge", rl.Bridge)})
+					Listener: ln, Admit: rl.Admit, Logger: r.log.With("bridge", rl.Bridge)})
 				if err == nil {
 					r.active = append(r.active, p)
 					r.wg.Go(func() {
