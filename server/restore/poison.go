@@ -473,76 +473,6 @@ func (e *Engine) recordDeathLocked(b *bridge, probe bool, log *slog.Logger) erro
 	return e.savePoisonLocked(b, rec)
 }
 
-// countSuspects counts the suspects of rec in r, and returns the key of the
-// middle one (index n/2) and the key of the first.
-func (e *Engine) countSuspects(bridge string, rec *store.CrashRecord, r store.SuspectRange) (n int, mid, first []byte, err error) {
-	var keys [][]byte
-	err = e.eachDesired(bridge, func(k []byte, _ string, _ []byte) error {
-		if inRange(k, r) && dirty(rec.Dirty, k) && poisonedAt(rec, k) < 0 {
-			keys = append(keys, bytes.Clone(k))
-		}
-		return nil
-	})
-	if err != nil || len(keys) == 0 {
-		return 0, nil, nil, err
-	}
-	return len(keys), keys[len(keys)/2], keys[0], nil
-}
-
-// narrow drops the empty ranges of rec and names the bad ranges left with
-// one entry (step 5), until the first range needs a probe; when none is
-// left, the bisection is over.
-func (e *Engine) narrow(b *bridge, rec *store.CrashRecord, log *slog.Logger) error {
-	for len(rec.Suspects) > 0 {
-		r := rec.Suspects[0]
-		n, _, first, err := e.countSuspects(b.name, rec, r)
-		if err != nil {
-			return err
-		}
-		switch {
-		case n == 0:
-			rec.Suspects = rec.Suspects[1:]
-			continue
-		case r.Bad && n == 1:
-			d, _, err := e.cfg.Store.Get(b.name, entry.Kind(first[0]), first[1:])
-			if err != nil {
-				return err
-			}
-			name := describeForLog(d)
-			rec.Poisoned = append(rec.Poisoned, store.PoisonedEntry{Key: first, Sum: sumHash(first, d.Payload), Module: d.Module, Name: name})
-			rec.Suspects = rec.Suspects[1:]
-			log.Error("entry quarantined: it crashes ovs-vswitchd (found by bisection across vswitchd restarts); kept out until its module changes or deletes it",
-				"kind", d.Kind, "module", d.Module, "entry", name)
-			e.publish(events.Event{Type: events.EntryQuarantined, Bridge: b.name, Module: d.Module,
-				Message: fmt.Sprintf("%s of module %s crashes ovs-vswitchd, quarantined: %s", d.Kind, d.Module, name),
-				Attrs:   map[string]string{"kind": d.Kind.String(), "reason": reasonPoisoned, "entries": "1", "entry": name}})
-			e.cfg.Metrics.poisoned.WithLabelValues(b.name, d.Module, name).Set(1)
-			continue
-		}
-		break
-	}
-	if len(rec.Suspects) == 0 {
-		rec.Dirty, rec.Since = nil, time.Time{}
-	}
-	return nil
-}
-
-// probeCrashed narrows rec after vswitchd died on its probe (step 4).
-func (e *Engine) probeCrashed(rec *store.CrashRecord) {
-	p := *rec.Probe
-	rec.Probe = nil
-	if len(rec.Suspects) == 0 {
-		return
-	}
-	r := rec.Suspects[0]
-	if bytes.Equal(p.Hi, r.Hi) {
-		rec.Suspects[0].Bad = true
-		return
-	}
-	rest := store.SuspectRange{Lo: p.Hi, Hi: r.Hi}
-	rec.Suspects = slices.Insert(rec.Suspects[1:], 0, store.SuspectRange{Lo: r.Lo, Hi: p.Hi, Bad: true}, rest)
-}
-
 // survivedLocked is called when vswitchd stayed up SurviveAfter after a
 // replay of b that sent something: the digest of the switch is kept, the
 // deaths forgotten, a probe under way committed, and the next probe
@@ -564,31 +494,16 @@ func (e *Engine) survivedLocked(b *bridge, log *slog.Logger) error {
 	e.cfg.Metrics.survived.WithLabelValues(b.name).Inc()
 	log.Info("ovs-vswitchd survived the replay: the digest of what the switch holds is kept", "after", e.cfg.SurviveAfter)
 	if probe && rec.Probe != nil && len(rec.Suspects) > 0 {
-		p, r := *rec.Probe, rec.Suspects[0]
-		rec.Probe = nil
-		if bytes.Equal(p.Hi, r.Hi) {
-			rec.Suspects = rec.Suspects[1:]
-		} else {
-			rec.Suspects[0].Lo = p.Hi
-		}
+		probeSurvived(&rec)
 		log.Info("ovs-vswitchd survived the suspects sent back: they are restored", "suspect_ranges_left", len(rec.Suspects))
 		if err := e.narrow(b, &rec, log); err != nil {
 			return err
 		}
 	}
 	if len(rec.Suspects) > 0 && rec.Probe == nil {
-		r := rec.Suspects[0]
-		n, mid, _, err := e.countSuspects(b.name, &rec, r)
-		if err != nil {
+		if err := e.nextProbe(b, &rec, log); err != nil {
 			return err
 		}
-		p := r
-		if r.Bad {
-			p.Hi, p.Bad = mid, false
-		}
-		rec.Probe = &p
-		log.Warn("sending suspects of crashing ovs-vswitchd back to the switch, watched", "suspects_in_range", n, "bad_range", r.Bad)
-		b.requestReplay()
 	}
 	return e.savePoisonLocked(b, rec)
 }
