@@ -17,22 +17,26 @@ func TestBisectionNamesOnlyWhatDied(t *testing.T) {
 		n        int
 		survived bool // a replay vswitchd survived before the deaths
 		kills    int  // probes killed from outside too, the first ones
+		cause    deathCause
 	}{
-		{"two kills, no digest", 150, false, 0},
-		{"two kills after a survived replay", 150, true, 0},
-		{"kills during probes too", 150, true, 5},
-		{"one entry", 1, false, 0},
+		{"two kills, no digest", 150, false, 0, causeUnknown},
+		{"two kills after a survived replay", 150, true, 0, causeUnknown},
+		{"kills during probes too", 150, true, 5, causeUnknown},
+		{"one entry", 1, false, 0, causeUnknown},
+		// Deaths read as crashes (a log misread): the halving alone.
+		{"read as crashes", 150, false, 0, causeCrash},
+		{"read as crashes, probes too", 150, true, 5, causeCrash},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e, b, es := poisonEngine(t, tc.n)
 			if tc.survived {
-				b.replayWatchLocked("1@x", nil)
+				b.replayWatchLocked("1@x", -1, nil)
 				if err := e.survivedLocked(b, e.log); err != nil {
 					t.Fatal(err)
 				}
 			}
 			for range 2 {
-				if err := e.recordDeathLocked(b, false, e.log); err != nil {
+				if err := e.recordDeathLocked(b, false, tc.cause, e.log); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -46,7 +50,7 @@ func TestBisectionNamesOnlyWhatDied(t *testing.T) {
 				}
 				if kills > 0 && b.poison.rec.Probe != nil {
 					kills--
-					if err := e.recordDeathLocked(b, true, e.log); err != nil {
+					if err := e.recordDeathLocked(b, true, tc.cause, e.log); err != nil {
 						t.Fatal(err)
 					}
 					continue
