@@ -76,7 +76,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	if p := c.keep.proof.Load(); p.err != nil && c.keep.cfg.Mode != GuardOff {
 		failing = p.err.Field
 	}
-	for _, f := range []string{guard.FieldRunning, guard.FieldHeartbeat, guard.FieldOVSDB, guard.FieldGrace} {
+	for _, f := range guard.Fields() {
 		gauge(descGuardUnproven, f == failing, f)
 	}
 	gauge(descWedged, c.keep.wedgedReason() != "")
