@@ -205,6 +205,11 @@ func TestGuardProof(t *testing.T) {
 			t.Fatalf("status: guard's OVSDB %q, flowstated's %q, reason %q: want one identity and the replica named", st.Guard.GuardOVSDB, st.Guard.OVSDB, st.Guard.Reason)
 		}
 		t.Logf("status: %s", st.Guard.Reason)
+		// The guard container's readiness probe says the same.
+		out, err := exec.CommandContext(ctx, binary(t), "guard", "probe", "--lease", n.lease, "--grace", proofGrace.String()).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), guard.FieldWritable) || !strings.Contains(string(out), replica.DBAddr()) {
+			t.Fatalf("guard probe of the guard on the read-only copy: %v: %s; want a failure naming %s and the replica", err, out, guard.FieldWritable)
+		}
 		n.forwardsAfterPlainRestart(ctx)
 	})
 	t.Run("other-ovsdb-left-running", func(t *testing.T) {

@@ -190,18 +190,29 @@ func (h Heartbeat) Check(want Want, age time.Duration, holder int) error {
 		return &ProofError{FieldOVSDB, fmt.Sprintf("the guard (pid %d) reached Open_vSwitch %s at %s, flowstated's is %s: it would clear the flag of another database",
 			h.PID, h.OVSDB, h.Addr, want.OVSDB)}
 	}
-	if !h.Writable {
-		if h.WriteRefused == "" {
-			return &ProofError{FieldWritable, fmt.Sprintf("the guard (pid %d) does not prove that it can write to %s: it is an older guard, whose proof is only a read; restart it",
-				h.PID, h.Addr)}
-		}
-		return &ProofError{FieldWritable, fmt.Sprintf("the guard (pid %d) cannot write to the OVSDB at %s, so it could not clear the flag: %s (a read-only copy, e.g. ovsdb-server --sync-from? point the guard's --ovsdb at the node's own ovsdb-server)",
-			h.PID, h.Addr, h.WriteRefused)}
+	if err := h.CheckWrite(); err != nil {
+		return err
 	}
 	if h.Grace > want.Grace {
 		return &ProofError{FieldGrace, fmt.Sprintf("the guard (pid %d) waits %v before it releases, longer than flowstated's --guard-grace %v", h.PID, h.Grace, want.Grace)}
 	}
 	return nil
+}
+
+// CheckWrite returns nil when h's round trip was a write its OVSDB took,
+// and a FieldWritable ProofError naming the address and OVSDB's refusal
+// otherwise: a guard that cannot write could not clear the flag.
+func (h Heartbeat) CheckWrite() error {
+	switch {
+	case h.Writable:
+		return nil
+	case h.WriteRefused == "":
+		return &ProofError{FieldWritable, fmt.Sprintf("the guard (pid %d) does not prove that it can write to %s: it is an older guard, whose proof is only a read; restart it",
+			h.PID, h.Addr)}
+	default:
+		return &ProofError{FieldWritable, fmt.Sprintf("the guard (pid %d) cannot write to the OVSDB at %s, so it could not clear the flag: %s (a read-only copy, e.g. ovsdb-server --sync-from? point the guard's --ovsdb at the node's own ovsdb-server)",
+			h.PID, h.Addr, h.WriteRefused)}
+	}
 }
 
 // Observer is flowstated's reader of a guard's heartbeat. It measures a
