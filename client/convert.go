@@ -94,6 +94,7 @@ func fromBridges(ps []*flowstatev1.BridgeStatus) []BridgeStatus {
 			Name: b.GetName(), Connected: b.GetConnected(), Converged: b.GetConverged(),
 			Since: fromTime(b.GetSince()), Reason: b.GetReason(), Excused: b.GetExcused(),
 			DriftFound: int(b.GetDriftFound()), LastDrift: fromTime(b.GetLastDrift()),
+			LeftAlone: int(b.GetLeftAlone()), LeftAloneAll: b.GetLeftAloneAll(),
 			Flows: int(b.GetFlows()), Groups: int(b.GetGroups()), Meters: int(b.GetMeters()),
 		}
 		if r := b.GetLastReplay(); r != nil {

@@ -145,6 +145,14 @@ type BridgeStatus struct {
 	// store since flowstated started; LastDrift is the last one.
 	DriftFound int
 	LastDrift  time.Time
+	// LeftAlone counts the entries on the switch that a controller the
+	// OpenFlow proxy relays without recording (not OpenFlow 1.5)
+	// installed: left alone, never deleted, not restored after a vswitchd
+	// restart. LeftAloneAll: more than flowstated tracks, so every
+	// undeclared entry of the bridge is left alone until vswitchd
+	// restarts.
+	LeftAlone    int
+	LeftAloneAll bool
 	// Flows, Groups and Meters count the desired entries.
 	Flows, Groups, Meters int
 	// LastReplay is the most recent replay; its FinishedAt is zero if none

@@ -411,6 +411,30 @@ func FlowRefs(payload []byte) []Ref {
 	return refs
 }
 
+// FlowDrops reports whether a canonical FLOW_MOD drops what it matches: no
+// instruction, or only action lists that are empty (ovs-ofctl's "drop").
+// A malformed payload is not a drop.
+func FlowDrops(payload []byte) bool {
+	if len(payload) < flowModFixed+4 {
+		return false
+	}
+	at := flowModFixed + pad8(int(binary.BigEndian.Uint16(payload[flowModFixed+2:])))
+	if at > len(payload) {
+		return false
+	}
+	for b := payload[at:]; len(b) > 0; {
+		if len(b) < 4 {
+			return false
+		}
+		typ, n := binary.BigEndian.Uint16(b), int(binary.BigEndian.Uint16(b[2:]))
+		if n < 8 || n > len(b) || (typ != instrApplyActions && typ != instrWriteActions) || n != 8 {
+			return false
+		}
+		b = b[n:]
+	}
+	return true
+}
+
 // OpenFlow 1.5 flow_mod flags (OFPFF_*).
 const (
 	ffSendFlowRem  = 1 << 0

@@ -218,3 +218,34 @@ func FuzzFlowRefs(f *testing.F) {
 	f.Add(flowMod(f, 0, 1))
 	f.Fuzz(func(t *testing.T, b []byte) { _ = FlowRefs(b) })
 }
+
+// TestFlowDrops: a flow without instructions, or with empty action lists,
+// drops; one that outputs, resubmits or is malformed does not.
+func TestFlowDrops(t *testing.T) {
+	fm := func(instr ...byte) []byte {
+		m := make([]byte, 48, 64)
+		m[0], m[1] = 6, 14
+		m = append(m, 0, 1, 0, 4, 0, 0, 0, 0) // an empty ofp_match, padded
+		m = append(m, instr...)
+		binary.BigEndian.PutUint16(m[2:], uint16(len(m)))
+		return m
+	}
+	for _, tc := range []struct {
+		name string
+		m    []byte
+		want bool
+	}{
+		{"no instructions", fm(), true},
+		{"empty apply_actions", fm(0, 4, 0, 8, 0, 0, 0, 0), true},
+		{"output", fm(0, 4, 0, 24, 0, 0, 0, 0, 0, 0, 0, 16, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0), false},
+		{"goto_table", fm(0, 1, 0, 8, 1, 0, 0, 0), false},
+		{"truncated instruction", fm(0, 4, 0), false},
+		{"too short", make([]byte, 20), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := FlowDrops(tc.m); got != tc.want {
+				t.Fatalf("FlowDrops = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -209,6 +209,7 @@ func toBridgeStatus(bs restore.BridgeStatus) *flowstatev1.BridgeStatus {
 		pb.Since = timestamppb.New(bs.Since)
 	}
 	pb.DriftFound = uint32(bs.DriftFound)
+	pb.LeftAlone, pb.LeftAloneAll = uint32(bs.LeftAlone), bs.LeftAloneAll
 	if !bs.LastDrift.IsZero() {
 		pb.LastDrift = timestamppb.New(bs.LastDrift)
 	}

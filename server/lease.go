@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -121,6 +122,9 @@ type keeper struct {
 
 	lease *guard.Lease
 	obs   *guard.Observer
+	// relays are the OpenFlow proxy sockets a spawned guard holds too
+	// (guard.Relay); set before run.
+	relays []guard.Relay
 
 	// exited receives the pid of a spawned guard that exited, or of the
 	// adopted guard that watched watches (watchExit); child is the one this
@@ -502,7 +506,24 @@ func (k *keeper) spawn() error {
 	cmd := exec.Command(argv[0], args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
+	// The proxies' sockets, shared: the guard relays them while this
+	// flowstated is away (descriptors 3, 4, ... in flag order).
+	for _, r := range k.relays {
+		f, err := guard.ListenerFile(r.Listener)
+		if err != nil {
+			closeFiles(cmd.ExtraFiles)
+			return fmt.Errorf("server: spawning a guard: %w", err)
+		}
+		cmd.ExtraFiles = append(cmd.ExtraFiles, f)
+		cmd.Args = append(cmd.Args, "--openflow-relay", r.Bridge)
+	}
+	if len(k.relays) > 0 {
+		cmd.Args = append(cmd.Args, "--openflow-relay-inherit",
+			"--openflow-proxy-dir", filepath.Dir(k.relays[0].Listen), "--ovs-rundir", filepath.Dir(k.relays[0].Upstream))
+	}
+	err = cmd.Start()
+	closeFiles(cmd.ExtraFiles)
+	if err != nil {
 		return fmt.Errorf("server: spawning a guard: %w", err)
 	}
 	pid := cmd.Process.Pid
@@ -516,6 +537,12 @@ func (k *keeper) spawn() error {
 		k.noteExit(pid)
 	}()
 	return nil
+}
+
+func closeFiles(fs []*os.File) {
+	for _, f := range fs {
+		_ = f.Close()
+	}
 }
 
 // statusLine is the one-line state for systemd's STATUS=.

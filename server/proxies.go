@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,6 +19,7 @@ import (
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/server/events"
+	"github.com/flowstate-io/flowstate/server/guard"
 	"github.com/flowstate-io/flowstate/server/ofproxy"
 	"github.com/flowstate-io/flowstate/server/restore"
 )
@@ -120,9 +122,81 @@ func validateProxies(cfg *Config) error {
 // before the engine stops. list is written by start only, before the API
 // and metrics serve.
 type proxies struct {
-	list      []*proxy
+	list []*proxy
+	// lns are the listening sockets, one per cfg.Proxies (listen), shared
+	// with the guard; bound: the ones this flowstated bound, whose paths
+	// it removes when no guard shares them (guard off).
+	lns       []*net.UnixListener
+	bound     []string
+	shared    bool
 	log       *slog.Logger
 	closeOnce sync.Once
+}
+
+// listen makes every proxy's listening socket, before the guard is
+// spawned, so that the guard holds the same sockets (keeper.spawn): a guard
+// that runs already (spawned by an earlier flowstated, or external) hands
+// over the sockets it holds (guard.FetchListeners), and they are shared as
+// they are, never unlinked and bound again; the others are bound here.
+func (ps *proxies) listen(cfg *Config) error {
+	if len(cfg.Proxies) == 0 {
+		return nil
+	}
+	// Controllers running as another user (ovn-controller as openvswitch)
+	// must reach the sockets; the sockets carry vswitchd's own mode.
+	if err := os.MkdirAll(cfg.ProxyDir, 0o755); err != nil {
+		return fmt.Errorf("server: openflow proxy directory: %w", err)
+	}
+	var held map[string]*net.UnixListener
+	present := false
+	if cfg.Guard.Mode != GuardOff {
+		ps.shared = true
+		var err error
+		if held, err = guard.FetchListeners(cfg.Guard.Lease); err != nil {
+			ps.log.Warn("openflow proxy: the guard did not hand over its sockets: binding them anew", "error", err)
+		}
+		present, _ = guard.Present(cfg.Guard.Lease)
+	}
+	defer func() {
+		for _, ln := range held {
+			ln.Close()
+		}
+	}()
+	for _, spec := range cfg.Proxies {
+		path := filepath.Join(cfg.ProxyDir, spec.Bridge+".mgmt")
+		if ln, ok := held[path]; ok {
+			delete(held, path)
+			ps.lns = append(ps.lns, ln)
+			ps.log.Info("openflow proxy socket taken over from the guard", "bridge", spec.Bridge, "socket", path)
+			continue
+		}
+		if present {
+			// We hold the bridge (restore.LockBridges): a socket a
+			// guard holds there without handing it over is one it can
+			// no longer serve (frozen): replace it.
+			if st, err := os.Lstat(path); err == nil && st.Mode()&os.ModeSocket != 0 {
+				_ = os.Remove(path)
+			}
+		}
+		ln, err := ofproxy.Bind(path, filepath.Join(cfg.RunDir, spec.Bridge+".mgmt"))
+		if err != nil {
+			ps.close()
+			return fmt.Errorf("server: --openflow-proxy %s=%s: %w", spec.Module, spec.Bridge, err)
+		}
+		ps.lns, ps.bound = append(ps.lns, ln), append(ps.bound, path)
+	}
+	return nil
+}
+
+// relays are the guard's view of the proxies' sockets (keeper.spawn).
+func (ps *proxies) relays(cfg *Config) []guard.Relay {
+	out := make([]guard.Relay, 0, len(ps.lns))
+	for i, ln := range ps.lns {
+		br := cfg.Proxies[i].Bridge
+		out = append(out, guard.Relay{Bridge: br, Listen: filepath.Join(cfg.ProxyDir, br+".mgmt"),
+			Upstream: filepath.Join(cfg.RunDir, br+".mgmt"), Listener: ln})
+	}
+	return out
 }
 
 type proxy struct {
@@ -131,21 +205,27 @@ type proxy struct {
 	rec  *restore.Recorder
 }
 
-// start creates every proxy's socket. On an error the sockets created so
-// far are closed and removed.
+// start makes a proxy of every socket listen made. On an error every
+// socket is closed (and removed when no guard shares it).
 func (ps *proxies) start(cfg *Config, engine *restore.Engine, evlog *events.Log) error {
 	if len(cfg.Proxies) == 0 {
 		return nil
 	}
 	log := ps.log
-	// Controllers running as another user (ovn-controller as openvswitch)
-	// must reach the sockets; the sockets carry vswitchd's own mode.
-	if err := os.MkdirAll(cfg.ProxyDir, 0o755); err != nil {
-		return fmt.Errorf("server: openflow proxy directory: %w", err)
-	}
-	for _, spec := range cfg.Proxies {
+	for i, spec := range cfg.Proxies {
+		admit, err := cfg.Writers.proxyAdmission(log, spec, "/proc")
+		if err != nil {
+			ps.close()
+			return err
+		}
 		rec, err := engine.Recorder(spec.Bridge, spec.Module)
 		if err != nil {
+			ps.close()
+			return err
+		}
+		kept, err := engine.Kept(spec.Bridge)
+		if err != nil {
+			rec.Close()
 			ps.close()
 			return err
 		}
@@ -154,8 +234,11 @@ func (ps *proxies) start(cfg *Config, engine *restore.Engine, evlog *events.Log)
 			ListenTCP: spec.TCP,
 			Listen:    filepath.Join(cfg.ProxyDir, spec.Bridge+".mgmt"),
 			Upstream:  filepath.Join(cfg.RunDir, spec.Bridge+".mgmt"),
+			Listener:  ps.lns[i],
 			Logger:    log.With("module", spec.Module),
 			Recorder:  rec,
+			Keeper:    kept,
+			Admit:     admit,
 			Connected: func() {
 				evlog.Publish(events.Event{Type: events.ProxyConnected, Bridge: spec.Bridge, Module: spec.Module,
 					Message: "a controller connected to the OpenFlow proxy"})
@@ -197,8 +280,10 @@ func (ps *proxies) serve(ctx context.Context, wg *sync.WaitGroup) {
 	}
 }
 
-// close closes every proxy, once: their sessions end, their sockets go
-// (a second removal could take a socket another process made meanwhile).
+// close closes every proxy, once: their sessions end. Their sockets stay
+// while a guard may share them (it relays them once flowstated is away);
+// without a guard the ones this flowstated bound go (a second removal could
+// take a socket another process made meanwhile).
 func (ps *proxies) close() {
 	ps.closeOnce.Do(func() {
 		for _, p := range ps.list {
@@ -206,6 +291,17 @@ func (ps *proxies) close() {
 				ps.log.Warn("openflow proxy: close", "bridge", p.spec.Bridge, "error", err)
 			}
 			p.rec.Close()
+		}
+		for _, ln := range ps.lns {
+			ln.Close()
+		}
+		if ps.shared {
+			return
+		}
+		for _, path := range ps.bound {
+			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+				ps.log.Warn("openflow proxy: remove socket", "socket", path, "error", err)
+			}
 		}
 	})
 }
@@ -240,6 +336,8 @@ var (
 		"Controller connections the OpenFlow proxy accepted and relayed.", []string{"bridge", "module"}, nil)
 	descProxyRefused = prometheus.NewDesc("flowstate_proxy_connections_refused_total",
 		"Controller connections the OpenFlow proxy closed at once because vswitchd's socket did not accept.", []string{"bridge", "module"}, nil)
+	descProxyDenied = prometheus.NewDesc("flowstate_proxy_connections_denied_total",
+		"Controller connections the OpenFlow proxy closed at once because their peer may not write the module (--module-writer); the log names the peer.", []string{"bridge", "module"}, nil)
 	descProxyMessages = prometheus.NewDesc("flowstate_proxy_messages_total",
 		"OpenFlow messages the proxy read from the controller (to_switch) and from the switch (to_controller), by type; the controller's state messages among them are recorded (flowstate_proxy_recorded_total), refused or passed through.", []string{"bridge", "module", "direction", "type"}, nil)
 	descProxyRecorded = prometheus.NewDesc("flowstate_proxy_recorded_total",
@@ -252,7 +350,7 @@ var (
 type proxyCollector struct{ ps *proxies }
 
 func (c proxyCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descProxyConns, descProxyAccepted, descProxyRefused, descProxyMessages, descProxyRecorded, descProxyAnswered} {
+	for _, d := range []*prometheus.Desc{descProxyConns, descProxyAccepted, descProxyRefused, descProxyDenied, descProxyMessages, descProxyRecorded, descProxyAnswered} {
 		ch <- d
 	}
 }
@@ -264,6 +362,7 @@ func (c proxyCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descProxyConns, prometheus.GaugeValue, float64(p.p.Sessions()), br, mod)
 		ch <- prometheus.MustNewConstMetric(descProxyAccepted, prometheus.CounterValue, float64(st.Accepted.Load()), br, mod)
 		ch <- prometheus.MustNewConstMetric(descProxyRefused, prometheus.CounterValue, float64(st.Refused.Load()), br, mod)
+		ch <- prometheus.MustNewConstMetric(descProxyDenied, prometheus.CounterValue, float64(st.Denied.Load()), br, mod)
 		for dir, name := range []string{ofproxy.ToSwitch: "to_switch", ofproxy.ToController: "to_controller"} {
 			for typ, n := range st.ByType(dir) {
 				ch <- prometheus.MustNewConstMetric(descProxyMessages, prometheus.CounterValue, float64(n), br, mod, name, typ)

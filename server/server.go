@@ -311,12 +311,29 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	//  3. The engine runs: replays, clears and re-arms the flag.
 	//  4. The API socket, health SERVING and READY=1 (Config.Ready): a
 	//     prestart or ovs-restart right after finds a guard.
+	// The proxies' sockets before the guard, which holds them too
+	// (proxies.listen); an external guard's after it proved itself, so
+	// that it hands over the sockets it bound.
+	if cfg.Guard.Mode != GuardExternal {
+		if err := proxies.listen(&cfg); err != nil {
+			stopEngine()
+			return err
+		}
+		keep.relays = proxies.relays(&cfg)
+	}
 	wg.Go(func() { keep.run(runCtx) })
 	keep.waitProven(ctx)
 	if ctx.Err() != nil {
 		stopEngine()
 		wg.Wait()
 		return nil
+	}
+	if cfg.Guard.Mode == GuardExternal {
+		if err := proxies.listen(&cfg); err != nil {
+			stopEngine()
+			wg.Wait()
+			return err
+		}
 	}
 	wg.Go(func() { engine.Run(runCtx) })
 	// The proxies once the engine runs: a controller's change needs the

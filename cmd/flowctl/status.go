@@ -168,6 +168,12 @@ func printStatus(w io.Writer, st *flowstatev1.StatusResponse) error {
 		if b.GetExcused() != "" {
 			fmt.Fprintf(w, "  %s NOT RESTORED, node released without it: %s\n", b.GetName(), b.GetExcused())
 		}
+		switch {
+		case b.GetLeftAloneAll():
+			fmt.Fprintf(w, "  %s: every undeclared entry left alone, not restored: controllers relayed by the OpenFlow proxy without recording (not OpenFlow 1.5) installed more than flowstated tracks\n", b.GetName())
+		case b.GetLeftAlone() > 0:
+			fmt.Fprintf(w, "  %s: %d entries left alone, not restored after a vswitchd restart: installed by a controller the OpenFlow proxy relays without recording (not OpenFlow 1.5)\n", b.GetName(), b.GetLeftAlone())
+		}
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "BRIDGE\tMODULE\tFLOWS\tGROUPS\tMETERS\tREQUIRED\tREADY")

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/pprof"
 	"syscall"
 	"time"
@@ -135,10 +136,10 @@ func newCommand() *cobra.Command {
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a graceful stop waits for in-flight calls")
 	f.IntVar(&cfg.MaxConnsPerUID, "max-conns-per-uid", server.DefaultMaxConnsPerUID, "API connections one peer uid may hold at once; more are refused (counted in flowstate_api_connections_refused_total, logged once per episode)")
 	f.StringArrayVar(&proxies, "openflow-proxy", nil, "MODULE=BRIDGE: serve an OpenFlow socket <openflow-proxy-dir>/BRIDGE.mgmt that looks like vswitchd's and record what the controller connected to it installs as MODULE's entries (repeatable, one per bridge; BRIDGE must be managed); point the controller there by its OVS run directory (OVS_RUNDIR for ovn-controller)")
-	f.StringArrayVar(&proxyTCP, "openflow-proxy-tcp", nil, "BRIDGE=HOST:PORT: the proxy of BRIDGE also accepts controllers on this loopback TCP address, for those that dial a switch over TCP (os-ken's --ofp-switch-address-list); any local user can connect to it, as to vswitchd's own ptcp: (repeatable)")
+	f.StringArrayVar(&proxyTCP, "openflow-proxy-tcp", nil, "BRIDGE=HOST:PORT: the proxy of BRIDGE also accepts controllers on this loopback TCP address, for those that dial a switch over TCP (os-ken's --ofp-switch-address-list); without --module-writer rules any local user can connect to it, as to vswitchd's own ptcp:, with rules only the module's writers (the owner of the peer's socket) and root are relayed (repeatable)")
 	f.StringVar(&cfg.ProxyDir, "openflow-proxy-dir", server.DefaultProxyDir, "directory of the OpenFlow proxies' <bridge>.mgmt sockets (not --ovs-rundir)")
 	f.StringVar(&cfg.ProxyReady, "openflow-proxy-ready", server.ProxyReadyAuto, "when a proxied module counts as ready for the cold-start gate: auto (at its controller's first barrier after its first bundle commit) or manual (flowctl ready)")
-	f.StringArrayVar(&writers, "module-writer", nil, "MODULE=uid:N or MODULE=gid:N: only root and these peers may write MODULE (repeatable); without any, every peer that can open the socket may write every module")
+	f.StringArrayVar(&writers, "module-writer", nil, "MODULE=uid:N or MODULE=gid:N: only root and these peers may write MODULE, over gRPC or as the controller behind its OpenFlow proxy (repeatable); without any, every peer that can open the socket may write every module")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error; at run time SIGUSR1 switches to debug and SIGUSR2 back to this level")
 	f.StringVar(&cpuProf, "cpuprofile", "", "write a CPU profile of flowstated to `FILE` until it exits (for cmd/flowstate-bench; see docs/benchmarks.md)")
@@ -154,6 +155,10 @@ func newGuardCommand() *cobra.Command {
 	var (
 		cfg       guard.Config
 		logFormat string
+		relays    []string
+		proxyDir  string
+		runDir    string
+		inherit   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "guard",
@@ -170,7 +175,15 @@ The guard proves itself to flowstated with a heartbeat beside the lease
 (<lease>.heartbeat), written after every round trip to its OVSDB: its pid,
 its --grace and the Open_vSwitch row it reached. flowstated arms the flag
 only while that heartbeat is fresh, names flowstated's own OVSDB and a
-grace no longer than flowstated's --guard-grace.`,
+grace no longer than flowstated's --guard-grace.
+
+With --openflow-relay the guard also holds flowstated's OpenFlow proxy
+socket of each bridge (flowstated's --openflow-proxy), shared with
+flowstated, and while flowstated is away (its lease stale) relays the
+controllers connecting to it straight to ovs-vswitchd, unrecorded; once
+flowstated renews its lease again those connections are closed, and the
+controller reconnects through flowstated. Give it flowstated's
+--openflow-proxy-dir and --ovs-rundir.`,
 		Example:       `  flowstated guard --ovsdb unix:/var/run/openvswitch/db.sock --lease /run/flowstate/flowstated.lease`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
@@ -181,6 +194,9 @@ grace no longer than flowstated's --guard-grace.`,
 				return err
 			}
 			cfg.Logger = log
+			if cfg.Relays, err = guardRelays(relays, proxyDir, runDir, inherit); err != nil {
+				return err
+			}
 			return guard.Run(cmd.Context(), cfg)
 		},
 	}
@@ -188,10 +204,39 @@ grace no longer than flowstated's --guard-grace.`,
 	f.StringVar(&cfg.OVSDB, "ovsdb", "unix:/var/run/openvswitch/db.sock", "ovsdb-server address")
 	f.StringVar(&cfg.Lease, "lease", defaultLease, "lease file flowstated renews")
 	f.DurationVar(&cfg.Grace, "grace", guard.DefaultGrace, "how long the lease may go unrenewed before the node is released")
+	f.StringArrayVar(&relays, "openflow-relay", nil, "BRIDGE: hold flowstated's OpenFlow proxy socket <openflow-proxy-dir>/BRIDGE.mgmt and relay it to <ovs-rundir>/BRIDGE.mgmt while flowstated is away (repeatable)")
+	f.StringVar(&proxyDir, "openflow-proxy-dir", server.DefaultProxyDir, "flowstated's --openflow-proxy-dir")
+	f.StringVar(&runDir, "ovs-rundir", "/var/run/openvswitch", "directory of ovs-vswitchd's <bridge>.mgmt sockets")
+	f.BoolVar(&inherit, "openflow-relay-inherit", false, "the --openflow-relay sockets are inherited, as descriptors 3, 4, ... in their order (set by flowstated for the guards it spawns); without it the guard binds them")
 	f.BoolVar(&cfg.ExitWhenIdle, "exit-when-idle", false, "exit once flowstated is gone and the flag is clear, or at once if another guard runs (set by flowstated for the guards it spawns)")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	cmd.AddCommand(newGuardProbeCommand())
 	return cmd
+}
+
+// guardRelays are the guard's --openflow-relay sockets: inherited (fds 3,
+// 4, ... in order) or to be bound by the guard.
+func guardRelays(bridges []string, proxyDir, runDir string, inherit bool) ([]guard.Relay, error) {
+	var out []guard.Relay
+	for i, br := range bridges {
+		if err := entry.ValidateName("bridge", br); err != nil {
+			return nil, fmt.Errorf("--openflow-relay %q: %w", br, err)
+		}
+		r := guard.Relay{Bridge: br, Listen: filepath.Join(proxyDir, br+".mgmt"), Upstream: filepath.Join(runDir, br+".mgmt")}
+		if inherit {
+			ln, err := guard.ListenerFromFD(3+i, r.Listen)
+			if err != nil {
+				return nil, fmt.Errorf("--openflow-relay-inherit: descriptor %d for %s: %w", 3+i, br, err)
+			}
+			if got := ln.Addr().String(); got != r.Listen {
+				ln.Close()
+				return nil, fmt.Errorf("--openflow-relay-inherit: descriptor %d is the socket %s, want %s (--openflow-proxy-dir)", 3+i, got, r.Listen)
+			}
+			r.Listener = ln
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
 
 // systemdLiveness sends WATCHDOG=1 while the engine is responsive (at most

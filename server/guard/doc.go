@@ -32,10 +32,24 @@
 //     writes its OVSDB's identity into the lease: a spawned guard that reads
 //     another database's there releases its own node and exits, so the new
 //     flowstated spawns its own.
+//  6. A guard given Config.Relays holds flowstated's OpenFlow proxy
+//     sockets (package ofproxy) with flowstated, since the proxy is a
+//     proxied controller's only path to its bridge (relay.go). flowstated
+//     accepts on them while it runs; while the lease is stale the guard
+//     accepts too and relays each connection straight to vswitchd,
+//     unrecorded, following vswitchd's lifetime; once the lease is renewed it
+//     closes those sessions, and the controller reconnects through
+//     flowstated and reinstalls, which flowstated records. A spawned guard
+//     inherits the sockets; a restarted flowstated takes them over through
+//     the hand-over socket beside the lease (RelayPath, SCM_RIGHTS, to a
+//     peer of the guard's uid or root) instead of binding their paths again.
+//     A guard that holds one does not exit when idle while its path exists.
 //
 // Deployment forms: flowstated spawns a guard itself (--guard=spawn, a
 // detached process in its own session, which survives SIGKILL and OOM kills
 // of flowstated); under systemd and in the DaemonSet the guard runs as its own
 // unit or container (--guard=external), because both kill every process of a
-// stopped unit or container.
+// stopped unit or container. An external guard holds proxy sockets only
+// when given them (flowstated guard --openflow-relay): it binds them and
+// hands them to flowstated, so it must start first.
 package guard

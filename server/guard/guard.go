@@ -33,7 +33,12 @@ type Config struct {
 	// Without it the guard waits as a standby for the lock and runs until
 	// ctx ends (a systemd unit or a DaemonSet container).
 	ExitWhenIdle bool
-	Logger       *slog.Logger
+	// Relays are flowstated's OpenFlow proxy sockets the guard holds and,
+	// while flowstated is away, relays straight to vswitchd (relay.go).
+	// A guard with relays does not exit when idle while one of their
+	// paths exists: it is the controller's only path to its bridge.
+	Relays []Relay
+	Logger *slog.Logger
 }
 
 // Run guards the node until ctx ends or, with ExitWhenIdle, until there is
@@ -66,6 +71,8 @@ func Run(ctx context.Context, cfg Config) error {
 	defer func() { _ = os.Remove(HeartbeatPath(cfg.Lease)) }()
 	g := &guard{cfg: cfg, log: log}
 	defer g.close()
+	rel := newRelayer(cfg.Lease, cfg.Relays, log)
+	defer rel.close()
 	// The heartbeat is the guard's proof to flowstated (Heartbeat); its
 	// goroutine owns the OVSDB connection and ends before Run returns.
 	beatCtx, stopBeat := context.WithCancel(context.WithoutCancel(ctx))
@@ -95,6 +102,7 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 		}
 		stale, gone, other := g.observe()
+		rel.follow(stale && !other)
 		if other && cfg.ExitWhenIdle {
 			// A flowstated of another database renews this lease: the
 			// one that spawned this guard is gone (its node released
@@ -128,6 +136,9 @@ func Run(ctx context.Context, cfg Config) error {
 				continue // one more grace to reach ovsdb-server
 			}
 			return err
+		case cfg.ExitWhenIdle && rel.holding():
+			// A controller may reach the relay: stay while flowstated
+			// is away.
 		case gone && cfg.ExitWhenIdle:
 			// The runtime directory was cleaned up (a sandbox, a
 			// reboot's tmpfs): no flowstated renews a lease here any

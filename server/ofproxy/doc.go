@@ -57,6 +57,19 @@
 //     installs everything again, which is what it does after a vswitchd
 //     restart too.
 //
+// A session that does not agree on OpenFlow 1.5 (an OpenFlow 1.3 os-ken
+// app, an OpenFlow 1.0 controller) is relayed unchanged and not recorded.
+// With a [Keeper] the proxy tells it, before each message goes to the
+// switch, what the session installs (unrecorded.go): the identity of each
+// permanent flow, translated to the OpenFlow 1.5 form (the ofp_flow_mod of
+// 1.2 to 1.4 is 1.5's up to its OXM match), of each group and meter by id,
+// and for a flow whose match it does not translate (OpenFlow 1.0 and 1.1,
+// NXT_FLOW_MOD) its table and priority; strict deletes and deletes of
+// everything outside bundles. flowstated's Keeper (server/restore/kept.go)
+// leaves those entries on the switch, never deletes them, and does not
+// restore them after a vswitchd restart: the controller installs them
+// again, as it would with plain OVS. Status counts them as left alone.
+//
 // A connection's open bundles may hold at most 1 GiB; past that the bundle
 // is dropped with OFPBFC_MSG_TOO_MANY.
 //
@@ -73,13 +86,33 @@
 // With Config.ListenTCP the proxy also accepts controllers on a loopback
 // TCP address, for those that dial a switch over TCP (os-ken's
 // --ofp-switch-address-list); a connection there is relayed and recorded
-// exactly as one on the socket. Only loopback addresses are taken: the
-// proxy authenticates no one.
+// exactly as one on the socket. Only loopback addresses are taken: a local
+// peer is the only one whose user can be told.
+//
+// # Admission
+//
+// Any local user can connect to the TCP address, and whoever vswitchd's
+// socket admits to the unix one; what they send is recorded as the module
+// and restored after every vswitchd restart. With Config.Admit, every
+// accepted connection is asked about before anything of it is read or
+// vswitchd is dialled; a refused one is closed (the controller sees its
+// connection closed), logged with the peer and the reason, and counted
+// in Stats.Denied. flowstated's Admit (server/proxyauth.go) holds the
+// peer to the module's --module-writer rules as gRPC writes are held: the
+// unix peer by SO_PEERCRED, the TCP peer by the owner of its socket in
+// /proc/net/tcp (server/peercred); without rules there is no check.
 //
 // # Lifecycle
 //
-// [Listen] creates the socket (with the mode and owner of vswitchd's socket
-// when that exists) and [Proxy.Serve] accepts until its context ends or
-// [Proxy.Close] is called; both close every session and wait for its
-// goroutines, and remove the socket.
+// [Listen] creates the socket ([Bind]: with the mode and owner of
+// vswitchd's socket when that exists) and [Proxy.Serve] accepts until its
+// context ends or [Proxy.Close] is called; both close every session and
+// wait for its goroutines, and remove the socket.
+//
+// With Config.Listener the proxy serves a socket bound already, which
+// another process may hold too: flowstated and its guard share each
+// proxy socket, so that a controller keeps a path to its bridge while
+// flowstated is away (server/guard, relay.go: the guard relays it with a
+// Proxy of its own, without a Recorder). Such a proxy's Close leaves the
+// socket's path in place.
 package ofproxy

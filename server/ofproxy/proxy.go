@@ -29,10 +29,22 @@ type Config struct {
 	// ListenTCP, when set, is a loopback host:port the proxy also accepts
 	// controllers on, for those that dial a switch over TCP (os-ken's
 	// --ofp-switch-address-list), as vswitchd's own ptcp: would. Any local
-	// user can connect to it, as to a ptcp: of vswitchd.
+	// user can connect to it, as to a ptcp: of vswitchd; Admit decides
+	// whom it relays.
 	ListenTCP string
+	// Admit, when set, is asked about every accepted controller
+	// connection (unix or TCP) before anything of it is read or vswitchd
+	// is dialled: an error, which should say who the peer is and why it
+	// may not, closes the connection, logged and counted (Stats.Denied).
+	// flowstated's holds the peer to the module's --module-writer rules.
+	Admit func(net.Conn) error
 	// Upstream is vswitchd's socket for the bridge, <rundir>/<Bridge>.mgmt.
 	Upstream string
+	// Listener, when set, is the socket at Listen, bound already (Bind)
+	// and possibly shared with another process (flowstated and its guard
+	// hold the same socket): Listen takes it as it is, and Close leaves
+	// the path, which belongs to whoever bound it.
+	Listener *net.UnixListener
 	// DialTimeout bounds the upstream dial of each accepted connection
 	// (default 2s).
 	DialTimeout time.Duration
@@ -42,6 +54,10 @@ type Config struct {
 	// controller connection in place of the switch (see record.go); nil
 	// relays everything.
 	Recorder Recorder
+	// Keeper, when set with a Recorder, is told what the sessions that
+	// are relayed without recording (not OpenFlow 1.5) install, so that
+	// it leaves those entries alone (unrecorded.go).
+	Keeper Keeper
 	// Installed, when set, is called once per recording session, at the
 	// controller's first barrier after its first bundle committed: its
 	// first install is complete (the module's readiness).
@@ -62,6 +78,8 @@ type Proxy struct {
 	stop context.CancelFunc
 	ctx  context.Context
 
+	owned bool // Listen bound ln: Close removes its path
+
 	wg sync.WaitGroup // Serve's accept loop and every session's goroutines
 
 	mu       sync.Mutex
@@ -76,6 +94,7 @@ type Proxy struct {
 type Stats struct {
 	Accepted atomic.Uint64 // controller connections relayed
 	Refused  atomic.Uint64 // closed at once: upstream unreachable
+	Denied   atomic.Uint64 // closed at once: Admit refused the peer
 	Messages [2]atomic.Uint64
 	Answered atomic.Uint64 // messages the recording proxy sent the controller itself
 	Errors   atomic.Uint64 // of those, OFPT_ERRORs
@@ -130,10 +149,10 @@ const (
 
 const bufSize = 64 << 10
 
-// Listen creates the proxy's socket. A stale socket at the path (nobody
-// accepts on it) is replaced; a live one is an error, so that two proxies
-// never share a path. The socket takes the mode and owner of the upstream
-// socket when that exists, else mode 0660.
+// Listen creates the proxy's socket (Bind), or takes Config.Listener. A
+// stale socket at the path (nobody accepts on it) is replaced; a live one
+// is an error, so that two proxies never share a path. The socket takes the
+// mode and owner of the upstream socket when that exists, else mode 0660.
 func Listen(cfg Config) (*Proxy, error) {
 	if cfg.Listen == "" || cfg.Upstream == "" {
 		return nil, errors.New("ofproxy: listen and upstream paths are required")
@@ -148,26 +167,22 @@ func Listen(cfg Config) (*Proxy, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if err := removeStale(cfg.Listen); err != nil {
-		return nil, err
-	}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: cfg.Listen, Net: "unix"})
-	if err != nil {
-		return nil, fmt.Errorf("ofproxy: listen on %s: %w", cfg.Listen, err)
-	}
-	// Close must not remove a path another process took over meanwhile;
-	// Close removes it itself, once.
-	ln.SetUnlinkOnClose(false)
-	if err := copyOwnership(cfg.Listen, cfg.Upstream); err != nil {
-		ln.Close()
-		os.Remove(cfg.Listen)
-		return nil, err
+	ln, owned := cfg.Listener, false
+	if ln == nil {
+		var err error
+		if ln, err = Bind(cfg.Listen, cfg.Upstream); err != nil {
+			return nil, err
+		}
+		owned = true
 	}
 	var tcp net.Listener
 	if cfg.ListenTCP != "" {
+		var err error
 		if tcp, err = listenLoopback(cfg.ListenTCP); err != nil {
-			ln.Close()
-			os.Remove(cfg.Listen)
+			if owned {
+				ln.Close()
+				os.Remove(cfg.Listen)
+			}
 			return nil, err
 		}
 	}
@@ -176,6 +191,7 @@ func Listen(cfg Config) (*Proxy, error) {
 		cfg:      cfg,
 		log:      log.With("bridge", cfg.Bridge, "socket", cfg.Listen),
 		ln:       ln,
+		owned:    owned,
 		tcp:      tcp,
 		ctx:      ctx,
 		stop:     stop,
@@ -183,15 +199,38 @@ func Listen(cfg Config) (*Proxy, error) {
 	}, nil
 }
 
-// listenLoopback listens on addr, which must name a loopback address: the
-// proxy authenticates nobody, so it must not be reachable from the network.
+// Bind creates a proxy socket at path for the switch socket upstream: a
+// stale socket there is replaced, a live one is an error, and the new one
+// takes upstream's mode and owner. Closing the listener leaves the path.
+func Bind(path, upstream string) (*net.UnixListener, error) {
+	if err := removeStale(path); err != nil {
+		return nil, err
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("ofproxy: listen on %s: %w", path, err)
+	}
+	// Close must not remove a path another process took over meanwhile;
+	// its owner removes it, once.
+	ln.SetUnlinkOnClose(false)
+	if err := copyOwnership(path, upstream); err != nil {
+		ln.Close()
+		os.Remove(path)
+		return nil, err
+	}
+	return ln, nil
+}
+
+// listenLoopback listens on addr, which must name a loopback address: only
+// a local peer can be told apart (Admit), so it must not be reachable from
+// the network.
 func listenLoopback(addr string) (net.Listener, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("ofproxy: tcp listen address %q: %w", addr, err)
 	}
 	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-		return nil, fmt.Errorf("ofproxy: tcp listen address %q: want a loopback IP address (127.0.0.1, ::1): the proxy authenticates no one", addr)
+		return nil, fmt.Errorf("ofproxy: tcp listen address %q: want a loopback IP address (127.0.0.1, ::1): only local peers can be told apart", addr)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -303,9 +342,17 @@ func (p *Proxy) acceptOn(ln net.Listener, name string) error {
 	}
 }
 
-// accept dials vswitchd for c, or closes c at once when vswitchd's socket
-// does not accept.
+// accept dials vswitchd for c, or closes c at once when Admit refuses its
+// peer or vswitchd's socket does not accept.
 func (p *Proxy) accept(c net.Conn) {
+	if f := p.cfg.Admit; f != nil {
+		if err := f(c); err != nil {
+			p.stats.Denied.Add(1)
+			p.log.Warn("ofproxy: refused a controller connection", "listener", c.LocalAddr().String(), "peer", c.RemoteAddr().String(), "error", err)
+			c.Close()
+			return
+		}
+	}
 	d := net.Dialer{Timeout: p.cfg.DialTimeout}
 	up, err := d.DialContext(p.ctx, "unix", p.cfg.Upstream)
 	if err != nil {
@@ -369,10 +416,14 @@ func (p *Proxy) shutdown() {
 	}
 }
 
-// Close stops the proxy, waits for every goroutine and removes its socket.
+// Close stops the proxy, waits for every goroutine and removes its socket
+// (not a Config.Listener's).
 func (p *Proxy) Close() error {
 	p.shutdown()
 	p.wg.Wait()
+	if !p.owned {
+		return nil
+	}
 	if err := os.Remove(p.cfg.Listen); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("ofproxy: remove %s: %w", p.cfg.Listen, err)
 	}
@@ -400,6 +451,10 @@ type session struct {
 
 	causeOnce sync.Once
 	cause     string // why the session ended: the first pump's error
+
+	// unrec follows what an unrecorded session installs for the Keeper;
+	// nil when recording or without one.
+	unrec *unrecorded
 }
 
 func (s *session) close() {
@@ -552,6 +607,8 @@ func (s *session) fromController() error {
 					f()
 				}
 			}
+		} else if s.unrec != nil {
+			s.unrec.note(m)
 		}
 		if _, err := bw.Write(m); err != nil {
 			return err
@@ -589,7 +646,12 @@ func (s *session) recorderFor(hello []byte) *recorder {
 	}
 	common := ofconn.HelloVersions(hello) & s.switchVersions
 	if common == 0 || bits.Len32(common)-1 != of15Version {
-		s.p.log.Warn("ofproxy: controller does not speak OpenFlow 1.5: relaying its connection without recording it", "versions", fmt.Sprintf("%#x", common))
+		s.p.log.Warn("ofproxy: controller does not speak OpenFlow 1.5: relaying its connection without recording it; its permanent flows, groups and meters are left alone on the switch, not restored after a vswitchd restart",
+			"versions", fmt.Sprintf("%#x", common))
+		if k := s.p.cfg.Keeper; k != nil && common != 0 {
+			k.Begin()
+			s.unrec = &unrecorded{k: k, version: uint8(bits.Len32(common) - 1)}
+		}
 		return nil
 	}
 	return &recorder{s: s, rec: s.p.cfg.Recorder, bundles: make(map[uint32]*openBundle)}

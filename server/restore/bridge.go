@@ -79,6 +79,9 @@ type bridge struct {
 	// foreignSettled is true once the current connection needs no restore
 	// of foreign entries (cookie.go); guarded by mu.
 	foreignSettled bool
+	// kept holds what unrecorded controllers behind the proxy installed,
+	// left alone (kept.go); its own lock.
+	kept keptSet
 }
 
 // Quarantined is an entry the switch refused during a replay.
@@ -124,6 +127,14 @@ type BridgeStatus struct {
 	// the store since flowstated started; LastDrift is the last one.
 	DriftFound int
 	LastDrift  time.Time
+	// LeftAlone counts the entries on the switch that controllers the
+	// OpenFlow proxy relays without recording installed (OpenFlow < 1.5):
+	// left alone, never deleted, and not restored after a vswitchd
+	// restart (kept.go), as of the last dump. LeftAloneAll: there were
+	// more than the engine tracks, and every undeclared entry is left
+	// alone until vswitchd restarts.
+	LeftAlone    int
+	LeftAloneAll bool
 }
 
 // publishLocked snapshots the state for readers; b.mu must be held.

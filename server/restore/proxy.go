@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"antrea.io/libOpenflow/openflow15"
@@ -114,13 +115,19 @@ func (r *Recorder) applyEntries(ctx context.Context, raw [][]byte) error {
 		if err != nil {
 			return store.Result{}, err
 		}
-		if err := r.holdLocked(st, ch); err != nil {
+		deferred, err := r.holdLocked(st, ch)
+		if err != nil {
 			return store.Result{}, err
 		}
 		// The owner reads declared after the op (quarantine): the op
-		// runs on the owner's goroutine.
+		// runs on the owner's goroutine. A held change keeps its
+		// quarantine until it goes to the switch.
 		req.declared = ch.Put
-		return storeChange(w, r.bridge, r.module, ch)
+		if len(deferred) > 0 {
+			req.declared = slices.DeleteFunc(slices.Clone(ch.Put), func(e entry.Entry) bool { return deferred[key(e.Kind, e.ID)] })
+		}
+		res, err := storeChange(w, r.bridge, r.module, ch)
+		return withoutDeferred(res, deferred), err
 	}
 	res, err := r.e.submit(ctx, r.bridge, req)
 	if err == nil && res.unknown != nil {

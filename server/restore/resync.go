@@ -3,7 +3,6 @@ package restore
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"slices"
 	"time"
 
@@ -23,30 +22,46 @@ import (
 // missing for the time between, and a reinstall of what the switch holds
 // would cost two flow_mods a flow.
 //
-// So a clear starts a resync, and the install counts as complete once the
-// module has been quiet for resyncQuiet. Meanwhile what the controller
-// declares anew (an identity the module did not hold) is stored and applied
-// at once; what it changes of an entry the module held before is held back
-// in memory (ovn-controller rewrites a few flows in a later bundle of the
-// same install, back to what they were); at the end, in one write, the held
-// changes are stored and applied and the entries of the cleared kinds it did
-// not declare again are deleted. A reinstall of the same state thus sends
-// nothing to the switch and leaves nothing missing; entries the controller
-// no longer wants stay until the end of its install, as with
-// ovn-controller's own ovn-ofctrl-wait-before-clear. A barrier reply during
-// a resync says the controller's new entries are on the switch, not yet its
-// changes to old ones or its clear's deletions. Should flowstated stop
-// before the end, the controller, whose connection goes with it, clears and
-// installs again on its next connect.
+// So a clear starts a resync, which ends once the module has been quiet for
+// resyncQuiet, and at the latest resyncMax after the clear however busy the
+// controller is:
+//
+//  1. What the controller declares anew (an identity the module did not
+//     hold) is stored and applied at once.
+//  2. A change to an entry the module held before is stored at once, so
+//     nothing a barrier reply acknowledged lives only in memory; on the
+//     switch it waits for the end (ovn-controller rewrites a few flows in a
+//     later bundle of the same install, back to what they were, and the
+//     switch then sees nothing). A change to a drop is never held back.
+//  3. At the end, in one write, the held changes go to the switch and the
+//     entries of the cleared kinds the controller did not declare again are
+//     deleted.
+//
+// A reinstall of the same state thus sends nothing to the switch and leaves
+// nothing missing; entries the controller no longer wants stay until the end
+// of its install, as with ovn-controller's own ovn-ofctrl-wait-before-clear.
+// A barrier reply during a resync says every change before it is stored and
+// the new entries are on the switch; the changes to old ones and the clear's
+// deletions reach it by the end. Should flowstated stop before the end, the
+// store holds the changes (the next replay sends them) and the controller,
+// whose connection goes with it, clears and installs again on its next
+// connect.
 
 // resyncQuiet is how long a module's controller must be quiet after a
-// clear before its install counts as complete.
-const resyncQuiet = 2 * time.Second
+// clear before its install counts as complete; resyncMax bounds the resync
+// of a controller that is never quiet that long.
+const (
+	resyncQuiet = 2 * time.Second
+	resyncMax   = 4 * time.Second
+)
 
-// heldEntry is a held change and the index of the message that made it.
+// heldEntry is a held change, the index of the message that made it, and
+// what the switch holds of the entry (the payload stored before the
+// change).
 type heldEntry struct {
 	e    entry.Entry
 	from int
+	orig []byte
 }
 
 // resync is one clear's deferred deletions.
@@ -54,11 +69,12 @@ type resync struct {
 	kinds [entry.KindMeter + 1]bool
 	// declared holds the identities (key) declared since the clear.
 	declared map[string]bool
-	// held are the changes to entries the module held before the clear,
-	// by key, applied at the end.
-	held  map[string]heldEntry
-	timer *time.Timer
-	last  time.Time // the module's last change
+	// held are the stored changes to entries the module held before the
+	// clear, by key, sent to the switch at the end.
+	held     map[string]heldEntry
+	timer    *time.Timer
+	last     time.Time // the module's last change
+	deadline time.Time // the resync ends by then (resyncMax after it began)
 }
 
 // clears returns raw without its clears, with the index in raw of each
@@ -79,57 +95,91 @@ func (r *Recorder) clears(raw [][]byte) (msgs [][]byte, from []int, cleared bool
 	return msgs, from, cleared
 }
 
+// startResyncLocked starts a resync, or starts over what the controller
+// declared in the one under way; its held changes and its deadline stay,
+// as the switch still lacks those changes.
 func (r *Recorder) startResyncLocked() {
 	if r.resync == nil {
-		r.resync = &resync{}
+		r.resync = &resync{held: make(map[string]heldEntry), deadline: time.Now().Add(resyncMax)}
 		r.e.log.Info("proxy: the controller cleared its entries; deleting what it does not install again once it is quiet",
-			"bridge", r.bridge, "module", r.module, "quiet", resyncQuiet)
+			"bridge", r.bridge, "module", r.module, "quiet", resyncQuiet, "at_most", resyncMax)
 	}
 	r.resync.declared = make(map[string]bool)
-	r.resync.held = make(map[string]heldEntry)
 }
 
-// holdLocked takes out of ch, during a resync, the changes to entries the
-// module held before the clear and has not declared again since: they are
-// held until its end. It runs in the write's store transaction. r.mu must
-// be held.
-func (r *Recorder) holdLocked(st ofmods.Store, ch *ofmods.Change) error {
+// holdLocked notes, during a resync, the changes of ch to entries the
+// module held before the clear (step 2) and returns the keys of those the
+// switch must not get now: held ones, and ones changed back to what the
+// switch holds. They stay in ch: the store takes them. It runs in the
+// write's store transaction. r.mu must be held.
+func (r *Recorder) holdLocked(st ofmods.Store, ch *ofmods.Change) (map[string]bool, error) {
 	rs := r.resync
 	if rs == nil {
-		return nil
+		return nil, nil
+	}
+	var deferred map[string]bool
+	later := func(k string) {
+		if deferred == nil {
+			deferred = make(map[string]bool)
+		}
+		deferred[k] = true
 	}
 	put, from := ch.Put[:0:0], ch.PutFrom[:0:0]
 	for i, e := range ch.Put {
 		k := key(e.Kind, e.ID)
-		_, isHeld := rs.held[k]
-		if !isHeld && rs.declared[k] {
-			put, from = append(put, e), append(from, ch.PutFrom[i])
-			continue
+		h, isHeld := rs.held[k]
+		if !isHeld {
+			if rs.declared[k] {
+				put, from = append(put, e), append(from, ch.PutFrom[i])
+				continue
+			}
+			old, ok, err := st.Get(e.Kind, e.ID)
+			if err != nil {
+				return nil, err
+			}
+			switch {
+			case !ok || old.Module != r.module:
+				put, from = append(put, e), append(from, ch.PutFrom[i]) // new: at once
+				continue
+			case bytes.Equal(old.Payload, e.Payload):
+				rs.declared[k] = true // what it was: nothing to do
+				continue
+			}
+			h = heldEntry{orig: old.Payload}
 		}
-		old, ok, err := st.Get(e.Kind, e.ID)
-		if err != nil {
-			return err
-		}
+		rs.declared[k] = true
+		put, from = append(put, e), append(from, ch.PutFrom[i])
 		switch {
-		case !ok || old.Module != r.module:
-			put, from = append(put, e), append(from, ch.PutFrom[i]) // new: at once
-		case bytes.Equal(old.Payload, e.Payload):
-			delete(rs.held, k) // back to what it was: nothing to do
-			rs.declared[k] = true
+		case bytes.Equal(e.Payload, h.orig):
+			delete(rs.held, k) // back to what the switch holds
+			later(k)
+		case e.Kind == entry.KindFlow && entry.FlowDrops(e.Payload):
+			delete(rs.held, k) // stricter: at once
 		default:
-			rs.held[k] = heldEntry{e: e, from: ch.PutFrom[i]}
-			rs.declared[k] = true
+			rs.held[k] = heldEntry{e: e, from: ch.PutFrom[i], orig: h.orig}
+			later(k)
 		}
 	}
 	ch.Put, ch.PutFrom = put, from
 	for _, e := range ch.Delete {
 		delete(rs.held, key(e.Kind, e.ID))
 	}
-	return nil
+	return deferred, nil
+}
+
+// withoutDeferred returns res without the changes of the entries in
+// deferred: stored, not sent.
+func withoutDeferred(res store.Result, deferred map[string]bool) store.Result {
+	if len(deferred) == 0 {
+		return res
+	}
+	res.Changed = slices.DeleteFunc(res.Changed, func(c store.Change) bool { return deferred[key(c.Entry.Kind, c.Entry.ID)] })
+	return res
 }
 
 // declaredLocked notes a stored change of the module (nil: none) during a
-// resync, and restarts its quiet period. r.mu must be held.
+// resync, and restarts its quiet period, up to its deadline. r.mu must be
+// held.
 func (r *Recorder) declaredLocked(ch *ofmods.Change) {
 	rs := r.resync
 	if rs == nil || r.closed {
@@ -144,11 +194,12 @@ func (r *Recorder) declaredLocked(ch *ofmods.Change) {
 		}
 	}
 	rs.last = time.Now()
+	wait := max(min(resyncQuiet, time.Until(rs.deadline)), 0)
 	if rs.timer == nil {
-		rs.timer = time.AfterFunc(resyncQuiet, r.endResync)
+		rs.timer = time.AfterFunc(wait, r.endResync)
 		return
 	}
-	rs.timer.Reset(resyncQuiet)
+	rs.timer.Reset(wait)
 }
 
 // endResync deletes the entries of the cleared kinds the controller did not
@@ -159,7 +210,7 @@ func (r *Recorder) endResync() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rs := r.resync
-	if rs == nil || r.closed || time.Since(rs.last) < resyncQuiet {
+	if rs == nil || r.closed || (time.Since(rs.last) < resyncQuiet && time.Now().Before(rs.deadline)) {
 		return // ended, stopped, or a change came while this waited (its timer runs again)
 	}
 	r.resync = nil
@@ -169,19 +220,16 @@ func (r *Recorder) endResync() {
 	req := &writeReq{module: r.module}
 	req.op = func(w *store.Writer) (store.Result, error) {
 		ch := &ofmods.Change{}
-		for _, h := range rs.held {
-			ch.Put = append(ch.Put, h.e)
-			ch.PutFrom = append(ch.PutFrom, h.from)
-		}
-		req.declared = ch.Put
+		gone := map[string]bool{}
 		for _, kind := range []entry.Kind{entry.KindFlow, entry.KindGroup, entry.KindMeter} {
 			if !rs.kinds[kind] {
 				continue
 			}
 			err := w.Each(r.bridge, r.module, kind, func(e entry.Entry) error {
-				if !rs.declared[key(e.Kind, e.ID)] {
+				if k := key(e.Kind, e.ID); !rs.declared[k] {
 					ch.Delete = append(ch.Delete, entry.Entry{Kind: e.Kind, ID: e.ID})
 					ch.DeleteFrom = append(ch.DeleteFrom, 0)
+					gone[k] = true
 				}
 				return nil
 			})
@@ -189,16 +237,37 @@ func (r *Recorder) endResync() {
 				return store.Result{}, err
 			}
 		}
-		n = len(ch.Put) + len(ch.Delete)
-		return storeChange(w, r.bridge, r.module, ch)
+		res, err := storeChange(w, r.bridge, r.module, ch)
+		if err != nil {
+			return res, err
+		}
+		// The held changes are stored: what goes to the switch is the
+		// store's entry against what the switch holds.
+		req.declared = nil
+		for k, h := range rs.held {
+			cur, ok, err := w.Get(r.bridge, h.e.Kind, h.e.ID)
+			if err != nil {
+				return res, err
+			}
+			if gone[k] || !ok || cur.Module != r.module || bytes.Equal(cur.Payload, h.orig) {
+				continue
+			}
+			res.Changed = append(res.Changed, store.Change{Entry: cur, Index: len(req.declared), Existed: true, Old: h.orig})
+			req.declared = append(req.declared, cur)
+		}
+		n = len(req.declared) + len(ch.Delete)
+		return res, nil
 	}
 	res, err := r.e.submit(ctx, r.bridge, req)
 	switch {
 	case err != nil:
 		// The stale entries stay; the controller's next clear deletes
-		// them.
-		r.e.log.Error("proxy: the end of a controller's resync failed: its held changes and the deletions of what it did not install again wait for its next install",
+		// them. The held changes are stored: a replay sends them.
+		r.e.log.Error("proxy: the end of a controller's resync failed: the deletions of what it did not install again wait for its next install, its stored changes for a replay",
 			"bridge", r.bridge, "module", r.module, "err", err)
+		if b, berr := r.e.bridge(r.bridge); berr == nil && len(rs.held) > 0 {
+			b.requestReplay()
+		}
 	case res.unknown != nil:
 		r.e.log.Warn("proxy: the end of a controller's resync is stored, its outcome on the switch unknown; the replay settles it",
 			"bridge", r.bridge, "module", r.module, "changes", n)
@@ -225,13 +294,9 @@ func (r *Recorder) Close() {
 	}
 }
 
-// GROUP_MOD and METER_MOD: where the command and the id sit, and the
-// commands readdsLocked writes.
-const (
-	modCommand    = 8
-	modID         = 12
-	groupAddOrMod = 0x8000 // OVS's extension: add, or modify if it exists
-)
+// groupAddOrMod is OVS's GROUP_MOD command extension: add, or modify if it
+// exists.
+const groupAddOrMod = 0x8000
 
 // readdsLocked returns msgs with, during a resync, each ADD of a group or
 // meter of a cleared kind that the module holds and has not declared again
@@ -246,7 +311,8 @@ func (r *Recorder) readdsLocked(st ofmods.Store, msgs [][]byte) ([][]byte, error
 	out := msgs
 	cloned := false
 	for i, m := range msgs {
-		if len(m) < modID+4 || m[0] != openflow15.VERSION || binary.BigEndian.Uint16(m[modCommand:]) != openflow15.OFPGC_ADD { // MC_ADD is 0 too
+		id := entry.ModID(m)
+		if id == nil || m[0] != openflow15.VERSION || entry.ModCommand(m) != openflow15.OFPGC_ADD { // MC_ADD is 0 too
 			continue
 		}
 		var kind entry.Kind
@@ -259,7 +325,6 @@ func (r *Recorder) readdsLocked(st ofmods.Store, msgs [][]byte) ([][]byte, error
 		default:
 			continue
 		}
-		id := m[modID : modID+4]
 		if !rs.kinds[kind] || rs.declared[key(kind, id)] {
 			continue
 		}
@@ -273,9 +338,7 @@ func (r *Recorder) readdsLocked(st ofmods.Store, msgs [][]byte) ([][]byte, error
 		if !cloned {
 			out, cloned = slices.Clone(msgs), true
 		}
-		c := slices.Clone(m)
-		binary.BigEndian.PutUint16(c[modCommand:], cmd)
-		out[i] = c
+		out[i] = entry.WithCommand(m, cmd)
 	}
 	return out, nil
 }

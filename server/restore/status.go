@@ -7,6 +7,7 @@ func (e *Engine) Status() []BridgeStatus {
 	out := make([]BridgeStatus, 0, len(e.order))
 	for _, name := range e.order {
 		st := e.bridges[name].snapshot()
+		st.LeftAlone, st.LeftAloneAll = e.bridges[name].kept.status()
 		if len(st.listed) > 0 {
 			qs, err := resolveListed(e.cfg.Store, name, st.listed)
 			if err != nil {

@@ -157,7 +157,19 @@ func (e *Engine) dumpSwitch(ctx context.Context, conn *ofconn.Conn, bridge strin
 		defer close(done)
 		want, wantErr = digestDesired(e.cfg.Store, bridge, e.forms, s, &dumped)
 	}()
-	err := e.eachFlowMod(ctx, conn, func(m []byte, owned bool) { s.addFlow(m, owned) })
+	// The entries of unrecorded controllers are left out, as flows
+	// outside the owned space are (kept.go).
+	kf := e.keptFilter(e.bridges[bridge])
+	err := e.eachFlowMod(ctx, conn, func(m []byte, owned bool) {
+		if owned && kf != nil {
+			s.id = flowIdentity(s.id[:0], m)
+			if kf.leaves(entry.KindFlow, s.id) {
+				s.foreignIn[m[24]]++
+				return
+			}
+		}
+		s.addFlow(m, owned)
+	})
 	dumped.Store(int64(len(s.flows)))
 	<-done
 	if err != nil {
@@ -172,6 +184,10 @@ func (e *Engine) dumpSwitch(ctx context.Context, conn *ofconn.Conn, bridge strin
 	}
 	if s.others, err = dumpGroupsMeters(ctx, conn); err != nil {
 		return nil, err
+	}
+	if kf != nil {
+		s.others = slices.DeleteFunc(s.others, func(a actualEntry) bool { return kf.leaves(a.kind, a.id) })
+		kf.done()
 	}
 	return s, nil
 }

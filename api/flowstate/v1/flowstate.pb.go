@@ -1779,7 +1779,17 @@ type BridgeStatus struct {
 	LastDrift *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=last_drift,json=lastDrift,proto3" json:"last_drift,omitempty"`
 	// excused says why flow-restore-wait was released without this bridge:
 	// it is missing from OVSDB, or could not be restored within --max-hold.
-	Excused       string `protobuf:"bytes,10,opt,name=excused,proto3" json:"excused,omitempty"`
+	Excused string `protobuf:"bytes,10,opt,name=excused,proto3" json:"excused,omitempty"`
+	// left_alone counts the flows, groups and meters on the switch, as of the
+	// last dump, that a controller the OpenFlow proxy relays without
+	// recording (one that does not speak OpenFlow 1.5) installed: flowstated
+	// leaves them alone, never deletes them, and does not restore them after
+	// a vswitchd restart (the controller installs them again).
+	LeftAlone uint32 `protobuf:"varint,13,opt,name=left_alone,json=leftAlone,proto3" json:"left_alone,omitempty"`
+	// left_alone_all is true when such controllers installed more entries
+	// than flowstated tracks: every undeclared entry of the bridge is left
+	// alone until vswitchd restarts.
+	LeftAloneAll  bool `protobuf:"varint,14,opt,name=left_alone_all,json=leftAloneAll,proto3" json:"left_alone_all,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1896,6 +1906,20 @@ func (x *BridgeStatus) GetExcused() string {
 		return x.Excused
 	}
 	return ""
+}
+
+func (x *BridgeStatus) GetLeftAlone() uint32 {
+	if x != nil {
+		return x.LeftAlone
+	}
+	return 0
+}
+
+func (x *BridgeStatus) GetLeftAloneAll() bool {
+	if x != nil {
+		return x.LeftAloneAll
+	}
+	return false
 }
 
 // Replay describes one reconciliation of a bridge with its desired state.
@@ -3390,7 +3414,7 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x10QuarantinedEntry\x12/\n" +
 	"\x05entry\x18\x01 \x01(\v2\x19.flowstate.v1.StoredEntryR\x05entry\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\x120\n" +
-	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\x9b\x03\n" +
+	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\xe0\x03\n" +
 	"\fBridgeStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\tconnected\x18\x02 \x01(\bR\tconnected\x12\x1c\n" +
@@ -3407,7 +3431,10 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\n" +
 	"last_drift\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tlastDrift\x12\x18\n" +
 	"\aexcused\x18\n" +
-	" \x01(\tR\aexcused\"\xde\x01\n" +
+	" \x01(\tR\aexcused\x12\x1d\n" +
+	"\n" +
+	"left_alone\x18\r \x01(\rR\tleftAlone\x12$\n" +
+	"\x0eleft_alone_all\x18\x0e \x01(\bR\fleftAloneAll\"\xde\x01\n" +
 	"\x06Replay\x12;\n" +
 	"\vfinished_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"finishedAt\x125\n" +

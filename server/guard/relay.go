@@ -1,0 +1,326 @@
+package guard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/flowstate-io/flowstate/server/ofproxy"
+)
+
+// Relay is one OpenFlow proxy socket (flowstated's --openflow-proxy) the
+// guard holds with flowstated, so that the proxied controller keeps a path
+// to its bridge while flowstated is away (see the package documentation).
+type Relay struct {
+	Bridge string
+	// Listen is the proxy's socket path, Upstream vswitchd's socket.
+	Listen, Upstream string
+	// Listener is the socket at Listen, shared with flowstated (inherited
+	// from the flowstated that spawned the guard); nil: the guard binds
+	// Listen itself (an external guard started before flowstated).
+	Listener *net.UnixListener
+}
+
+// RelayPath is the guard's hand-over socket beside the lease: a flowstated
+// that connects to it receives the relays' listening sockets (SCM_RIGHTS),
+// so that it shares them instead of binding their paths again.
+func RelayPath(lease string) string { return lease + ".relay" }
+
+// relayer holds the relays' sockets for as long as the guard runs, relays
+// while flowstated is away, and hands the sockets to a flowstated that asks.
+// Its methods are called from Run's goroutine only; serveHandOver runs in wg.
+type relayer struct {
+	relays []Relay
+	lease  string
+	log    *slog.Logger
+	ctl    *net.UnixListener // the hand-over socket, nil without one
+	wg     sync.WaitGroup
+	active []*ofproxy.Proxy // relaying now: flowstated is away
+}
+
+// newRelayer binds the relays that have no listener and serves the
+// hand-over socket. A relay that cannot be bound is left out and logged: the
+// guard's first duty, the release, does not depend on it.
+func newRelayer(lease string, relays []Relay, log *slog.Logger) *relayer {
+	r := &relayer{lease: lease, log: log}
+	for _, rl := range relays {
+		if rl.Listener == nil {
+			ln, err := ofproxy.Bind(rl.Listen, rl.Upstream)
+			if err != nil {
+				log.Error("guard: cannot hold the openflow proxy socket: its controller has no path to the bridge while flowstated is away", "bridge", rl.Bridge, "err", err)
+				continue
+			}
+			rl.Listener = ln
+		}
+		r.relays = append(r.relays, rl)
+	}
+	if len(r.relays) == 0 {
+		return r
+	}
+	path := RelayPath(lease)
+	if st, err := os.Lstat(path); err == nil && st.Mode()&os.ModeSocket != 0 {
+		_ = os.Remove(path) // an earlier guard's: this one holds the lock
+	}
+	ctl, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err == nil {
+		ctl.SetUnlinkOnClose(false)
+		err = os.Chmod(path, 0o600)
+	}
+	if err != nil {
+		if ctl != nil {
+			ctl.Close()
+		}
+		log.Error("guard: no hand-over socket: a restarted flowstated binds the openflow proxy sockets anew", "path", path, "err", err)
+		return r
+	}
+	r.ctl = ctl
+	r.wg.Go(r.serveHandOver)
+	return r
+}
+
+// follow relays while flowstated is away and stops once it is back: its
+// sessions are closed, so that the controller reconnects through flowstated,
+// which records its reinstall (the clear and install of a reconnect).
+func (r *relayer) follow(away bool) {
+	switch {
+	case away && r.active == nil && len(r.relays) > 0:
+		for _, rl := range r.relays {
+			ln, err := dupListener(rl.Listener)
+			if err == nil {
+				var p *ofproxy.Proxy
+				p, err = ofproxy.Listen(ofproxy.Config{Bridge: rl.Bridge, Listen: rl.Listen, Upstream: rl.Upstream,
+					Listener: ln, Logger: r.log.With("bridge", rl.Bridge)})
+				if err == nil {
+					r.active = append(r.active, p)
+					r.wg.Go(func() {
+						if err := p.Serve(context.Background()); err != nil {
+							r.log.Error("guard: relay stopped", "bridge", rl.Bridge, "err", err)
+						}
+					})
+					continue
+				}
+				ln.Close()
+			}
+			r.log.Error("guard: cannot relay the openflow proxy socket", "bridge", rl.Bridge, "err", err)
+		}
+		r.log.Warn("guard: flowstated is away: relaying its openflow proxy sockets straight to ovs-vswitchd, unrecorded", "relays", len(r.active))
+	case !away && r.active != nil:
+		r.stop()
+		r.log.Info("guard: flowstated is back: relayed controllers disconnected, to reconnect through flowstated")
+	}
+}
+
+// stop ends the relaying, if any: its sessions close; the sockets stay.
+func (r *relayer) stop() {
+	for _, p := range r.active {
+		_ = p.Close() // a Config.Listener: the path stays
+	}
+	r.active = nil
+}
+
+// holding reports whether the guard holds a socket whose path still names
+// one: a controller may reach it.
+func (r *relayer) holding() bool {
+	for _, rl := range r.relays {
+		if st, err := os.Lstat(rl.Listen); err == nil && st.Mode()&os.ModeSocket != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// close stops relaying and handing over and closes the guard's sockets; the
+// relays' paths stay for flowstated, which shares them.
+func (r *relayer) close() {
+	r.stop()
+	if r.ctl != nil {
+		r.ctl.Close()
+		_ = os.Remove(RelayPath(r.lease))
+	}
+	r.wg.Wait()
+	for _, rl := range r.relays {
+		rl.Listener.Close()
+	}
+}
+
+// serveHandOver answers each connection to the hand-over socket with the
+// relays' listening sockets, until close.
+func (r *relayer) serveHandOver() {
+	for {
+		c, err := r.ctl.AcceptUnix()
+		if err != nil {
+			if !errors.Is(err, net.ErrClosed) {
+				r.log.Warn("guard: hand-over socket failed", "err", err)
+			}
+			return
+		}
+		if err := r.handOver(c); err != nil {
+			r.log.Warn("guard: hand-over refused", "err", err)
+		}
+		c.Close()
+	}
+}
+
+// handOver sends c the relays' socket paths, one a line, and their file
+// descriptors: only to a peer of the guard's own uid or root.
+func (r *relayer) handOver(c *net.UnixConn) error {
+	cred, err := peerCred(c)
+	if err != nil {
+		return err
+	}
+	if cred.Uid != 0 && int(cred.Uid) != os.Geteuid() {
+		return fmt.Errorf("guard: hand-over: peer uid %d is neither root nor the guard's", cred.Uid)
+	}
+	var (
+		paths []string
+		fds   []int
+	)
+	defer func() {
+		for _, fd := range fds {
+			_ = unix.Close(fd)
+		}
+	}()
+	for _, rl := range r.relays {
+		fd, err := dupFD(rl.Listener)
+		if err != nil {
+			return err
+		}
+		fds, paths = append(fds, fd), append(paths, rl.Listen)
+	}
+	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+	_, _, err = c.WriteMsgUnix([]byte(strings.Join(paths, "\n")+"\n"), unix.UnixRights(fds...), nil)
+	return err
+}
+
+func peerCred(c *net.UnixConn) (*unix.Ucred, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := rc.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); err != nil {
+		return nil, err
+	}
+	return cred, cerr
+}
+
+// maxRelays bounds the sockets one hand-over carries.
+const maxRelays = 64
+
+// FetchListeners asks the guard of lease for the listening sockets it holds
+// for flowstated's proxies, by path. No guard serving a hand-over socket is
+// no error: the map is empty.
+func FetchListeners(lease string) (map[string]*net.UnixListener, error) {
+	c, err := net.DialTimeout("unix", RelayPath(lease), time.Second)
+	if err != nil {
+		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("guard: hand-over: %w", err)
+	}
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(time.Second))
+	buf, oob := make([]byte, 64<<10), make([]byte, unix.CmsgSpace(maxRelays*4))
+	n, oobn, _, _, err := c.(*net.UnixConn).ReadMsgUnix(buf, oob)
+	if err != nil {
+		return nil, fmt.Errorf("guard: hand-over: %w", err)
+	}
+	var fds []int
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	for _, m := range msgs {
+		got, perr := unix.ParseUnixRights(&m)
+		err = errors.Join(err, perr)
+		fds = append(fds, got...)
+	}
+	paths := strings.Split(strings.TrimSuffix(string(buf[:n]), "\n"), "\n")
+	if err == nil && len(paths) != len(fds) {
+		err = fmt.Errorf("guard: hand-over: %d paths for %d sockets", len(paths), len(fds))
+	}
+	out := make(map[string]*net.UnixListener, len(fds))
+	for i, fd := range fds {
+		if err != nil {
+			_ = unix.Close(fd)
+			continue
+		}
+		var ln *net.UnixListener
+		if ln, err = ListenerFromFD(fd, paths[i]); err == nil {
+			out[paths[i]] = ln
+		}
+	}
+	if err != nil {
+		for _, ln := range out {
+			ln.Close()
+		}
+		return nil, err
+	}
+	return out, nil
+}
+
+// ListenerFromFD makes a listener of fd, a listening unix socket received or
+// inherited, and closes fd. fd must be non-blocking, as Go's sockets are:
+// os.File.Fd on a socket Go made non-blocking would make it blocking for
+// every process sharing it (flowstated's accept loop among them).
+func ListenerFromFD(fd int, name string) (*net.UnixListener, error) {
+	if err := unix.SetNonblock(fd, true); err != nil {
+		_ = unix.Close(fd)
+		return nil, fmt.Errorf("guard: socket %s: %w", name, err)
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	ln, err := net.FileListener(f)
+	if err != nil {
+		return nil, fmt.Errorf("guard: socket %s: %w", name, err)
+	}
+	ul, ok := ln.(*net.UnixListener)
+	if !ok {
+		ln.Close()
+		return nil, fmt.Errorf("guard: socket %s: not a unix socket listener", name)
+	}
+	ul.SetUnlinkOnClose(false)
+	return ul, nil
+}
+
+// ListenerFile is a duplicate of ln's socket for exec.Cmd.ExtraFiles. Unlike
+// ln.File, it leaves the socket non-blocking when exec reads its Fd.
+func ListenerFile(ln *net.UnixListener) (*os.File, error) {
+	fd, err := dupFD(ln)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), ln.Addr().String()), nil
+}
+
+// dupListener is a second listener on ln's socket, closed independently.
+func dupListener(ln *net.UnixListener) (*net.UnixListener, error) {
+	fd, err := dupFD(ln)
+	if err != nil {
+		return nil, err
+	}
+	return ListenerFromFD(fd, ln.Addr().String())
+}
+
+// dupFD duplicates ln's descriptor (close-on-exec), without os.File.Fd.
+func dupFD(ln *net.UnixListener) (int, error) {
+	rc, err := ln.SyscallConn()
+	if err != nil {
+		return -1, fmt.Errorf("guard: dup socket: %w", err)
+	}
+	nfd, derr := -1, error(nil)
+	if err := rc.Control(func(fd uintptr) { nfd, derr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
+		return -1, fmt.Errorf("guard: dup socket: %w", err)
+	}
+	if derr != nil {
+		return -1, fmt.Errorf("guard: dup socket: %w", derr)
+	}
+	return nfd, nil
+}

@@ -1,0 +1,163 @@
+package guard
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/flowstate-io/flowstate/server/ofconn"
+	"github.com/flowstate-io/flowstate/server/ofproxy"
+)
+
+// TestRelay: a guard holding a proxy socket (Config.Relays) accepts nothing
+// while the lease is renewed, relays a connection to vswitchd once it is
+// stale, hands the socket to a flowstated that asks (FetchListeners), closes
+// what it relays once the lease is renewed again, and, holding the socket,
+// does not exit when idle.
+func TestRelay(t *testing.T) {
+	ctx, sb := startOVS(t)
+	const br = "br-relay"
+	if err := sb.AddBridge(ctx, br); err != nil {
+		t.Fatal(err)
+	}
+	lease := filepath.Join(sb.Dir(), "run", "lease")
+	l, err := OpenLease(lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	sock := filepath.Join(sb.Dir(), "of", br+".mgmt")
+	if err := os.MkdirAll(filepath.Dir(sock), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	upstream := filepath.Join(sb.RunDir(), br+".mgmt")
+	ln, err := ofproxy.Bind(sock, upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	const grace = 400 * time.Millisecond
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
+	cfg := Config{Lease: lease, OVSDB: sb.DBAddr(), Grace: grace, ExitWhenIdle: true, Logger: logger(t),
+		Relays: []Relay{{Bridge: br, Listen: sock, Upstream: upstream, Listener: ln}}}
+	done := make(chan error, 1)
+	go func() { done <- Run(rctx, cfg) }()
+	renew := func() {
+		if _, err := l.Renew(""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pollUntil(ctx, t, "guard holds the lock", func() bool { renew(); p, _ := Present(lease); return p })
+
+	// Renewed: the guard leaves the socket to flowstated.
+	c := dialProxy(t, sock)
+	for end := time.Now().Add(2 * grace); time.Now().Before(end); time.Sleep(grace / 10) {
+		renew()
+	}
+	if m, err := readHello(c, 100*time.Millisecond); err == nil {
+		t.Fatalf("the guard relayed while the lease was renewed: got %x", m)
+	}
+	c.Close()
+
+	// The hand-over: the same socket, by path.
+	held, err := FetchListeners(lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := held[sock]
+	if !ok || len(held) != 1 {
+		t.Fatalf("hand-over gave %v, want %s", held, sock)
+	}
+	accepted := make(chan error, 1)
+	go func() {
+		conn, err := got.Accept()
+		if err == nil {
+			conn.Close()
+		}
+		accepted <- err
+	}()
+	dialProxy(t, sock).Close()
+	if err := <-accepted; err != nil {
+		t.Fatalf("accept on the handed-over socket: %v", err)
+	}
+	got.Close()
+
+	// Stale: vswitchd's HELLO comes through the guard.
+	time.Sleep(grace + grace/2)
+	var relayed net.Conn
+	pollUntil(ctx, t, "vswitchd's HELLO through the guard", func() bool {
+		c := dialProxy(t, sock)
+		if _, err := readHello(c, 200*time.Millisecond); err != nil {
+			c.Close()
+			return false
+		}
+		relayed = c
+		return true
+	})
+	defer relayed.Close()
+	// Stale and the flag clear: a guard holding the socket stays.
+	time.Sleep(3 * grace)
+	select {
+	case err := <-done:
+		t.Fatalf("the guard exited while it holds the proxy socket: %v", err)
+	default:
+	}
+
+	// Renewed again: the relayed connection is closed.
+	renew()
+	_ = relayed.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for {
+		if _, err := ofconn.ReadMessage(bufio.NewReader(relayed)); err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				var ne net.Error
+				if errors.As(err, &ne) && ne.Timeout() {
+					t.Fatal("the guard kept relaying after the lease was renewed")
+				}
+			}
+			break
+		}
+	}
+	stop()
+	for end := time.Now().Add(2 * grace); time.Now().Before(end); time.Sleep(grace / 10) {
+		renew() // fresh: the stopping guard has nothing to release
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(RelayPath(lease)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the hand-over socket outlived the guard: %v", err)
+	}
+	if _, err := os.Stat(sock); err != nil {
+		t.Errorf("the proxy socket's path went with the guard: %v", err)
+	}
+}
+
+func dialProxy(t *testing.T, path string) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// readHello reads the first message on c, which a switch (relayed) sends at
+// once.
+func readHello(c net.Conn, wait time.Duration) ([]byte, error) {
+	_ = c.SetReadDeadline(time.Now().Add(wait))
+	m, err := ofconn.ReadMessage(bufio.NewReader(c))
+	if err != nil {
+		return nil, err
+	}
+	if m[1] != 0 { // OFPT_HELLO
+		return nil, errors.New("not a HELLO")
+	}
+	return m, nil
+}
