@@ -36,7 +36,8 @@ import (
 //
 // The set lasts for one vswitchd (vswitchdIdentity): the controller
 // reinstalls after a restart, and the proxy closes its sessions when
-// vswitchd goes. A session that starts under another vswitchd than the one
+// vswitchd goes. It outlives flowstated: it is kept in the store and
+// loaded before the first replay (keptsave.go). A session that starts under another vswitchd than the one
 // the set was filled under empties it, as does a dump under another
 // vswitchd. It holds at most maxKept identities and rules; past that the
 // engine leaves every undeclared entry of the bridge alone until vswitchd

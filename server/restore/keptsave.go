@@ -24,8 +24,11 @@ import (
 // holds it and a flowstated killed at any point finds it at its restart. A
 // store that fails or stalls never stops the relay: the failure is logged,
 // Keep stops waiting until a write succeeds again, and the saver retries
-// with a backoff; meanwhile the set in memory stays whole, and only a
-// flowstated restart before the retry succeeds loses what was not stored.
+// with a backoff; meanwhile the set in memory stays whole. A failed write
+// is followed by one that only marks the record "every undeclared entry"
+// (a full disk may take a write that needs no new page), so a flowstated
+// restart before the retry succeeds keeps rather than deletes; only when
+// that fails too does it lose what was not stored.
 //
 // At the start a record fails safe: one of another vswitchd (both known,
 // different) is dropped, so vswitchd's default NORMAL flow and a
@@ -117,7 +120,7 @@ func (s *keptSet) unlockSaved(k *Kept) {
 			s.mu.Lock()
 			if sv.savedGen < g && !sv.failing {
 				sv.failing = true
-				k.log.Error("proxy: storing what an unrecorded controller installed takes longer than it may: relaying on; a flowstated restart before the store catches up deletes what it does not hold",
+				k.log.Warn("proxy: storing what an unrecorded controller installed takes longer than it may: relaying on; a flowstated restart before the store catches up deletes what it does not hold",
 					"waited", keptSaveWait)
 			}
 			s.mu.Unlock()
@@ -247,6 +250,13 @@ func (e *Engine) saveKept(b *bridge, log *slog.Logger) error {
 	s.mu.Unlock()
 
 	err := e.cfg.Store.UpdateKept(b.name, u)
+	marked := false
+	if err != nil && !u.All {
+		// A full disk may still take a write that grows nothing: the
+		// record then says "every undeclared entry", the safe side for
+		// a restart before the retry succeeds (which writes it exact).
+		marked = e.cfg.Store.UpdateKept(b.name, store.KeptUpdate{Vswitchd: u.Vswitchd, All: true}) == nil
+	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -281,7 +291,12 @@ func (e *Engine) saveKept(b *bridge, log *slog.Logger) error {
 		}
 	}
 	sv.failing = true
-	log.Error("restore: storing the entries unrecorded controllers installed failed: they are still left alone, the proxy relays on, and the write is retried; a flowstated restart before it succeeds deletes what the store does not hold",
-		"err", err)
+	if marked {
+		log.Error("restore: storing the entries unrecorded controllers installed failed: they are still left alone, the proxy relays on, and the write is retried; the store says to leave every undeclared entry of the bridge alone after a flowstated restart until it succeeds",
+			"err", err)
+	} else {
+		log.Error("restore: storing the entries unrecorded controllers installed failed: they are still left alone, the proxy relays on, and the write is retried; a flowstated restart before it succeeds deletes what the store does not hold",
+			"err", err)
+	}
 	return err
 }
