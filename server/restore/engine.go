@@ -289,6 +289,9 @@ func New(cfg Config) (*Engine, error) {
 	if err := e.loadStoodAside(); err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
 	}
+	for _, name := range e.order {
+		e.loadKept(e.bridges[name])
+	}
 	return e, nil
 }
 
@@ -305,6 +308,7 @@ func (e *Engine) Run(ctx context.Context) {
 		b := e.bridges[name]
 		wg.Go(func() { e.runBridge(ctx, b) })
 		wg.Go(func() { e.runWrites(ctx, b) })
+		wg.Go(func() { e.runKept(ctx, b) })
 	}
 	wg.Wait()
 	e.flagMu.Lock()
