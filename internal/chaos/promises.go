@@ -30,7 +30,9 @@ type ack struct {
 // noteAcks records the outcome of a proxied write of set (replace: the
 // controller's reinstall, after which what it left out is absent) begun at
 // sent, for the barrier-delay check. It runs after record, whose model
-// says what each flow is now.
+// says what each flow is now. A flow acknowledged again in the state it
+// was already acknowledged in keeps its first acknowledgement: the change
+// is that old (a resync that reinstalls it must not restart its clock).
 func (w *writer) noteAcks(set map[string]string, replace bool, sent time.Time, err error) {
 	if w.acks == nil || (err != nil && (definite(err) || refusedByProxy(err))) {
 		return // a refusal changed nothing
@@ -48,6 +50,9 @@ func (w *writer) noteAcks(set map[string]string, replace bool, sent time.Time, e
 		if err != nil || st.unknown {
 			w.acks[ip] = &ack{unsure: true}
 			continue
+		}
+		if a := w.acks[ip]; a != nil && !a.unsure && a.present == st.present && a.actions == st.actions {
+			continue // the same state again (a reinstall): no new change, its clock runs on
 		}
 		w.acks[ip] = &ack{present: st.present, actions: st.actions, sent: sent, at: now, epoch: epoch}
 	}

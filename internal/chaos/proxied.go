@@ -44,7 +44,11 @@ func (w *writer) proxyStep(ctx context.Context, counts *counter) {
 		op = OpProxyDelete
 		w.mu.Lock()
 		for _, ip := range sortedKeys(w.model) {
-			if st := w.model[ip]; st.present && !st.unknown && w.r.IntN(3) == 0 {
+			odds := 3
+			if w.policyFlow(ip) {
+				odds = 30
+			}
+			if st := w.model[ip]; st.present && !st.unknown && w.r.IntN(odds) == 0 {
 				set[ip] = ""
 			}
 		}
@@ -54,7 +58,11 @@ func (w *writer) proxyStep(ctx context.Context, counts *counter) {
 		}
 	default:
 		for range 1 + w.r.IntN(4) {
-			set[w.ip(w.r.IntN(40))] = w.actions()
+			i := proxyPolicy + w.r.IntN(40-proxyPolicy)
+			if w.r.IntN(8) == 0 {
+				i = w.r.IntN(proxyPolicy)
+			}
+			set[w.ip(i)] = w.actions()
 		}
 	}
 	sent := time.Now()
@@ -69,37 +77,59 @@ func (w *writer) proxyStep(ctx context.Context, counts *counter) {
 // need.
 const resyncShare = 0.06
 
+// proxyPolicy is how many of the proxied controller's 40 identities are its
+// policy: flows its resyncs change and its other operations rarely touch.
+// The rest its puts and deletes churn: a busy controller whose policy
+// changes only when it reconnects, so a policy change stays as it was
+// acknowledged long enough for barrier-delay to see whether it reached
+// the switch.
+const proxyPolicy = 20
+
+func (w *writer) policyFlow(ip string) bool {
+	for i := range proxyPolicy {
+		if w.ip(i) == ip {
+			return true
+		}
+	}
+	return false
+}
+
 // proxyResync is the proxied controller reconnecting with a changed
 // policy, as ovn-controller does: a clear (a FLOW_MOD delete of every
 // flow, which starts flowstated's resync), then its current model again
-// in two bundles with some flows changed (a third tightened to drop, some
-// loosened, one left out), then a barrier. Busy as it is (it writes again
-// within 300 ms), its changes must still reach the switch within the
-// resync's bound (barrier-delay).
+// in two bundles with some policy flows changed (tightened to drop,
+// loosened, left out, added), then a barrier. Busy as it is (it writes
+// again within 300 ms), its changes must still reach the switch within
+// the resync's bound (barrier-delay).
 func (w *writer) proxyResync(ctx context.Context, counts *counter) {
 	set := map[string]string{}
 	w.mu.Lock()
-	for _, ip := range sortedKeys(w.model) {
+	for i := range 40 {
+		ip := w.ip(i)
 		st := w.model[ip]
-		if !st.present || st.unknown {
+		if st.unknown {
 			continue
 		}
-		switch w.r.IntN(6) {
-		case 0, 1:
-			set[ip] = "drop" // tightened
-		case 2:
-			set[ip] = "output:2"
-		case 3:
-			if w.r.IntN(2) == 0 {
-				continue // no longer wanted
+		if !st.present {
+			if i < proxyPolicy && w.r.IntN(4) == 0 {
+				set[ip] = w.actions()
 			}
-			set[ip] = st.actions
-		default:
-			set[ip] = st.actions
+			continue
+		}
+		set[ip] = st.actions
+		if i >= proxyPolicy {
+			continue
+		}
+		switch w.r.IntN(12) {
+		case 0, 1, 2:
+			set[ip] = "drop" // tightened
+		case 3:
+			set[ip] = "output:2"
+		case 4:
+			delete(set, ip) // no longer wanted
 		}
 	}
 	w.mu.Unlock()
-	set[w.ip(w.r.IntN(40))] = w.actions() // and one new or changed
 	clear, err := clearFlows()
 	if err != nil {
 		w.count(counts, OpProxyResync, err)
@@ -112,6 +142,7 @@ func (w *writer) proxyResync(ctx context.Context, counts *counter) {
 	err = w.proxyBundles(ctx, [][]ofconn.Message{{clear}, nil}, set)
 	w.record(set, true, err)
 	w.noteAcks(set, true, sent, err)
+
 	w.count(counts, OpProxyResync, err)
 }
 
