@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -272,12 +273,15 @@ func LoadCoverage(path string) (*Coverage, error) {
 
 // Save writes c to path (a temporary file renamed over it).
 func (c *Coverage) Save(path string) error {
-	b, err := json.MarshalIndent(c, "", " ")
-	if err != nil {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // keys hold ">"
+	enc.SetIndent("", " ")
+	if err := enc.Encode(c); err != nil {
 		return fmt.Errorf("chaos: coverage: %w", err)
 	}
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+	if err := os.WriteFile(tmp, b.Bytes(), 0o600); err != nil {
 		return fmt.Errorf("chaos: coverage: %w", err)
 	}
 	if err := os.Rename(tmp, path); err != nil {

@@ -75,7 +75,7 @@ func (w *writer) proxyStep(ctx context.Context, counts *counter) {
 // resyncShare is the share of the proxied controller's operations that are
 // a resync: about one every few seconds, as busy as the @resync triggers
 // need.
-const resyncShare = 0.06
+const resyncShare = 0.1
 
 // proxyPolicy is how many of the proxied controller's 40 identities are its
 // policy: flows its resyncs change and its other operations rarely touch.

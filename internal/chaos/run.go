@@ -121,6 +121,7 @@ func (r *Report) Failed() bool { return len(r.Violations) > 0 }
 // the schedule up to it.
 func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "seed %d: %d steps in %v, %d violations\n", r.Seed, len(r.Schedule), r.Elapsed.Round(time.Millisecond), len(r.Violations))
+	fmt.Fprintf(w, "schedule (replay: -seed %d -schedule %q)\n", r.Seed, r.Schedule.Encode())
 	fmt.Fprintf(w, "operations (%d):\n%s", r.Ops.Total(), r.Ops)
 	fmt.Fprintf(w, "faults (%d):\n%s", r.Faults.Total(), r.Faults)
 	fmt.Fprintf(w, "invariant checks (%d; failed = violated):\n%s", r.Checks.Total(), r.Checks)
