@@ -207,7 +207,9 @@ func (w *writer) proxyBundles(ctx context.Context, heads [][]ofconn.Message, set
 		}
 		if err = w.conn.Bundle(ctx, msgs); err != nil {
 			if i > 0 {
-				err = fmt.Errorf("chaos: bundle %d of %d failed after the first committed: %v", i+1, len(bundles), err)
+				// Not wrapped: a refusal once an earlier bundle
+				// committed is an unknown outcome, not a refusal.
+				err = fmt.Errorf("chaos: bundle %d of %d failed after the first committed: %v", i+1, len(bundles), err) //nolint:errorlint // see above
 			}
 			break
 		}
