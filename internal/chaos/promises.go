@@ -183,7 +183,9 @@ func crashReason(reason string) bool {
 // held out as a suspect, at rest or during the run, unless vswitchd died
 // at least twice in a way flowstated may count as a crash at a replay (its
 // own deaths, or the harness's SIGKILLs near a replay).
-func (r *run) checkPoisoned(ctx context.Context) {
+func (r *run) checkPoisoned(parent context.Context) {
+	ctx, cancel := context.WithTimeout(parent, 10*time.Second)
+	defer cancel()
 	st, err := r.n.c.Status(ctx)
 	if err != nil {
 		r.violate(InvPoisoned, "status: %v", err)

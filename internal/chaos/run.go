@@ -885,7 +885,7 @@ func (r *run) quiesce(parent context.Context, writers []*writer) {
 		}
 	}
 	r.rep.Checks.add(InvConverged, errIf(last != ""))
-	r.checkPoisoned(ctx)
+	r.checkPoisoned(parent)
 	r.protected(parent)
 	ctx, cancel = context.WithTimeout(parent, 30*time.Second)
 	defer cancel()

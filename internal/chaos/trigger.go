@@ -101,7 +101,7 @@ func (r *run) watchEvents(ctx context.Context) {
 		if ctx.Err() == nil {
 			r.log.Info("watch ended; watching again", "err", err)
 		}
-		sleepCtx(ctx, 100*time.Millisecond)
+		sleepCtx(ctx, 250*time.Millisecond)
 	}
 }
 
