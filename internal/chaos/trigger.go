@@ -61,6 +61,15 @@ func (r *run) waitTrigger(ctx context.Context, t Trigger) {
 	}
 	r.rep.Faults.add("trigger @"+string(t.On), err)
 	sleepCtx(ctx, t.Offset)
+	if t.On == OnReplay && err == nil {
+		// A small replay ends within milliseconds, often before its
+		// event reached the harness: count whether the step still
+		// lands inside it.
+		r.mu.Lock()
+		ended := len(r.spans) > 0 && !r.spans[len(r.spans)-1].end.IsZero()
+		r.mu.Unlock()
+		r.rep.Faults.add("trigger @replay, still replaying", errIf(ended))
+	}
 }
 
 // watchEvents follows flowstated's events for the whole run: replay starts
