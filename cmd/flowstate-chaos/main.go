@@ -32,12 +32,13 @@ func run() int {
 		seed     = flag.Uint64("seed", 0, "seed of the schedule and the writers (0: a fresh seed per run)")
 		steps    = flag.Int("steps", 20, "faults per run")
 		duration = flag.Duration("duration", 0, "run fresh seeds until this much time has passed (0: one run)")
-		schedule = flag.String("schedule", "", "run this schedule (kind:pause_ms:hold_ms,...) instead of drawing one")
+		schedule = flag.String("schedule", "", "run this schedule (kind:pause_ms:hold_ms[@replay+ms|@resync+ms], steps of a cluster joined by +, clusters by ,) instead of drawing one")
 		faults   = flag.String("faults", "", "comma-separated fault kinds to draw from (default all: "+kinds()+")")
 		shrink   = flag.Bool("shrink", false, "when a run fails, look for the shortest schedule that still fails")
 		bin      = flag.String("flowstated", "", "flowstated binary (default: built from this module)")
 		settle   = flag.Duration("settle", 60*time.Second, "how long the node may take to come to rest once the faults end")
 		verbose  = flag.Bool("v", false, "log the harness's progress")
+		covFile  = flag.String("coverage", "", "keep the coverage of kinds, pairs and triples in this file: read at the start, written after each run")
 	)
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -74,6 +75,19 @@ func run() int {
 		}
 		cfg.Schedule = s
 	}
+	// One Coverage across the runs: each drawn schedule is weighted toward
+	// the kinds, ordered pairs and triples not run yet.
+	cov := chaos.NewCoverage()
+	if *covFile != "" {
+		var err error
+		if cov, err = chaos.LoadCoverage(*covFile); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+	}
+	if cfg.Schedule == nil {
+		cfg.Coverage = cov
+	}
 	end := time.Now().Add(*duration)
 	failed := 0
 	for runs := 0; ; runs++ {
@@ -87,6 +101,12 @@ func run() int {
 			return 1
 		}
 		rep.Print(os.Stdout)
+		cov.Add(rep.Schedule, rep.Ran)
+		if *covFile != "" {
+			if err := cov.Save(*covFile); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+			}
+		}
 		if rep.Failed() {
 			failed++
 			if *verbose {
@@ -104,7 +124,7 @@ func run() int {
 			}
 		}
 		if ctx.Err() != nil || *duration == 0 || time.Now().After(end) {
-			fmt.Printf("%d runs, %d failed\n", runs+1, failed)
+			fmt.Printf("%d runs, %d failed; coverage: %s\n", runs+1, failed, cov.Summary(cfg.Faults))
 			break
 		}
 	}

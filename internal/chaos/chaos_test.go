@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -71,6 +72,11 @@ var regressions = map[string]string{
 	"unmanaged-restored": "vswitchd-kill:500:300",
 	// Round 2, item 14: the lease unlinked must not make the flag flap.
 	"lease-unlinked": "lease-unlink:300:300",
+	// Issue 31, fault 3: a busy proxied controller's changes to the flows
+	// it held before its clear stayed in memory while it stayed busy
+	// (a296665~1): 15 s without a fault for its resyncs, then barrier-delay
+	// finds a drop acknowledged 7 s ago still output:2 on br-int.
+	"busy-resync": "lease-unlink:15000:300",
 }
 
 // TestChaosRegressions runs the schedules that found a reintroduced fault
@@ -133,20 +139,56 @@ func TestScheduleRoundTrip(t *testing.T) {
 	if again := Generate(42, 30, nil); again.Encode() != s.Encode() {
 		t.Fatal("the same seed drew two schedules")
 	}
-	if prefix := Generate(42, 10, nil); prefix.Encode() != s[:10].Encode() {
-		t.Fatal("a shorter schedule of the same seed is not the prefix of the longer one")
+	// Generated sequentially and truncated: a shorter schedule is the
+	// prefix of a longer one, also when the cut splits a cluster.
+	for _, n := range []int{1, 7, 10, 29} {
+		if prefix := Generate(42, n, nil); prefix.Encode() != s[:n].Encode() {
+			t.Fatalf("the %d-step schedule of a seed is not the prefix of its 30-step one:\n%s\n%s", n, prefix.Encode(), s[:n].Encode())
+		}
 	}
 	back, err := ParseSchedule(s.Encode())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if back.Encode() != s.Encode() {
+	if back.Encode() != s.Encode() || !slices.Equal(back, s) {
 		t.Fatalf("round trip changed the schedule:\n%s\n%s", s.Encode(), back.Encode())
 	}
-	for _, bad := range []string{"", "vswitchd-kill:1", "nosuch:1:2", "guard-kill:x:2"} {
+	for _, bad := range []string{"", "vswitchd-kill:1", "nosuch:1:2", "guard-kill:x:2", "vswitchd-kill:1:2@replay",
+		"vswitchd-kill:1:2@nosuch+3", "vswitchd-kill:1:2@replay+x", "guard-kill:1:2+", "guard-kill:1:2,,lease-unlink:1:2"} {
 		if _, err := ParseSchedule(bad); err == nil {
 			t.Errorf("ParseSchedule(%q) accepted", bad)
 		}
+	}
+}
+
+// TestScheduleForms: the form without clusters and triggers still reads;
+// the new one reads clusters (+) and triggers (@replay+ms, @resync+ms).
+func TestScheduleForms(t *testing.T) {
+	old, err := ParseSchedule(regressions["frozen-guard"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Schedule{
+		{Kind: GuardFreeze, Pause: 300 * time.Millisecond, Hold: 300 * time.Millisecond},
+		{Kind: FlowstatedOutage, Pause: 5500 * time.Millisecond, Hold: 300 * time.Millisecond},
+		{Kind: VswitchdKill, Pause: 500 * time.Millisecond, Hold: 300 * time.Millisecond},
+	}
+	if !slices.Equal(old, want) {
+		t.Fatalf("the old form read as %v", old)
+	}
+	s, err := ParseSchedule("guard-freeze:300:300+flowstated-outage:5500:300+vswitchd-kill:500:300@replay+40,lease-unlink:10:20@resync+1500")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want[1].Join, want[2].Join = true, true
+	want[2].Trigger = Trigger{On: OnReplay, Offset: 40 * time.Millisecond}
+	want = append(want, Step{Kind: LeaseUnlink, Pause: 10 * time.Millisecond, Hold: 20 * time.Millisecond,
+		Trigger: Trigger{On: OnResync, Offset: 1500 * time.Millisecond}})
+	if !slices.Equal(s, want) {
+		t.Fatalf("read as\n%v\nwant\n%v", s, want)
+	}
+	if got := s.Encode(); got != "guard-freeze:300:300+flowstated-outage:5500:300+vswitchd-kill:500:300@replay+40,lease-unlink:10:20@resync+1500" {
+		t.Fatalf("encoded as %s", got)
 	}
 }
 

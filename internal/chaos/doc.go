@@ -24,7 +24,10 @@
 //     stopped store, or under a running flowstated; br-int or br-ex
 //     deleted from OVSDB and created again.
 //     A vswitchd that dies without the schedule killing it is restarted,
-//     as systemd would, and counted.
+//     as systemd would, and counted. The schedule is drawn as clusters of
+//     one to three kinds in quick succession (cluster.go: ordered pairs
+//     and triples come up on purpose), and a step may wait for the next
+//     replay or resync to land inside it (Trigger).
 //  4. Quiesce: stop the writers, heal everything, and wait for convergence.
 //  5. Check the invariants at quiescence, stop flowstated, and check that
 //     nothing it started is left running.
@@ -53,13 +56,23 @@
 //   - damage: a store with a flipped record is refused at start, naming
 //     it; one damaged under a running flowstated is quarantined, left out
 //     and taken off the switch until its module declares it again.
+//   - barrier-delay: every change the proxied controller's barrier
+//     acknowledged (the newest per flow) is on br-int within 5 s and
+//     slack, unless a fault touched its window or a later write of the
+//     flow has an unknown outcome; its resyncs (a clear, a reinstall with
+//     changed policy, while it stays busy) included.
+//   - poisoned: nothing is quarantined as crashing vswitchd, held out as
+//     a suspect or found poisoned, during the run or at rest, as no writer
+//     declares such an entry; excused once vswitchd died at a replay twice
+//     (its own deaths, or the harness's SIGKILLs near a replay).
 //   - flowstated-exit, refused, crashloop: see docs/testing.md.
 //
 // # Reproducing
 //
 // Every violation is printed with the seed and the schedule up to it. The
-// schedule is a function of the seed and the step count alone, so
-// `flowstate-chaos -seed N -steps K` replays it (timing against real
+// schedule is a function of the seed and the step count alone (and of the
+// coverage file, with -coverage), so `flowstate-chaos -seed N -steps K`
+// replays it (timing against real
 // processes still varies between runs). `-shrink` reruns a failing schedule
 // with steps removed until no step can be dropped, and prints the shortest
 // schedule that still fails: that schedule becomes a regular test (see

@@ -63,6 +63,10 @@ type writer struct {
 	// controller behind it (proxied.go), conn its connection.
 	proxy string
 	conn  *ofconn.Conn
+	// acks holds the proxied controller's newest acknowledged change per
+	// flow (barrier-delay, promises.go); onResync is told of each clear.
+	acks     map[string]*ack
+	onResync func()
 
 	mu    sync.Mutex
 	model map[string]identState

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"time"
 
+	"antrea.io/libOpenflow/openflow15"
+
 	"github.com/flowstate-io/flowstate/canon"
 	"github.com/flowstate-io/flowstate/entry"
+	"github.com/flowstate-io/flowstate/ofmods"
 	"github.com/flowstate-io/flowstate/server/ofconn"
 )
 
@@ -20,10 +23,12 @@ const Proxied = "proxied"
 const (
 	OpProxyPut    OpKind = "proxy-put"
 	OpProxyDelete OpKind = "proxy-delete"
+	OpProxyResync OpKind = "proxy-resync" // a clear, then a changed reinstall
 )
 
 // proxyStep runs one random operation of the proxied controller: a bundle
-// of adds, or of strict deletes, of flows in its table, then a barrier.
+// of adds, or of strict deletes, of flows in its table, then a barrier; or,
+// rarely, a resync (proxyResync).
 // Its connection is dialled again after any error: the proxy closes it
 // when vswitchd or flowstated goes, or when a change's outcome is unknown.
 func (w *writer) proxyStep(ctx context.Context, counts *counter) {
@@ -31,11 +36,19 @@ func (w *writer) proxyStep(ctx context.Context, counts *counter) {
 	defer cancel()
 	set := map[string]string{}
 	op := OpProxyPut
-	if w.r.Float64() < 0.3 {
+	switch p := w.r.Float64(); {
+	case p < resyncShare:
+		w.proxyResync(ctx, counts)
+		return
+	case p < 0.3:
 		op = OpProxyDelete
 		w.mu.Lock()
 		for _, ip := range sortedKeys(w.model) {
-			if st := w.model[ip]; st.present && !st.unknown && w.r.IntN(3) == 0 {
+			odds := 3
+			if w.policyFlow(ip) {
+				odds = 30
+			}
+			if st := w.model[ip]; st.present && !st.unknown && w.r.IntN(odds) == 0 {
 				set[ip] = ""
 			}
 		}
@@ -43,21 +56,120 @@ func (w *writer) proxyStep(ctx context.Context, counts *counter) {
 		if len(set) == 0 {
 			return
 		}
-	} else {
+	default:
 		for range 1 + w.r.IntN(4) {
-			set[w.ip(w.r.IntN(40))] = w.actions()
+			i := proxyPolicy + w.r.IntN(40-proxyPolicy)
+			if w.r.IntN(8) == 0 {
+				i = w.r.IntN(proxyPolicy)
+			}
+			set[w.ip(i)] = w.actions()
 		}
 	}
-	err := w.proxyBundle(ctx, set)
+	sent := time.Now()
+	err := w.proxyBundles(ctx, [][]ofconn.Message{nil}, set)
 	w.record(set, false, err)
+	w.noteAcks(set, false, sent, err)
 	w.count(counts, op, err)
 }
 
-// proxyBundle sends set as one bundle and a barrier: nil once both are
-// answered (the change is durable and on the switch, or held and to be
-// replayed), the switch's refusal (nothing applied), or another error
-// (outcome unknown).
-func (w *writer) proxyBundle(ctx context.Context, set map[string]string) error {
+// resyncShare is the share of the proxied controller's operations that are
+// a resync: about one every few seconds, as busy as the @resync triggers
+// need.
+const resyncShare = 0.1
+
+// proxyPolicy is how many of the proxied controller's 40 identities are its
+// policy: flows its resyncs change and its other operations rarely touch.
+// The rest its puts and deletes churn: a busy controller whose policy
+// changes only when it reconnects, so a policy change stays as it was
+// acknowledged long enough for barrier-delay to see whether it reached
+// the switch.
+const proxyPolicy = 20
+
+func (w *writer) policyFlow(ip string) bool {
+	for i := range proxyPolicy {
+		if w.ip(i) == ip {
+			return true
+		}
+	}
+	return false
+}
+
+// proxyResync is the proxied controller reconnecting with a changed
+// policy, as ovn-controller does: a clear (a FLOW_MOD delete of every
+// flow, which starts flowstated's resync), then its current model again
+// in two bundles with some policy flows changed (tightened to drop,
+// loosened, left out, added), then a barrier. Busy as it is (it writes
+// again within 300 ms), its changes must still reach the switch within
+// the resync's bound (barrier-delay).
+func (w *writer) proxyResync(ctx context.Context, counts *counter) {
+	set := map[string]string{}
+	w.mu.Lock()
+	for i := range 40 {
+		ip := w.ip(i)
+		st := w.model[ip]
+		if st.unknown {
+			continue
+		}
+		if !st.present {
+			if i < proxyPolicy && w.r.IntN(4) == 0 {
+				set[ip] = w.actions()
+			}
+			continue
+		}
+		set[ip] = st.actions
+		if i >= proxyPolicy {
+			continue
+		}
+		switch w.r.IntN(12) {
+		case 0, 1, 2:
+			set[ip] = "drop" // tightened
+		case 3:
+			set[ip] = "output:2"
+		case 4:
+			delete(set, ip) // no longer wanted
+		}
+	}
+	w.mu.Unlock()
+	clear, err := clearFlows()
+	if err != nil {
+		w.count(counts, OpProxyResync, err)
+		return
+	}
+	if w.onResync != nil {
+		w.onResync()
+	}
+	sent := time.Now()
+	err = w.proxyBundles(ctx, [][]ofconn.Message{{clear}, nil}, set)
+	w.record(set, true, err)
+	w.noteAcks(set, true, sent, err)
+
+	w.count(counts, OpProxyResync, err)
+}
+
+// clearFlows is a controller's "delete every flow" (ofmods.Clears).
+func clearFlows() (ofconn.Message, error) {
+	fm := openflow15.NewFlowMod()
+	fm.Command = openflow15.FC_DELETE
+	fm.TableId = openflow15.OFPTT_ALL
+	fm.OutPort = openflow15.P_ANY
+	fm.OutGroup = openflow15.OFPG_ANY
+	b, err := fm.MarshalBinary()
+	if err != nil {
+		return nil, fmt.Errorf("chaos: encode a clear: %w", err)
+	}
+	if _, ok := ofmods.Clears(b); !ok {
+		return nil, errors.New("chaos: the encoded clear is not one flowstated recognises")
+	}
+	return b, nil
+}
+
+// proxyBundles sends bundles, each starting with its head messages, set's
+// changes spread over them in key order (adds, or strict deletes for ""),
+// then a barrier: nil once all are answered (the change is durable and on
+// the switch, or held and to be replayed), the switch's refusal of the
+// first bundle (nothing applied), or another error (outcome unknown: also
+// a refusal after an earlier bundle committed).
+func (w *writer) proxyBundles(ctx context.Context, heads [][]ofconn.Message, set map[string]string) error {
 	if w.conn == nil {
 		c, err := ofconn.Dial(ctx, w.proxy, ofconn.Options{})
 		if err != nil {
@@ -65,8 +177,11 @@ func (w *writer) proxyBundle(ctx context.Context, set map[string]string) error {
 		}
 		w.conn = c
 	}
-	msgs := make([]ofconn.Message, 0, len(set))
-	for _, ip := range sortedKeys(set) {
+	bundles := make([][]ofconn.Message, len(heads))
+	for i, h := range heads {
+		bundles[i] = append([]ofconn.Message(nil), h...)
+	}
+	for i, ip := range sortedKeys(set) {
 		var (
 			p   []byte
 			err error
@@ -82,9 +197,23 @@ func (w *writer) proxyBundle(ctx context.Context, set map[string]string) error {
 		if err != nil {
 			return fmt.Errorf("chaos: %w", err)
 		}
-		msgs = append(msgs, p)
+		b := i * len(bundles) / len(set)
+		bundles[b] = append(bundles[b], p)
 	}
-	err := w.conn.Bundle(ctx, msgs)
+	var err error
+	for i, msgs := range bundles {
+		if len(msgs) == 0 {
+			continue
+		}
+		if err = w.conn.Bundle(ctx, msgs); err != nil {
+			if i > 0 {
+				// Not wrapped: a refusal once an earlier bundle
+				// committed is an unknown outcome, not a refusal.
+				err = fmt.Errorf("chaos: bundle %d of %d failed after the first committed: %v", i+1, len(bundles), err) //nolint:errorlint // see above
+			}
+			break
+		}
+	}
 	if err == nil {
 		err = w.conn.Barrier(ctx)
 	}

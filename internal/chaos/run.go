@@ -32,6 +32,8 @@ const (
 	InvRefused   = "refused"
 	InvDiskFull  = "disk-full"
 	InvDamage    = "damage"
+	InvBarrier   = "barrier-delay"
+	InvPoisoned  = "poisoned"
 )
 
 // guardDetect is how long flowstated may take to see that its guard is
@@ -63,6 +65,10 @@ type Config struct {
 	Faults []FaultKind
 	// Schedule, if set, runs instead of a drawn one (a replay, a shrink).
 	Schedule Schedule
+	// Coverage, if set, weights the drawn schedule toward the kinds, pairs
+	// and triples it has not seen run (GenerateCovered); Run does not
+	// change it (the caller adds Report.Schedule and Report.Ran).
+	Coverage *Coverage
 	// Flowstated is the flowstated binary. Required.
 	Flowstated string
 	// Settle bounds the wait for rest at quiescence (default 60 s).
@@ -94,10 +100,19 @@ type Report struct {
 	Checks     *counter
 	Violations []Violation
 	Elapsed    time.Duration
+	// Skipped holds the 0-based indexes of the steps skipped (a lasting
+	// fault of their kind, or one they exclude, was on).
+	Skipped []int
+	// BarrierMax is the longest delay seen from a barrier reply of the
+	// proxied controller to the switch holding its change.
+	BarrierMax time.Duration
 	// Logs holds flowstated's and the guard's logs when a violation was
 	// found.
 	Logs string
 }
+
+// Ran reports whether step i (0-based) of the schedule ran.
+func (r *Report) Ran(i int) bool { return !slices.Contains(r.Skipped, i) }
 
 // Failed reports whether any invariant was violated.
 func (r *Report) Failed() bool { return len(r.Violations) > 0 }
@@ -106,9 +121,11 @@ func (r *Report) Failed() bool { return len(r.Violations) > 0 }
 // the schedule up to it.
 func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "seed %d: %d steps in %v, %d violations\n", r.Seed, len(r.Schedule), r.Elapsed.Round(time.Millisecond), len(r.Violations))
+	fmt.Fprintf(w, "schedule (replay: -seed %d -schedule %q)\n", r.Seed, r.Schedule.Encode())
 	fmt.Fprintf(w, "operations (%d):\n%s", r.Ops.Total(), r.Ops)
 	fmt.Fprintf(w, "faults (%d):\n%s", r.Faults.Total(), r.Faults)
 	fmt.Fprintf(w, "invariant checks (%d; failed = violated):\n%s", r.Checks.Total(), r.Checks)
+	fmt.Fprintf(w, "longest delay from a barrier reply to the switch: %v\n", r.BarrierMax.Round(time.Millisecond))
 	for _, v := range r.Violations {
 		upTo := min(max(v.Step, 0), len(r.Schedule))
 		fmt.Fprintf(w, "VIOLATION %s\n  seed %d, schedule up to it (replay: -schedule %q):\n%s",
@@ -156,6 +173,23 @@ type run struct {
 	// needs the store quiet holds it alone.
 	gate    sync.RWMutex
 	running map[FaultKind]bool // lasting faults still on
+	// faultAt is when a fault step last began or ended: the barrier-delay
+	// check excuses a change whose window it falls in.
+	faultAt time.Time
+	// replays fires at each replay_started of br-int, resyncs at each
+	// clear of the proxied controller (trigger.go).
+	replays, resyncs signal
+	// What watchEvents saw: replay spans, the last event and the
+	// flowstated run it came from, crash quarantines; vsKills are the
+	// harness's SIGKILLs of vswitchd (the poisoned check).
+	spans            []span
+	lastEvent        time.Time
+	eventEpoch       int
+	crashQuarantines []string
+	vsKills          []vsKill
+	// barrierMax is the longest delay seen from a barrier reply to the
+	// switch holding the change.
+	barrierMax time.Duration
 }
 
 // Run executes one seeded run. The error is for a harness that could not
@@ -172,7 +206,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	sched := cfg.Schedule
 	if sched == nil {
-		sched = Generate(cfg.Seed, cfg.Steps, cfg.Faults)
+		sched = generate(cfg.Seed, cfg.Steps, cfg.Faults, cfg.Coverage)
 	}
 	r := &run{cfg: cfg, log: cfg.Logger, start: time.Now(), lastFwd: map[string]time.Time{}, guards: map[int]bool{}, running: map[FaultKind]bool{},
 		rep: &Report{Seed: cfg.Seed, Schedule: sched, Ops: newCounter(), Faults: newCounter(), Checks: newCounter()}}
@@ -194,6 +228,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		newWriter(Proxied, 30, 3, cfg.Seed*3+3, n.c, r.currentEpoch),
 	}
 	writers[2].proxy = filepath.Join(n.proxyDir(), Managed+".mgmt")
+	writers[2].acks = map[string]*ack{}
+	writers[2].onResync = r.resyncs.fire
 	defer writers[2].closeProxy()
 	r.writers = writers
 	for _, w := range writers {
@@ -203,6 +239,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	wg.Go(func() { r.policyLoop(wctx) })
 	wg.Go(func() { r.probeLoop(wctx) })
 	wg.Go(func() { r.superviseLoop(wctx) })
+	wg.Go(func() { r.barrierLoop(wctx, writers[2]) })
+	// The watch outlives the writers: the poisoned check at quiescence
+	// reads the replays it saw.
+	ectx, stopEvents := context.WithCancel(ctx)
+	var ewg sync.WaitGroup
+	ewg.Go(func() { r.watchEvents(ectx) })
+	defer func() {
+		stopEvents()
+		ewg.Wait()
+	}()
 
 	// Lasting faults of the kinds in overlaps run beside the next steps:
 	// a vswitchd crash inside a protocols flip is the fault that matters.
@@ -212,11 +258,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if !sleepCtx(ctx, st.Pause) {
 			break
 		}
-		r.log.Info("fault", "step", i+1, "kind", st.Kind, "hold", st.Hold)
+		if st.Trigger.On != "" {
+			r.waitTrigger(ctx, st.Trigger)
+		}
+		r.log.Info("fault", "step", i+1, "kind", st.Kind, "hold", st.Hold, "trigger", st.Trigger.String())
 		if on := r.blockedBy(st.Kind); on != "" {
 			r.rep.Faults.add(fmt.Sprintf("%s (skipped: %s on)", st.Kind, on), nil)
+			r.rep.Skipped = append(r.rep.Skipped, i)
 			continue
 		}
+		r.touchFault()
 		if overlaps[st.Kind] {
 			r.setRunning(st.Kind, true)
 			lasting.Go(func() {
@@ -233,6 +284,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	wg.Wait()
 	r.quiesce(ctx, writers)
 	r.rep.Elapsed = time.Since(r.start)
+	r.mu.Lock()
+	r.rep.BarrierMax = r.barrierMax
+	r.mu.Unlock()
 	if r.rep.Failed() {
 		r.rep.Logs = n.logs()
 	}
@@ -278,6 +332,7 @@ func (r *run) setRunning(kind FaultKind, on bool) {
 }
 
 func (r *run) faultDone(kind FaultKind, err error) {
+	r.touchFault()
 	r.rep.Faults.add(string(kind), err)
 	if err != nil {
 		r.log.Warn("fault could not be injected", "kind", kind, "err", err)
@@ -392,6 +447,7 @@ func (r *run) inject(ctx context.Context, st Step) error {
 		r.mu.Unlock()
 		var err error
 		if st.Kind == VswitchdKill {
+			r.noteVswitchdKill()
 			err = n.sb.KillVswitchd(ctx)
 		} else {
 			err = n.sb.StopVswitchd(ctx)
@@ -829,6 +885,7 @@ func (r *run) quiesce(parent context.Context, writers []*writer) {
 		}
 	}
 	r.rep.Checks.add(InvConverged, errIf(last != ""))
+	r.checkPoisoned(parent)
 	r.protected(parent)
 	ctx, cancel = context.WithTimeout(parent, 30*time.Second)
 	defer cancel()

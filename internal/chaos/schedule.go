@@ -1,8 +1,9 @@
 package chaos
 
 import (
+	"errors"
 	"fmt"
-	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -45,44 +46,66 @@ var AllFaults = []FaultKind{
 	DiskFull, StoreFlip, StoreFlipLive, ManagedRecreate, UnmanagedRecreate,
 }
 
-// Step is one fault of a schedule: after Pause, inject Kind, for Hold where
-// the kind lasts (a freeze, an outage).
+// Step is one fault of a schedule: after Pause (and, with a Trigger, once
+// its event came), inject Kind, for Hold where the kind lasts (a freeze,
+// an outage). Join marks a step of the same cluster as the one before: a
+// few kinds in quick succession, whose order is what a cluster tests.
 type Step struct {
-	Pause time.Duration
-	Kind  FaultKind
-	Hold  time.Duration
+	Pause   time.Duration
+	Kind    FaultKind
+	Hold    time.Duration
+	Join    bool
+	Trigger Trigger
+}
+
+// TriggerOn names the event a step waits for after its pause.
+type TriggerOn string
+
+// The events a step can be timed to land inside.
+const (
+	// OnReplay: flowstated's next replay_started event (br-int).
+	OnReplay TriggerOn = "replay"
+	// OnResync: the proxied controller's next clear (the start of a
+	// resync, which lasts up to 4 s).
+	OnResync TriggerOn = "resync"
+)
+
+// Trigger times a step to land inside a replay or a resync: after the
+// pause, wait for the next On event (at most triggerWait), then Offset,
+// then inject. The zero Trigger injects right after the pause.
+type Trigger struct {
+	On     TriggerOn
+	Offset time.Duration
+}
+
+func (t Trigger) String() string {
+	if t.On == "" {
+		return ""
+	}
+	return fmt.Sprintf("@%s+%d", t.On, t.Offset.Milliseconds())
 }
 
 func (s Step) String() string {
-	return fmt.Sprintf("after %v: %s (hold %v)", s.Pause, s.Kind, s.Hold)
+	var b strings.Builder
+	if s.Join {
+		b.WriteString("then ")
+	}
+	fmt.Fprintf(&b, "after %v", s.Pause)
+	if s.Trigger.On != "" {
+		fmt.Fprintf(&b, ", the next %s and %v", s.Trigger.On, s.Trigger.Offset)
+	}
+	fmt.Fprintf(&b, ": %s (hold %v)", s.Kind, s.Hold)
+	return b.String()
 }
 
 // Schedule is the faults of one run, in order.
 type Schedule []Step
 
-// Generate draws a schedule of n steps from seed. The same seed and n give
-// the same schedule; the prefix of a longer schedule is a shorter one.
+// Generate draws a schedule of n steps from seed: clusters of one to three
+// kinds (cluster.go). The same seed and n give the same schedule; the
+// prefix of a longer schedule is a shorter one.
 func Generate(seed uint64, n int, kinds []FaultKind) Schedule {
-	if len(kinds) == 0 {
-		kinds = AllFaults
-	}
-	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	s := make(Schedule, n)
-	for i := range s {
-		// One step in five follows the last closely: faults that land
-		// together (a guard killed just before flowstated) are the rare
-		// ones.
-		pause := time.Duration(200+r.IntN(1800)) * time.Millisecond
-		if r.IntN(5) == 0 {
-			pause = time.Duration(20+r.IntN(180)) * time.Millisecond
-		}
-		s[i] = Step{
-			Pause: pause,
-			Kind:  kinds[r.IntN(len(kinds))],
-			Hold:  time.Duration(300+r.IntN(2200)) * time.Millisecond,
-		}
-	}
-	return s
+	return generate(seed, n, kinds, nil)
 }
 
 func (s Schedule) String() string {
@@ -93,40 +116,79 @@ func (s Schedule) String() string {
 	return b.String()
 }
 
-// Encode writes s in the one-line form ParseSchedule reads: kind:pause:hold,
-// comma-separated, durations in milliseconds.
+// Encode writes s in the one-line form ParseSchedule reads:
+// kind:pause:hold[@replay+ms|@resync+ms], durations in milliseconds; steps
+// of one cluster joined by "+", clusters by ",".
 func (s Schedule) Encode() string {
-	parts := make([]string, len(s))
+	var b strings.Builder
 	for i, st := range s {
-		parts[i] = fmt.Sprintf("%s:%d:%d", st.Kind, st.Pause.Milliseconds(), st.Hold.Milliseconds())
+		if i > 0 {
+			if st.Join {
+				b.WriteByte('+')
+			} else {
+				b.WriteByte(',')
+			}
+		}
+		fmt.Fprintf(&b, "%s:%d:%d%s", st.Kind, st.Pause.Milliseconds(), st.Hold.Milliseconds(), st.Trigger)
 	}
-	return strings.Join(parts, ",")
+	return b.String()
 }
 
-// ParseSchedule reads the form Encode writes.
+// ParseSchedule reads the form Encode writes, and the older one without
+// clusters and triggers (kind:pause:hold,...).
 func ParseSchedule(text string) (Schedule, error) {
 	var s Schedule
-	for i, part := range strings.Split(strings.TrimSpace(text), ",") {
-		f := strings.Split(part, ":")
-		if len(f) != 3 {
-			return nil, fmt.Errorf("chaos: schedule step %d %q: want kind:pause_ms:hold_ms", i+1, part)
+	for ci, cluster := range strings.Split(strings.TrimSpace(text), ",") {
+		for j, part := range splitCluster(cluster) {
+			st, err := parseStep(part)
+			if err != nil {
+				return nil, fmt.Errorf("chaos: schedule step %d (cluster %d) %q: %w", len(s)+1, ci+1, part, err)
+			}
+			st.Join = j > 0
+			s = append(s, st)
 		}
-		kind := FaultKind(f[0])
-		known := false
-		for _, k := range AllFaults {
-			known = known || k == kind
-		}
-		if !known {
-			return nil, fmt.Errorf("chaos: schedule step %d: unknown fault %q", i+1, f[0])
-		}
-		pause, err1 := strconv.ParseUint(f[1], 10, 32)
-		hold, err2 := strconv.ParseUint(f[2], 10, 32)
-		if err1 != nil || err2 != nil {
-			return nil, fmt.Errorf("chaos: schedule step %d %q: durations are milliseconds", i+1, part)
-		}
-		s = append(s, Step{Kind: kind, Pause: time.Duration(pause) * time.Millisecond, Hold: time.Duration(hold) * time.Millisecond})
 	}
 	return s, nil
+}
+
+// splitCluster splits a cluster at each "+" that starts a step (a kind
+// begins with a letter; a trigger's offset is digits).
+func splitCluster(c string) []string {
+	var parts []string
+	last := 0
+	for i := 0; i+1 < len(c); i++ {
+		if c[i] == '+' && c[i+1] >= 'a' && c[i+1] <= 'z' {
+			parts, last = append(parts, c[last:i]), i+1
+		}
+	}
+	return append(parts, c[last:])
+}
+
+func parseStep(part string) (Step, error) {
+	var trig Trigger
+	if at := strings.IndexByte(part, '@'); at >= 0 {
+		on, off, ok := strings.Cut(part[at+1:], "+")
+		ms, err := strconv.ParseUint(off, 10, 32)
+		if !ok || err != nil || (TriggerOn(on) != OnReplay && TriggerOn(on) != OnResync) {
+			return Step{}, fmt.Errorf("want a trigger @replay+ms or @resync+ms, not %q", part[at:])
+		}
+		trig = Trigger{On: TriggerOn(on), Offset: time.Duration(ms) * time.Millisecond}
+		part = part[:at]
+	}
+	f := strings.Split(part, ":")
+	if len(f) != 3 {
+		return Step{}, errors.New("want kind:pause_ms:hold_ms")
+	}
+	kind := FaultKind(f[0])
+	if !slices.Contains(AllFaults, kind) {
+		return Step{}, fmt.Errorf("unknown fault %q", f[0])
+	}
+	pause, err1 := strconv.ParseUint(f[1], 10, 32)
+	hold, err2 := strconv.ParseUint(f[2], 10, 32)
+	if err1 != nil || err2 != nil {
+		return Step{}, errors.New("durations are milliseconds")
+	}
+	return Step{Kind: kind, Pause: time.Duration(pause) * time.Millisecond, Hold: time.Duration(hold) * time.Millisecond, Trigger: trig}, nil
 }
 
 // Shrink looks for a shorter schedule that still fails: it drops chunks of

@@ -1,0 +1,187 @@
+package chaos
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+)
+
+// frozenGuardShape reports whether s holds, within one cluster, the shape
+// of the frozen-guard schedule: a lasting fault, past guardDetect another
+// lasting fault, then within a second a vswitchd restart.
+func frozenGuardShape(s Schedule) bool {
+	for i := 2; i < len(s); i++ {
+		a, b, c := s[i-2], s[i-1], s[i]
+		if b.Join && c.Join && overlaps[a.Kind] && overlaps[b.Kind] && a.Kind != b.Kind &&
+			b.Pause >= guardDetect && b.Pause < lastingBound-5*time.Second && c.Pause < time.Second && slices.Contains(restarters, c.Kind) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestGenerateClusters: drawn schedules hold clusters of two and three
+// kinds, triggers of both events, vswitchd restarts ending clusters, and
+// the frozen-guard shape often enough to come up in a long run; the old
+// draw of single steps (pauses of at most 2 s) could not draw the shape at
+// all.
+func TestGenerateClusters(t *testing.T) {
+	const seeds, steps = 300, 20
+	var joined, sizes3, replay, resync, endRestart, ends, shape int
+	for seed := range uint64(seeds) {
+		s := Generate(seed, steps, nil)
+		if frozenGuardShape(s) {
+			shape++
+		}
+		size := 0
+		for i, st := range s {
+			if st.Join {
+				joined++
+				size++
+			} else {
+				size = 1
+			}
+			if size == 3 {
+				sizes3++
+			}
+			switch st.Trigger.On {
+			case OnReplay:
+				replay++
+			case OnResync:
+				resync++
+			}
+			if st.Join && (i+1 == len(s) || !s[i+1].Join) {
+				ends++
+				if slices.Contains(restarters, st.Kind) {
+					endRestart++
+				}
+			}
+		}
+	}
+	total := seeds * steps
+	t.Logf("%d steps: %d joined, %d clusters of 3, %d @replay, %d @resync, %d of %d clusters end with a vswitchd restart, frozen-guard shape in %d of %d schedules",
+		total, joined, sizes3, replay, resync, endRestart, ends, shape, seeds)
+	switch {
+	case joined < total/4:
+		t.Errorf("only %d of %d steps join a cluster", joined, total)
+	case sizes3 == 0 || replay == 0 || resync == 0:
+		t.Errorf("no cluster of three (%d), @replay (%d) or @resync (%d)", sizes3, replay, resync)
+	case endRestart < ends/3:
+		t.Errorf("only %d of %d clusters end with a vswitchd restart", endRestart, ends)
+	case shape == 0:
+		t.Error("no schedule holds the frozen-guard shape")
+	}
+}
+
+// TestGenerateCovered: the weighted draw is deterministic in (seed, n,
+// kinds, coverage), keeps the prefix property, leaves the coverage alone,
+// and covers the ordered pairs faster than the plain draw over the same
+// seeds.
+func TestGenerateCovered(t *testing.T) {
+	cov := NewCoverage()
+	cov.Add(Generate(1, 40, nil), nil)
+	before := cov.Summary(nil)
+	s := GenerateCovered(9, 30, nil, cov)
+	if again := GenerateCovered(9, 30, nil, cov); again.Encode() != s.Encode() {
+		t.Fatal("the same seed and coverage drew two schedules")
+	}
+	if prefix := GenerateCovered(9, 11, nil, cov); prefix.Encode() != s[:11].Encode() {
+		t.Fatal("a shorter covered schedule is not the prefix of the longer one")
+	}
+	if cov.Summary(nil) != before {
+		t.Fatal("GenerateCovered changed the coverage")
+	}
+	if s.Encode() == Generate(9, 30, nil).Encode() {
+		t.Fatal("the coverage changed nothing in the draw")
+	}
+
+	// Runs of 20 steps, as the -duration loop draws them.
+	plain, covered := NewCoverage(), NewCoverage()
+	for seed := range uint64(60) {
+		plain.Add(Generate(seed, 20, nil), nil)
+		covered.Add(GenerateCovered(seed, 20, nil, covered), nil)
+	}
+	p, c := pairsCovered(plain), pairsCovered(covered)
+	t.Logf("after 60 runs of 20 steps: plain %s; covered %s", plain.Summary(nil), covered.Summary(nil))
+	if c <= p {
+		t.Errorf("the covered draw ran %d ordered pairs, the plain one %d", c, p)
+	}
+	if k := len(covered.Kinds); k != len(AllFaults) {
+		t.Errorf("the covered draw ran %d kinds of %d", k, len(AllFaults))
+	}
+}
+
+func pairsCovered(c *Coverage) int {
+	n := 0
+	for _, v := range c.Pairs {
+		if v > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// TestCoverageAdd counts kinds, ordered pairs and triples within clusters
+// only, leaving out the steps that did not run.
+func TestCoverageAdd(t *testing.T) {
+	s, err := ParseSchedule("guard-freeze:1:1+flowstated-outage:1:1+vswitchd-kill:1:1,lease-unlink:1:1,guard-kill:1:1+ovsdb-restart:1:1+vswitchd-term:1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewCoverage()
+	c.Add(s, func(i int) bool { return i != 5 }) // ovsdb-restart skipped
+	want := &Coverage{
+		Kinds: map[string]int{"guard-freeze": 1, "flowstated-outage": 1, "vswitchd-kill": 1, "lease-unlink": 1, "guard-kill": 1, "vswitchd-term": 1},
+		Pairs: map[string]int{"guard-freeze>flowstated-outage": 1, "guard-freeze>vswitchd-kill": 1, "flowstated-outage>vswitchd-kill": 1,
+			"guard-kill>vswitchd-term": 1},
+		Triples: map[string]int{"guard-freeze>flowstated-outage>vswitchd-kill": 1},
+	}
+	if c.Summary(nil) != want.Summary(nil) || !mapsEqual(c.Kinds, want.Kinds) || !mapsEqual(c.Pairs, want.Pairs) || !mapsEqual(c.Triples, want.Triples) {
+		t.Fatalf("counted %+v, want %+v", c, want)
+	}
+	if got := c.Summary(nil); got != "kinds 6/21, ordered pairs 4/441, ordered triples 1/9261" {
+		t.Fatalf("summary %q", got)
+	}
+}
+
+func mapsEqual(a, b map[string]int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// TestCoverageFile: Save and LoadCoverage round-trip; a missing file is
+// an empty coverage, a damaged one an error naming it.
+func TestCoverageFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "cov.json")
+	c, err := LoadCoverage(path)
+	if err != nil || len(c.Kinds)+len(c.Pairs)+len(c.Triples) != 0 {
+		t.Fatalf("a missing file: %+v, %v", c, err)
+	}
+	c.Add(Generate(3, 20, nil), nil)
+	if err := c.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	back, err := LoadCoverage(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !mapsEqual(back.Kinds, c.Kinds) || !mapsEqual(back.Pairs, c.Pairs) || !mapsEqual(back.Triples, c.Triples) {
+		t.Fatalf("round trip changed the coverage: %+v, want %+v", back, c)
+	}
+	if err := os.WriteFile(path, []byte("{nope"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadCoverage(path); err == nil {
+		t.Fatal("a damaged coverage file was read")
+	}
+}

@@ -1,0 +1,152 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/flowstate-io/flowstate/client"
+)
+
+// triggerWait bounds a step's wait for its trigger's event: past it the
+// step is injected anyway and counted as missed.
+const triggerWait = 15 * time.Second
+
+// signal wakes everyone waiting for the next occurrence of an event.
+type signal struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+// next returns a channel closed at the next fire after this call.
+func (s *signal) next() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ch == nil {
+		s.ch = make(chan struct{})
+	}
+	return s.ch
+}
+
+func (s *signal) fire() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ch != nil {
+		close(s.ch)
+	}
+	s.ch = make(chan struct{})
+}
+
+// span is one replay of br-int as flowstated's events tell it (end zero
+// while it runs, or when its end was not seen).
+type span struct{ start, end time.Time }
+
+// waitTrigger waits for the next event t names, at most triggerWait, then
+// for its offset; it counts the trigger as landed or missed.
+func (r *run) waitTrigger(ctx context.Context, t Trigger) {
+	sig := &r.replays
+	if t.On == OnResync {
+		sig = &r.resyncs
+	}
+	timer := time.NewTimer(triggerWait)
+	defer timer.Stop()
+	var err error
+	select {
+	case <-sig.next():
+	case <-timer.C:
+		err = errors.New("missed: no event within the bound")
+	case <-ctx.Done():
+		return
+	}
+	r.rep.Faults.add("trigger @"+string(t.On), err)
+	sleepCtx(ctx, t.Offset)
+	if t.On == OnReplay && err == nil {
+		// A small replay ends within milliseconds, often before its
+		// event reached the harness: count whether the step still
+		// lands inside it.
+		r.mu.Lock()
+		ended := len(r.spans) > 0 && !r.spans[len(r.spans)-1].end.IsZero()
+		r.mu.Unlock()
+		r.rep.Faults.add("trigger @replay, still replaying", errIf(ended))
+	}
+}
+
+// watchEvents follows flowstated's events for the whole run: replay starts
+// fire r.replays (and are kept as spans for the poisoned check), and an
+// entry quarantined as a crash suspect or as poisoned is noted. A Watch
+// that ends (flowstated restarted) is started again from now.
+func (r *run) watchEvents(ctx context.Context) {
+	for ctx.Err() == nil {
+		err := r.n.c.Watch(ctx, client.Cursor{}, func(e client.Event) error {
+			r.mu.Lock()
+			r.lastEvent = time.Now()
+			r.eventEpoch = r.epoch
+			r.mu.Unlock()
+			if e.Bridge != "" && e.Bridge != Managed {
+				return nil
+			}
+			switch e.Type {
+			case client.EventReplayStarted:
+				r.mu.Lock()
+				r.spans = append(r.spans, span{start: time.Now()})
+				r.mu.Unlock()
+				r.replays.fire()
+			case client.EventReplayFinished:
+				r.mu.Lock()
+				if i := len(r.spans) - 1; i >= 0 && r.spans[i].end.IsZero() {
+					r.spans[i].end = time.Now()
+				}
+				r.mu.Unlock()
+			case client.EventEntryQuarantined:
+				if crashReason(e.Attrs["reason"]) {
+					r.mu.Lock()
+					r.crashQuarantines = append(r.crashQuarantines, e.Message)
+					r.mu.Unlock()
+				}
+			}
+			return nil
+		})
+		if ctx.Err() == nil {
+			r.log.Info("watch ended; watching again", "err", err)
+		}
+		sleepCtx(ctx, 250*time.Millisecond)
+	}
+}
+
+// noteVswitchdKill notes a SIGKILL of vswitchd by the harness, and
+// whether the harness could see replays then (an event since flowstated's
+// last start): see replayKills.
+func (r *run) noteVswitchdKill() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.vsKills = append(r.vsKills, vsKill{at: time.Now(), blind: r.eventEpoch != r.epoch || r.lastEvent.IsZero()})
+}
+
+// vsKill is one SIGKILL of vswitchd by the harness.
+type vsKill struct {
+	at    time.Time
+	blind bool
+}
+
+// replayKills counts the harness's SIGKILLs of vswitchd that flowstated
+// may have counted as crashes at a replay: it counts a death that fails a
+// replay (the pidfile is left), so a kill within a second of a replay's
+// span, or while the harness could not see replays, may be one. r.mu must
+// be held.
+func (r *run) replayKillsLocked() int {
+	n := 0
+	for _, k := range r.vsKills {
+		in := k.blind
+		for _, sp := range r.spans {
+			if sp.start.Before(k.at.Add(time.Second)) && sp.start.After(k.at.Add(-30*time.Second)) &&
+				(sp.end.IsZero() || sp.end.After(k.at.Add(-time.Second))) {
+				in = true
+			}
+		}
+		if in {
+			n++
+		}
+	}
+	return n
+}
