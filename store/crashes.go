@@ -54,6 +54,10 @@ type SuspectRange struct {
 	// without it reads as no dying probe, so the entry is probed alone
 	// before it is named).
 	Died int `json:"died,omitempty"`
+	// Crashed says the death behind Died was a crash by the evidence
+	// (exit signal, vswitchd's log), not one no evidence explained: only
+	// then is what is left of the range, once a part survived, proven too.
+	Crashed bool `json:"crashed,omitempty"`
 }
 
 // PoisonedEntry is an entry that crashed vswitchd: its key (kind |

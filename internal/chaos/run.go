@@ -1041,6 +1041,13 @@ func (r *run) leftovers(ctx context.Context) {
 	if err := n.signalFlowstated(syscall.SIGTERM); err != nil {
 		r.violate(InvLeftover, "%v", err)
 	}
+	// A guard holding the proxy's socket stays, relaying, while its path
+	// exists (flowstated leaves it on a graceful stop): remove it, as an
+	// operator retiring the proxy would, once flowstated is gone
+	// (signalFlowstated waited for it).
+	if err := os.Remove(filepath.Join(n.proxyDir(), Managed+".mgmt")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		r.violate(InvLeftover, "removing the proxy socket: %v", err)
+	}
 	r.mu.Lock()
 	pids := slices.Clone(n.started)
 	for pid := range r.guards {

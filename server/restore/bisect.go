@@ -13,12 +13,13 @@ import (
 )
 
 // The bisection of the suspects (poison.go, steps 4 and 5). Its one rule of
-// soundness: an entry is named as crashing vswitchd only when a probe that
-// sent that entry alone died (SuspectRange.Died == 1). A Bad range is only
-// believed to hold a crashing entry, whether drawn from two deaths of full
-// replays (which an operator's kill -9 or the OOM killer may have caused)
-// or left over once the first half of a range a probe died on survived: it
-// is halved, and its last entry is sent alone before it is named.
+// soundness: an entry is named as crashing vswitchd only when vswitchd
+// crashed on a replay that sent it, and every other suspect that replay
+// sent was since sent again and survived (SuspectRange.Died == 1). A range
+// is proven (Died > 0) only by a crash: a probe's death, or two deaths of
+// full replays the evidence shows to be crashes; deaths no evidence
+// explains (an operator's kill -9, the OOM killer) leave it merely
+// believed bad, and its last entry is sent alone before it is named.
 
 // countSuspects counts the suspects of rec in r, and returns the key of the
 // middle one (index n/2) and the key of the first.
@@ -96,7 +97,7 @@ func (e *Engine) nextProbe(b *bridge, rec *store.CrashRecord, log *slog.Logger) 
 // probeCrashed narrows rec after vswitchd died on its probe (step 4): the
 // range the probe sent is Bad, and proven so (Died); the rest of the range
 // it came from is no longer known to hold anything bad.
-func (e *Engine) probeCrashed(rec *store.CrashRecord) {
+func (e *Engine) probeCrashed(rec *store.CrashRecord, crashed bool) {
 	p := *rec.Probe
 	rec.Probe = nil
 	if len(rec.Suspects) == 0 {
@@ -104,16 +105,17 @@ func (e *Engine) probeCrashed(rec *store.CrashRecord) {
 	}
 	r := rec.Suspects[0]
 	if bytes.Equal(p.Hi, r.Hi) {
-		rec.Suspects[0].Bad, rec.Suspects[0].Died = true, p.Died
+		rec.Suspects[0].Bad, rec.Suspects[0].Died, rec.Suspects[0].Crashed = true, p.Died, crashed
 		return
 	}
 	rest := store.SuspectRange{Lo: p.Hi, Hi: r.Hi}
-	rec.Suspects = slices.Insert(rec.Suspects[1:], 0, store.SuspectRange{Lo: r.Lo, Hi: p.Hi, Bad: true, Died: p.Died}, rest)
+	rec.Suspects = slices.Insert(rec.Suspects[1:], 0, store.SuspectRange{Lo: r.Lo, Hi: p.Hi, Bad: true, Died: p.Died, Crashed: crashed}, rest)
 }
 
 // probeSurvived commits the probe of rec vswitchd survived (step 4): its
-// entries are no longer suspects. What is left of a Bad range stays Bad,
-// but no probe of exactly it died.
+// entries are no longer suspects. What is left of a Bad range stays Bad;
+// of one a crash proved (Crashed), proven still: the crash sent what is
+// left, and what the probe sent is harmless.
 func probeSurvived(rec *store.CrashRecord) {
 	p, r := *rec.Probe, rec.Suspects[0]
 	rec.Probe = nil
@@ -121,5 +123,9 @@ func probeSurvived(rec *store.CrashRecord) {
 		rec.Suspects = rec.Suspects[1:]
 		return
 	}
-	rec.Suspects[0].Lo, rec.Suspects[0].Died = p.Hi, 0
+	rest := &rec.Suspects[0]
+	rest.Lo, rest.Died = p.Hi, 0
+	if r.Crashed {
+		rest.Died = max(r.Died-p.Died, 0)
+	}
 }

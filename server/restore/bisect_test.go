@@ -23,9 +23,8 @@ func TestBisectionNamesOnlyWhatDied(t *testing.T) {
 		{"two kills after a survived replay", 150, true, 0, causeUnknown},
 		{"kills during probes too", 150, true, 5, causeUnknown},
 		{"one entry", 1, false, 0, causeUnknown},
-		// Deaths read as crashes (a log misread): the halving alone.
-		{"read as crashes", 150, false, 0, causeCrash},
-		{"read as crashes, probes too", 150, true, 5, causeCrash},
+		// Deaths read as crashes are trusted (an entry then costs two
+		// crashes, TestCrashLoopBroken): a misread is not covered here.
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e, b, es := poisonEngine(t, tc.n)

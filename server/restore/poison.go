@@ -51,7 +51,9 @@ import (
 //     status as quarantined, and the next replay restores everything else:
 //     the node forwards again at the third vswitchd start at the latest.
 //     They are only suspected: believed bad (Bad) when the evidence showed
-//     the second death a crash, not known to be otherwise.
+//     the second death a crash, not known to be otherwise. With that
+//     evidence the range is proven as a probe's (Died: the replays that
+//     died sent every suspect), so a lone suspect is named at once.
 //  4. The suspects are bisected across restarts, one probe at a time, each
 //     only after vswitchd survived the previous replay (bisect.go): a Bad
 //     range sends its first half back; any other range, or a Bad one of a
@@ -427,7 +429,7 @@ func (e *Engine) recordDeathLocked(b *bridge, probe bool, cause deathCause, log 
 	if probe && rec.Probe != nil {
 		log.Error("ovs-vswitchd died after a replay that sent suspects back: one of them crashes it; the next replay holds them out",
 			"suspects_ranges", len(rec.Suspects))
-		e.probeCrashed(&rec)
+		e.probeCrashed(&rec, cause == causeCrash)
 		if err := e.narrow(b, &rec, log); err != nil {
 			return err
 		}
@@ -482,6 +484,12 @@ func (e *Engine) recordDeathLocked(b *bridge, probe bool, cause deathCause, log 
 		if n, _, _, err = e.countSuspects(b.name, &rec, rec.Suspects[0]); err != nil {
 			return err
 		}
+	}
+	if cause == causeCrash {
+		// The replays that crashed sent every suspect: with a crash as
+		// their cause, the range is proven as a probe's would be, and a
+		// lone suspect is named now (an entry costs two crashes).
+		rec.Suspects[0].Died, rec.Suspects[0].Crashed = n, true
 	}
 	what := "the entries changed since the last replay it survived"
 	if widen || b.poison.rec.Survived == nil {
