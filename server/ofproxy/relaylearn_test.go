@@ -141,55 +141,7 @@ func TestGuardRelayLearnedAtReturn(t *testing.T) {
 func TestGuardRelayLearnedNoReconnect(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	s, fs := startRelayed(ctx, t)
-	sock := "unix:" + filepath.Join(fs.proxyDir, sandbox.OVNBridge+".mgmt")
-	const (
-		kept    = "priority=10,in_port=1 actions=drop"
-		changed = "priority=11,in_port=2 actions=drop"
-		deleted = "priority=12,in_port=3 actions=drop"
-		other   = "priority=5,in_port=9 actions=drop"
-	)
-	for _, f := range []string{kept, changed, deleted} {
-		if _, err := s.Ofctl(ctx, "add-flow", sock, f); err != nil {
-			t.Fatalf("add-flow %q through flowstated's proxy: %v", f, err)
-		}
-	}
-	if _, err := fs.c.Put(ctx, client.Module{Bridge: sandbox.OVNBridge, Name: "pipeline"}, client.FlowText(other)); err != nil {
-		t.Fatal(err)
-	}
-	poll(ctx, t, "module ovn's three flows recorded", func() (bool, error) {
-		stored, err := fs.c.List(ctx, client.Filter{Bridge: sandbox.OVNBridge, Module: ovnModule})
-		return err == nil && len(stored) == 3, err
-	})
-	fs.waitConverged(ctx, t)
-
-	fs.kill(t)
-	poll(ctx, t, "the guard relaying", func() (bool, error) { return strings.Contains(fs.guardLog(), "relaying"), nil })
-	const (
-		added    = "priority=20,in_port=4 actions=drop"
-		changedT = "priority=11,in_port=2 actions=resubmit(,2)"
-		otherT   = "priority=5,in_port=9 actions=resubmit(,3)"
-	)
-	for _, args := range [][]string{
-		{"add-flow", sock, added},
-		{"mod-flows", "--strict", sock, changedT},
-		{"del-flows", "--strict", sock, "priority=12,in_port=3"},
-		{"mod-flows", "--strict", sock, otherT},
-	} {
-		if _, err := s.Ofctl(ctx, args...); err != nil {
-			t.Fatalf("ovs-ofctl %q through the guard's relay: %v", args, err)
-		}
-	}
-	if _, err := os.Stat(fs.lease + ".relayed." + sandbox.OVNBridge); err != nil {
-		t.Errorf("the guard left no record of its relayed session: %v", err)
-	}
-	relayed := dumpFlows(ctx, t, s)
-	for _, f := range []string{kept, added, changedT, otherT} {
-		if !slices.ContainsFunc(relayed, func(d string) bool { return sameFlow(d, f) }) {
-			t.Fatalf("the relay did not leave %q on br-int: %q", f, relayed)
-		}
-	}
-
+	s, fs := relayedOfctl(ctx, t)
 	smp := startSampler(ctx, t, s, []string{kept, added, changedT}, []string{deleted, changed})
 	fs.start(ctx, t)
 	fs.waitFirstReplay(ctx, t)
@@ -232,6 +184,107 @@ func TestGuardRelayLearnedNoReconnect(t *testing.T) {
 	if _, err := os.Stat(fs.lease + ".relayed." + sandbox.OVNBridge); !os.IsNotExist(err) {
 		t.Errorf("the guard's record of its relayed session is still there after flowstated learned it (%v)", err)
 	}
+}
+
+// TestGuardRelayNotLearnedAfterVswitchdRestart: a vswitchd restarted after
+// the guard's last relayed session holds nothing the controller installed,
+// so flowstated back does not learn from it: the store keeps module ovn's
+// flows as recorded (never wiped by an empty switch) and replays them, and
+// the guard's record goes.
+func TestGuardRelayNotLearnedAfterVswitchdRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	s, fs := relayedOfctl(ctx, t)
+	if err := s.RestartVswitchd(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	fs.start(ctx, t)
+	fs.waitConverged(ctx, t)
+	stored, err := fs.c.List(ctx, client.Filter{Bridge: sandbox.OVNBridge, Module: ovnModule})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var texts []string
+	for _, e := range stored {
+		texts = append(texts, e.Text)
+	}
+	for _, f := range []string{kept, changed, deleted} {
+		if !slices.ContainsFunc(texts, func(d string) bool { return sameFlow(d, f) }) {
+			t.Errorf("module %s lost %q to a vswitchd that restarted after the relay: %q", ovnModule, f, texts)
+		}
+	}
+	flows := dumpFlows(ctx, t, s)
+	for _, f := range []string{kept, changed, deleted, other} {
+		if !slices.ContainsFunc(flows, func(d string) bool { return sameFlow(d, f) }) {
+			t.Errorf("br-int lacks %q after flowstated's replay: %q", f, flows)
+		}
+	}
+	if !strings.Contains(fs.logs.String(), "vswitchd restarted since the guard relayed") {
+		t.Errorf("flowstated did not say why it learned nothing")
+	}
+	if _, err := os.Stat(fs.lease + ".relayed." + sandbox.OVNBridge); !os.IsNotExist(err) {
+		t.Errorf("the guard's record of its relayed session is still there (%v)", err)
+	}
+}
+
+// The flows of relayedOfctl: module ovn's (kept, changed, deleted) and
+// module pipeline's (other) before flowstated goes away; what the
+// controller leaves through the relay (kept, added, changedT; deleted gone)
+// and does to pipeline's (otherT).
+const (
+	kept     = "priority=10,in_port=1 actions=drop"
+	changed  = "priority=11,in_port=2 actions=drop"
+	deleted  = "priority=12,in_port=3 actions=drop"
+	other    = "priority=5,in_port=9 actions=drop"
+	added    = "priority=20,in_port=4 actions=drop"
+	changedT = "priority=11,in_port=2 actions=resubmit(,2)"
+	otherT   = "priority=5,in_port=9 actions=resubmit(,3)"
+)
+
+// relayedOfctl runs flowstated with module ovn declared through its proxy
+// by ovs-ofctl (a controller that never reconnects) and module pipeline
+// through the API, kills it, and changes both through the guard's relay.
+func relayedOfctl(ctx context.Context, t *testing.T) (*sandbox.Sandbox, *flowstatedProc) {
+	t.Helper()
+	s, fs := startRelayed(ctx, t)
+	sock := "unix:" + filepath.Join(fs.proxyDir, sandbox.OVNBridge+".mgmt")
+	for _, f := range []string{kept, changed, deleted} {
+		if _, err := s.Ofctl(ctx, "add-flow", sock, f); err != nil {
+			t.Fatalf("add-flow %q through flowstated's proxy: %v", f, err)
+		}
+	}
+	if _, err := fs.c.Put(ctx, client.Module{Bridge: sandbox.OVNBridge, Name: "pipeline"}, client.FlowText(other)); err != nil {
+		t.Fatal(err)
+	}
+	poll(ctx, t, "module ovn's three flows recorded", func() (bool, error) {
+		stored, err := fs.c.List(ctx, client.Filter{Bridge: sandbox.OVNBridge, Module: ovnModule})
+		return err == nil && len(stored) == 3, err
+	})
+	fs.waitConverged(ctx, t)
+
+	fs.kill(t)
+	poll(ctx, t, "the guard relaying", func() (bool, error) { return strings.Contains(fs.guardLog(), "relaying"), nil })
+	for _, args := range [][]string{
+		{"add-flow", sock, added},
+		{"mod-flows", "--strict", sock, changedT},
+		{"del-flows", "--strict", sock, "priority=12,in_port=3"},
+		{"mod-flows", "--strict", sock, otherT},
+	} {
+		if _, err := s.Ofctl(ctx, args...); err != nil {
+			t.Fatalf("ovs-ofctl %q through the guard's relay: %v", args, err)
+		}
+	}
+	if _, err := os.Stat(fs.lease + ".relayed." + sandbox.OVNBridge); err != nil {
+		t.Errorf("the guard left no record of its relayed session: %v", err)
+	}
+	relayed := dumpFlows(ctx, t, s)
+	for _, f := range []string{kept, added, changedT, otherT} {
+		if !slices.ContainsFunc(relayed, func(d string) bool { return sameFlow(d, f) }) {
+			t.Fatalf("the relay did not leave %q on br-int: %q", f, relayed)
+		}
+	}
+
+	return s, fs
 }
 
 // startRelayed builds flowstated and starts it on a sandbox with br-int
