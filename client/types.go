@@ -111,11 +111,11 @@ type Guard struct {
 	// Lease is the lease file.
 	Lease string
 	// Proven is true while the guard's heartbeat proves it would release
-	// the node (fresh, flowstated's OVSDB, a grace no longer than
-	// flowstated's); the flag is armed only then.
+	// the node (fresh, flowstated's OVSDB, a write its OVSDB took, a grace
+	// no longer than flowstated's); the flag is armed only then.
 	Proven bool
 	// UnprovenField names what fails the proof (running, heartbeat, ovsdb,
-	// grace) and Reason says why; both empty while proven.
+	// writable, grace) and Reason says why; both empty while proven.
 	UnprovenField, Reason string
 	// PID, GuardGrace, GuardOVSDB and LastRoundTrip come from the guard's
 	// heartbeat (zero without one); OVSDB is flowstated's own Open_vSwitch

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/errdefs"
+	"github.com/flowstate-io/flowstate/server/peercred"
 )
 
 // Writers says which peers may write which module, by the uid or a gid the
@@ -80,7 +79,14 @@ func (w Writers) authorize(ctx context.Context, module string) error {
 	if err != nil || root {
 		return err
 	}
-	if slices.ContainsFunc(w[module], cred.is) {
+	return w.mayWrite(cred, module)
+}
+
+// mayWrite checks that cred may write module: always without rules, and
+// for root; else when a rule of the module names its uid or a gid of it.
+// The OpenFlow proxy admits its controllers by it too (proxyauth.go).
+func (w Writers) mayWrite(cred peerCred, module string) error {
+	if len(w) == 0 || cred.uid == 0 || slices.ContainsFunc(w[module], cred.is) {
 		return nil
 	}
 	return fmt.Errorf("%s may not write module %q (see --module-writer): %w", cred, module, errdefs.ErrPermissionDenied)
@@ -132,12 +138,18 @@ func (c peerCred) is(pr Principal) bool {
 	if !pr.Group {
 		return pr.ID == c.uid
 	}
+	if c.gidErr != nil {
+		return false
+	}
 	return pr.ID == c.gid || slices.Contains(c.groups, pr.ID)
 }
 
 // String names the peer in permission errors, with what is known of its
 // groups.
 func (c peerCred) String() string {
+	if c.gidErr != nil {
+		return fmt.Sprintf("uid %d (groups unknown: %v)", c.uid, c.gidErr)
+	}
 	s := fmt.Sprintf("uid %d (gid %d", c.uid, c.gid)
 	if len(c.groups) > 0 {
 		s += fmt.Sprintf(", groups %v", c.groups)
@@ -157,6 +169,9 @@ type peerCred struct {
 	// groupsErr says why they are unknown (then only gid counts).
 	groups    []uint32
 	groupsErr error
+	// gidErr says why neither gid nor groups are known (a TCP peer
+	// whose process flowstated cannot see); then only uid counts.
+	gidErr error
 }
 
 // peerGroups reads the supplementary groups of pid from /proc/<pid>/status.
@@ -169,26 +184,11 @@ func peerGroups(procDir string, pid int32) ([]uint32, error) {
 	if pid <= 0 {
 		return nil, fmt.Errorf("peer pid %d is not visible from flowstated's pid namespace", pid)
 	}
-	b, err := os.ReadFile(filepath.Join(procDir, strconv.Itoa(int(pid)), "status"))
+	st, err := peercred.ReadStatus(procDir, int(pid))
 	if err != nil {
-		return nil, fmt.Errorf("peer pid %d: %w", pid, err)
+		return nil, err
 	}
-	for l := range strings.Lines(string(b)) {
-		rest, ok := strings.CutPrefix(l, "Groups:")
-		if !ok {
-			continue
-		}
-		var gs []uint32
-		for _, f := range strings.Fields(rest) {
-			g, err := strconv.ParseUint(f, 10, 32)
-			if err != nil {
-				return nil, fmt.Errorf("peer pid %d: Groups: %q: %w", pid, f, err)
-			}
-			gs = append(gs, uint32(g))
-		}
-		return gs, nil
-	}
-	return nil, fmt.Errorf("peer pid %d: no Groups: line in status", pid)
+	return st.Groups, nil
 }
 
 func (peerCred) AuthType() string { return "unix-peercred" }
@@ -209,34 +209,44 @@ func (c peerCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInf
 	if !ok {
 		return conn, nil, fmt.Errorf("server: peer credentials need a unix socket, got %T", conn)
 	}
-	raw, err := uc.SyscallConn()
+	pc, err := unixPeer(uc)
 	if err != nil {
 		return nil, nil, err
+	}
+	if c.limit == nil {
+		return conn, pc, nil
+	}
+	// Refused here, the connection is closed by gRPC before it costs
+	// anything more.
+	if err := c.limit.acquire(pc.uid); err != nil {
+		return nil, nil, err
+	}
+	return &limitedConn{Conn: conn, release: func() { c.limit.release(pc.uid) }}, pc, nil
+}
+
+// unixPeer reads the credentials of uc's peer: SO_PEERCRED, and its
+// supplementary groups (peerGroups).
+func unixPeer(uc *net.UnixConn) (peerCred, error) {
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return peerCred{}, err
 	}
 	var cred *unix.Ucred
 	var credErr error
 	if err := raw.Control(func(fd uintptr) {
 		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
 	}); err != nil {
-		return nil, nil, err
+		return peerCred{}, err
 	}
 	if credErr != nil {
-		return nil, nil, fmt.Errorf("server: SO_PEERCRED: %w", credErr)
+		return peerCred{}, fmt.Errorf("server: SO_PEERCRED: %w", credErr)
 	}
 	pc := peerCred{
 		CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.NoSecurity},
 		uid:            cred.Uid, gid: cred.Gid, pid: cred.Pid,
 	}
 	pc.groups, pc.groupsErr = peerGroups("/proc", cred.Pid)
-	if c.limit == nil {
-		return conn, pc, nil
-	}
-	// Refused here, the connection is closed by gRPC before it costs
-	// anything more.
-	if err := c.limit.acquire(cred.Uid); err != nil {
-		return nil, nil, err
-	}
-	return &limitedConn{Conn: conn, release: func() { c.limit.release(cred.Uid) }}, pc, nil
+	return pc, nil
 }
 
 func (c peerCreds) Clone() credentials.TransportCredentials {

@@ -14,7 +14,7 @@ func TestPeerGroups(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(proc, "42"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	status := "Name:\tx\nUid:\t65534\t65534\t65534\t65534\nGroups:\t4242 100 \nNSpid:\t42\n"
+	status := "Name:\tx\nUid:\t65534\t65534\t65534\t65534\nGid:\t65534\t65534\t65534\t65534\nGroups:\t4242 100 \nNSpid:\t42\n"
 	if err := os.WriteFile(filepath.Join(proc, "42", "status"), []byte(status), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -65,16 +65,7 @@ func TestGuardProofReported(t *testing.T) {
 			}
 		}
 	}
-	metric := func(series, want string) func() (bool, error) {
-		return func() (bool, error) {
-			for _, l := range strings.Split(e.Metrics(ctx), "\n") {
-				if v, ok := strings.CutPrefix(l, series+" "); ok {
-					return v == want, nil
-				}
-			}
-			return false, nil
-		}
-	}
+	metric := func(series, want string) func() (bool, error) { return gaugeIs(ctx, e, series, want) }
 	proven := func() {
 		t.Helper()
 		testenv.Poll(ctx, t, "status: guard proven, flag armed", func() (bool, error) {
@@ -116,14 +107,113 @@ func TestGuardProofReported(t *testing.T) {
 	proven()
 }
 
-// runGuardWith runs a guard with grace on lease in this process; stop ends
-// it (also at the end of the test) and waits for it: up to grace, since a
-// stopped guard waits that long for a flowstated still renewing.
+// TestGuardProofReadOnlyCopy is issue 31's "the guard's proof is a read": an
+// external guard pointed at a read-only replica of the node's database
+// (ovsdb-server --sync-from, the same Open_vSwitch _uuid) reads everything a
+// proof used to need, yet could never clear the flag. Its proof is a write
+// the replica refuses: status, the metrics, an event and Arm's refusal name
+// the writable field, the replica's address and OVSDB's refusal, and the
+// flag is never armed. The control: a guard on the node's own database is
+// proven and the flag armed.
+func TestGuardProofReadOnlyCopy(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	var lease string
+	e := newEnv(ctx, t, func(c *server.Config) {
+		lease = filepath.Join(filepath.Dir(c.DBPath), "run", "lease")
+		c.RearmFlowRestoreWait = true
+		c.MetricsListen = "127.0.0.1:0"
+		c.Guard = server.GuardConfig{Mode: server.GuardExternal, Lease: lease, Grace: time.Second, StartTimeout: 500 * time.Millisecond}
+	})
+	replica, err := e.sb.StartReplica(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := replica.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	stopCopy := e.runGuardAt(ctx, lease, replica.DBAddr(), time.Second)
+	e.Start(ctx)
+	e.WaitConverged(ctx)
+
+	unproven := func() (bool, error) {
+		st, err := e.c.Status(ctx)
+		if err != nil {
+			return false, err
+		}
+		g := st.Guard
+		on, err := e.sb.FlowRestoreWait(ctx)
+		return g.Running && !g.Proven && g.UnprovenField == guard.FieldWritable && g.PID != 0 &&
+			g.GuardOVSDB == g.OVSDB && g.OVSDB != "" && strings.Contains(g.Reason, replica.DBAddr()) &&
+			strings.Contains(g.Reason, "read only mode") && !st.FlowRestoreWait && !on, err
+	}
+	testenv.Poll(ctx, t, "status: guard on the read-only copy not proven (writable), flag disarmed", unproven)
+	testenv.Poll(ctx, t, `flowstate_guard_unproven{field="writable"} 1`, gaugeIs(ctx, e, `flowstate_guard_unproven{field="writable"}`, "1"))
+	testenv.Poll(ctx, t, "flowstate_guard_proven 0", gaugeIs(ctx, e, "flowstate_guard_proven", "0"))
+	if _, err := e.c.Arm(ctx); err == nil || !strings.Contains(err.Error(), guard.FieldWritable) {
+		t.Fatalf("arm behind a guard on a read-only copy: %v, want a refusal naming %s", err, guard.FieldWritable)
+	}
+	// Several renewals and heartbeats later the verdict stands: a guard
+	// that keeps reading its copy never proves itself.
+	for end := time.Now().Add(3 * guard.StaleAfter(time.Second) / 2); time.Now().Before(end); {
+		if ok, err := unproven(); err != nil || !ok {
+			st, _ := e.c.Status(ctx)
+			t.Fatalf("the guard on the read-only copy came to be trusted (%v): %+v", err, st.Guard)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	st, err := e.c.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("status: %s: %s", st.Guard.UnprovenField, st.Guard.Reason)
+
+	// The control: the same guard on the node's own database is proven.
+	stopCopy()
+	e.runGuardAt(ctx, lease, e.sb.DBAddr(), time.Second)
+	testenv.Poll(ctx, t, "status: guard on the node's database proven, flag armed", func() (bool, error) {
+		st, err := e.c.Status(ctx)
+		if err != nil {
+			return false, err
+		}
+		on, err := e.sb.FlowRestoreWait(ctx)
+		return st.Guard.Proven && st.Guard.UnprovenField == "" && st.FlowRestoreWait && on, err
+	})
+	testenv.Poll(ctx, t, `flowstate_guard_unproven{field="writable"} 0`, gaugeIs(ctx, e, `flowstate_guard_unproven{field="writable"}`, "0"))
+}
+
+// gaugeIs reports whether the metrics series has the value want.
+func gaugeIs(ctx context.Context, e *env, series, want string) func() (bool, error) {
+	return func() (bool, error) {
+		for _, l := range strings.Split(e.Metrics(ctx), "\n") {
+			if v, ok := strings.CutPrefix(l, series+" "); ok {
+				return v == want, nil
+			}
+		}
+		return false, nil
+	}
+}
+
+// runGuardWith runs a guard with grace on lease in this process, on the
+// sandbox's OVSDB; stop ends it (also at the end of the test) and waits for
+// it: up to grace, since a stopped guard waits that long for a flowstated
+// still renewing.
 func (e *env) runGuardWith(ctx context.Context, lease string, grace time.Duration) (stop func()) {
+	return e.runGuardAt(ctx, lease, e.sb.DBAddr(), grace)
+}
+
+// runGuardAt is runGuardWith on the OVSDB at addr.
+func (e *env) runGuardAt(ctx context.Context, lease, addr string, grace time.Duration) (stop func()) {
 	gctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		done <- guard.Run(gctx, guard.Config{Lease: lease, OVSDB: e.sb.DBAddr(), Grace: grace,
+		done <- guard.Run(gctx, guard.Config{Lease: lease, OVSDB: addr, Grace: grace,
 			Logger: testenv.Logger(e.t, slog.LevelInfo)})
 	}()
 	stopped := false

@@ -125,6 +125,9 @@ type keeper struct {
 	// relays are the OpenFlow proxy sockets a spawned guard holds too
 	// (guard.Relay); set before run.
 	relays []guard.Relay
+	// writers are flowstated's --module-writer rules, which the guard
+	// holds the relayed controllers to.
+	writers Writers
 
 	// exited receives the pid of a spawned guard that exited, or of the
 	// adopted guard that watched watches (watchExit); child is the one this
@@ -515,11 +518,12 @@ func (k *keeper) spawn() error {
 			return fmt.Errorf("server: spawning a guard: %w", err)
 		}
 		cmd.ExtraFiles = append(cmd.ExtraFiles, f)
-		cmd.Args = append(cmd.Args, "--openflow-relay", r.Bridge)
+		cmd.Args = append(cmd.Args, "--openflow-relay", r.Module+"="+r.Bridge)
 	}
 	if len(k.relays) > 0 {
 		cmd.Args = append(cmd.Args, "--openflow-relay-inherit",
 			"--openflow-proxy-dir", filepath.Dir(k.relays[0].Listen), "--ovs-rundir", filepath.Dir(k.relays[0].Upstream))
+		cmd.Args = append(cmd.Args, k.writers.Args()...)
 	}
 	err = cmd.Start()
 	closeFiles(cmd.ExtraFiles)

@@ -18,6 +18,10 @@ func TestMain(m *testing.M) {
 		// The test binary re-run as flowstated (proxyfault_test.go).
 		os.Exit(runProxyFaultChild(raw))
 	}
+	if raw := os.Getenv(paChildEnv); raw != "" {
+		// The test binary re-run as a controller (proxyauth_test.go).
+		os.Exit(runProxyAuthChild(raw))
+	}
 	// libOpenflow reports what it cannot decode through klog; ofconn falls
 	// back to the raw bytes, so these are noise in test output.
 	klog.LogToStderr(false)

@@ -40,7 +40,7 @@ var (
 	descGuardProven = prometheus.NewDesc("flowstate_guard_proven",
 		"1 while the guard's heartbeat proves it would release the node (fresh, flowstated's OVSDB, a grace no longer than flowstated's); flow-restore-wait is armed only then (always 1 with --guard=off).", nil, nil)
 	descGuardUnproven = prometheus.NewDesc("flowstate_guard_unproven",
-		"1 for the field that fails the guard's proof (running, heartbeat, ovsdb, grace), 0 for the others.", []string{"field"}, nil)
+		"1 for the field that fails the guard's proof (running, heartbeat, ovsdb, writable, grace), 0 for the others.", []string{"field"}, nil)
 	descWedged = prometheus.NewDesc("flowstate_engine_wedged",
 		"1 while an operation on the switch has run longer than --wedge-after.", nil, nil)
 	descBuild = prometheus.NewDesc("flowstate_build_info",
@@ -76,7 +76,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	if p := c.keep.proof.Load(); p.err != nil && c.keep.cfg.Mode != GuardOff {
 		failing = p.err.Field
 	}
-	for _, f := range []string{guard.FieldRunning, guard.FieldHeartbeat, guard.FieldOVSDB, guard.FieldGrace} {
+	for _, f := range guard.Fields() {
 		gauge(descGuardUnproven, f == failing, f)
 	}
 	gauge(descWedged, c.keep.wedgedReason() != "")

@@ -193,7 +193,7 @@ func (ps *proxies) relays(cfg *Config) []guard.Relay {
 	out := make([]guard.Relay, 0, len(ps.lns))
 	for i, ln := range ps.lns {
 		br := cfg.Proxies[i].Bridge
-		out = append(out, guard.Relay{Bridge: br, Listen: filepath.Join(cfg.ProxyDir, br+".mgmt"),
+		out = append(out, guard.Relay{Bridge: br, Module: cfg.Proxies[i].Module, Listen: filepath.Join(cfg.ProxyDir, br+".mgmt"),
 			Upstream: filepath.Join(cfg.RunDir, br+".mgmt"), Listener: ln})
 	}
 	return out
@@ -203,9 +203,9 @@ func (ps *proxies) relays(cfg *Config) []guard.Relay {
 // relayed while flowstated was away (guard.Relayed), so that the bridge's
 // first reconcile learns what the controller installed meanwhile instead of
 // overwriting it (restore.Engine.AdoptRelayed); the evidence goes once the
-// engine took it into account. Before the engine runs. The marker names the
-// bridge: its module is the one this flowstated records on the bridge's
-// socket (one proxy a bridge).
+// engine took it into account. Before the engine runs. The module learned
+// is the one this flowstated records on the bridge's socket (one proxy a
+// bridge); a record naming another module is not learned.
 func (ps *proxies) adopt(cfg *Config, engine *restore.Engine) {
 	if cfg.Guard.Mode == GuardOff {
 		return
@@ -219,6 +219,11 @@ func (ps *proxies) adopt(cfg *Config, engine *restore.Engine) {
 			continue
 		}
 		if !ok {
+			continue
+		}
+		if m.Module != "" && m.Module != spec.Module {
+			ps.log.Warn("openflow proxy: the guard relayed the bridge for another module: replaying the store as usual", "bridge", spec.Bridge, "module", spec.Module, "relayed_for", m.Module)
+			_ = guard.ClearRelayed(lease, m)
 			continue
 		}
 		taken := func() {
@@ -249,6 +254,11 @@ func (ps *proxies) start(cfg *Config, engine *restore.Engine, evlog *events.Log)
 	}
 	log := ps.log
 	for i, spec := range cfg.Proxies {
+		admit, err := cfg.Writers.proxyAdmission(log, spec, "/proc")
+		if err != nil {
+			ps.close()
+			return err
+		}
 		rec, err := engine.Recorder(spec.Bridge, spec.Module)
 		if err != nil {
 			ps.close()
@@ -269,6 +279,7 @@ func (ps *proxies) start(cfg *Config, engine *restore.Engine, evlog *events.Log)
 			Logger:    log.With("module", spec.Module),
 			Recorder:  rec,
 			Keeper:    kept,
+			Admit:     admit,
 			Connected: func() {
 				rec.Connected()
 				evlog.Publish(events.Event{Type: events.ProxyConnected, Bridge: spec.Bridge, Module: spec.Module,
@@ -367,6 +378,8 @@ var (
 		"Controller connections the OpenFlow proxy accepted and relayed.", []string{"bridge", "module"}, nil)
 	descProxyRefused = prometheus.NewDesc("flowstate_proxy_connections_refused_total",
 		"Controller connections the OpenFlow proxy closed at once because vswitchd's socket did not accept.", []string{"bridge", "module"}, nil)
+	descProxyDenied = prometheus.NewDesc("flowstate_proxy_connections_denied_total",
+		"Controller connections the OpenFlow proxy closed at once because their peer may not write the module (--module-writer); the log names the peer.", []string{"bridge", "module"}, nil)
 	descProxyMessages = prometheus.NewDesc("flowstate_proxy_messages_total",
 		"OpenFlow messages the proxy read from the controller (to_switch) and from the switch (to_controller), by type; the controller's state messages among them are recorded (flowstate_proxy_recorded_total), refused or passed through.", []string{"bridge", "module", "direction", "type"}, nil)
 	descProxyRecorded = prometheus.NewDesc("flowstate_proxy_recorded_total",
@@ -379,7 +392,7 @@ var (
 type proxyCollector struct{ ps *proxies }
 
 func (c proxyCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descProxyConns, descProxyAccepted, descProxyRefused, descProxyMessages, descProxyRecorded, descProxyAnswered} {
+	for _, d := range []*prometheus.Desc{descProxyConns, descProxyAccepted, descProxyRefused, descProxyDenied, descProxyMessages, descProxyRecorded, descProxyAnswered} {
 		ch <- d
 	}
 }
@@ -391,6 +404,7 @@ func (c proxyCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descProxyConns, prometheus.GaugeValue, float64(p.p.Sessions()), br, mod)
 		ch <- prometheus.MustNewConstMetric(descProxyAccepted, prometheus.CounterValue, float64(st.Accepted.Load()), br, mod)
 		ch <- prometheus.MustNewConstMetric(descProxyRefused, prometheus.CounterValue, float64(st.Refused.Load()), br, mod)
+		ch <- prometheus.MustNewConstMetric(descProxyDenied, prometheus.CounterValue, float64(st.Denied.Load()), br, mod)
 		for dir, name := range []string{ofproxy.ToSwitch: "to_switch", ofproxy.ToController: "to_controller"} {
 			for typ, n := range st.ByType(dir) {
 				ch <- prometheus.MustNewConstMetric(descProxyMessages, prometheus.CounterValue, float64(n), br, mod, name, typ)

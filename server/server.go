@@ -106,6 +106,11 @@ type Config struct {
 	// SurviveAfter and CrashWindow tune the crash-loop protection of
 	// replays (restore.Config.SurviveAfter, CrashWindow).
 	SurviveAfter, CrashWindow time.Duration
+	// VswitchdLog and ProcExits are the evidence that tells a crash of
+	// vswitchd from a kill from outside (restore.Config.VswitchdLog,
+	// ProcExits); neither: every death during a replay counts.
+	VswitchdLog string
+	ProcExits   bool
 	// StageAbove is the number of entries past which a streamed write
 	// (PutStream, Sync) is staged on disk instead of held in memory
 	// (DefaultStageAbove when 0).
@@ -248,6 +253,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		AuditInterval: cfg.AuditInterval,
 		MaxHold:       cfg.MaxHold, WedgeAfter: cfg.WedgeAfter, GuardPresent: keep.guardPresent,
 		MaxReplayTime: cfg.MaxHold, SurviveAfter: cfg.SurviveAfter, CrashWindow: cfg.CrashWindow,
+		VswitchdLog: cfg.VswitchdLog, ProcExits: cfg.ProcExits,
 		TakeOver: cfg.TakeOver, Instance: self.String(), OwnedCookie: cfg.OwnedCookie,
 		Events: evlog,
 		Logger: log, Metrics: restore.NewMetrics(reg),
@@ -319,7 +325,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			stopEngine()
 			return err
 		}
-		keep.relays = proxies.relays(&cfg)
+		keep.relays, keep.writers = proxies.relays(&cfg), cfg.Writers
 	}
 	wg.Go(func() { keep.run(runCtx) })
 	keep.waitProven(ctx)

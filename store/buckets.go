@@ -17,6 +17,7 @@ var (
 	bucketCrashes = []byte("crashes") // crashes.go
 	bucketStage   = []byte("stage")   // stage.go
 	bucketTLV     = []byte("tlv")     // tlv.go
+	bucketKept    = []byte("kept")    // kept.go
 
 	// Keys of meta.
 	keySchema     = []byte("schema")            // store.go

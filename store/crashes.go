@@ -39,12 +39,21 @@ type CrashRecord struct {
 }
 
 // SuspectRange is the suspects with keys in [Lo, Hi) (Hi empty: no upper
-// bound). Bad is true when the range is known to hold an entry that crashes
-// vswitchd.
+// bound). Bad is true when the range is believed to hold an entry that
+// crashes vswitchd (probes then halve it): drawn from the deaths of full
+// replays, or what is left of a range a probe died on once its first half
+// survived. Only Died proves it.
 type SuspectRange struct {
 	Lo  []byte `json:"lo,omitempty"`
 	Hi  []byte `json:"hi,omitempty"`
 	Bad bool   `json:"bad,omitempty"`
+	// Died is, on a suspect range, how many suspects the probe of exactly
+	// this range sent when vswitchd died on it (0: no probe of it died); on
+	// the Probe, how many it sends. A range is named as crashing vswitchd
+	// only when Died is 1 (added in schema 3 without a migration: a record
+	// without it reads as no dying probe, so the entry is probed alone
+	// before it is named).
+	Died int `json:"died,omitempty"`
 }
 
 // PoisonedEntry is an entry that crashed vswitchd: its key (kind |

@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // TestCrashRecord: a crash record is kept per bridge across a reopen, and an
@@ -22,8 +24,8 @@ func TestCrashRecord(t *testing.T) {
 		Deaths:   []time.Time{time.Date(2026, 12, 3, 13, 0, 0, 0, time.UTC)},
 		Survived: []byte{1, 2, 3, 4, 5, 6, 7, 8},
 		Dirty:    []byte{0x81},
-		Suspects: []SuspectRange{{Lo: []byte{1, 2}, Bad: true}, {Lo: []byte{1, 3}, Hi: []byte{1, 9}}},
-		Probe:    &SuspectRange{Lo: []byte{1, 2}, Hi: []byte{1, 2, 5}},
+		Suspects: []SuspectRange{{Lo: []byte{1, 2}, Bad: true, Died: 1}, {Lo: []byte{1, 3}, Hi: []byte{1, 9}}},
+		Probe:    &SuspectRange{Lo: []byte{1, 2}, Hi: []byte{1, 2, 5}, Died: 3},
 		Poisoned: []PoisonedEntry{{Key: []byte{1, 7}, Sum: 42, Module: "pod", Name: "priority=1 actions=drop"}},
 		Since:    time.Date(2026, 12, 3, 13, 1, 0, 0, time.UTC),
 	}
@@ -49,5 +51,30 @@ func TestCrashRecord(t *testing.T) {
 	}
 	if r, err := s.Crashes("br-int"); err != nil || !r.Empty() {
 		t.Fatalf("after an empty record %+v (%v), want empty", r, err)
+	}
+}
+
+// TestCrashRecordWithoutDied: a record written before SuspectRange.Died
+// existed reads as no probe having died on its ranges.
+func TestCrashRecordWithoutDied(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "s.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	old := []byte(`{"suspects":[{"lo":"AQI=","bad":true}],"probe":{"lo":"AQI=","hi":"AQIF"}}`)
+	if err := s.update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(bucketCrashes)
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte("br-int"), old)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Crashes("br-int")
+	want := CrashRecord{Suspects: []SuspectRange{{Lo: []byte{1, 2}, Bad: true}}, Probe: &SuspectRange{Lo: []byte{1, 2}, Hi: []byte{1, 2, 5}}}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("an older record reads %+v (%v), want %+v", got, err, want)
 	}
 }

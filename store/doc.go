@@ -38,9 +38,15 @@
 //	├── stage          (a staged write under way, stage.go; Open deletes it)
 //	│   └── <bridge>
 //	│       └── flow   the bridge's flows as the write makes them, swapped in by Staged.Commit
-//	└── tlv            (created by the first UpdateTLVMap, tlv.go)
-//	    └── <bridge>
-//	        └── index (uint16 big endian, tun_metadata<index>) -> record of class | type | len
+//	├── tlv            (created by the first UpdateTLVMap, tlv.go)
+//	│   └── <bridge>
+//	│       └── index (uint16 big endian, tun_metadata<index>) -> record of class | type | len
+//	└── kept           (created by the first UpdateKept, kept.go)
+//	    └── <bridge>   what unrecorded (OpenFlow < 1.5) controllers installed, left alone
+//	        ├── "vswitchd" pid@start of the vswitchd it belongs to | sum
+//	        ├── "all"      sum, present when every undeclared entry is left alone
+//	        ├── id     kind | identity -> sum
+//	        └── rule   table << 16 | priority (uint32 big endian) -> sum
 //
 // Identities are those of package entry. refs indexes which flows use which
 // group or meter (schema 2), kept in the transaction that writes the flows:
@@ -59,8 +65,9 @@
 // forms (forms.go): what OVS made of entries package canon keeps in part as
 // sent, learned after flowstated installed them (canon.Forms); for aside
 // (aside.go), where an older flowstated would forget only the decisions;
-// and for tlv (tlv.go), the TLV tables an OpenFlow proxy recorded, which an
-// older flowstated would not restore.
+// for tlv (tlv.go), the TLV tables an OpenFlow proxy recorded, which an
+// older flowstated would not restore; and for kept (kept.go), which an older
+// flowstated would not leave alone after its restart (nor did it before).
 //
 // # Transactions
 //

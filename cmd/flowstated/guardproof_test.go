@@ -185,6 +185,33 @@ func TestGuardProof(t *testing.T) {
 		}
 		n.forwardsAfterPlainRestart(ctx)
 	})
+	t.Run("read-only-copy", func(t *testing.T) {
+		// Issue 31: a replica of this node's database (ovsdb-server
+		// --sync-from) has its _uuid and answers every read, but the
+		// guard could never clear the flag there.
+		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+		defer cancel()
+		n := newNode(ctx, t, []string{"br-int"}, append([]string{"--bridge", "br-int", "--guard", "external", "--guard-start-timeout", "500ms"}, grace...)...)
+		replica, err := n.sb.StartReplica(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = replica.Close() })
+		n.runGuard("--ovsdb", replica.DBAddr(), "--grace", proofGrace.String())
+		n.start(ctx)
+		n.syncPipeline(ctx)
+		st := n.unprovenAndDisarmed(ctx, guard.FieldWritable)
+		if st.Guard.GuardOVSDB != st.Guard.OVSDB || !strings.Contains(st.Guard.Reason, replica.DBAddr()) {
+			t.Fatalf("status: guard's OVSDB %q, flowstated's %q, reason %q: want one identity and the replica named", st.Guard.GuardOVSDB, st.Guard.OVSDB, st.Guard.Reason)
+		}
+		t.Logf("status: %s", st.Guard.Reason)
+		// The guard container's readiness probe says the same.
+		out, err := exec.CommandContext(ctx, binary(t), "guard", "probe", "--lease", n.lease, "--grace", proofGrace.String()).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), guard.FieldWritable) || !strings.Contains(string(out), replica.DBAddr()) {
+			t.Fatalf("guard probe of the guard on the read-only copy: %v: %s; want a failure naming %s and the replica", err, out, guard.FieldWritable)
+		}
+		n.forwardsAfterPlainRestart(ctx)
+	})
 	t.Run("other-ovsdb-left-running", func(t *testing.T) {
 		// A guard an earlier flowstated of another sandbox spawned, left
 		// on the same lease path.

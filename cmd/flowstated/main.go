@@ -125,6 +125,8 @@ func newCommand() *cobra.Command {
 	f.DurationVar(&cfg.MaxHold, "max-hold", restore.DefaultMaxHold, "longest time one bridge that cannot be restored (managed, or an unmanaged bridge from its mirror) keeps flow-restore-wait set for the others")
 	f.DurationVar(&cfg.SurviveAfter, "survive-after", restore.DefaultSurviveAfter, "a replay counts as survived once ovs-vswitchd stayed up this long after it; a death sooner counts towards the crash-loop protection")
 	f.DurationVar(&cfg.CrashWindow, "crash-window", restore.DefaultCrashWindow, "two vswitchd deaths during or shortly after a replay within this window hold out the entries changed since the last survived replay, and bisect them across restarts")
+	f.StringVar(&cfg.VswitchdLog, "vswitchd-log", "/var/log/openvswitch/ovs-vswitchd.log", "ovs-vswitchd's log file: what it logged during a replay tells a crash (an abort's EMER line) from a kill from outside (a --monitor parent's \"killed (Killed)\"), which does not count towards the crash-loop protection (\"\": not read)")
+	f.BoolVar(&cfg.ProcExits, "proc-connector", true, "hear the exit status of ovs-vswitchd from the kernel's proc connector (needs root in the host's pid and network namespaces), so a SIGKILL from outside (an operator, the OOM killer) does not count towards the crash-loop protection")
 	f.IntVar(&cfg.StageAbove, "stage-above", server.DefaultStageAbove, "a streamed write (add-flows, replace-flows, the Go client's large Put and Sync) of more entries than this is staged on disk instead of held in memory: 50–80 MB whatever its size, where one held in memory needs about 1.2 KB an entry")
 	f.DurationVar(&cfg.WedgeAfter, "wedge-after", 2*time.Minute, "an operation on the switch, the flag or the store running this long counts as wedged: health turns NOT_SERVING, the systemd watchdog and the guard lease stop")
 	f.BoolVar(&cfg.TakeOver, "take-over", false, "manage bridges that another flowstate store managed, or that hold flows this store never declared, deleting those flows at the first replay (use once, to adopt a bridge; see docs/operations.md)")
@@ -136,10 +138,10 @@ func newCommand() *cobra.Command {
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a graceful stop waits for in-flight calls")
 	f.IntVar(&cfg.MaxConnsPerUID, "max-conns-per-uid", server.DefaultMaxConnsPerUID, "API connections one peer uid may hold at once; more are refused (counted in flowstate_api_connections_refused_total, logged once per episode)")
 	f.StringArrayVar(&proxies, "openflow-proxy", nil, "MODULE=BRIDGE: serve an OpenFlow socket <openflow-proxy-dir>/BRIDGE.mgmt that looks like vswitchd's and record what the controller connected to it installs as MODULE's entries (repeatable, one per bridge; BRIDGE must be managed); point the controller there by its OVS run directory (OVS_RUNDIR for ovn-controller)")
-	f.StringArrayVar(&proxyTCP, "openflow-proxy-tcp", nil, "BRIDGE=HOST:PORT: the proxy of BRIDGE also accepts controllers on this loopback TCP address, for those that dial a switch over TCP (os-ken's --ofp-switch-address-list); any local user can connect to it, as to vswitchd's own ptcp: (repeatable)")
+	f.StringArrayVar(&proxyTCP, "openflow-proxy-tcp", nil, "BRIDGE=HOST:PORT: the proxy of BRIDGE also accepts controllers on this loopback TCP address, for those that dial a switch over TCP (os-ken's --ofp-switch-address-list); without --module-writer rules any local user can connect to it, as to vswitchd's own ptcp:, with rules only the module's writers (the owner of the peer's socket) and root are relayed (repeatable)")
 	f.StringVar(&cfg.ProxyDir, "openflow-proxy-dir", server.DefaultProxyDir, "directory of the OpenFlow proxies' <bridge>.mgmt sockets (not --ovs-rundir)")
 	f.StringVar(&cfg.ProxyReady, "openflow-proxy-ready", server.ProxyReadyAuto, "when a proxied module counts as ready for the cold-start gate: auto (at its controller's first barrier after its first bundle commit) or manual (flowctl ready)")
-	f.StringArrayVar(&writers, "module-writer", nil, "MODULE=uid:N or MODULE=gid:N: only root and these peers may write MODULE (repeatable); without any, every peer that can open the socket may write every module")
+	f.StringArrayVar(&writers, "module-writer", nil, "MODULE=uid:N or MODULE=gid:N: only root and these peers may write MODULE, over gRPC or as the controller behind its OpenFlow proxy (repeatable); without any, every peer that can open the socket may write every module")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error; at run time SIGUSR1 switches to debug and SIGUSR2 back to this level")
 	f.StringVar(&cpuProf, "cpuprofile", "", "write a CPU profile of flowstated to `FILE` until it exits (for cmd/flowstate-bench; see docs/benchmarks.md)")
@@ -159,6 +161,7 @@ func newGuardCommand() *cobra.Command {
 		proxyDir  string
 		runDir    string
 		inherit   bool
+		writers   []string
 	)
 	cmd := &cobra.Command{
 		Use:   "guard",
@@ -194,7 +197,13 @@ controller reconnects through flowstated. Give it flowstated's
 				return err
 			}
 			cfg.Logger = log
-			if cfg.Relays, err = guardRelays(relays, proxyDir, runDir, inherit); err != nil {
+			w := server.Writers{}
+			for _, s := range writers {
+				if err := w.ParseWriter(s); err != nil {
+					return fmt.Errorf("--module-writer: %w", err)
+				}
+			}
+			if cfg.Relays, err = guardRelays(log, relays, w, proxyDir, runDir, inherit); err != nil {
 				return err
 			}
 			return guard.Run(cmd.Context(), cfg)
@@ -204,7 +213,8 @@ controller reconnects through flowstated. Give it flowstated's
 	f.StringVar(&cfg.OVSDB, "ovsdb", "unix:/var/run/openvswitch/db.sock", "ovsdb-server address")
 	f.StringVar(&cfg.Lease, "lease", defaultLease, "lease file flowstated renews")
 	f.DurationVar(&cfg.Grace, "grace", guard.DefaultGrace, "how long the lease may go unrenewed before the node is released")
-	f.StringArrayVar(&relays, "openflow-relay", nil, "BRIDGE: hold flowstated's OpenFlow proxy socket <openflow-proxy-dir>/BRIDGE.mgmt and relay it to <ovs-rundir>/BRIDGE.mgmt while flowstated is away (repeatable)")
+	f.StringArrayVar(&relays, "openflow-relay", nil, "MODULE=BRIDGE, as flowstated's --openflow-proxy: hold its OpenFlow proxy socket <openflow-proxy-dir>/BRIDGE.mgmt and relay it to <ovs-rundir>/BRIDGE.mgmt while flowstated is away (repeatable)")
+	f.StringArrayVar(&writers, "module-writer", nil, "MODULE=uid:N or MODULE=gid:N, as flowstated's: only root and these peers are relayed as MODULE's controller (repeatable)")
 	f.StringVar(&proxyDir, "openflow-proxy-dir", server.DefaultProxyDir, "flowstated's --openflow-proxy-dir")
 	f.StringVar(&runDir, "ovs-rundir", "/var/run/openvswitch", "directory of ovs-vswitchd's <bridge>.mgmt sockets")
 	f.BoolVar(&inherit, "openflow-relay-inherit", false, "the --openflow-relay sockets are inherited, as descriptors 3, 4, ... in their order (set by flowstated for the guards it spawns); without it the guard binds them")
@@ -216,13 +226,19 @@ controller reconnects through flowstated. Give it flowstated's
 
 // guardRelays are the guard's --openflow-relay sockets: inherited (fds 3,
 // 4, ... in order) or to be bound by the guard.
-func guardRelays(bridges []string, proxyDir, runDir string, inherit bool) ([]guard.Relay, error) {
+func guardRelays(log *slog.Logger, specs []string, writers server.Writers, proxyDir, runDir string, inherit bool) ([]guard.Relay, error) {
 	var out []guard.Relay
-	for i, br := range bridges {
-		if err := entry.ValidateName("bridge", br); err != nil {
-			return nil, fmt.Errorf("--openflow-relay %q: %w", br, err)
+	for i, s := range specs {
+		spec, err := server.ParseProxySpec(s)
+		if err != nil {
+			return nil, fmt.Errorf("--openflow-relay: %w", err)
 		}
-		r := guard.Relay{Bridge: br, Listen: filepath.Join(proxyDir, br+".mgmt"), Upstream: filepath.Join(runDir, br+".mgmt")}
+		br := spec.Bridge
+		admit, err := writers.RelayAdmission(log, spec.Module)
+		if err != nil {
+			return nil, fmt.Errorf("--openflow-relay %q: %w", s, err)
+		}
+		r := guard.Relay{Bridge: br, Module: spec.Module, Admit: admit, Listen: filepath.Join(proxyDir, br+".mgmt"), Upstream: filepath.Join(runDir, br+".mgmt")}
 		if inherit {
 			ln, err := guard.ListenerFromFD(3+i, r.Listen)
 			if err != nil {

@@ -76,6 +76,7 @@ type Sandbox struct {
 	keepDir bool
 	log     *slog.Logger
 	bin     binaries
+	schema  string // vswitch.ovsschema, for StartReplica
 	env     []string
 
 	lifeMu sync.Mutex // serialises lifecycle operations; held across waits
@@ -108,7 +109,7 @@ func Start(ctx context.Context, opts Options) (*Sandbox, error) {
 		return nil, err
 	}
 
-	s := &Sandbox{log: log, bin: bin, keepDir: opts.KeepDir}
+	s := &Sandbox{log: log, bin: bin, schema: schema, keepDir: opts.KeepDir}
 	if opts.Dir == "" {
 		dir, err := os.MkdirTemp("", "ovs")
 		if err != nil {

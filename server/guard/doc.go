@@ -10,12 +10,17 @@
 //  1. flowstated renews a lease (a small file, normally in /run/flowstate)
 //     from its engine loop while the engine is healthy.
 //  2. A guard process holds an exclusive lock beside the lease for as long as
-//     it runs, and proves that it can release: after every round trip to its
-//     OVSDB it writes a heartbeat beside the lease (Heartbeat: its pid, grace
-//     and the Open_vSwitch row it reached). flowstated arms the flag only
-//     while the lock holder's heartbeat is fresh, names flowstated's own
-//     OVSDB and a grace no longer than flowstated's (Heartbeat.Check); a lock
-//     alone proves nothing, since a frozen or misdirected guard holds it too.
+//     it runs, and proves that it can release: every heartbeat interval it
+//     makes a write to its OVSDB (ovsconfig.Client.ProveWritable, a mutate
+//     that changes nothing), since releasing is a write and a read-only copy
+//     of the database (ovsdb-server --sync-from) answers reads with the same
+//     _uuid; then it writes a heartbeat beside the lease (Heartbeat: its pid,
+//     grace, the Open_vSwitch row it reached and whether OVSDB took the
+//     write, or OVSDB's refusal). flowstated arms the flag only while the
+//     lock holder's heartbeat is fresh, names flowstated's own OVSDB, reports
+//     a write taken and a grace no longer than flowstated's
+//     (Heartbeat.Check); a lock alone proves nothing, since a frozen or
+//     misdirected guard holds it too.
 //  3. The guard reads the lease every Grace/10. It measures staleness with its
 //     own monotonic clock, from the last time the lease content changed, so
 //     wall-clock jumps neither release nor hold the node.

@@ -320,9 +320,12 @@ func (g *guard) warn(msg string, err error) {
 	}
 }
 
-// beat keeps the guard's OVSDB connection and, after every successful round
-// trip to it, writes the heartbeat (Heartbeat) until ctx ends. A guard that
-// cannot reach its OVSDB writes none: flowstated then stops trusting it.
+// beat keeps the guard's OVSDB connection and, after every round trip it
+// answers, writes the heartbeat (Heartbeat) until ctx ends. The round trip
+// is the write proof (ovsconfig.Client.ProveWritable); a refused write is
+// published with OVSDB's refusal, so flowstated names it (FieldWritable). A
+// guard that cannot reach its OVSDB writes none: flowstated then stops
+// trusting it.
 func (g *guard) beat(ctx context.Context) {
 	path := HeartbeatPath(g.cfg.Lease)
 	interval := HeartbeatInterval(g.cfg.Grace)
@@ -331,12 +334,13 @@ func (g *guard) beat(ctx context.Context) {
 	attempt := max(4*interval, time.Second)
 	hb := Heartbeat{PID: os.Getpid(), Grace: g.cfg.Grace, Addr: g.cfg.OVSDB}
 	var lastErr string
-	fail := func(err error) {
+	fail := func(msg string, err error) {
 		if s := err.Error(); s != lastErr {
 			lastErr = s
-			g.log.Warn("guard: no round trip to ovsdb-server: heartbeat stopped, flowstated will not arm flow-restore-wait on this guard", "addr", g.cfg.OVSDB, "err", err)
+			g.log.Warn(msg, "addr", g.cfg.OVSDB, "err", err)
 		}
 	}
+	const noRoundTrip = "guard: no round trip to ovsdb-server: heartbeat stopped, flowstated will not arm flow-restore-wait on this guard"
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -346,7 +350,7 @@ func (g *guard) beat(ctx context.Context) {
 			d, err := ovsconfig.Dial(dctx, g.cfg.OVSDB, ovsconfig.Options{Logger: g.log, RequestTimeout: attempt})
 			cancel()
 			if err != nil {
-				fail(err)
+				fail(noRoundTrip, err)
 			} else {
 				g.log.Info("guard: connected to ovsdb-server", "addr", g.cfg.OVSDB)
 				g.mu.Lock()
@@ -356,7 +360,14 @@ func (g *guard) beat(ctx context.Context) {
 		}
 		if c != nil {
 			rctx, cancel := context.WithTimeout(ctx, attempt)
-			id, err := c.Identity(rctx)
+			id, err := c.ProveWritable(rctx)
+			refused := errors.Is(err, ovsconfig.ErrWriteRefused)
+			hb.Writable, hb.WriteRefused = err == nil, ""
+			if refused {
+				// The server answered: read what it is a copy of.
+				hb.WriteRefused = err.Error()
+				id, err = c.Identity(rctx)
+			}
 			cancel()
 			if err == nil {
 				g.mu.Lock()
@@ -366,11 +377,15 @@ func (g *guard) beat(ctx context.Context) {
 				hb.Seq++
 				err = writeHeartbeat(path, hb)
 			}
-			if err != nil {
-				fail(err)
-			} else if lastErr != "" {
+			switch {
+			case err != nil:
+				fail(noRoundTrip, err)
+			case refused:
+				fail("guard: ovsdb-server refuses writes (a read-only copy?): this guard could not release the node, flowstated will not arm flow-restore-wait on it",
+					errors.New(hb.WriteRefused))
+			case lastErr != "":
 				lastErr = ""
-				g.log.Info("guard: ovsdb-server reached: heartbeat resumed", "ovsdb", id)
+				g.log.Info("guard: ovsdb-server reached and takes writes: heartbeat resumed", "ovsdb", id)
 			}
 		}
 		select {

@@ -145,13 +145,14 @@ func TestGuardStop(t *testing.T) {
 func TestHeartbeatCheck(t *testing.T) {
 	const id, other = "7c269566-1ba4-4649-8cd5-0a3d519d2917", "0d3c1a7e-52f1-4f0b-9d55-000000000000"
 	want := Want{OVSDB: id, Grace: 10 * time.Second}
-	hb := Heartbeat{PID: 42, Grace: 10 * time.Second, OVSDB: id, Addr: "unix:/db.sock"}
+	hb := Heartbeat{PID: 42, Grace: 10 * time.Second, OVSDB: id, Addr: "unix:/db.sock", Writable: true}
 	for _, tc := range []struct {
 		name   string
 		edit   func(h *Heartbeat, w *Want)
 		age    time.Duration
 		holder int
-		field  string // "" proven
+		field  string   // "" proven
+		says   []string // in the message
 	}{
 		{name: "proven", age: time.Second, holder: 42},
 		{name: "holder unknown", age: time.Second},
@@ -161,6 +162,10 @@ func TestHeartbeatCheck(t *testing.T) {
 		{name: "own ovsdb unknown", edit: func(_ *Heartbeat, w *Want) { w.OVSDB = "" }, field: FieldOVSDB},
 		{name: "other ovsdb", edit: func(h *Heartbeat, _ *Want) { h.OVSDB = other }, field: FieldOVSDB},
 		{name: "longer grace", edit: func(h *Heartbeat, _ *Want) { h.Grace = 45 * time.Second }, field: FieldGrace},
+		{name: "write refused", edit: func(h *Heartbeat, _ *Want) { h.Writable, h.WriteRefused = false, "not allowed: read only" },
+			field: FieldWritable, says: []string{"unix:/db.sock", "not allowed: read only"}},
+		{name: "older guard: a read only", edit: func(h *Heartbeat, _ *Want) { h.Writable = false },
+			field: FieldWritable, says: []string{"unix:/db.sock", "older guard"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h, w := hb, want
@@ -175,6 +180,11 @@ func TestHeartbeatCheck(t *testing.T) {
 			case tc.field != "" && (!errors.As(err, &perr) || perr.Field != tc.field):
 				t.Fatalf("want a %s failure, got %v", tc.field, err)
 			}
+			for _, want := range tc.says {
+				if !strings.Contains(err.Error(), want) {
+					t.Fatalf("%v: does not say %q", err, want)
+				}
+			}
 		})
 	}
 }
@@ -183,14 +193,25 @@ func TestHeartbeatCheck(t *testing.T) {
 // is refused, not taken for a guard with zero values.
 func TestHeartbeatEncoding(t *testing.T) {
 	hb := Heartbeat{PID: 7, Grace: 2 * time.Second, OVSDB: "u", Addr: "unix:/x", RoundTrip: time.Unix(1700000000, 123).UTC(),
-		Seq: 9, LeaseMissing: true}
-	got, err := parseHeartbeat(hb.encode())
-	if err != nil || got != hb {
-		t.Fatalf("round trip: %+v %v, want %+v", got, err, hb)
+		Seq: 9, LeaseMissing: true, WriteRefused: "not allowed: mutate operation not allowed when database server is in read only mode"}
+	for _, writable := range []bool{false, true} {
+		hb.Writable = writable
+		got, err := parseHeartbeat(hb.encode())
+		if err != nil || got != hb {
+			t.Fatalf("round trip: %+v %v, want %+v", got, err, hb)
+		}
+	}
+	// An older guard's heartbeat has neither: it proves no write.
+	if got, err := parseHeartbeat([]byte("pid=1\ngrace=1s\novsdb=u\nround_trip=2023-11-14T22:13:20Z\nseq=1\n")); err != nil || got.Writable || got.WriteRefused != "" {
+		t.Fatalf("an older guard's heartbeat: %+v %v, want no write proof", got, err)
 	}
 	b := hb.encode()
-	if _, err := parseHeartbeat(b[:len(b)/2]); err == nil {
+	if _, err := parseHeartbeat(b[:bytes.Index(b, []byte("seq="))]); err == nil {
 		t.Fatal("half a heartbeat parsed")
+	}
+	// Cut after seq it reads as an older guard's: unproven all the same.
+	if got, err := parseHeartbeat(b[:bytes.Index(b, []byte("writable="))]); err != nil || got.Check(Want{OVSDB: "u", Grace: time.Minute}, 0, 0) == nil {
+		t.Fatalf("a heartbeat cut before its write proof: %+v %v, want parsed and unproven", got, err)
 	}
 	if id := leaseOVSDB([]byte("flowstated pid=1 seq=2 ovsdb=abc\n")); id != "abc" {
 		t.Fatalf("lease ovsdb %q", id)
@@ -267,8 +288,8 @@ func TestHeartbeatFollowsOVSDB(t *testing.T) {
 			first, err = ReadHeartbeat(HeartbeatPath(lease))
 			return err == nil
 		})
-		if first.OVSDB != id || first.Grace != time.Second || first.Addr != sb.DBAddr() {
-			t.Fatalf("heartbeat %+v, want ovsdb %s and grace 1s", first, id)
+		if first.OVSDB != id || first.Grace != time.Second || first.Addr != sb.DBAddr() || !first.Writable || first.WriteRefused != "" {
+			t.Fatalf("heartbeat %+v, want ovsdb %s, grace 1s and a write taken", first, id)
 		}
 		pollUntil(ctx, t, "the next beat", func() bool {
 			h, err := ReadHeartbeat(HeartbeatPath(lease))
@@ -280,6 +301,43 @@ func TestHeartbeatFollowsOVSDB(t *testing.T) {
 		}
 		if _, err := os.Stat(HeartbeatPath(lease)); !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("a guard that left kept its heartbeat (%v)", err)
+		}
+	})
+	t.Run("read-only copy", func(t *testing.T) {
+		// The same _uuid, reached and answering: only a write tells.
+		r, err := sb.StartReplica(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := r.Close(); err != nil {
+				t.Error(err)
+			}
+		}()
+		lease := filepath.Join(sb.Dir(), "run", "lease-r")
+		gctx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() {
+			done <- Run(gctx, Config{Lease: lease, OVSDB: r.DBAddr(), Grace: time.Second, Logger: logger(t)})
+		}()
+		var h Heartbeat
+		pollUntil(ctx, t, "a heartbeat", func() bool {
+			var err error
+			h, err = ReadHeartbeat(HeartbeatPath(lease))
+			return err == nil
+		})
+		if h.OVSDB != id || h.Writable || !strings.Contains(h.WriteRefused, "not allowed") {
+			t.Fatalf("heartbeat %+v, want ovsdb %s and the replica's refusal", h, id)
+		}
+		err = h.Check(Want{OVSDB: id, Grace: time.Second}, 0, 0)
+		var perr *ProofError
+		if !errors.As(err, &perr) || perr.Field != FieldWritable || !strings.Contains(perr.Msg, r.DBAddr()) || !strings.Contains(perr.Msg, "read only mode") {
+			t.Fatalf("proof of a guard on a read-only copy: %v, want a %s failure naming %s and OVSDB's refusal", err, FieldWritable, r.DBAddr())
+		}
+		t.Logf("%v", err)
+		stop()
+		if err := <-done; err != nil {
+			t.Logf("guard on a read-only copy: %v", err)
 		}
 	})
 	t.Run("unreachable", func(t *testing.T) {

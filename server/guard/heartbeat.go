@@ -12,10 +12,14 @@ import (
 )
 
 // Heartbeat is what the guard that holds the lock publishes beside the lease
-// after every successful round trip to its OVSDB. flowstated trusts a guard
-// on this proof, never because it holds the lock: a frozen guard stops
-// writing it, a guard that cannot reach its OVSDB never writes it, and the
-// OVSDB and grace it names must be flowstated's own (Check).
+// after every round trip its OVSDB answers. The round trip is a write
+// (ovsconfig.Client.ProveWritable), since releasing the node is one: a guard
+// that can only read, e.g. from a read-only copy of the database (ovsdb-server
+// --sync-from), reads the right _uuid but could never clear the flag.
+// flowstated trusts a guard on this proof, never because it holds the lock: a
+// frozen guard stops writing it, a guard that cannot reach its OVSDB never
+// writes it, its OVSDB must have taken the write, and the OVSDB and grace it
+// names must be flowstated's own (Check).
 type Heartbeat struct {
 	// PID is the guard's process id (in its own pid namespace).
 	PID int
@@ -31,6 +35,11 @@ type Heartbeat struct {
 	Seq uint64
 	// LeaseMissing is true while the guard finds no lease file.
 	LeaseMissing bool
+	// Writable is true when OVSDB took the round trip's write;
+	// WriteRefused is its refusal otherwise. Both are zero in the
+	// heartbeat of an older guard, whose round trip was only a read.
+	Writable     bool
+	WriteRefused string
 }
 
 // HeartbeatPath is the heartbeat file of the guard of lease.
@@ -54,8 +63,13 @@ func (h Heartbeat) encode() []byte {
 	if h.LeaseMissing {
 		lease = "missing"
 	}
-	return fmt.Appendf(nil, "pid=%d\ngrace=%s\novsdb=%s\naddr=%s\nround_trip=%s\nseq=%d\nlease=%s\n",
-		h.PID, h.Grace, h.OVSDB, h.Addr, h.RoundTrip.UTC().Format(time.RFC3339Nano), h.Seq, lease)
+	writable := "no"
+	if h.Writable {
+		writable = "yes"
+	}
+	return fmt.Appendf(nil, "pid=%d\ngrace=%s\novsdb=%s\naddr=%s\nround_trip=%s\nseq=%d\nlease=%s\nwritable=%s\nwrite_refused=%s\n",
+		h.PID, h.Grace, h.OVSDB, h.Addr, h.RoundTrip.UTC().Format(time.RFC3339Nano), h.Seq, lease,
+		writable, strings.ReplaceAll(h.WriteRefused, "\n", " "))
 }
 
 func parseHeartbeat(b []byte) (Heartbeat, error) {
@@ -83,6 +97,10 @@ func parseHeartbeat(b []byte) (Heartbeat, error) {
 			h.Seq, err = strconv.ParseUint(v, 10, 64)
 		case "lease":
 			h.LeaseMissing = v == "missing"
+		case "writable":
+			h.Writable = v == "yes"
+		case "write_refused":
+			h.WriteRefused = v
 		default:
 			continue
 		}
@@ -127,7 +145,13 @@ const (
 	FieldHeartbeat = "heartbeat" // none, unreadable, stale or not the lock holder's
 	FieldOVSDB     = "ovsdb"     // another database than flowstated's
 	FieldGrace     = "grace"     // longer than flowstated's
+	FieldWritable  = "writable"  // its OVSDB refuses its writes (a read-only copy)
 )
+
+// Fields lists every proof field, for reports that name each one.
+func Fields() []string {
+	return []string{FieldRunning, FieldHeartbeat, FieldOVSDB, FieldWritable, FieldGrace}
+}
 
 // ProofError says why a guard is not trusted; Field is one of the Field
 // constants.
@@ -150,7 +174,7 @@ type Want struct {
 // Check returns nil when h proves a guard that would release this node in
 // time: heartbeat younger than StaleAfter(want.Grace) (age, measured by the
 // caller), written by the lock holder (holder, 0 if unknown), naming want's
-// OVSDB and a grace no longer than want's.
+// OVSDB, after a write that OVSDB took, and a grace no longer than want's.
 func (h Heartbeat) Check(want Want, age time.Duration, holder int) error {
 	if stale := StaleAfter(want.Grace); age > stale {
 		return &ProofError{FieldHeartbeat, fmt.Sprintf("the guard (pid %d) made no OVSDB round trip for %v (more than %v): it is frozen or cannot reach %s",
@@ -166,10 +190,29 @@ func (h Heartbeat) Check(want Want, age time.Duration, holder int) error {
 		return &ProofError{FieldOVSDB, fmt.Sprintf("the guard (pid %d) reached Open_vSwitch %s at %s, flowstated's is %s: it would clear the flag of another database",
 			h.PID, h.OVSDB, h.Addr, want.OVSDB)}
 	}
+	if err := h.CheckWrite(); err != nil {
+		return err
+	}
 	if h.Grace > want.Grace {
 		return &ProofError{FieldGrace, fmt.Sprintf("the guard (pid %d) waits %v before it releases, longer than flowstated's --guard-grace %v", h.PID, h.Grace, want.Grace)}
 	}
 	return nil
+}
+
+// CheckWrite returns nil when h's round trip was a write its OVSDB took,
+// and a FieldWritable ProofError naming the address and OVSDB's refusal
+// otherwise: a guard that cannot write could not clear the flag.
+func (h Heartbeat) CheckWrite() error {
+	switch {
+	case h.Writable:
+		return nil
+	case h.WriteRefused == "":
+		return &ProofError{FieldWritable, fmt.Sprintf("the guard (pid %d) does not prove that it can write to %s: it is an older guard, whose proof is only a read; restart it",
+			h.PID, h.Addr)}
+	default:
+		return &ProofError{FieldWritable, fmt.Sprintf("the guard (pid %d) cannot write to the OVSDB at %s, so it could not clear the flag: %s (a read-only copy, e.g. ovsdb-server --sync-from? point the guard's --ovsdb at the node's own ovsdb-server)",
+			h.PID, h.Addr, h.WriteRefused)}
+	}
 }
 
 // Observer is flowstated's reader of a guard's heartbeat. It measures a

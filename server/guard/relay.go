@@ -25,13 +25,19 @@ import (
 // guard holds with flowstated, so that the proxied controller keeps a path
 // to its bridge while flowstated is away (see the package documentation).
 type Relay struct {
-	Bridge string
+	// Bridge is the proxied bridge, Module the module its controller
+	// writes as (flowstated's --openflow-proxy MODULE=BRIDGE).
+	Bridge, Module string
 	// Listen is the proxy's socket path, Upstream vswitchd's socket.
 	Listen, Upstream string
 	// Listener is the socket at Listen, shared with flowstated (inherited
 	// from the flowstated that spawned the guard); nil: the guard binds
 	// Listen itself (an external guard started before flowstated).
 	Listener *net.UnixListener
+	// Admit, when set, checks each controller before it is relayed, as
+	// flowstated's proxy does (ofproxy.Config.Admit): while flowstated is
+	// away a relayed controller writes the module's flows on the switch.
+	Admit func(net.Conn) error
 }
 
 // RelayPath is the guard's hand-over socket beside the lease: a flowstated
@@ -102,7 +108,7 @@ func (r *relayer) follow(away bool) {
 			if err == nil {
 				var p *ofproxy.Proxy
 				p, err = ofproxy.Listen(ofproxy.Config{Bridge: rl.Bridge, Listen: rl.Listen, Upstream: rl.Upstream,
-					Listener: ln, Logger: r.log.With("bridge", rl.Bridge), Connected: func() { r.markRelayed(rl) }})
+					Listener: ln, Admit: rl.Admit, Logger: r.log.With("bridge", rl.Bridge), Connected: func() { r.markRelayed(rl) }})
 				if err == nil {
 					r.active = append(r.active, p)
 					r.wg.Go(func() {
@@ -338,6 +344,9 @@ func dupFD(ln *net.UnixListener) (int, error) {
 // it once it took it into account (ClearRelayed).
 type Relayed struct {
 	Bridge string `json:"bridge"`
+	// Module is the module the guard relayed for ("" from a guard that
+	// does not know it).
+	Module string `json:"module,omitempty"`
 	// Vswitchd is the vswitchd the session was relayed to
 	// (ovsconfig.VswitchdIdentity), "" unknown: relayed flows lived only
 	// as long as it did.
@@ -355,7 +364,7 @@ func RelayedPath(lease, bridge string) string { return lease + ".relayed." + bri
 // relayed flows go with it). A marker that cannot be written costs only the
 // learning: flowstated then replays its store over the relayed flows.
 func (r *relayer) markRelayed(rl Relay) {
-	m := Relayed{Bridge: rl.Bridge, Vswitchd: ovsconfig.VswitchdIdentity(filepath.Dir(rl.Upstream)), At: time.Now().UTC(), Guard: os.Getpid()}
+	m := Relayed{Bridge: rl.Bridge, Module: rl.Module, Vswitchd: ovsconfig.VswitchdIdentity(filepath.Dir(rl.Upstream)), At: time.Now().UTC(), Guard: os.Getpid()}
 	if err := writeRelayed(RelayedPath(r.lease, rl.Bridge), m); err != nil {
 		r.log.Error("guard: cannot record the relayed session: flowstated, once back, replays its store over what the controller installs meanwhile", "bridge", rl.Bridge, "err", err)
 	}

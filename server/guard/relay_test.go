@@ -161,3 +161,62 @@ func readHello(c net.Conn, wait time.Duration) ([]byte, error) {
 	}
 	return m, nil
 }
+
+// TestRelayAdmits: the guard holds a relayed controller to Relay.Admit, as
+// flowstated's proxy does: one it refuses has its connection closed before
+// anything reaches vswitchd.
+func TestRelayAdmits(t *testing.T) {
+	ctx, sb := startOVS(t)
+	const br = "br-admit"
+	if err := sb.AddBridge(ctx, br); err != nil {
+		t.Fatal(err)
+	}
+	lease := filepath.Join(sb.Dir(), "run", "lease")
+	l, err := OpenLease(lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := l.Renew(""); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(sb.Dir(), "of", br+".mgmt")
+	if err := os.MkdirAll(filepath.Dir(sock), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	upstream := filepath.Join(sb.RunDir(), br+".mgmt")
+	ln, err := ofproxy.Bind(sock, upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	refused := make(chan struct{}, 16)
+	admit := func(net.Conn) error {
+		refused <- struct{}{}
+		return errors.New("uid 65534 may not write module ovn")
+	}
+	const grace = 300 * time.Millisecond
+	rctx, stop := context.WithCancel(ctx)
+	cfg := Config{Lease: lease, OVSDB: sb.DBAddr(), Grace: grace, ExitWhenIdle: true, Logger: logger(t),
+		Relays: []Relay{{Bridge: br, Module: "ovn", Listen: sock, Upstream: upstream, Listener: ln, Admit: admit}}}
+	done := make(chan error, 1)
+	go func() { done <- Run(rctx, cfg) }()
+	defer func() {
+		stop()
+		<-done
+	}()
+	// The lease goes stale: the guard relays, but admits nobody.
+	pollUntil(ctx, t, "the guard judging a relayed controller", func() bool {
+		c := dialProxy(t, sock)
+		defer c.Close()
+		if m, err := readHello(c, 200*time.Millisecond); err == nil {
+			t.Fatalf("a refused controller got vswitchd's HELLO %x through the guard", m)
+		}
+		select {
+		case <-refused:
+			return true
+		default:
+			return false
+		}
+	})
+}

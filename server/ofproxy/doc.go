@@ -86,8 +86,21 @@
 // With Config.ListenTCP the proxy also accepts controllers on a loopback
 // TCP address, for those that dial a switch over TCP (os-ken's
 // --ofp-switch-address-list); a connection there is relayed and recorded
-// exactly as one on the socket. Only loopback addresses are taken: the
-// proxy authenticates no one.
+// exactly as one on the socket. Only loopback addresses are taken: a local
+// peer is the only one whose user can be told.
+//
+// # Admission
+//
+// Any local user can connect to the TCP address, and whoever vswitchd's
+// socket admits to the unix one; what they send is recorded as the module
+// and restored after every vswitchd restart. With Config.Admit, every
+// accepted connection is asked about before anything of it is read or
+// vswitchd is dialled; a refused one is closed (the controller sees its
+// connection closed), logged with the peer and the reason, and counted
+// in Stats.Denied. flowstated's Admit (server/proxyauth.go) holds the
+// peer to the module's --module-writer rules as gRPC writes are held: the
+// unix peer by SO_PEERCRED, the TCP peer by the owner of its socket in
+// /proc/net/tcp (server/peercred); without rules there is no check.
 //
 // # Lifecycle
 //

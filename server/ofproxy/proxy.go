@@ -29,8 +29,15 @@ type Config struct {
 	// ListenTCP, when set, is a loopback host:port the proxy also accepts
 	// controllers on, for those that dial a switch over TCP (os-ken's
 	// --ofp-switch-address-list), as vswitchd's own ptcp: would. Any local
-	// user can connect to it, as to a ptcp: of vswitchd.
+	// user can connect to it, as to a ptcp: of vswitchd; Admit decides
+	// whom it relays.
 	ListenTCP string
+	// Admit, when set, is asked about every accepted controller
+	// connection (unix or TCP) before anything of it is read or vswitchd
+	// is dialled: an error, which should say who the peer is and why it
+	// may not, closes the connection, logged and counted (Stats.Denied).
+	// flowstated's holds the peer to the module's --module-writer rules.
+	Admit func(net.Conn) error
 	// Upstream is vswitchd's socket for the bridge, <rundir>/<Bridge>.mgmt.
 	Upstream string
 	// Listener, when set, is the socket at Listen, bound already (Bind)
@@ -87,6 +94,7 @@ type Proxy struct {
 type Stats struct {
 	Accepted atomic.Uint64 // controller connections relayed
 	Refused  atomic.Uint64 // closed at once: upstream unreachable
+	Denied   atomic.Uint64 // closed at once: Admit refused the peer
 	Messages [2]atomic.Uint64
 	Answered atomic.Uint64 // messages the recording proxy sent the controller itself
 	Errors   atomic.Uint64 // of those, OFPT_ERRORs
@@ -213,15 +221,16 @@ func Bind(path, upstream string) (*net.UnixListener, error) {
 	return ln, nil
 }
 
-// listenLoopback listens on addr, which must name a loopback address: the
-// proxy authenticates nobody, so it must not be reachable from the network.
+// listenLoopback listens on addr, which must name a loopback address: only
+// a local peer can be told apart (Admit), so it must not be reachable from
+// the network.
 func listenLoopback(addr string) (net.Listener, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("ofproxy: tcp listen address %q: %w", addr, err)
 	}
 	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-		return nil, fmt.Errorf("ofproxy: tcp listen address %q: want a loopback IP address (127.0.0.1, ::1): the proxy authenticates no one", addr)
+		return nil, fmt.Errorf("ofproxy: tcp listen address %q: want a loopback IP address (127.0.0.1, ::1): only local peers can be told apart", addr)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -333,9 +342,17 @@ func (p *Proxy) acceptOn(ln net.Listener, name string) error {
 	}
 }
 
-// accept dials vswitchd for c, or closes c at once when vswitchd's socket
-// does not accept.
+// accept dials vswitchd for c, or closes c at once when Admit refuses its
+// peer or vswitchd's socket does not accept.
 func (p *Proxy) accept(c net.Conn) {
+	if f := p.cfg.Admit; f != nil {
+		if err := f(c); err != nil {
+			p.stats.Denied.Add(1)
+			p.log.Warn("ofproxy: refused a controller connection", "listener", c.LocalAddr().String(), "peer", c.RemoteAddr().String(), "error", err)
+			c.Close()
+			return
+		}
+	}
 	d := net.Dialer{Timeout: p.cfg.DialTimeout}
 	up, err := d.DialContext(p.ctx, "unix", p.cfg.Upstream)
 	if err != nil {

@@ -105,6 +105,11 @@ type Config struct {
 	// out the suspects (poison.go). Defaults DefaultSurviveAfter and
 	// DefaultCrashWindow.
 	SurviveAfter, CrashWindow time.Duration
+	// VswitchdLog is vswitchd's log file and ProcExits enables the proc
+	// connector: the evidence that tells a crash of vswitchd from a kill
+	// from outside (deathcause.go). Neither: every death counts.
+	VswitchdLog string
+	ProcExits   bool
 	// Faults injects faults, for tests (faults.go); nil in production.
 	Faults *Faults
 	// Events receives the engine's events (optional).
@@ -137,6 +142,9 @@ type Engine struct {
 	// without the lock, so they never wait for an acknowledgement.
 	flagMu sync.Mutex
 	ovsdb  atomic.Pointer[ovsconfig.Client]
+	// exits are the process exits the proc connector reported
+	// (deathcause.go), heard while Config.ProcExits.
+	exits procExits
 	// ovsdbUp is closed once ovsdb is set (owner.go waits for it).
 	ovsdbUp chan struct{}
 	// converged is signalled when a bridge converges, so the flag goroutine
@@ -281,6 +289,9 @@ func New(cfg Config) (*Engine, error) {
 	if err := e.loadStoodAside(); err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
 	}
+	for _, name := range e.order {
+		e.loadKept(e.bridges[name])
+	}
 	return e, nil
 }
 
@@ -290,10 +301,14 @@ func (e *Engine) Run(ctx context.Context) {
 	wg.Go(func() { e.runGate(ctx) })
 	wg.Go(func() { e.runOVSDB(ctx) })
 	wg.Go(func() { e.runMirrors(ctx) })
+	if e.cfg.ProcExits {
+		wg.Go(func() { e.exits.run(ctx, e.log) })
+	}
 	for _, name := range e.order {
 		b := e.bridges[name]
 		wg.Go(func() { e.runBridge(ctx, b) })
 		wg.Go(func() { e.runWrites(ctx, b) })
+		wg.Go(func() { e.runKept(ctx, b) })
 	}
 	wg.Wait()
 	e.flagMu.Lock()

@@ -36,7 +36,8 @@ import (
 //
 // The set lasts for one vswitchd (vswitchdIdentity): the controller
 // reinstalls after a restart, and the proxy closes its sessions when
-// vswitchd goes. A session that starts under another vswitchd than the one
+// vswitchd goes. It outlives flowstated: it is kept in the store and
+// loaded before the first replay (keptsave.go). A session that starts under another vswitchd than the one
 // the set was filled under empties it, as does a dump under another
 // vswitchd. It holds at most maxKept identities and rules; past that the
 // engine leaves every undeclared entry of the bridge alone until vswitchd
@@ -64,6 +65,8 @@ type keptSet struct {
 	found atomic.Int64
 	// logged: an undecodable match was logged.
 	logged bool
+	// save is what the store does not hold yet (keptsave.go).
+	save keptSave
 }
 
 // Kept is the engine's side of the unrecorded sessions of one bridge's
@@ -100,9 +103,11 @@ func (s *keptSet) sameVswitchdLocked(id string, adopt bool) {
 		s.ids, s.rules, s.all, s.logged = nil, nil, false, false
 		s.found.Store(0)
 		s.vswitchd = ""
+		s.resaveLocked()
 	}
-	if adopt && id != "" {
+	if adopt && id != "" && s.vswitchd != id {
 		s.vswitchd = id
+		s.changedLocked()
 	}
 }
 
@@ -131,9 +136,9 @@ func (k *Kept) Keep(kind entry.Kind, msg []byte) {
 	id := identity(kind, msg)
 	s := &k.b.kept
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if id == "" {
 		if kind != entry.KindFlow || len(msg) < 32 {
+			s.mu.Unlock()
 			return
 		}
 		if !s.logged {
@@ -142,15 +147,19 @@ func (k *Kept) Keep(kind entry.Kind, msg []byte) {
 				"table", entry.FlowModTable(msg), "priority", entry.FlowModPriority(msg))
 		}
 		s.addRuleLocked(k.log, entry.FlowModTable(msg), entry.FlowModPriority(msg))
+		s.unlockSaved(k)
 		return
 	}
 	if _, ok := s.ids[id]; ok || !s.roomLocked(k.log) {
+		s.unlockSaved(k)
 		return
 	}
 	if s.ids == nil {
 		s.ids = make(map[string]bool)
 	}
 	s.ids[id] = false
+	s.dirtyLocked(id)
+	s.unlockSaved(k)
 }
 
 // KeepRule notes that an unrecorded session installs a flow of table and
@@ -158,8 +167,8 @@ func (k *Kept) Keep(kind entry.Kind, msg []byte) {
 func (k *Kept) KeepRule(table uint8, priority uint16) {
 	s := &k.b.kept
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.addRuleLocked(k.log, table, priority)
+	s.unlockSaved(k)
 }
 
 func (s *keptSet) addRuleLocked(log *slog.Logger, table uint8, priority uint16) {
@@ -171,6 +180,7 @@ func (s *keptSet) addRuleLocked(log *slog.Logger, table uint8, priority uint16) 
 		s.rules = make(map[uint32]bool)
 	}
 	s.rules[r] = true
+	s.dirtyRuleLocked(r)
 }
 
 // roomLocked reports whether one more identity fits; when none does, the
@@ -183,6 +193,7 @@ func (s *keptSet) roomLocked(log *slog.Logger) bool {
 		return true
 	}
 	s.all, s.ids, s.rules = true, nil, nil
+	s.resaveLocked()
 	log.Warn("proxy: unrecorded controllers installed more entries than flowstated tracks: every undeclared entry of the bridge is left alone until vswitchd restarts", "max", maxKept)
 	return false
 }
@@ -197,7 +208,10 @@ func (k *Kept) Forget(kind entry.Kind, msg []byte) {
 	s := &k.b.kept
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.ids, id)
+	if _, ok := s.ids[id]; ok {
+		delete(s.ids, id)
+		s.dirtyLocked(id)
+	}
 }
 
 // ForgetAll notes that an unrecorded session deletes every entry of kind
@@ -210,9 +224,13 @@ func (k *Kept) ForgetAll(kind entry.Kind) {
 	for id := range s.ids {
 		if entry.Kind(id[0]) == kind {
 			delete(s.ids, id)
+			s.dirtyLocked(id)
 		}
 	}
 	if kind == entry.KindFlow {
+		for r := range s.rules {
+			s.dirtyRuleLocked(r)
+		}
 		s.rules = nil
 	}
 }

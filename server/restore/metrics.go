@@ -29,6 +29,7 @@ type Metrics struct {
 	standingAside     *prometheus.GaugeVec
 	driftFound        *prometheus.CounterVec
 	replayDeaths      *prometheus.CounterVec
+	replayKills       *prometheus.CounterVec
 	poisoned          *prometheus.GaugeVec
 	survived          *prometheus.CounterVec
 	suspects          *prometheus.GaugeVec
@@ -92,6 +93,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		replayDeaths: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flowstate_vswitchd_replay_deaths_total", Help: "Deaths of ovs-vswitchd during or shortly after a replay (--survive-after); at the second in a window the suspects are held out and bisected.",
 		}, []string{"bridge"}),
+		replayKills: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flowstate_vswitchd_replay_kills_total", Help: "Deaths of ovs-vswitchd during a replay that the evidence (proc connector, vswitchd's log) shows were a signal from outside (SIGKILL, SIGTERM, SIGINT, SIGHUP): not counted as crashes.",
+		}, []string{"bridge"}),
 		poisoned: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "flowstate_poisoned_entry", Help: "1 for each entry found to crash ovs-vswitchd and quarantined, named by its ovs-ofctl text (at most 200 characters).",
 		}, []string{"bridge", "module", "entry"}),
@@ -105,7 +109,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		reg.MustRegister(m.connected, m.replays, m.replayDuration, m.replayMessages, m.flagCleared, m.flagRearmed,
 			m.drift, m.quarantined, m.quarantinedNow, m.readinessTimeouts, m.writeRequests, m.writeBatches, m.stagedWrites, m.notRestored, m.standingAside, m.driftFound,
-			m.replayDeaths, m.poisoned, m.survived, m.suspects)
+			m.replayDeaths, m.replayKills, m.poisoned, m.survived, m.suspects)
 	}
 	return m
 }
@@ -124,6 +128,7 @@ func (m *Metrics) initBridge(bridge string) {
 	m.standingAside.WithLabelValues(bridge).Set(0)
 	m.driftFound.WithLabelValues(bridge)
 	m.replayDeaths.WithLabelValues(bridge)
+	m.replayKills.WithLabelValues(bridge)
 	m.survived.WithLabelValues(bridge)
 	m.suspects.WithLabelValues(bridge).Set(0)
 	for _, r := range []string{"ok", "outcome_unknown", "canceled", "invalid_argument", "failed_precondition", "unavailable", "resource_exhausted"} {

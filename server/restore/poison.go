@@ -31,11 +31,14 @@ import (
 //
 //  1. A replay that sent messages is watched. If it failed because the
 //     OpenFlow connection dropped, and vswitchd died (it exited leaving its
-//     pidfile: vswitchdGone), that is a death, recorded durably; deaths
-//     older than Config.CrashWindow are forgotten. A death after the replay
-//     completed is not counted: by then it cannot be told from an operator's
-//     kill -9 or an unrelated crash (a kill 100 ms after each restore must
-//     not hold entries out), and the entries are on the switch.
+//     pidfile: vswitchdGone), the evidence says why (deathcause.go: the
+//     proc connector's exit status, vswitchd's log). A kill from outside
+//     (SIGKILL, SIGTERM, SIGINT, SIGHUP: an operator, the OOM killer) is
+//     not counted; a crash, or a death no evidence explains, is a death,
+//     recorded durably; deaths older than Config.CrashWindow are
+//     forgotten. A death after the replay completed is not counted: by
+//     then it cannot be told from an operator's kill -9 or an unrelated
+//     crash, and the entries are on the switch.
 //  2. Once vswitchd survives a replay (stays up Config.SurviveAfter after
 //     it completed), the record keeps a digest of what the
 //     switch holds (the desired entries minus the quarantined ones): per
@@ -47,17 +50,26 @@ import (
 //     when no digest is known or none changed. They are held out, named in
 //     status as quarantined, and the next replay restores everything else:
 //     the node forwards again at the third vswitchd start at the latest.
+//     They are only suspected: believed bad (Bad) when the evidence showed
+//     the second death a crash, not known to be otherwise.
 //  4. The suspects are bisected across restarts, one probe at a time, each
-//     only after vswitchd survived the previous replay: a range of suspects
-//     known to hold a bad entry sends its first half back; a range not
-//     known to, all of it. A probe vswitchd survives is committed (its
-//     entries are no longer suspects); a probe it dies on narrows the search.
-//     The death of a probe is not counted in step 3, and every replay after
-//     it holds out all remaining suspects, so the node is never held across
-//     more than one probe's crash.
-//  5. A range known bad that holds one entry names it: that entry is
-//     quarantined as poisoned (status, event, metric), until its module
-//     changes or deletes it. The other suspects all went back to the switch.
+//     only after vswitchd survived the previous replay (bisect.go): a Bad
+//     range sends its first half back; any other range, or a Bad one of a
+//     single entry, all of it (so deaths no evidence explained cost one
+//     probe, and if they were kills every suspect is back after it). A
+//     probe vswitchd survives is committed (its entries are no longer
+//     suspects; the rest of a Bad range stays Bad, unproven); a probe it
+//     dies on proves the range it sent bad (SuspectRange.Died), and the
+//     rest of its range is no longer believed bad. The death of a probe
+//     is not counted in step 3, and every replay after it holds out all
+//     remaining suspects, so the node is never held across more than one
+//     probe's crash. A kill from outside during a probe (step 1) leaves it
+//     under way: the next replay sends it again.
+//  5. An entry is named only when a probe that sent it alone died (Died ==
+//     1): it is quarantined as poisoned (status, event, metric), until its
+//     module changes or deletes it. No entry a dying probe did not send is
+//     ever named, whatever killed vswitchd. The other suspects all went
+//     back to the switch.
 //  6. Two deaths again while suspects are held out (the suspects were not the
 //     cause) widen the suspects to every entry.
 const digestBuckets = 1024
@@ -96,17 +108,19 @@ type PoisonStatus struct {
 // replayWatch is a replay watched for a vswitchd death; failed says it
 // ended with an error other than the switch's refusal (the connection
 // dropped).
+// logAt is the size of vswitchd's log when the replay began (-1: unknown).
 type replayWatch struct {
 	at       time.Time
 	vswitchd string
+	logAt    int64
 	probe    bool
 	failed   bool
 }
 
 // startWatch watches a replay sent to vswitchd that ended with err.
-func (p *poisonState) startWatch(vswitchd string, err error) {
+func (p *poisonState) startWatch(vswitchd string, logAt int64, err error) {
 	var re *RejectedError
-	p.watch = replayWatch{at: time.Now(), vswitchd: vswitchd, probe: p.rec.Probe != nil, failed: err != nil && !errors.As(err, &re)}
+	p.watch = replayWatch{at: time.Now(), vswitchd: vswitchd, logAt: logAt, probe: p.rec.Probe != nil, failed: err != nil && !errors.As(err, &re)}
 }
 
 // takeWatch ends the watch and returns it (zero when none).
@@ -330,9 +344,10 @@ func (e *Engine) poisonHeldLocked(b *bridge) (map[string]prediction, error) {
 }
 
 // replayWatchLocked starts watching a replay of b that sent something (step
-// 1); vswitchd is the vswitchd it was sent to.
-func (b *bridge) replayWatchLocked(vswitchd string, err error) {
-	b.poison.startWatch(vswitchd, err)
+// 1); vswitchd is the vswitchd it was sent to, logAt the size of its log
+// when it began.
+func (b *bridge) replayWatchLocked(vswitchd string, logAt int64, err error) {
+	b.poison.startWatch(vswitchd, logAt, err)
 }
 
 // vswitchdGone reports whether the vswitchd identified as before
@@ -386,16 +401,23 @@ func (e *Engine) connLost(ctx context.Context, b *bridge, log *slog.Logger) {
 	if !e.vswitchdGone(ctx, w.vswitchd) {
 		return
 	}
+	cause, why := e.deathCause(ctx, w)
+	if cause == causeKilled {
+		e.cfg.Metrics.replayKills.WithLabelValues(b.name).Inc()
+		log.Warn("ovs-vswitchd was killed from outside during a replay: not counted as a crash", "evidence", why)
+		return
+	}
+	log.Info("ovs-vswitchd died during a replay", "cause", cause, "evidence", why)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if err := e.recordDeathLocked(b, w.probe, log); err != nil {
+	if err := e.recordDeathLocked(b, w.probe, cause, log); err != nil {
 		log.Error("recording the death of vswitchd during a replay failed", "err", err)
 	}
 }
 
 // recordDeathLocked records a death of vswitchd after a replay of b; probe
-// says the replay sent a probe back.
-func (e *Engine) recordDeathLocked(b *bridge, probe bool, log *slog.Logger) error {
+// says the replay sent a probe back, cause what the evidence said.
+func (e *Engine) recordDeathLocked(b *bridge, probe bool, cause deathCause, log *slog.Logger) error {
 	if err := e.loadPoisonLocked(b); err != nil {
 		return err
 	}
@@ -442,7 +464,10 @@ func (e *Engine) recordDeathLocked(b *bridge, probe bool, log *slog.Logger) erro
 		}
 	}
 	rec.Deaths, rec.Dirty, rec.Probe, rec.Since = nil, dirtyMap, nil, now
-	rec.Suspects = []store.SuspectRange{{Bad: true}}
+	// Evidence of a crash: the suspects are believed bad, probes halve
+	// them. None: all of them are probed first, and come back at once if
+	// the deaths were kills from outside.
+	rec.Suspects = []store.SuspectRange{{Bad: cause == causeCrash}}
 	n, _, _, err := e.countSuspects(b.name, &rec, rec.Suspects[0])
 	if err != nil {
 		return err
@@ -473,76 +498,6 @@ func (e *Engine) recordDeathLocked(b *bridge, probe bool, log *slog.Logger) erro
 	return e.savePoisonLocked(b, rec)
 }
 
-// countSuspects counts the suspects of rec in r, and returns the key of the
-// middle one (index n/2) and the key of the first.
-func (e *Engine) countSuspects(bridge string, rec *store.CrashRecord, r store.SuspectRange) (n int, mid, first []byte, err error) {
-	var keys [][]byte
-	err = e.eachDesired(bridge, func(k []byte, _ string, _ []byte) error {
-		if inRange(k, r) && dirty(rec.Dirty, k) && poisonedAt(rec, k) < 0 {
-			keys = append(keys, bytes.Clone(k))
-		}
-		return nil
-	})
-	if err != nil || len(keys) == 0 {
-		return 0, nil, nil, err
-	}
-	return len(keys), keys[len(keys)/2], keys[0], nil
-}
-
-// narrow drops the empty ranges of rec and names the bad ranges left with
-// one entry (step 5), until the first range needs a probe; when none is
-// left, the bisection is over.
-func (e *Engine) narrow(b *bridge, rec *store.CrashRecord, log *slog.Logger) error {
-	for len(rec.Suspects) > 0 {
-		r := rec.Suspects[0]
-		n, _, first, err := e.countSuspects(b.name, rec, r)
-		if err != nil {
-			return err
-		}
-		switch {
-		case n == 0:
-			rec.Suspects = rec.Suspects[1:]
-			continue
-		case r.Bad && n == 1:
-			d, _, err := e.cfg.Store.Get(b.name, entry.Kind(first[0]), first[1:])
-			if err != nil {
-				return err
-			}
-			name := describeForLog(d)
-			rec.Poisoned = append(rec.Poisoned, store.PoisonedEntry{Key: first, Sum: sumHash(first, d.Payload), Module: d.Module, Name: name})
-			rec.Suspects = rec.Suspects[1:]
-			log.Error("entry quarantined: it crashes ovs-vswitchd (found by bisection across vswitchd restarts); kept out until its module changes or deletes it",
-				"kind", d.Kind, "module", d.Module, "entry", name)
-			e.publish(events.Event{Type: events.EntryQuarantined, Bridge: b.name, Module: d.Module,
-				Message: fmt.Sprintf("%s of module %s crashes ovs-vswitchd, quarantined: %s", d.Kind, d.Module, name),
-				Attrs:   map[string]string{"kind": d.Kind.String(), "reason": reasonPoisoned, "entries": "1", "entry": name}})
-			e.cfg.Metrics.poisoned.WithLabelValues(b.name, d.Module, name).Set(1)
-			continue
-		}
-		break
-	}
-	if len(rec.Suspects) == 0 {
-		rec.Dirty, rec.Since = nil, time.Time{}
-	}
-	return nil
-}
-
-// probeCrashed narrows rec after vswitchd died on its probe (step 4).
-func (e *Engine) probeCrashed(rec *store.CrashRecord) {
-	p := *rec.Probe
-	rec.Probe = nil
-	if len(rec.Suspects) == 0 {
-		return
-	}
-	r := rec.Suspects[0]
-	if bytes.Equal(p.Hi, r.Hi) {
-		rec.Suspects[0].Bad = true
-		return
-	}
-	rest := store.SuspectRange{Lo: p.Hi, Hi: r.Hi}
-	rec.Suspects = slices.Insert(rec.Suspects[1:], 0, store.SuspectRange{Lo: r.Lo, Hi: p.Hi, Bad: true}, rest)
-}
-
 // survivedLocked is called when vswitchd stayed up SurviveAfter after a
 // replay of b that sent something: the digest of the switch is kept, the
 // deaths forgotten, a probe under way committed, and the next probe
@@ -564,31 +519,16 @@ func (e *Engine) survivedLocked(b *bridge, log *slog.Logger) error {
 	e.cfg.Metrics.survived.WithLabelValues(b.name).Inc()
 	log.Info("ovs-vswitchd survived the replay: the digest of what the switch holds is kept", "after", e.cfg.SurviveAfter)
 	if probe && rec.Probe != nil && len(rec.Suspects) > 0 {
-		p, r := *rec.Probe, rec.Suspects[0]
-		rec.Probe = nil
-		if bytes.Equal(p.Hi, r.Hi) {
-			rec.Suspects = rec.Suspects[1:]
-		} else {
-			rec.Suspects[0].Lo = p.Hi
-		}
+		probeSurvived(&rec)
 		log.Info("ovs-vswitchd survived the suspects sent back: they are restored", "suspect_ranges_left", len(rec.Suspects))
 		if err := e.narrow(b, &rec, log); err != nil {
 			return err
 		}
 	}
 	if len(rec.Suspects) > 0 && rec.Probe == nil {
-		r := rec.Suspects[0]
-		n, mid, _, err := e.countSuspects(b.name, &rec, r)
-		if err != nil {
+		if err := e.nextProbe(b, &rec, log); err != nil {
 			return err
 		}
-		p := r
-		if r.Bad {
-			p.Hi, p.Bad = mid, false
-		}
-		rec.Probe = &p
-		log.Warn("sending suspects of crashing ovs-vswitchd back to the switch, watched", "suspects_in_range", n, "bad_range", r.Bad)
-		b.requestReplay()
 	}
 	return e.savePoisonLocked(b, rec)
 }

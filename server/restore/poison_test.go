@@ -62,12 +62,12 @@ func replayOnce(t *testing.T, e *Engine, b *bridge, bad map[string]bool) (died b
 		}
 	}
 	if died {
-		if err := e.recordDeathLocked(b, b.poison.rec.Probe != nil, e.log); err != nil {
+		if err := e.recordDeathLocked(b, b.poison.rec.Probe != nil, causeCrash, e.log); err != nil {
 			t.Fatal(err)
 		}
 		return true, held
 	}
-	b.replayWatchLocked("1@x", nil)
+	b.replayWatchLocked("1@x", -1, nil)
 	if err := e.survivedLocked(b, e.log); err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestPoisonBisection(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e, b, old := poisonEngine(t, tc.before)
 			// A replay vswitchd survived.
-			b.replayWatchLocked("1@x", nil)
+			b.replayWatchLocked("1@x", -1, nil)
 			if err := e.survivedLocked(b, e.log); err != nil {
 				t.Fatal(err)
 			}

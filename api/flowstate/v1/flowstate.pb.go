@@ -1462,13 +1462,15 @@ type Guard struct {
 	Lease string `protobuf:"bytes,4,opt,name=lease,proto3" json:"lease,omitempty"`
 	// proven is true while the guard's heartbeat proves that it would release
 	// this node: fresh (a recent round trip to its OVSDB), naming flowstated's
-	// own OVSDB, with a grace no longer than flowstated's. flow-restore-wait is
-	// armed only while it is true (always true with mode off).
+	// own OVSDB, after a write its OVSDB took, with a grace no longer than
+	// flowstated's. flow-restore-wait is armed only while it is true (always
+	// true with mode off).
 	Proven bool `protobuf:"varint,5,opt,name=proven,proto3" json:"proven,omitempty"`
 	// unproven_field names what fails the proof: running (no guard holds the
 	// lock), heartbeat (none, or stale: frozen or cannot reach its OVSDB),
-	// ovsdb (another database) or grace (longer than flowstated's). Empty while
-	// proven.
+	// ovsdb (another database), writable (its OVSDB refuses its writes: a
+	// read-only copy, or an older guard whose proof is only a read) or grace
+	// (longer than flowstated's). Empty while proven.
 	UnprovenField string `protobuf:"bytes,6,opt,name=unproven_field,json=unprovenField,proto3" json:"unproven_field,omitempty"`
 	// reason says why the guard is not proven, naming the values that differ.
 	// Empty while proven.
