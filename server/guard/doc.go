@@ -41,7 +41,7 @@
 //     closes those sessions, and the controller reconnects through
 //     flowstated and reinstalls, which flowstated records. Each relayed
 //     session is first recorded beside the lease (Relayed, RelayedPath:
-//     bridge, vswitchd, time), so that flowstated's first replay after its
+//     bridge, module, vswitchd, time), so that flowstated's first replay after its
 //     return learns what the controller installed instead of undoing it
 //     (server/restore, adopt.go). A spawned guard
 //     inherits the sockets; a restarted flowstated takes them over through
