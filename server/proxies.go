@@ -199,6 +199,47 @@ func (ps *proxies) relays(cfg *Config) []guard.Relay {
 	return out
 }
 
+// adopt hands the engine the guard's evidence of each proxied bridge it
+// relayed while flowstated was away (guard.Relayed), so that the bridge's
+// first reconcile learns what the controller installed meanwhile instead of
+// overwriting it (restore.Engine.AdoptRelayed); the evidence goes once the
+// engine took it into account. Before the engine runs. The module learned
+// is the one this flowstated records on the bridge's socket (one proxy a
+// bridge); a record naming another module is not learned.
+func (ps *proxies) adopt(cfg *Config, engine *restore.Engine) {
+	if cfg.Guard.Mode == GuardOff {
+		return
+	}
+	lease := cfg.Guard.Lease
+	for _, spec := range cfg.Proxies {
+		m, ok, err := guard.ReadRelayed(lease, spec.Bridge)
+		if err != nil {
+			ps.log.Warn("openflow proxy: the guard's record of its relayed sessions is unreadable: replaying the store as usual", "bridge", spec.Bridge, "error", err)
+			_ = guard.ClearRelayed(lease, guard.Relayed{Bridge: spec.Bridge})
+			continue
+		}
+		if !ok {
+			continue
+		}
+		if m.Module != "" && m.Module != spec.Module {
+			ps.log.Warn("openflow proxy: the guard relayed the bridge for another module: replaying the store as usual", "bridge", spec.Bridge, "module", spec.Module, "relayed_for", m.Module)
+			_ = guard.ClearRelayed(lease, m)
+			continue
+		}
+		taken := func() {
+			if err := guard.ClearRelayed(lease, m); err != nil {
+				ps.log.Warn("openflow proxy: removing the guard's record of its relayed sessions", "bridge", spec.Bridge, "error", err)
+			}
+		}
+		if err := engine.AdoptRelayed(spec.Bridge, spec.Module, m.Vswitchd, taken); err != nil {
+			ps.log.Warn("openflow proxy: not learning what the guard relayed", "bridge", spec.Bridge, "module", spec.Module, "error", err)
+			continue
+		}
+		ps.log.Info("openflow proxy: the guard relayed the controller while flowstated was away: the first replay learns what it installed",
+			"bridge", spec.Bridge, "module", spec.Module, "last_relayed", m.At, "vswitchd", m.Vswitchd)
+	}
+}
+
 type proxy struct {
 	spec ProxySpec
 	p    *ofproxy.Proxy
@@ -240,6 +281,7 @@ func (ps *proxies) start(cfg *Config, engine *restore.Engine, evlog *events.Log)
 			Keeper:    kept,
 			Admit:     admit,
 			Connected: func() {
+				rec.Connected()
 				evlog.Publish(events.Event{Type: events.ProxyConnected, Bridge: spec.Bridge, Module: spec.Module,
 					Message: "a controller connected to the OpenFlow proxy"})
 			},

@@ -341,6 +341,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			return err
 		}
 	}
+	proxies.adopt(&cfg, engine) // before the first replay
 	wg.Go(func() { engine.Run(runCtx) })
 	// The proxies once the engine runs: a controller's change needs the
 	// engine's write owner, and a socket that exists must accept.

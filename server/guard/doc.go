@@ -39,7 +39,11 @@
 //     accepts too and relays each connection straight to vswitchd,
 //     unrecorded, following vswitchd's lifetime; once the lease is renewed it
 //     closes those sessions, and the controller reconnects through
-//     flowstated and reinstalls, which flowstated records. A spawned guard
+//     flowstated and reinstalls, which flowstated records. Each relayed
+//     session is first recorded beside the lease (Relayed, RelayedPath:
+//     bridge, module, vswitchd, time), so that flowstated's first replay after its
+//     return learns what the controller installed instead of undoing it
+//     (server/restore, adopt.go). A spawned guard
 //     inherits the sockets; a restarted flowstated takes them over through
 //     the hand-over socket beside the lease (RelayPath, SCM_RIGHTS, to a
 //     peer of the guard's uid or root) instead of binding their paths again.

@@ -113,6 +113,7 @@
 // another process may hold too: flowstated and its guard share each
 // proxy socket, so that a controller keeps a path to its bridge while
 // flowstated is away (server/guard, relay.go: the guard relays it with a
-// Proxy of its own, without a Recorder). Such a proxy's Close leaves the
-// socket's path in place.
+// Proxy of its own, without a Recorder, and a record of each relayed
+// session that flowstated's first replay learns from: server/restore,
+// adopt.go). Such a proxy's Close leaves the socket's path in place.
 package ofproxy

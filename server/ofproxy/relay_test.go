@@ -133,17 +133,17 @@ func TestGuardRelaysWhileFlowstatedAway(t *testing.T) {
 		return slices.ContainsFunc(stored, func(e client.StoredEntry) bool { return strings.Contains(e.Text, portFlow) }), nil
 	})
 	fs.waitConverged(ctx, t)
+	// The store holds them from flowstated's first replay on
+	// (TestGuardRelayLearnedAtReturn); the controller reconnects after its
+	// backoff.
+	poll(ctx, t, "ovn-controller's reinstall through flowstated's proxy", func() (bool, error) {
+		st, err := fs.c.Status(ctx)
+		return err == nil && len(st.Proxies) == 1 && st.Proxies[0].Connections >= 1 && !st.Proxies[0].LastInstall.IsZero(), err
+	})
 	poll(ctx, t, "a clean diff once the controller's reinstall is complete", func() (bool, error) {
 		changes, err := fs.c.Diff(ctx, sandbox.OVNBridge)
 		return err == nil && len(changes) == 0, err
 	})
-	st, err := fs.c.Status(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(st.Proxies) != 1 || st.Proxies[0].Connections < 1 {
-		t.Errorf("ovn-controller is not connected through flowstated's proxy again: %+v", st.Proxies)
-	}
 	if ok, err := forwards(ctx, s, src, port, mac, ip); !ok {
 		t.Errorf("br-int no longer forwards to %s after flowstated came back (%v)", port, err)
 	}

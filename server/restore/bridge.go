@@ -82,6 +82,9 @@ type bridge struct {
 	// kept holds what unrecorded controllers behind the proxy installed,
 	// left alone (kept.go); its own lock.
 	kept keptSet
+	// adopt is the learning of a relayed controller's state pending for
+	// the first reconcile (adopt.go), nil when none.
+	adopt atomic.Pointer[adoption]
 }
 
 // Quarantined is an entry the switch refused during a replay.

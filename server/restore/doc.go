@@ -47,6 +47,9 @@
 //	                 entries deferred until its reinstall is complete
 //	tlv.go           the proxy's TLV table mods, and their restore first in
 //	                 a replay
+//	adopt.go         what a controller installed through the guard's relay
+//	                 while flowstated was away, learned by the bridge's first
+//	                 reconcile (AdoptRelayed)
 //	writestream.go   a bundle that opens before the store has decided it
 //	apply.go         changes sent in their order: meters, one bundle,
 //	                 meter deletes

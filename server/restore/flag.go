@@ -549,18 +549,7 @@ func (e *Engine) anyConnected() bool {
 
 // vswitchdIdentity names the running ovs-vswitchd by its pidfile (pid and
 // start time), "" when unknown.
-func (e *Engine) vswitchdIdentity() string {
-	path := filepath.Join(e.cfg.RunDir, "ovs-vswitchd.pid")
-	fi, err := os.Stat(path)
-	if err != nil {
-		return ""
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b)) + "@" + fi.ModTime().UTC().Format(time.RFC3339Nano)
-}
+func (e *Engine) vswitchdIdentity() string { return ovsconfig.VswitchdIdentity(e.cfg.RunDir) }
 
 // VswitchdAcknowledged reports whether vswitchd has read the latest change
 // to OVSDB (cur_cfg reached next_cfg).

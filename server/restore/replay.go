@@ -385,6 +385,11 @@ func (fs *flowScan) siblings(refused Change, reason string) ([]Change, error) {
 func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn, log *slog.Logger) (Replay, error) {
 	var r Replay
 	start := time.Now()
+	// What a controller installed through the guard's relay becomes its
+	// module's before the desired state is read (adopt.go).
+	if err := e.adoptRelayedLocked(ctx, b, conn, log); err != nil {
+		return r, err
+	}
 	others, err := e.desiredOthers(b.name)
 	if err != nil {
 		return r, err

@@ -1,0 +1,342 @@
+package restore
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/flowstate-io/flowstate/canon"
+	"github.com/flowstate-io/flowstate/entry"
+	"github.com/flowstate-io/flowstate/errdefs"
+	"github.com/flowstate-io/flowstate/server/ofconn"
+	"github.com/flowstate-io/flowstate/store"
+)
+
+// Learning what a relayed controller did.
+//
+// While flowstated is away its guard relays the OpenFlow proxy's socket
+// straight to vswitchd (server/guard, relay.go), unrecorded: the controller
+// behind it installs on the switch what the store does not know (a new
+// port's flows), and changes or deletes what the store holds. Replayed as
+// usual, flowstated's first reconcile after it comes back would delete the
+// one and put the others back until the controller, reconnected through
+// flowstated, reinstalls: flows that vanish and change, worse than plain
+// Open vSwitch. So when the guard left its evidence (guard.Relayed, handed
+// over with AdoptRelayed), the first reconcile of the bridge learns the
+// switch's state for the proxied module before it replays:
+//
+//   - an owned flow (group, meter) on the switch that no module declares
+//     becomes the module's; a group or meter only when the engine owns them
+//     all (OwnedCookie 0/0), or when a flow it learns uses it;
+//   - the switch's version of an entry of the module replaces the store's;
+//   - an entry of the module the switch lacks is removed from the store;
+//   - entries of other modules are not the controller's: they are replayed
+//     as usual, as are entries left alone (kept.go) and flows outside the
+//     owned cookie space (cookie.go).
+//
+// vswitchd's default flow (table 0, priority 0, no match, NORMAL, cookie 0)
+// undeclared is not learned: a standalone bridge gets it at every vswitchd
+// start, so it tells nothing of the controller, and the engine deletes it as
+// it always has. A controller that wants it declares it again when it
+// reconnects, and one that had declared it before keeps it (it is declared).
+//
+// The learning is moot, and the store is replayed as usual, when: vswitchd
+// is not the one the guard last relayed to (it restarted since: the relayed
+// flows are gone); vswitchd is held (flow-restore-wait: learning must never
+// hold the node longer); the switch holds nothing but the default flow; or a
+// controller connected through flowstated's proxy before the first reconcile
+// (its writes are in the store already, and its resync reconciles). A
+// learning that cannot be stored (disk full) is logged and the store is
+// replayed as usual. Each case takes the evidence into account (taken): the
+// learning happens at most once per handover.
+
+// adoption is a pending learning of a bridge's relayed controller.
+type adoption struct {
+	module string
+	// vswitchd is the vswitchd the guard last relayed to, "" unknown.
+	vswitchd string
+	taken    func()
+
+	mu    sync.Mutex
+	state adoptionState
+}
+
+type adoptionState int
+
+const (
+	adoptionPending adoptionState = iota
+	adoptionStarted
+	adoptionDone
+)
+
+// to moves a from one state to another, reporting whether it was in from.
+func (a *adoption) to(from, to adoptionState) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.state != from {
+		return false
+	}
+	a.state = to
+	return true
+}
+
+// finish ends a for good and takes its evidence into account.
+func (a *adoption) finish() {
+	a.mu.Lock()
+	done := a.state == adoptionDone
+	a.state = adoptionDone
+	a.mu.Unlock()
+	if !done && a.taken != nil {
+		a.taken()
+	}
+}
+
+// AdoptRelayed tells the engine that the guard relayed module's controller
+// straight to bridge's switch while flowstated was away, the last time to
+// vswitchd (ovsconfig.VswitchdIdentity; "" unknown): the bridge's first
+// reconcile learns the switch's state for module instead of overwriting it
+// (see Learning what a relayed controller did). taken is called once that
+// was decided (learned, moot or failed). Call it before Run.
+func (e *Engine) AdoptRelayed(bridge, module, vswitchd string, taken func()) error {
+	b, err := e.bridge(bridge)
+	if err != nil {
+		return err
+	}
+	if err := entry.ValidateName("module", module); err != nil {
+		return fmt.Errorf("restore: adopt relayed: %w: %w", err, errdefs.ErrInvalidArgument)
+	}
+	if old := b.adopt.Swap(&adoption{module: module, vswitchd: vswitchd, taken: taken}); old != nil {
+		old.finish()
+	}
+	return nil
+}
+
+// Connected tells that a controller connected through flowstated's proxy:
+// a learning of the bridge not yet started is moot (its writes go to the
+// store, and its reinstall reconciles).
+func (r *Recorder) Connected() {
+	b, err := r.e.bridge(r.bridge)
+	if err != nil {
+		return
+	}
+	a := b.adopt.Load()
+	if a == nil || a.module != r.module || !a.to(adoptionPending, adoptionDone) {
+		return
+	}
+	b.adopt.CompareAndSwap(a, nil)
+	r.e.log.Info("the controller reconnected through flowstated's proxy before the bridge's first replay: its reinstall, recorded, replaces what it installed through the guard's relay",
+		"bridge", r.bridge, "module", r.module)
+	if a.taken != nil {
+		a.taken()
+	}
+}
+
+// adoptRelayedLocked runs the pending learning of b, if any, before a replay
+// reads the desired state. Only an error of the switch (a dump) is
+// returned, and leaves the learning pending for the next connection's
+// reconcile; every other outcome ends it. b.mu is held.
+func (e *Engine) adoptRelayedLocked(ctx context.Context, b *bridge, conn *ofconn.Conn, log *slog.Logger) error {
+	a := b.adopt.Load()
+	if a == nil || !a.to(adoptionPending, adoptionStarted) {
+		return nil
+	}
+	log = log.With("module", a.module)
+	end := func() {
+		b.adopt.CompareAndSwap(a, nil)
+		a.finish()
+	}
+	if now := e.vswitchdIdentity(); a.vswitchd != "" && now != "" && now != a.vswitchd {
+		log.Info("vswitchd restarted since the guard relayed the controller: nothing of it to learn, replaying the store", "relayed_to", a.vswitchd, "vswitchd", now)
+		end()
+		return nil
+	}
+	e.flagMu.Lock()
+	held, known := e.vswitchdHeld()
+	e.flagMu.Unlock()
+	if known && held {
+		log.Warn("vswitchd is held (flow-restore-wait): not learning what the controller installed through the guard's relay, replaying the store")
+		end()
+		return nil
+	}
+	l, err := e.learnRelayed(ctx, b, conn, a.module)
+	if err != nil {
+		a.to(adoptionStarted, adoptionPending)
+		return err
+	}
+	switch {
+	case l.fresh:
+		log.Info("the switch holds nothing the relayed controller installed (vswitchd's default flow at most): replaying the store")
+	case l.added+l.changed+len(l.removed) == 0:
+		log.Debug("the controller installed nothing new through the guard's relay")
+	default:
+		err := e.cfg.Store.Update(func(w *store.Writer) error {
+			if len(l.puts) > 0 {
+				if _, err := w.Put(b.name, a.module, l.puts); err != nil {
+					return err
+				}
+			}
+			if len(l.removed) > 0 {
+				if _, err := w.Delete(b.name, a.module, l.removed); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			log.Error("cannot store what the controller installed through the guard's relay: replaying the store over it until the controller reinstalls", "err", err)
+			break
+		}
+		b.liftQuarantineLocked(nil, l.puts, l.removed)
+		log.Info("learned what the controller installed through the guard's relay while flowstated was away",
+			"added", l.added, "changed", l.changed, "removed", len(l.removed))
+	}
+	end()
+	return nil
+}
+
+// learned is what a switch holds for a relayed module against the store.
+type learned struct {
+	// puts are the entries the module declares anew (added) or in the
+	// switch's version (changed); removed the module's entries the switch
+	// lacks (Kind and ID).
+	puts           []entry.Entry
+	removed        []entry.Entry
+	added, changed int
+	// fresh: the switch holds no owned entry but vswitchd's default flow.
+	fresh bool
+}
+
+// learnRelayed compares what b's switch holds with the store, for module
+// (see Learning what a relayed controller did).
+func (e *Engine) learnRelayed(ctx context.Context, b *bridge, conn *ofconn.Conn, module string) (learned, error) {
+	var l learned
+	kf := e.keptFilter(b)
+	// The owned flows as a dump keeps them (switchflows.go): outside the
+	// cookie space, with timeouts, left alone: not the module's.
+	flows := make(map[string][]byte)
+	var id []byte
+	err := e.eachFlowMod(ctx, conn, func(m []byte, owned bool) {
+		if !owned {
+			return
+		}
+		id = flowIdentity(id[:0], m)
+		if !kf.leaves(entry.KindFlow, id) {
+			flows[string(id)] = bytes.Clone(m)
+		}
+	})
+	if err != nil {
+		return l, err
+	}
+	others, err := dumpGroupsMeters(ctx, conn)
+	if err != nil {
+		return l, err
+	}
+	others = leftOut(others, kf)
+	kf.done()
+	l.fresh = len(others) == 0
+	for _, m := range flows {
+		if !canon.IsDefaultFlow(m) {
+			l.fresh = false
+			break
+		}
+	}
+	if l.fresh {
+		return l, nil
+	}
+	err = e.cfg.Store.ScanFlows(b.name, nil, func(rec store.Record) error {
+		m, on := flows[string(rec.ID)]
+		mine := string(rec.Module) == module
+		switch {
+		case !on && mine:
+			l.removed = append(l.removed, entry.Entry{Kind: entry.KindFlow, ID: bytes.Clone(rec.ID)})
+		case on && mine && !bytes.Equal(e.forms.Form(rec.Payload), m):
+			d, err := declaredFlow(module, m)
+			if err != nil {
+				return err
+			}
+			l.changed++
+			l.puts = append(l.puts, d)
+		}
+		delete(flows, string(rec.ID)) // declared: not undeclared
+		return nil
+	})
+	if err != nil {
+		return l, err
+	}
+	uses := make(map[string]bool)
+	for _, m := range flows {
+		if canon.IsDefaultFlow(m) {
+			continue
+		}
+		d, err := declaredFlow(module, m)
+		if err != nil {
+			return l, err
+		}
+		l.added++
+		l.puts = append(l.puts, d)
+	}
+	for _, p := range l.puts {
+		for _, r := range entry.FlowRefs(p.Payload) {
+			uses[key(r.Kind, r.Key())] = true
+		}
+	}
+	return l, e.learnOthers(b.name, module, others, uses, &l)
+}
+
+// learnOthers adds to l the groups and meters of the switch (others) and
+// of the store for module; uses holds the keys of those the learned flows
+// use.
+func (e *Engine) learnOthers(bridge, module string, others []actualEntry, uses map[string]bool, l *learned) error {
+	on := make(map[string]actualEntry, len(others))
+	for _, a := range others {
+		on[key(a.kind, a.id)] = a
+	}
+	for _, k := range []entry.Kind{entry.KindGroup, entry.KindMeter} {
+		err := e.cfg.Store.List(store.Filter{Bridge: bridge, Kind: k}, func(_ string, d entry.Entry) error {
+			kk := key(d.Kind, d.ID)
+			a, ok := on[kk]
+			delete(on, kk)
+			switch {
+			case d.Module != module:
+			case !ok:
+				l.removed = append(l.removed, entry.Entry{Kind: d.Kind, ID: d.ID})
+			case !bytes.Equal(e.forms.Form(d.Payload), a.payload):
+				l.changed++
+				l.puts = append(l.puts, entry.Entry{Kind: a.kind, Module: module, ID: a.id, Payload: a.payload})
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	for kk, a := range on {
+		if e.ownsGroupsAndMeters() || uses[kk] {
+			l.added++
+			l.puts = append(l.puts, entry.Entry{Kind: a.kind, Module: module, ID: a.id, Payload: a.payload})
+		}
+	}
+	return nil
+}
+
+// declaredFlow is module's declaration of m, a flow the switch holds.
+func declaredFlow(module string, m []byte) (entry.Entry, error) {
+	payload, id, err := entry.Identify(entry.KindFlow, m)
+	if err != nil {
+		return entry.Entry{}, fmt.Errorf("restore: a flow the relayed controller installed: %w", err)
+	}
+	return entry.Entry{Kind: entry.KindFlow, Module: module, ID: id, Payload: payload}, nil
+}
+
+// leftOut returns others without the entries kf leaves alone.
+func leftOut(others []actualEntry, kf *keptFilter) []actualEntry {
+	out := others[:0]
+	for _, a := range others {
+		if !kf.leaves(a.kind, a.id) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
