@@ -605,6 +605,15 @@ func (s *service) Watch(req *flowstatev1.WatchRequest, stream flowstatev1.FlowSt
 		return toGRPC(fmt.Errorf("%w: resync and watch from revision 0", err))
 	}
 	defer sub.Close()
+	if from == 0 {
+		// From now: a first heartbeat names the position at once, so a
+		// client that loses flowstated before anything happened can still
+		// resume or learn that it must resync, instead of knowing nothing.
+		head := events.Event{Revision: sub.Floor(), Time: time.Now(), Type: events.Heartbeat}
+		if err := stream.Send(&flowstatev1.WatchResponse{Event: toEvent(s.streamID, head)}); err != nil {
+			return err
+		}
+	}
 	for ev := range sub.C() {
 		if err := stream.Send(&flowstatev1.WatchResponse{Event: toEvent(s.streamID, ev)}); err != nil {
 			return err

@@ -117,9 +117,9 @@ outage is an object of type "resync" or "unreachable" with its message.`,
 // before watch says it is unreachable (and goes on trying).
 const watchReconnect = 5 * time.Second
 
-// watch prints events until ctx ends. The first call must reach flowstated;
-// later outages and restarts are announced with a marker line and ridden
-// out.
+// watch prints events until ctx ends. The first call must reach flowstated
+// (within watchReconnect); later outages and restarts, however soon after
+// the start, are announced with a marker line and ridden out.
 func watch(ctx context.Context, cmd *cobra.Command, g *globals, asJSON, heartbeats bool) error {
 	c, err := client.New(target(g.server), client.WithWatchReconnect(watchReconnect))
 	if err != nil {
@@ -146,10 +146,11 @@ func watch(ctx context.Context, cmd *cobra.Command, g *globals, asJSON, heartbea
 		switch {
 		case ctx.Err() != nil:
 			return nil // interrupted, or --timeout: the way a watch ends
-		case errors.Is(err, client.ErrResync) && (connected || down):
+		case errors.Is(err, client.ErrResync):
 			// flowstated restarted (or the connection broke before the
 			// first event): start again from now, saying what was lost.
-			cur, down = client.Cursor{}, false
+			// Either way flowstated was reached: later outages are ridden out.
+			cur, down, connected = client.Cursor{}, false, true
 			if err := p.marker("resync", "--- resync: "+resyncReason(err)+"; events in between are lost: read the state again (flowctl status)"); err != nil {
 				return err
 			}

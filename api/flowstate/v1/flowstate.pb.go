@@ -2773,7 +2773,8 @@ func (x *Change) GetModule() string {
 // WatchRequest starts or resumes an event stream.
 type WatchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// from_revision: 0 streams new events only; N resumes after revision N.
+	// from_revision: 0 streams new events only, after a first heartbeat that
+	// names the current revision; N resumes after revision N.
 	FromRevision uint64 `protobuf:"varint,1,opt,name=from_revision,json=fromRevision,proto3" json:"from_revision,omitempty"`
 	// stream_id, when resuming, is the stream_id of the events seen; a
 	// different one (flowstated restarted) fails with FAILED_PRECONDITION.
