@@ -491,6 +491,9 @@ func (s *service) MarkReady(ctx context.Context, req *flowstatev1.MarkReadyReque
 	if err := s.writers.authorize(ctx, req.GetModule()); err != nil {
 		return nil, toGRPC(err)
 	}
+	if err := s.checkKnown(req.GetModule()); err != nil {
+		return nil, toGRPC(err)
+	}
 	wrote(ctx, req.GetModule())
 	if err := s.engine.MarkReady(req.GetModule()); err != nil {
 		return nil, toGRPC(err)

@@ -20,7 +20,7 @@ func newReady(g *globals) *cobra.Command {
 	var module string
 	cmd := &cobra.Command{
 		Use:   "ready --module M",
-		Short: "Mark a module ready for this boot without changing its entries",
+		Short: "Mark a module ready for this boot without changing its entries (a module required or declaring entries)",
 		Example: `  # release a cold-start gate held for a module that will not sync:
   flowctl ready --module pipeline`,
 		Args: cobra.NoArgs,
@@ -30,6 +30,31 @@ func newReady(g *globals) *cobra.Command {
 					return err
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "module %s ready\n", module)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&module, "module", "", "module (required)")
+	_ = cmd.MarkFlagRequired("module")
+	return cmd
+}
+
+func newForgetModule(g *globals) *cobra.Command {
+	var module string
+	cmd := &cobra.Command{
+		Use:   "forget-module --module M",
+		Short: "Remove a module that declares nothing (a name marked ready by mistake) from flowstated's records",
+		Long: `Remove the record of module M, which ready left behind: status lists it no
+more. Only a module that declares no flows, groups or meters, and is not
+required (--require-module), can be forgotten: delete its entries first.`,
+		Example: `  flowctl forget-module --module pipline`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return g.run(cmd, func(ctx context.Context, c *client.Client) error {
+				if err := c.ForgetModule(ctx, module); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "module %s forgotten\n", module)
 				return nil
 			})
 		},

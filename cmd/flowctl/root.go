@@ -81,7 +81,7 @@ Exit status: 0 success; 1 failure; 2 usage error, or diff found differences.`,
 	for _, k := range entry.Kinds {
 		root.AddCommand(newAdd(g, k), newAddOne(g, k), newDel(g, k), newDump(g, k))
 	}
-	root.AddCommand(newReplaceFlows(g), newReady(g), newDiff(g), newReconcile(g), newWatch(g), newWait(g), newStatus(g),
+	root.AddCommand(newReplaceFlows(g), newReady(g), newForgetModule(g), newDiff(g), newReconcile(g), newWatch(g), newWait(g), newStatus(g),
 		newPrestart(g), newRelease(g), newVswitchdState(g), newBackup(g), newImport(g), newSupportBundle(g))
 	markFailures(root)
 	registerCompletions(root, g)

@@ -92,3 +92,12 @@ func (w *watcher) end(ctx context.Context, t *testing.T) error {
 func isType(typ client.EventType) func(client.Event) bool {
 	return func(ev client.Event) bool { return ev.Type == typ }
 }
+
+// declare puts one flow of module on br-int: a module that declares entries
+// may be marked ready.
+func declare(ctx context.Context, t *testing.T, c *client.Client, module string) {
+	t.Helper()
+	if _, err := c.Put(ctx, client.Module{Bridge: "br-int", Name: module}, client.FlowText("table=9,priority=9,ip,actions=drop")); err != nil {
+		t.Fatal(err)
+	}
+}
