@@ -410,7 +410,7 @@ func (e *permissionError) Error() string {
 	if u, err := user.Current(); err == nil {
 		who = u.Username
 	}
-	return fmt.Sprintf("permission denied on flowstated's socket %s%s: %s may not open it; run flowctl as root (sudo flowctl ...), "+
+	return fmt.Sprintf("permission denied on flowstated's socket %s%s: user %s is not allowed to open it; run flowctl as root (sudo flowctl ...), "+
 		"or as a member of the socket's group (flowstated's unit with Group=, then `usermod -aG GROUP %s` and log in again; "+
 		"see docs/operations.md, systemd)", e.path, e.owner, who, who)
 }
