@@ -346,6 +346,13 @@ func (g *globals) explain(ctx context.Context, err error) error {
 	if errors.As(err, &pe) {
 		return err
 	}
+	if errors.Is(err, errdefs.ErrPermissionDenied) {
+		// The client's EACCES on the socket, or a --module-writer refusal.
+		if r := probe(target(g.server)); errors.Is(r.dialErr, syscall.EACCES) || errors.Is(r.dialErr, syscall.EPERM) {
+			return newPermissionError(g.server, socketPath(target(g.server)))
+		}
+		return err
+	}
 	if !errors.Is(err, errdefs.ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
