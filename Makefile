@@ -8,8 +8,8 @@ help: ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 .PHONY: demo
-demo: ## run the restart demo on a private OVS sandbox (installs OVS if missing)
-	@./scripts/install-deps.sh
+demo: ## run the restart demo on a private OVS sandbox (installs openvswitch-switch if missing, nothing else)
+	@./scripts/install-deps.sh --demo
 	go run ./cmd/flowstate-demo
 
 # The nested modules, with a go.mod of their own so that a controller
