@@ -55,3 +55,32 @@ func TestStrictDeleteAbsent(t *testing.T) {
 		t.Errorf("dump-flows after the deletes:\n%s", out)
 	}
 }
+
+// TestBadFlowExitStatus: a flow that does not parse is bad input, exit
+// status 2, whether given inline, in a FILE or on standard input.
+func TestBadFlowExitStatus(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	e := testenv.New(ctx, t)
+	e.Start(ctx)
+	srv := e.Config.Listen
+	bad := "table=0,nw_srcc=1.2.3.4,actions=drop"
+	file := filepath.Join(e.Sandbox.Dir(), "bad.flows")
+	if err := os.WriteFile(file, []byte("table=0,priority=1,actions=drop\n"+bad+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		stdin string
+		args  []string
+	}{
+		{"", []string{"add-flow", "--module", "m", bad}},
+		{"", []string{"add-flows", "--module", "m", file}},
+		{"", []string{"replace-flows", "--module", "m", file}},
+		{bad + "\n", []string{"add-flows", "--module", "m", "-"}},
+	} {
+		_, stderr, code := flowctl(ctx, tc.stdin, append([]string{"--server", srv}, tc.args...)...)
+		if code != 2 || !strings.Contains(stderr, "nw_srcc") {
+			t.Errorf("flowctl %s: exit %d, want 2\n%s", strings.Join(tc.args, " "), code, stderr)
+		}
+	}
+}

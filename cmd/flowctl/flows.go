@@ -209,7 +209,10 @@ func checkFlows(cmd *cobra.Command, name string, lines []line) error {
 	wg.Wait()
 	bar.set(len(lines))
 	bar.done()
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return usageError{err} // bad input, as an inline flow that does not parse: exit 2
+	}
+	return nil
 }
 
 // checkChunk is how many lines a parsing worker takes at a time.
