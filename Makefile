@@ -8,8 +8,8 @@ help: ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 .PHONY: demo
-demo: ## run the restart demo on a private OVS sandbox (installs OVS if missing)
-	@./scripts/install-deps.sh
+demo: ## run the restart demo on a private OVS sandbox (installs openvswitch-switch if missing, nothing else)
+	@./scripts/install-deps.sh --demo
 	go run ./cmd/flowstate-demo
 
 # The nested modules, with a go.mod of their own so that a controller
@@ -25,8 +25,11 @@ test: ## run every test, against private OVS sandboxes, with -race
 	$(call in-modules,go test -race -count=1 -timeout 5m ./...)
 
 # VERSION is what --version prints; a release build sets it (make build VERSION=v1.2.0).
+# COMMIT is stamped as deploy/Dockerfile does, for toolchains and trees
+# (a worktree, -buildvcs=false) where Go records no VCS revision.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
-LDFLAGS := -X github.com/flowstate-io/flowstate/internal/version.Version=$(VERSION)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -X github.com/flowstate-io/flowstate/internal/version.Version=$(VERSION) -X github.com/flowstate-io/flowstate/internal/version.Commit=$(COMMIT)
 
 .PHONY: build
 build: ## build flowstated, flowctl and the demo into bin/

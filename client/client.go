@@ -9,8 +9,10 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
 
 	flowstatev1 "github.com/flowstate-io/flowstate/api/flowstate/v1"
+	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/errdefs/errgrpc"
 )
 
@@ -149,5 +151,12 @@ func (c *Client) Conn() *grpc.ClientConn { return c.conn }
 // Close closes the connection.
 func (c *Client) Close() error { return c.conn.Close() }
 
-// fromGRPC maps a gRPC status back to the errdefs kinds.
-func fromGRPC(err error) error { return errgrpc.ToNative(err) }
+// fromGRPC maps a gRPC status back to the errdefs kinds. gRPC reports a
+// socket the client may not open (EACCES) as UNAVAILABLE: it is mapped to
+// errdefs.ErrPermissionDenied here, the one place, since no wait cures it.
+func fromGRPC(err error) error {
+	if st, ok := status.FromError(err); ok && dialDenied(st) {
+		return fmt.Errorf("client: %s: %w", st.Message(), errdefs.ErrPermissionDenied)
+	}
+	return errgrpc.ToNative(err)
+}

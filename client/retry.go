@@ -39,15 +39,24 @@ func retryDelay(n int) time.Duration {
 // other code. A socket the caller may not open (EACCES) is no passing state.
 func transient(err error) bool {
 	st, ok := status.FromError(err)
-	if !ok || st.Code() != codes.Unavailable {
-		return false
-	}
+	return ok && st.Code() == codes.Unavailable && !verdict(st) && !dialDenied(st)
+}
+
+// verdict reports whether st carries errgrpc's mark: flowstated's own answer.
+func verdict(st *status.Status) bool {
 	for _, d := range st.Details() {
 		if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.GetDomain() == errgrpc.Domain {
-			return false
+			return true
 		}
 	}
-	return !strings.Contains(st.Message(), "permission denied")
+	return false
+}
+
+// dialDenied reports whether st is gRPC's UNAVAILABLE for a socket the
+// kernel would not let the client open (EACCES, EPERM on connect).
+func dialDenied(st *status.Status) bool {
+	return st.Code() == codes.Unavailable && !verdict(st) &&
+		(strings.Contains(st.Message(), "permission denied") || strings.Contains(st.Message(), "operation not permitted"))
 }
 
 // unreachableError is a call whose context ended while flowstated could not

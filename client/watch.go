@@ -46,18 +46,21 @@ const (
 //     changed; or the revision left its window), or the events received
 //     do not follow on from it, Watch returns an error wrapping ErrResync
 //     (and errdefs.ErrFailedPrecondition when the server refused).
-//  3. A Watch from the zero Cursor learns its position from the first event;
-//     a heartbeat arrives within flowstated's heartbeat interval (10 s). A
-//     connection lost before that also ends Watch with ErrResync.
+//  3. A Watch from the zero Cursor learns its position from the first event:
+//     flowstated starts such a stream with a heartbeat. When the connection
+//     is lost before that, Watch reconnects as in 1 and, once flowstated
+//     answers again, returns ErrResync (what happened in between is unknown).
 //  4. When flowstated stays unreachable for longer than the reconnect window
 //     (WithWatchReconnect), Watch returns an error wrapping
-//     errdefs.ErrUnavailable; calling it again with the last Cursor resumes.
+//     errdefs.ErrUnavailable (and ErrResync too when the position was never
+//     learnt); calling it again with the last Cursor resumes.
 func (c *Client) Watch(ctx context.Context, from Cursor, fn func(Event) error) error {
 	cur := from
 	var down time.Time // when the current outage began; zero while events flow
 	delay := watchBackoffMin
+	lost := false // a stream from now broke before its first event
 	for {
-		got, err := c.watchStream(ctx, &cur, fn)
+		got, opened, err := c.watchStream(ctx, &cur, lost, fn)
 		var ce callerError
 		switch {
 		case errors.As(err, &ce):
@@ -70,9 +73,8 @@ func (c *Client) Watch(ctx context.Context, from Cursor, fn func(Event) error) e
 			return fmt.Errorf("%w: %w", ErrResync, err)
 		case !errors.Is(err, errdefs.ErrUnavailable):
 			return err
-		case cur.IsZero():
-			return fmt.Errorf("client: watch: connection lost before the first event: %w (%w)", err, ErrResync)
 		}
+		lost = lost || (opened && cur.IsZero())
 		if got {
 			down, delay = time.Time{}, watchBackoffMin
 		}
@@ -80,6 +82,10 @@ func (c *Client) Watch(ctx context.Context, from Cursor, fn func(Event) error) e
 			down = time.Now()
 		}
 		if out := time.Since(down); c.watchReconnect >= 0 && out > c.watchReconnect {
+			if lost {
+				return fmt.Errorf("client: watch: flowstated unreachable for %v, lost before the first event: %w (%w)",
+					out.Round(time.Millisecond), err, ErrResync)
+			}
 			return fmt.Errorf("client: watch: flowstated unreachable for %v (resume from stream %s revision %d): %w",
 				out.Round(time.Millisecond), cur.StreamID, cur.Revision, err)
 		}
@@ -100,31 +106,37 @@ type callerError struct{ err error }
 func (e callerError) Error() string { return e.err.Error() }
 
 // watchStream runs one Watch call from *cur, advancing *cur past each event
-// fn accepted. got reports that at least one event arrived.
-func (c *Client) watchStream(ctx context.Context, cur *Cursor, fn func(Event) error) (got bool, err error) {
+// fn accepted. got reports that at least one event arrived, opened that the
+// call reached a transport. lost: an earlier stream from now broke before
+// its first event, so this one's first event ends Watch with ErrResync.
+func (c *Client) watchStream(ctx context.Context, cur *Cursor, lost bool, fn func(Event) error) (got, opened bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the call when fn fails
 	stream, err := c.api.Watch(ctx, &flowstatev1.WatchRequest{FromRevision: cur.Revision, StreamId: cur.StreamID})
 	if err != nil {
-		return false, fromGRPC(err)
+		return false, false, fromGRPC(err)
 	}
 	for {
 		resp, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
 			// flowstated ends a live stream only with an error status.
-			return got, fmt.Errorf("client: watch: stream ended by flowstated: %w", errdefs.ErrUnavailable)
+			return got, true, fmt.Errorf("client: watch: stream ended by flowstated: %w", errdefs.ErrUnavailable)
 		}
 		if err != nil {
-			return got, fromGRPC(err)
+			return got, true, fromGRPC(err)
 		}
 		got = true
 		ev := fromEvent(resp.GetEvent())
+		if lost {
+			return got, true, fmt.Errorf("client: watch: connection lost before the first event; flowstated answers again (stream %s): %w",
+				ev.StreamID, ErrResync)
+		}
 		if err := follows(*cur, ev); err != nil {
-			return got, err
+			return got, true, err
 		}
 		*cur = ev.Cursor()
 		if err := fn(ev); err != nil {
-			return got, callerError{err}
+			return got, true, callerError{err}
 		}
 	}
 }

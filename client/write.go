@@ -249,3 +249,12 @@ func (c *Client) MarkReady(ctx context.Context, module string) error {
 	_, err := c.api.MarkReady(ctx, &flowstatev1.MarkReadyRequest{Module: module})
 	return fromGRPC(err)
 }
+
+// ForgetModule removes the record of a module that declares no entries,
+// such as a name marked ready by mistake. It fails wrapping
+// errdefs.ErrFailedPrecondition when the module is required or declares
+// entries, and errdefs.ErrNotFound when flowstated has no record of it.
+func (c *Client) ForgetModule(ctx context.Context, module string) error {
+	_, err := c.api.ForgetModule(ctx, &flowstatev1.ForgetModuleRequest{Module: module})
+	return fromGRPC(err)
+}

@@ -154,6 +154,19 @@ func TestDaemonSet(t *testing.T) {
 		}
 	}
 
+	// flowstated is ready once its node converged, not once its API
+	// answers: a rolling update waits for that on each node.
+	rp := fs.ReadinessProbe
+	wantReady := []string{"/usr/local/bin/flowctl", "--server=unix:///run/flowstate/flowstate.sock", "--timeout=2s", "wait", "--converged"}
+	if rp == nil || rp.Exec == nil || !slices.Equal(rp.Exec.Command, wantReady) {
+		t.Errorf("flowstated readiness probe %+v, want exec %q", rp, wantReady)
+	} else if rp.TimeoutSeconds <= 2 {
+		t.Errorf("flowstated readiness probe timeoutSeconds %d: not above flowctl's --timeout=2s", rp.TimeoutSeconds)
+	}
+	if ru := ds.Spec.UpdateStrategy.RollingUpdate; ru == nil || ru.MaxUnavailable == nil || ru.MaxUnavailable.IntValue() != 1 {
+		t.Errorf("rolling update %+v, want maxUnavailable 1", ru)
+	}
+
 	// Metrics: flowstated on loopback only; the proxy on the node address,
 	// over TLS, only /metrics, to flowstated's loopback listener.
 	metrics := flagValue(fs.Args, "metrics-listen")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs what flowstate's tests and demo need: Open vSwitch, OVN and
+# Installs what flowstate's tests need: Open vSwitch, OVN and
 # systemd-container (Debian packages) and promtool, and with --dev also buf and the pinned protoc plugins.
-# Idempotent.
+# With --demo, only what make demo needs: Open vSwitch (openvswitch-switch).
+# Idempotent; says what it installed.
 set -euo pipefail
 
 PROTOC_GEN_GO_VERSION=v1.36.12
@@ -18,7 +19,11 @@ if ! command -v ovs-vswitchd >/dev/null && [ ! -x /usr/sbin/ovs-vswitchd ]; then
 	echo "installing openvswitch-switch" >&2
 	as_root apt-get update -qq
 	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openvswitch-switch >/dev/null
+	echo "installed openvswitch-switch" >&2
 fi
+
+# The demo runs a private ovsdb-server and ovs-vswitchd: nothing else.
+[ "${1:-}" = "--demo" ] && exit 0
 
 # OVN 23.03 (ovn-northd, ovn-controller, the NB/SB schemas), Open vSwitch's
 # ovs-testcontroller and os-ken (osken-manager) are the real, unmodified

@@ -491,6 +491,9 @@ func (s *service) MarkReady(ctx context.Context, req *flowstatev1.MarkReadyReque
 	if err := s.writers.authorize(ctx, req.GetModule()); err != nil {
 		return nil, toGRPC(err)
 	}
+	if err := s.checkKnown(req.GetModule()); err != nil {
+		return nil, toGRPC(err)
+	}
 	wrote(ctx, req.GetModule())
 	if err := s.engine.MarkReady(req.GetModule()); err != nil {
 		return nil, toGRPC(err)
@@ -605,6 +608,15 @@ func (s *service) Watch(req *flowstatev1.WatchRequest, stream flowstatev1.FlowSt
 		return toGRPC(fmt.Errorf("%w: resync and watch from revision 0", err))
 	}
 	defer sub.Close()
+	if from == 0 {
+		// From now: a first heartbeat names the position at once, so a
+		// client that loses flowstated before anything happened can still
+		// resume or learn that it must resync, instead of knowing nothing.
+		head := events.Event{Revision: sub.Floor(), Time: time.Now(), Type: events.Heartbeat}
+		if err := stream.Send(&flowstatev1.WatchResponse{Event: toEvent(s.streamID, head)}); err != nil {
+			return err
+		}
+	}
 	for ev := range sub.C() {
 		if err := stream.Send(&flowstatev1.WatchResponse{Event: toEvent(s.streamID, ev)}); err != nil {
 			return err

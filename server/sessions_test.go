@@ -20,7 +20,7 @@ import (
 )
 
 // helperEnv makes the test binary a client process: it connects to
-// $FLOWSTATE_TEST_SOCK, marks each module of $FLOWSTATE_TEST_MODULES ready
+// $FLOWSTATE_TEST_SOCK, puts a flow of each module of $FLOWSTATE_TEST_MODULES
 // (printing "MODULE ok" or "MODULE denied: ERR"), prints "connected", and
 // keeps its connection until stdin closes.
 const helperEnv = "FLOWSTATE_TEST_HELPER"
@@ -34,8 +34,9 @@ func runHelperClient() int {
 		return 1
 	}
 	defer c.Close()
-	for _, m := range strings.Split(os.Getenv("FLOWSTATE_TEST_MODULES"), ",") {
-		if err := c.MarkReady(ctx, m); err != nil {
+	for i, m := range strings.Split(os.Getenv("FLOWSTATE_TEST_MODULES"), ",") {
+		flow := client.FlowText(fmt.Sprintf("table=9,priority=%d,ip,actions=drop", 100+i))
+		if _, err := c.Put(ctx, client.Module{Bridge: "br-int", Name: m}, flow); err != nil {
 			fmt.Printf("%s denied: %v\n", m, err)
 		} else {
 			fmt.Printf("%s ok\n", m)

@@ -571,44 +571,53 @@ type Count struct {
 func (s *Store) Counts() ([]Count, error) {
 	var out []Count
 	err := s.view(func(tx *bolt.Tx) error {
-		root := tx.Bucket(bucketBridges)
-		return root.ForEachBucket(func(name []byte) error {
-			idx := map[string]*[3]int{}
-			br := root.Bucket(name)
-			for ki, kind := range entry.Kinds {
-				kb := br.Bucket(kindBuckets[kind])
-				if kb == nil {
-					continue
-				}
-				err := kb.ForEach(func(k, v []byte) error {
-					owner, err := recordOwner(k, v)
-					if err != nil {
-						s.damage.note(string(bucketBridges), string(name), kind, k, v, err)
-						return nil
-					}
-					c := idx[string(owner)]
-					if c == nil {
-						c = new([3]int)
-						idx[string(owner)] = c
-					}
-					c[ki]++
-					return nil
-				})
-				if err != nil {
-					return err
-				}
-			}
-			for m, c := range idx {
-				out = append(out, Count{Bridge: string(name), Module: m, Flows: c[0], Groups: c[1], Meters: c[2]})
-			}
-			return nil
-		})
+		var err error
+		out, err = s.countsTx(tx)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: counts: %w", err)
 	}
 	sortCounts(out)
 	return out, nil
+}
+
+// countsTx counts the entries of every (bridge, module) in tx, unordered.
+func (s *Store) countsTx(tx *bolt.Tx) ([]Count, error) {
+	var out []Count
+	root := tx.Bucket(bucketBridges)
+	err := root.ForEachBucket(func(name []byte) error {
+		idx := map[string]*[3]int{}
+		br := root.Bucket(name)
+		for ki, kind := range entry.Kinds {
+			kb := br.Bucket(kindBuckets[kind])
+			if kb == nil {
+				continue
+			}
+			err := kb.ForEach(func(k, v []byte) error {
+				owner, err := recordOwner(k, v)
+				if err != nil {
+					s.damage.note(string(bucketBridges), string(name), kind, k, v, err)
+					return nil
+				}
+				c := idx[string(owner)]
+				if c == nil {
+					c = new([3]int)
+					idx[string(owner)] = c
+				}
+				c[ki]++
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		for m, c := range idx {
+			out = append(out, Count{Bridge: string(name), Module: m, Flows: c[0], Groups: c[1], Meters: c[2]})
+		}
+		return nil
+	})
+	return out, err
 }
 
 func checkDuplicates(es []entry.Entry) error { return newKeyOrder(es).duplicate() }

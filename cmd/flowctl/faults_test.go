@@ -30,6 +30,10 @@ func TestWatchAcrossRestarts(t *testing.T) {
 	if _, stderr, code := flowctl(ctx, "", "--server", srv, "wait"); code != 0 {
 		t.Fatal(stderr)
 	}
+	// A module that declares a flow may be marked ready.
+	if _, stderr, code := flowctl(ctx, "", "--server", srv, "add-flow", "--module", "pipeline", "table=0,priority=100,ip,actions=drop"); code != 0 {
+		t.Fatal(stderr)
+	}
 	out := &lockedBuffer{}
 	done := make(chan int, 1)
 	wctx, stop := context.WithCancel(ctx)

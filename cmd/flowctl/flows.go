@@ -9,6 +9,7 @@ import (
 	"iter"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -208,7 +209,10 @@ func checkFlows(cmd *cobra.Command, name string, lines []line) error {
 	wg.Wait()
 	bar.set(len(lines))
 	bar.done()
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return usageError{err} // bad input, as an inline flow that does not parse: exit 2
+	}
+	return nil
 }
 
 // checkChunk is how many lines a parsing worker takes at a time.
@@ -396,10 +400,13 @@ func newDel(g *globals, kind entry.Kind) *cobra.Command {
 				return fmt.Errorf("%s: no %s", name, noun)
 			}
 			return g.run(cmd, func(ctx context.Context, c *client.Client) error {
-				if _, err := c.Delete(ctx, client.Module{Bridge: g.bridge, Name: module}, toEntries(kind, lines)...); err != nil {
+				n, err := deletePresent(ctx, c, client.Module{Bridge: g.bridge, Name: module}, kind, lines)
+				if err != nil {
 					return lineError(name, lines, err)
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%d %s deleted\n", len(lines), noun)
+				if n > 0 { // as ovs-ofctl, an absent one is no error and no output
+					fmt.Fprintf(cmd.OutOrStdout(), "%d %s deleted\n", n, noun)
+				}
 				return nil
 			})
 		},
@@ -417,7 +424,8 @@ field MATCH gives, with the same value; table=N, cookie=V/M and out_port=P
 restrict further; priority is refused, as a non-strict match has none). Without
 MATCH, every flow of the module goes. With --strict, each flow is named by
 table, priority and match (actions ignored), as ovs-ofctl del-flows --strict
-takes it, and a flow of another module is refused.
+takes it: one the module does not hold is skipped, as ovs-ofctl does, and a
+flow of another module is refused.
 
 The argument is a flow given inline, "-" for lines of standard input, or a
 FILE of lines: a name that starts with / or . is a file, as is one that
@@ -438,6 +446,9 @@ and a flow the module changes meanwhile is deleted as it was read.`
 		cmd.Flags().BoolVar(&strict, "strict", false, "name each flow by table, priority and match, as ovs-ofctl del-flows --strict")
 		run := cmd.RunE
 		cmd.RunE = func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 && !isInline(args[0]) {
+				return run(cmd, args) // FILE or -: not a bridge
+			}
 			args, err := bridgeArg(cmd, g, args, true)
 			if err != nil {
 				return err
@@ -449,6 +460,38 @@ and a flow the module changes meanwhile is deleted as it was read.`
 		}
 	}
 	return cmd
+}
+
+// deletePresent deletes lines of m by identity and returns how many it
+// deleted. As ovs-ofctl del-flows --strict (and del-groups, del-meters), an
+// entry the module does not hold is skipped, not an error: a delete that
+// fails NOT_FOUND for one entry (all or nothing) is sent again without it.
+// Any other refusal fails with the index of lines it names.
+func deletePresent(ctx context.Context, c *client.Client, m client.Module, kind entry.Kind, lines []line) (int, error) {
+	idx := make([]int, len(lines)) // position in lines of each entry sent
+	for i := range idx {
+		idx[i] = i
+	}
+	for len(idx) > 0 {
+		sent := make([]line, len(idx))
+		for i, j := range idx {
+			sent[i] = lines[j]
+		}
+		_, err := c.Delete(ctx, m, toEntries(kind, sent)...)
+		var ee *errdefs.EntryError
+		if err == nil {
+			return len(idx), nil
+		}
+		if !errors.As(err, &ee) || ee.Index < 0 || ee.Index >= len(idx) {
+			return 0, err
+		}
+		at := idx[ee.Index]
+		if !errors.Is(err, errdefs.ErrNotFound) {
+			return 0, &errdefs.EntryError{Index: at, Err: ee.Err}
+		}
+		idx = slices.Delete(idx, ee.Index, ee.Index+1)
+	}
+	return 0, nil
 }
 
 // isInline reports whether the argument of del-flows is a flow rather than

@@ -20,7 +20,7 @@ func newReady(g *globals) *cobra.Command {
 	var module string
 	cmd := &cobra.Command{
 		Use:   "ready --module M",
-		Short: "Mark a module ready for this boot without changing its entries",
+		Short: "Mark a module ready for this boot without changing its entries (a module required or declaring entries)",
 		Example: `  # release a cold-start gate held for a module that will not sync:
   flowctl ready --module pipeline`,
 		Args: cobra.NoArgs,
@@ -30,6 +30,31 @@ func newReady(g *globals) *cobra.Command {
 					return err
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "module %s ready\n", module)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&module, "module", "", "module (required)")
+	_ = cmd.MarkFlagRequired("module")
+	return cmd
+}
+
+func newForgetModule(g *globals) *cobra.Command {
+	var module string
+	cmd := &cobra.Command{
+		Use:   "forget-module --module M",
+		Short: "Remove a module that declares nothing (a name marked ready by mistake) from flowstated's records",
+		Long: `Remove the record of module M, which ready left behind: status lists it no
+more. Only a module that declares no flows, groups or meters, and is not
+required (--require-module), can be forgotten: delete its entries first.`,
+		Example: `  flowctl forget-module --module pipline`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return g.run(cmd, func(ctx context.Context, c *client.Client) error {
+				if err := c.ForgetModule(ctx, module); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "module %s forgotten\n", module)
 				return nil
 			})
 		},
@@ -117,9 +142,9 @@ outage is an object of type "resync" or "unreachable" with its message.`,
 // before watch says it is unreachable (and goes on trying).
 const watchReconnect = 5 * time.Second
 
-// watch prints events until ctx ends. The first call must reach flowstated;
-// later outages and restarts are announced with a marker line and ridden
-// out.
+// watch prints events until ctx ends. The first call must reach flowstated
+// (within watchReconnect); later outages and restarts, however soon after
+// the start, are announced with a marker line and ridden out.
 func watch(ctx context.Context, cmd *cobra.Command, g *globals, asJSON, heartbeats bool) error {
 	c, err := client.New(target(g.server), client.WithWatchReconnect(watchReconnect))
 	if err != nil {
@@ -146,10 +171,11 @@ func watch(ctx context.Context, cmd *cobra.Command, g *globals, asJSON, heartbea
 		switch {
 		case ctx.Err() != nil:
 			return nil // interrupted, or --timeout: the way a watch ends
-		case errors.Is(err, client.ErrResync) && (connected || down):
+		case errors.Is(err, client.ErrResync):
 			// flowstated restarted (or the connection broke before the
 			// first event): start again from now, saying what was lost.
-			cur, down = client.Cursor{}, false
+			// Either way flowstated was reached: later outages are ridden out.
+			cur, down, connected = client.Cursor{}, false, true
 			if err := p.marker("resync", "--- resync: "+resyncReason(err)+"; events in between are lost: read the state again (flowctl status)"); err != nil {
 				return err
 			}

@@ -81,7 +81,7 @@ Exit status: 0 success; 1 failure; 2 usage error, or diff found differences.`,
 	for _, k := range entry.Kinds {
 		root.AddCommand(newAdd(g, k), newAddOne(g, k), newDel(g, k), newDump(g, k))
 	}
-	root.AddCommand(newReplaceFlows(g), newReady(g), newDiff(g), newReconcile(g), newWatch(g), newWait(g), newStatus(g),
+	root.AddCommand(newReplaceFlows(g), newReady(g), newForgetModule(g), newDiff(g), newReconcile(g), newWatch(g), newWait(g), newStatus(g),
 		newPrestart(g), newRelease(g), newVswitchdState(g), newBackup(g), newImport(g), newSupportBundle(g))
 	markFailures(root)
 	registerCompletions(root, g)
@@ -346,6 +346,13 @@ func (g *globals) explain(ctx context.Context, err error) error {
 	if errors.As(err, &pe) {
 		return err
 	}
+	if errors.Is(err, errdefs.ErrPermissionDenied) {
+		// The client's EACCES on the socket, or a --module-writer refusal.
+		if r := probe(target(g.server)); errors.Is(r.dialErr, syscall.EACCES) || errors.Is(r.dialErr, syscall.EPERM) {
+			return newPermissionError(g.server, socketPath(target(g.server)))
+		}
+		return err
+	}
 	if !errors.Is(err, errdefs.ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
@@ -410,7 +417,7 @@ func (e *permissionError) Error() string {
 	if u, err := user.Current(); err == nil {
 		who = u.Username
 	}
-	return fmt.Sprintf("permission denied on flowstated's socket %s%s: %s may not open it; run flowctl as root (sudo flowctl ...), "+
+	return fmt.Sprintf("permission denied on flowstated's socket %s%s: user %s is not allowed to open it; run flowctl as root (sudo flowctl ...), "+
 		"or as a member of the socket's group (flowstated's unit with Group=, then `usermod -aG GROUP %s` and log in again; "+
 		"see docs/operations.md, systemd)", e.path, e.owner, who, who)
 }

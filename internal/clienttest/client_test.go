@@ -144,6 +144,7 @@ func TestWatchAcrossRestart(t *testing.T) {
 	e.Start(ctx)
 	patient := e.Dial(e.Sock)
 	hasty := e.Dial(e.Sock, client.WithWatchReconnect(500*time.Millisecond))
+	declare(ctx, t, patient, "pod")
 	if _, err := patient.WaitConverged(ctx); err != nil { // start-up events are over
 		t.Fatal(err)
 	}
@@ -204,6 +205,7 @@ func TestFrozenServer(t *testing.T) {
 	p := newProxy(t, filepath.Join(e.Sandbox.Dir(), "px.sock"), e.Sock)
 	direct := e.Dial(e.Sock)
 	viaProxy := e.Dial(filepath.Join(e.Sandbox.Dir(), "px.sock"), fastFail)
+	declare(ctx, t, direct, "pod")
 	if _, err := direct.WaitConverged(ctx); err != nil { // start-up events are over
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
 	"testing"
 	"time"
 
@@ -18,6 +19,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if sock := os.Getenv(dialAsEnv); sock != "" {
+		os.Exit(dialKind(sock))
+	}
 	// libOpenflow reports what it cannot decode through klog: noise here.
 	klog.LogToStderr(false)
 	klog.SetOutput(io.Discard)
@@ -91,4 +95,13 @@ func (w *watcher) end(ctx context.Context, t *testing.T) error {
 
 func isType(typ client.EventType) func(client.Event) bool {
 	return func(ev client.Event) bool { return ev.Type == typ }
+}
+
+// declare puts one flow of module on br-int: a module that declares entries
+// may be marked ready.
+func declare(ctx context.Context, t *testing.T, c *client.Client, module string) {
+	t.Helper()
+	if _, err := c.Put(ctx, client.Module{Bridge: "br-int", Name: module}, client.FlowText("table=9,priority=9,ip,actions=drop")); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -233,6 +233,10 @@ type Subscription struct {
 	err       error         // guarded by log.mu; set before stop is closed
 }
 
+// Floor returns the log's revision at Subscribe: a subscription from now
+// delivers the events after it.
+func (s *Subscription) Floor() uint64 { return s.floor }
+
 // C returns the delivery channel; it is closed when the subscription ends.
 func (s *Subscription) C() <-chan Event { return s.ch }
 

@@ -269,7 +269,7 @@ func (x Change_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Change_Op.Descriptor instead.
 func (Change_Op) EnumDescriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{32, 0}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{34, 0}
 }
 
 // Entry is one desired entry as a controller declares it.
@@ -2354,6 +2354,89 @@ func (*MarkReadyResponse) Descriptor() ([]byte, []int) {
 	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{23}
 }
 
+// ForgetModuleRequest names the module to forget.
+type ForgetModuleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// module is required.
+	Module        string `protobuf:"bytes,1,opt,name=module,proto3" json:"module,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForgetModuleRequest) Reset() {
+	*x = ForgetModuleRequest{}
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForgetModuleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForgetModuleRequest) ProtoMessage() {}
+
+func (x *ForgetModuleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForgetModuleRequest.ProtoReflect.Descriptor instead.
+func (*ForgetModuleRequest) Descriptor() ([]byte, []int) {
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ForgetModuleRequest) GetModule() string {
+	if x != nil {
+		return x.Module
+	}
+	return ""
+}
+
+// ForgetModuleResponse is empty.
+type ForgetModuleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForgetModuleResponse) Reset() {
+	*x = ForgetModuleResponse{}
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForgetModuleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForgetModuleResponse) ProtoMessage() {}
+
+func (x *ForgetModuleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForgetModuleResponse.ProtoReflect.Descriptor instead.
+func (*ForgetModuleResponse) Descriptor() ([]byte, []int) {
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{25}
+}
+
 // ArmRequest asks to set flow-restore-wait.
 type ArmRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2363,7 +2446,7 @@ type ArmRequest struct {
 
 func (x *ArmRequest) Reset() {
 	*x = ArmRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[24]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2375,7 +2458,7 @@ func (x *ArmRequest) String() string {
 func (*ArmRequest) ProtoMessage() {}
 
 func (x *ArmRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[24]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2388,7 +2471,7 @@ func (x *ArmRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArmRequest.ProtoReflect.Descriptor instead.
 func (*ArmRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{24}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{26}
 }
 
 // ArmResponse reports the flag set.
@@ -2402,7 +2485,7 @@ type ArmResponse struct {
 
 func (x *ArmResponse) Reset() {
 	*x = ArmResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[25]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2414,7 +2497,7 @@ func (x *ArmResponse) String() string {
 func (*ArmResponse) ProtoMessage() {}
 
 func (x *ArmResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[25]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2427,7 +2510,7 @@ func (x *ArmResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArmResponse.ProtoReflect.Descriptor instead.
 func (*ArmResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{25}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ArmResponse) GetWasSet() bool {
@@ -2446,7 +2529,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[26]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2458,7 +2541,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[26]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2471,7 +2554,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{26}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{28}
 }
 
 // ReleaseResponse reports the release.
@@ -2487,7 +2570,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[27]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2499,7 +2582,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[27]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2512,7 +2595,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{27}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ReleaseResponse) GetWasSet() bool {
@@ -2540,7 +2623,7 @@ type ReconcileRequest struct {
 
 func (x *ReconcileRequest) Reset() {
 	*x = ReconcileRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[28]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2552,7 +2635,7 @@ func (x *ReconcileRequest) String() string {
 func (*ReconcileRequest) ProtoMessage() {}
 
 func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[28]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2565,7 +2648,7 @@ func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRequest.ProtoReflect.Descriptor instead.
 func (*ReconcileRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{28}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ReconcileRequest) GetBridge() string {
@@ -2586,7 +2669,7 @@ type ReconcileResponse struct {
 
 func (x *ReconcileResponse) Reset() {
 	*x = ReconcileResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[29]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2598,7 +2681,7 @@ func (x *ReconcileResponse) String() string {
 func (*ReconcileResponse) ProtoMessage() {}
 
 func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[29]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2611,7 +2694,7 @@ func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileResponse.ProtoReflect.Descriptor instead.
 func (*ReconcileResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{29}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ReconcileResponse) GetBridges() []*BridgeStatus {
@@ -2632,7 +2715,7 @@ type DiffRequest struct {
 
 func (x *DiffRequest) Reset() {
 	*x = DiffRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[30]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2644,7 +2727,7 @@ func (x *DiffRequest) String() string {
 func (*DiffRequest) ProtoMessage() {}
 
 func (x *DiffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[30]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2657,7 +2740,7 @@ func (x *DiffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffRequest.ProtoReflect.Descriptor instead.
 func (*DiffRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{30}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DiffRequest) GetBridge() string {
@@ -2679,7 +2762,7 @@ type DiffResponse struct {
 
 func (x *DiffResponse) Reset() {
 	*x = DiffResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[31]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2691,7 +2774,7 @@ func (x *DiffResponse) String() string {
 func (*DiffResponse) ProtoMessage() {}
 
 func (x *DiffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[31]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2704,7 +2787,7 @@ func (x *DiffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffResponse.ProtoReflect.Descriptor instead.
 func (*DiffResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{31}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DiffResponse) GetChanges() []*Change {
@@ -2733,7 +2816,7 @@ type Change struct {
 
 func (x *Change) Reset() {
 	*x = Change{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[32]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2745,7 +2828,7 @@ func (x *Change) String() string {
 func (*Change) ProtoMessage() {}
 
 func (x *Change) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[32]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2758,7 +2841,7 @@ func (x *Change) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Change.ProtoReflect.Descriptor instead.
 func (*Change) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{32}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Change) GetOp() Change_Op {
@@ -2799,7 +2882,8 @@ func (x *Change) GetModule() string {
 // WatchRequest starts or resumes an event stream.
 type WatchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// from_revision: 0 streams new events only; N resumes after revision N.
+	// from_revision: 0 streams new events only, after a first heartbeat that
+	// names the current revision; N resumes after revision N.
 	FromRevision uint64 `protobuf:"varint,1,opt,name=from_revision,json=fromRevision,proto3" json:"from_revision,omitempty"`
 	// stream_id, when resuming, is the stream_id of the events seen; a
 	// different one (flowstated restarted) fails with FAILED_PRECONDITION.
@@ -2810,7 +2894,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[33]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2822,7 +2906,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[33]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2835,7 +2919,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{33}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *WatchRequest) GetFromRevision() uint64 {
@@ -2863,7 +2947,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[34]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2875,7 +2959,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[34]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2888,7 +2972,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{34}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *WatchResponse) GetEvent() *Event {
@@ -2928,7 +3012,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[35]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2940,7 +3024,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[35]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2953,7 +3037,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{35}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Event) GetRevision() uint64 {
@@ -3034,7 +3118,7 @@ type FlowStatsRequest struct {
 
 func (x *FlowStatsRequest) Reset() {
 	*x = FlowStatsRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[36]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3046,7 +3130,7 @@ func (x *FlowStatsRequest) String() string {
 func (*FlowStatsRequest) ProtoMessage() {}
 
 func (x *FlowStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[36]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3059,7 +3143,7 @@ func (x *FlowStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowStatsRequest.ProtoReflect.Descriptor instead.
 func (*FlowStatsRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{36}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *FlowStatsRequest) GetBridge() string {
@@ -3094,7 +3178,7 @@ type FlowStatsResponse struct {
 
 func (x *FlowStatsResponse) Reset() {
 	*x = FlowStatsResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[37]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3106,7 +3190,7 @@ func (x *FlowStatsResponse) String() string {
 func (*FlowStatsResponse) ProtoMessage() {}
 
 func (x *FlowStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[37]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3119,7 +3203,7 @@ func (x *FlowStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowStatsResponse.ProtoReflect.Descriptor instead.
 func (*FlowStatsResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{37}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *FlowStatsResponse) GetFlows() []*FlowStats {
@@ -3149,7 +3233,7 @@ type FlowStats struct {
 
 func (x *FlowStats) Reset() {
 	*x = FlowStats{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[38]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3161,7 +3245,7 @@ func (x *FlowStats) String() string {
 func (*FlowStats) ProtoMessage() {}
 
 func (x *FlowStats) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[38]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3174,7 +3258,7 @@ func (x *FlowStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowStats.ProtoReflect.Descriptor instead.
 func (*FlowStats) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{38}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *FlowStats) GetEntry() *StoredEntry {
@@ -3221,7 +3305,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[39]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3233,7 +3317,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[39]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3246,7 +3330,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{39}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{41}
 }
 
 // BackupResponse is one chunk of the store file; the chunks in order are
@@ -3261,7 +3345,7 @@ type BackupResponse struct {
 
 func (x *BackupResponse) Reset() {
 	*x = BackupResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[40]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3273,7 +3357,7 @@ func (x *BackupResponse) String() string {
 func (*BackupResponse) ProtoMessage() {}
 
 func (x *BackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[40]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3286,7 +3370,7 @@ func (x *BackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
 func (*BackupResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{40}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *BackupResponse) GetData() []byte {
@@ -3464,7 +3548,10 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\achanged\x18\x05 \x01(\rR\achanged\"*\n" +
 	"\x10MarkReadyRequest\x12\x16\n" +
 	"\x06module\x18\x01 \x01(\tR\x06module\"\x13\n" +
-	"\x11MarkReadyResponse\"\f\n" +
+	"\x11MarkReadyResponse\"-\n" +
+	"\x13ForgetModuleRequest\x12\x16\n" +
+	"\x06module\x18\x01 \x01(\tR\x06module\"\x16\n" +
+	"\x14ForgetModuleResponse\"\f\n" +
 	"\n" +
 	"ArmRequest\"&\n" +
 	"\vArmResponse\x12\x17\n" +
@@ -3556,7 +3643,7 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x17EVENT_TYPE_GUARD_PROVEN\x10\x10\x12\x1a\n" +
 	"\x16EVENT_TYPE_GATE_OPENED\x10\x11\x12\x1e\n" +
 	"\x1aEVENT_TYPE_PROXY_CONNECTED\x10\x12\x12!\n" +
-	"\x1dEVENT_TYPE_PROXY_DISCONNECTED\x10\x132\xe6\a\n" +
+	"\x1dEVENT_TYPE_PROXY_DISCONNECTED\x10\x132\xbd\b\n" +
 	"\x10FlowStateService\x12:\n" +
 	"\x03Put\x12\x18.flowstate.v1.PutRequest\x1a\x19.flowstate.v1.PutResponse\x12N\n" +
 	"\tPutStream\x12\x1e.flowstate.v1.PutStreamRequest\x1a\x1f.flowstate.v1.PutStreamResponse(\x01\x12C\n" +
@@ -3564,7 +3651,8 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x04List\x12\x19.flowstate.v1.ListRequest\x1a\x1a.flowstate.v1.ListResponse0\x01\x12C\n" +
 	"\x06Status\x12\x1b.flowstate.v1.StatusRequest\x1a\x1c.flowstate.v1.StatusResponse\x12?\n" +
 	"\x04Sync\x12\x19.flowstate.v1.SyncRequest\x1a\x1a.flowstate.v1.SyncResponse(\x01\x12L\n" +
-	"\tMarkReady\x12\x1e.flowstate.v1.MarkReadyRequest\x1a\x1f.flowstate.v1.MarkReadyResponse\x12L\n" +
+	"\tMarkReady\x12\x1e.flowstate.v1.MarkReadyRequest\x1a\x1f.flowstate.v1.MarkReadyResponse\x12U\n" +
+	"\fForgetModule\x12!.flowstate.v1.ForgetModuleRequest\x1a\".flowstate.v1.ForgetModuleResponse\x12L\n" +
 	"\tReconcile\x12\x1e.flowstate.v1.ReconcileRequest\x1a\x1f.flowstate.v1.ReconcileResponse\x12?\n" +
 	"\x04Diff\x12\x19.flowstate.v1.DiffRequest\x1a\x1a.flowstate.v1.DiffResponse0\x01\x12B\n" +
 	"\x05Watch\x12\x1a.flowstate.v1.WatchRequest\x1a\x1b.flowstate.v1.WatchResponse0\x01\x12:\n" +
@@ -3586,7 +3674,7 @@ func file_flowstate_v1_flowstate_proto_rawDescGZIP() []byte {
 }
 
 var file_flowstate_v1_flowstate_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_flowstate_v1_flowstate_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_flowstate_v1_flowstate_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_flowstate_v1_flowstate_proto_goTypes = []any{
 	(EntryKind)(0),                // 0: flowstate.v1.EntryKind
 	(EventType)(0),                // 1: flowstate.v1.EventType
@@ -3615,26 +3703,28 @@ var file_flowstate_v1_flowstate_proto_goTypes = []any{
 	(*SyncResponse)(nil),          // 24: flowstate.v1.SyncResponse
 	(*MarkReadyRequest)(nil),      // 25: flowstate.v1.MarkReadyRequest
 	(*MarkReadyResponse)(nil),     // 26: flowstate.v1.MarkReadyResponse
-	(*ArmRequest)(nil),            // 27: flowstate.v1.ArmRequest
-	(*ArmResponse)(nil),           // 28: flowstate.v1.ArmResponse
-	(*ReleaseRequest)(nil),        // 29: flowstate.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),       // 30: flowstate.v1.ReleaseResponse
-	(*ReconcileRequest)(nil),      // 31: flowstate.v1.ReconcileRequest
-	(*ReconcileResponse)(nil),     // 32: flowstate.v1.ReconcileResponse
-	(*DiffRequest)(nil),           // 33: flowstate.v1.DiffRequest
-	(*DiffResponse)(nil),          // 34: flowstate.v1.DiffResponse
-	(*Change)(nil),                // 35: flowstate.v1.Change
-	(*WatchRequest)(nil),          // 36: flowstate.v1.WatchRequest
-	(*WatchResponse)(nil),         // 37: flowstate.v1.WatchResponse
-	(*Event)(nil),                 // 38: flowstate.v1.Event
-	(*FlowStatsRequest)(nil),      // 39: flowstate.v1.FlowStatsRequest
-	(*FlowStatsResponse)(nil),     // 40: flowstate.v1.FlowStatsResponse
-	(*FlowStats)(nil),             // 41: flowstate.v1.FlowStats
-	(*BackupRequest)(nil),         // 42: flowstate.v1.BackupRequest
-	(*BackupResponse)(nil),        // 43: flowstate.v1.BackupResponse
-	nil,                           // 44: flowstate.v1.Event.AttrsEntry
-	(*timestamppb.Timestamp)(nil), // 45: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 46: google.protobuf.Duration
+	(*ForgetModuleRequest)(nil),   // 27: flowstate.v1.ForgetModuleRequest
+	(*ForgetModuleResponse)(nil),  // 28: flowstate.v1.ForgetModuleResponse
+	(*ArmRequest)(nil),            // 29: flowstate.v1.ArmRequest
+	(*ArmResponse)(nil),           // 30: flowstate.v1.ArmResponse
+	(*ReleaseRequest)(nil),        // 31: flowstate.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),       // 32: flowstate.v1.ReleaseResponse
+	(*ReconcileRequest)(nil),      // 33: flowstate.v1.ReconcileRequest
+	(*ReconcileResponse)(nil),     // 34: flowstate.v1.ReconcileResponse
+	(*DiffRequest)(nil),           // 35: flowstate.v1.DiffRequest
+	(*DiffResponse)(nil),          // 36: flowstate.v1.DiffResponse
+	(*Change)(nil),                // 37: flowstate.v1.Change
+	(*WatchRequest)(nil),          // 38: flowstate.v1.WatchRequest
+	(*WatchResponse)(nil),         // 39: flowstate.v1.WatchResponse
+	(*Event)(nil),                 // 40: flowstate.v1.Event
+	(*FlowStatsRequest)(nil),      // 41: flowstate.v1.FlowStatsRequest
+	(*FlowStatsResponse)(nil),     // 42: flowstate.v1.FlowStatsResponse
+	(*FlowStats)(nil),             // 43: flowstate.v1.FlowStats
+	(*BackupRequest)(nil),         // 44: flowstate.v1.BackupRequest
+	(*BackupResponse)(nil),        // 45: flowstate.v1.BackupResponse
+	nil,                           // 46: flowstate.v1.Event.AttrsEntry
+	(*timestamppb.Timestamp)(nil), // 47: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 48: google.protobuf.Duration
 }
 var file_flowstate_v1_flowstate_proto_depIdxs = []int32{
 	0,  // 0: flowstate.v1.Entry.kind:type_name -> flowstate.v1.EntryKind
@@ -3649,37 +3739,37 @@ var file_flowstate_v1_flowstate_proto_depIdxs = []int32{
 	18, // 9: flowstate.v1.StatusResponse.gate:type_name -> flowstate.v1.Gate
 	19, // 10: flowstate.v1.StatusResponse.quarantined:type_name -> flowstate.v1.QuarantinedEntry
 	17, // 11: flowstate.v1.StatusResponse.guard:type_name -> flowstate.v1.Guard
-	45, // 12: flowstate.v1.StatusResponse.last_release:type_name -> google.protobuf.Timestamp
+	47, // 12: flowstate.v1.StatusResponse.last_release:type_name -> google.protobuf.Timestamp
 	16, // 13: flowstate.v1.StatusResponse.sessions:type_name -> flowstate.v1.Session
 	15, // 14: flowstate.v1.StatusResponse.proxies:type_name -> flowstate.v1.ProxyStatus
-	45, // 15: flowstate.v1.ProxyStatus.last_install:type_name -> google.protobuf.Timestamp
-	45, // 16: flowstate.v1.ProxyStatus.last_error_time:type_name -> google.protobuf.Timestamp
-	45, // 17: flowstate.v1.Session.since:type_name -> google.protobuf.Timestamp
-	45, // 18: flowstate.v1.Session.last_activity:type_name -> google.protobuf.Timestamp
-	46, // 19: flowstate.v1.Guard.grace:type_name -> google.protobuf.Duration
-	46, // 20: flowstate.v1.Guard.guard_grace:type_name -> google.protobuf.Duration
-	45, // 21: flowstate.v1.Guard.last_round_trip:type_name -> google.protobuf.Timestamp
-	45, // 22: flowstate.v1.Gate.deadline:type_name -> google.protobuf.Timestamp
+	47, // 15: flowstate.v1.ProxyStatus.last_install:type_name -> google.protobuf.Timestamp
+	47, // 16: flowstate.v1.ProxyStatus.last_error_time:type_name -> google.protobuf.Timestamp
+	47, // 17: flowstate.v1.Session.since:type_name -> google.protobuf.Timestamp
+	47, // 18: flowstate.v1.Session.last_activity:type_name -> google.protobuf.Timestamp
+	48, // 19: flowstate.v1.Guard.grace:type_name -> google.protobuf.Duration
+	48, // 20: flowstate.v1.Guard.guard_grace:type_name -> google.protobuf.Duration
+	47, // 21: flowstate.v1.Guard.last_round_trip:type_name -> google.protobuf.Timestamp
+	47, // 22: flowstate.v1.Gate.deadline:type_name -> google.protobuf.Timestamp
 	4,  // 23: flowstate.v1.QuarantinedEntry.entry:type_name -> flowstate.v1.StoredEntry
-	45, // 24: flowstate.v1.QuarantinedEntry.since:type_name -> google.protobuf.Timestamp
+	47, // 24: flowstate.v1.QuarantinedEntry.since:type_name -> google.protobuf.Timestamp
 	21, // 25: flowstate.v1.BridgeStatus.last_replay:type_name -> flowstate.v1.Replay
-	45, // 26: flowstate.v1.BridgeStatus.since:type_name -> google.protobuf.Timestamp
-	45, // 27: flowstate.v1.BridgeStatus.last_drift:type_name -> google.protobuf.Timestamp
-	45, // 28: flowstate.v1.Replay.finished_at:type_name -> google.protobuf.Timestamp
-	46, // 29: flowstate.v1.Replay.duration:type_name -> google.protobuf.Duration
+	47, // 26: flowstate.v1.BridgeStatus.since:type_name -> google.protobuf.Timestamp
+	47, // 27: flowstate.v1.BridgeStatus.last_drift:type_name -> google.protobuf.Timestamp
+	47, // 28: flowstate.v1.Replay.finished_at:type_name -> google.protobuf.Timestamp
+	48, // 29: flowstate.v1.Replay.duration:type_name -> google.protobuf.Duration
 	3,  // 30: flowstate.v1.SyncRequest.entries:type_name -> flowstate.v1.Entry
-	46, // 31: flowstate.v1.ReleaseResponse.acknowledged_after:type_name -> google.protobuf.Duration
+	48, // 31: flowstate.v1.ReleaseResponse.acknowledged_after:type_name -> google.protobuf.Duration
 	20, // 32: flowstate.v1.ReconcileResponse.bridges:type_name -> flowstate.v1.BridgeStatus
-	35, // 33: flowstate.v1.DiffResponse.changes:type_name -> flowstate.v1.Change
+	37, // 33: flowstate.v1.DiffResponse.changes:type_name -> flowstate.v1.Change
 	2,  // 34: flowstate.v1.Change.op:type_name -> flowstate.v1.Change.Op
 	0,  // 35: flowstate.v1.Change.kind:type_name -> flowstate.v1.EntryKind
-	38, // 36: flowstate.v1.WatchResponse.event:type_name -> flowstate.v1.Event
-	45, // 37: flowstate.v1.Event.time:type_name -> google.protobuf.Timestamp
-	44, // 38: flowstate.v1.Event.attrs:type_name -> flowstate.v1.Event.AttrsEntry
+	40, // 36: flowstate.v1.WatchResponse.event:type_name -> flowstate.v1.Event
+	47, // 37: flowstate.v1.Event.time:type_name -> google.protobuf.Timestamp
+	46, // 38: flowstate.v1.Event.attrs:type_name -> flowstate.v1.Event.AttrsEntry
 	1,  // 39: flowstate.v1.Event.event_type:type_name -> flowstate.v1.EventType
-	41, // 40: flowstate.v1.FlowStatsResponse.flows:type_name -> flowstate.v1.FlowStats
+	43, // 40: flowstate.v1.FlowStatsResponse.flows:type_name -> flowstate.v1.FlowStats
 	4,  // 41: flowstate.v1.FlowStats.entry:type_name -> flowstate.v1.StoredEntry
-	46, // 42: flowstate.v1.FlowStats.duration:type_name -> google.protobuf.Duration
+	48, // 42: flowstate.v1.FlowStats.duration:type_name -> google.protobuf.Duration
 	5,  // 43: flowstate.v1.FlowStateService.Put:input_type -> flowstate.v1.PutRequest
 	7,  // 44: flowstate.v1.FlowStateService.PutStream:input_type -> flowstate.v1.PutStreamRequest
 	9,  // 45: flowstate.v1.FlowStateService.Delete:input_type -> flowstate.v1.DeleteRequest
@@ -3687,29 +3777,31 @@ var file_flowstate_v1_flowstate_proto_depIdxs = []int32{
 	13, // 47: flowstate.v1.FlowStateService.Status:input_type -> flowstate.v1.StatusRequest
 	23, // 48: flowstate.v1.FlowStateService.Sync:input_type -> flowstate.v1.SyncRequest
 	25, // 49: flowstate.v1.FlowStateService.MarkReady:input_type -> flowstate.v1.MarkReadyRequest
-	31, // 50: flowstate.v1.FlowStateService.Reconcile:input_type -> flowstate.v1.ReconcileRequest
-	33, // 51: flowstate.v1.FlowStateService.Diff:input_type -> flowstate.v1.DiffRequest
-	36, // 52: flowstate.v1.FlowStateService.Watch:input_type -> flowstate.v1.WatchRequest
-	27, // 53: flowstate.v1.FlowStateService.Arm:input_type -> flowstate.v1.ArmRequest
-	29, // 54: flowstate.v1.FlowStateService.Release:input_type -> flowstate.v1.ReleaseRequest
-	39, // 55: flowstate.v1.FlowStateService.FlowStats:input_type -> flowstate.v1.FlowStatsRequest
-	42, // 56: flowstate.v1.FlowStateService.Backup:input_type -> flowstate.v1.BackupRequest
-	6,  // 57: flowstate.v1.FlowStateService.Put:output_type -> flowstate.v1.PutResponse
-	8,  // 58: flowstate.v1.FlowStateService.PutStream:output_type -> flowstate.v1.PutStreamResponse
-	10, // 59: flowstate.v1.FlowStateService.Delete:output_type -> flowstate.v1.DeleteResponse
-	12, // 60: flowstate.v1.FlowStateService.List:output_type -> flowstate.v1.ListResponse
-	14, // 61: flowstate.v1.FlowStateService.Status:output_type -> flowstate.v1.StatusResponse
-	24, // 62: flowstate.v1.FlowStateService.Sync:output_type -> flowstate.v1.SyncResponse
-	26, // 63: flowstate.v1.FlowStateService.MarkReady:output_type -> flowstate.v1.MarkReadyResponse
-	32, // 64: flowstate.v1.FlowStateService.Reconcile:output_type -> flowstate.v1.ReconcileResponse
-	34, // 65: flowstate.v1.FlowStateService.Diff:output_type -> flowstate.v1.DiffResponse
-	37, // 66: flowstate.v1.FlowStateService.Watch:output_type -> flowstate.v1.WatchResponse
-	28, // 67: flowstate.v1.FlowStateService.Arm:output_type -> flowstate.v1.ArmResponse
-	30, // 68: flowstate.v1.FlowStateService.Release:output_type -> flowstate.v1.ReleaseResponse
-	40, // 69: flowstate.v1.FlowStateService.FlowStats:output_type -> flowstate.v1.FlowStatsResponse
-	43, // 70: flowstate.v1.FlowStateService.Backup:output_type -> flowstate.v1.BackupResponse
-	57, // [57:71] is the sub-list for method output_type
-	43, // [43:57] is the sub-list for method input_type
+	27, // 50: flowstate.v1.FlowStateService.ForgetModule:input_type -> flowstate.v1.ForgetModuleRequest
+	33, // 51: flowstate.v1.FlowStateService.Reconcile:input_type -> flowstate.v1.ReconcileRequest
+	35, // 52: flowstate.v1.FlowStateService.Diff:input_type -> flowstate.v1.DiffRequest
+	38, // 53: flowstate.v1.FlowStateService.Watch:input_type -> flowstate.v1.WatchRequest
+	29, // 54: flowstate.v1.FlowStateService.Arm:input_type -> flowstate.v1.ArmRequest
+	31, // 55: flowstate.v1.FlowStateService.Release:input_type -> flowstate.v1.ReleaseRequest
+	41, // 56: flowstate.v1.FlowStateService.FlowStats:input_type -> flowstate.v1.FlowStatsRequest
+	44, // 57: flowstate.v1.FlowStateService.Backup:input_type -> flowstate.v1.BackupRequest
+	6,  // 58: flowstate.v1.FlowStateService.Put:output_type -> flowstate.v1.PutResponse
+	8,  // 59: flowstate.v1.FlowStateService.PutStream:output_type -> flowstate.v1.PutStreamResponse
+	10, // 60: flowstate.v1.FlowStateService.Delete:output_type -> flowstate.v1.DeleteResponse
+	12, // 61: flowstate.v1.FlowStateService.List:output_type -> flowstate.v1.ListResponse
+	14, // 62: flowstate.v1.FlowStateService.Status:output_type -> flowstate.v1.StatusResponse
+	24, // 63: flowstate.v1.FlowStateService.Sync:output_type -> flowstate.v1.SyncResponse
+	26, // 64: flowstate.v1.FlowStateService.MarkReady:output_type -> flowstate.v1.MarkReadyResponse
+	28, // 65: flowstate.v1.FlowStateService.ForgetModule:output_type -> flowstate.v1.ForgetModuleResponse
+	34, // 66: flowstate.v1.FlowStateService.Reconcile:output_type -> flowstate.v1.ReconcileResponse
+	36, // 67: flowstate.v1.FlowStateService.Diff:output_type -> flowstate.v1.DiffResponse
+	39, // 68: flowstate.v1.FlowStateService.Watch:output_type -> flowstate.v1.WatchResponse
+	30, // 69: flowstate.v1.FlowStateService.Arm:output_type -> flowstate.v1.ArmResponse
+	32, // 70: flowstate.v1.FlowStateService.Release:output_type -> flowstate.v1.ReleaseResponse
+	42, // 71: flowstate.v1.FlowStateService.FlowStats:output_type -> flowstate.v1.FlowStatsResponse
+	45, // 72: flowstate.v1.FlowStateService.Backup:output_type -> flowstate.v1.BackupResponse
+	58, // [58:73] is the sub-list for method output_type
+	43, // [43:58] is the sub-list for method input_type
 	43, // [43:43] is the sub-list for extension type_name
 	43, // [43:43] is the sub-list for extension extendee
 	0,  // [0:43] is the sub-list for field type_name
@@ -3725,14 +3817,14 @@ func file_flowstate_v1_flowstate_proto_init() {
 		(*Entry_Openflow)(nil),
 	}
 	file_flowstate_v1_flowstate_proto_msgTypes[8].OneofWrappers = []any{}
-	file_flowstate_v1_flowstate_proto_msgTypes[36].OneofWrappers = []any{}
+	file_flowstate_v1_flowstate_proto_msgTypes[38].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_flowstate_v1_flowstate_proto_rawDesc), len(file_flowstate_v1_flowstate_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   42,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,20 +23,21 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	FlowStateService_Put_FullMethodName       = "/flowstate.v1.FlowStateService/Put"
-	FlowStateService_PutStream_FullMethodName = "/flowstate.v1.FlowStateService/PutStream"
-	FlowStateService_Delete_FullMethodName    = "/flowstate.v1.FlowStateService/Delete"
-	FlowStateService_List_FullMethodName      = "/flowstate.v1.FlowStateService/List"
-	FlowStateService_Status_FullMethodName    = "/flowstate.v1.FlowStateService/Status"
-	FlowStateService_Sync_FullMethodName      = "/flowstate.v1.FlowStateService/Sync"
-	FlowStateService_MarkReady_FullMethodName = "/flowstate.v1.FlowStateService/MarkReady"
-	FlowStateService_Reconcile_FullMethodName = "/flowstate.v1.FlowStateService/Reconcile"
-	FlowStateService_Diff_FullMethodName      = "/flowstate.v1.FlowStateService/Diff"
-	FlowStateService_Watch_FullMethodName     = "/flowstate.v1.FlowStateService/Watch"
-	FlowStateService_Arm_FullMethodName       = "/flowstate.v1.FlowStateService/Arm"
-	FlowStateService_Release_FullMethodName   = "/flowstate.v1.FlowStateService/Release"
-	FlowStateService_FlowStats_FullMethodName = "/flowstate.v1.FlowStateService/FlowStats"
-	FlowStateService_Backup_FullMethodName    = "/flowstate.v1.FlowStateService/Backup"
+	FlowStateService_Put_FullMethodName          = "/flowstate.v1.FlowStateService/Put"
+	FlowStateService_PutStream_FullMethodName    = "/flowstate.v1.FlowStateService/PutStream"
+	FlowStateService_Delete_FullMethodName       = "/flowstate.v1.FlowStateService/Delete"
+	FlowStateService_List_FullMethodName         = "/flowstate.v1.FlowStateService/List"
+	FlowStateService_Status_FullMethodName       = "/flowstate.v1.FlowStateService/Status"
+	FlowStateService_Sync_FullMethodName         = "/flowstate.v1.FlowStateService/Sync"
+	FlowStateService_MarkReady_FullMethodName    = "/flowstate.v1.FlowStateService/MarkReady"
+	FlowStateService_ForgetModule_FullMethodName = "/flowstate.v1.FlowStateService/ForgetModule"
+	FlowStateService_Reconcile_FullMethodName    = "/flowstate.v1.FlowStateService/Reconcile"
+	FlowStateService_Diff_FullMethodName         = "/flowstate.v1.FlowStateService/Diff"
+	FlowStateService_Watch_FullMethodName        = "/flowstate.v1.FlowStateService/Watch"
+	FlowStateService_Arm_FullMethodName          = "/flowstate.v1.FlowStateService/Arm"
+	FlowStateService_Release_FullMethodName      = "/flowstate.v1.FlowStateService/Release"
+	FlowStateService_FlowStats_FullMethodName    = "/flowstate.v1.FlowStateService/FlowStats"
+	FlowStateService_Backup_FullMethodName       = "/flowstate.v1.FlowStateService/Backup"
 )
 
 // FlowStateServiceClient is the client API for FlowStateService service.
@@ -73,8 +74,13 @@ type FlowStateServiceClient interface {
 	// all of it or nothing (a stream that breaks stores nothing).
 	Sync(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[SyncRequest, SyncResponse], error)
 	// MarkReady marks a module ready for the current host boot without
-	// changing its entries.
+	// changing its entries. A module neither required nor declaring entries
+	// fails with FAILED_PRECONDITION (a typo, most likely).
 	MarkReady(ctx context.Context, in *MarkReadyRequest, opts ...grpc.CallOption) (*MarkReadyResponse, error)
+	// ForgetModule removes the record of a module that declares no entries
+	// (its ready mark). A required module, or one that declares entries,
+	// fails with FAILED_PRECONDITION; one without a record with NOT_FOUND.
+	ForgetModule(ctx context.Context, in *ForgetModuleRequest, opts ...grpc.CallOption) (*ForgetModuleResponse, error)
 	// Reconcile makes a bridge hold exactly its desired state now.
 	Reconcile(ctx context.Context, in *ReconcileRequest, opts ...grpc.CallOption) (*ReconcileResponse, error)
 	// Diff reports how the switch differs from the desired state, without
@@ -195,6 +201,16 @@ func (c *flowStateServiceClient) MarkReady(ctx context.Context, in *MarkReadyReq
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(MarkReadyResponse)
 	err := c.cc.Invoke(ctx, FlowStateService_MarkReady_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *flowStateServiceClient) ForgetModule(ctx context.Context, in *ForgetModuleRequest, opts ...grpc.CallOption) (*ForgetModuleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ForgetModuleResponse)
+	err := c.cc.Invoke(ctx, FlowStateService_ForgetModule_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -341,8 +357,13 @@ type FlowStateServiceServer interface {
 	// all of it or nothing (a stream that breaks stores nothing).
 	Sync(grpc.ClientStreamingServer[SyncRequest, SyncResponse]) error
 	// MarkReady marks a module ready for the current host boot without
-	// changing its entries.
+	// changing its entries. A module neither required nor declaring entries
+	// fails with FAILED_PRECONDITION (a typo, most likely).
 	MarkReady(context.Context, *MarkReadyRequest) (*MarkReadyResponse, error)
+	// ForgetModule removes the record of a module that declares no entries
+	// (its ready mark). A required module, or one that declares entries,
+	// fails with FAILED_PRECONDITION; one without a record with NOT_FOUND.
+	ForgetModule(context.Context, *ForgetModuleRequest) (*ForgetModuleResponse, error)
 	// Reconcile makes a bridge hold exactly its desired state now.
 	Reconcile(context.Context, *ReconcileRequest) (*ReconcileResponse, error)
 	// Diff reports how the switch differs from the desired state, without
@@ -404,6 +425,9 @@ func (UnimplementedFlowStateServiceServer) Sync(grpc.ClientStreamingServer[SyncR
 }
 func (UnimplementedFlowStateServiceServer) MarkReady(context.Context, *MarkReadyRequest) (*MarkReadyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method MarkReady not implemented")
+}
+func (UnimplementedFlowStateServiceServer) ForgetModule(context.Context, *ForgetModuleRequest) (*ForgetModuleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ForgetModule not implemented")
 }
 func (UnimplementedFlowStateServiceServer) Reconcile(context.Context, *ReconcileRequest) (*ReconcileResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Reconcile not implemented")
@@ -544,6 +568,24 @@ func _FlowStateService_MarkReady_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _FlowStateService_ForgetModule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ForgetModuleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FlowStateServiceServer).ForgetModule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FlowStateService_ForgetModule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FlowStateServiceServer).ForgetModule(ctx, req.(*ForgetModuleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _FlowStateService_Reconcile_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ReconcileRequest)
 	if err := dec(in); err != nil {
@@ -664,6 +706,10 @@ var FlowStateService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "MarkReady",
 			Handler:    _FlowStateService_MarkReady_Handler,
+		},
+		{
+			MethodName: "ForgetModule",
+			Handler:    _FlowStateService_ForgetModule_Handler,
 		},
 		{
 			MethodName: "Reconcile",
