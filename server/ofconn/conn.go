@@ -61,6 +61,9 @@ type Conn struct {
 
 	flowChanges atomic.Pointer[chan struct{}] // told of flow monitor reports (monitor.go); nil: none asked for
 
+	foreign     atomic.Uint64                // messages of another OpenFlow version read (foreign.go)
+	lastForeign atomic.Pointer[ForeignError] // the last of them
+
 	done    chan struct{}
 	dieOnce sync.Once
 	cause   error // why the connection died; written before done is closed
@@ -272,8 +275,8 @@ func (c *Conn) readLoop(br *bufio.Reader) {
 		c.stats.received.Add(1)
 		c.stats.bytesReceived.Add(uint64(len(f)))
 		if f[0] != openflow15.VERSION {
-			c.die(fmt.Errorf("ofconn: switch sent an OpenFlow version %d message on a 1.5 connection", f[0]))
-			return
+			c.noteForeign(f)
+			continue
 		}
 		switch f[1] {
 		case openflow15.Type_EchoRequest:

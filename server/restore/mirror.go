@@ -127,6 +127,10 @@ type mirror struct {
 	last     Replay
 	// dumps and quiet count as MirrorState's Dumps and Quiet.
 	dumps, quiet int
+	// noMonitor is why the switch last refused a flow monitor ("": it did
+	// not). Only runMirror's goroutine uses it: the refusal of a vswitchd
+	// that cannot monitor is logged once, not at every connection.
+	noMonitor string
 }
 
 func newMirrorSet() *mirrorSet { return &mirrorSet{byName: map[string]*mirror{}} }
@@ -342,7 +346,9 @@ func (e *Engine) runMirror(ctx context.Context, m *mirror) {
 //
 //  1. It asks the switch for a flow monitor (ofconn.MonitorFlows) before the
 //     first dump, so no flow change after that dump goes unreported. A
-//     switch that refuses it gets a full dump every MirrorInterval instead.
+//     switch that refuses it (OVS 2.15 has none in OpenFlow 1.5) gets a full
+//     dump every MirrorInterval instead, on the same connection; the
+//     refusal is logged once per bridge, not per connection.
 //  2. The first dump may restore the mirror (restoreMirror); until it
 //     settles, every interval dumps again.
 //  3. After that, each MirrorInterval: if the monitor reported a change, or
@@ -354,11 +360,20 @@ func (e *Engine) runMirror(ctx context.Context, m *mirror) {
 //     the dump is dumped again at the next interval.
 func (e *Engine) serveMirror(ctx context.Context, m *mirror, conn *ofconn.Conn, log *slog.Logger) {
 	changed, err := conn.MonitorFlows(ctx)
-	if err != nil {
-		if ctx.Err() != nil || !connAlive(conn) {
-			return
+	switch {
+	case err == nil:
+		m.noMonitor = ""
+	case ctx.Err() != nil || !connAlive(conn):
+		return
+	case err.Error() != m.noMonitor:
+		m.noMonitor = err.Error()
+		why := "the switch cannot monitor flows"
+		if _, ok := errors.AsType[*ofconn.ForeignError](err); ok {
+			why = "the switch cannot monitor flows (Open vSwitch before 2.17 has no OpenFlow 1.5 flow monitor)"
 		}
-		log.Warn("the switch refused a flow monitor: the unmanaged bridge is dumped every --mirror-interval instead", "err", err)
+		log.Warn(why+": the unmanaged bridge is dumped every --mirror-interval instead", "err", err)
+	default:
+		log.Debug("the switch cannot monitor flows", "err", err)
 	}
 	tick := time.NewTicker(e.cfg.MirrorInterval)
 	defer tick.Stop()
