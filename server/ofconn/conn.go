@@ -61,6 +61,8 @@ type Conn struct {
 
 	flowChanges atomic.Pointer[chan struct{}] // told of flow monitor reports (monitor.go); nil: none asked for
 
+	peerVersions uint32 // the switch HELLO's version bitmap; written by the handshake only
+
 	foreign     atomic.Uint64                // messages of another OpenFlow version read (foreign.go)
 	lastForeign atomic.Pointer[ForeignError] // the last of them
 
@@ -167,6 +169,7 @@ func (c *Conn) handshake(ctx context.Context, br *bufio.Reader) error {
 			if !peerSpeaks15(f) {
 				return ErrVersion
 			}
+			c.peerVersions = HelloVersions(f)
 			gotHello = true
 		case f[1] == openflow15.Type_Error:
 			e := decodeError(f)
