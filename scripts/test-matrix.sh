@@ -106,22 +106,33 @@ stop_root_daemons() {
 	done
 }
 
+# unmount_root unmounts what setup_root mounted in root $1, deepest first.
 unmount_root() {
-	if mountpoint -q "$1/tmp" 2>/dev/null; then umount "$1/tmp"; fi
+	local m
+	awk -v r="$1/" 'index($2, r) == 1 { print $2 }' /proc/mounts | sort -r | while read -r m; do
+		umount "$m"
+	done
 }
 
 # setup_root writes the wrappers and schema copies of root $1 into
-# $logs/$1 and mounts /tmp into it.
+# $logs/$1, and mounts /tmp and this repository into it at the same paths:
+# a wrapper runs its binary in the caller's directory (a test passes
+# ovs-ofctl a file relative to its package).
 setup_root() {
-	local name=$1 dir=$roots/$1 out=$logs/$1 b
+	local name=$1 dir=$roots/$1 out=$logs/$1 b repo
 	need_root "running in $dir"
+	repo=$(pwd -P)
 	mountpoint -q "$dir/tmp" || mount --bind /tmp "$dir/tmp"
+	mkdir -p "$dir$repo"
+	mountpoint -q "$dir$repo" || mount --bind "$repo" "$dir$repo"
 	rm -rf "${out:?}/bin" "${out:?}/share"
 	mkdir -p "$out/bin" "$out/share/openvswitch" "$out/share/ovn"
 	for b in $bins; do
 		local inside
 		inside=$(chroot "$dir" sh -c "command -v $b" 2>/dev/null) || continue
-		printf '#!/bin/sh\nexec chroot %q %q "$@"\n' "$dir" "$inside" >"$out/bin/$b"
+		# shellcheck disable=SC2016 # $PWD and $@ are the wrapper's
+		printf '#!/bin/sh\n[ -d %q"$PWD" ] || exec chroot %q %q "$@"\nexec chroot %q env -C "$PWD" %q "$@"\n' \
+			"$dir" "$dir" "$inside" "$dir" "$inside" >"$out/bin/$b"
 		chmod +x "$out/bin/$b"
 	done
 	cp "$dir"/usr/share/openvswitch/*.ovsschema "$out/share/openvswitch/"

@@ -45,10 +45,11 @@ func (e *Engine) keepConnected(ctx context.Context, name string, log *slog.Logge
 			return
 		}
 		up := time.Now()
-		if short < 2 {
-			log.Info("bridge connected")
+		e.noteSwitch(ctx, conn, log)
+		if of := ofconn.VersionNames(conn.PeerVersions()); short < 2 {
+			log.Info("bridge connected", "openflow", of)
 		} else {
-			log.Debug("bridge connected")
+			log.Debug("bridge connected", "openflow", of)
 		}
 		e.publish(events.Event{Type: events.BridgeConnected, Bridge: name, Message: "OpenFlow connection up"})
 		e.cfg.Metrics.connected.WithLabelValues(name).Set(1)

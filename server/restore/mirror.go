@@ -359,7 +359,11 @@ func (e *Engine) runMirror(ctx context.Context, m *mirror) {
 //     interval. The report is taken before the dump, so a change during
 //     the dump is dumped again at the next interval.
 func (e *Engine) serveMirror(ctx context.Context, m *mirror, conn *ofconn.Conn, log *slog.Logger) {
-	changed, err := conn.MonitorFlows(ctx)
+	var changed <-chan struct{}
+	err := errNoMonitor
+	if e.canMonitor() {
+		changed, err = conn.MonitorFlows(ctx)
+	}
 	switch {
 	case err == nil:
 		m.noMonitor = ""
@@ -368,7 +372,7 @@ func (e *Engine) serveMirror(ctx context.Context, m *mirror, conn *ofconn.Conn, 
 	case err.Error() != m.noMonitor:
 		m.noMonitor = err.Error()
 		why := "the switch cannot monitor flows"
-		if _, ok := errors.AsType[*ofconn.ForeignError](err); ok {
+		if _, ok := errors.AsType[*ofconn.ForeignError](err); ok || errors.Is(err, errNoMonitor) {
 			why = "the switch cannot monitor flows (Open vSwitch before 2.17 has no OpenFlow 1.5 flow monitor)"
 		}
 		log.Warn(why+": the unmanaged bridge is dumped every --mirror-interval instead", "err", err)
@@ -434,6 +438,10 @@ func (e *Engine) serveMirror(ctx context.Context, m *mirror, conn *ofconn.Conn, 
 		}
 	}
 }
+
+// errNoMonitor: the vswitchd's version has no OpenFlow 1.5 flow monitor
+// (SwitchInfo), so none was asked for.
+var errNoMonitor = errors.New("restore: this ovs-vswitchd version has no OpenFlow 1.5 flow monitor")
 
 // dumpOthersHash dumps the groups and meters of a bridge alone and returns
 // othersHash of them.

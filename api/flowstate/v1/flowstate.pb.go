@@ -269,7 +269,7 @@ func (x Change_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Change_Op.Descriptor instead.
 func (Change_Op) EnumDescriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{32, 0}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{33, 0}
 }
 
 // Entry is one desired entry as a controller declares it.
@@ -1032,7 +1032,10 @@ type StatusResponse struct {
 	VswitchdHeld bool `protobuf:"varint,21,opt,name=vswitchd_held,json=vswitchdHeld,proto3" json:"vswitchd_held,omitempty"`
 	// proxies lists flowstated's OpenFlow proxies (--openflow-proxy), one per
 	// proxied module and bridge.
-	Proxies       []*ProxyStatus `protobuf:"bytes,22,rep,name=proxies,proto3" json:"proxies,omitempty"`
+	Proxies []*ProxyStatus `protobuf:"bytes,22,rep,name=proxies,proto3" json:"proxies,omitempty"`
+	// vswitchd_build is the running ovs-vswitchd's version and what it lacks
+	// that flowstated would use.
+	VswitchdBuild *VswitchdBuild `protobuf:"bytes,23,opt,name=vswitchd_build,json=vswitchdBuild,proto3" json:"vswitchd_build,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1214,6 +1217,81 @@ func (x *StatusResponse) GetProxies() []*ProxyStatus {
 	return nil
 }
 
+func (x *StatusResponse) GetVswitchdBuild() *VswitchdBuild {
+	if x != nil {
+		return x.VswitchdBuild
+	}
+	return nil
+}
+
+// VswitchdBuild is the running ovs-vswitchd's build, as flowstated read it.
+type VswitchdBuild struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// version is the version the running vswitchd reports over OpenFlow (the
+	// software field of OFPMP_DESC); empty until a bridge answered.
+	Version string `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	// ovsdb_version is the Open_vSwitch table's ovs_version, which ovs-ctl
+	// writes when it starts the daemons: empty when nothing wrote it, and it
+	// may name a package installed since vswitchd started.
+	OvsdbVersion string `protobuf:"bytes,2,opt,name=ovsdb_version,json=ovsdbVersion,proto3" json:"ovsdb_version,omitempty"`
+	// limits lists what this vswitchd lacks that flowstated would use, each
+	// with what flowstated does instead; empty when nothing.
+	Limits        []string `protobuf:"bytes,3,rep,name=limits,proto3" json:"limits,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VswitchdBuild) Reset() {
+	*x = VswitchdBuild{}
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VswitchdBuild) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VswitchdBuild) ProtoMessage() {}
+
+func (x *VswitchdBuild) ProtoReflect() protoreflect.Message {
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VswitchdBuild.ProtoReflect.Descriptor instead.
+func (*VswitchdBuild) Descriptor() ([]byte, []int) {
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *VswitchdBuild) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *VswitchdBuild) GetOvsdbVersion() string {
+	if x != nil {
+		return x.OvsdbVersion
+	}
+	return ""
+}
+
+func (x *VswitchdBuild) GetLimits() []string {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
 // ProxyStatus is one OpenFlow proxy: a socket that looks like vswitchd's
 // <bridge>.mgmt, recording what the controller connected to it installs as
 // one module's declarations.
@@ -1247,7 +1325,7 @@ type ProxyStatus struct {
 
 func (x *ProxyStatus) Reset() {
 	*x = ProxyStatus{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[12]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1259,7 +1337,7 @@ func (x *ProxyStatus) String() string {
 func (*ProxyStatus) ProtoMessage() {}
 
 func (x *ProxyStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[12]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1272,7 +1350,7 @@ func (x *ProxyStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProxyStatus.ProtoReflect.Descriptor instead.
 func (*ProxyStatus) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{12}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ProxyStatus) GetBridge() string {
@@ -1364,7 +1442,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[13]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1376,7 +1454,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[13]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1389,7 +1467,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{13}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Session) GetUid() uint32 {
@@ -1489,7 +1567,7 @@ type Guard struct {
 
 func (x *Guard) Reset() {
 	*x = Guard{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[14]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1501,7 +1579,7 @@ func (x *Guard) String() string {
 func (*Guard) ProtoMessage() {}
 
 func (x *Guard) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[14]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1514,7 +1592,7 @@ func (x *Guard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Guard.ProtoReflect.Descriptor instead.
 func (*Guard) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{14}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Guard) GetMode() string {
@@ -1621,7 +1699,7 @@ type Gate struct {
 
 func (x *Gate) Reset() {
 	*x = Gate{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[15]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1633,7 +1711,7 @@ func (x *Gate) String() string {
 func (*Gate) ProtoMessage() {}
 
 func (x *Gate) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[15]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1646,7 +1724,7 @@ func (x *Gate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gate.ProtoReflect.Descriptor instead.
 func (*Gate) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{15}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Gate) GetOpen() bool {
@@ -1699,7 +1777,7 @@ type QuarantinedEntry struct {
 
 func (x *QuarantinedEntry) Reset() {
 	*x = QuarantinedEntry{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[16]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1711,7 +1789,7 @@ func (x *QuarantinedEntry) String() string {
 func (*QuarantinedEntry) ProtoMessage() {}
 
 func (x *QuarantinedEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[16]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1724,7 +1802,7 @@ func (x *QuarantinedEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuarantinedEntry.ProtoReflect.Descriptor instead.
 func (*QuarantinedEntry) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{16}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *QuarantinedEntry) GetEntry() *StoredEntry {
@@ -1794,7 +1872,7 @@ type BridgeStatus struct {
 
 func (x *BridgeStatus) Reset() {
 	*x = BridgeStatus{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[17]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1806,7 +1884,7 @@ func (x *BridgeStatus) String() string {
 func (*BridgeStatus) ProtoMessage() {}
 
 func (x *BridgeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[17]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1819,7 +1897,7 @@ func (x *BridgeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BridgeStatus.ProtoReflect.Descriptor instead.
 func (*BridgeStatus) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{17}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *BridgeStatus) GetName() string {
@@ -1941,7 +2019,7 @@ type Replay struct {
 
 func (x *Replay) Reset() {
 	*x = Replay{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[18]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1953,7 +2031,7 @@ func (x *Replay) String() string {
 func (*Replay) ProtoMessage() {}
 
 func (x *Replay) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[18]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1966,7 +2044,7 @@ func (x *Replay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replay.ProtoReflect.Descriptor instead.
 func (*Replay) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{18}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Replay) GetFinishedAt() *timestamppb.Timestamp {
@@ -2034,7 +2112,7 @@ type ModuleStatus struct {
 
 func (x *ModuleStatus) Reset() {
 	*x = ModuleStatus{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[19]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2046,7 +2124,7 @@ func (x *ModuleStatus) String() string {
 func (*ModuleStatus) ProtoMessage() {}
 
 func (x *ModuleStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[19]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2059,7 +2137,7 @@ func (x *ModuleStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModuleStatus.ProtoReflect.Descriptor instead.
 func (*ModuleStatus) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{19}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ModuleStatus) GetBridge() string {
@@ -2129,7 +2207,7 @@ type SyncRequest struct {
 
 func (x *SyncRequest) Reset() {
 	*x = SyncRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[20]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2141,7 +2219,7 @@ func (x *SyncRequest) String() string {
 func (*SyncRequest) ProtoMessage() {}
 
 func (x *SyncRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[20]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2154,7 +2232,7 @@ func (x *SyncRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncRequest.ProtoReflect.Descriptor instead.
 func (*SyncRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{20}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SyncRequest) GetBridge() string {
@@ -2206,7 +2284,7 @@ type SyncResponse struct {
 
 func (x *SyncResponse) Reset() {
 	*x = SyncResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[21]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2218,7 +2296,7 @@ func (x *SyncResponse) String() string {
 func (*SyncResponse) ProtoMessage() {}
 
 func (x *SyncResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[21]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2231,7 +2309,7 @@ func (x *SyncResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncResponse.ProtoReflect.Descriptor instead.
 func (*SyncResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{21}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SyncResponse) GetApplied() bool {
@@ -2280,7 +2358,7 @@ type MarkReadyRequest struct {
 
 func (x *MarkReadyRequest) Reset() {
 	*x = MarkReadyRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[22]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2292,7 +2370,7 @@ func (x *MarkReadyRequest) String() string {
 func (*MarkReadyRequest) ProtoMessage() {}
 
 func (x *MarkReadyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[22]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2305,7 +2383,7 @@ func (x *MarkReadyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkReadyRequest.ProtoReflect.Descriptor instead.
 func (*MarkReadyRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{22}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *MarkReadyRequest) GetModule() string {
@@ -2324,7 +2402,7 @@ type MarkReadyResponse struct {
 
 func (x *MarkReadyResponse) Reset() {
 	*x = MarkReadyResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[23]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2336,7 +2414,7 @@ func (x *MarkReadyResponse) String() string {
 func (*MarkReadyResponse) ProtoMessage() {}
 
 func (x *MarkReadyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[23]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2349,7 +2427,7 @@ func (x *MarkReadyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkReadyResponse.ProtoReflect.Descriptor instead.
 func (*MarkReadyResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{23}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{24}
 }
 
 // ArmRequest asks to set flow-restore-wait.
@@ -2361,7 +2439,7 @@ type ArmRequest struct {
 
 func (x *ArmRequest) Reset() {
 	*x = ArmRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[24]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2373,7 +2451,7 @@ func (x *ArmRequest) String() string {
 func (*ArmRequest) ProtoMessage() {}
 
 func (x *ArmRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[24]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2386,7 +2464,7 @@ func (x *ArmRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArmRequest.ProtoReflect.Descriptor instead.
 func (*ArmRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{24}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{25}
 }
 
 // ArmResponse reports the flag set.
@@ -2400,7 +2478,7 @@ type ArmResponse struct {
 
 func (x *ArmResponse) Reset() {
 	*x = ArmResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[25]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2412,7 +2490,7 @@ func (x *ArmResponse) String() string {
 func (*ArmResponse) ProtoMessage() {}
 
 func (x *ArmResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[25]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2425,7 +2503,7 @@ func (x *ArmResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArmResponse.ProtoReflect.Descriptor instead.
 func (*ArmResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{25}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ArmResponse) GetWasSet() bool {
@@ -2444,7 +2522,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[26]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2456,7 +2534,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[26]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2469,7 +2547,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{26}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{27}
 }
 
 // ReleaseResponse reports the release.
@@ -2485,7 +2563,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[27]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2497,7 +2575,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[27]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2510,7 +2588,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{27}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReleaseResponse) GetWasSet() bool {
@@ -2538,7 +2616,7 @@ type ReconcileRequest struct {
 
 func (x *ReconcileRequest) Reset() {
 	*x = ReconcileRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[28]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2550,7 +2628,7 @@ func (x *ReconcileRequest) String() string {
 func (*ReconcileRequest) ProtoMessage() {}
 
 func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[28]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2563,7 +2641,7 @@ func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRequest.ProtoReflect.Descriptor instead.
 func (*ReconcileRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{28}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ReconcileRequest) GetBridge() string {
@@ -2584,7 +2662,7 @@ type ReconcileResponse struct {
 
 func (x *ReconcileResponse) Reset() {
 	*x = ReconcileResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[29]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2596,7 +2674,7 @@ func (x *ReconcileResponse) String() string {
 func (*ReconcileResponse) ProtoMessage() {}
 
 func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[29]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2609,7 +2687,7 @@ func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileResponse.ProtoReflect.Descriptor instead.
 func (*ReconcileResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{29}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ReconcileResponse) GetBridges() []*BridgeStatus {
@@ -2630,7 +2708,7 @@ type DiffRequest struct {
 
 func (x *DiffRequest) Reset() {
 	*x = DiffRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[30]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2642,7 +2720,7 @@ func (x *DiffRequest) String() string {
 func (*DiffRequest) ProtoMessage() {}
 
 func (x *DiffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[30]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2655,7 +2733,7 @@ func (x *DiffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffRequest.ProtoReflect.Descriptor instead.
 func (*DiffRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{30}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DiffRequest) GetBridge() string {
@@ -2677,7 +2755,7 @@ type DiffResponse struct {
 
 func (x *DiffResponse) Reset() {
 	*x = DiffResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[31]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2689,7 +2767,7 @@ func (x *DiffResponse) String() string {
 func (*DiffResponse) ProtoMessage() {}
 
 func (x *DiffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[31]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2702,7 +2780,7 @@ func (x *DiffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffResponse.ProtoReflect.Descriptor instead.
 func (*DiffResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{31}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DiffResponse) GetChanges() []*Change {
@@ -2731,7 +2809,7 @@ type Change struct {
 
 func (x *Change) Reset() {
 	*x = Change{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[32]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2743,7 +2821,7 @@ func (x *Change) String() string {
 func (*Change) ProtoMessage() {}
 
 func (x *Change) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[32]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2756,7 +2834,7 @@ func (x *Change) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Change.ProtoReflect.Descriptor instead.
 func (*Change) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{32}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Change) GetOp() Change_Op {
@@ -2808,7 +2886,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[33]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2820,7 +2898,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[33]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2833,7 +2911,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{33}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *WatchRequest) GetFromRevision() uint64 {
@@ -2861,7 +2939,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[34]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2873,7 +2951,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[34]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2886,7 +2964,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{34}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *WatchResponse) GetEvent() *Event {
@@ -2926,7 +3004,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[35]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2938,7 +3016,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[35]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2951,7 +3029,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{35}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Event) GetRevision() uint64 {
@@ -3032,7 +3110,7 @@ type FlowStatsRequest struct {
 
 func (x *FlowStatsRequest) Reset() {
 	*x = FlowStatsRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[36]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3044,7 +3122,7 @@ func (x *FlowStatsRequest) String() string {
 func (*FlowStatsRequest) ProtoMessage() {}
 
 func (x *FlowStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[36]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3057,7 +3135,7 @@ func (x *FlowStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowStatsRequest.ProtoReflect.Descriptor instead.
 func (*FlowStatsRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{36}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *FlowStatsRequest) GetBridge() string {
@@ -3092,7 +3170,7 @@ type FlowStatsResponse struct {
 
 func (x *FlowStatsResponse) Reset() {
 	*x = FlowStatsResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[37]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3104,7 +3182,7 @@ func (x *FlowStatsResponse) String() string {
 func (*FlowStatsResponse) ProtoMessage() {}
 
 func (x *FlowStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[37]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3117,7 +3195,7 @@ func (x *FlowStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowStatsResponse.ProtoReflect.Descriptor instead.
 func (*FlowStatsResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{37}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *FlowStatsResponse) GetFlows() []*FlowStats {
@@ -3147,7 +3225,7 @@ type FlowStats struct {
 
 func (x *FlowStats) Reset() {
 	*x = FlowStats{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[38]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3159,7 +3237,7 @@ func (x *FlowStats) String() string {
 func (*FlowStats) ProtoMessage() {}
 
 func (x *FlowStats) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[38]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3172,7 +3250,7 @@ func (x *FlowStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowStats.ProtoReflect.Descriptor instead.
 func (*FlowStats) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{38}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *FlowStats) GetEntry() *StoredEntry {
@@ -3219,7 +3297,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[39]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3231,7 +3309,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[39]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3244,7 +3322,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{39}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{40}
 }
 
 // BackupResponse is one chunk of the store file; the chunks in order are
@@ -3259,7 +3337,7 @@ type BackupResponse struct {
 
 func (x *BackupResponse) Reset() {
 	*x = BackupResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[40]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3271,7 +3349,7 @@ func (x *BackupResponse) String() string {
 func (*BackupResponse) ProtoMessage() {}
 
 func (x *BackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[40]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3284,7 +3362,7 @@ func (x *BackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
 func (*BackupResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{40}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *BackupResponse) GetData() []byte {
@@ -3340,7 +3418,7 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x06_table\"C\n" +
 	"\fListResponse\x123\n" +
 	"\aentries\x18\x01 \x03(\v2\x19.flowstate.v1.StoredEntryR\aentries\"\x0f\n" +
-	"\rStatusRequest\"\x9b\a\n" +
+	"\rStatusRequest\"\xdf\a\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\aboot_id\x18\x01 \x01(\tR\x06bootId\x12\x1d\n" +
 	"\n" +
@@ -3364,7 +3442,12 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x06commit\x18\x13 \x01(\tR\x06commit\x12)\n" +
 	"\x10vswitchd_running\x18\x14 \x01(\bR\x0fvswitchdRunning\x12#\n" +
 	"\rvswitchd_held\x18\x15 \x01(\bR\fvswitchdHeld\x123\n" +
-	"\aproxies\x18\x16 \x03(\v2\x19.flowstate.v1.ProxyStatusR\aproxies\"\xe5\x02\n" +
+	"\aproxies\x18\x16 \x03(\v2\x19.flowstate.v1.ProxyStatusR\aproxies\x12B\n" +
+	"\x0evswitchd_build\x18\x17 \x01(\v2\x1b.flowstate.v1.VswitchdBuildR\rvswitchdBuild\"f\n" +
+	"\rVswitchdBuild\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\x12#\n" +
+	"\rovsdb_version\x18\x02 \x01(\tR\fovsdbVersion\x12\x16\n" +
+	"\x06limits\x18\x03 \x03(\tR\x06limits\"\xe5\x02\n" +
 	"\vProxyStatus\x12\x16\n" +
 	"\x06bridge\x18\x01 \x01(\tR\x06bridge\x12\x16\n" +
 	"\x06module\x18\x02 \x01(\tR\x06module\x12\x16\n" +
@@ -3584,7 +3667,7 @@ func file_flowstate_v1_flowstate_proto_rawDescGZIP() []byte {
 }
 
 var file_flowstate_v1_flowstate_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_flowstate_v1_flowstate_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_flowstate_v1_flowstate_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_flowstate_v1_flowstate_proto_goTypes = []any{
 	(EntryKind)(0),                // 0: flowstate.v1.EntryKind
 	(EventType)(0),                // 1: flowstate.v1.EventType
@@ -3601,38 +3684,39 @@ var file_flowstate_v1_flowstate_proto_goTypes = []any{
 	(*ListResponse)(nil),          // 12: flowstate.v1.ListResponse
 	(*StatusRequest)(nil),         // 13: flowstate.v1.StatusRequest
 	(*StatusResponse)(nil),        // 14: flowstate.v1.StatusResponse
-	(*ProxyStatus)(nil),           // 15: flowstate.v1.ProxyStatus
-	(*Session)(nil),               // 16: flowstate.v1.Session
-	(*Guard)(nil),                 // 17: flowstate.v1.Guard
-	(*Gate)(nil),                  // 18: flowstate.v1.Gate
-	(*QuarantinedEntry)(nil),      // 19: flowstate.v1.QuarantinedEntry
-	(*BridgeStatus)(nil),          // 20: flowstate.v1.BridgeStatus
-	(*Replay)(nil),                // 21: flowstate.v1.Replay
-	(*ModuleStatus)(nil),          // 22: flowstate.v1.ModuleStatus
-	(*SyncRequest)(nil),           // 23: flowstate.v1.SyncRequest
-	(*SyncResponse)(nil),          // 24: flowstate.v1.SyncResponse
-	(*MarkReadyRequest)(nil),      // 25: flowstate.v1.MarkReadyRequest
-	(*MarkReadyResponse)(nil),     // 26: flowstate.v1.MarkReadyResponse
-	(*ArmRequest)(nil),            // 27: flowstate.v1.ArmRequest
-	(*ArmResponse)(nil),           // 28: flowstate.v1.ArmResponse
-	(*ReleaseRequest)(nil),        // 29: flowstate.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),       // 30: flowstate.v1.ReleaseResponse
-	(*ReconcileRequest)(nil),      // 31: flowstate.v1.ReconcileRequest
-	(*ReconcileResponse)(nil),     // 32: flowstate.v1.ReconcileResponse
-	(*DiffRequest)(nil),           // 33: flowstate.v1.DiffRequest
-	(*DiffResponse)(nil),          // 34: flowstate.v1.DiffResponse
-	(*Change)(nil),                // 35: flowstate.v1.Change
-	(*WatchRequest)(nil),          // 36: flowstate.v1.WatchRequest
-	(*WatchResponse)(nil),         // 37: flowstate.v1.WatchResponse
-	(*Event)(nil),                 // 38: flowstate.v1.Event
-	(*FlowStatsRequest)(nil),      // 39: flowstate.v1.FlowStatsRequest
-	(*FlowStatsResponse)(nil),     // 40: flowstate.v1.FlowStatsResponse
-	(*FlowStats)(nil),             // 41: flowstate.v1.FlowStats
-	(*BackupRequest)(nil),         // 42: flowstate.v1.BackupRequest
-	(*BackupResponse)(nil),        // 43: flowstate.v1.BackupResponse
-	nil,                           // 44: flowstate.v1.Event.AttrsEntry
-	(*timestamppb.Timestamp)(nil), // 45: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 46: google.protobuf.Duration
+	(*VswitchdBuild)(nil),         // 15: flowstate.v1.VswitchdBuild
+	(*ProxyStatus)(nil),           // 16: flowstate.v1.ProxyStatus
+	(*Session)(nil),               // 17: flowstate.v1.Session
+	(*Guard)(nil),                 // 18: flowstate.v1.Guard
+	(*Gate)(nil),                  // 19: flowstate.v1.Gate
+	(*QuarantinedEntry)(nil),      // 20: flowstate.v1.QuarantinedEntry
+	(*BridgeStatus)(nil),          // 21: flowstate.v1.BridgeStatus
+	(*Replay)(nil),                // 22: flowstate.v1.Replay
+	(*ModuleStatus)(nil),          // 23: flowstate.v1.ModuleStatus
+	(*SyncRequest)(nil),           // 24: flowstate.v1.SyncRequest
+	(*SyncResponse)(nil),          // 25: flowstate.v1.SyncResponse
+	(*MarkReadyRequest)(nil),      // 26: flowstate.v1.MarkReadyRequest
+	(*MarkReadyResponse)(nil),     // 27: flowstate.v1.MarkReadyResponse
+	(*ArmRequest)(nil),            // 28: flowstate.v1.ArmRequest
+	(*ArmResponse)(nil),           // 29: flowstate.v1.ArmResponse
+	(*ReleaseRequest)(nil),        // 30: flowstate.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),       // 31: flowstate.v1.ReleaseResponse
+	(*ReconcileRequest)(nil),      // 32: flowstate.v1.ReconcileRequest
+	(*ReconcileResponse)(nil),     // 33: flowstate.v1.ReconcileResponse
+	(*DiffRequest)(nil),           // 34: flowstate.v1.DiffRequest
+	(*DiffResponse)(nil),          // 35: flowstate.v1.DiffResponse
+	(*Change)(nil),                // 36: flowstate.v1.Change
+	(*WatchRequest)(nil),          // 37: flowstate.v1.WatchRequest
+	(*WatchResponse)(nil),         // 38: flowstate.v1.WatchResponse
+	(*Event)(nil),                 // 39: flowstate.v1.Event
+	(*FlowStatsRequest)(nil),      // 40: flowstate.v1.FlowStatsRequest
+	(*FlowStatsResponse)(nil),     // 41: flowstate.v1.FlowStatsResponse
+	(*FlowStats)(nil),             // 42: flowstate.v1.FlowStats
+	(*BackupRequest)(nil),         // 43: flowstate.v1.BackupRequest
+	(*BackupResponse)(nil),        // 44: flowstate.v1.BackupResponse
+	nil,                           // 45: flowstate.v1.Event.AttrsEntry
+	(*timestamppb.Timestamp)(nil), // 46: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 47: google.protobuf.Duration
 }
 var file_flowstate_v1_flowstate_proto_depIdxs = []int32{
 	0,  // 0: flowstate.v1.Entry.kind:type_name -> flowstate.v1.EntryKind
@@ -3642,75 +3726,76 @@ var file_flowstate_v1_flowstate_proto_depIdxs = []int32{
 	3,  // 4: flowstate.v1.DeleteRequest.entries:type_name -> flowstate.v1.Entry
 	0,  // 5: flowstate.v1.ListRequest.kind:type_name -> flowstate.v1.EntryKind
 	4,  // 6: flowstate.v1.ListResponse.entries:type_name -> flowstate.v1.StoredEntry
-	20, // 7: flowstate.v1.StatusResponse.bridges:type_name -> flowstate.v1.BridgeStatus
-	22, // 8: flowstate.v1.StatusResponse.modules:type_name -> flowstate.v1.ModuleStatus
-	18, // 9: flowstate.v1.StatusResponse.gate:type_name -> flowstate.v1.Gate
-	19, // 10: flowstate.v1.StatusResponse.quarantined:type_name -> flowstate.v1.QuarantinedEntry
-	17, // 11: flowstate.v1.StatusResponse.guard:type_name -> flowstate.v1.Guard
-	45, // 12: flowstate.v1.StatusResponse.last_release:type_name -> google.protobuf.Timestamp
-	16, // 13: flowstate.v1.StatusResponse.sessions:type_name -> flowstate.v1.Session
-	15, // 14: flowstate.v1.StatusResponse.proxies:type_name -> flowstate.v1.ProxyStatus
-	45, // 15: flowstate.v1.ProxyStatus.last_install:type_name -> google.protobuf.Timestamp
-	45, // 16: flowstate.v1.ProxyStatus.last_error_time:type_name -> google.protobuf.Timestamp
-	45, // 17: flowstate.v1.Session.since:type_name -> google.protobuf.Timestamp
-	45, // 18: flowstate.v1.Session.last_activity:type_name -> google.protobuf.Timestamp
-	46, // 19: flowstate.v1.Guard.grace:type_name -> google.protobuf.Duration
-	46, // 20: flowstate.v1.Guard.guard_grace:type_name -> google.protobuf.Duration
-	45, // 21: flowstate.v1.Guard.last_round_trip:type_name -> google.protobuf.Timestamp
-	45, // 22: flowstate.v1.Gate.deadline:type_name -> google.protobuf.Timestamp
-	4,  // 23: flowstate.v1.QuarantinedEntry.entry:type_name -> flowstate.v1.StoredEntry
-	45, // 24: flowstate.v1.QuarantinedEntry.since:type_name -> google.protobuf.Timestamp
-	21, // 25: flowstate.v1.BridgeStatus.last_replay:type_name -> flowstate.v1.Replay
-	45, // 26: flowstate.v1.BridgeStatus.since:type_name -> google.protobuf.Timestamp
-	45, // 27: flowstate.v1.BridgeStatus.last_drift:type_name -> google.protobuf.Timestamp
-	45, // 28: flowstate.v1.Replay.finished_at:type_name -> google.protobuf.Timestamp
-	46, // 29: flowstate.v1.Replay.duration:type_name -> google.protobuf.Duration
-	3,  // 30: flowstate.v1.SyncRequest.entries:type_name -> flowstate.v1.Entry
-	46, // 31: flowstate.v1.ReleaseResponse.acknowledged_after:type_name -> google.protobuf.Duration
-	20, // 32: flowstate.v1.ReconcileResponse.bridges:type_name -> flowstate.v1.BridgeStatus
-	35, // 33: flowstate.v1.DiffResponse.changes:type_name -> flowstate.v1.Change
-	2,  // 34: flowstate.v1.Change.op:type_name -> flowstate.v1.Change.Op
-	0,  // 35: flowstate.v1.Change.kind:type_name -> flowstate.v1.EntryKind
-	38, // 36: flowstate.v1.WatchResponse.event:type_name -> flowstate.v1.Event
-	45, // 37: flowstate.v1.Event.time:type_name -> google.protobuf.Timestamp
-	44, // 38: flowstate.v1.Event.attrs:type_name -> flowstate.v1.Event.AttrsEntry
-	1,  // 39: flowstate.v1.Event.event_type:type_name -> flowstate.v1.EventType
-	41, // 40: flowstate.v1.FlowStatsResponse.flows:type_name -> flowstate.v1.FlowStats
-	4,  // 41: flowstate.v1.FlowStats.entry:type_name -> flowstate.v1.StoredEntry
-	46, // 42: flowstate.v1.FlowStats.duration:type_name -> google.protobuf.Duration
-	5,  // 43: flowstate.v1.FlowStateService.Put:input_type -> flowstate.v1.PutRequest
-	7,  // 44: flowstate.v1.FlowStateService.PutStream:input_type -> flowstate.v1.PutStreamRequest
-	9,  // 45: flowstate.v1.FlowStateService.Delete:input_type -> flowstate.v1.DeleteRequest
-	11, // 46: flowstate.v1.FlowStateService.List:input_type -> flowstate.v1.ListRequest
-	13, // 47: flowstate.v1.FlowStateService.Status:input_type -> flowstate.v1.StatusRequest
-	23, // 48: flowstate.v1.FlowStateService.Sync:input_type -> flowstate.v1.SyncRequest
-	25, // 49: flowstate.v1.FlowStateService.MarkReady:input_type -> flowstate.v1.MarkReadyRequest
-	31, // 50: flowstate.v1.FlowStateService.Reconcile:input_type -> flowstate.v1.ReconcileRequest
-	33, // 51: flowstate.v1.FlowStateService.Diff:input_type -> flowstate.v1.DiffRequest
-	36, // 52: flowstate.v1.FlowStateService.Watch:input_type -> flowstate.v1.WatchRequest
-	27, // 53: flowstate.v1.FlowStateService.Arm:input_type -> flowstate.v1.ArmRequest
-	29, // 54: flowstate.v1.FlowStateService.Release:input_type -> flowstate.v1.ReleaseRequest
-	39, // 55: flowstate.v1.FlowStateService.FlowStats:input_type -> flowstate.v1.FlowStatsRequest
-	42, // 56: flowstate.v1.FlowStateService.Backup:input_type -> flowstate.v1.BackupRequest
-	6,  // 57: flowstate.v1.FlowStateService.Put:output_type -> flowstate.v1.PutResponse
-	8,  // 58: flowstate.v1.FlowStateService.PutStream:output_type -> flowstate.v1.PutStreamResponse
-	10, // 59: flowstate.v1.FlowStateService.Delete:output_type -> flowstate.v1.DeleteResponse
-	12, // 60: flowstate.v1.FlowStateService.List:output_type -> flowstate.v1.ListResponse
-	14, // 61: flowstate.v1.FlowStateService.Status:output_type -> flowstate.v1.StatusResponse
-	24, // 62: flowstate.v1.FlowStateService.Sync:output_type -> flowstate.v1.SyncResponse
-	26, // 63: flowstate.v1.FlowStateService.MarkReady:output_type -> flowstate.v1.MarkReadyResponse
-	32, // 64: flowstate.v1.FlowStateService.Reconcile:output_type -> flowstate.v1.ReconcileResponse
-	34, // 65: flowstate.v1.FlowStateService.Diff:output_type -> flowstate.v1.DiffResponse
-	37, // 66: flowstate.v1.FlowStateService.Watch:output_type -> flowstate.v1.WatchResponse
-	28, // 67: flowstate.v1.FlowStateService.Arm:output_type -> flowstate.v1.ArmResponse
-	30, // 68: flowstate.v1.FlowStateService.Release:output_type -> flowstate.v1.ReleaseResponse
-	40, // 69: flowstate.v1.FlowStateService.FlowStats:output_type -> flowstate.v1.FlowStatsResponse
-	43, // 70: flowstate.v1.FlowStateService.Backup:output_type -> flowstate.v1.BackupResponse
-	57, // [57:71] is the sub-list for method output_type
-	43, // [43:57] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	21, // 7: flowstate.v1.StatusResponse.bridges:type_name -> flowstate.v1.BridgeStatus
+	23, // 8: flowstate.v1.StatusResponse.modules:type_name -> flowstate.v1.ModuleStatus
+	19, // 9: flowstate.v1.StatusResponse.gate:type_name -> flowstate.v1.Gate
+	20, // 10: flowstate.v1.StatusResponse.quarantined:type_name -> flowstate.v1.QuarantinedEntry
+	18, // 11: flowstate.v1.StatusResponse.guard:type_name -> flowstate.v1.Guard
+	46, // 12: flowstate.v1.StatusResponse.last_release:type_name -> google.protobuf.Timestamp
+	17, // 13: flowstate.v1.StatusResponse.sessions:type_name -> flowstate.v1.Session
+	16, // 14: flowstate.v1.StatusResponse.proxies:type_name -> flowstate.v1.ProxyStatus
+	15, // 15: flowstate.v1.StatusResponse.vswitchd_build:type_name -> flowstate.v1.VswitchdBuild
+	46, // 16: flowstate.v1.ProxyStatus.last_install:type_name -> google.protobuf.Timestamp
+	46, // 17: flowstate.v1.ProxyStatus.last_error_time:type_name -> google.protobuf.Timestamp
+	46, // 18: flowstate.v1.Session.since:type_name -> google.protobuf.Timestamp
+	46, // 19: flowstate.v1.Session.last_activity:type_name -> google.protobuf.Timestamp
+	47, // 20: flowstate.v1.Guard.grace:type_name -> google.protobuf.Duration
+	47, // 21: flowstate.v1.Guard.guard_grace:type_name -> google.protobuf.Duration
+	46, // 22: flowstate.v1.Guard.last_round_trip:type_name -> google.protobuf.Timestamp
+	46, // 23: flowstate.v1.Gate.deadline:type_name -> google.protobuf.Timestamp
+	4,  // 24: flowstate.v1.QuarantinedEntry.entry:type_name -> flowstate.v1.StoredEntry
+	46, // 25: flowstate.v1.QuarantinedEntry.since:type_name -> google.protobuf.Timestamp
+	22, // 26: flowstate.v1.BridgeStatus.last_replay:type_name -> flowstate.v1.Replay
+	46, // 27: flowstate.v1.BridgeStatus.since:type_name -> google.protobuf.Timestamp
+	46, // 28: flowstate.v1.BridgeStatus.last_drift:type_name -> google.protobuf.Timestamp
+	46, // 29: flowstate.v1.Replay.finished_at:type_name -> google.protobuf.Timestamp
+	47, // 30: flowstate.v1.Replay.duration:type_name -> google.protobuf.Duration
+	3,  // 31: flowstate.v1.SyncRequest.entries:type_name -> flowstate.v1.Entry
+	47, // 32: flowstate.v1.ReleaseResponse.acknowledged_after:type_name -> google.protobuf.Duration
+	21, // 33: flowstate.v1.ReconcileResponse.bridges:type_name -> flowstate.v1.BridgeStatus
+	36, // 34: flowstate.v1.DiffResponse.changes:type_name -> flowstate.v1.Change
+	2,  // 35: flowstate.v1.Change.op:type_name -> flowstate.v1.Change.Op
+	0,  // 36: flowstate.v1.Change.kind:type_name -> flowstate.v1.EntryKind
+	39, // 37: flowstate.v1.WatchResponse.event:type_name -> flowstate.v1.Event
+	46, // 38: flowstate.v1.Event.time:type_name -> google.protobuf.Timestamp
+	45, // 39: flowstate.v1.Event.attrs:type_name -> flowstate.v1.Event.AttrsEntry
+	1,  // 40: flowstate.v1.Event.event_type:type_name -> flowstate.v1.EventType
+	42, // 41: flowstate.v1.FlowStatsResponse.flows:type_name -> flowstate.v1.FlowStats
+	4,  // 42: flowstate.v1.FlowStats.entry:type_name -> flowstate.v1.StoredEntry
+	47, // 43: flowstate.v1.FlowStats.duration:type_name -> google.protobuf.Duration
+	5,  // 44: flowstate.v1.FlowStateService.Put:input_type -> flowstate.v1.PutRequest
+	7,  // 45: flowstate.v1.FlowStateService.PutStream:input_type -> flowstate.v1.PutStreamRequest
+	9,  // 46: flowstate.v1.FlowStateService.Delete:input_type -> flowstate.v1.DeleteRequest
+	11, // 47: flowstate.v1.FlowStateService.List:input_type -> flowstate.v1.ListRequest
+	13, // 48: flowstate.v1.FlowStateService.Status:input_type -> flowstate.v1.StatusRequest
+	24, // 49: flowstate.v1.FlowStateService.Sync:input_type -> flowstate.v1.SyncRequest
+	26, // 50: flowstate.v1.FlowStateService.MarkReady:input_type -> flowstate.v1.MarkReadyRequest
+	32, // 51: flowstate.v1.FlowStateService.Reconcile:input_type -> flowstate.v1.ReconcileRequest
+	34, // 52: flowstate.v1.FlowStateService.Diff:input_type -> flowstate.v1.DiffRequest
+	37, // 53: flowstate.v1.FlowStateService.Watch:input_type -> flowstate.v1.WatchRequest
+	28, // 54: flowstate.v1.FlowStateService.Arm:input_type -> flowstate.v1.ArmRequest
+	30, // 55: flowstate.v1.FlowStateService.Release:input_type -> flowstate.v1.ReleaseRequest
+	40, // 56: flowstate.v1.FlowStateService.FlowStats:input_type -> flowstate.v1.FlowStatsRequest
+	43, // 57: flowstate.v1.FlowStateService.Backup:input_type -> flowstate.v1.BackupRequest
+	6,  // 58: flowstate.v1.FlowStateService.Put:output_type -> flowstate.v1.PutResponse
+	8,  // 59: flowstate.v1.FlowStateService.PutStream:output_type -> flowstate.v1.PutStreamResponse
+	10, // 60: flowstate.v1.FlowStateService.Delete:output_type -> flowstate.v1.DeleteResponse
+	12, // 61: flowstate.v1.FlowStateService.List:output_type -> flowstate.v1.ListResponse
+	14, // 62: flowstate.v1.FlowStateService.Status:output_type -> flowstate.v1.StatusResponse
+	25, // 63: flowstate.v1.FlowStateService.Sync:output_type -> flowstate.v1.SyncResponse
+	27, // 64: flowstate.v1.FlowStateService.MarkReady:output_type -> flowstate.v1.MarkReadyResponse
+	33, // 65: flowstate.v1.FlowStateService.Reconcile:output_type -> flowstate.v1.ReconcileResponse
+	35, // 66: flowstate.v1.FlowStateService.Diff:output_type -> flowstate.v1.DiffResponse
+	38, // 67: flowstate.v1.FlowStateService.Watch:output_type -> flowstate.v1.WatchResponse
+	29, // 68: flowstate.v1.FlowStateService.Arm:output_type -> flowstate.v1.ArmResponse
+	31, // 69: flowstate.v1.FlowStateService.Release:output_type -> flowstate.v1.ReleaseResponse
+	41, // 70: flowstate.v1.FlowStateService.FlowStats:output_type -> flowstate.v1.FlowStatsResponse
+	44, // 71: flowstate.v1.FlowStateService.Backup:output_type -> flowstate.v1.BackupResponse
+	58, // [58:72] is the sub-list for method output_type
+	44, // [44:58] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_flowstate_v1_flowstate_proto_init() }
@@ -3723,14 +3808,14 @@ func file_flowstate_v1_flowstate_proto_init() {
 		(*Entry_Openflow)(nil),
 	}
 	file_flowstate_v1_flowstate_proto_msgTypes[8].OneofWrappers = []any{}
-	file_flowstate_v1_flowstate_proto_msgTypes[36].OneofWrappers = []any{}
+	file_flowstate_v1_flowstate_proto_msgTypes[37].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_flowstate_v1_flowstate_proto_rawDesc), len(file_flowstate_v1_flowstate_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   42,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
