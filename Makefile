@@ -28,6 +28,10 @@ test: ## run every test, against private OVS sandboxes, with -race
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 LDFLAGS := -X github.com/flowstate-io/flowstate/internal/version.Version=$(VERSION)
 
+.PHONY: test-matrix
+test-matrix: ## run the tests that start a vswitchd against OVS 2.15 and 3.5 (Debian roots, built or reused) and the host's; needs root (docs/operations.md)
+	./scripts/test-matrix.sh
+
 .PHONY: build
 build: ## build flowstated, flowctl and the demo into bin/
 	go build -ldflags '$(LDFLAGS)' -o bin/ ./cmd/...

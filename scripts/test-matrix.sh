@@ -43,9 +43,12 @@ ovs-testcontroller ovn-northd ovn-controller ovn-nbctl ovn-sbctl ovn-appctl"
 # The tests that start a vswitchd, by package, chosen to take a few minutes
 # a root: the restore and mirror (unmanaged bridge) paths, the guard, the
 # proxy with OVN and OVS's own controller, the CI chaos seeds. OVN's run
-# only where the root has OVN.
+# only where the root has OVN. Left out on bullseye: TestReconcileIsIdempotent,
+# whose oracle is ovs-ofctl, and 2.15's encodes learn's
+# FIELD[a..b]=immediate wrongly (OVS commit 8b3c86897, fixed in 3.1).
 selection() {
-	local ovn=$1
+	local name=$1 ovn=$2 reconcile='|TestReconcileIsIdempotent'
+	[ "$name" = bullseye ] && reconcile=
 	if [ -n "${MATRIX_TESTS:-}" ]; then
 		echo "$MATRIX_TESTS"
 		return
@@ -53,7 +56,7 @@ selection() {
 	echo "./server/ofconn" '.'
 	echo "./server/ovsconfig" '.'
 	echo "./server/guard" '^(TestGuard|TestGuardStop|TestLeaseRecreated|TestHeartbeatFollowsOVSDB)$'
-	echo "./server" '^(TestUnmanaged[A-Za-z]*|TestMirror[A-Za-z]*|TestArmAndRelease|TestColdStartGate|TestCrashProofGating|TestFrozenVswitchd|TestSeveralBridges|TestOutageReplay|TestMeterRollback|TestLargeGroups|TestTunMetadataCompareClean|TestPutRejectedByOVS|TestProxyRecordsAndRestores|TestReconcileIsIdempotent)$'
+	echo "./server" "^(TestUnmanaged[A-Za-z]*|TestMirror[A-Za-z]*|TestArmAndRelease|TestColdStartGate|TestCrashProofGating|TestFrozenVswitchd|TestSeveralBridges|TestOutageReplay|TestMeterRollback|TestLargeGroups|TestTunMetadataCompareClean|TestPutRejectedByOVS|TestStatusNamesVswitchd|TestProxyRecordsAndRestores$reconcile)$"
 	if [ "$ovn" = yes ]; then
 		echo "./server/ofproxy" '^(TestTestControllerThroughProxy|TestTestController10LeftAlone|TestOSKenThroughFlowstated|TestOVNThroughProxy|TestOVNRecorded|TestOVNThroughFlowstated)$'
 	else
@@ -184,7 +187,7 @@ run_root() {
 		else
 			echo "$lbl ok $pkg"
 		fi
-	done < <(selection "$ovn")
+	done < <(selection "$name" "$ovn")
 	if [ "$rc" -ne 0 ]; then
 		echo "$lbl FAILED: $logs/$name/test.log" >&2
 	else

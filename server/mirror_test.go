@@ -284,7 +284,7 @@ func TestUnmanagedRebuiltNotWritten(t *testing.T) {
 }
 
 // TestMirrorFollowsChange (issue 21, item 15): an idle unmanaged bridge is
-// not dumped again, interval after interval (before OVS 2.17, which has no
+// not dumped again, interval after interval (before OVS 3.0, which has no
 // flow monitor to say when, it is, every interval); a flow added or deleted by
 // another client (the flow monitor reports it) and a group added (groups are
 // checked alone each interval) each reach the mirror.
@@ -297,7 +297,7 @@ func TestMirrorFollowsChange(t *testing.T) {
 	e.waitMirrored(ctx, 4)
 	m, _ := e.mirrorOf("br-ex")
 	if noFlowMonitor(e.vswitchdBuild(ctx)) {
-		// Before OVS 2.17: no monitor to tell of a change, so every
+		// Before OVS 3.0: no monitor to tell of a change, so every
 		// interval dumps (serveMirror), and none is quiet.
 		poll(ctx, t, "ten dumping intervals", func() (bool, error) {
 			now, _ := e.mirrorOf("br-ex")

@@ -115,9 +115,9 @@ func ParseOVSVersion(s string) (major, minor int, ok bool) {
 }
 
 // HasFlowMonitor reports whether an Open vSwitch of this version takes
-// MonitorFlows' OpenFlow 1.5 flow monitor (2.17 and later); unknown: true,
+// MonitorFlows' OpenFlow 1.5 flow monitor (3.0 and later); unknown: true,
 // and MonitorFlows' refusal tells.
 func (d SwitchDesc) HasFlowMonitor() bool {
-	major, minor, ok := d.OVSVersion()
-	return !ok || major > 2 || major == 2 && minor >= 17
+	major, _, ok := d.OVSVersion()
+	return !ok || major >= 3
 }

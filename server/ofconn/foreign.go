@@ -10,7 +10,7 @@ import (
 // connection's 1.5.
 //
 // OVS answers a multipart request it fails to decode (a flow monitor
-// request: OpenFlow 1.5's form is unknown to OVS before 2.17, and one with
+// request: OpenFlow 1.5's form is unknown to OVS before 3.0, and one with
 // flags it does not take is refused by every version up to at least 3.5)
 // with an error built from the wrong offset of the request
 // (handle_flow_monitor_request passes the body, not the header, to

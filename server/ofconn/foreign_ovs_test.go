@@ -36,7 +36,7 @@ func TestMonitorRefusedInAnotherVersion(t *testing.T) {
 		t.Fatalf("dump after the refusal: %d flows, %v; want the default flow", len(flows), err)
 	}
 	// The connection takes a monitor it can decode after the refused one;
-	// before 2.17, OVS can decode none and refuses it the same way.
+	// before 3.0, OVS can decode none and refuses it the same way.
 	changed, err := c.MonitorFlows(ctx)
 	if !hasFlowMonitor(ctx, t, c) {
 		if !errors.As(err, &fe) || c.Err() != nil {
@@ -82,7 +82,7 @@ func TestDescribe(t *testing.T) {
 }
 
 // hasFlowMonitor reports whether the switch of c is an OVS that takes
-// MonitorFlows' request (2.17 and later).
+// MonitorFlows' request (3.0 and later).
 func hasFlowMonitor(ctx context.Context, t *testing.T, c *Conn) bool {
 	t.Helper()
 	d, err := c.Describe(ctx)
@@ -106,7 +106,7 @@ func TestParseOVSVersion(t *testing.T) {
 			t.Errorf("ParseOVSVersion(%q) = %d, %d, %v; want %d, %d, %v", tc.in, major, minor, ok, tc.major, tc.minor, tc.ok)
 		}
 	}
-	for v, want := range map[string]bool{"2.15.0": false, "2.17.9": true, "3.1.0": true, "": true} {
+	for v, want := range map[string]bool{"2.15.0": false, "2.17.9": false, "3.0.0": true, "3.1.0": true, "": true} {
 		if got := (SwitchDesc{Software: v}).HasFlowMonitor(); got != want {
 			t.Errorf("HasFlowMonitor(%q) = %v, want %v", v, got, want)
 		}

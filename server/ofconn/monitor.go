@@ -17,9 +17,9 @@ import (
 //     OpenFlow 1.5 OFPMP_FLOW_MONITOR request (monitor 1, command ADD, every
 //     table, any out port and group, an empty match; flags ADD, REMOVED and
 //     MODIFY, without INITIAL: the caller dumps) and a barrier, and waits
-//     for the request's reply. OVS supports this standard form since 2.17
-//     (lib/ofp-monitor.c, commit c3e64047d); 2.15 reads it as a Nicira
-//     NXST_FLOW_MONITOR and refuses its flags, with an OpenFlow 1.0 error
+//     for the request's reply. OVS supports this standard form since 3.0
+//     (lib/ofp-monitor.c, commit c3e64047d); 2.15 and 2.17 read it as a Nicira
+//     NXST_FLOW_MONITOR and refuse its flags, with an OpenFlow 1.0 error
 //     that names no request (foreign.go). Either refusal (an OFPT_ERROR, or
 //     the barrier's reply first) leaves the caller with no monitor, on a
 //     connection that stays up: it must poll.

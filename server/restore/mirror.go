@@ -373,7 +373,7 @@ func (e *Engine) serveMirror(ctx context.Context, m *mirror, conn *ofconn.Conn, 
 		m.noMonitor = err.Error()
 		why := "the switch cannot monitor flows"
 		if _, ok := errors.AsType[*ofconn.ForeignError](err); ok || errors.Is(err, errNoMonitor) {
-			why = "the switch cannot monitor flows (Open vSwitch before 2.17 has no OpenFlow 1.5 flow monitor)"
+			why = "the switch cannot monitor flows (Open vSwitch before 3.0 has no OpenFlow 1.5 flow monitor)"
 		}
 		log.Warn(why+": the unmanaged bridge is dumped every --mirror-interval instead", "err", err)
 	default:

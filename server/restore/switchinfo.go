@@ -15,7 +15,7 @@ import (
 // ovs_version, written by ovs-ctl only, is shown beside it. What a version
 // lacks is listed in Limits, logged once per version, and acted on:
 //
-//   - before 2.17 there is no OpenFlow 1.5 flow monitor, so the mirror of
+//   - before 3.0 there is no OpenFlow 1.5 flow monitor, so the mirror of
 //     an unmanaged bridge does not ask for one and dumps every interval;
 //   - before 2.15 nothing was tested (docs/operations.md, support matrix).
 //
@@ -61,7 +61,7 @@ func switchInfoOf(desc ofconn.SwitchDesc) SwitchInfo {
 	}
 	if !desc.HasFlowMonitor() {
 		info.noMonitor = true
-		info.Limits = append(info.Limits, "no OpenFlow 1.5 flow monitor (Open vSwitch 2.17 and later): unmanaged bridges are dumped every --mirror-interval")
+		info.Limits = append(info.Limits, "no OpenFlow 1.5 flow monitor (Open vSwitch 3.0 and later): unmanaged bridges are dumped every --mirror-interval")
 	}
 	if major < 2 || major == 2 && minor < 15 {
 		info.Limits = append(info.Limits, "older than Open vSwitch 2.15, the oldest version flowstate is tested with")
