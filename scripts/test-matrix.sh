@@ -188,12 +188,20 @@ run_root() {
 			echo "$lbl ok $pkg"
 		fi
 	done < <(selection "$name" "$ovn")
+	# Unmounted at once: an rm -rf of the root must not reach /tmp or the repository.
+	[ "$name" = host ] || unmount_root "$roots/$name"
 	if [ "$rc" -ne 0 ]; then
 		echo "$lbl FAILED: $logs/$name/test.log" >&2
 	else
 		echo "$lbl ok"
 	fi
 	return "$rc"
+}
+
+# unmount_all unmounts every root's mounts, on any exit.
+unmount_all() {
+	local r
+	for r in bullseye trixie; do unmount_root "$roots/$r"; done
 }
 
 main() {
@@ -210,6 +218,7 @@ main() {
 	esac
 	local list=("$@")
 	[ ${#list[@]} -gt 0 ] || list=(bullseye trixie host)
+	trap unmount_all EXIT
 	mkdir -p "$logs/tests"
 	rm -f "$logs"/tests/*.test
 	for name in "${list[@]}"; do
