@@ -345,10 +345,11 @@ func (e *Engine) runMirror(ctx context.Context, m *mirror) {
 // dies, at a cost that follows change, not the bridge's size:
 //
 //  1. It asks the switch for a flow monitor (ofconn.MonitorFlows) before the
-//     first dump, so no flow change after that dump goes unreported. A
-//     switch that refuses it (OVS 2.15 has none in OpenFlow 1.5) gets a full
-//     dump every MirrorInterval instead, on the same connection; the
-//     refusal is logged once per bridge, not per connection.
+//     first dump, so no flow change after that dump goes unreported,
+//     unless the vswitchd's version has none (before 3.0, SwitchInfo). A
+//     bridge without one gets a full dump every MirrorInterval instead, on
+//     the same connection; that is logged once per bridge, not per
+//     connection.
 //  2. The first dump may restore the mirror (restoreMirror); until it
 //     settles, every interval dumps again.
 //  3. After that, each MirrorInterval: if the monitor reported a change, or
