@@ -31,6 +31,10 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo deve
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := -X github.com/flowstate-io/flowstate/internal/version.Version=$(VERSION) -X github.com/flowstate-io/flowstate/internal/version.Commit=$(COMMIT)
 
+.PHONY: test-matrix
+test-matrix: ## run the tests that start a vswitchd against OVS 2.15 and 3.5 (Debian roots, built or reused) and the host's; needs root (docs/operations.md)
+	./scripts/test-matrix.sh
+
 .PHONY: build
 build: ## build flowstated, flowctl and the demo into bin/
 	go build -ldflags '$(LDFLAGS)' -o bin/ ./cmd/...

@@ -103,6 +103,21 @@ func flagLine(st *flowstatev1.StatusResponse) string {
 	return "ovsdb connected; " + vs + "; " + flag
 }
 
+// vswitchdLine names the running vswitchd's version: as it reports it over
+// OpenFlow, and OVSDB's ovs_version (written by ovs-ctl) when that differs.
+func vswitchdLine(b *flowstatev1.VswitchdBuild) string {
+	v, db := b.GetVersion(), b.GetOvsdbVersion()
+	switch {
+	case v == "" && db == "":
+		return "ovs-vswitchd version: unknown (no bridge answered yet)"
+	case v == "":
+		return fmt.Sprintf("ovs-vswitchd version: %s (OVSDB ovs_version; no bridge answered yet)", db)
+	case db != "" && db != v:
+		return fmt.Sprintf("ovs-vswitchd version: %s (OVSDB ovs_version: %s, written when ovs-ctl last started it)", v, db)
+	}
+	return "ovs-vswitchd version: " + v
+}
+
 func printStatus(w io.Writer, st *flowstatev1.StatusResponse) error {
 	start := "warm"
 	if st.GetColdStart() {
@@ -112,6 +127,10 @@ func printStatus(w io.Writer, st *flowstatev1.StatusResponse) error {
 		buildLine("flowctl", clientVersion.Version, clientVersion.Commit))
 	fmt.Fprintf(w, "boot id %s (%s start)\n", st.GetBootId(), start)
 	fmt.Fprintln(w, flagLine(st))
+	fmt.Fprintln(w, vswitchdLine(st.GetVswitchdBuild()))
+	for _, l := range st.GetVswitchdBuild().GetLimits() {
+		fmt.Fprintf(w, "  ovs-vswitchd LIMIT: %s\n", l)
+	}
 	if t := st.GetLastRelease(); t != nil {
 		fmt.Fprintf(w, "last release of ovs-vswitchd: %s\n", stamp(t.AsTime()))
 	} else {

@@ -62,6 +62,9 @@ func TestStatusTruth(t *testing.T) {
 	if !strings.Contains(out, "server flowstated ") || !strings.Contains(out, "; client flowctl ") {
 		t.Fatalf("no builds in status:\n%s", out)
 	}
+	if !regexp.MustCompile(`(?m)^ovs-vswitchd version: \d+\.\d+\.\d+`).MatchString(out) {
+		t.Fatalf("no vswitchd version in status:\n%s", out)
+	}
 
 	// A held vswitchd: restarted with the flag armed, restored, released.
 	before := time.Now()

@@ -61,6 +61,11 @@ type Conn struct {
 
 	flowChanges atomic.Pointer[chan struct{}] // told of flow monitor reports (monitor.go); nil: none asked for
 
+	peerVersions uint32 // the switch HELLO's version bitmap; written by the handshake only
+
+	foreign     atomic.Uint64                // messages of another OpenFlow version read (foreign.go)
+	lastForeign atomic.Pointer[ForeignError] // the last of them
+
 	done    chan struct{}
 	dieOnce sync.Once
 	cause   error // why the connection died; written before done is closed
@@ -164,6 +169,7 @@ func (c *Conn) handshake(ctx context.Context, br *bufio.Reader) error {
 			if !peerSpeaks15(f) {
 				return ErrVersion
 			}
+			c.peerVersions = HelloVersions(f)
 			gotHello = true
 		case f[1] == openflow15.Type_Error:
 			e := decodeError(f)
@@ -272,8 +278,8 @@ func (c *Conn) readLoop(br *bufio.Reader) {
 		c.stats.received.Add(1)
 		c.stats.bytesReceived.Add(uint64(len(f)))
 		if f[0] != openflow15.VERSION {
-			c.die(fmt.Errorf("ofconn: switch sent an OpenFlow version %d message on a 1.5 connection", f[0]))
-			return
+			c.noteForeign(f)
+			continue
 		}
 		switch f[1] {
 		case openflow15.Type_EchoRequest:

@@ -61,10 +61,17 @@
 //
 // # Flow monitor
 //
-// [Conn.MonitorFlows] asks the switch (OpenFlow 1.5 OFPMP_FLOW_MONITOR, which OVS supports since 2.17) to report
+// [Conn.MonitorFlows] asks the switch (OpenFlow 1.5 OFPMP_FLOW_MONITOR, which OVS supports since 3.0) to report
 // every flow added, modified or removed, by any client, and returns a channel that receives a value whenever
 // reports arrived: a signal to dump again, not the change itself. The reader takes the reports (xid 0) apart from
-// replies. Groups and meters have no monitor in OpenFlow.
+// replies. Groups and meters have no monitor in OpenFlow. OVS 2.15 refuses the request with an OpenFlow 1.0 error
+// that names no request: the connection reads past it ([ForeignError]) and stays up.
+//
+// # Other OpenFlow versions
+//
+// A message framed in another OpenFlow version after the handshake is counted and skipped, never a reason to
+// drop the connection (foreign.go): [Conn.Send] and [Conn.MonitorFlows] return a [*ForeignError] when one arrived
+// before the barrier that follows their request.
 //
 // # Errors
 //

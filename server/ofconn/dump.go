@@ -205,7 +205,8 @@ func (c *Conn) multipart(ctx context.Context, mpType uint16, body util.Message, 
 
 // multiparts sends one multipart request per body, written at once with consecutive xids (and a barrier after
 // them if barrier is set), and calls each for every entry of every reply until each request's REPLY_MORE
-// cleared. An error reply to any request ends it with that error.
+// cleared. An error reply to any request ends it with that error; a barrier reply while a request is still open,
+// with a *ForeignError or errUnanswered.
 func (c *Conn) multiparts(ctx context.Context, mpType uint16, bodies []util.Message, barrier bool, minEntry int, each func(raw []byte) error) error {
 	if len(bodies) == 0 {
 		return nil
@@ -228,6 +229,7 @@ func (c *Conn) multiparts(ctx context.Context, mpType uint16, bodies []util.Mess
 	}
 	w := c.registerLimit(xid, n+1, dumpQueue)
 	defer c.unregister(w)
+	foreign := c.foreign.Load()
 	if err := c.write(ctx, true, func(bw *bufio.Writer) error {
 		_, err := bw.Write(msgs)
 		return err
@@ -244,6 +246,16 @@ func (c *Conn) multiparts(ctx context.Context, mpType uint16, bodies []util.Mess
 		case openflow15.Type_Error:
 			return decodeError(f)
 		case openflow15.Type_MultiPartReply:
+		case openflow15.Type_BarrierReply:
+			// Every reply precedes the barrier's: a request left
+			// open was not taken (foreign.go).
+			if barrier && frameXid(f) == xid+n {
+				if err := c.foreignSince(foreign); err != nil {
+					return err
+				}
+				return errUnanswered
+			}
+			continue
 		default:
 			continue
 		}

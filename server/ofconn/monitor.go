@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"antrea.io/libOpenflow/openflow15"
+	"antrea.io/libOpenflow/util"
 )
 
 // Flow monitor: the switch tells when flows change, so that a caller keeping
@@ -15,10 +16,13 @@ import (
 //  1. MonitorFlows sets the connection's change channel, then sends one
 //     OpenFlow 1.5 OFPMP_FLOW_MONITOR request (monitor 1, command ADD, every
 //     table, any out port and group, an empty match; flags ADD, REMOVED and
-//     MODIFY, without INITIAL: the caller dumps) and waits for its reply.
-//     OVS supports this standard form since 2.17 (lib/ofp-monitor.c); it
-//     answers a refused request with an OFPT_ERROR, and then the caller has
-//     no monitor and must poll.
+//     MODIFY, without INITIAL: the caller dumps) and a barrier, and waits
+//     for the request's reply. OVS supports this standard form since 3.0
+//     (lib/ofp-monitor.c, commit c3e64047d); 2.15 and 2.17 read it as a Nicira
+//     NXST_FLOW_MONITOR and refuse its flags, with an OpenFlow 1.0 error
+//     that names no request (foreign.go). Either refusal (an OFPT_ERROR, or
+//     the barrier's reply first) leaves the caller with no monitor, on a
+//     connection that stays up: it must poll.
 //  2. From then on OVS sends an OFPMP_FLOW_MONITOR reply with xid 0 for
 //     every batch of flow changes, by any connection (a change made over
 //     this one comes abbreviated: OFPFME_ABBREV), and OFPFME_PAUSED and
@@ -46,20 +50,26 @@ var errMonitoring = errors.New("ofconn: flows are monitored already on this conn
 // value whenever reports arrived since the last receive. Only changes made
 // after MonitorFlows returned are certain to be reported, so dump after it.
 // The channel is never closed: select on Done too. A switch that refuses the
-// monitor yields its *OFError; the connection stays usable. A connection
+// monitor yields its *OFError, or a *ForeignError (OVS 2.15); the connection
+// stays usable. A connection
 // takes one monitor.
 func (c *Conn) MonitorFlows(ctx context.Context) (<-chan struct{}, error) {
+	return c.monitorFlows(ctx, fmfAdd|fmfRemoved|fmfModify)
+}
+
+// monitorFlows is MonitorFlows with the request's flags.
+func (c *Conn) monitorFlows(ctx context.Context, flags uint16) (<-chan struct{}, error) {
 	ch := make(chan struct{}, 1)
 	if !c.flowChanges.CompareAndSwap(nil, &ch) {
 		return nil, errMonitoring
 	}
 	req := openflow15.NewFlowMonitorRequest(flowMonitorID)
 	req.OutPort, req.OutGroup = openflow15.P_ANY, openflow15.OFPG_ANY
-	req.Flags = fmfAdd | fmfRemoved | fmfModify
+	req.Flags = flags
 	req.TableId = openflow15.OFPTT_ALL
 	req.Command = openflow15.FMC_ADD
 	// The reply carries the flows of INITIAL, which is not asked for.
-	err := c.multipart(ctx, openflow15.MultipartType_FlowMonitor, req, 4, func([]byte) error { return nil })
+	err := c.multiparts(ctx, openflow15.MultipartType_FlowMonitor, []util.Message{req}, true, 4, func([]byte) error { return nil })
 	if err != nil {
 		c.flowChanges.Store(nil)
 		return nil, fmt.Errorf("ofconn: flow monitor: %w", err)

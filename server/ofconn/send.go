@@ -18,6 +18,7 @@ func (c *Conn) Send(ctx context.Context, msg Message) error {
 	xid := c.nextXids(2)
 	w := c.register(xid, 2)
 	defer c.unregister(w)
+	foreign := c.foreign.Load()
 	var hdr [headerLen]byte
 	barrier := controlMsg(openflow15.Type_BarrierRequest, xid+1, nil)
 	if err := c.write(ctx, true, func(bw *bufio.Writer) error {
@@ -48,6 +49,9 @@ func (c *Conn) Send(ctx context.Context, msg Message) error {
 		case f[1] == openflow15.Type_BarrierReply && frameXid(f) == xid+1:
 			if rejected != nil {
 				return rejected
+			}
+			if err := c.foreignSince(foreign); err != nil {
+				return fmt.Errorf("ofconn: send %s: %w", TypeName(msg.Type()), err)
 			}
 			return nil
 		}

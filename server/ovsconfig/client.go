@@ -349,7 +349,7 @@ func (c *Client) connect(ctx context.Context) (_ client.Client, err error) {
 	// inconsistent.
 	o, b, ft := &ovsRow{}, &bridgeRow{}, &flowTableRow{}
 	mon := ovs.NewMonitor(
-		client.WithTable(o, &o.OtherConfig, &o.NextCfg, &o.CurCfg),
+		client.WithTable(o, &o.OtherConfig, &o.NextCfg, &o.CurCfg, &o.OVSVersion),
 		client.WithTable(b, &b.Name, &b.Protocols, &b.DatapathType, &b.FailMode, &b.OtherConfig, &b.ExternalIDs, &b.FlowTables),
 		client.WithTable(ft, &ft.FlowLimit, &ft.OverflowPolicy),
 	)
@@ -395,6 +395,10 @@ func readOVSRow(ovs client.Client) (ovsRow, error) {
 		out.OtherConfig = make(map[string]string, len(r.OtherConfig))
 		for k, v := range r.OtherConfig {
 			out.OtherConfig[k] = v
+		}
+		if r.OVSVersion != nil {
+			v := *r.OVSVersion
+			out.OVSVersion = &v
 		}
 		return out, nil
 	}

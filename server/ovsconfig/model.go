@@ -22,6 +22,7 @@ type ovsRow struct {
 	OtherConfig map[string]string `ovsdb:"other_config"`
 	NextCfg     int               `ovsdb:"next_cfg"`
 	CurCfg      int               `ovsdb:"cur_cfg"`
+	OVSVersion  *string           `ovsdb:"ovs_version"`
 }
 
 // bridgeRow is a partial model of the Bridge table, kept for diagnosing

@@ -23,15 +23,34 @@ type connHooks struct {
 // mirrored: dial, record it, serve it until it dies, record the loss, repeat
 // until ctx ends. A connection that ends because ctx did is not recorded as
 // lost: Run reads the last state to decide whether the node is still held.
+//
+// A connection lost within shortLived of being made, twice or more in a row,
+// is a switch that takes the connection and then drops it (or that
+// flowstated drops: a message it cannot read): redialing at once would make
+// a reconnect storm. The next dial then waits, doubling from 20 ms up to
+// RetryInterval, and the losses are logged once per run of them.
 func (e *Engine) keepConnected(ctx context.Context, name string, log *slog.Logger, h connHooks) {
+	const shortLived = time.Second
 	path := e.mgmtPath(name)
 	lost := time.Now()
+	short := 0 // connections in a row lost within shortLived
 	for {
+		if short >= 2 {
+			if !sleepCtx(ctx, min(20*time.Millisecond<<min(short-2, 10), e.cfg.RetryInterval)) {
+				return
+			}
+		}
 		conn, err := e.redial(ctx, path, lost, log, h.unreachable)
 		if err != nil {
 			return
 		}
-		log.Info("bridge connected")
+		up := time.Now()
+		e.noteSwitch(ctx, conn, log)
+		if of := ofconn.VersionNames(conn.PeerVersions()); short < 2 {
+			log.Info("bridge connected", "openflow", of)
+		} else {
+			log.Debug("bridge connected", "openflow", of)
+		}
 		e.publish(events.Event{Type: events.BridgeConnected, Bridge: name, Message: "OpenFlow connection up"})
 		e.cfg.Metrics.connected.WithLabelValues(name).Set(1)
 		h.set(conn, "")
@@ -43,9 +62,21 @@ func (e *Engine) keepConnected(ctx context.Context, name string, log *slog.Logge
 		h.set(nil, "OpenFlow connection lost: "+errString(conn.Err()))
 		_ = conn.Close()
 		lost = time.Now()
+		if lost.Sub(up) < shortLived {
+			short++
+		} else {
+			short = 0
+		}
 		e.cfg.Metrics.connected.WithLabelValues(name).Set(0)
 		if ctx.Err() == nil {
-			log.Warn("bridge disconnected", "err", conn.Err())
+			switch {
+			case short == 2:
+				log.Warn("bridge disconnected again right after connecting: redialing with backoff", "err", conn.Err())
+			case short > 2:
+				log.Debug("bridge disconnected", "err", conn.Err())
+			default:
+				log.Warn("bridge disconnected", "err", conn.Err())
+			}
 			e.publish(events.Event{Type: events.BridgeDisconnected, Bridge: name, Message: "OpenFlow connection lost",
 				Attrs: errAttrs(conn.Err())})
 		}

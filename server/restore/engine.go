@@ -147,6 +147,8 @@ type Engine struct {
 	exits procExits
 	// ovsdbUp is closed once ovsdb is set (owner.go waits for it).
 	ovsdbUp chan struct{}
+	// switchInfo is the running vswitchd's build (switchinfo.go).
+	switchInfo atomic.Pointer[SwitchInfo]
 	// converged is signalled when a bridge converges, so the flag goroutine
 	// re-checks whether all have.
 	converged chan struct{}

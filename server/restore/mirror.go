@@ -127,6 +127,10 @@ type mirror struct {
 	last     Replay
 	// dumps and quiet count as MirrorState's Dumps and Quiet.
 	dumps, quiet int
+	// noMonitor is why the switch last refused a flow monitor ("": it did
+	// not). Only runMirror's goroutine uses it: the refusal of a vswitchd
+	// that cannot monitor is logged once, not at every connection.
+	noMonitor string
 }
 
 func newMirrorSet() *mirrorSet { return &mirrorSet{byName: map[string]*mirror{}} }
@@ -341,8 +345,11 @@ func (e *Engine) runMirror(ctx context.Context, m *mirror) {
 // dies, at a cost that follows change, not the bridge's size:
 //
 //  1. It asks the switch for a flow monitor (ofconn.MonitorFlows) before the
-//     first dump, so no flow change after that dump goes unreported. A
-//     switch that refuses it gets a full dump every MirrorInterval instead.
+//     first dump, so no flow change after that dump goes unreported,
+//     unless the vswitchd's version has none (before 3.0, SwitchInfo). A
+//     bridge without one gets a full dump every MirrorInterval instead, on
+//     the same connection; that is logged once per bridge, not per
+//     connection.
 //  2. The first dump may restore the mirror (restoreMirror); until it
 //     settles, every interval dumps again.
 //  3. After that, each MirrorInterval: if the monitor reported a change, or
@@ -353,12 +360,25 @@ func (e *Engine) runMirror(ctx context.Context, m *mirror) {
 //     interval. The report is taken before the dump, so a change during
 //     the dump is dumped again at the next interval.
 func (e *Engine) serveMirror(ctx context.Context, m *mirror, conn *ofconn.Conn, log *slog.Logger) {
-	changed, err := conn.MonitorFlows(ctx)
-	if err != nil {
-		if ctx.Err() != nil || !connAlive(conn) {
-			return
+	var changed <-chan struct{}
+	err := errNoMonitor
+	if e.canMonitor() {
+		changed, err = conn.MonitorFlows(ctx)
+	}
+	switch {
+	case err == nil:
+		m.noMonitor = ""
+	case ctx.Err() != nil || !connAlive(conn):
+		return
+	case err.Error() != m.noMonitor:
+		m.noMonitor = err.Error()
+		why := "the switch cannot monitor flows"
+		if _, ok := errors.AsType[*ofconn.ForeignError](err); ok || errors.Is(err, errNoMonitor) {
+			why = "the switch cannot monitor flows (Open vSwitch before 3.0 has no OpenFlow 1.5 flow monitor)"
 		}
-		log.Warn("the switch refused a flow monitor: the unmanaged bridge is dumped every --mirror-interval instead", "err", err)
+		log.Warn(why+": the unmanaged bridge is dumped every --mirror-interval instead", "err", err)
+	default:
+		log.Debug("the switch cannot monitor flows", "err", err)
 	}
 	tick := time.NewTicker(e.cfg.MirrorInterval)
 	defer tick.Stop()
@@ -419,6 +439,10 @@ func (e *Engine) serveMirror(ctx context.Context, m *mirror, conn *ofconn.Conn, 
 		}
 	}
 }
+
+// errNoMonitor: the vswitchd's version has no OpenFlow 1.5 flow monitor
+// (SwitchInfo), so none was asked for.
+var errNoMonitor = errors.New("restore: this ovs-vswitchd version has no OpenFlow 1.5 flow monitor")
 
 // dumpOthersHash dumps the groups and meters of a bridge alone and returns
 // othersHash of them.

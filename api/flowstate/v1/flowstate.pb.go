@@ -269,7 +269,7 @@ func (x Change_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Change_Op.Descriptor instead.
 func (Change_Op) EnumDescriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{34, 0}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{35, 0}
 }
 
 // Entry is one desired entry as a controller declares it.
@@ -1032,7 +1032,10 @@ type StatusResponse struct {
 	VswitchdHeld bool `protobuf:"varint,21,opt,name=vswitchd_held,json=vswitchdHeld,proto3" json:"vswitchd_held,omitempty"`
 	// proxies lists flowstated's OpenFlow proxies (--openflow-proxy), one per
 	// proxied module and bridge.
-	Proxies       []*ProxyStatus `protobuf:"bytes,22,rep,name=proxies,proto3" json:"proxies,omitempty"`
+	Proxies []*ProxyStatus `protobuf:"bytes,22,rep,name=proxies,proto3" json:"proxies,omitempty"`
+	// vswitchd_build is the running ovs-vswitchd's version and what it lacks
+	// that flowstated would use.
+	VswitchdBuild *VswitchdBuild `protobuf:"bytes,23,opt,name=vswitchd_build,json=vswitchdBuild,proto3" json:"vswitchd_build,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1214,6 +1217,81 @@ func (x *StatusResponse) GetProxies() []*ProxyStatus {
 	return nil
 }
 
+func (x *StatusResponse) GetVswitchdBuild() *VswitchdBuild {
+	if x != nil {
+		return x.VswitchdBuild
+	}
+	return nil
+}
+
+// VswitchdBuild is the running ovs-vswitchd's build, as flowstated read it.
+type VswitchdBuild struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// version is the version the running vswitchd reports over OpenFlow (the
+	// software field of OFPMP_DESC); empty until a bridge answered.
+	Version string `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	// ovsdb_version is the Open_vSwitch table's ovs_version, which ovs-ctl
+	// writes when it starts the daemons: empty when nothing wrote it, and it
+	// may name a package installed since vswitchd started.
+	OvsdbVersion string `protobuf:"bytes,2,opt,name=ovsdb_version,json=ovsdbVersion,proto3" json:"ovsdb_version,omitempty"`
+	// limits lists what this vswitchd lacks that flowstated would use, each
+	// with what flowstated does instead; empty when nothing.
+	Limits        []string `protobuf:"bytes,3,rep,name=limits,proto3" json:"limits,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VswitchdBuild) Reset() {
+	*x = VswitchdBuild{}
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VswitchdBuild) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VswitchdBuild) ProtoMessage() {}
+
+func (x *VswitchdBuild) ProtoReflect() protoreflect.Message {
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VswitchdBuild.ProtoReflect.Descriptor instead.
+func (*VswitchdBuild) Descriptor() ([]byte, []int) {
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *VswitchdBuild) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *VswitchdBuild) GetOvsdbVersion() string {
+	if x != nil {
+		return x.OvsdbVersion
+	}
+	return ""
+}
+
+func (x *VswitchdBuild) GetLimits() []string {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
 // ProxyStatus is one OpenFlow proxy: a socket that looks like vswitchd's
 // <bridge>.mgmt, recording what the controller connected to it installs as
 // one module's declarations.
@@ -1247,7 +1325,7 @@ type ProxyStatus struct {
 
 func (x *ProxyStatus) Reset() {
 	*x = ProxyStatus{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[12]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1259,7 +1337,7 @@ func (x *ProxyStatus) String() string {
 func (*ProxyStatus) ProtoMessage() {}
 
 func (x *ProxyStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[12]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1272,7 +1350,7 @@ func (x *ProxyStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProxyStatus.ProtoReflect.Descriptor instead.
 func (*ProxyStatus) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{12}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ProxyStatus) GetBridge() string {
@@ -1364,7 +1442,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[13]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1376,7 +1454,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[13]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1389,7 +1467,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{13}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Session) GetUid() uint32 {
@@ -1491,7 +1569,7 @@ type Guard struct {
 
 func (x *Guard) Reset() {
 	*x = Guard{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[14]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1503,7 +1581,7 @@ func (x *Guard) String() string {
 func (*Guard) ProtoMessage() {}
 
 func (x *Guard) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[14]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1516,7 +1594,7 @@ func (x *Guard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Guard.ProtoReflect.Descriptor instead.
 func (*Guard) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{14}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Guard) GetMode() string {
@@ -1623,7 +1701,7 @@ type Gate struct {
 
 func (x *Gate) Reset() {
 	*x = Gate{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[15]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1635,7 +1713,7 @@ func (x *Gate) String() string {
 func (*Gate) ProtoMessage() {}
 
 func (x *Gate) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[15]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1648,7 +1726,7 @@ func (x *Gate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gate.ProtoReflect.Descriptor instead.
 func (*Gate) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{15}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Gate) GetOpen() bool {
@@ -1701,7 +1779,7 @@ type QuarantinedEntry struct {
 
 func (x *QuarantinedEntry) Reset() {
 	*x = QuarantinedEntry{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[16]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1713,7 +1791,7 @@ func (x *QuarantinedEntry) String() string {
 func (*QuarantinedEntry) ProtoMessage() {}
 
 func (x *QuarantinedEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[16]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1726,7 +1804,7 @@ func (x *QuarantinedEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuarantinedEntry.ProtoReflect.Descriptor instead.
 func (*QuarantinedEntry) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{16}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *QuarantinedEntry) GetEntry() *StoredEntry {
@@ -1796,7 +1874,7 @@ type BridgeStatus struct {
 
 func (x *BridgeStatus) Reset() {
 	*x = BridgeStatus{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[17]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1808,7 +1886,7 @@ func (x *BridgeStatus) String() string {
 func (*BridgeStatus) ProtoMessage() {}
 
 func (x *BridgeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[17]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1821,7 +1899,7 @@ func (x *BridgeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BridgeStatus.ProtoReflect.Descriptor instead.
 func (*BridgeStatus) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{17}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *BridgeStatus) GetName() string {
@@ -1943,7 +2021,7 @@ type Replay struct {
 
 func (x *Replay) Reset() {
 	*x = Replay{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[18]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1955,7 +2033,7 @@ func (x *Replay) String() string {
 func (*Replay) ProtoMessage() {}
 
 func (x *Replay) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[18]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1968,7 +2046,7 @@ func (x *Replay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replay.ProtoReflect.Descriptor instead.
 func (*Replay) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{18}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Replay) GetFinishedAt() *timestamppb.Timestamp {
@@ -2036,7 +2114,7 @@ type ModuleStatus struct {
 
 func (x *ModuleStatus) Reset() {
 	*x = ModuleStatus{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[19]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2048,7 +2126,7 @@ func (x *ModuleStatus) String() string {
 func (*ModuleStatus) ProtoMessage() {}
 
 func (x *ModuleStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[19]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2061,7 +2139,7 @@ func (x *ModuleStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModuleStatus.ProtoReflect.Descriptor instead.
 func (*ModuleStatus) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{19}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ModuleStatus) GetBridge() string {
@@ -2131,7 +2209,7 @@ type SyncRequest struct {
 
 func (x *SyncRequest) Reset() {
 	*x = SyncRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[20]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2143,7 +2221,7 @@ func (x *SyncRequest) String() string {
 func (*SyncRequest) ProtoMessage() {}
 
 func (x *SyncRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[20]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2156,7 +2234,7 @@ func (x *SyncRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncRequest.ProtoReflect.Descriptor instead.
 func (*SyncRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{20}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SyncRequest) GetBridge() string {
@@ -2208,7 +2286,7 @@ type SyncResponse struct {
 
 func (x *SyncResponse) Reset() {
 	*x = SyncResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[21]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2220,7 +2298,7 @@ func (x *SyncResponse) String() string {
 func (*SyncResponse) ProtoMessage() {}
 
 func (x *SyncResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[21]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2233,7 +2311,7 @@ func (x *SyncResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncResponse.ProtoReflect.Descriptor instead.
 func (*SyncResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{21}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SyncResponse) GetApplied() bool {
@@ -2282,7 +2360,7 @@ type MarkReadyRequest struct {
 
 func (x *MarkReadyRequest) Reset() {
 	*x = MarkReadyRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[22]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2294,7 +2372,7 @@ func (x *MarkReadyRequest) String() string {
 func (*MarkReadyRequest) ProtoMessage() {}
 
 func (x *MarkReadyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[22]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2307,7 +2385,7 @@ func (x *MarkReadyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkReadyRequest.ProtoReflect.Descriptor instead.
 func (*MarkReadyRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{22}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *MarkReadyRequest) GetModule() string {
@@ -2326,7 +2404,7 @@ type MarkReadyResponse struct {
 
 func (x *MarkReadyResponse) Reset() {
 	*x = MarkReadyResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[23]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2338,7 +2416,7 @@ func (x *MarkReadyResponse) String() string {
 func (*MarkReadyResponse) ProtoMessage() {}
 
 func (x *MarkReadyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[23]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2351,7 +2429,7 @@ func (x *MarkReadyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkReadyResponse.ProtoReflect.Descriptor instead.
 func (*MarkReadyResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{23}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{24}
 }
 
 // ForgetModuleRequest names the module to forget.
@@ -2365,7 +2443,7 @@ type ForgetModuleRequest struct {
 
 func (x *ForgetModuleRequest) Reset() {
 	*x = ForgetModuleRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[24]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2377,7 +2455,7 @@ func (x *ForgetModuleRequest) String() string {
 func (*ForgetModuleRequest) ProtoMessage() {}
 
 func (x *ForgetModuleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[24]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2390,7 +2468,7 @@ func (x *ForgetModuleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetModuleRequest.ProtoReflect.Descriptor instead.
 func (*ForgetModuleRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{24}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ForgetModuleRequest) GetModule() string {
@@ -2409,7 +2487,7 @@ type ForgetModuleResponse struct {
 
 func (x *ForgetModuleResponse) Reset() {
 	*x = ForgetModuleResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[25]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2421,7 +2499,7 @@ func (x *ForgetModuleResponse) String() string {
 func (*ForgetModuleResponse) ProtoMessage() {}
 
 func (x *ForgetModuleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[25]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2434,7 +2512,7 @@ func (x *ForgetModuleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetModuleResponse.ProtoReflect.Descriptor instead.
 func (*ForgetModuleResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{25}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{26}
 }
 
 // ArmRequest asks to set flow-restore-wait.
@@ -2446,7 +2524,7 @@ type ArmRequest struct {
 
 func (x *ArmRequest) Reset() {
 	*x = ArmRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[26]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2458,7 +2536,7 @@ func (x *ArmRequest) String() string {
 func (*ArmRequest) ProtoMessage() {}
 
 func (x *ArmRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[26]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2471,7 +2549,7 @@ func (x *ArmRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArmRequest.ProtoReflect.Descriptor instead.
 func (*ArmRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{26}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{27}
 }
 
 // ArmResponse reports the flag set.
@@ -2485,7 +2563,7 @@ type ArmResponse struct {
 
 func (x *ArmResponse) Reset() {
 	*x = ArmResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[27]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2497,7 +2575,7 @@ func (x *ArmResponse) String() string {
 func (*ArmResponse) ProtoMessage() {}
 
 func (x *ArmResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[27]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2510,7 +2588,7 @@ func (x *ArmResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArmResponse.ProtoReflect.Descriptor instead.
 func (*ArmResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{27}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ArmResponse) GetWasSet() bool {
@@ -2529,7 +2607,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[28]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2541,7 +2619,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[28]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2554,7 +2632,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{28}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{29}
 }
 
 // ReleaseResponse reports the release.
@@ -2570,7 +2648,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[29]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2582,7 +2660,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[29]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2595,7 +2673,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{29}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ReleaseResponse) GetWasSet() bool {
@@ -2623,7 +2701,7 @@ type ReconcileRequest struct {
 
 func (x *ReconcileRequest) Reset() {
 	*x = ReconcileRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[30]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2635,7 +2713,7 @@ func (x *ReconcileRequest) String() string {
 func (*ReconcileRequest) ProtoMessage() {}
 
 func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[30]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2648,7 +2726,7 @@ func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRequest.ProtoReflect.Descriptor instead.
 func (*ReconcileRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{30}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ReconcileRequest) GetBridge() string {
@@ -2669,7 +2747,7 @@ type ReconcileResponse struct {
 
 func (x *ReconcileResponse) Reset() {
 	*x = ReconcileResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[31]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2681,7 +2759,7 @@ func (x *ReconcileResponse) String() string {
 func (*ReconcileResponse) ProtoMessage() {}
 
 func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[31]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2694,7 +2772,7 @@ func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileResponse.ProtoReflect.Descriptor instead.
 func (*ReconcileResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{31}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ReconcileResponse) GetBridges() []*BridgeStatus {
@@ -2715,7 +2793,7 @@ type DiffRequest struct {
 
 func (x *DiffRequest) Reset() {
 	*x = DiffRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[32]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2727,7 +2805,7 @@ func (x *DiffRequest) String() string {
 func (*DiffRequest) ProtoMessage() {}
 
 func (x *DiffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[32]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2740,7 +2818,7 @@ func (x *DiffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffRequest.ProtoReflect.Descriptor instead.
 func (*DiffRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{32}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DiffRequest) GetBridge() string {
@@ -2762,7 +2840,7 @@ type DiffResponse struct {
 
 func (x *DiffResponse) Reset() {
 	*x = DiffResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[33]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2774,7 +2852,7 @@ func (x *DiffResponse) String() string {
 func (*DiffResponse) ProtoMessage() {}
 
 func (x *DiffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[33]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2787,7 +2865,7 @@ func (x *DiffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffResponse.ProtoReflect.Descriptor instead.
 func (*DiffResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{33}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DiffResponse) GetChanges() []*Change {
@@ -2816,7 +2894,7 @@ type Change struct {
 
 func (x *Change) Reset() {
 	*x = Change{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[34]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2828,7 +2906,7 @@ func (x *Change) String() string {
 func (*Change) ProtoMessage() {}
 
 func (x *Change) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[34]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2841,7 +2919,7 @@ func (x *Change) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Change.ProtoReflect.Descriptor instead.
 func (*Change) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{34}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Change) GetOp() Change_Op {
@@ -2894,7 +2972,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[35]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2906,7 +2984,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[35]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2919,7 +2997,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{35}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *WatchRequest) GetFromRevision() uint64 {
@@ -2947,7 +3025,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[36]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2959,7 +3037,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[36]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2972,7 +3050,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{36}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *WatchResponse) GetEvent() *Event {
@@ -3012,7 +3090,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[37]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3024,7 +3102,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[37]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3037,7 +3115,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{37}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Event) GetRevision() uint64 {
@@ -3118,7 +3196,7 @@ type FlowStatsRequest struct {
 
 func (x *FlowStatsRequest) Reset() {
 	*x = FlowStatsRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[38]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3130,7 +3208,7 @@ func (x *FlowStatsRequest) String() string {
 func (*FlowStatsRequest) ProtoMessage() {}
 
 func (x *FlowStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[38]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3143,7 +3221,7 @@ func (x *FlowStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowStatsRequest.ProtoReflect.Descriptor instead.
 func (*FlowStatsRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{38}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *FlowStatsRequest) GetBridge() string {
@@ -3178,7 +3256,7 @@ type FlowStatsResponse struct {
 
 func (x *FlowStatsResponse) Reset() {
 	*x = FlowStatsResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[39]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3190,7 +3268,7 @@ func (x *FlowStatsResponse) String() string {
 func (*FlowStatsResponse) ProtoMessage() {}
 
 func (x *FlowStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[39]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3203,7 +3281,7 @@ func (x *FlowStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowStatsResponse.ProtoReflect.Descriptor instead.
 func (*FlowStatsResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{39}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *FlowStatsResponse) GetFlows() []*FlowStats {
@@ -3233,7 +3311,7 @@ type FlowStats struct {
 
 func (x *FlowStats) Reset() {
 	*x = FlowStats{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[40]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3245,7 +3323,7 @@ func (x *FlowStats) String() string {
 func (*FlowStats) ProtoMessage() {}
 
 func (x *FlowStats) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[40]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3258,7 +3336,7 @@ func (x *FlowStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowStats.ProtoReflect.Descriptor instead.
 func (*FlowStats) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{40}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *FlowStats) GetEntry() *StoredEntry {
@@ -3305,7 +3383,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[41]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3317,7 +3395,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[41]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3330,7 +3408,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{41}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{42}
 }
 
 // BackupResponse is one chunk of the store file; the chunks in order are
@@ -3345,7 +3423,7 @@ type BackupResponse struct {
 
 func (x *BackupResponse) Reset() {
 	*x = BackupResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[42]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3357,7 +3435,7 @@ func (x *BackupResponse) String() string {
 func (*BackupResponse) ProtoMessage() {}
 
 func (x *BackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[42]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3370,7 +3448,7 @@ func (x *BackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
 func (*BackupResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{42}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *BackupResponse) GetData() []byte {
@@ -3426,7 +3504,7 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x06_table\"C\n" +
 	"\fListResponse\x123\n" +
 	"\aentries\x18\x01 \x03(\v2\x19.flowstate.v1.StoredEntryR\aentries\"\x0f\n" +
-	"\rStatusRequest\"\x9b\a\n" +
+	"\rStatusRequest\"\xdf\a\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\aboot_id\x18\x01 \x01(\tR\x06bootId\x12\x1d\n" +
 	"\n" +
@@ -3450,7 +3528,12 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x06commit\x18\x13 \x01(\tR\x06commit\x12)\n" +
 	"\x10vswitchd_running\x18\x14 \x01(\bR\x0fvswitchdRunning\x12#\n" +
 	"\rvswitchd_held\x18\x15 \x01(\bR\fvswitchdHeld\x123\n" +
-	"\aproxies\x18\x16 \x03(\v2\x19.flowstate.v1.ProxyStatusR\aproxies\"\xe5\x02\n" +
+	"\aproxies\x18\x16 \x03(\v2\x19.flowstate.v1.ProxyStatusR\aproxies\x12B\n" +
+	"\x0evswitchd_build\x18\x17 \x01(\v2\x1b.flowstate.v1.VswitchdBuildR\rvswitchdBuild\"f\n" +
+	"\rVswitchdBuild\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\x12#\n" +
+	"\rovsdb_version\x18\x02 \x01(\tR\fovsdbVersion\x12\x16\n" +
+	"\x06limits\x18\x03 \x03(\tR\x06limits\"\xe5\x02\n" +
 	"\vProxyStatus\x12\x16\n" +
 	"\x06bridge\x18\x01 \x01(\tR\x06bridge\x12\x16\n" +
 	"\x06module\x18\x02 \x01(\tR\x06module\x12\x16\n" +
@@ -3674,7 +3757,7 @@ func file_flowstate_v1_flowstate_proto_rawDescGZIP() []byte {
 }
 
 var file_flowstate_v1_flowstate_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_flowstate_v1_flowstate_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
+var file_flowstate_v1_flowstate_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_flowstate_v1_flowstate_proto_goTypes = []any{
 	(EntryKind)(0),                // 0: flowstate.v1.EntryKind
 	(EventType)(0),                // 1: flowstate.v1.EventType
@@ -3691,40 +3774,41 @@ var file_flowstate_v1_flowstate_proto_goTypes = []any{
 	(*ListResponse)(nil),          // 12: flowstate.v1.ListResponse
 	(*StatusRequest)(nil),         // 13: flowstate.v1.StatusRequest
 	(*StatusResponse)(nil),        // 14: flowstate.v1.StatusResponse
-	(*ProxyStatus)(nil),           // 15: flowstate.v1.ProxyStatus
-	(*Session)(nil),               // 16: flowstate.v1.Session
-	(*Guard)(nil),                 // 17: flowstate.v1.Guard
-	(*Gate)(nil),                  // 18: flowstate.v1.Gate
-	(*QuarantinedEntry)(nil),      // 19: flowstate.v1.QuarantinedEntry
-	(*BridgeStatus)(nil),          // 20: flowstate.v1.BridgeStatus
-	(*Replay)(nil),                // 21: flowstate.v1.Replay
-	(*ModuleStatus)(nil),          // 22: flowstate.v1.ModuleStatus
-	(*SyncRequest)(nil),           // 23: flowstate.v1.SyncRequest
-	(*SyncResponse)(nil),          // 24: flowstate.v1.SyncResponse
-	(*MarkReadyRequest)(nil),      // 25: flowstate.v1.MarkReadyRequest
-	(*MarkReadyResponse)(nil),     // 26: flowstate.v1.MarkReadyResponse
-	(*ForgetModuleRequest)(nil),   // 27: flowstate.v1.ForgetModuleRequest
-	(*ForgetModuleResponse)(nil),  // 28: flowstate.v1.ForgetModuleResponse
-	(*ArmRequest)(nil),            // 29: flowstate.v1.ArmRequest
-	(*ArmResponse)(nil),           // 30: flowstate.v1.ArmResponse
-	(*ReleaseRequest)(nil),        // 31: flowstate.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),       // 32: flowstate.v1.ReleaseResponse
-	(*ReconcileRequest)(nil),      // 33: flowstate.v1.ReconcileRequest
-	(*ReconcileResponse)(nil),     // 34: flowstate.v1.ReconcileResponse
-	(*DiffRequest)(nil),           // 35: flowstate.v1.DiffRequest
-	(*DiffResponse)(nil),          // 36: flowstate.v1.DiffResponse
-	(*Change)(nil),                // 37: flowstate.v1.Change
-	(*WatchRequest)(nil),          // 38: flowstate.v1.WatchRequest
-	(*WatchResponse)(nil),         // 39: flowstate.v1.WatchResponse
-	(*Event)(nil),                 // 40: flowstate.v1.Event
-	(*FlowStatsRequest)(nil),      // 41: flowstate.v1.FlowStatsRequest
-	(*FlowStatsResponse)(nil),     // 42: flowstate.v1.FlowStatsResponse
-	(*FlowStats)(nil),             // 43: flowstate.v1.FlowStats
-	(*BackupRequest)(nil),         // 44: flowstate.v1.BackupRequest
-	(*BackupResponse)(nil),        // 45: flowstate.v1.BackupResponse
-	nil,                           // 46: flowstate.v1.Event.AttrsEntry
-	(*timestamppb.Timestamp)(nil), // 47: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 48: google.protobuf.Duration
+	(*VswitchdBuild)(nil),         // 15: flowstate.v1.VswitchdBuild
+	(*ProxyStatus)(nil),           // 16: flowstate.v1.ProxyStatus
+	(*Session)(nil),               // 17: flowstate.v1.Session
+	(*Guard)(nil),                 // 18: flowstate.v1.Guard
+	(*Gate)(nil),                  // 19: flowstate.v1.Gate
+	(*QuarantinedEntry)(nil),      // 20: flowstate.v1.QuarantinedEntry
+	(*BridgeStatus)(nil),          // 21: flowstate.v1.BridgeStatus
+	(*Replay)(nil),                // 22: flowstate.v1.Replay
+	(*ModuleStatus)(nil),          // 23: flowstate.v1.ModuleStatus
+	(*SyncRequest)(nil),           // 24: flowstate.v1.SyncRequest
+	(*SyncResponse)(nil),          // 25: flowstate.v1.SyncResponse
+	(*MarkReadyRequest)(nil),      // 26: flowstate.v1.MarkReadyRequest
+	(*MarkReadyResponse)(nil),     // 27: flowstate.v1.MarkReadyResponse
+	(*ForgetModuleRequest)(nil),   // 28: flowstate.v1.ForgetModuleRequest
+	(*ForgetModuleResponse)(nil),  // 29: flowstate.v1.ForgetModuleResponse
+	(*ArmRequest)(nil),            // 30: flowstate.v1.ArmRequest
+	(*ArmResponse)(nil),           // 31: flowstate.v1.ArmResponse
+	(*ReleaseRequest)(nil),        // 32: flowstate.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),       // 33: flowstate.v1.ReleaseResponse
+	(*ReconcileRequest)(nil),      // 34: flowstate.v1.ReconcileRequest
+	(*ReconcileResponse)(nil),     // 35: flowstate.v1.ReconcileResponse
+	(*DiffRequest)(nil),           // 36: flowstate.v1.DiffRequest
+	(*DiffResponse)(nil),          // 37: flowstate.v1.DiffResponse
+	(*Change)(nil),                // 38: flowstate.v1.Change
+	(*WatchRequest)(nil),          // 39: flowstate.v1.WatchRequest
+	(*WatchResponse)(nil),         // 40: flowstate.v1.WatchResponse
+	(*Event)(nil),                 // 41: flowstate.v1.Event
+	(*FlowStatsRequest)(nil),      // 42: flowstate.v1.FlowStatsRequest
+	(*FlowStatsResponse)(nil),     // 43: flowstate.v1.FlowStatsResponse
+	(*FlowStats)(nil),             // 44: flowstate.v1.FlowStats
+	(*BackupRequest)(nil),         // 45: flowstate.v1.BackupRequest
+	(*BackupResponse)(nil),        // 46: flowstate.v1.BackupResponse
+	nil,                           // 47: flowstate.v1.Event.AttrsEntry
+	(*timestamppb.Timestamp)(nil), // 48: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 49: google.protobuf.Duration
 }
 var file_flowstate_v1_flowstate_proto_depIdxs = []int32{
 	0,  // 0: flowstate.v1.Entry.kind:type_name -> flowstate.v1.EntryKind
@@ -3734,77 +3818,78 @@ var file_flowstate_v1_flowstate_proto_depIdxs = []int32{
 	3,  // 4: flowstate.v1.DeleteRequest.entries:type_name -> flowstate.v1.Entry
 	0,  // 5: flowstate.v1.ListRequest.kind:type_name -> flowstate.v1.EntryKind
 	4,  // 6: flowstate.v1.ListResponse.entries:type_name -> flowstate.v1.StoredEntry
-	20, // 7: flowstate.v1.StatusResponse.bridges:type_name -> flowstate.v1.BridgeStatus
-	22, // 8: flowstate.v1.StatusResponse.modules:type_name -> flowstate.v1.ModuleStatus
-	18, // 9: flowstate.v1.StatusResponse.gate:type_name -> flowstate.v1.Gate
-	19, // 10: flowstate.v1.StatusResponse.quarantined:type_name -> flowstate.v1.QuarantinedEntry
-	17, // 11: flowstate.v1.StatusResponse.guard:type_name -> flowstate.v1.Guard
-	47, // 12: flowstate.v1.StatusResponse.last_release:type_name -> google.protobuf.Timestamp
-	16, // 13: flowstate.v1.StatusResponse.sessions:type_name -> flowstate.v1.Session
-	15, // 14: flowstate.v1.StatusResponse.proxies:type_name -> flowstate.v1.ProxyStatus
-	47, // 15: flowstate.v1.ProxyStatus.last_install:type_name -> google.protobuf.Timestamp
-	47, // 16: flowstate.v1.ProxyStatus.last_error_time:type_name -> google.protobuf.Timestamp
-	47, // 17: flowstate.v1.Session.since:type_name -> google.protobuf.Timestamp
-	47, // 18: flowstate.v1.Session.last_activity:type_name -> google.protobuf.Timestamp
-	48, // 19: flowstate.v1.Guard.grace:type_name -> google.protobuf.Duration
-	48, // 20: flowstate.v1.Guard.guard_grace:type_name -> google.protobuf.Duration
-	47, // 21: flowstate.v1.Guard.last_round_trip:type_name -> google.protobuf.Timestamp
-	47, // 22: flowstate.v1.Gate.deadline:type_name -> google.protobuf.Timestamp
-	4,  // 23: flowstate.v1.QuarantinedEntry.entry:type_name -> flowstate.v1.StoredEntry
-	47, // 24: flowstate.v1.QuarantinedEntry.since:type_name -> google.protobuf.Timestamp
-	21, // 25: flowstate.v1.BridgeStatus.last_replay:type_name -> flowstate.v1.Replay
-	47, // 26: flowstate.v1.BridgeStatus.since:type_name -> google.protobuf.Timestamp
-	47, // 27: flowstate.v1.BridgeStatus.last_drift:type_name -> google.protobuf.Timestamp
-	47, // 28: flowstate.v1.Replay.finished_at:type_name -> google.protobuf.Timestamp
-	48, // 29: flowstate.v1.Replay.duration:type_name -> google.protobuf.Duration
-	3,  // 30: flowstate.v1.SyncRequest.entries:type_name -> flowstate.v1.Entry
-	48, // 31: flowstate.v1.ReleaseResponse.acknowledged_after:type_name -> google.protobuf.Duration
-	20, // 32: flowstate.v1.ReconcileResponse.bridges:type_name -> flowstate.v1.BridgeStatus
-	37, // 33: flowstate.v1.DiffResponse.changes:type_name -> flowstate.v1.Change
-	2,  // 34: flowstate.v1.Change.op:type_name -> flowstate.v1.Change.Op
-	0,  // 35: flowstate.v1.Change.kind:type_name -> flowstate.v1.EntryKind
-	40, // 36: flowstate.v1.WatchResponse.event:type_name -> flowstate.v1.Event
-	47, // 37: flowstate.v1.Event.time:type_name -> google.protobuf.Timestamp
-	46, // 38: flowstate.v1.Event.attrs:type_name -> flowstate.v1.Event.AttrsEntry
-	1,  // 39: flowstate.v1.Event.event_type:type_name -> flowstate.v1.EventType
-	43, // 40: flowstate.v1.FlowStatsResponse.flows:type_name -> flowstate.v1.FlowStats
-	4,  // 41: flowstate.v1.FlowStats.entry:type_name -> flowstate.v1.StoredEntry
-	48, // 42: flowstate.v1.FlowStats.duration:type_name -> google.protobuf.Duration
-	5,  // 43: flowstate.v1.FlowStateService.Put:input_type -> flowstate.v1.PutRequest
-	7,  // 44: flowstate.v1.FlowStateService.PutStream:input_type -> flowstate.v1.PutStreamRequest
-	9,  // 45: flowstate.v1.FlowStateService.Delete:input_type -> flowstate.v1.DeleteRequest
-	11, // 46: flowstate.v1.FlowStateService.List:input_type -> flowstate.v1.ListRequest
-	13, // 47: flowstate.v1.FlowStateService.Status:input_type -> flowstate.v1.StatusRequest
-	23, // 48: flowstate.v1.FlowStateService.Sync:input_type -> flowstate.v1.SyncRequest
-	25, // 49: flowstate.v1.FlowStateService.MarkReady:input_type -> flowstate.v1.MarkReadyRequest
-	27, // 50: flowstate.v1.FlowStateService.ForgetModule:input_type -> flowstate.v1.ForgetModuleRequest
-	33, // 51: flowstate.v1.FlowStateService.Reconcile:input_type -> flowstate.v1.ReconcileRequest
-	35, // 52: flowstate.v1.FlowStateService.Diff:input_type -> flowstate.v1.DiffRequest
-	38, // 53: flowstate.v1.FlowStateService.Watch:input_type -> flowstate.v1.WatchRequest
-	29, // 54: flowstate.v1.FlowStateService.Arm:input_type -> flowstate.v1.ArmRequest
-	31, // 55: flowstate.v1.FlowStateService.Release:input_type -> flowstate.v1.ReleaseRequest
-	41, // 56: flowstate.v1.FlowStateService.FlowStats:input_type -> flowstate.v1.FlowStatsRequest
-	44, // 57: flowstate.v1.FlowStateService.Backup:input_type -> flowstate.v1.BackupRequest
-	6,  // 58: flowstate.v1.FlowStateService.Put:output_type -> flowstate.v1.PutResponse
-	8,  // 59: flowstate.v1.FlowStateService.PutStream:output_type -> flowstate.v1.PutStreamResponse
-	10, // 60: flowstate.v1.FlowStateService.Delete:output_type -> flowstate.v1.DeleteResponse
-	12, // 61: flowstate.v1.FlowStateService.List:output_type -> flowstate.v1.ListResponse
-	14, // 62: flowstate.v1.FlowStateService.Status:output_type -> flowstate.v1.StatusResponse
-	24, // 63: flowstate.v1.FlowStateService.Sync:output_type -> flowstate.v1.SyncResponse
-	26, // 64: flowstate.v1.FlowStateService.MarkReady:output_type -> flowstate.v1.MarkReadyResponse
-	28, // 65: flowstate.v1.FlowStateService.ForgetModule:output_type -> flowstate.v1.ForgetModuleResponse
-	34, // 66: flowstate.v1.FlowStateService.Reconcile:output_type -> flowstate.v1.ReconcileResponse
-	36, // 67: flowstate.v1.FlowStateService.Diff:output_type -> flowstate.v1.DiffResponse
-	39, // 68: flowstate.v1.FlowStateService.Watch:output_type -> flowstate.v1.WatchResponse
-	30, // 69: flowstate.v1.FlowStateService.Arm:output_type -> flowstate.v1.ArmResponse
-	32, // 70: flowstate.v1.FlowStateService.Release:output_type -> flowstate.v1.ReleaseResponse
-	42, // 71: flowstate.v1.FlowStateService.FlowStats:output_type -> flowstate.v1.FlowStatsResponse
-	45, // 72: flowstate.v1.FlowStateService.Backup:output_type -> flowstate.v1.BackupResponse
-	58, // [58:73] is the sub-list for method output_type
-	43, // [43:58] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	21, // 7: flowstate.v1.StatusResponse.bridges:type_name -> flowstate.v1.BridgeStatus
+	23, // 8: flowstate.v1.StatusResponse.modules:type_name -> flowstate.v1.ModuleStatus
+	19, // 9: flowstate.v1.StatusResponse.gate:type_name -> flowstate.v1.Gate
+	20, // 10: flowstate.v1.StatusResponse.quarantined:type_name -> flowstate.v1.QuarantinedEntry
+	18, // 11: flowstate.v1.StatusResponse.guard:type_name -> flowstate.v1.Guard
+	48, // 12: flowstate.v1.StatusResponse.last_release:type_name -> google.protobuf.Timestamp
+	17, // 13: flowstate.v1.StatusResponse.sessions:type_name -> flowstate.v1.Session
+	16, // 14: flowstate.v1.StatusResponse.proxies:type_name -> flowstate.v1.ProxyStatus
+	15, // 15: flowstate.v1.StatusResponse.vswitchd_build:type_name -> flowstate.v1.VswitchdBuild
+	48, // 16: flowstate.v1.ProxyStatus.last_install:type_name -> google.protobuf.Timestamp
+	48, // 17: flowstate.v1.ProxyStatus.last_error_time:type_name -> google.protobuf.Timestamp
+	48, // 18: flowstate.v1.Session.since:type_name -> google.protobuf.Timestamp
+	48, // 19: flowstate.v1.Session.last_activity:type_name -> google.protobuf.Timestamp
+	49, // 20: flowstate.v1.Guard.grace:type_name -> google.protobuf.Duration
+	49, // 21: flowstate.v1.Guard.guard_grace:type_name -> google.protobuf.Duration
+	48, // 22: flowstate.v1.Guard.last_round_trip:type_name -> google.protobuf.Timestamp
+	48, // 23: flowstate.v1.Gate.deadline:type_name -> google.protobuf.Timestamp
+	4,  // 24: flowstate.v1.QuarantinedEntry.entry:type_name -> flowstate.v1.StoredEntry
+	48, // 25: flowstate.v1.QuarantinedEntry.since:type_name -> google.protobuf.Timestamp
+	22, // 26: flowstate.v1.BridgeStatus.last_replay:type_name -> flowstate.v1.Replay
+	48, // 27: flowstate.v1.BridgeStatus.since:type_name -> google.protobuf.Timestamp
+	48, // 28: flowstate.v1.BridgeStatus.last_drift:type_name -> google.protobuf.Timestamp
+	48, // 29: flowstate.v1.Replay.finished_at:type_name -> google.protobuf.Timestamp
+	49, // 30: flowstate.v1.Replay.duration:type_name -> google.protobuf.Duration
+	3,  // 31: flowstate.v1.SyncRequest.entries:type_name -> flowstate.v1.Entry
+	49, // 32: flowstate.v1.ReleaseResponse.acknowledged_after:type_name -> google.protobuf.Duration
+	21, // 33: flowstate.v1.ReconcileResponse.bridges:type_name -> flowstate.v1.BridgeStatus
+	38, // 34: flowstate.v1.DiffResponse.changes:type_name -> flowstate.v1.Change
+	2,  // 35: flowstate.v1.Change.op:type_name -> flowstate.v1.Change.Op
+	0,  // 36: flowstate.v1.Change.kind:type_name -> flowstate.v1.EntryKind
+	41, // 37: flowstate.v1.WatchResponse.event:type_name -> flowstate.v1.Event
+	48, // 38: flowstate.v1.Event.time:type_name -> google.protobuf.Timestamp
+	47, // 39: flowstate.v1.Event.attrs:type_name -> flowstate.v1.Event.AttrsEntry
+	1,  // 40: flowstate.v1.Event.event_type:type_name -> flowstate.v1.EventType
+	44, // 41: flowstate.v1.FlowStatsResponse.flows:type_name -> flowstate.v1.FlowStats
+	4,  // 42: flowstate.v1.FlowStats.entry:type_name -> flowstate.v1.StoredEntry
+	49, // 43: flowstate.v1.FlowStats.duration:type_name -> google.protobuf.Duration
+	5,  // 44: flowstate.v1.FlowStateService.Put:input_type -> flowstate.v1.PutRequest
+	7,  // 45: flowstate.v1.FlowStateService.PutStream:input_type -> flowstate.v1.PutStreamRequest
+	9,  // 46: flowstate.v1.FlowStateService.Delete:input_type -> flowstate.v1.DeleteRequest
+	11, // 47: flowstate.v1.FlowStateService.List:input_type -> flowstate.v1.ListRequest
+	13, // 48: flowstate.v1.FlowStateService.Status:input_type -> flowstate.v1.StatusRequest
+	24, // 49: flowstate.v1.FlowStateService.Sync:input_type -> flowstate.v1.SyncRequest
+	26, // 50: flowstate.v1.FlowStateService.MarkReady:input_type -> flowstate.v1.MarkReadyRequest
+	28, // 51: flowstate.v1.FlowStateService.ForgetModule:input_type -> flowstate.v1.ForgetModuleRequest
+	34, // 52: flowstate.v1.FlowStateService.Reconcile:input_type -> flowstate.v1.ReconcileRequest
+	36, // 53: flowstate.v1.FlowStateService.Diff:input_type -> flowstate.v1.DiffRequest
+	39, // 54: flowstate.v1.FlowStateService.Watch:input_type -> flowstate.v1.WatchRequest
+	30, // 55: flowstate.v1.FlowStateService.Arm:input_type -> flowstate.v1.ArmRequest
+	32, // 56: flowstate.v1.FlowStateService.Release:input_type -> flowstate.v1.ReleaseRequest
+	42, // 57: flowstate.v1.FlowStateService.FlowStats:input_type -> flowstate.v1.FlowStatsRequest
+	45, // 58: flowstate.v1.FlowStateService.Backup:input_type -> flowstate.v1.BackupRequest
+	6,  // 59: flowstate.v1.FlowStateService.Put:output_type -> flowstate.v1.PutResponse
+	8,  // 60: flowstate.v1.FlowStateService.PutStream:output_type -> flowstate.v1.PutStreamResponse
+	10, // 61: flowstate.v1.FlowStateService.Delete:output_type -> flowstate.v1.DeleteResponse
+	12, // 62: flowstate.v1.FlowStateService.List:output_type -> flowstate.v1.ListResponse
+	14, // 63: flowstate.v1.FlowStateService.Status:output_type -> flowstate.v1.StatusResponse
+	25, // 64: flowstate.v1.FlowStateService.Sync:output_type -> flowstate.v1.SyncResponse
+	27, // 65: flowstate.v1.FlowStateService.MarkReady:output_type -> flowstate.v1.MarkReadyResponse
+	29, // 66: flowstate.v1.FlowStateService.ForgetModule:output_type -> flowstate.v1.ForgetModuleResponse
+	35, // 67: flowstate.v1.FlowStateService.Reconcile:output_type -> flowstate.v1.ReconcileResponse
+	37, // 68: flowstate.v1.FlowStateService.Diff:output_type -> flowstate.v1.DiffResponse
+	40, // 69: flowstate.v1.FlowStateService.Watch:output_type -> flowstate.v1.WatchResponse
+	31, // 70: flowstate.v1.FlowStateService.Arm:output_type -> flowstate.v1.ArmResponse
+	33, // 71: flowstate.v1.FlowStateService.Release:output_type -> flowstate.v1.ReleaseResponse
+	43, // 72: flowstate.v1.FlowStateService.FlowStats:output_type -> flowstate.v1.FlowStatsResponse
+	46, // 73: flowstate.v1.FlowStateService.Backup:output_type -> flowstate.v1.BackupResponse
+	59, // [59:74] is the sub-list for method output_type
+	44, // [44:59] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_flowstate_v1_flowstate_proto_init() }
@@ -3817,14 +3902,14 @@ func file_flowstate_v1_flowstate_proto_init() {
 		(*Entry_Openflow)(nil),
 	}
 	file_flowstate_v1_flowstate_proto_msgTypes[8].OneofWrappers = []any{}
-	file_flowstate_v1_flowstate_proto_msgTypes[38].OneofWrappers = []any{}
+	file_flowstate_v1_flowstate_proto_msgTypes[39].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_flowstate_v1_flowstate_proto_rawDesc), len(file_flowstate_v1_flowstate_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   44,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

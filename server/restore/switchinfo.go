@@ -1,0 +1,103 @@
+package restore
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/flowstate-io/flowstate/server/ofconn"
+)
+
+// The vswitchd's version decides what flowstated asks of it, never a
+// replay that fails: each new OpenFlow connection asks the switch for its
+// description (OFPMP_DESC, whose software field OVS sets to the version of
+// the vswitchd that runs), and the engine keeps the last one. OVSDB's
+// ovs_version, written by ovs-ctl only, is shown beside it. What a version
+// lacks is listed in Limits, logged once per version, and acted on:
+//
+//   - before 3.0 there is no OpenFlow 1.5 flow monitor, so the mirror of
+//     an unmanaged bridge does not ask for one and dumps every interval;
+//   - before 2.15 nothing was tested (docs/operations.md, support matrix).
+//
+// Bundles are not probed: a vswitchd that completes the OpenFlow 1.5
+// handshake takes OpenFlow 1.5 bundles (OVS 2.5 on). One that does not is
+// ofconn.ErrVersion at every dial: its bridges stay unconnected, which
+// status shows, and --max-hold releases the node without them.
+
+// SwitchInfo is what flowstated knows of the running ovs-vswitchd's build.
+type SwitchInfo struct {
+	// Version is the vswitchd's version from a bridge's OpenFlow
+	// description, "" until a bridge answered one.
+	Version string
+	// OVSDBVersion is the Open_vSwitch table's ovs_version ("" when nothing
+	// wrote it); it may name a package installed since vswitchd started.
+	OVSDBVersion string
+	// Limits says what this vswitchd lacks that flowstated would use, and
+	// what flowstated does instead; empty when nothing.
+	Limits []string
+	// noMonitor is true when the version has no OpenFlow 1.5 flow monitor.
+	noMonitor bool
+}
+
+// SwitchInfo returns what flowstated knows of the running vswitchd's build.
+func (e *Engine) SwitchInfo() SwitchInfo {
+	var info SwitchInfo
+	if p := e.switchInfo.Load(); p != nil {
+		info = *p
+		info.Limits = append([]string(nil), p.Limits...)
+	}
+	if c := e.ovsdb.Load(); c != nil {
+		info.OVSDBVersion, _ = c.OVSVersion()
+	}
+	return info
+}
+
+// switchInfoOf is what desc, one bridge's description, says of vswitchd.
+func switchInfoOf(desc ofconn.SwitchDesc) SwitchInfo {
+	info := SwitchInfo{Version: desc.Software}
+	major, minor, ok := desc.OVSVersion()
+	if !ok {
+		return info
+	}
+	if !desc.HasFlowMonitor() {
+		info.noMonitor = true
+		info.Limits = append(info.Limits, "no OpenFlow 1.5 flow monitor (Open vSwitch 3.0 and later): unmanaged bridges are dumped every --mirror-interval")
+	}
+	if major < 2 || major == 2 && minor < 15 {
+		info.Limits = append(info.Limits, "older than Open vSwitch 2.15, the oldest version flowstate is tested with")
+	}
+	return info
+}
+
+// noteSwitch asks conn's switch for its description and keeps what it says
+// of vswitchd, logging a new version and its limits once. A switch that
+// does not answer within the echo timeout leaves the last one in place:
+// the connection's owner finds out soon enough what is wrong with it.
+func (e *Engine) noteSwitch(ctx context.Context, conn *ofconn.Conn, log *slog.Logger) {
+	timeout := e.cfg.EchoTimeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	desc, err := conn.Describe(dctx)
+	if err != nil {
+		log.Debug("the switch did not describe itself", "err", err)
+		return
+	}
+	info := switchInfoOf(desc)
+	if old := e.switchInfo.Swap(&info); old != nil && old.Version == info.Version {
+		return
+	}
+	e.log.Info("ovs-vswitchd version", "version", info.Version)
+	for _, l := range info.Limits {
+		e.log.Warn("ovs-vswitchd lacks what flowstated would use", "version", info.Version, "limit", l)
+	}
+}
+
+// canMonitor reports whether the running vswitchd may take a flow monitor:
+// false only when its version is known to have none.
+func (e *Engine) canMonitor() bool {
+	p := e.switchInfo.Load()
+	return p == nil || !p.noMonitor
+}
