@@ -203,7 +203,9 @@ func TestRelayAdmits(t *testing.T) {
 	go func() { done <- Run(rctx, cfg) }()
 	defer func() {
 		stop()
-		<-done
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
 	}()
 	// The lease goes stale: the guard relays, but admits nobody.
 	pollUntil(ctx, t, "the guard judging a relayed controller", func() bool {
