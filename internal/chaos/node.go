@@ -61,14 +61,23 @@ type node struct {
 	tmpfs bool
 	log   *slog.Logger
 	c     *client.Client
+	// tcpAddr is the proxy's loopback TCP listener; child the copy of
+	// the harness's binary the foreign writer runs as (foreign.go).
+	tcpAddr string
+	child   string
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
 	waited  chan struct{}
 	frozen  bool
 	killing bool         // a SIGKILL or SIGTERM of ours is under way: its exit is expected
+	downAt  time.Time    // when the last run ended (zero while one runs)
 	out     bytes.Buffer // every run's stderr
 	started []int        // pids of every flowstated run, for the leftover check
+	// ext is the external guard readonly-guard runs on a replica,
+	// extDone closed once it has been waited for.
+	ext     *exec.Cmd
+	extDone chan struct{}
 }
 
 func newNode(ctx context.Context, bin string, log *slog.Logger) (*node, error) {
@@ -116,6 +125,11 @@ func (n *node) setup(ctx context.Context) error {
 	n.tmpfs = mountTmpfs(ctx, n.state, n.log)
 	n.sock = filepath.Join(n.dir, "run", "fs.sock")
 	n.lease = filepath.Join(n.dir, "run", "lease")
+	addr, err := freeLoopback()
+	if err != nil {
+		return err
+	}
+	n.tcpAddr = addr
 	if err := n.newBoot(); err != nil {
 		return err
 	}
@@ -144,11 +158,18 @@ func (n *node) args() []string {
 		"--require-module", "policy", "--mirror-interval", "500ms", "--audit-interval", "2s",
 		"--stage-above", "200", "--ofp-echo-interval", "500ms", "--ofp-echo-timeout", "1500ms",
 		"--openflow-proxy", Proxied + "=" + Managed, "--openflow-proxy-dir", n.proxyDir(),
+		// Only root writes the proxied module (the harness's writers run
+		// as root): foreign-writes tries as another uid on every listener.
+		"--module-writer", Proxied + "=uid:0", "--openflow-proxy-tcp", Managed + "=" + n.tcpAddr,
 	}
 }
 
 // proxyDir holds flowstated's OpenFlow proxy socket (Proxied's controller).
 func (n *node) proxyDir() string { return filepath.Join(n.dir, "ofp") }
+
+// proxySocket is the proxy's socket for br-int, where Proxied's controller
+// dials (held by the guard too: server/guard/relay.go).
+func (n *node) proxySocket() string { return filepath.Join(n.proxyDir(), Managed+".mgmt") }
 
 func (n *node) dbPath() string { return filepath.Join(n.state, "fs.db") }
 
@@ -206,7 +227,7 @@ func (n *node) startFlowstated() error {
 	}
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
-	n.cmd, n.waited, n.frozen, n.killing = cmd, done, false, false
+	n.cmd, n.waited, n.frozen, n.killing, n.downAt = cmd, done, false, false, time.Time{}
 	n.started = append(n.started, cmd.Process.Pid)
 	return nil
 }
@@ -264,9 +285,20 @@ func (n *node) signalFlowstated(sig syscall.Signal) error {
 		err = fmt.Errorf("chaos: flowstated did not stop within 15 s of %v", sig)
 	}
 	n.mu.Lock()
-	n.cmd = nil
+	n.cmd, n.downAt = nil, time.Now()
 	n.mu.Unlock()
 	return err
+}
+
+// deadSince is when flowstated stopped running, zero while a run is on
+// (frozen or not).
+func (n *node) deadSince() time.Time {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd != nil {
+		return time.Time{}
+	}
+	return n.downAt
 }
 
 // exitedBySelf reports a flowstated that ended without a signal of ours.
@@ -279,7 +311,7 @@ func (n *node) exitedBySelf() (bool, string) {
 	select {
 	case <-n.waited:
 		state := n.cmd.ProcessState.String()
-		n.cmd = nil
+		n.cmd, n.downAt = nil, time.Now()
 		return true, state
 	default:
 		return false, ""
@@ -328,6 +360,7 @@ func (n *node) logs() string {
 
 func (n *node) close() {
 	_ = n.signalFlowstated(syscall.SIGKILL)
+	n.stopExternalGuard()
 	if n.lease == "" {
 		// setup did not get that far
 	} else if pid := n.guardPID(); pid > 0 {
