@@ -161,6 +161,7 @@ func (r *run) foreignWrites(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	away := !n.alive() // the unix socket is the guard's relay then
 	cctx, cancel := context.WithTimeout(ctx, 45*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(cctx, bin)
@@ -170,11 +171,14 @@ func (r *run) foreignWrites(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("chaos: foreign-writes: the child as uid %d: %w\n%s", foreignUID, err, out)
 	}
-	away := !n.alive()
 	for i, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		admitted := strings.HasSuffix(line, " admitted")
 		r.rep.Checks.add(InvForeign, errIf(admitted))
-		r.rep.Ops.add("foreign-"+strings.Fields(line + " ?")[0], errIf(!admitted)) // refused counts as failed
+		op := "foreign-" + strings.Fields(line + " ?")[0]
+		if away {
+			op += " (flowstated away)"
+		}
+		r.rep.Ops.add(op, errIf(!admitted)) // refused counts as failed
 		if admitted {
 			r.violate(InvForeign, "uid %d wrote module %s over %s (flowstated away: %v): %s", foreignUID, Proxied, job.Writes[min(i, len(job.Writes)-1)].Network, away, line)
 		}

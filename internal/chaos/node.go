@@ -70,10 +70,11 @@ type node struct {
 	cmd     *exec.Cmd
 	waited  chan struct{}
 	frozen  bool
-	killing bool         // a SIGKILL or SIGTERM of ours is under way: its exit is expected
-	downAt  time.Time    // when the last run ended (zero while one runs)
-	out     bytes.Buffer // every run's stderr
-	started []int        // pids of every flowstated run, for the leftover check
+	killing bool           // a SIGKILL or SIGTERM of ours is under way: its exit is expected
+	downAt  time.Time      // when the last run ended (zero while one runs)
+	downBy  syscall.Signal // the harness's signal that ended it (0: it exited by itself)
+	out     bytes.Buffer   // every run's stderr
+	started []int          // pids of every flowstated run, for the leftover check
 	// ext is the external guard readonly-guard runs on a replica,
 	// extDone closed once it has been waited for.
 	ext     *exec.Cmd
@@ -285,9 +286,17 @@ func (n *node) signalFlowstated(sig syscall.Signal) error {
 		err = fmt.Errorf("chaos: flowstated did not stop within 15 s of %v", sig)
 	}
 	n.mu.Lock()
-	n.cmd, n.downAt = nil, time.Now()
+	n.cmd, n.downAt, n.downBy = nil, time.Now(), sig
 	n.mu.Unlock()
 	return err
+}
+
+// stoppedGracefully reports a flowstated stopped by the harness's SIGTERM
+// (its guard then exits after the grace: nobody relays).
+func (n *node) stoppedGracefully() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cmd == nil && n.downBy == syscall.SIGTERM
 }
 
 // deadSince is when flowstated stopped running, zero while a run is on
@@ -311,7 +320,7 @@ func (n *node) exitedBySelf() (bool, string) {
 	select {
 	case <-n.waited:
 		state := n.cmd.ProcessState.String()
-		n.cmd, n.downAt = nil, time.Now()
+		n.cmd, n.downAt, n.downBy = nil, time.Now(), 0
 		return true, state
 	default:
 		return false, ""

@@ -38,6 +38,8 @@ type kflow struct {
 	at       time.Time
 	pid, gen int
 	relayed  bool
+	full     bool // the store's disk was full: its kept record may be lost
+	epoch    int  // the flowstated run it was acknowledged under
 	busy     bool
 	reported bool
 }
@@ -48,6 +50,7 @@ type of13Ctl struct {
 	r        *rand.Rand
 	mayRelay func() bool
 	vswitchd func() (pid, gen int) // the running vswitchd and br-int's generation
+	state    func() (epoch int, full bool)
 
 	nc      net.Conn
 	br      *bufio.Reader
@@ -61,8 +64,8 @@ type of13Ctl struct {
 	flows map[string]*kflow // installed and acknowledged
 }
 
-func newOF13Ctl(path string, seed uint64, mayRelay func() bool, vswitchd func() (int, int)) *of13Ctl {
-	return &of13Ctl{path: path, r: rand.New(rand.NewPCG(seed, 13)), mayRelay: mayRelay, vswitchd: vswitchd,
+func newOF13Ctl(path string, seed uint64, mayRelay func() bool, vswitchd func() (int, int), state func() (int, bool)) *of13Ctl {
+	return &of13Ctl{path: path, r: rand.New(rand.NewPCG(seed, 13)), mayRelay: mayRelay, vswitchd: vswitchd, state: state,
 		want: map[string]string{}, flows: map[string]*kflow{}}
 }
 
@@ -156,8 +159,10 @@ func (c *of13Ctl) send(ctx context.Context, set map[string]string) error {
 	if c.relayed {
 		c.debt = true
 	}
+	_, full := c.state()
 	err := c.write(ctx, set)
 	now := time.Now()
+	epoch, full2 := c.state()
 	pid2, gen2 := c.vswitchd()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -169,7 +174,7 @@ func (c *of13Ctl) send(ctx context.Context, set map[string]string) error {
 			delete(c.flows, ip)
 			continue
 		}
-		c.flows[ip] = &kflow{actions: a, at: now, pid: pid, gen: gen, relayed: c.relayed}
+		c.flows[ip] = &kflow{actions: a, at: now, pid: pid, gen: gen, relayed: c.relayed, full: full || full2, epoch: epoch}
 	}
 	if err != nil {
 		c.close()
@@ -363,6 +368,7 @@ func (r *run) keptOnce(ctx context.Context, c *of13Ctl) {
 	gen := r.brGen
 	skip = skip || r.relayClears > 0
 	cleared := r.relayClearedAt
+	epoch := r.epoch
 	r.mu.Unlock()
 	pid := r.n.sb.VswitchdPID()
 	if skip || pid == 0 {
@@ -373,6 +379,12 @@ func (r *run) keptOnce(ctx context.Context, c *of13Ctl) {
 	c.mu.Lock()
 	snap := map[string]kflow{}
 	for ip, f := range c.flows {
+		// On a full disk the kept record may not be stored: a
+		// flowstated started since may rightly have deleted the flow
+		// (server/restore/keptsave.go).
+		if f.full && f.epoch != epoch {
+			continue
+		}
 		if f.busy || f.reported || !f.at.After(cleared) || f.pid != pid || f.gen != gen || (f.relayed && (dead.IsZero() || dead.After(f.at))) {
 			continue
 		}

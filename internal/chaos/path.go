@@ -91,6 +91,9 @@ func (r *run) pathDue() (time.Time, string) {
 	if dead.IsZero() {
 		return time.Time{}, "flowstated runs"
 	}
+	if r.n.stoppedGracefully() {
+		return time.Time{}, "flowstated was stopped: its guard stops too"
+	}
 	from := dead.Add(guardGrace)
 	if time.Now().Before(from) {
 		return time.Time{}, "within the guard's grace"

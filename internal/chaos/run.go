@@ -166,6 +166,9 @@ type run struct {
 	guards      map[int]bool
 	holdWarned  time.Time
 	full        bool // the store's file system is full (disk-full)
+	// fullUntil is when a kept record lost to the full disk is surely
+	// stored again (kept).
+	fullUntil time.Time
 	// guardFrozenAt is when the guard was frozen (zero while it is not);
 	// blind is set when flowstated stopped before it could see that
 	// (guardDetect): nobody can release the node until the guard thaws.
@@ -268,7 +271,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	wg.Go(func() { r.probeLoop(wctx) })
 	wg.Go(func() { r.superviseLoop(wctx) })
 	wg.Go(func() { r.barrierLoop(wctx, writers[2]) })
-	of13 := newOF13Ctl(n.proxySocket(), cfg.Seed*3+4, r.mayRelay, r.vswitchdGen)
+	of13 := newOF13Ctl(n.proxySocket(), cfg.Seed*3+4, r.mayRelay, r.vswitchdGen, r.storeState)
 	wg.Go(func() { r.of13Loop(wctx, of13) })
 	wg.Go(func() { r.keptLoop(wctx, of13) })
 	wg.Go(func() { r.leaseLoop(wctx) })
@@ -694,6 +697,13 @@ func (r *run) vswitchdGen() (pid, gen int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return pid, r.brGen
+}
+
+// storeState is the flowstated run and whether the store's disk is full.
+func (r *run) storeState() (epoch int, full bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.epoch, r.full || time.Now().Before(r.fullUntil)
 }
 
 // excuse marks a fault that may legitimately let vswitchd forward without
