@@ -88,7 +88,8 @@ var regressions = map[string]string{
 	// Issue 31, faults 1, 5 and 2 (and 4 in every run, by the OpenFlow 1.3
 	// controller): flowstated out across a vswitchd restart (path fails
 	// before 85b0c06: nobody listens on the proxy socket), with uid 65534
-	// writing through the guard's relay meanwhile; then the guard lock held
+	// writing through the guard's relay meanwhile (foreign fails at
+	// bc43574, before eee906a: the relay admitted it); then the guard lock held
 	// by a guard on a read-only replica (readonly-guard fails before
 	// 7b0712e), uid 65534 writing over every listener beside it (foreign
 	// fails before bc43574: the unix socket and the TCP listener admitted

@@ -75,7 +75,7 @@ func MaybeChild() {
 // tryForeign makes one write and says "admitted" (the write was taken) or
 // "refused: ..." (it was not, or the connection failed).
 func tryForeign(w foreignWrite) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if w.Network == "grpc" {
 		c, err := client.New("unix://" + w.Addr)
@@ -148,7 +148,9 @@ func (r *run) foreignWrites(ctx context.Context) error {
 	r.mu.Unlock()
 	job := foreignJob{}
 	var ips []string
-	for i, l := range [][2]string{{"grpc", n.sock}, {"unix", n.proxySocket()}, {"tcp", n.tcpAddr}} {
+	// The proxy's first, while a relay may be on; gRPC, which waits for
+	// a flowstated that is away, last.
+	for i, l := range [][2]string{{"unix", n.proxySocket()}, {"tcp", n.tcpAddr}, {"grpc", n.sock}} {
 		ip := fmt.Sprintf("10.65.%d.%d", (base+i)/250%250, (base+i)%250+1)
 		ips = append(ips, ip)
 		job.Writes = append(job.Writes, foreignWrite{Network: l[0], Addr: l[1],
@@ -161,18 +163,20 @@ func (r *run) foreignWrites(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	away := !n.alive() // the unix socket is the guard's relay then
+	before := !n.alive() // the unix socket is the guard's relay then
 	cctx, cancel := context.WithTimeout(ctx, 45*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(cctx, bin)
 	cmd.Env = append(os.Environ(), childEnv+"="+string(raw))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: foreignUID, Gid: foreignUID}}
 	out, err := cmd.CombinedOutput()
+	away := before && !n.alive()
 	if err != nil {
 		return fmt.Errorf("chaos: foreign-writes: the child as uid %d: %w\n%s", foreignUID, err, out)
 	}
 	for i, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		admitted := strings.HasSuffix(line, " admitted")
+		r.log.Info("foreign write", "uid", foreignUID, "flowstated_away", away, "result", line)
 		r.rep.Checks.add(InvForeign, errIf(admitted))
 		op := "foreign-" + strings.Fields(line + " ?")[0]
 		if away {

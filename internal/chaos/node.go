@@ -91,6 +91,11 @@ func newNode(ctx context.Context, bin string, log *slog.Logger) (*node, error) {
 		n.close()
 		return nil, err
 	}
+	// Copied now, not at the first foreign-writes: a copy under load
+	// takes seconds, and the step must land while its fault is on.
+	if _, err := n.childBinary(); err != nil {
+		log.Warn("no copy of the harness for the foreign writer: foreign-writes fails", "err", err)
+	}
 	return n, nil
 }
 
