@@ -81,7 +81,9 @@ type node struct {
 	extDone chan struct{}
 }
 
-func newNode(ctx context.Context, bin string, log *slog.Logger) (*node, error) {
+// newNode starts the sandbox and sets the node up; foreign: the schedule
+// runs foreign-writes, whose child binary is copied now.
+func newNode(ctx context.Context, bin string, log *slog.Logger, foreign bool) (*node, error) {
 	sb, err := sandbox.Start(ctx, sandbox.Options{Logger: log})
 	if err != nil {
 		return nil, err
@@ -93,6 +95,9 @@ func newNode(ctx context.Context, bin string, log *slog.Logger) (*node, error) {
 	}
 	// Copied now, not at the first foreign-writes: a copy under load
 	// takes seconds, and the step must land while its fault is on.
+	if !foreign {
+		return n, nil
+	}
 	if _, err := n.childBinary(); err != nil {
 		log.Warn("no copy of the harness for the foreign writer: foreign-writes fails", "err", err)
 	}

@@ -239,7 +239,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	r := &run{cfg: cfg, log: cfg.Logger, start: time.Now(), lastFwd: map[string]time.Time{}, guards: map[int]bool{}, running: map[FaultKind]bool{},
 		rep: &Report{Seed: cfg.Seed, Schedule: sched, Ops: newCounter(), Faults: newCounter(), Checks: newCounter()}}
-	n, err := newNode(ctx, cfg.Flowstated, cfg.Logger)
+	foreign := slices.ContainsFunc(sched, func(st Step) bool { return st.Kind == ForeignWrites })
+	n, err := newNode(ctx, cfg.Flowstated, cfg.Logger, foreign)
 	if err != nil {
 		return nil, err
 	}
