@@ -47,7 +47,7 @@ func TestFlowMod13(t *testing.T) {
 		t.Fatal(err)
 	}
 	have := map[string]string{}
-	for _, l := range splitLines(out) {
+	for _, l := range strings.Split(out, "\n") {
 		if ip := fieldOf(l, "nw_dst="); ip != "" {
 			have[ip] = actionsOf(l)
 		}
@@ -56,5 +56,3 @@ func TestFlowMod13(t *testing.T) {
 		t.Fatalf("table 40 holds %v:\n%s", have, out)
 	}
 }
-
-func splitLines(s string) []string { return strings.Split(s, "\n") }

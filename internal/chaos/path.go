@@ -164,7 +164,7 @@ func (r *run) pathLoop(ctx context.Context) {
 func (r *run) pathOnce(ctx context.Context, seq int) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	c, err := ofconn.Dial(ctx, r.proxySocket(), ofconn.Options{})
+	c, err := ofconn.Dial(ctx, r.n.proxySocket(), ofconn.Options{})
 	if err != nil {
 		return err
 	}
@@ -189,5 +189,3 @@ func (r *run) pathOnce(ctx context.Context, seq int) error {
 	}
 	return nil
 }
-
-func (r *run) proxySocket() string { return r.n.proxySocket() }
