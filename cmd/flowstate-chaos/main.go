@@ -24,6 +24,7 @@ import (
 )
 
 func main() {
+	chaos.MaybeChild() // the foreign writer of foreign-writes
 	os.Exit(run())
 }
 

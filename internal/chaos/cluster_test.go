@@ -141,7 +141,7 @@ func TestCoverageAdd(t *testing.T) {
 	if c.Summary(nil) != want.Summary(nil) || !mapsEqual(c.Kinds, want.Kinds) || !mapsEqual(c.Pairs, want.Pairs) || !mapsEqual(c.Triples, want.Triples) {
 		t.Fatalf("counted %+v, want %+v", c, want)
 	}
-	if got := c.Summary(nil); got != "kinds 6/21, ordered pairs 4/441, ordered triples 1/9261" {
+	if got := c.Summary(nil); got != "kinds 6/24, ordered pairs 4/576, ordered triples 1/13824" {
 		t.Fatalf("summary %q", got)
 	}
 }

@@ -13,7 +13,8 @@
 //  2. Start flowstated (spawn guard, short grace and --max-hold) and wait
 //     until br-int is converged and the flag re-armed.
 //  3. Run module writers (Put, Delete, Sync, a staged Sync, MarkReady, and a
-//     Backup reader) and a prober (SYNs to an allowed and to the denied
+//     Backup reader; a controller behind the OpenFlow proxy; an OpenFlow
+//     1.3 controller behind it, unrecorded) and a prober (SYNs to an allowed and to the denied
 //     address on both bridges) for the whole run, while the schedule's
 //     faults run one after another: vswitchd killed, terminated, frozen;
 //     flowstated killed, frozen, terminated, restarted with a new boot id;
@@ -22,7 +23,11 @@
 //     ovsdb-server restarted; a flow_limit on one of br-int's tables;
 //     the store's tmpfs filled (as root); a byte of a record flipped in the
 //     stopped store, or under a running flowstated; br-int or br-ex
-//     deleted from OVSDB and created again.
+//     deleted from OVSDB and created again; flowstated killed and, past
+//     the guard's grace, vswitchd restarted inside the outage
+//     (proxied-outage); the guard lock handed to a guard on a read-only
+//     replica of the database (readonly-guard); uid 65534 writing over
+//     every listener (foreign-writes).
 //     A vswitchd that dies without the schedule killing it is restarted,
 //     as systemd would, and counted. The schedule is drawn as clusters of
 //     one to three kinds in quick succession (cluster.go: ordered pairs
@@ -65,6 +70,19 @@
 //     a suspect or found poisoned, during the run or at rest, as no writer
 //     declares such an entry; excused once vswitchd died at a replay twice
 //     (its own deaths, or the harness's SIGKILLs near a replay).
+//   - path: while flowstated is dead past the guard's grace, vswitchd runs
+//     and the guard runs unfrozen, a controller dialling the proxy socket
+//     gets its barrier reply and finds its flow on br-int within 6 s (the
+//     guard relays: path.go).
+//   - kept: every flow the OpenFlow 1.3 controller's barrier acknowledged
+//     is on br-int while the vswitchd and br-int it went to run, across
+//     flowstated's restarts (of13.go).
+//   - foreign: every write of uid 65534 (gRPC, the proxy's unix socket
+//     and TCP listener, the guard's relay) is refused, and none is in the
+//     store or on the switch (foreign.go).
+//   - readonly-guard: while the only guard runs on a read-only replica,
+//     the flag is never armed and status says the guard is unproven
+//     (readonly.go).
 //   - flowstated-exit, refused, crashloop: see docs/testing.md.
 //
 // # Reproducing

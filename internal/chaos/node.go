@@ -61,17 +61,29 @@ type node struct {
 	tmpfs bool
 	log   *slog.Logger
 	c     *client.Client
+	// tcpAddr is the proxy's loopback TCP listener; child the copy of
+	// the harness's binary the foreign writer runs as (foreign.go).
+	tcpAddr string
+	child   string
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
 	waited  chan struct{}
 	frozen  bool
-	killing bool         // a SIGKILL or SIGTERM of ours is under way: its exit is expected
-	out     bytes.Buffer // every run's stderr
-	started []int        // pids of every flowstated run, for the leftover check
+	killing bool           // a SIGKILL or SIGTERM of ours is under way: its exit is expected
+	downAt  time.Time      // when the last run ended (zero while one runs)
+	downBy  syscall.Signal // the harness's signal that ended it (0: it exited by itself)
+	out     bytes.Buffer   // every run's stderr
+	started []int          // pids of every flowstated run, for the leftover check
+	// ext is the external guard readonly-guard runs on a replica,
+	// extDone closed once it has been waited for.
+	ext     *exec.Cmd
+	extDone chan struct{}
 }
 
-func newNode(ctx context.Context, bin string, log *slog.Logger) (*node, error) {
+// newNode starts the sandbox and sets the node up; foreign: the schedule
+// runs foreign-writes, whose child binary is copied now.
+func newNode(ctx context.Context, bin string, log *slog.Logger, foreign bool) (*node, error) {
 	sb, err := sandbox.Start(ctx, sandbox.Options{Logger: log})
 	if err != nil {
 		return nil, err
@@ -80,6 +92,14 @@ func newNode(ctx context.Context, bin string, log *slog.Logger) (*node, error) {
 	if err := n.setup(ctx); err != nil {
 		n.close()
 		return nil, err
+	}
+	// Copied now, not at the first foreign-writes: a copy under load
+	// takes seconds, and the step must land while its fault is on.
+	if !foreign {
+		return n, nil
+	}
+	if _, err := n.childBinary(); err != nil {
+		log.Warn("no copy of the harness for the foreign writer: foreign-writes fails", "err", err)
 	}
 	return n, nil
 }
@@ -116,6 +136,11 @@ func (n *node) setup(ctx context.Context) error {
 	n.tmpfs = mountTmpfs(ctx, n.state, n.log)
 	n.sock = filepath.Join(n.dir, "run", "fs.sock")
 	n.lease = filepath.Join(n.dir, "run", "lease")
+	addr, err := freeLoopback()
+	if err != nil {
+		return err
+	}
+	n.tcpAddr = addr
 	if err := n.newBoot(); err != nil {
 		return err
 	}
@@ -144,11 +169,18 @@ func (n *node) args() []string {
 		"--require-module", "policy", "--mirror-interval", "500ms", "--audit-interval", "2s",
 		"--stage-above", "200", "--ofp-echo-interval", "500ms", "--ofp-echo-timeout", "1500ms",
 		"--openflow-proxy", Proxied + "=" + Managed, "--openflow-proxy-dir", n.proxyDir(),
+		// Only root writes the proxied module (the harness's writers run
+		// as root): foreign-writes tries as another uid on every listener.
+		"--module-writer", Proxied + "=uid:0", "--openflow-proxy-tcp", Managed + "=" + n.tcpAddr,
 	}
 }
 
 // proxyDir holds flowstated's OpenFlow proxy socket (Proxied's controller).
 func (n *node) proxyDir() string { return filepath.Join(n.dir, "ofp") }
+
+// proxySocket is the proxy's socket for br-int, where Proxied's controller
+// dials (held by the guard too: server/guard/relay.go).
+func (n *node) proxySocket() string { return filepath.Join(n.proxyDir(), Managed+".mgmt") }
 
 func (n *node) dbPath() string { return filepath.Join(n.state, "fs.db") }
 
@@ -206,7 +238,7 @@ func (n *node) startFlowstated() error {
 	}
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
-	n.cmd, n.waited, n.frozen, n.killing = cmd, done, false, false
+	n.cmd, n.waited, n.frozen, n.killing, n.downAt = cmd, done, false, false, time.Time{}
 	n.started = append(n.started, cmd.Process.Pid)
 	return nil
 }
@@ -264,9 +296,28 @@ func (n *node) signalFlowstated(sig syscall.Signal) error {
 		err = fmt.Errorf("chaos: flowstated did not stop within 15 s of %v", sig)
 	}
 	n.mu.Lock()
-	n.cmd = nil
+	n.cmd, n.downAt, n.downBy = nil, time.Now(), sig
 	n.mu.Unlock()
 	return err
+}
+
+// stoppedGracefully reports a flowstated stopped by the harness's SIGTERM
+// (its guard then exits after the grace: nobody relays).
+func (n *node) stoppedGracefully() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cmd == nil && n.downBy == syscall.SIGTERM
+}
+
+// deadSince is when flowstated stopped running, zero while a run is on
+// (frozen or not).
+func (n *node) deadSince() time.Time {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd != nil {
+		return time.Time{}
+	}
+	return n.downAt
 }
 
 // exitedBySelf reports a flowstated that ended without a signal of ours.
@@ -279,7 +330,7 @@ func (n *node) exitedBySelf() (bool, string) {
 	select {
 	case <-n.waited:
 		state := n.cmd.ProcessState.String()
-		n.cmd = nil
+		n.cmd, n.downAt, n.downBy = nil, time.Now(), 0
 		return true, state
 	default:
 		return false, ""
@@ -328,6 +379,7 @@ func (n *node) logs() string {
 
 func (n *node) close() {
 	_ = n.signalFlowstated(syscall.SIGKILL)
+	n.stopExternalGuard()
 	if n.lease == "" {
 		// setup did not get that far
 	} else if pid := n.guardPID(); pid > 0 {

@@ -41,6 +41,10 @@ type identState struct {
 	// (store-flip-live), so the store leaves it out until it is declared
 	// again: it must not be listed.
 	damaged bool
+	// relayed: acknowledged on a connection that may have been the
+	// guard's relay (path.go), which records nothing: the store may lack
+	// it until the controller's next reinstall through flowstated.
+	relayed bool
 	// epoch is the flowstated run in which the unknown write was made: a
 	// later acknowledged write settles it only once that run is gone, since
 	// until then the unknown write may still land after it.
@@ -63,6 +67,16 @@ type writer struct {
 	// controller behind it (proxied.go), conn its connection.
 	proxy string
 	conn  *ofconn.Conn
+	// mayRelay tells whether a connection made now may be the guard's
+	// relay; connRelayed is that verdict for conn, and relayDebt says a
+	// write went over such a connection since the last reinstall through
+	// flowstated (the controller reinstalls once it is back).
+	mayRelay    func() bool
+	connRelayed bool
+	relayDebt   bool
+	// onRelayClear is told when a clear over a connection that may be
+	// the relay begins (true) and ends.
+	onRelayClear func(begins bool)
 	// acks holds the proxied controller's newest acknowledged change per
 	// flow (barrier-delay, promises.go); onResync is told of each clear.
 	acks     map[string]*ack
@@ -220,12 +234,13 @@ func (w *writer) record(set map[string]string, replace bool, err error) {
 	if replace {
 		for ip := range w.model {
 			if _, ok := set[ip]; !ok {
-				settle(ip, identState{})
+				settle(ip, identState{relayed: w.proxy != "" && w.connRelayed})
 			}
 		}
 	}
+	relayed := w.proxy != "" && w.connRelayed
 	for ip, a := range set {
-		settle(ip, identState{present: a != "", actions: a})
+		settle(ip, identState{present: a != "", actions: a, relayed: relayed})
 	}
 }
 
@@ -284,7 +299,7 @@ func (w *writer) check(ctx context.Context) ([]string, int, error) {
 	checked := 0
 	for _, ip := range sortedKeys(w.model) {
 		st := w.model[ip]
-		if st.unknown {
+		if st.unknown || st.relayed {
 			continue
 		}
 		checked++

@@ -47,7 +47,7 @@ func (w *writer) noteAcks(set map[string]string, replace bool, sent time.Time, e
 	}
 	for _, ip := range touched {
 		st := w.model[ip]
-		if err != nil || st.unknown {
+		if err != nil || st.unknown || st.relayed {
 			w.acks[ip] = &ack{unsure: true}
 			continue
 		}

@@ -34,6 +34,18 @@ const (
 func (w *writer) proxyStep(ctx context.Context, counts *counter) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	if w.conn == nil {
+		if err := w.dialProxy(ctx); err != nil {
+			w.count(counts, "proxy-dial", err)
+			return
+		}
+	}
+	if w.relayDebt && !w.connRelayed {
+		// Back on flowstated after writes over the guard's relay: the
+		// controller reinstalls, as one that reconnects does.
+		w.proxyResync(ctx, counts)
+		return
+	}
 	set := map[string]string{}
 	op := OpProxyPut
 	switch p := w.r.Float64(); {
@@ -139,7 +151,18 @@ func (w *writer) proxyResync(ctx context.Context, counts *counter) {
 		w.onResync()
 	}
 	sent := time.Now()
+	debt := w.relayDebt
+	if w.onRelayClear != nil && (w.conn == nil || w.connRelayed) {
+		// Over the guard's relay the clear reaches vswitchd as it is
+		// and deletes every flow of br-int, another controller's too,
+		// as with plain Open vSwitch (kept excuses what it took).
+		w.onRelayClear(true)
+		defer w.onRelayClear(false)
+	}
 	err = w.proxyBundles(ctx, [][]ofconn.Message{{clear}, nil}, set)
+	if err == nil && debt && !w.connRelayed {
+		w.relayDebt = false
+	}
 	w.record(set, true, err)
 	w.noteAcks(set, true, sent, err)
 
@@ -171,11 +194,12 @@ func clearFlows() (ofconn.Message, error) {
 // a refusal after an earlier bundle committed).
 func (w *writer) proxyBundles(ctx context.Context, heads [][]ofconn.Message, set map[string]string) error {
 	if w.conn == nil {
-		c, err := ofconn.Dial(ctx, w.proxy, ofconn.Options{})
-		if err != nil {
-			return fmt.Errorf("chaos: dial the proxy: %w", err)
+		if err := w.dialProxy(ctx); err != nil {
+			return err
 		}
-		w.conn = c
+	}
+	if w.connRelayed {
+		w.relayDebt = true
 	}
 	bundles := make([][]ofconn.Message, len(heads))
 	for i, h := range heads {
@@ -223,6 +247,20 @@ func (w *writer) proxyBundles(ctx context.Context, heads [][]ofconn.Message, set
 		w.conn = nil
 	}
 	return err
+}
+
+// dialProxy connects to the proxy socket and notes whether the connection
+// may be the guard's relay (asked before and after: the guard accepts what
+// waited in the socket's backlog once it relays).
+func (w *writer) dialProxy(ctx context.Context) error {
+	before := w.mayRelay != nil && w.mayRelay()
+	c, err := ofconn.Dial(ctx, w.proxy, ofconn.Options{})
+	if err != nil {
+		return fmt.Errorf("chaos: dial the proxy: %w", err)
+	}
+	w.conn = c
+	w.connRelayed = before || (w.mayRelay != nil && w.mayRelay())
+	return nil
 }
 
 // closeProxy closes the proxied controller's connection.

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -34,6 +33,10 @@ const (
 	InvDamage    = "damage"
 	InvBarrier   = "barrier-delay"
 	InvPoisoned  = "poisoned"
+	InvPath      = "path"
+	InvKept      = "kept"
+	InvForeign   = "foreign"
+	InvReadonly  = "readonly-guard"
 )
 
 // guardDetect is how long flowstated may take to see that its guard is
@@ -163,6 +166,9 @@ type run struct {
 	guards      map[int]bool
 	holdWarned  time.Time
 	full        bool // the store's file system is full (disk-full)
+	// fullUntil is when a kept record lost to the full disk is surely
+	// stored again (kept).
+	fullUntil time.Time
 	// guardFrozenAt is when the guard was frozen (zero while it is not);
 	// blind is set when flowstated stopped before it could see that
 	// (guardDetect): nobody can release the node until the guard thaws.
@@ -190,6 +196,29 @@ type run struct {
 	// barrierMax is the longest delay seen from a barrier reply to the
 	// switch holding the change.
 	barrierMax time.Duration
+	// What leaseLoop saw of the lease (path.go): its last change, a
+	// silence (the guard may relay), and until when the guard may still
+	// relay after it changed again; pathOK counts the controller's
+	// successful paths through the relay.
+	leaseChanged time.Time
+	leaseQuiet   bool
+	relayEnd     time.Time
+	pathOK       int
+	// guardAtDeath: a guard held the lock when flowstated was last
+	// stopped by a fault; guardKilledAt is the harness's last SIGKILL of
+	// a guard (the path check excuses what follows it).
+	guardAtDeath  bool
+	guardKilledAt time.Time
+	// foreignIPs are the flows the foreign writer tried (foreign.go).
+	foreignIPs []string
+	// relayClears counts the proxied controller's clears in flight over a
+	// connection that may be the relay, relayClearedAt is when the last
+	// ended: they delete every flow of br-int (kept excuses them).
+	relayClears    int
+	relayClearedAt time.Time
+	// brGen counts br-int's deletions and re-creations (managed-recreate):
+	// a flow installed before one is gone with the bridge.
+	brGen int
 }
 
 // Run executes one seeded run. The error is for a harness that could not
@@ -210,7 +239,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	r := &run{cfg: cfg, log: cfg.Logger, start: time.Now(), lastFwd: map[string]time.Time{}, guards: map[int]bool{}, running: map[FaultKind]bool{},
 		rep: &Report{Seed: cfg.Seed, Schedule: sched, Ops: newCounter(), Faults: newCounter(), Checks: newCounter()}}
-	n, err := newNode(ctx, cfg.Flowstated, cfg.Logger)
+	foreign := slices.ContainsFunc(sched, func(st Step) bool { return st.Kind == ForeignWrites })
+	n, err := newNode(ctx, cfg.Flowstated, cfg.Logger, foreign)
 	if err != nil {
 		return nil, err
 	}
@@ -227,7 +257,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		newWriter("route", 20, 2, cfg.Seed*3+2, n.c, r.currentEpoch),
 		newWriter(Proxied, 30, 3, cfg.Seed*3+3, n.c, r.currentEpoch),
 	}
-	writers[2].proxy = filepath.Join(n.proxyDir(), Managed+".mgmt")
+	writers[2].proxy = n.proxySocket()
+	writers[2].mayRelay = r.mayRelay
+	writers[2].onRelayClear = r.relayClear
 	writers[2].acks = map[string]*ack{}
 	writers[2].onResync = r.resyncs.fire
 	defer writers[2].closeProxy()
@@ -240,6 +272,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	wg.Go(func() { r.probeLoop(wctx) })
 	wg.Go(func() { r.superviseLoop(wctx) })
 	wg.Go(func() { r.barrierLoop(wctx, writers[2]) })
+	of13 := newOF13Ctl(n.proxySocket(), cfg.Seed*3+4, r.mayRelay, r.vswitchdGen, r.storeState)
+	wg.Go(func() { r.of13Loop(wctx, of13) })
+	wg.Go(func() { r.keptLoop(wctx, of13) })
+	wg.Go(func() { r.leaseLoop(wctx) })
+	wg.Go(func() { r.pathLoop(wctx) })
 	// The watch outlives the writers: the poisoned check at quiescence
 	// reads the replays it saw.
 	ectx, stopEvents := context.WithCancel(ctx)
@@ -295,7 +332,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 // overlaps are the lasting faults that run beside the steps after them.
 var overlaps = map[FaultKind]bool{ProtocolsFlip: true, FlowLimit: true, StalledReader: true, GuardFreeze: true, FlowstatedOutage: true,
-	DiskFull: true, ManagedRecreate: true, UnmanagedRecreate: true}
+	DiskFull: true, ManagedRecreate: true, UnmanagedRecreate: true, ProxiedOutage: true, ReadonlyGuard: true}
 
 // excludes are the lasting faults a kind does not start beside: a store
 // flip must restore its byte and start flowstated itself (an outage would
@@ -305,8 +342,12 @@ var overlaps = map[FaultKind]bool{ProtocolsFlip: true, FlowLimit: true, StalledR
 // the harness off br-int for longer than that, would make the check
 // unobservable, not flowstated wrong.
 var excludes = map[FaultKind][]FaultKind{
-	StoreFlip:     {FlowstatedOutage, DiskFull},
-	StoreFlipLive: {FlowstatedOutage, DiskFull, ProtocolsFlip},
+	StoreFlip:     {FlowstatedOutage, ProxiedOutage, ReadonlyGuard, DiskFull},
+	StoreFlipLive: {FlowstatedOutage, ProxiedOutage, DiskFull, ProtocolsFlip},
+	// A read-only guard replaces the guard flowstated spawned while
+	// flowstated is down: an outage would start flowstated meanwhile.
+	ReadonlyGuard: {FlowstatedOutage, ProxiedOutage, StoreFlip},
+	ProxiedOutage: {ReadonlyGuard},
 }
 
 // blockedBy names the lasting fault that keeps kind from starting now: the
@@ -505,6 +546,12 @@ func (r *run) inject(ctx context.Context, st Step) error {
 		err := r.startFlowstated(ctx)
 		r.excuse()
 		return err
+	case ProxiedOutage:
+		return r.proxiedOutage(ctx, st.Hold)
+	case ForeignWrites:
+		return r.foreignWrites(ctx)
+	case ReadonlyGuard:
+		return r.readonlyGuard(ctx, st.Hold)
 	case FlowstatedFreeze:
 		r.excuse()
 		r.flowstatedStops()
@@ -523,6 +570,9 @@ func (r *run) inject(ctx context.Context, st Step) error {
 		r.noteGuard(pid)
 		r.excuse()
 		if st.Kind == GuardKill {
+			r.mu.Lock()
+			r.guardKilledAt = time.Now()
+			r.mu.Unlock()
 			return syscall.Kill(pid, syscall.SIGKILL)
 		}
 		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
@@ -607,6 +657,16 @@ func (r *run) inject(ctx context.Context, st Step) error {
 // which flowstated must not write (as after bridge-rebuild).
 func (r *run) recreate(ctx context.Context, br string, hold time.Duration) error {
 	r.excuse()
+	if br == Managed {
+		r.mu.Lock()
+		r.brGen++
+		r.mu.Unlock()
+		defer func() {
+			r.mu.Lock()
+			r.brGen++
+			r.mu.Unlock()
+		}()
+	}
 	if _, err := r.n.sb.Vsctl(ctx, "--no-wait", "del-br", br); err != nil {
 		return err
 	}
@@ -632,6 +692,21 @@ func (r *run) recreate(ctx context.Context, br string, hold time.Duration) error
 	return err
 }
 
+// vswitchdGen is the running vswitchd's pid and br-int's generation.
+func (r *run) vswitchdGen() (pid, gen int) {
+	pid = r.n.sb.VswitchdPID()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return pid, r.brGen
+}
+
+// storeState is the flowstated run and whether the store's disk is full.
+func (r *run) storeState() (epoch int, full bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.epoch, r.full || time.Now().Before(r.fullUntil)
+}
+
 // excuse marks a fault that may legitimately let vswitchd forward without
 // the pipeline (the guard released it, a stuck bridge was released at
 // --max-hold, the flag was disarmed): the deny check is lifted for the
@@ -648,8 +723,10 @@ func (r *run) excuse() {
 // the guard was frozen less than guardDetect ago, the hold check waits for
 // the guard's thaw.
 func (r *run) flowstatedStops() {
+	guard := r.n.guardPID() > 0
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.guardAtDeath = guard
 	if !r.guardFrozenAt.IsZero() && time.Since(r.guardFrozenAt) < guardDetect {
 		r.blind = true
 	}
@@ -885,6 +962,10 @@ func (r *run) quiesce(parent context.Context, writers []*writer) {
 		}
 	}
 	r.rep.Checks.add(InvConverged, errIf(last != ""))
+	r.mu.Lock()
+	foreign := slices.Clone(r.foreignIPs)
+	r.mu.Unlock()
+	r.foreignCheck(parent, foreign)
 	r.checkPoisoned(parent)
 	r.protected(parent)
 	ctx, cancel = context.WithTimeout(parent, 30*time.Second)

@@ -35,6 +35,9 @@ const (
 	StoreFlipLive     FaultKind = "store-flip-live"    // a byte of an acked record flipped under a running flowstated
 	ManagedRecreate   FaultKind = "managed-recreate"   // br-int deleted from OVSDB, re-created after Hold
 	UnmanagedRecreate FaultKind = "unmanaged-recreate" // br-ex deleted from OVSDB, re-created after Hold
+	ProxiedOutage     FaultKind = "proxied-outage"     // SIGKILL, vswitchd restarted past the grace, back after Hold more
+	ReadonlyGuard     FaultKind = "readonly-guard"     // the guard lock held by a guard on a read-only replica for Hold
+	ForeignWrites     FaultKind = "foreign-writes"     // uid 65534 writes over every listener (and the relay)
 )
 
 // AllFaults lists every fault kind, in a fixed order (the draw depends on it).
@@ -44,6 +47,7 @@ var AllFaults = []FaultKind{
 	GuardKill, GuardFreeze, LeaseUnlink, ProtocolsFlip, StalledReader,
 	OVSDBRestart, FlowLimit, FlowstatedOutage, BridgeRebuild,
 	DiskFull, StoreFlip, StoreFlipLive, ManagedRecreate, UnmanagedRecreate,
+	ProxiedOutage, ReadonlyGuard, ForeignWrites,
 }
 
 // Step is one fault of a schedule: after Pause (and, with a Trigger, once

@@ -63,6 +63,12 @@ func fill(path string) error {
 func (r *run) setFull(on bool) {
 	r.mu.Lock()
 	r.full = on
+	if !on {
+		// The kept set's saver retries with a backoff of up to 30 s
+		// (server/restore/keptsave.go): until then a change may be
+		// in memory only.
+		r.fullUntil = time.Now().Add(35 * time.Second)
+	}
 	r.mu.Unlock()
 }
 
