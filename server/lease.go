@@ -242,6 +242,7 @@ func (k *keeper) run(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
+			k.markStopped(wedged)
 			return
 		case <-t.C:
 		case pid := <-k.exited:
@@ -256,6 +257,18 @@ func (k *keeper) run(ctx context.Context) {
 				k.log.Warn("the guard an earlier flowstated spawned exited", "pid", pid)
 			}
 		}
+	}
+}
+
+// markStopped tells the guard that flowstated stops in order, so its release
+// after the grace is not logged as a dead flowstated. A wedged engine is not
+// an orderly stop: its lease is left as it is, and the guard says so.
+func (k *keeper) markStopped(wedged string) {
+	if k.cfg.Mode == GuardOff || k.lease == nil || wedged != "" {
+		return
+	}
+	if err := k.lease.MarkStopped(k.ownIdentity()); err != nil {
+		k.log.Warn("guard: the guard will log this stop as a dead flowstated", "err", err)
 	}
 }
 

@@ -29,6 +29,9 @@ type globals struct {
 	server  string
 	bridge  string
 	timeout time.Duration
+	// by is when the command run by runFor must end, diagnosis included
+	// (zero outside runFor): explain's probe waits only until then.
+	by time.Time
 }
 
 // Exit statuses, as documented in docs/operations.md ("flowctl").
@@ -322,7 +325,14 @@ func (g *globals) runFor(cmd *cobra.Command, d time.Duration, fn func(ctx contex
 		return err
 	}
 	defer c.Close()
-	tctx, tcancel := context.WithTimeout(ctx, d)
+	// The call leaves probeFloor of --timeout to explain's probe, so a
+	// frozen flowstated is diagnosed within --timeout, not after it.
+	g.by = time.Now().Add(d)
+	call := d
+	if d >= 2*probeFloor {
+		call = d - probeFloor
+	}
+	tctx, tcancel := context.WithTimeout(ctx, call)
 	defer tcancel()
 	err = fn(tctx, c)
 	var pe *permissionError
@@ -348,7 +358,7 @@ func (g *globals) explain(ctx context.Context, err error) error {
 	}
 	if errors.Is(err, errdefs.ErrPermissionDenied) {
 		// The client's EACCES on the socket, or a --module-writer refusal.
-		if r := probe(target(g.server)); errors.Is(r.dialErr, syscall.EACCES) || errors.Is(r.dialErr, syscall.EPERM) {
+		if r := probe(target(g.server), g.probeBudget()); errors.Is(r.dialErr, syscall.EACCES) || errors.Is(r.dialErr, syscall.EPERM) {
 			return newPermissionError(g.server, socketPath(target(g.server)))
 		}
 		return err
@@ -356,7 +366,7 @@ func (g *globals) explain(ctx context.Context, err error) error {
 	if !errors.Is(err, errdefs.ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	switch r := probe(target(g.server)); {
+	switch r := probe(target(g.server), g.probeBudget()); {
 	case r.dialErr != nil:
 		if errors.Is(r.dialErr, syscall.EACCES) || errors.Is(r.dialErr, syscall.EPERM) {
 			return newPermissionError(g.server, socketPath(target(g.server)))
@@ -447,12 +457,23 @@ type probeResult struct {
 	answered bool
 }
 
-// probeWait is how long probe waits for the server's first bytes.
-const probeWait = 2 * time.Second
+// probeWait is how long probe waits for the server's first bytes; a serving
+// flowstated sends them within milliseconds, so probeFloor is still a fair
+// test when --timeout leaves less.
+const probeWait, probeFloor = 2 * time.Second, 250 * time.Millisecond
+
+// probeBudget is what is left of the command's --timeout for a probe, between
+// probeFloor and probeWait.
+func (g *globals) probeBudget() time.Duration {
+	if g.by.IsZero() {
+		return probeWait
+	}
+	return min(max(time.Until(g.by), probeFloor), probeWait)
+}
 
 // probe dials the gRPC target's socket, to tell "nobody listens" from
 // "flowstated listens but does not answer".
-func probe(t string) probeResult {
+func probe(t string, wait time.Duration) probeResult {
 	network, addr := "tcp", t
 	switch {
 	case socketPath(t) != "":
@@ -462,7 +483,7 @@ func probe(t string) probeResult {
 	case strings.Contains(t, "://"):
 		return probeResult{answered: true} // a resolver we do not know how to probe
 	}
-	c, err := net.DialTimeout(network, addr, probeWait)
+	c, err := net.DialTimeout(network, addr, wait)
 	if err != nil {
 		var oe *net.OpError
 		if errors.As(err, &oe) && oe.Err != nil {
@@ -471,7 +492,7 @@ func probe(t string) probeResult {
 		return probeResult{dialErr: err}
 	}
 	defer c.Close()
-	_ = c.SetReadDeadline(time.Now().Add(probeWait))
+	_ = c.SetReadDeadline(time.Now().Add(wait))
 	var b [1]byte
 	n, _ := c.Read(b[:])
 	// A TLS server waits for the client to speak: it is not judged frozen.

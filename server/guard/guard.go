@@ -259,10 +259,15 @@ func (g *guard) observe() (stale, gone, other bool) {
 	}
 	now := time.Now()
 	if !g.seen || !bytes.Equal(b, g.last) {
-		if g.seen && g.stale {
-			g.log.Info("flowstated renews its lease again")
+		// The stopped mark is not a renewal: the grace still runs from
+		// the last one.
+		if stopped := leaseStopped(b); !g.seen || !stopped {
+			if g.seen && g.stale {
+				g.log.Info("flowstated renews its lease again")
+			}
+			g.lastChange, g.stale = now, false
 		}
-		g.last, g.seen, g.lastChange, g.stale = b, true, now, false
+		g.last, g.seen = b, true
 	}
 	silent := now.Sub(g.lastChange)
 	if silent < g.cfg.Grace {
@@ -270,8 +275,13 @@ func (g *guard) observe() (stale, gone, other bool) {
 	}
 	if !g.stale {
 		g.stale = true
-		g.log.Error("flowstated has not renewed its lease: releasing the node so ovs-vswitchd forwards as plain Open vSwitch would",
-			"silent_for", silent.Round(time.Millisecond), "grace", g.cfg.Grace)
+		if leaseStopped(g.last) {
+			g.log.Info("flowstated stopped in order: releasing the node so ovs-vswitchd forwards as plain Open vSwitch would",
+				"silent_for", silent.Round(time.Millisecond), "grace", g.cfg.Grace)
+		} else {
+			g.log.Error("flowstated has not renewed its lease: releasing the node so ovs-vswitchd forwards as plain Open vSwitch would",
+				"silent_for", silent.Round(time.Millisecond), "grace", g.cfg.Grace)
+		}
 	}
 	return true, gone, false
 }

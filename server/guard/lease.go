@@ -69,6 +69,37 @@ func (l *Lease) Renew(ovsdb string) (recreated bool, err error) {
 	return recreated, nil
 }
 
+// stoppedMark ends the lease line flowstated writes as it stops in order.
+const stoppedMark = "stopped"
+
+// MarkStopped tells the guard that flowstated stops in order, so its
+// release after the grace is logged as expected, not as a dead flowstated.
+// It does not renew: the guard still counts the grace from the last Renew.
+// A lease path no longer the open file is left alone.
+func (l *Lease) MarkStopped(ovsdb string) error {
+	if !l.samePath() {
+		return nil
+	}
+	b := fmt.Appendf(nil, "flowstated pid=%d seq=%d ovsdb=%s %s\n", os.Getpid(), l.seq, ovsdb, stoppedMark)
+	if _, err := l.f.WriteAt(b, 0); err != nil {
+		return fmt.Errorf("guard: mark lease stopped: %w", err)
+	}
+	if err := l.f.Truncate(int64(len(b))); err != nil {
+		return fmt.Errorf("guard: mark lease stopped: %w", err)
+	}
+	return nil
+}
+
+// leaseStopped reports whether a lease's content carries the stopped mark.
+func leaseStopped(b []byte) bool {
+	line, _, whole := bytes.Cut(b, []byte("\n"))
+	if !whole {
+		return false
+	}
+	f := bytes.Fields(line)
+	return len(f) > 0 && string(f[len(f)-1]) == stoppedMark
+}
+
 // samePath reports whether the open file is still the one at the path.
 func (l *Lease) samePath() bool {
 	at, err := os.Stat(l.path)
@@ -80,7 +111,7 @@ func (l *Lease) samePath() bool {
 }
 
 // Close closes the file, leaving it in place: a lease that stops changing is
-// what tells the guard flowstated is gone.
+// what tells the guard flowstated is gone (MarkStopped says it went in order).
 func (l *Lease) Close() error { return l.f.Close() }
 
 // leaseOVSDB is the ovsdb= field of a lease's content ("" when absent or

@@ -2,9 +2,13 @@ package restore
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"time"
 
+	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/ofconn"
 )
@@ -122,4 +126,24 @@ func (e *Engine) redial(ctx context.Context, path string, lost time.Time, log *s
 			delay = min(delay*2, e.cfg.RetryInterval)
 		}
 	}
+}
+
+// connected returns b's connection or, while there is none, an ErrUnavailable
+// that says why (vswitchd down, or the last dial error) and what to do.
+func (e *Engine) connected(b *bridge) (*ofconn.Conn, error) {
+	conn, err := b.connected()
+	if err == nil {
+		return conn, nil
+	}
+	pidfile := filepath.Join(e.cfg.RunDir, "ovs-vswitchd.pid")
+	if !pidfileLocked(pidfile) {
+		why := "no pidfile " + pidfile + " held by a live process"
+		if _, serr := os.Stat(e.mgmtPath(b.name)); serr != nil {
+			why += ", no socket " + e.mgmtPath(b.name)
+		}
+		return nil, fmt.Errorf("restore: bridge %s is not connected: ovs-vswitchd is not running (%s): start ovs-vswitchd; flowstated restores the bridge when it comes back: %w",
+			b.name, why, errdefs.ErrUnavailable)
+	}
+	return nil, fmt.Errorf("restore: bridge %s is not connected (%s): check that ovs-vswitchd serves %s; flowstated reconnects on its own: %w",
+		b.name, b.snapshot().Reason, e.mgmtPath(b.name), errdefs.ErrUnavailable)
 }

@@ -16,7 +16,7 @@ func (e *Engine) Diff(ctx context.Context, bridgeName string, fn func(Change) er
 	if err != nil {
 		return err
 	}
-	conn, err := b.connected()
+	conn, err := e.connected(b)
 	if err != nil {
 		return err
 	}

@@ -622,7 +622,7 @@ func (e *Engine) Reconcile(ctx context.Context, bridgeName string) (BridgeStatus
 	if !e.gate.isOpen() {
 		return BridgeStatus{}, fmt.Errorf("restore: replays are held until required modules are ready (%s): %w", e.gate.status().Reason, errdefs.ErrFailedPrecondition)
 	}
-	conn, err := b.connected()
+	conn, err := e.connected(b)
 	if err != nil {
 		return BridgeStatus{}, err
 	}
