@@ -142,6 +142,18 @@ func (w *writer) proxyResync(ctx context.Context, counts *counter) {
 		}
 	}
 	w.mu.Unlock()
+	// A clear over the guard's relay deletes every flow of br-int, the
+	// gRPC modules' too, as with plain Open vSwitch: a controller that
+	// shares its bridge with other writers never sends one there.
+	if w.conn == nil {
+		if err := w.dialProxy(ctx); err != nil {
+			w.count(counts, OpProxyResync, err)
+			return
+		}
+	}
+	if w.connRelayed || (w.mayRelay != nil && w.mayRelay()) {
+		return
+	}
 	clear, err := clearFlows()
 	if err != nil {
 		w.count(counts, OpProxyResync, err)
