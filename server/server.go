@@ -134,6 +134,11 @@ type Config struct {
 	Proxies    []ProxySpec
 	ProxyDir   string
 	ProxyReady string
+	// NoProxyRelay keeps the spawned guard from relaying the proxies
+	// while flowstated is away (--openflow-proxy-relay=false): a
+	// controller that shares its bridge with other modules could wipe
+	// their flows there, as with plain Open vSwitch.
+	NoProxyRelay bool
 	// Liveness, when set, is called about every second with whether the
 	// engine is responsive and a one-line state (systemd WATCHDOG=1 and
 	// STATUS=).
@@ -325,7 +330,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			stopEngine()
 			return err
 		}
-		keep.relays, keep.writers = proxies.relays(&cfg), cfg.Writers
+		if !cfg.NoProxyRelay {
+			keep.relays, keep.writers = proxies.relays(&cfg), cfg.Writers
+		}
 	}
 	wg.Go(func() { keep.run(runCtx) })
 	keep.waitProven(ctx)

@@ -37,14 +37,15 @@ func main() {
 
 func newCommand() *cobra.Command {
 	var (
-		cfg       server.Config
-		logFormat string
-		logLevel  string
-		writers   []string
-		owned     string
-		cpuProf   string
-		proxies   []string
-		proxyTCP  []string
+		cfg        server.Config
+		logFormat  string
+		logLevel   string
+		writers    []string
+		owned      string
+		cpuProf    string
+		proxies    []string
+		proxyTCP   []string
+		proxyRelay bool
 	)
 	cmd := &cobra.Command{
 		Use:     "flowstated",
@@ -86,6 +87,7 @@ func newCommand() *cobra.Command {
 				}
 				cfg.Proxies = append(cfg.Proxies, spec)
 			}
+			cfg.NoProxyRelay = !proxyRelay
 			for _, p := range proxyTCP {
 				if err := server.ParseProxyTCP(cfg.Proxies, p); err != nil {
 					return fmt.Errorf("--openflow-proxy-tcp: %w", err)
@@ -140,6 +142,7 @@ func newCommand() *cobra.Command {
 	f.StringArrayVar(&proxies, "openflow-proxy", nil, "MODULE=BRIDGE: serve an OpenFlow socket <openflow-proxy-dir>/BRIDGE.mgmt that looks like vswitchd's and record what the controller connected to it installs as MODULE's entries (repeatable, one per bridge; BRIDGE must be managed); point the controller there by its OVS run directory (OVS_RUNDIR for ovn-controller)")
 	f.StringArrayVar(&proxyTCP, "openflow-proxy-tcp", nil, "BRIDGE=HOST:PORT: the proxy of BRIDGE also accepts controllers on this loopback TCP address, for those that dial a switch over TCP (os-ken's --ofp-switch-address-list); without --module-writer rules any local user can connect to it, as to vswitchd's own ptcp:, with rules only the module's writers (the owner of the peer's socket) and root are relayed (repeatable)")
 	f.StringVar(&cfg.ProxyDir, "openflow-proxy-dir", server.DefaultProxyDir, "directory of the OpenFlow proxies' <bridge>.mgmt sockets (not --ovs-rundir)")
+	f.BoolVar(&proxyRelay, "openflow-proxy-relay", true, "the spawned guard shares the proxies' sockets and, while flowstated is away, relays their controllers straight to ovs-vswitchd (unrecorded; a controller's delete-all there deletes every flow of the bridge, other modules' too, as with plain Open vSwitch)")
 	f.StringVar(&cfg.ProxyReady, "openflow-proxy-ready", server.ProxyReadyAuto, "when a proxied module counts as ready for the cold-start gate: auto (at its controller's first barrier after its first bundle commit) or manual (flowctl ready)")
 	f.StringArrayVar(&writers, "module-writer", nil, "MODULE=uid:N or MODULE=gid:N: only root and these peers may write MODULE, over gRPC or as the controller behind its OpenFlow proxy (repeatable); without any, every peer that can open the socket may write every module")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")

@@ -49,12 +49,13 @@ const (
 
 // node is the sandbox and the flowstated process of one run.
 type node struct {
-	sb    *sandbox.Sandbox
-	dir   string
-	bin   string
-	sock  string
-	lease string
-	boot  int
+	noRelay bool // flowstated runs with --openflow-proxy-relay=false
+	sb      *sandbox.Sandbox
+	dir     string
+	bin     string
+	sock    string
+	lease   string
+	boot    int
 	// state is the store's directory: its own small tmpfs when the
 	// harness runs as root (tmpfs true), so disk-full can fill it.
 	state string
@@ -159,7 +160,8 @@ func (n *node) newBoot() error {
 }
 
 func (n *node) args() []string {
-	return []string{
+	relay := "--openflow-proxy-relay=" + strconv.FormatBool(!n.noRelay)
+	return []string{relay,
 		"--bridge", Managed, "--unmanaged-bridges", "preserve",
 		"--ovs-rundir", n.sb.RunDir(), "--ovsdb", n.sb.DBAddr(),
 		"--db", n.dbPath(), "--listen", "unix://" + n.sock,

@@ -73,6 +73,9 @@ func (r *run) leaseLoop(ctx context.Context) {
 // writes would then not be recorded. flowstated not running (dead or
 // frozen), the lease silent, or the guard perhaps still relaying.
 func (r *run) mayRelay() bool {
+	if r.n.noRelay {
+		return false
+	}
 	if !r.n.alive() {
 		return true
 	}
@@ -87,6 +90,9 @@ func (r *run) mayRelay() bool {
 // lasting fault that takes br-int's OpenFlow 1.5 away (a protocols flip,
 // br-int deleted) or hands the lock to a guard without relays.
 func (r *run) pathDue() (time.Time, string) {
+	if r.n.noRelay {
+		return time.Time{}, "flowstated runs without the guard's relay"
+	}
 	dead := r.n.deadSince()
 	if dead.IsZero() {
 		return time.Time{}, "flowstated runs"

@@ -75,6 +75,10 @@ type Config struct {
 	Coverage *Coverage
 	// Flowstated is the flowstated binary. Required.
 	Flowstated string
+	// NoRelay runs flowstated with --openflow-proxy-relay=false: its guard
+	// relays nobody while it is away (the schedules of round 2, which
+	// are about the flag, not the relay).
+	NoRelay bool
 	// Settle bounds the wait for rest at quiescence (default 60 s).
 	Settle time.Duration
 	// Logger receives the harness's progress (optional).
@@ -242,6 +246,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep: &Report{Seed: cfg.Seed, Schedule: sched, Ops: newCounter(), Faults: newCounter(), Checks: newCounter()}}
 	foreign := slices.ContainsFunc(sched, func(st Step) bool { return st.Kind == ForeignWrites })
 	n, err := newNode(ctx, cfg.Flowstated, cfg.Logger, foreign)
+	if n != nil {
+		n.noRelay = cfg.NoRelay
+	}
 	if err != nil {
 		return nil, err
 	}
