@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowstate-io/flowstate/internal/sandbox"
 	"github.com/flowstate-io/flowstate/server/ofconn"
 	"github.com/flowstate-io/flowstate/server/ofproxy"
 )
@@ -21,27 +22,9 @@ import (
 // what it relays once the lease is renewed again, and, holding the socket,
 // does not exit when idle.
 func TestRelay(t *testing.T) {
-	ctx, sb := startOVS(t)
 	const br = "br-relay"
-	if err := sb.AddBridge(ctx, br); err != nil {
-		t.Fatal(err)
-	}
-	lease := filepath.Join(sb.Dir(), "run", "lease")
-	l, err := OpenLease(lease)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	sock := filepath.Join(sb.Dir(), "of", br+".mgmt")
-	if err := os.MkdirAll(filepath.Dir(sock), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	upstream := filepath.Join(sb.RunDir(), br+".mgmt")
-	ln, err := ofproxy.Bind(sock, upstream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	ctx, sb, lease, l, rl := relayEnv(t, br)
+	sock, upstream, ln := rl.Listen, rl.Upstream, rl.Listener
 	const grace = 400 * time.Millisecond
 	rctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -139,6 +122,33 @@ func TestRelay(t *testing.T) {
 	}
 }
 
+// relayEnv is a sandbox with bridge br, an open lease beside it, and the
+// proxy socket of br bound (closed at the test's end).
+func relayEnv(t *testing.T, br string) (context.Context, *sandbox.Sandbox, string, *Lease, Relay) {
+	t.Helper()
+	ctx, sb := startOVS(t)
+	if err := sb.AddBridge(ctx, br); err != nil {
+		t.Fatal(err)
+	}
+	lease := filepath.Join(sb.Dir(), "run", "lease")
+	l, err := OpenLease(lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	sock := filepath.Join(sb.Dir(), "of", br+".mgmt")
+	if err := os.MkdirAll(filepath.Dir(sock), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	upstream := filepath.Join(sb.RunDir(), br+".mgmt")
+	ln, err := ofproxy.Bind(sock, upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ctx, sb, lease, l, Relay{Bridge: br, Listen: sock, Upstream: upstream, Listener: ln}
+}
+
 func dialProxy(t *testing.T, path string) net.Conn {
 	t.Helper()
 	c, err := net.DialTimeout("unix", path, time.Second)
@@ -166,30 +176,11 @@ func readHello(c net.Conn, wait time.Duration) ([]byte, error) {
 // flowstated's proxy does: one it refuses has its connection closed before
 // anything reaches vswitchd.
 func TestRelayAdmits(t *testing.T) {
-	ctx, sb := startOVS(t)
-	const br = "br-admit"
-	if err := sb.AddBridge(ctx, br); err != nil {
-		t.Fatal(err)
-	}
-	lease := filepath.Join(sb.Dir(), "run", "lease")
-	l, err := OpenLease(lease)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	ctx, sb, lease, l, rl := relayEnv(t, "br-admit")
 	if _, err := l.Renew(""); err != nil {
 		t.Fatal(err)
 	}
-	sock := filepath.Join(sb.Dir(), "of", br+".mgmt")
-	if err := os.MkdirAll(filepath.Dir(sock), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	upstream := filepath.Join(sb.RunDir(), br+".mgmt")
-	ln, err := ofproxy.Bind(sock, upstream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	sock := rl.Listen
 	refused := make(chan struct{}, 16)
 	admit := func(net.Conn) error {
 		refused <- struct{}{}
@@ -198,7 +189,7 @@ func TestRelayAdmits(t *testing.T) {
 	const grace = 300 * time.Millisecond
 	rctx, stop := context.WithCancel(ctx)
 	cfg := Config{Lease: lease, OVSDB: sb.DBAddr(), Grace: grace, ExitWhenIdle: true, Logger: logger(t),
-		Relays: []Relay{{Bridge: br, Module: "ovn", Listen: sock, Upstream: upstream, Listener: ln, Admit: admit}}}
+		Relays: []Relay{{Bridge: rl.Bridge, Module: "ovn", Listen: sock, Upstream: rl.Upstream, Listener: rl.Listener, Admit: admit}}}
 	done := make(chan error, 1)
 	go func() { done <- Run(rctx, cfg) }()
 	defer func() {
