@@ -477,10 +477,11 @@ func TestOvsRestart(t *testing.T) {
 				t.Fatalf("exit %d, want %d", code, wantCode)
 			}
 			// --timeout 5: the wait, then a release that does not wait
-			// for a vswitchd that is not running (unloaded about 5.3 s;
-			// the 24.7 s of issue 24 was a second look and a release
-			// waiting for it).
-			if took > 10*time.Second {
+			// for a vswitchd that is not running (unloaded about 5.3 s).
+			// The bound only has to tell that from the 24.7 s of issue 24
+			// (a second look and a release waiting for it); 20 s leaves
+			// room for a loaded machine.
+			if took > 20*time.Second {
 				t.Fatalf("--timeout 5 took %v", took)
 			}
 			if on, err := sb.FlowRestoreWait(ctx); err != nil || on {
