@@ -14,11 +14,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/flowstate-io/flowstate/canon"
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/ofconn"
 	"github.com/flowstate-io/flowstate/server/ovsconfig"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 )
 
 // Unmanaged bridges.
@@ -404,7 +404,7 @@ func (e *Engine) serveMirror(ctx context.Context, m *mirror, conn *ofconn.Conn, 
 		m.count(dirty || changed == nil)
 		if dirty || changed == nil {
 			dirty = false
-			actual, err := dumpAll(ctx, conn)
+			actual, err := plan.DumpAll(ctx, conn)
 			switch {
 			case err != nil:
 				dirty = true
@@ -447,11 +447,11 @@ var errNoMonitor = errors.New("restore: this ovs-vswitchd version has no OpenFlo
 // dumpOthersHash dumps the groups and meters of a bridge alone and returns
 // othersHash of them.
 func dumpOthersHash(ctx context.Context, conn *ofconn.Conn) ([]byte, error) {
-	groups, meters, err := dumpGroupsAndMeters(ctx, conn)
+	groups, meters, err := plan.DumpGroupsAndMeters(ctx, conn)
 	if err != nil {
 		return nil, err
 	}
-	actual, err := actualEntries(nil, groups, meters)
+	actual, err := plan.ActualEntries(nil, groups, meters)
 	if err != nil {
 		return nil, err
 	}
@@ -463,25 +463,25 @@ func dumpOthersHash(ctx context.Context, conn *ofconn.Conn) ([]byte, error) {
 func othersHash(actual []actualEntry) []byte {
 	var others []actualEntry
 	for _, a := range actual {
-		if a.kind != entry.KindFlow {
+		if a.Kind != entry.KindFlow {
 			others = append(others, a)
 		}
 	}
 	slices.SortFunc(others, func(a, b actualEntry) int {
-		if c := cmp.Compare(a.kind, b.kind); c != 0 {
+		if c := cmp.Compare(a.Kind, b.Kind); c != 0 {
 			return c
 		}
-		return bytes.Compare(a.id, b.id)
+		return bytes.Compare(a.ID, b.ID)
 	})
 	h := sha256.New()
 	var n [9]byte
 	for _, a := range others {
-		n[0] = byte(a.kind)
-		binary.BigEndian.PutUint32(n[1:], uint32(len(a.id)))
-		binary.BigEndian.PutUint32(n[5:], uint32(len(a.payload)))
+		n[0] = byte(a.Kind)
+		binary.BigEndian.PutUint32(n[1:], uint32(len(a.ID)))
+		binary.BigEndian.PutUint32(n[5:], uint32(len(a.Payload)))
 		h.Write(n[:])
-		h.Write(a.id)
-		h.Write(a.payload)
+		h.Write(a.ID)
+		h.Write(a.Payload)
 	}
 	return h.Sum(nil)
 }
@@ -500,7 +500,7 @@ func (e *Engine) restoreMirror(ctx context.Context, m *mirror, conn *ofconn.Conn
 	if !known {
 		return false, false
 	}
-	if !held || !fresh(actual) {
+	if !held || !plan.Fresh(actual) {
 		m.settle(false, nil)
 		return true, false
 	}
@@ -516,14 +516,14 @@ func (e *Engine) restoreMirror(ctx context.Context, m *mirror, conn *ofconn.Conn
 	start := time.Now()
 	p := newSendOrder(diff(want, actual, nil))
 	r := Replay{Entries: len(want)}
-	r.count(p.changes())
-	if p.len() == 0 {
+	r.Count(p.Changes())
+	if p.Len() == 0 {
 		m.settle(false, nil)
 		return true, false
 	}
 	e.publish(events.Event{Type: events.ReplayStarted, Bridge: m.name, Message: "restoring an unmanaged bridge from its mirror"})
 	st, err := applySendOrder(ctx, conn, p)
-	r.Messages, r.Bytes = st.messages, st.bytes
+	r.Messages, r.Bytes = st.Messages, st.Bytes
 	r.Finished = time.Now()
 	r.Duration, r.Err = r.Finished.Sub(start), err
 	e.cfg.Metrics.observeReplay(m.name, r)
@@ -559,7 +559,7 @@ func (e *Engine) restoreMirror(ctx context.Context, m *mirror, conn *ofconn.Conn
 func (e *Engine) saveMirror(m *mirror, actual []actualEntry, log *slog.Logger) {
 	es := make([]entry.Entry, len(actual))
 	for i, a := range actual {
-		es[i] = entry.Entry{Kind: a.kind, ID: a.id, Payload: a.payload}
+		es[i] = entry.Entry{Kind: a.Kind, ID: a.ID, Payload: a.Payload}
 	}
 	changed, err := e.cfg.Store.SetMirror(m.name, es)
 	if err != nil {
@@ -575,19 +575,6 @@ func (e *Engine) saveMirror(m *mirror, actual []actualEntry, log *slog.Logger) {
 	if changed {
 		log.Debug("mirror of unmanaged bridge updated", "entries", len(es))
 	}
-}
-
-// fresh reports whether a bridge holds only what vswitchd puts on a new
-// bridge: nothing, or the default NORMAL flow. A bridge that holds more was
-// written since vswitchd started: by the operator or another tool, and it is
-// not flowstated's to overwrite.
-func fresh(actual []actualEntry) bool {
-	for _, a := range actual {
-		if a.kind != entry.KindFlow || !canon.IsDefaultFlow(a.payload) {
-			return false
-		}
-	}
-	return true
 }
 
 // mirrorsSettled reports whether every unmanaged bridge of c has handled the
