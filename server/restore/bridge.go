@@ -15,6 +15,7 @@ import (
 	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/ofconn"
+	"github.com/flowstate-io/flowstate/server/restore/mirror"
 )
 
 // bridge is the engine's view of one bridge. mu serialises everything that
@@ -124,8 +125,9 @@ type BridgeStatus struct {
 	listed           []listedQ
 	// Poison says what the crash-loop protection holds out (poison.go).
 	Poison PoisonStatus
-	// Mirror is set for an unmanaged bridge the engine mirrors (mirror.go).
-	Mirror *MirrorState
+	// Mirror is set for an unmanaged bridge the engine mirrors (package
+	// mirror).
+	Mirror *mirror.State
 	// DriftFound counts the audits that found the switch different from
 	// the store since flowstated started; LastDrift is the last one.
 	DriftFound int

@@ -14,15 +14,21 @@ import (
 // plan's own names and deletes this file in one mechanical commit.
 
 type (
-	Op            = plan.Op
-	Change        = plan.Change
+	// Op is plan.Op.
+	Op = plan.Op
+	// Change is plan.Change.
+	Change = plan.Change
+	// RejectedError is plan.RejectedError.
 	RejectedError = plan.RejectedError
-	Replay        = plan.Replay
-	sendOrder     = plan.SendOrder
-	actualEntry   = plan.ActualEntry
-	bundleSource  = plan.BundleSource
+	// Replay is plan.Replay.
+	Replay = plan.Replay
+
+	sendOrder    = plan.SendOrder
+	actualEntry  = plan.ActualEntry
+	bundleSource = plan.BundleSource
 )
 
+// The operations of a change (plan's).
 const (
 	OpAdd    = plan.OpAdd
 	OpModify = plan.OpModify

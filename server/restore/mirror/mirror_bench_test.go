@@ -1,4 +1,4 @@
-package restore
+package mirror
 
 import (
 	"context"
