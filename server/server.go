@@ -34,6 +34,7 @@ import (
 	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/guard"
 	"github.com/flowstate-io/flowstate/server/restore"
+	"github.com/flowstate-io/flowstate/server/restore/mirror"
 	"github.com/flowstate-io/flowstate/store"
 )
 
@@ -95,7 +96,7 @@ type Config struct {
 	// after a gated restart, "ignore" leaves them alone.
 	UnmanagedBridges string
 	// MirrorInterval is how often the mirror of an unmanaged bridge checks for change (and dumps after one).
-	// Default restore.DefaultMirrorInterval.
+	// Default mirror.DefaultInterval.
 	MirrorInterval time.Duration
 	// RearmFlowRestoreWait keeps flow-restore-wait armed while flowstated
 	// runs (see restore.Config.Rearm).
@@ -254,7 +255,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		Rearm:  cfg.RearmFlowRestoreWait,
 		BootID: bootID, ColdStart: cold, GateSince: boot.Since,
 		RequiredModules: cfg.RequiredModules, ReadinessTimeout: cfg.ReadinessTimeout,
-		Unmanaged: restore.UnmanagedPolicy(cfg.UnmanagedBridges), MirrorInterval: cfg.MirrorInterval,
+		Unmanaged: mirror.Policy(cfg.UnmanagedBridges), MirrorInterval: cfg.MirrorInterval,
 		AuditInterval: cfg.AuditInterval,
 		MaxHold:       cfg.MaxHold, WedgeAfter: cfg.WedgeAfter, GuardPresent: keep.guardPresent,
 		MaxReplayTime: cfg.MaxHold, SurviveAfter: cfg.SurviveAfter, CrashWindow: cfg.CrashWindow,

@@ -23,6 +23,7 @@ import (
 	"github.com/flowstate-io/flowstate/server"
 	"github.com/flowstate-io/flowstate/server/guard"
 	"github.com/flowstate-io/flowstate/server/restore"
+	"github.com/flowstate-io/flowstate/server/restore/mirror"
 )
 
 func main() {
@@ -114,8 +115,8 @@ func newCommand() *cobra.Command {
 	f.StringArrayVar(&cfg.Bridges, "bridge", []string{"br-int"}, "bridge to manage (repeatable)")
 	f.StringVar(&cfg.DBPath, "db", "/var/lib/flowstate/flowstate.db", "state file")
 	f.StringVar(&cfg.Listen, "listen", "unix:///run/flowstate/flowstate.sock", "gRPC listen address")
-	f.StringVar(&cfg.UnmanagedBridges, "unmanaged-bridges", string(restore.UnmanagedPreserve), "bridges of vswitchd not given with --bridge: preserve (mirror their flows, groups and meters and restore them after a gated vswitchd restart, as ovs-save would) or ignore (they come back as vswitchd makes them)")
-	f.DurationVar(&cfg.MirrorInterval, "mirror-interval", restore.DefaultMirrorInterval, "how often the mirror of an unmanaged bridge checks for change (its flow monitor, its groups and meters) and, after one, dumps the bridge again")
+	f.StringVar(&cfg.UnmanagedBridges, "unmanaged-bridges", string(mirror.Preserve), "bridges of vswitchd not given with --bridge: preserve (mirror their flows, groups and meters and restore them after a gated vswitchd restart, as ovs-save would) or ignore (they come back as vswitchd makes them)")
+	f.DurationVar(&cfg.MirrorInterval, "mirror-interval", mirror.DefaultInterval, "how often the mirror of an unmanaged bridge checks for change (its flow monitor, its groups and meters) and, after one, dumps the bridge again")
 	f.StringVar(&cfg.BootIDFile, "boot-id-file", "/proc/sys/kernel/random/boot_id", "file holding the host boot id")
 	f.StringVar(&cfg.MetricsListen, "metrics-listen", "127.0.0.1:9452", "HTTP address of /metrics and /healthz (empty disables)")
 	f.DurationVar(&cfg.EchoInterval, "ofp-echo-interval", server.DefaultEchoInterval, "OpenFlow echo request interval on an idle bridge connection")

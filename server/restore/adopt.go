@@ -291,7 +291,7 @@ func (e *Engine) learnRelayed(ctx context.Context, b *bridge, conn *ofconn.Conn,
 func (e *Engine) learnOthers(bridge, module string, others []actualEntry, uses map[string]bool, l *learned) error {
 	on := make(map[string]actualEntry, len(others))
 	for _, a := range others {
-		on[key(a.kind, a.id)] = a
+		on[key(a.Kind, a.ID)] = a
 	}
 	for _, k := range []entry.Kind{entry.KindGroup, entry.KindMeter} {
 		err := e.cfg.Store.List(store.Filter{Bridge: bridge, Kind: k}, func(_ string, d entry.Entry) error {
@@ -302,9 +302,9 @@ func (e *Engine) learnOthers(bridge, module string, others []actualEntry, uses m
 			case d.Module != module:
 			case !ok:
 				l.removed = append(l.removed, entry.Entry{Kind: d.Kind, ID: d.ID})
-			case !bytes.Equal(e.forms.Form(d.Payload), a.payload):
+			case !bytes.Equal(e.forms.Form(d.Payload), a.Payload):
 				l.changed++
-				l.puts = append(l.puts, entry.Entry{Kind: a.kind, Module: module, ID: a.id, Payload: a.payload})
+				l.puts = append(l.puts, entry.Entry{Kind: a.Kind, Module: module, ID: a.ID, Payload: a.Payload})
 			}
 			return nil
 		})
@@ -315,7 +315,7 @@ func (e *Engine) learnOthers(bridge, module string, others []actualEntry, uses m
 	for kk, a := range on {
 		if e.ownsGroupsAndMeters() || uses[kk] {
 			l.added++
-			l.puts = append(l.puts, entry.Entry{Kind: a.kind, Module: module, ID: a.id, Payload: a.payload})
+			l.puts = append(l.puts, entry.Entry{Kind: a.Kind, Module: module, ID: a.ID, Payload: a.Payload})
 		}
 	}
 	return nil
@@ -334,7 +334,7 @@ func declaredFlow(module string, m []byte) (entry.Entry, error) {
 func leftOut(others []actualEntry, kf *keptFilter) []actualEntry {
 	out := others[:0]
 	for _, a := range others {
-		if !kf.leaves(a.kind, a.id) {
+		if !kf.leaves(a.Kind, a.ID) {
 			out = append(out, a)
 		}
 	}

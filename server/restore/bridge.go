@@ -15,6 +15,7 @@ import (
 	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/ofconn"
+	"github.com/flowstate-io/flowstate/server/restore/mirror"
 )
 
 // bridge is the engine's view of one bridge. mu serialises everything that
@@ -124,8 +125,9 @@ type BridgeStatus struct {
 	listed           []listedQ
 	// Poison says what the crash-loop protection holds out (poison.go).
 	Poison PoisonStatus
-	// Mirror is set for an unmanaged bridge the engine mirrors (mirror.go).
-	Mirror *MirrorState
+	// Mirror is set for an unmanaged bridge the engine mirrors (package
+	// mirror).
+	Mirror *mirror.State
 	// DriftFound counts the audits that found the switch different from
 	// the store since flowstated started; LastDrift is the last one.
 	DriftFound int
@@ -377,50 +379,6 @@ func (e *Engine) serveConn(ctx context.Context, b *bridge, conn *ofconn.Conn, lo
 			e.signalConverged()
 		}
 	}
-}
-
-// dumpAll dumps flows, groups and meters in canonical form, whole: for
-// mirrors of bridges flowstated does not manage, which are small. Managed
-// bridges are compared as hashes (dumpSwitch).
-func dumpAll(ctx context.Context, conn *ofconn.Conn) ([]actualEntry, error) {
-	// Compared as bytes: no libOpenflow decode, which would cost most of
-	// the dump's CPU and loses what it does not know.
-	flows, err := conn.DumpFlowsRaw(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("restore: dump flows: %w", err)
-	}
-	groups, meters, err := dumpGroupsAndMeters(ctx, conn)
-	if err != nil {
-		return nil, err
-	}
-	return actualEntries(flows, groups, meters)
-}
-
-// actualEntries turns dumped entries into canonical form.
-func actualEntries(flows []ofconn.Flow, groups []ofconn.Group, meters []ofconn.Meter) ([]actualEntry, error) {
-	out := make([]actualEntry, 0, len(flows)+len(groups)+len(meters))
-	for _, f := range flows {
-		if f.Err != nil {
-			return nil, f.Err
-		}
-		m, err := f.FlowMod()
-		if err := appendActual(&out, entry.KindFlow, m, err); err != nil {
-			return nil, err
-		}
-	}
-	for _, g := range groups {
-		m, err := g.GroupMod()
-		if err := appendActual(&out, entry.KindGroup, m, err); err != nil {
-			return nil, err
-		}
-	}
-	for _, mt := range meters {
-		m, err := mt.MeterMod()
-		if err := appendActual(&out, entry.KindMeter, m, err); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
 }
 
 func errString(err error) string {

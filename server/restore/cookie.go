@@ -7,6 +7,7 @@ import (
 
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/errdefs"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"github.com/flowstate-io/flowstate/store"
 )
 
@@ -110,7 +111,7 @@ func (fs *flowScan) foreignOf(others []entry.Entry) []entry.Entry {
 	}
 	_, undeclared := fs.byDeclared(others)
 	for _, a := range undeclared {
-		out = append(out, entry.Entry{Kind: a.kind, ID: a.id, Payload: a.payload})
+		out = append(out, entry.Entry{Kind: a.Kind, ID: a.ID, Payload: a.Payload})
 	}
 	return out
 }
@@ -136,12 +137,12 @@ func (e *Engine) foreignToRestore(b *bridge, fs *flowScan, others []entry.Entry,
 	}
 	actual := make([]actualEntry, len(found))
 	for i, f := range found {
-		actual[i] = actualEntry{kind: f.Kind, id: f.ID, payload: f.Payload}
+		actual[i] = actualEntry{Kind: f.Kind, ID: f.ID, Payload: f.Payload}
 	}
 	// Only what vswitchd puts on a new bridge (the default flow, cookie 0)
 	// means the foreign entries were lost; anything more, the other
 	// controller is back or never left.
-	if !held || !fresh(actual) {
+	if !held || !plan.Fresh(actual) {
 		b.settleForeignLocked()
 		e.saveForeign(b, found, log)
 		return nil, nil
@@ -155,7 +156,7 @@ func (e *Engine) foreignToRestore(b *bridge, fs *flowScan, others []entry.Entry,
 		b.settleForeignLocked()
 	}
 	for i := range cs {
-		cs[i].foreign = true
+		cs[i].Foreign = true
 	}
 	return cs, nil
 }

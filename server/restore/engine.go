@@ -15,6 +15,7 @@ import (
 	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/ovsconfig"
+	"github.com/flowstate-io/flowstate/server/restore/mirror"
 	"github.com/flowstate-io/flowstate/store"
 )
 
@@ -88,9 +89,9 @@ type Config struct {
 	// Unmanaged says what happens to the bridges of vswitchd not in
 	// Bridges: preserve ("" too) mirrors them and restores them after a
 	// gated restart, ignore leaves them alone (mirror.go).
-	Unmanaged UnmanagedPolicy
+	Unmanaged mirror.Policy
 	// MirrorInterval is how often the mirror of an unmanaged bridge checks for change (and dumps after one).
-	// Default DefaultMirrorInterval.
+	// Default mirror.DefaultInterval.
 	MirrorInterval time.Duration
 	// TakeOver lets this engine manage bridges that OVSDB records as
 	// managed by another store, or that hold flows this store never
@@ -126,7 +127,7 @@ type Config struct {
 // the owner of its writes (runWrites), which may run a pipe's storer and a
 // streamed bundle's producer while a write is under way; one for OVSDB and
 // the flag (runOVSDB), one for the cold-start gate (runGate), and one for
-// the mirrors of the unmanaged bridges (runMirrors), which runs one per
+// the mirrors of the unmanaged bridges (mirror.Set.Run), which runs one per
 // mirrored bridge.
 type Engine struct {
 	// forms are what the switch made of entries canon keeps in part as
@@ -165,6 +166,11 @@ type Engine struct {
 	releasedVswitchd string
 	unackedClear     bool
 	guardMissing     bool
+	// Guarded by flagMu: the vswitchd last seen running with the flag off
+	// and acknowledged (noteReleased); noIdentity is true while vswitchd
+	// has no pidfile (logged once).
+	seenReleased string
+	noIdentity   bool
 	// notArmedFor says why nothing is armed ("" when something can be
 	// restored), as last logged; vswitchdUnheld is the running vswitchd
 	// last seen with the flag cleared. Guarded by flagMu.
@@ -181,7 +187,7 @@ type Engine struct {
 	// flagMu.
 	unheldView atomic.Pointer[string]
 
-	mirrors *mirrorSet // unmanaged bridges (mirror.go)
+	mirrors *mirror.Set // unmanaged bridges (package mirror)
 }
 
 // New validates cfg and returns an engine that is not running yet.
@@ -228,7 +234,7 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.GateSince.IsZero() {
 		cfg.GateSince = time.Now()
 	}
-	unmanaged, err := ParseUnmanagedPolicy(string(cfg.Unmanaged))
+	unmanaged, err := mirror.ParsePolicy(string(cfg.Unmanaged))
 	if err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
 	}
@@ -237,7 +243,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	cfg.Unmanaged = unmanaged
 	if cfg.MirrorInterval <= 0 {
-		cfg.MirrorInterval = DefaultMirrorInterval
+		cfg.MirrorInterval = mirror.DefaultInterval
 	}
 	for _, m := range cfg.RequiredModules {
 		if err := entry.ValidateName("module", m); err != nil {
@@ -264,7 +270,6 @@ func New(cfg Config) (*Engine, error) {
 		recheck:   make(chan struct{}, 1),
 		ovsdbUp:   make(chan struct{}),
 		gate:      newGate(),
-		mirrors:   newMirrorSet(),
 	}
 	if cfg.ColdStart && len(cfg.RequiredModules) > 0 {
 		// Status must show what the gate waits for from the first call on,
@@ -288,6 +293,7 @@ func New(cfg Config) (*Engine, error) {
 			quarantineGauge: cfg.Metrics.quarantinedNow.WithLabelValues(name)}
 		e.order = append(e.order, name)
 	}
+	e.mirrors = e.newMirrors()
 	if err := e.loadStoodAside(); err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
 	}
@@ -302,7 +308,7 @@ func (e *Engine) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { e.runGate(ctx) })
 	wg.Go(func() { e.runOVSDB(ctx) })
-	wg.Go(func() { e.runMirrors(ctx) })
+	wg.Go(func() { e.mirrors.Run(ctx) })
 	if e.cfg.ProcExits {
 		wg.Go(func() { e.exits.run(ctx, e.log) })
 	}

@@ -191,7 +191,7 @@ func (e *Engine) syncFlag(ctx context.Context, release bool) (recheck time.Durat
 		on = false
 		e.log.Warn("flow-restore-wait disarmed: nothing for flowstated to restore", "reason", nothing)
 	case on && (release || !guarded || !restorable):
-		if (release || !restorable) && !e.mirrorsSettled(c) {
+		if (release || !restorable) && !e.mirrors.Settled(c) {
 			// Unmanaged bridges come back first (mirror.go); its hold
 			// timer bounds the wait.
 			return e.cfg.RetryInterval, nil
@@ -605,14 +605,14 @@ func (e *Engine) vswitchdHeld() (held, known bool) {
 	}
 	id := e.vswitchdIdentity()
 	if id == "" {
-		if !e.mirrors.noIdentity {
-			e.mirrors.noIdentity = true
+		if !e.noIdentity {
+			e.noIdentity = true
 			e.log.Warn("no ovs-vswitchd pidfile in the run dir: vswitchd is taken as not held, and unmanaged bridges are not restored",
 				"pidfile", filepath.Join(e.cfg.RunDir, "ovs-vswitchd.pid"))
 		}
 		return false, true
 	}
-	e.mirrors.noIdentity = false
+	e.noIdentity = false
 	if e.releasedVswitchd == "" {
 		// Before this process's first clear, the last release may have
 		// been a previous flowstated's.
@@ -620,7 +620,7 @@ func (e *Engine) vswitchdHeld() (held, known bool) {
 			e.releasedVswitchd = rec
 		}
 	}
-	return id != e.releasedVswitchd && id != e.mirrors.seenReleased, true
+	return id != e.releasedVswitchd && id != e.seenReleased, true
 }
 
 // noteReleased records the running vswitchd as released when the flag is off
@@ -632,6 +632,6 @@ func (e *Engine) noteReleased(c *ovsconfig.Client) {
 		return
 	}
 	if id := e.vswitchdIdentity(); id != "" {
-		e.mirrors.seenReleased = id
+		e.seenReleased = id
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/flowstate-io/flowstate/canon"
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/server/ofconn"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 )
 
 // learnForms learns what the switch made of the entries of cs that canon
@@ -47,7 +48,7 @@ func (e *Engine) learnForms(ctx context.Context, conn *ofconn.Conn, cs []Change,
 	}
 	held := make(map[string][]byte, len(actual))
 	for _, a := range actual {
-		held[key(a.kind, a.id)] = a.payload
+		held[key(a.Kind, a.ID)] = a.Payload
 	}
 	learned := map[canon.Key][]byte{}
 	for _, c := range opaque {
@@ -97,5 +98,5 @@ func dumpSome(ctx context.Context, conn *ofconn.Conn, cs []Change) ([]actualEntr
 	if err != nil {
 		return nil, err
 	}
-	return actualEntries(flows, groups, meters)
+	return plan.ActualEntries(flows, groups, meters)
 }

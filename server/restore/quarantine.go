@@ -76,7 +76,7 @@ func (fs *flowScan) predictRefusals(others []entry.Entry, limits []ovsconfig.Tab
 	declared := make(map[string]bool)
 	exists := make(map[string]bool)
 	for _, a := range fs.sw.others {
-		if k := key(a.kind, a.id); !deleted[k] {
+		if k := key(a.Kind, a.ID); !deleted[k] {
 			exists[k] = true
 		}
 	}

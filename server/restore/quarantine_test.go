@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"antrea.io/libOpenflow/openflow15"
 
@@ -91,7 +92,7 @@ func testScan(t *testing.T, desired, held, foreign []entry.Entry) *flowScan {
 		if h.Kind == entry.KindFlow {
 			sw.addFlow(h.Payload, true)
 		} else {
-			sw.others = append(sw.others, actualEntry{kind: h.Kind, id: h.ID, payload: h.Payload})
+			sw.others = append(sw.others, actualEntry{Kind: h.Kind, ID: h.ID, Payload: h.Payload})
 		}
 	}
 	for _, f := range foreign {
@@ -212,5 +213,24 @@ func TestSiblingRefusals(t *testing.T) {
 	}
 	if got, _ := fs.siblings(refused, "OFPBAC_BAD_OUT_PORT"); len(got) != 0 {
 		t.Fatalf("siblings of another error: %v", got)
+	}
+}
+
+func TestQuarantineSkipsDependents(t *testing.T) {
+	meter7, meter8 := meterEnt(t, 7), meterEnt(t, 8)
+	flows := []entry.Entry{flowEnt(t, 0, 1, 0, 7), flowEnt(t, 0, 2, 0, 8), flowEnt(t, 0, 3, 0, 7)}
+	fs := testScan(t, append([]entry.Entry{meter7, meter8}, flows...), nil, nil)
+	e := &Engine{cfg: Config{Store: fs.store}}
+	var q quarantineSet
+	q.add(key(entry.KindMeter, meter7.ID), entry.KindMeter, "m", "refused", time.Now(), false)
+	skip, err := e.quarantineSkips("br-int", &q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(skip) != 3 || !skip[key(entry.KindFlow, flows[0].ID)] || skip[key(entry.KindFlow, flows[1].ID)] || !skip[key(entry.KindFlow, flows[2].ID)] {
+		t.Fatalf("skip %v, want meter 7 and the flows of priority 1 and 3", skip)
+	}
+	if skip, _ := e.quarantineSkips("br-int", &quarantineSet{}); len(skip) != 0 {
+		t.Fatal("skips without a quarantine")
 	}
 }

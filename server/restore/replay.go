@@ -133,7 +133,7 @@ func (fs *flowScan) byDeclared(others []entry.Entry) (declared, undeclared []act
 		keys[key(d.Kind, d.ID)] = true
 	}
 	for _, a := range fs.sw.others {
-		if keys[key(a.kind, a.id)] {
+		if keys[key(a.Kind, a.ID)] {
 			declared = append(declared, a)
 		} else {
 			undeclared = append(undeclared, a)
@@ -201,15 +201,15 @@ func (e *Engine) desiredOthers(bridge string) ([]entry.Entry, error) {
 // state, leaving out fs.skip, and adds the foreign entries to restore.
 func (e *Engine) planReplay(ctx context.Context, conn *ofconn.Conn, fs *flowScan, others []entry.Entry, foreign []Change) (*replayPlan, error) {
 	gm := newSendOrder(append(diff(others, fs.compared(others), fs.skip), foreign...))
-	p := &replayPlan{pre: gm.pre, post: gm.post}
-	for _, c := range gm.bundle {
+	p := &replayPlan{pre: gm.Pre, post: gm.Post}
+	for _, c := range gm.Bundle {
 		if c.Kind == entry.KindFlow && c.Op == OpDelete {
 			p.flowDels = append(p.flowDels, c)
 		} else if c.Kind == entry.KindFlow {
 			p.foreignFlows = append(p.foreignFlows, c)
 		}
 	}
-	for _, c := range gm.bundle {
+	for _, c := range gm.Bundle {
 		switch {
 		case c.Kind == entry.KindFlow:
 		case c.Op == OpDelete:
@@ -260,19 +260,19 @@ func (e *Engine) planReplay(ctx context.Context, conn *ofconn.Conn, fs *flowScan
 // and deletes are one message each; a group may take several.
 func (p *replayPlan) source(fs *flowScan) bundleSource {
 	groups := changesSource(p.groupsIn)
-	g, d, s, f := groups.n, len(p.flowDels), p.sets(), len(p.foreignFlows)
+	g, d, s, f := groups.N, len(p.flowDels), p.sets(), len(p.foreignFlows)
 	one := func(emit func(ofconn.Message) error, cs []Change) error {
 		for _, c := range cs {
-			if err := emit(c.messages()[0]); err != nil {
+			if err := emit(c.Messages()[0]); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
 	return bundleSource{
-		n: g + d + s + f + len(p.groupDels),
-		produce: func(emit func(ofconn.Message) error) error {
-			if err := groups.produce(emit); err != nil {
+		N: g + d + s + f + len(p.groupDels),
+		Produce: func(emit func(ofconn.Message) error) error {
+			if err := groups.Produce(emit); err != nil {
 				return err
 			}
 			if err := one(emit, p.flowDels); err != nil {
@@ -296,13 +296,13 @@ func (p *replayPlan) source(fs *flowScan) bundleSource {
 			}
 			return one(emit, p.groupDels)
 		},
-		at: func(idx []int) ([]Change, error) {
+		At: func(idx []int) ([]Change, error) {
 			out := make([]Change, len(idx))
 			sets := map[int]int{} // position among the flow sets -> position in out
 			for i, x := range idx {
 				switch {
 				case x < g:
-					c, err := groups.at([]int{x})
+					c, err := groups.At([]int{x})
 					if err != nil {
 						return nil, err
 					}
@@ -424,14 +424,14 @@ func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn,
 			fs.skip[k] = true
 		}
 		r.Entries = p.entries
-		r.count(slices.Concat(p.pre, p.groupsIn, p.flowDels, p.foreignFlows, p.groupDels, p.post))
+		r.Count(slices.Concat(p.pre, p.groupsIn, p.flowDels, p.foreignFlows, p.groupDels, p.post))
 		r.Adds, r.Modifies = r.Adds+p.adds, r.Modifies+p.modifies
 		r.Quarantined = len(fs.skip)
 		if p.len() == 0 {
 			return r, nil
 		}
 		st, err := applyChanges(ctx, conn, p.pre, p.source(fs), p.post)
-		r.Messages, r.Bytes = st.messages, st.bytes
+		r.Messages, r.Bytes = st.Messages, st.Bytes
 		if err == nil {
 			e.learnForms(ctx, conn, slices.Concat(p.pre, p.groupsIn, fs.learn), true, log)
 		}
@@ -443,7 +443,7 @@ func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn,
 		if !errors.As(err, &re) {
 			return r, err
 		}
-		if len(foreign) > 0 && slices.ContainsFunc(re.Changes, func(c Change) bool { return c.foreign }) {
+		if len(foreign) > 0 && slices.ContainsFunc(re.Changes, func(c Change) bool { return c.Foreign }) {
 			// What the switch held before, it takes again; if not, they
 			// come back as the other controller makes them.
 			log.Error("the switch refused the mirrored entries outside the owned cookie space; they come back as their controller makes them", "err", err)
@@ -507,43 +507,6 @@ func (e *Engine) diffNow(ctx context.Context, b *bridge, conn *ofconn.Conn, fn f
 		}
 	}
 	return p.each(fs, fn)
-}
-
-// Replay describes one reconciliation of a bridge.
-type Replay struct {
-	Finished time.Time
-	Duration time.Duration
-	// Entries is the number of desired entries.
-	Entries int
-	// Adds, Modifies and Deletes count the changes sent.
-	Adds, Modifies, Deletes int
-	// Messages and Bytes count what was sent (the last attempt's bundle).
-	Messages, Bytes int
-	// Quarantined counts entries left out because the switch refused them,
-	// or because it would (see predictRefusals).
-	Quarantined int
-	// Rounds counts the plans built: one, plus one per round that found
-	// refusals the pre-checks had not predicted.
-	Rounds int
-	Err    error
-}
-
-// Changes is the number of changes the replay made.
-func (r Replay) Changes() int { return r.Adds + r.Modifies + r.Deletes }
-
-// count sets the change counts of r from cs.
-func (r *Replay) count(cs []Change) {
-	r.Adds, r.Modifies, r.Deletes = 0, 0, 0
-	for _, c := range cs {
-		switch c.Op {
-		case OpAdd:
-			r.Adds++
-		case OpModify:
-			r.Modifies++
-		case OpDelete:
-			r.Deletes++
-		}
-	}
 }
 
 // reconcile makes the switch hold exactly the desired state of b:

@@ -186,7 +186,7 @@ func (e *Engine) dumpSwitch(ctx context.Context, conn *ofconn.Conn, bridge strin
 		return nil, err
 	}
 	if kf != nil {
-		s.others = slices.DeleteFunc(s.others, func(a actualEntry) bool { return kf.leaves(a.kind, a.id) })
+		s.others = slices.DeleteFunc(s.others, func(a actualEntry) bool { return kf.leaves(a.Kind, a.ID) })
 		kf.done()
 	}
 	return s, nil
@@ -291,42 +291,5 @@ func (e *Engine) eachFlowMod(ctx context.Context, conn *ofconn.Conn, fn func(m [
 	if err != nil {
 		return fmt.Errorf("restore: dump flows: %w", err)
 	}
-	return nil
-}
-
-// dumpGroupsMeters dumps groups and meters in canonical form.
-func dumpGroupsMeters(ctx context.Context, conn *ofconn.Conn) ([]actualEntry, error) {
-	groups, meters, err := dumpGroupsAndMeters(ctx, conn)
-	if err != nil {
-		return nil, err
-	}
-	return actualEntries(nil, groups, meters)
-}
-
-// dumpGroupsAndMeters dumps groups and meters as the switch sends them.
-func dumpGroupsAndMeters(ctx context.Context, conn *ofconn.Conn) ([]ofconn.Group, []ofconn.Meter, error) {
-	groups, err := conn.DumpGroups(ctx)
-	if err != nil {
-		return nil, nil, fmt.Errorf("restore: dump groups: %w", err)
-	}
-	meters, err := conn.DumpMeters(ctx)
-	if err != nil {
-		return nil, nil, fmt.Errorf("restore: dump meters: %w", err)
-	}
-	return groups, meters, nil
-}
-
-func appendActual(out *[]actualEntry, kind entry.Kind, m ofconn.Message, err error) error {
-	if err != nil {
-		return err
-	}
-	if kind == entry.KindFlow {
-		m = canon.FromSwitch(m)
-	}
-	payload, id, err := entry.Identify(kind, m)
-	if err != nil {
-		return fmt.Errorf("restore: dumped %s: %w", kind, err)
-	}
-	*out = append(*out, actualEntry{kind: kind, id: id, payload: payload})
 	return nil
 }

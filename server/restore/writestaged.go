@@ -55,7 +55,7 @@ func newStagedNonFlows(p *store.StagePlan) stagedNonFlows {
 			continue
 		}
 		nf.head = append(nf.head, c)
-		nf.headEnds = append(nf.headEnds, nf.headMessages()+len(c.messages()))
+		nf.headEnds = append(nf.headEnds, nf.headMessages()+len(c.Messages()))
 	}
 	for _, en := range p.Removed {
 		c := Change{Op: OpDelete, Kind: en.Kind, Desired: en, Actual: en.Payload, Index: -1}

@@ -2,7 +2,6 @@ package restore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/flowstate-io/flowstate/entry"
@@ -42,8 +41,6 @@ import (
 
 // streamBatch is how many changes go to the producer at a time.
 const streamBatch = 512
-
-var errWriteAborted = errors.New("restore: write abandoned by the store")
 
 type writeStream struct {
 	batches chan []Change
@@ -101,15 +98,15 @@ func startStream(ctx context.Context, conn *ofconn.Conn, pre []Change, n int, po
 	}
 	produced := false // set and read by the goroutine below
 	src := bundleSource{
-		n:    n,
-		upTo: true,
-		produce: func(emit func(ofconn.Message) error) error {
+		N:    n,
+		UpTo: true,
+		Produce: func(emit func(ofconn.Message) error) error {
 			defer close(s.stopped)
 			produced = true
 			for batch := range s.batches {
 				for _, c := range batch {
 					// One message each but for a large group.
-					for _, m := range c.messages() {
+					for _, m := range c.Messages() {
 						if err := emit(m); err != nil {
 							return err
 						}
@@ -121,7 +118,7 @@ func startStream(ctx context.Context, conn *ofconn.Conn, pre []Change, n int, po
 			}
 			return nil
 		},
-		at: at,
+		At: at,
 	}
 	go func() {
 		_, err := applyChanges(ctx, conn, pre, src, post)
@@ -145,7 +142,7 @@ func (s *writeStream) add(c Change) {
 	}
 	k := 1
 	if c.Kind == entry.KindGroup && c.Op != OpDelete {
-		k = len(c.messages())
+		k = len(c.Messages())
 	}
 	if s.room < k {
 		s.fallback = true

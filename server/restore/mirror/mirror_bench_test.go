@@ -1,4 +1,4 @@
-package restore
+package mirror
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/internal/sandbox"
 	"github.com/flowstate-io/flowstate/server/ofconn"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"github.com/flowstate-io/flowstate/store"
 )
 
@@ -76,13 +77,13 @@ func BenchmarkMirrorRefresh1k(b *testing.B) {
 	}
 	defer st.Close()
 	refresh := func() int {
-		actual, err := dumpAll(ctx, conn)
+		actual, err := plan.DumpAll(ctx, conn)
 		if err != nil {
 			b.Fatal(err)
 		}
 		es := make([]entry.Entry, len(actual))
 		for i, a := range actual {
-			es[i] = entry.Entry{Kind: a.kind, ID: a.id, Payload: a.payload}
+			es[i] = entry.Entry{Kind: a.Kind, ID: a.ID, Payload: a.Payload}
 		}
 		if _, err := st.SetMirror("br-ex", es); err != nil {
 			b.Fatal(err)

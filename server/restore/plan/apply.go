@@ -1,4 +1,4 @@
-package restore
+package plan
 
 import (
 	"context"
@@ -33,34 +33,39 @@ func (e *RejectedError) Error() string {
 }
 func (e *RejectedError) Unwrap() error { return e.Err }
 
-// stats of one applied sendOrder.
-type applyStats struct{ messages, bytes int }
+// ErrAborted is what a BundleSource's Produce returns (wrapped or not) when
+// the write behind the bundle was abandoned before it was whole: the meters
+// sent before the bundle are undone, and no *RejectedError is made of it.
+var ErrAborted = errors.New("restore: write abandoned by the store")
 
-// bundleSource is the bundle of a sendOrder: n messages made by produce, in order
-// (see ofconn.Conn.BundleStream), and at, which returns the changes behind
-// the messages at the given indexes when the switch refuses some.
-type bundleSource struct {
-	n       int
-	produce func(emit func(ofconn.Message) error) error
-	at      func(idx []int) ([]Change, error)
-	// upTo says n is a bound: produce may make fewer messages.
-	upTo bool
+// ApplyStats counts what one applied SendOrder sent.
+type ApplyStats struct{ Messages, Bytes int }
+
+// BundleSource is the bundle of a SendOrder: N messages made by Produce, in
+// order (see ofconn.Conn.BundleStream), and At, which returns the changes
+// behind the messages at the given indexes when the switch refuses some.
+type BundleSource struct {
+	N       int
+	Produce func(emit func(ofconn.Message) error) error
+	At      func(idx []int) ([]Change, error)
+	// UpTo says N is a bound: Produce may make fewer messages.
+	UpTo bool
 }
 
-// source is the bundle of p, held in memory.
-func (p *sendOrder) source() bundleSource { return changesSource(p.bundle) }
+// Source is the bundle of p, held in memory.
+func (p *SendOrder) Source() BundleSource { return ChangesSource(p.Bundle) }
 
-// changesSource is a bundle of the messages of cs, in order. A change may
+// ChangesSource is a bundle of the messages of cs, in order. A change may
 // take several messages (a group too large for one: ADD, then
 // INSERT_BUCKETs); ends[i] is where the messages of cs[i] end, nil while
 // every change is one message (flows always are).
-func changesSource(cs []Change) bundleSource {
+func ChangesSource(cs []Change) BundleSource {
 	var ends []int
 	n := 0
 	for i, c := range cs {
 		k := 1
 		if c.Kind == entry.KindGroup && c.Op != OpDelete {
-			k = len(c.messages())
+			k = len(c.Messages())
 		}
 		if k != 1 && ends == nil {
 			ends = make([]int, i, len(cs))
@@ -80,11 +85,11 @@ func changesSource(cs []Change) bundleSource {
 		i, _ := slices.BinarySearch(ends, x+1)
 		return i
 	}
-	return bundleSource{
-		n: n,
-		produce: func(emit func(ofconn.Message) error) error {
+	return BundleSource{
+		N: n,
+		Produce: func(emit func(ofconn.Message) error) error {
 			for _, c := range cs {
-				for _, m := range c.messages() {
+				for _, m := range c.Messages() {
 					if err := emit(m); err != nil {
 						return err
 					}
@@ -92,7 +97,7 @@ func changesSource(cs []Change) bundleSource {
 			}
 			return nil
 		},
-		at: func(idx []int) ([]Change, error) {
+		At: func(idx []int) ([]Change, error) {
 			out := make([]Change, len(idx))
 			for i, x := range idx {
 				out[i] = cs[changeOf(x)]
@@ -102,12 +107,12 @@ func changesSource(cs []Change) bundleSource {
 	}
 }
 
-// applySendOrder sends p all or nothing (see applyChanges).
-func applySendOrder(ctx context.Context, conn *ofconn.Conn, p *sendOrder) (applyStats, error) {
-	return applyChanges(ctx, conn, p.pre, p.source(), p.post)
+// ApplySendOrder sends p all or nothing (see ApplyChanges).
+func ApplySendOrder(ctx context.Context, conn *ofconn.Conn, p *SendOrder) (ApplyStats, error) {
+	return ApplyChanges(ctx, conn, p.Pre, p.Source(), p.Post)
 }
 
-// applyChanges sends changes in a sendOrder all or nothing, as far as the switch allows:
+// ApplyChanges sends changes in a sendOrder all or nothing, as far as the switch allows:
 //
 //  1. pre: meters added or modified, one by one (OVS cannot bundle METER_MOD).
 //  2. One bundle: groups, flows.
@@ -118,11 +123,11 @@ func applySendOrder(ctx context.Context, conn *ofconn.Conn, p *sendOrder) (apply
 // previous content, Change.Actual) before the *RejectedError returns. Any
 // other error (the connection failed) leaves the outcome unknown; the caller
 // replays.
-func applyChanges(ctx context.Context, conn *ofconn.Conn, pre []Change, bundle bundleSource, post []Change) (applyStats, error) {
-	var st applyStats
+func ApplyChanges(ctx context.Context, conn *ofconn.Conn, pre []Change, bundle BundleSource, post []Change) (ApplyStats, error) {
+	var st ApplyStats
 	send := func(c Change, m ofconn.Message) error {
-		st.messages++
-		st.bytes += len(m)
+		st.Messages++
+		st.Bytes += len(m)
 		if err := conn.Send(ctx, m); err != nil {
 			var oe *ofconn.OFError
 			if errors.As(err, &oe) {
@@ -148,7 +153,7 @@ func applyChanges(ctx context.Context, conn *ofconn.Conn, pre []Change, bundle b
 		return re
 	}
 	for i, c := range pre {
-		if err := send(c, c.messages()[0]); err != nil {
+		if err := send(c, c.Messages()[0]); err != nil {
 			var re *RejectedError
 			if errors.As(err, &re) {
 				return st, undo(i, re)
@@ -156,21 +161,21 @@ func applyChanges(ctx context.Context, conn *ofconn.Conn, pre []Change, bundle b
 			return st, err
 		}
 	}
-	if bundle.n > 0 {
+	if bundle.N > 0 {
 		stream := conn.BundleStream
-		if bundle.upTo {
+		if bundle.UpTo {
 			stream = conn.BundleStreamUpTo
 		}
-		err := stream(ctx, bundle.n, func(emit func(ofconn.Message) error) error {
-			return bundle.produce(func(m ofconn.Message) error {
-				st.messages++
-				st.bytes += len(m)
+		err := stream(ctx, bundle.N, func(emit func(ofconn.Message) error) error {
+			return bundle.Produce(func(m ofconn.Message) error {
+				st.Messages++
+				st.Bytes += len(m)
 				return emit(m)
 			})
 		})
 		if err != nil {
 			var be *ofconn.BundleError
-			if errors.Is(err, errWriteAborted) && len(pre) > 0 {
+			if errors.Is(err, ErrAborted) && len(pre) > 0 {
 				// The store refused a staged write: its meters go too.
 				if re := undo(len(pre), &RejectedError{Err: err}); re.UndoErr != nil {
 					return st, re
@@ -183,13 +188,13 @@ func applyChanges(ctx context.Context, conn *ofconn.Conn, pre []Change, bundle b
 			re := &RejectedError{Err: err}
 			var idx []int
 			for _, f := range be.Failed {
-				if f.Index >= 0 && f.Index < bundle.n {
+				if f.Index >= 0 && f.Index < bundle.N {
 					idx = append(idx, f.Index)
 					re.Reasons = append(re.Reasons, f.Name)
 				}
 			}
 			if len(idx) > 0 {
-				cs, aerr := bundle.at(idx)
+				cs, aerr := bundle.At(idx)
 				if aerr != nil {
 					return st, fmt.Errorf("%w (and reading the refused entries failed: %w)", err, aerr)
 				}
@@ -199,7 +204,7 @@ func applyChanges(ctx context.Context, conn *ofconn.Conn, pre []Change, bundle b
 		}
 	}
 	for _, c := range post {
-		if err := send(c, c.messages()[0]); err != nil {
+		if err := send(c, c.Messages()[0]); err != nil {
 			var re *RejectedError
 			if errors.As(err, &re) {
 				re.SwitchChanged = true

@@ -1,4 +1,4 @@
-package restore
+package plan
 
 import (
 	"bytes"
@@ -43,15 +43,15 @@ type Change struct {
 	Actual []byte
 	// Index is the entry's position in a write request, -1 in a replay.
 	Index int
-	// foreign marks an entry outside the owned cookie space that a replay
-	// restores from the bridge's mirror (cookie.go).
-	foreign bool
+	// Foreign marks an entry outside the owned cookie space that a replay
+	// restores from the bridge's mirror (package restore's cookie.go).
+	Foreign bool
 }
 
-// messages are the OpenFlow messages that perform c, in order: one, or for a
+// Messages are the OpenFlow messages that perform c, in order: one, or for a
 // group larger than one message its ADD or MODIFY and INSERT_BUCKETs
 // (canon.Messages), which must share a bundle.
-func (c Change) messages() []ofconn.Message {
+func (c Change) Messages() []ofconn.Message {
 	switch {
 	case c.Op != OpDelete:
 		return toMessages(canon.Messages(c.Kind, c.Op == OpModify, c.Desired.Payload))
@@ -72,27 +72,30 @@ func toMessages(bs [][]byte) []ofconn.Message {
 	return ms
 }
 
-// sendOrder is a set of changes in an order OVS accepts:
+// SendOrder is a set of changes in an order OVS accepts:
 //   - meters before the bundle (OVS cannot bundle METER_MOD), their deletes
 //     after it (deleting a meter deletes the flows that use it);
 //   - in the bundle: groups added or modified, then flows deleted, then flows
 //     added or modified, then groups deleted (deleting a group deletes the
 //     flows that use it, so they must be gone or changed first).
-type sendOrder struct {
-	pre, bundle, post []Change
+type SendOrder struct {
+	Pre, Bundle, Post []Change
 }
 
-func (p *sendOrder) len() int { return len(p.pre) + len(p.bundle) + len(p.post) }
+// Len is the number of changes of p.
+func (p *SendOrder) Len() int { return len(p.Pre) + len(p.Bundle) + len(p.Post) }
 
-func (p *sendOrder) changes() []Change {
-	out := make([]Change, 0, p.len())
-	out = append(out, p.pre...)
-	out = append(out, p.bundle...)
-	return append(out, p.post...)
+// Changes are the changes of p, in their order.
+func (p *SendOrder) Changes() []Change {
+	out := make([]Change, 0, p.Len())
+	out = append(out, p.Pre...)
+	out = append(out, p.Bundle...)
+	return append(out, p.Post...)
 }
 
-func newSendOrder(cs []Change) *sendOrder {
-	var p sendOrder
+// NewSendOrder puts cs in the order the switch takes them.
+func NewSendOrder(cs []Change) *SendOrder {
+	var p SendOrder
 	// One pass per part of the bundle, appending to one slice: a write of a
 	// million flows holds its changes once, not once per part and again
 	// for the whole.
@@ -116,9 +119,9 @@ func newSendOrder(cs []Change) *sendOrder {
 	for i, c := range cs {
 		switch k := class(c); k {
 		case -2:
-			p.post = append(p.post, c)
+			p.Post = append(p.Post, c)
 		case -1:
-			p.pre = append(p.pre, c)
+			p.Pre = append(p.Pre, c)
 		default:
 			n++
 			ordered = ordered && (i == 0 || class(cs[i-1]) <= k)
@@ -126,33 +129,33 @@ func newSendOrder(cs []Change) *sendOrder {
 	}
 	if ordered && n == len(cs) {
 		// The common large write: flows only, already in order.
-		p.bundle = cs
+		p.Bundle = cs
 		return &p
 	}
-	p.bundle = make([]Change, 0, n)
+	p.Bundle = make([]Change, 0, n)
 	for part := range 4 {
 		for _, c := range cs {
 			if class(c) == part {
-				p.bundle = append(p.bundle, c)
+				p.Bundle = append(p.Bundle, c)
 			}
 		}
 	}
 	return &p
 }
 
-// actualEntry is one entry the switch holds, in canonical form.
-type actualEntry struct {
-	kind    entry.Kind
-	id      []byte
-	payload []byte
+// ActualEntry is one entry the switch holds, in canonical form.
+type ActualEntry struct {
+	Kind    entry.Kind
+	ID      []byte
+	Payload []byte
 }
 
-// diff compares the desired entries with what the switch holds. Entries in
+// Diff compares the desired entries with what the switch holds. Entries in
 // skip (quarantined) count as not desired.
-func diff(desired []entry.Entry, actual []actualEntry, skip map[string]bool) []Change {
+func Diff(desired []entry.Entry, actual []ActualEntry, skip map[string]bool) []Change {
 	want := make(map[string]entry.Entry, len(desired))
 	for _, d := range desired {
-		k := key(d.Kind, d.ID)
+		k := Key(d.Kind, d.ID)
 		if !skip[k] {
 			want[k] = d
 		}
@@ -160,18 +163,18 @@ func diff(desired []entry.Entry, actual []actualEntry, skip map[string]bool) []C
 	have := make(map[string]bool, len(actual))
 	var cs []Change
 	for _, a := range actual {
-		k := key(a.kind, a.id)
+		k := Key(a.Kind, a.ID)
 		have[k] = true
 		d, ok := want[k]
 		switch {
 		case !ok:
-			cs = append(cs, Change{Op: OpDelete, Kind: a.kind, Actual: a.payload, Index: -1})
-		case !bytes.Equal(entry.Comparable(d.Kind, d.Payload), entry.Comparable(a.kind, a.payload)):
-			cs = append(cs, Change{Op: OpModify, Kind: a.kind, Desired: d, Actual: a.payload, Index: -1})
+			cs = append(cs, Change{Op: OpDelete, Kind: a.Kind, Actual: a.Payload, Index: -1})
+		case !bytes.Equal(entry.Comparable(d.Kind, d.Payload), entry.Comparable(a.Kind, a.Payload)):
+			cs = append(cs, Change{Op: OpModify, Kind: a.Kind, Desired: d, Actual: a.Payload, Index: -1})
 		}
 	}
 	for _, d := range desired {
-		k := key(d.Kind, d.ID)
+		k := Key(d.Kind, d.ID)
 		if _, ok := want[k]; ok && !have[k] {
 			cs = append(cs, Change{Op: OpAdd, Kind: d.Kind, Desired: d, Index: -1})
 		}
@@ -179,20 +182,20 @@ func diff(desired []entry.Entry, actual []actualEntry, skip map[string]bool) []C
 	return cs
 }
 
-// appendWriteChanges appends to cs the switch changes of a write (as the
+// AppendWriteChanges appends to cs the switch changes of a write (as the
 // store reports them); removed entries become deletes.
-func appendWriteChanges(cs []Change, changed []store.Change, removed []entry.Entry) []Change {
+func AppendWriteChanges(cs []Change, changed []store.Change, removed []entry.Entry) []Change {
 	for _, r := range removed {
 		cs = append(cs, Change{Op: OpDelete, Kind: r.Kind, Actual: r.Payload, Index: -1})
 	}
 	for _, c := range changed {
-		cs = append(cs, writeChange(c))
+		cs = append(cs, WriteChange(c))
 	}
 	return cs
 }
 
-// writeChange is the change a write makes of an entry the store changed.
-func writeChange(c store.Change) Change {
+// WriteChange is the change a write makes of an entry the store changed.
+func WriteChange(c store.Change) Change {
 	op := OpAdd
 	if c.Existed {
 		op = OpModify
@@ -200,4 +203,5 @@ func writeChange(c store.Change) Change {
 	return Change{Op: op, Kind: c.Entry.Kind, Desired: c.Entry, Actual: c.Old, Index: c.Index}
 }
 
-func key(k entry.Kind, id []byte) string { return string(append([]byte{byte(k)}, id...)) }
+// Key is the map key of an entry's identity: its kind, then its ID.
+func Key(k entry.Kind, id []byte) string { return string(append([]byte{byte(k)}, id...)) }
