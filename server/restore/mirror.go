@@ -37,12 +37,12 @@ import (
 //     (checked every MirrorInterval) changed (serveMirror).
 //  2. The first dump of every connection decides first (restoreMirror): if
 //     vswitchd is held (the flag is on and the vswitchd its pidfile names
-//     has not been released, see vswitchdHeld: a bridge rebuilt on a
+//     has not been released, see flag.VswitchdHeld: a bridge rebuilt on a
 //     running vswitchd drops the connection too) and the bridge is fresh
 //     (nothing but the default flow), the stored mirror is applied with
 //     the replay machinery (diff, plan, one bundle). Only then does the dump refresh the mirror:
 //     a post-restart empty bridge never overwrites what it must get back.
-//  3. syncFlag waits for every mirror's first dump (mirrorsSettled),
+//  3. The flag waits for every mirror's first dump (mirrorsSettled),
 //     each for at most MaxHold of holding the release, so one bridge that
 //     cannot be restored never holds the others for long.
 //
@@ -95,11 +95,6 @@ type MirrorState struct {
 type mirrorSet struct {
 	mu     sync.Mutex
 	byName map[string]*mirror
-	// seenReleased is the vswitchd (vswitchdIdentity) last seen running
-	// with the flag off and acknowledged (noteReleased); noIdentity is true
-	// while vswitchd has no pidfile (logged once). Both guarded by flagMu.
-	seenReleased string
-	noIdentity   bool
 	// holdTimer wakes the flag goroutine when a mirror's MaxHold expires.
 	holdTimer *time.Timer
 	closed    bool
@@ -251,7 +246,7 @@ func (e *Engine) runMirrors(ctx context.Context) {
 	}()
 	// The OVSDB goroutine dials; the mirrors start once it is connected.
 	var c *ovsconfig.Client
-	for c = e.ovsdb.Load(); c == nil; c = e.ovsdb.Load() {
+	for c = e.flag.OVSDB(); c == nil; c = e.flag.OVSDB() {
 		if !sleepCtx(ctx, 20*time.Millisecond) {
 			return
 		}
@@ -332,7 +327,7 @@ func (e *Engine) runMirror(ctx context.Context, m *mirror) {
 		m.setConn(c)
 		if c == nil {
 			// A release may be waiting on this mirror's next connection.
-			e.signalRecheck()
+			e.flag.Recheck()
 		}
 	}
 	e.keepConnected(ctx, m.name, log, connHooks{
@@ -415,7 +410,7 @@ func (e *Engine) serveMirror(ctx context.Context, m *mirror, conn *ofconn.Conn, 
 				settled, restored := e.restoreMirror(ctx, m, conn, actual, log)
 				if settled {
 					first = false
-					e.signalRecheck()
+					e.flag.Recheck()
 				}
 				if !restored && settled {
 					e.saveMirror(m, actual, log)
@@ -490,13 +485,12 @@ func othersHash(actual []actualEntry) []byte {
 // when it could not decide yet (OVSDB unknown, the store unreadable, the
 // connection failing): the next dump tries again.
 //
-// It holds flagMu while it decides and applies, so the flag cannot be
+// It pins the flag while it decides and applies, so the flag cannot be
 // cleared between "vswitchd is held" and the bundle: flowstated never writes
 // to an unmanaged bridge of a released vswitchd.
 func (e *Engine) restoreMirror(ctx context.Context, m *mirror, conn *ofconn.Conn, actual []actualEntry, log *slog.Logger) (settled, restored bool) {
-	e.flagMu.Lock()
-	defer e.flagMu.Unlock()
-	held, known := e.vswitchdHeld()
+	held, known, unpin := e.flag.Pin()
+	defer unpin()
 	if !known {
 		return false, false
 	}
@@ -594,7 +588,8 @@ func fresh(actual []actualEntry) bool {
 // first dump of its current connection, so flow-restore-wait may be
 // cleared. A mirror that holds the release back for longer than MaxHold is
 // not waited for any more (until its next connection); the hold timer wakes
-// the flag goroutine when that happens. flagMu must be held.
+// the flag goroutine when that happens. The flag calls it under its lock
+// (flag.Node).
 func (e *Engine) mirrorsSettled(c *ovsconfig.Client) bool {
 	if e.cfg.Unmanaged == UnmanagedIgnore {
 		return true
@@ -633,7 +628,7 @@ func (e *Engine) mirrorsSettled(c *ovsconfig.Client) bool {
 	}
 	if !e.mirrors.closed {
 		if e.mirrors.holdTimer == nil {
-			e.mirrors.holdTimer = time.AfterFunc(wait, e.signalRecheck)
+			e.mirrors.holdTimer = time.AfterFunc(wait, e.flag.Recheck)
 		} else {
 			e.mirrors.holdTimer.Reset(wait)
 		}
