@@ -471,7 +471,7 @@ func (k *keeper) publish(ev events.Event) {
 
 func (k *keeper) engineChanged() {
 	if k.engine != nil {
-		k.engine.GuardChanged()
+		k.engine.Flag().GuardChanged()
 	}
 }
 

@@ -61,10 +61,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, f, labels...)
 	}
-	on, connected := c.engine.FlowRestoreWait()
+	on, connected := c.engine.Flag().FlowRestoreWait()
 	gauge(descFlag, on)
 	gauge(descOVSDB, connected)
-	gauge(descAck, c.engine.VswitchdAcknowledged())
+	gauge(descAck, c.engine.Flag().VswitchdAcknowledged())
 	g := c.engine.Gate()
 	gauge(descGate, g.Open && !g.TimedOut, "open")
 	gauge(descGate, !g.Open, "waiting")

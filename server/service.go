@@ -200,12 +200,12 @@ func (s *service) Status(ctx context.Context, _ *flowstatev1.StatusRequest) (*fl
 	if !g.Deadline.IsZero() {
 		resp.Gate.Deadline = timestamppb.New(g.Deadline)
 	}
-	if t := s.engine.LastRelease(); !t.IsZero() {
+	if t := s.engine.Flag().LastRelease(); !t.IsZero() {
 		resp.LastRelease = timestamppb.New(t)
 	}
-	resp.FlowRestoreWait, resp.OvsdbConnected = s.engine.FlowRestoreWait()
-	resp.VswitchdAcknowledged = s.engine.VswitchdAcknowledged()
-	running, unheld := s.engine.Vswitchd()
+	resp.FlowRestoreWait, resp.OvsdbConnected = s.engine.Flag().FlowRestoreWait()
+	resp.VswitchdAcknowledged = s.engine.Flag().VswitchdAcknowledged()
+	running, unheld := s.engine.Flag().Vswitchd()
 	resp.VswitchdRunning = running
 	resp.VswitchdHeld = running && !unheld && resp.FlowRestoreWait
 	sw := s.engine.SwitchInfo()
@@ -528,7 +528,7 @@ func (s *service) Arm(ctx context.Context, _ *flowstatev1.ArmRequest) (*flowstat
 	if err := s.writers.authorizeRoot(ctx, "arm flow-restore-wait"); err != nil {
 		return nil, toGRPC(err)
 	}
-	was, err := s.engine.Arm(ctx)
+	was, err := s.engine.Flag().Arm(ctx)
 	if err != nil {
 		return nil, toGRPC(err)
 	}
@@ -539,7 +539,7 @@ func (s *service) Release(ctx context.Context, _ *flowstatev1.ReleaseRequest) (*
 	if err := s.writers.authorizeRoot(ctx, "release flow-restore-wait"); err != nil {
 		return nil, toGRPC(err)
 	}
-	was, ack, err := s.engine.Release(ctx)
+	was, ack, err := s.engine.Flag().Release(ctx)
 	if err != nil {
 		return nil, toGRPC(err)
 	}

@@ -1,9 +1,11 @@
 package ovsconfig
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -22,4 +24,21 @@ func VswitchdIdentity(runDir string) string {
 		return ""
 	}
 	return strings.TrimSpace(string(b)) + "@" + fi.ModTime().UTC().Format(time.RFC3339Nano)
+}
+
+// PidfileLocked reports whether the process that wrote the OVS pidfile at
+// path still runs: OVS holds a write lock on it for its life, which also
+// shows across pid namespaces (flowstated in a container without hostPID).
+// A failed check counts as running.
+func PidfileLocked(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	lk := syscall.Flock_t{Type: syscall.F_WRLCK, Whence: io.SeekStart}
+	if err := syscall.FcntlFlock(f.Fd(), syscall.F_GETLK, &lk); err != nil {
+		return true
+	}
+	return lk.Type != syscall.F_UNLCK
 }

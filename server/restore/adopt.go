@@ -152,9 +152,7 @@ func (e *Engine) adoptRelayedLocked(ctx context.Context, b *bridge, conn *ofconn
 		end()
 		return nil
 	}
-	e.flagMu.Lock()
-	held, known := e.vswitchdHeld()
-	e.flagMu.Unlock()
+	held, known := e.flag.VswitchdHeld()
 	if known && held {
 		log.Warn("vswitchd is held (flow-restore-wait): not learning what the controller installed through the guard's relay, replaying the store")
 		end()

@@ -376,7 +376,7 @@ func (e *Engine) serveConn(ctx context.Context, b *bridge, conn *ofconn.Conn, lo
 		}
 		if first {
 			first = false
-			e.signalConverged()
+			e.flag.BridgeConverged()
 		}
 	}
 }

@@ -129,9 +129,7 @@ func (e *Engine) foreignToRestore(b *bridge, fs *flowScan, others []entry.Entry,
 		e.saveForeign(b, found, log)
 		return nil, nil
 	}
-	e.flagMu.Lock()
-	held, known := e.vswitchdHeld()
-	e.flagMu.Unlock()
+	held, known := e.flag.VswitchdHeld()
 	if !known {
 		return nil, fmt.Errorf("restore: OVSDB cannot tell yet whether vswitchd is held: the flows outside the owned cookie space %s may need restoring: %w", e.cfg.OwnedCookie, errdefs.ErrUnavailable)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/ofconn"
+	"github.com/flowstate-io/flowstate/server/ovsconfig"
 )
 
 // connHooks are what keepConnected does for one kind of bridge.
@@ -136,7 +137,7 @@ func (e *Engine) connected(b *bridge) (*ofconn.Conn, error) {
 		return conn, nil
 	}
 	pidfile := filepath.Join(e.cfg.RunDir, "ovs-vswitchd.pid")
-	if !pidfileLocked(pidfile) {
+	if !ovsconfig.PidfileLocked(pidfile) {
 		why := "no pidfile " + pidfile + " held by a live process"
 		if _, serr := os.Stat(e.mgmtPath(b.name)); serr != nil {
 			why += ", no socket " + e.mgmtPath(b.name)

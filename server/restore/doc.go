@@ -105,17 +105,12 @@
 //     entries and predicted refusals, and sends the plan in one bundle
 //     (replayLocked, apply.go); refused entries are quarantined and the rest
 //     sent again, for at most MaxReplayTime.
-//  3. The bridge is converged; signalConverged wakes the flag goroutine.
+//  3. The bridge is converged; Flag().BridgeConverged wakes the flag.
 //
 // # The flag
 //
-//  1. The OVSDB goroutine (runOVSDB, flag.go) owns flow-restore-wait.
-//     When a bridge converges or something changes (a mirror settled, a hold
-//     ran out), it runs syncFlag.
-//  2. syncFlag clears the flag once every managed bridge is converged or
-//     excused (MaxHold), the gate is open and the mirrors settled, and waits
-//     for vswitchd's acknowledgement (cur_cfg reaching next_cfg); with Rearm
-//     and a guard it arms the flag again for the next vswitchd start.
-//  3. Arm and Release are the operator's (flowctl); a graceful stop leaves
-//     the flag armed only while something holds the node (holding, disarm).
+// Package flag owns flow-restore-wait and the OVSDB client (Engine.Flag);
+// its doc states the protocol. The engine tells it when a bridge converged
+// (BridgeConverged) and answers its questions (flagNode, flag.Node): the
+// bridges' state, the gate, the mirrors, whether the engine is wedged.
 package restore

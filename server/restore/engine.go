@@ -15,6 +15,7 @@ import (
 	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/ovsconfig"
+	"github.com/flowstate-io/flowstate/server/restore/flag"
 	"github.com/flowstate-io/flowstate/server/restore/mirror"
 	"github.com/flowstate-io/flowstate/store"
 )
@@ -76,8 +77,8 @@ type Config struct {
 	WedgeAfter time.Duration
 	// GuardPresent reports whether a proven guard would release the node if
 	// this flowstated died (package guard), and if not, why. The flag is
-	// armed only while it returns true; call GuardChanged when the answer
-	// changes. Nil: always true (no guard configured).
+	// armed only while it returns true; call Flag().GuardChanged when the
+	// answer changes. Nil: always true (no guard configured).
 	GuardPresent func() (ok bool, why string)
 	// AuditInterval, when positive, replays every bridge at that interval to
 	// correct drift (flows changed behind flowstate's back).
@@ -126,7 +127,7 @@ type Config struct {
 // connection, waits for the connection to die and repeats (runBridge), and
 // the owner of its writes (runWrites), which may run a pipe's storer and a
 // streamed bundle's producer while a write is under way; one for OVSDB and
-// the flag (runOVSDB), one for the cold-start gate (runGate), and one for
+// the flag (flag.Flag.Run), one for the cold-start gate (runGate), and one for
 // the mirrors of the unmanaged bridges (mirror.Set.Run), which runs one per
 // mirrored bridge.
 type Engine struct {
@@ -138,54 +139,14 @@ type Engine struct {
 	bridges map[string]*bridge
 	order   []string
 
-	// flagMu serialises flag changes and the shutdown of ovsdb, which is set
-	// once the OVSDB goroutine has connected; readers (Status) load it
-	// without the lock, so they never wait for an acknowledgement.
-	flagMu sync.Mutex
-	ovsdb  atomic.Pointer[ovsconfig.Client]
+	// flag owns flow-restore-wait and the OVSDB client (package flag).
+	flag *flag.Flag
 	// exits are the process exits the proc connector reported
 	// (deathcause.go), heard while Config.ProcExits.
 	exits procExits
-	// ovsdbUp is closed once ovsdb is set (owner.go waits for it).
-	ovsdbUp chan struct{}
 	// switchInfo is the running vswitchd's build (switchinfo.go).
 	switchInfo atomic.Pointer[SwitchInfo]
-	// converged is signalled when a bridge converges, so the flag goroutine
-	// re-checks whether all have.
-	converged chan struct{}
-	// recheck asks the flag goroutine to re-evaluate a pending release
-	// (a mirror settled, a hold ran out) without starting one.
-	recheck chan struct{}
-	gate    *gate
-	// flagBusySince is when the running flag operation started (unix
-	// nanoseconds, 0 when idle), for Wedged.
-	flagBusySince atomic.Int64
-	// Guarded by flagMu: the vswitchd (vswitchdIdentity) last released, a
-	// clear whose acknowledgement never came, and whether the missing
-	// guard was logged.
-	releasedVswitchd string
-	unackedClear     bool
-	guardMissing     bool
-	// Guarded by flagMu: the vswitchd last seen running with the flag off
-	// and acknowledged (noteReleased); noIdentity is true while vswitchd
-	// has no pidfile (logged once).
-	seenReleased string
-	noIdentity   bool
-	// notArmedFor says why nothing is armed ("" when something can be
-	// restored), as last logged; vswitchdUnheld is the running vswitchd
-	// last seen with the flag cleared. Guarded by flagMu.
-	notArmedFor    string
-	vswitchdUnheld string
-	// Owned by the OVSDB goroutine (watchVswitchd): the vswitchd last seen
-	// and when it was first seen.
-	vswitchdLast  string
-	vswitchdSince time.Time
-	// lastRelease is when a clear last released a held vswitchd (unix
-	// nanoseconds), for Status.
-	lastRelease atomic.Int64
-	// unheldView is vswitchdUnheld for Status, which must not wait for
-	// flagMu.
-	unheldView atomic.Pointer[string]
+	gate       *gate
 
 	mirrors *mirror.Set // unmanaged bridges (package mirror)
 }
@@ -262,14 +223,20 @@ func New(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("restore: %w", err)
 	}
 	e := &Engine{
-		forms:     canon.NewForms(known),
-		cfg:       cfg,
-		log:       cfg.Logger,
-		bridges:   make(map[string]*bridge, len(cfg.Bridges)),
-		converged: make(chan struct{}, 1),
-		recheck:   make(chan struct{}, 1),
-		ovsdbUp:   make(chan struct{}),
-		gate:      newGate(),
+		forms:   canon.NewForms(known),
+		cfg:     cfg,
+		log:     cfg.Logger,
+		bridges: make(map[string]*bridge, len(cfg.Bridges)),
+		gate:    newGate(),
+	}
+	e.flag, err = flag.New(flag.Config{
+		OVSDB: cfg.OVSDB, RunDir: cfg.RunDir, AckTimeout: cfg.AckTimeout, RetryInterval: cfg.RetryInterval,
+		MaxHold: cfg.MaxHold, Rearm: cfg.Rearm, GuardPresent: cfg.GuardPresent, Store: cfg.Store,
+		Node: flagNode{e}, BeforeClear: cfg.Faults.beforeClear, Publish: e.publish, Logger: cfg.Logger,
+		Metrics: cfg.Metrics.flag,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("restore: %w", err)
 	}
 	if cfg.ColdStart && len(cfg.RequiredModules) > 0 {
 		// Status must show what the gate waits for from the first call on,
@@ -307,7 +274,7 @@ func New(cfg Config) (*Engine, error) {
 func (e *Engine) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { e.runGate(ctx) })
-	wg.Go(func() { e.runOVSDB(ctx) })
+	wg.Go(func() { e.flag.Run(ctx) })
 	wg.Go(func() { e.mirrors.Run(ctx) })
 	if e.cfg.ProcExits {
 		wg.Go(func() { e.exits.run(ctx, e.log) })
@@ -319,23 +286,7 @@ func (e *Engine) Run(ctx context.Context) {
 		wg.Go(func() { e.runKept(ctx, b) })
 	}
 	wg.Wait()
-	e.flagMu.Lock()
-	defer e.flagMu.Unlock()
-	c := e.ovsdb.Swap(nil)
-	if c == nil {
-		return
-	}
-	if e.cfg.Rearm {
-		if why := e.holding(); why != "" {
-			// Disarming now would release a vswitchd that waits for
-			// a gate or a restore with a half-built pipeline: leave it
-			// to the next flowstated, or to the guard after its grace.
-			e.log.Warn("flow-restore-wait left armed on stop: the node is held; the guard releases it if no flowstated takes over within its grace", "held_by", why)
-		} else {
-			e.disarm(c)
-		}
-	}
-	c.Close()
+	e.flag.Close()
 }
 
 // Wedged reports an operation on the switch, the flag or the store that has
@@ -352,8 +303,10 @@ func (e *Engine) Wedged() string {
 		}
 		return ""
 	}
-	if w := check("flow-restore-wait update", e.flagBusySince.Load()); w != "" {
-		return w
+	if since := e.flag.BusySince(); !since.IsZero() {
+		if w := check("flow-restore-wait update", since.UnixNano()); w != "" {
+			return w
+		}
 	}
 	// A store operation that does not return stops every write and
 	// replay behind it (store.Store.Busy).
@@ -384,6 +337,14 @@ func (e *Engine) bridge(name string) (*bridge, error) {
 func (e *Engine) Bridges() []string { return append([]string(nil), e.order...) }
 
 func (e *Engine) mgmtPath(bridge string) string { return filepath.Join(e.cfg.RunDir, bridge+".mgmt") }
+
+// vswitchdIdentity names the running ovs-vswitchd by its pidfile (pid and
+// start time), "" when unknown.
+func (e *Engine) vswitchdIdentity() string { return ovsconfig.VswitchdIdentity(e.cfg.RunDir) }
+
+// Flag is the flow-restore-wait protocol (Arm, Release, the flag's state)
+// and the OVSDB client.
+func (e *Engine) Flag() *flag.Flag { return e.flag }
 
 // publish sends an event to the log, if any.
 func (e *Engine) publish(ev events.Event) {

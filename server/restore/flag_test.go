@@ -166,31 +166,3 @@ func TestFlagClearAckTimeout(t *testing.T) {
 func testLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
-
-// TestPidfileLocked: vswitchd's pidfile counts as running while the process
-// lives (OVS keeps it locked), and not once it is killed, although a crash
-// leaves the file behind with the same identity.
-func TestPidfileLocked(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	sb, err := sandbox.Start(ctx, sandbox.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Close()
-	e := &Engine{cfg: Config{RunDir: sb.RunDir()}}
-	pidfile := filepath.Join(sb.RunDir(), "ovs-vswitchd.pid")
-	id := e.vswitchdIdentity()
-	if id == "" || !pidfileLocked(pidfile) {
-		t.Fatalf("running vswitchd: identity %q, locked %v", id, pidfileLocked(pidfile))
-	}
-	if err := sb.KillVswitchd(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if got := e.vswitchdIdentity(); got != id || pidfileLocked(pidfile) {
-		t.Fatalf("killed vswitchd: identity %q (was %q), locked %v", got, id, pidfileLocked(pidfile))
-	}
-	if pidfileLocked(filepath.Join(sb.RunDir(), "no-such.pid")) {
-		t.Fatal("a missing pidfile counts as running")
-	}
-}

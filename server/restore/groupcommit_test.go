@@ -67,7 +67,7 @@ func startEngine(ctx context.Context, t *testing.T, faults *Faults) *testEngine 
 	// Stopping while the OVSDB dial is in its monitor call trips a data race
 	// inside libovsdb v0.7.0 (the reply is written after the cancelled call
 	// read it): let the dial finish.
-	poll(ctx, t, "ovsdb connected", func() bool { return e.ovsdb.Load() != nil })
+	poll(ctx, t, "ovsdb connected", func() bool { return e.flag.OVSDB() != nil })
 	return te
 }
 

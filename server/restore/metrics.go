@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/flowstate-io/flowstate/errdefs"
+	"github.com/flowstate-io/flowstate/server/restore/flag"
 )
 
 // Metrics are the engine's Prometheus collectors.
@@ -16,8 +17,6 @@ type Metrics struct {
 	replays           *prometheus.CounterVec
 	replayDuration    *prometheus.HistogramVec
 	replayMessages    *prometheus.CounterVec
-	flagCleared       prometheus.Counter
-	flagRearmed       prometheus.Counter
 	drift             *prometheus.CounterVec
 	quarantined       *prometheus.CounterVec
 	quarantinedNow    *prometheus.GaugeVec
@@ -25,7 +24,6 @@ type Metrics struct {
 	writeRequests     *prometheus.CounterVec
 	writeBatches      *prometheus.CounterVec
 	stagedWrites      *prometheus.CounterVec
-	notRestored       *prometheus.GaugeVec
 	standingAside     *prometheus.GaugeVec
 	driftFound        *prometheus.CounterVec
 	replayDeaths      *prometheus.CounterVec
@@ -33,6 +31,8 @@ type Metrics struct {
 	poisoned          *prometheus.GaugeVec
 	survived          *prometheus.CounterVec
 	suspects          *prometheus.GaugeVec
+	// flag are the flag's (package flag).
+	flag *flag.Metrics
 }
 
 // NewMetrics creates the collectors and registers them with reg (nil: not
@@ -52,12 +52,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		replayMessages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flowstate_replay_messages_total", Help: "Messages sent in replay bundles, by operation.",
 		}, []string{"bridge", "op"}),
-		flagCleared: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "flowstate_flow_restore_wait_cleared_total", Help: "Times flow-restore-wait was cleared, acknowledged by vswitchd, and released a vswitchd that had not been released before.",
-		}),
-		flagRearmed: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "flowstate_flow_restore_wait_rearmed_total", Help: "Times flow-restore-wait was set back to true after a restore.",
-		}),
 		drift: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flowstate_drift_corrections_total", Help: "Differences found and corrected by the periodic audit.",
 		}, []string{"bridge"}),
@@ -78,10 +72,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"bridge"}),
 		stagedWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flowstate_staged_writes_total", Help: "Streamed writes past --stage-above entries, staged on disk and stored (applied or not); counted in flowstate_write_batches_total too.",
-		}, []string{"bridge"}),
-		notRestored: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "flowstate_bridge_not_restored",
-			Help: "1 while flow-restore-wait was released without this bridge: missing from OVSDB, or not restored within --max-hold.",
 		}, []string{"bridge"}),
 		standingAside: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "flowstate_bridge_standing_aside",
@@ -105,11 +95,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		suspects: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "flowstate_crash_suspects", Help: "Entries held out of the bridge as suspects of crashing ovs-vswitchd, while they are bisected across restarts.",
 		}, []string{"bridge"}),
+		flag: flag.NewMetrics(),
 	}
 	if reg != nil {
-		reg.MustRegister(m.connected, m.replays, m.replayDuration, m.replayMessages, m.flagCleared, m.flagRearmed,
-			m.drift, m.quarantined, m.quarantinedNow, m.readinessTimeouts, m.writeRequests, m.writeBatches, m.stagedWrites, m.notRestored, m.standingAside, m.driftFound,
+		reg.MustRegister(m.connected, m.replays, m.replayDuration, m.replayMessages,
+			m.drift, m.quarantined, m.quarantinedNow, m.readinessTimeouts, m.writeRequests, m.writeBatches, m.stagedWrites, m.standingAside, m.driftFound,
 			m.replayDeaths, m.replayKills, m.poisoned, m.survived, m.suspects)
+		reg.MustRegister(m.flag.Collectors()...)
 	}
 	return m
 }
@@ -119,7 +111,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // connected.
 func (m *Metrics) initBridge(bridge string) {
 	m.connected.WithLabelValues(bridge).Set(0)
-	m.notRestored.WithLabelValues(bridge).Set(0)
+	m.flag.InitBridge(bridge)
 	m.replays.WithLabelValues(bridge, "ok")
 	m.replays.WithLabelValues(bridge, "error")
 	m.drift.WithLabelValues(bridge)

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 
 	"github.com/flowstate-io/flowstate/server/ofconn"
-	"github.com/flowstate-io/flowstate/server/ovsconfig"
 	"github.com/flowstate-io/flowstate/server/restore/mirror"
 	"github.com/flowstate-io/flowstate/server/restore/plan"
 )
@@ -20,10 +19,9 @@ func (e *Engine) newMirrors() *mirror.Set {
 			_, ok := e.bridges[name]
 			return ok
 		},
-		OVSDB:        func() *ovsconfig.Client { return e.ovsdb.Load() },
-		FlagMu:       &e.flagMu,
-		VswitchdHeld: e.vswitchdHeld,
-		Recheck:      e.signalRecheck,
+		OVSDB:   e.flag.OVSDB,
+		Pin:     e.flag.Pin,
+		Recheck: e.flag.Recheck,
 		KeepConnected: func(ctx context.Context, name string, log *slog.Logger, set, serve func(*ofconn.Conn)) {
 			e.keepConnected(ctx, name, log, connHooks{
 				set:   func(c *ofconn.Conn, _ string) { set(c) },

@@ -93,7 +93,7 @@ func (e *Engine) claim(ctx context.Context, b *bridge, conn *ofconn.Conn, log *s
 	// The record is in OVSDB: wait for its first connection without
 	// polling, since a held vswitchd waits for this replay.
 	select {
-	case <-e.ovsdbUp:
+	case <-e.flag.OVSDBUp():
 	case <-ctx.Done():
 		return false
 	case <-conn.Done():
@@ -129,7 +129,7 @@ func (e *Engine) claim(ctx context.Context, b *bridge, conn *ofconn.Conn, log *s
 // claimOnce runs one round of claim: it returns "" once the bridge is
 // claimed, the reason to stand aside, or an error to retry after.
 func (e *Engine) claimOnce(ctx context.Context, b *bridge, conn *ofconn.Conn, ours string, undeclared *int) (string, error) {
-	c := e.ovsdb.Load()
+	c := e.flag.OVSDB()
 	if c == nil || !c.Connected() {
 		return "", errors.New("restore: waiting for OVSDB")
 	}

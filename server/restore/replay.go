@@ -564,7 +564,7 @@ func (e *Engine) reconcile(ctx context.Context, b *bridge, conn *ofconn.Conn, lo
 // while OVSDB is not connected: the replay then finds a full table at commit
 // (see siblingRefusals) instead of predicting it.
 func (e *Engine) tableLimits(bridge string, log *slog.Logger) []ovsconfig.TableLimit {
-	c := e.ovsdb.Load()
+	c := e.flag.OVSDB()
 	if c == nil {
 		return nil
 	}

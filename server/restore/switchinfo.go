@@ -46,7 +46,7 @@ func (e *Engine) SwitchInfo() SwitchInfo {
 		info = *p
 		info.Limits = append([]string(nil), p.Limits...)
 	}
-	if c := e.ovsdb.Load(); c != nil {
+	if c := e.flag.OVSDB(); c != nil {
 		info.OVSDBVersion, _ = c.OVSVersion()
 	}
 	return info

@@ -15,7 +15,7 @@
 //     dump again only after a flow monitor reported a change, or the groups
 //     and meters (checked every Config.Interval) changed (serve).
 //  2. The first dump of every connection decides first (restore): if
-//     vswitchd is held (Config.VswitchdHeld: the flag is on and the vswitchd
+//     vswitchd is held (Config.Pin: the flag is on and the vswitchd
 //     its pidfile names has not been released; a bridge rebuilt on a
 //     running vswitchd drops the connection too) and the bridge is fresh
 //     (nothing but the default flow), the stored mirror is applied with

@@ -92,12 +92,10 @@ type Config struct {
 	Managed func(bridge string) bool
 	// OVSDB is the OVSDB client, nil until it is connected.
 	OVSDB func() *ovsconfig.Client
-	// FlagMu is held while a restore decides and applies, so the flag
-	// cannot be cleared in between; Settled is called with it held.
-	FlagMu sync.Locker
-	// VswitchdHeld reports whether the running vswitchd may still be held
-	// by flow-restore-wait, and whether that is known. FlagMu is held.
-	VswitchdHeld func() (held, known bool)
+	// Pin reports whether the running vswitchd may still be held by
+	// flow-restore-wait, and whether that is known, and holds the flag
+	// unchanged until unpin: a restore decides and applies under it.
+	Pin func() (held, known bool, unpin func())
 	// Recheck asks the flag to decide again whether it may be cleared.
 	Recheck func()
 	// KeepConnected owns the OpenFlow connection of bridge until ctx ends:
@@ -280,7 +278,7 @@ func (s *Set) sync(ctx context.Context, wg *sync.WaitGroup, bridges []ovsconfig.
 // dump of its current connection, so flow-restore-wait may be cleared. A
 // mirror that holds the release back for longer than MaxHold is not waited
 // for any more (until its next connection); the hold timer calls Recheck
-// when that happens. Config.FlagMu must be held.
+// when that happens. It runs pinned (Config.Pin).
 func (s *Set) Settled(c *ovsconfig.Client) bool {
 	if s.cfg.Policy == Ignore {
 		return true

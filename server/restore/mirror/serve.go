@@ -181,13 +181,12 @@ func othersHash(actual []plan.ActualEntry) []byte {
 // when it could not decide yet (OVSDB unknown, the store unreadable, the
 // connection failing): the next dump tries again.
 //
-// It holds Config.FlagMu while it decides and applies, so the flag cannot be
+// It keeps the flag pinned (Config.Pin) while it decides and applies, so the flag cannot be
 // cleared between "vswitchd is held" and the bundle: flowstated never writes
 // to an unmanaged bridge of a released vswitchd.
 func (s *Set) restore(ctx context.Context, m *bridge, conn *ofconn.Conn, actual []plan.ActualEntry, log *slog.Logger) (settled, restored bool) {
-	s.cfg.FlagMu.Lock()
-	defer s.cfg.FlagMu.Unlock()
-	held, known := s.cfg.VswitchdHeld()
+	held, known, unpin := s.cfg.Pin()
+	defer unpin()
 	if !known {
 		return false, false
 	}

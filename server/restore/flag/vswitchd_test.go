@@ -1,7 +1,8 @@
-package restore
+package flag
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,7 +13,7 @@ import (
 	"github.com/flowstate-io/flowstate/store"
 )
 
-// TestVswitchdHeld walks the decision the mirror writes by (vswitchdHeld):
+// TestVswitchdHeld walks the decision the mirror writes by (VswitchdHeld):
 // the flag alone never makes a vswitchd held; the vswitchd its pidfile names
 // must be one nobody released, and without a pidfile nothing is held.
 func TestVswitchdHeld(t *testing.T) {
@@ -31,24 +32,22 @@ func TestVswitchdHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	newEngine := func() *Engine {
-		e, err := New(Config{Store: st, RunDir: sb.RunDir(), OVSDB: sb.DBAddr(), Bridges: []string{"br-int"},
-			BootID: "b", Logger: testLogger(t)})
+	newFlag := func() *Flag {
+		f, err := New(Config{Store: st, RunDir: sb.RunDir(), OVSDB: sb.DBAddr(), AckTimeout: 10 * time.Second,
+			RetryInterval: 500 * time.Millisecond, MaxHold: 30 * time.Second, Node: noNode{}, Logger: testLogger(t)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return e
+		return f
 	}
 	c, err := ovsconfig.Dial(ctx, sb.DBAddr(), ovsconfig.Options{Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	held := func(e *Engine) bool {
+	held := func(f *Flag) bool {
 		t.Helper()
-		e.flagMu.Lock()
-		defer e.flagMu.Unlock()
-		h, known := e.vswitchdHeld()
+		h, known := f.VswitchdHeld()
 		if !known {
 			t.Fatal("vswitchdHeld: OVSDB cannot tell")
 		}
@@ -61,44 +60,44 @@ func TestVswitchdHeld(t *testing.T) {
 		}
 	}
 
-	e := newEngine()
-	e.ovsdb.Store(c)
+	f := newFlag()
+	f.ovsdb.Store(c)
 	setFlag(false)
-	if held(e) {
+	if held(f) {
 		t.Fatal("held with the flag off")
 	}
 	setFlag(true)
-	if !held(e) {
+	if !held(f) {
 		t.Fatal("not held: flag on, and this vswitchd was released by nobody")
 	}
 
 	// Seen running with the flag off and acknowledged: released, whatever
 	// the flag reads afterwards (a re-arm).
 	setFlag(false)
-	e.flagMu.Lock()
-	e.noteReleased(c)
-	e.flagMu.Unlock()
+	f.mu.Lock()
+	f.noteReleased(c)
+	f.mu.Unlock()
 	setFlag(true)
-	if held(e) {
+	if held(f) {
 		t.Fatal("held after it was seen released and the flag re-armed")
 	}
 
 	// A later flowstated knows the release from the store.
-	id := e.vswitchdIdentity()
+	id := f.vswitchdIdentity()
 	if id == "" {
 		t.Fatal("no identity from the sandbox's pidfile")
 	}
-	e2 := newEngine()
-	e2.ovsdb.Store(c)
-	if !held(e2) {
+	f2 := newFlag()
+	f2.ovsdb.Store(c)
+	if !held(f2) {
 		t.Fatal("a new engine without the store's record takes a re-armed vswitchd for released")
 	}
 	if err := st.SetReleasedVswitchd(id); err != nil {
 		t.Fatal(err)
 	}
-	e3 := newEngine()
-	e3.ovsdb.Store(c)
-	if held(e3) {
+	f3 := newFlag()
+	f3.ovsdb.Store(c)
+	if held(f3) {
 		t.Fatal("held although the store records this vswitchd as released")
 	}
 
@@ -106,7 +105,7 @@ func TestVswitchdHeld(t *testing.T) {
 	if err := sb.RestartVswitchd(ctx, true); err != nil {
 		t.Fatal(err)
 	}
-	if !held(e3) {
+	if !held(f3) {
 		t.Fatal("a vswitchd restarted under the flag is not held")
 	}
 
@@ -116,7 +115,21 @@ func TestVswitchdHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = os.Rename(pidfile+".away", pidfile) }()
-	if held(e3) {
+	if held(f3) {
 		t.Fatal("held without a pidfile")
 	}
+}
+
+// noNode is a node with no managed bridge, an open gate and settled
+// mirrors: TestVswitchdHeld never asks it.
+type noNode struct{}
+
+func (noNode) Bridges() []Bridge                     { return nil }
+func (noNode) Excuse(string, string) bool            { return false }
+func (noNode) GateOpened() time.Time                 { return time.Unix(1, 0) }
+func (noNode) MirrorsSettled(*ovsconfig.Client) bool { return true }
+func (noNode) Wedged() string                        { return "" }
+
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
