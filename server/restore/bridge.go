@@ -290,8 +290,8 @@ func (e *Engine) runBridge(ctx context.Context, b *bridge) {
 			switch {
 			case conn == nil:
 				b.setReason(why)
-			case !e.gate.isOpen():
-				b.setReason("waiting for the cold-start gate: " + e.gate.status().Reason)
+			case !e.gate.IsOpen():
+				b.setReason("waiting for the cold-start gate: " + e.gate.Status().Reason)
 			}
 		},
 		serve:       func(conn *ofconn.Conn) { e.serveConn(ctx, b, conn, log) },
@@ -303,7 +303,7 @@ func (e *Engine) runBridge(ctx context.Context, b *bridge) {
 // every audit tick, until the connection dies or ctx ends.
 func (e *Engine) serveConn(ctx context.Context, b *bridge, conn *ofconn.Conn, log *slog.Logger) {
 	select {
-	case <-e.gate.opened():
+	case <-e.gate.Opened():
 	case <-ctx.Done():
 		return
 	case <-conn.Done():

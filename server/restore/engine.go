@@ -15,6 +15,7 @@ import (
 	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/ovsconfig"
+	"github.com/flowstate-io/flowstate/server/restore/gate"
 	"github.com/flowstate-io/flowstate/store"
 )
 
@@ -59,7 +60,7 @@ type Config struct {
 	BootID    string
 	ColdStart bool
 	GateSince time.Time
-	// RequiredModules gate replays after a cold start (see runGate), for at
+	// RequiredModules gate replays after a cold start (package gate), for at
 	// most ReadinessTimeout (default 5 min) from GateSince.
 	RequiredModules  []string
 	ReadinessTimeout time.Duration
@@ -125,7 +126,7 @@ type Config struct {
 // connection, waits for the connection to die and repeats (runBridge), and
 // the owner of its writes (runWrites), which may run a pipe's storer and a
 // streamed bundle's producer while a write is under way; one for OVSDB and
-// the flag (runOVSDB), one for the cold-start gate (runGate), and one for
+// the flag (runOVSDB), one for the cold-start gate (gate.Gate.Run), and one for
 // the mirrors of the unmanaged bridges (runMirrors), which runs one per
 // mirrored bridge.
 type Engine struct {
@@ -155,7 +156,7 @@ type Engine struct {
 	// recheck asks the flag goroutine to re-evaluate a pending release
 	// (a mirror settled, a hold ran out) without starting one.
 	recheck chan struct{}
-	gate    *gate
+	gate    *gate.Gate
 	// flagBusySince is when the running flag operation started (unix
 	// nanoseconds, 0 when idle), for Wedged.
 	flagBusySince atomic.Int64
@@ -263,18 +264,10 @@ func New(cfg Config) (*Engine, error) {
 		converged: make(chan struct{}, 1),
 		recheck:   make(chan struct{}, 1),
 		ovsdbUp:   make(chan struct{}),
-		gate:      newGate(),
 		mirrors:   newMirrorSet(),
 	}
-	if cfg.ColdStart && len(cfg.RequiredModules) > 0 {
-		// Status must show what the gate waits for from the first call on,
-		// not once runGate has looked.
-		missing, err := e.missing()
-		if err != nil {
-			return nil, fmt.Errorf("restore: %w", err)
-		}
-		e.gate.waitingFor = missing
-		e.gate.reason = "cold start: waiting for required modules"
+	if e.gate, err = newGate(cfg); err != nil {
+		return nil, fmt.Errorf("restore: %w", err)
 	}
 	for _, name := range cfg.Bridges {
 		if err := entry.ValidateName("bridge", name); err != nil {
@@ -300,7 +293,7 @@ func New(cfg Config) (*Engine, error) {
 // Run runs the engine until ctx is cancelled.
 func (e *Engine) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Go(func() { e.runGate(ctx) })
+	wg.Go(func() { e.gate.Run(ctx) })
 	wg.Go(func() { e.runOVSDB(ctx) })
 	wg.Go(func() { e.runMirrors(ctx) })
 	if e.cfg.ProcExits {

@@ -23,7 +23,7 @@ import (
 // holding says what the node waits for ("" for nothing): the cold-start gate,
 // or a bridge not restored yet that still holds it.
 func (e *Engine) holding() string {
-	if !e.gate.isOpen() {
+	if !e.gate.IsOpen() {
 		return "the cold-start gate"
 	}
 	for _, name := range e.order {
@@ -466,7 +466,7 @@ func (e *Engine) settle(c *ovsconfig.Client, restorable bool) time.Duration {
 	for _, br := range brs {
 		present[br.Name] = true
 	}
-	gateOpened := e.gate.openedAt()
+	gateOpened := e.gate.OpenedAt()
 	if gateOpened.IsZero() && restorable {
 		// The cold-start gate holds the node, bounded by its own timeout.
 		return e.cfg.RetryInterval

@@ -619,8 +619,8 @@ func (e *Engine) Reconcile(ctx context.Context, bridgeName string) (BridgeStatus
 	if err != nil {
 		return BridgeStatus{}, err
 	}
-	if !e.gate.isOpen() {
-		return BridgeStatus{}, fmt.Errorf("restore: replays are held until required modules are ready (%s): %w", e.gate.status().Reason, errdefs.ErrFailedPrecondition)
+	if !e.gate.IsOpen() {
+		return BridgeStatus{}, fmt.Errorf("restore: replays are held until required modules are ready (%s): %w", e.gate.Status().Reason, errdefs.ErrFailedPrecondition)
 	}
 	conn, err := e.connected(b)
 	if err != nil {
