@@ -15,6 +15,7 @@ import (
 	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/ofconn"
+	"github.com/flowstate-io/flowstate/server/restore/poison"
 )
 
 // bridge is the engine's view of one bridge. mu serialises everything that
@@ -30,8 +31,7 @@ import (
 // publish its state. The fields mu guards change only through the
 // methods in this file (setConn, replayedLocked, driftFoundLocked,
 // markDivergedLocked, liftQuarantineLocked, quarantineLocked, ...), and
-// poison only through poisonState's (setRec, startWatch, takeWatch in
-// poison.go).
+// poison only through its own methods (package poison).
 type bridge struct {
 	name string
 	kick chan struct{}
@@ -60,8 +60,8 @@ type bridge struct {
 	// quarantineGauge follows quarantine.len().
 	quarantineGauge prometheus.Gauge
 	// poison follows the vswitchd deaths during replays and the entries
-	// held out for them (poison.go); guarded by mu.
-	poison poisonState
+	// held out for them (package poison); guarded by mu.
+	poison *poison.Tracker
 
 	// status is a copy of the fields above, published after every change, so
 	// Status never waits for a replay in progress.
@@ -122,8 +122,8 @@ type BridgeStatus struct {
 	QuarantinedTotal int
 	QuarantineCauses []QuarantineCause
 	listed           []listedQ
-	// Poison says what the crash-loop protection holds out (poison.go).
-	Poison PoisonStatus
+	// Poison says what the crash-loop protection holds out (package poison).
+	Poison poison.Status
 	// Mirror is set for an unmanaged bridge the engine mirrors (mirror.go).
 	Mirror *MirrorState
 	// DriftFound counts the audits that found the switch different from
@@ -152,11 +152,11 @@ func (b *bridge) publishLocked() {
 		st.Reason = b.reason
 	}
 	if b.listedVersion != b.quarantine.version || b.listed == nil {
-		b.listed = b.quarantine.sample(MaxListedQuarantined, b.poison.crashed)
+		b.listed = b.quarantine.sample(MaxListedQuarantined, b.poison.Crashed)
 		b.listedVersion = b.quarantine.version
 	}
 	st.listed, st.QuarantinedTotal, st.QuarantineCauses = b.listed, b.quarantine.len(), b.quarantine.causes()
-	st.Poison = b.poison.status()
+	st.Poison = b.poison.Status()
 	if b.quarantineGauge != nil {
 		b.quarantineGauge.Set(float64(b.quarantine.len()))
 	}
@@ -323,7 +323,7 @@ func (e *Engine) serveConn(ctx context.Context, b *bridge, conn *ofconn.Conn, lo
 	}
 	first := true
 	// survive fires SurviveAfter after a replay that sent something, if
-	// vswitchd is still up (poison.go).
+	// vswitchd is still up (package poison).
 	survive := time.NewTimer(time.Hour)
 	survive.Stop()
 	defer survive.Stop()
@@ -339,7 +339,7 @@ func (e *Engine) serveConn(ctx context.Context, b *bridge, conn *ofconn.Conn, lo
 			return
 		case <-survive.C:
 			b.mu.Lock()
-			err := e.survivedLocked(b, log)
+			err := b.poison.Survived(b.quarantine.has, log)
 			b.mu.Unlock()
 			if err != nil {
 				log.Error("recording a replay vswitchd survived failed", "err", err)

@@ -16,6 +16,7 @@ import (
 	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/ovsconfig"
 	"github.com/flowstate-io/flowstate/server/restore/gate"
+	"github.com/flowstate-io/flowstate/server/restore/poison"
 	"github.com/flowstate-io/flowstate/store"
 )
 
@@ -103,12 +104,12 @@ type Config struct {
 	// SurviveAfter is how long vswitchd must stay up after a replay for
 	// the replay to count as survived, and CrashWindow how long a death of
 	// vswitchd during or shortly after a replay counts towards holding
-	// out the suspects (poison.go). Defaults DefaultSurviveAfter and
-	// DefaultCrashWindow.
+	// out the suspects (package poison). Defaults poison.DefaultSurviveAfter
+	// and poison.DefaultCrashWindow.
 	SurviveAfter, CrashWindow time.Duration
 	// VswitchdLog is vswitchd's log file and ProcExits enables the proc
 	// connector: the evidence that tells a crash of vswitchd from a kill
-	// from outside (deathcause.go). Neither: every death counts.
+	// from outside (poison.Evidence). Neither: every death counts.
 	VswitchdLog string
 	ProcExits   bool
 	// Faults injects faults, for tests (faults.go); nil in production.
@@ -143,9 +144,9 @@ type Engine struct {
 	// without the lock, so they never wait for an acknowledgement.
 	flagMu sync.Mutex
 	ovsdb  atomic.Pointer[ovsconfig.Client]
-	// exits are the process exits the proc connector reported
-	// (deathcause.go), heard while Config.ProcExits.
-	exits procExits
+	// evidence tells a crash of vswitchd from a kill (poison.Evidence);
+	// it hears the proc connector while Config.ProcExits.
+	evidence *poison.Evidence
 	// ovsdbUp is closed once ovsdb is set (owner.go waits for it).
 	ovsdbUp chan struct{}
 	// switchInfo is the running vswitchd's build (switchinfo.go).
@@ -218,10 +219,10 @@ func New(cfg Config) (*Engine, error) {
 		cfg.WedgeAfter = 2 * time.Minute
 	}
 	if cfg.SurviveAfter <= 0 {
-		cfg.SurviveAfter = DefaultSurviveAfter
+		cfg.SurviveAfter = poison.DefaultSurviveAfter
 	}
 	if cfg.CrashWindow <= 0 {
-		cfg.CrashWindow = DefaultCrashWindow
+		cfg.CrashWindow = poison.DefaultCrashWindow
 	}
 	if cfg.GuardPresent == nil {
 		cfg.GuardPresent = func() (bool, string) { return true, "" }
@@ -265,7 +266,9 @@ func New(cfg Config) (*Engine, error) {
 		recheck:   make(chan struct{}, 1),
 		ovsdbUp:   make(chan struct{}),
 		mirrors:   newMirrorSet(),
+		evidence:  poison.NewEvidence(cfg.VswitchdLog),
 	}
+	crashes := poisonConfig(cfg, e.evidence)
 	if e.gate, err = newGate(cfg); err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
 	}
@@ -277,8 +280,10 @@ func New(cfg Config) (*Engine, error) {
 			return nil, fmt.Errorf("restore: bridge %q given twice", name)
 		}
 		cfg.Metrics.initBridge(name)
-		e.bridges[name] = &bridge{name: name, kick: make(chan struct{}, 1), writes: newWriteQueue(),
+		b := &bridge{name: name, kick: make(chan struct{}, 1), writes: newWriteQueue(),
 			quarantineGauge: cfg.Metrics.quarantinedNow.WithLabelValues(name)}
+		b.poison = poison.NewTracker(crashes, name, b)
+		e.bridges[name] = b
 		e.order = append(e.order, name)
 	}
 	if err := e.loadStoodAside(); err != nil {
@@ -297,7 +302,7 @@ func (e *Engine) Run(ctx context.Context) {
 	wg.Go(func() { e.runOVSDB(ctx) })
 	wg.Go(func() { e.runMirrors(ctx) })
 	if e.cfg.ProcExits {
-		wg.Go(func() { e.exits.run(ctx, e.log) })
+		wg.Go(func() { e.evidence.Run(ctx, e.log) })
 	}
 	for _, name := range e.order {
 		b := e.bridges[name]

@@ -568,10 +568,10 @@ func (e *Engine) reconcile(ctx context.Context, b *bridge, conn *ofconn.Conn, lo
 	defer b.mu.Unlock()
 	e.publish(events.Event{Type: events.ReplayStarted, Bridge: b.name, Message: "replay started"})
 	start := time.Now()
-	vswitchd, logAt := e.vswitchdIdentity(), e.logSize()
+	begun := b.poison.Begin()
 	r, err := e.replayLocked(ctx, b, conn, log)
 	if r.Messages > 0 {
-		b.replayWatchLocked(vswitchd, logAt, err)
+		b.replayWatchLocked(begun, err)
 	}
 	r.Finished = time.Now()
 	r.Duration = r.Finished.Sub(start)
