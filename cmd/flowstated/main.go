@@ -24,6 +24,7 @@ import (
 	"github.com/flowstate-io/flowstate/server/guard"
 	"github.com/flowstate-io/flowstate/server/restore"
 	"github.com/flowstate-io/flowstate/server/restore/mirror"
+	"github.com/flowstate-io/flowstate/server/restore/poison"
 )
 
 func main() {
@@ -126,8 +127,8 @@ func newCommand() *cobra.Command {
 	f.DurationVar(&cfg.ReadinessTimeout, "readiness-timeout", 5*time.Minute, "after a cold start, replay the last known state if required modules are not ready by then")
 	f.DurationVar(&cfg.AuditInterval, "audit-interval", 30*time.Second, "compare every bridge with the desired state at this interval; drift (flows deleted or changed behind flowstate's back) marks the bridge unconverged and is corrected (0 disables)")
 	f.DurationVar(&cfg.MaxHold, "max-hold", restore.DefaultMaxHold, "longest time one bridge that cannot be restored (managed, or an unmanaged bridge from its mirror) keeps flow-restore-wait set for the others")
-	f.DurationVar(&cfg.SurviveAfter, "survive-after", restore.DefaultSurviveAfter, "a replay counts as survived once ovs-vswitchd stayed up this long after it; a death sooner counts towards the crash-loop protection")
-	f.DurationVar(&cfg.CrashWindow, "crash-window", restore.DefaultCrashWindow, "two vswitchd deaths during or shortly after a replay within this window hold out the entries changed since the last survived replay, and bisect them across restarts")
+	f.DurationVar(&cfg.SurviveAfter, "survive-after", poison.DefaultSurviveAfter, "a replay counts as survived once ovs-vswitchd stayed up this long after it; a death sooner counts towards the crash-loop protection")
+	f.DurationVar(&cfg.CrashWindow, "crash-window", poison.DefaultCrashWindow, "two vswitchd deaths during or shortly after a replay within this window hold out the entries changed since the last survived replay, and bisect them across restarts")
 	f.StringVar(&cfg.VswitchdLog, "vswitchd-log", "/var/log/openvswitch/ovs-vswitchd.log", "ovs-vswitchd's log file: what it logged during a replay tells a crash (an abort's EMER line) from a kill from outside (a --monitor parent's \"killed (Killed)\"), which does not count towards the crash-loop protection (\"\": not read)")
 	f.BoolVar(&cfg.ProcExits, "proc-connector", true, "hear the exit status of ovs-vswitchd from the kernel's proc connector (needs root in the host's pid and network namespaces), so a SIGKILL from outside (an operator, the OOM killer) does not count towards the crash-loop protection")
 	f.IntVar(&cfg.StageAbove, "stage-above", server.DefaultStageAbove, "a streamed write (add-flows, replace-flows, the Go client's large Put and Sync) of more entries than this is staged on disk instead of held in memory: 50–80 MB whatever its size, where one held in memory needs about 1.2 KB an entry")

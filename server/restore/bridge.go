@@ -16,6 +16,7 @@ import (
 	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/ofconn"
 	"github.com/flowstate-io/flowstate/server/restore/mirror"
+	"github.com/flowstate-io/flowstate/server/restore/poison"
 )
 
 // bridge is the engine's view of one bridge. mu serialises everything that
@@ -31,8 +32,7 @@ import (
 // publish its state. The fields mu guards change only through the
 // methods in this file (setConn, replayedLocked, driftFoundLocked,
 // markDivergedLocked, liftQuarantineLocked, quarantineLocked, ...), and
-// poison only through poisonState's (setRec, startWatch, takeWatch in
-// poison.go).
+// poison only through its own methods (package poison).
 type bridge struct {
 	name string
 	kick chan struct{}
@@ -61,8 +61,8 @@ type bridge struct {
 	// quarantineGauge follows quarantine.len().
 	quarantineGauge prometheus.Gauge
 	// poison follows the vswitchd deaths during replays and the entries
-	// held out for them (poison.go); guarded by mu.
-	poison poisonState
+	// held out for them (package poison); guarded by mu.
+	poison *poison.Tracker
 
 	// status is a copy of the fields above, published after every change, so
 	// Status never waits for a replay in progress.
@@ -123,8 +123,8 @@ type BridgeStatus struct {
 	QuarantinedTotal int
 	QuarantineCauses []QuarantineCause
 	listed           []listedQ
-	// Poison says what the crash-loop protection holds out (poison.go).
-	Poison PoisonStatus
+	// Poison says what the crash-loop protection holds out (package poison).
+	Poison poison.Status
 	// Mirror is set for an unmanaged bridge the engine mirrors (package
 	// mirror).
 	Mirror *mirror.State
@@ -154,11 +154,11 @@ func (b *bridge) publishLocked() {
 		st.Reason = b.reason
 	}
 	if b.listedVersion != b.quarantine.version || b.listed == nil {
-		b.listed = b.quarantine.sample(MaxListedQuarantined, b.poison.crashed)
+		b.listed = b.quarantine.sample(MaxListedQuarantined, b.poison.Crashed)
 		b.listedVersion = b.quarantine.version
 	}
 	st.listed, st.QuarantinedTotal, st.QuarantineCauses = b.listed, b.quarantine.len(), b.quarantine.causes()
-	st.Poison = b.poison.status()
+	st.Poison = b.poison.Status()
 	if b.quarantineGauge != nil {
 		b.quarantineGauge.Set(float64(b.quarantine.len()))
 	}
@@ -292,8 +292,8 @@ func (e *Engine) runBridge(ctx context.Context, b *bridge) {
 			switch {
 			case conn == nil:
 				b.setReason(why)
-			case !e.gate.isOpen():
-				b.setReason("waiting for the cold-start gate: " + e.gate.status().Reason)
+			case !e.gate.IsOpen():
+				b.setReason("waiting for the cold-start gate: " + e.gate.Status().Reason)
 			}
 		},
 		serve:       func(conn *ofconn.Conn) { e.serveConn(ctx, b, conn, log) },
@@ -305,7 +305,7 @@ func (e *Engine) runBridge(ctx context.Context, b *bridge) {
 // every audit tick, until the connection dies or ctx ends.
 func (e *Engine) serveConn(ctx context.Context, b *bridge, conn *ofconn.Conn, log *slog.Logger) {
 	select {
-	case <-e.gate.opened():
+	case <-e.gate.Opened():
 	case <-ctx.Done():
 		return
 	case <-conn.Done():
@@ -325,7 +325,7 @@ func (e *Engine) serveConn(ctx context.Context, b *bridge, conn *ofconn.Conn, lo
 	}
 	first := true
 	// survive fires SurviveAfter after a replay that sent something, if
-	// vswitchd is still up (poison.go).
+	// vswitchd is still up (package poison).
 	survive := time.NewTimer(time.Hour)
 	survive.Stop()
 	defer survive.Stop()
@@ -341,7 +341,7 @@ func (e *Engine) serveConn(ctx context.Context, b *bridge, conn *ofconn.Conn, lo
 			return
 		case <-survive.C:
 			b.mu.Lock()
-			err := e.survivedLocked(b, log)
+			err := b.poison.Survived(b.quarantine.has, log)
 			b.mu.Unlock()
 			if err != nil {
 				log.Error("recording a replay vswitchd survived failed", "err", err)

@@ -16,7 +16,9 @@ import (
 	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/ovsconfig"
 	"github.com/flowstate-io/flowstate/server/restore/flag"
+	"github.com/flowstate-io/flowstate/server/restore/gate"
 	"github.com/flowstate-io/flowstate/server/restore/mirror"
+	"github.com/flowstate-io/flowstate/server/restore/poison"
 	"github.com/flowstate-io/flowstate/store"
 )
 
@@ -61,7 +63,7 @@ type Config struct {
 	BootID    string
 	ColdStart bool
 	GateSince time.Time
-	// RequiredModules gate replays after a cold start (see runGate), for at
+	// RequiredModules gate replays after a cold start (package gate), for at
 	// most ReadinessTimeout (default 5 min) from GateSince.
 	RequiredModules  []string
 	ReadinessTimeout time.Duration
@@ -104,12 +106,12 @@ type Config struct {
 	// SurviveAfter is how long vswitchd must stay up after a replay for
 	// the replay to count as survived, and CrashWindow how long a death of
 	// vswitchd during or shortly after a replay counts towards holding
-	// out the suspects (poison.go). Defaults DefaultSurviveAfter and
-	// DefaultCrashWindow.
+	// out the suspects (package poison). Defaults poison.DefaultSurviveAfter
+	// and poison.DefaultCrashWindow.
 	SurviveAfter, CrashWindow time.Duration
 	// VswitchdLog is vswitchd's log file and ProcExits enables the proc
 	// connector: the evidence that tells a crash of vswitchd from a kill
-	// from outside (deathcause.go). Neither: every death counts.
+	// from outside (poison.Evidence). Neither: every death counts.
 	VswitchdLog string
 	ProcExits   bool
 	// Faults injects faults, for tests (faults.go); nil in production.
@@ -127,7 +129,7 @@ type Config struct {
 // connection, waits for the connection to die and repeats (runBridge), and
 // the owner of its writes (runWrites), which may run a pipe's storer and a
 // streamed bundle's producer while a write is under way; one for OVSDB and
-// the flag (flag.Flag.Run), one for the cold-start gate (runGate), and one for
+// the flag (flag.Flag.Run), one for the cold-start gate (gate.Gate.Run), and one for
 // the mirrors of the unmanaged bridges (mirror.Set.Run), which runs one per
 // mirrored bridge.
 type Engine struct {
@@ -141,12 +143,12 @@ type Engine struct {
 
 	// flag owns flow-restore-wait and the OVSDB client (package flag).
 	flag *flag.Flag
-	// exits are the process exits the proc connector reported
-	// (deathcause.go), heard while Config.ProcExits.
-	exits procExits
+	// evidence tells a crash of vswitchd from a kill (poison.Evidence);
+	// it hears the proc connector while Config.ProcExits.
+	evidence *poison.Evidence
 	// switchInfo is the running vswitchd's build (switchinfo.go).
 	switchInfo atomic.Pointer[SwitchInfo]
-	gate       *gate
+	gate       *gate.Gate
 
 	mirrors *mirror.Set // unmanaged bridges (package mirror)
 }
@@ -184,10 +186,10 @@ func New(cfg Config) (*Engine, error) {
 		cfg.WedgeAfter = 2 * time.Minute
 	}
 	if cfg.SurviveAfter <= 0 {
-		cfg.SurviveAfter = DefaultSurviveAfter
+		cfg.SurviveAfter = poison.DefaultSurviveAfter
 	}
 	if cfg.CrashWindow <= 0 {
-		cfg.CrashWindow = DefaultCrashWindow
+		cfg.CrashWindow = poison.DefaultCrashWindow
 	}
 	if cfg.GuardPresent == nil {
 		cfg.GuardPresent = func() (bool, string) { return true, "" }
@@ -223,11 +225,11 @@ func New(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("restore: %w", err)
 	}
 	e := &Engine{
-		forms:   canon.NewForms(known),
-		cfg:     cfg,
-		log:     cfg.Logger,
-		bridges: make(map[string]*bridge, len(cfg.Bridges)),
-		gate:    newGate(),
+		forms:    canon.NewForms(known),
+		cfg:      cfg,
+		log:      cfg.Logger,
+		bridges:  make(map[string]*bridge, len(cfg.Bridges)),
+		evidence: poison.NewEvidence(cfg.VswitchdLog),
 	}
 	e.flag, err = flag.New(flag.Config{
 		OVSDB: cfg.OVSDB, RunDir: cfg.RunDir, AckTimeout: cfg.AckTimeout, RetryInterval: cfg.RetryInterval,
@@ -238,15 +240,9 @@ func New(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
 	}
-	if cfg.ColdStart && len(cfg.RequiredModules) > 0 {
-		// Status must show what the gate waits for from the first call on,
-		// not once runGate has looked.
-		missing, err := e.missing()
-		if err != nil {
-			return nil, fmt.Errorf("restore: %w", err)
-		}
-		e.gate.waitingFor = missing
-		e.gate.reason = "cold start: waiting for required modules"
+	crashes := poisonConfig(cfg, e.evidence)
+	if e.gate, err = newGate(cfg); err != nil {
+		return nil, fmt.Errorf("restore: %w", err)
 	}
 	for _, name := range cfg.Bridges {
 		if err := entry.ValidateName("bridge", name); err != nil {
@@ -256,8 +252,10 @@ func New(cfg Config) (*Engine, error) {
 			return nil, fmt.Errorf("restore: bridge %q given twice", name)
 		}
 		cfg.Metrics.initBridge(name)
-		e.bridges[name] = &bridge{name: name, kick: make(chan struct{}, 1), writes: newWriteQueue(),
+		b := &bridge{name: name, kick: make(chan struct{}, 1), writes: newWriteQueue(),
 			quarantineGauge: cfg.Metrics.quarantinedNow.WithLabelValues(name)}
+		b.poison = poison.NewTracker(crashes, name, b)
+		e.bridges[name] = b
 		e.order = append(e.order, name)
 	}
 	e.mirrors = e.newMirrors()
@@ -273,11 +271,11 @@ func New(cfg Config) (*Engine, error) {
 // Run runs the engine until ctx is cancelled.
 func (e *Engine) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Go(func() { e.runGate(ctx) })
+	wg.Go(func() { e.gate.Run(ctx) })
 	wg.Go(func() { e.flag.Run(ctx) })
 	wg.Go(func() { e.mirrors.Run(ctx) })
 	if e.cfg.ProcExits {
-		wg.Go(func() { e.exits.run(ctx, e.log) })
+		wg.Go(func() { e.evidence.Run(ctx, e.log) })
 	}
 	for _, name := range e.order {
 		b := e.bridges[name]

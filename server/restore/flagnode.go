@@ -24,7 +24,7 @@ func (n flagNode) Bridges() []flag.Bridge {
 
 func (n flagNode) Excuse(bridge, why string) bool { return n.e.bridges[bridge].excuse(why) }
 
-func (n flagNode) GateOpened() time.Time { return n.e.gate.openedAt() }
+func (n flagNode) GateOpened() time.Time { return n.e.gate.OpenedAt() }
 
 func (n flagNode) MirrorsSettled(c *ovsconfig.Client) bool { return n.e.mirrors.Settled(c) }
 

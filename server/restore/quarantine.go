@@ -41,7 +41,7 @@ import (
 //     most Config.MaxReplayTime.
 
 // prediction is an entry a pre-check expects the switch to refuse, or that
-// the crash-loop protection holds out (poison.go).
+// the crash-loop protection holds out (package poison).
 type prediction struct {
 	kind   entry.Kind
 	module string
@@ -194,7 +194,7 @@ func (e *Engine) skipsLocked(b *bridge, fs *flowScan, others []entry.Entry, limi
 		return true
 	})
 	fs.skip = skip
-	held, err := e.poisonHeldLocked(b)
+	held, err := b.poisonHeldLocked()
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/flowstate-io/flowstate/entry"
+	"github.com/flowstate-io/flowstate/server/restore/poison"
 )
 
 // TestQuarantineSet: counts per module, kind and reason follow adds and
@@ -26,8 +27,8 @@ func TestQuarantineSet(t *testing.T) {
 		t.Fatalf("causes %+v", causes)
 	}
 	k3 := key(entry.KindFlow, []byte{7, 0, 3})
-	q.add(k3, entry.KindFlow, "pod", reasonPoisoned, now, false)
-	if reason, predicted, ok := q.reason(k3); !ok || predicted || reason != reasonPoisoned {
+	q.add(k3, entry.KindFlow, "pod", poison.ReasonPoisoned, now, false)
+	if reason, predicted, ok := q.reason(k3); !ok || predicted || reason != poison.ReasonPoisoned {
 		t.Fatalf("re-added entry: %q %v %v", reason, predicted, ok)
 	}
 	if c := q.causes(); len(c) != 3 || c[1].Entries != 9 || c[2].Entries != 1 {
@@ -38,7 +39,7 @@ func TestQuarantineSet(t *testing.T) {
 		t.Fatal("remove: want true once, then false, and a new version")
 	}
 	s := q.sample(4, func(k string) bool { return k == k3 })
-	if len(s) != 4 || s[0].key != k3 || s[0].reason != reasonPoisoned {
+	if len(s) != 4 || s[0].key != k3 || s[0].reason != poison.ReasonPoisoned {
 		t.Fatalf("sample %+v: want 4, the crashing entry first", s)
 	}
 	for i := 2; i < len(s); i++ {

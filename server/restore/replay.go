@@ -531,10 +531,10 @@ func (e *Engine) reconcile(ctx context.Context, b *bridge, conn *ofconn.Conn, lo
 	defer b.mu.Unlock()
 	e.publish(events.Event{Type: events.ReplayStarted, Bridge: b.name, Message: "replay started"})
 	start := time.Now()
-	vswitchd, logAt := e.vswitchdIdentity(), e.logSize()
+	begun := b.poison.Begin()
 	r, err := e.replayLocked(ctx, b, conn, log)
 	if r.Messages > 0 {
-		b.replayWatchLocked(vswitchd, logAt, err)
+		b.replayWatchLocked(begun, err)
 	}
 	r.Finished = time.Now()
 	r.Duration = r.Finished.Sub(start)
@@ -582,8 +582,8 @@ func (e *Engine) Reconcile(ctx context.Context, bridgeName string) (BridgeStatus
 	if err != nil {
 		return BridgeStatus{}, err
 	}
-	if !e.gate.isOpen() {
-		return BridgeStatus{}, fmt.Errorf("restore: replays are held until required modules are ready (%s): %w", e.gate.status().Reason, errdefs.ErrFailedPrecondition)
+	if !e.gate.IsOpen() {
+		return BridgeStatus{}, fmt.Errorf("restore: replays are held until required modules are ready (%s): %w", e.gate.Status().Reason, errdefs.ErrFailedPrecondition)
 	}
 	conn, err := e.connected(b)
 	if err != nil {

@@ -1,6 +1,9 @@
 package restore
 
-import "github.com/flowstate-io/flowstate/store"
+import (
+	"github.com/flowstate-io/flowstate/server/restore/gate"
+	"github.com/flowstate-io/flowstate/store"
+)
 
 // Status returns the state of every managed bridge, in flag order.
 func (e *Engine) Status() []BridgeStatus {
@@ -21,7 +24,7 @@ func (e *Engine) Status() []BridgeStatus {
 }
 
 // Gate returns the state of the boot gate.
-func (e *Engine) Gate() GateStatus { return e.gate.status() }
+func (e *Engine) Gate() gate.Status { return e.gate.Status() }
 
 // ModuleState is the readiness of one module.
 type ModuleState struct {

@@ -111,7 +111,7 @@ func resendWhole(h held) Outcome {
 // b.mu must be held.
 func (e *Engine) liveLocked(ctx context.Context, b *bridge) (*ofconn.Conn, bool) {
 	conn := b.conn
-	return conn, conn != nil && b.converged && e.gate.isOpen() && ctx.Err() == nil
+	return conn, conn != nil && b.converged && e.gate.IsOpen() && ctx.Err() == nil
 }
 
 // settlement is what a write transaction leaves for settleLocked.

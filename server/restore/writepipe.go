@@ -159,7 +159,7 @@ func (e *Engine) openPipe(ctx context.Context, b *bridge) *pipe {
 func (p *pipe) takes() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return !p.broken && p.taken < pipeMaxBatches && p.e.gate.isOpen() && p.ctx.Err() == nil
+	return !p.broken && p.taken < pipeMaxBatches && p.e.gate.IsOpen() && p.ctx.Err() == nil
 }
 
 // run puts the requests of batch that may enter the pipe into it, as one

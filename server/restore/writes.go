@@ -75,6 +75,7 @@ func (e *Engine) Delete(ctx context.Context, bridgeName, module string, keys []e
 	return applied, len(res.Removed), err
 }
 
+// changeID is the identity of the entry a change touches.
 func changeID(c Change) []byte {
 	if c.Op == OpDelete {
 		_, id, err := entry.Identify(c.Kind, c.Actual)

@@ -1,4 +1,4 @@
-package restore
+package poison
 
 import (
 	"bytes"
@@ -7,25 +7,26 @@ import (
 	"slices"
 	"time"
 
+	"github.com/flowstate-io/flowstate/canon"
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/store"
 )
 
-// The bisection of the suspects (poison.go, steps 4 and 5). Its one rule of
-// soundness: an entry is named as crashing vswitchd only when vswitchd
-// crashed on a replay that sent it, and every other suspect that replay
-// sent was since sent again and survived (SuspectRange.Died == 1). A range
-// is proven (Died > 0) only by a crash: a probe's death, or two deaths of
-// full replays the evidence shows to be crashes; deaths no evidence
-// explains (an operator's kill -9, the OOM killer) leave it merely
-// believed bad, and its last entry is sent alone before it is named.
+// The bisection of the suspects (steps 4 and 5 of the package doc). Its one
+// rule of soundness: an entry is named as crashing vswitchd only when
+// vswitchd crashed on a replay that sent it, and every other suspect that
+// replay sent was since sent again and survived (SuspectRange.Died == 1). A
+// range is proven (Died > 0) only by a crash: a probe's death, or two deaths
+// of full replays the evidence shows to be crashes; deaths no evidence
+// explains (an operator's kill -9, the OOM killer) leave it merely believed
+// bad, and its last entry is sent alone before it is named.
 
 // countSuspects counts the suspects of rec in r, and returns the key of the
 // middle one (index n/2) and the key of the first.
-func (e *Engine) countSuspects(bridge string, rec *store.CrashRecord, r store.SuspectRange) (n int, mid, first []byte, err error) {
+func (t *Tracker) countSuspects(rec *store.CrashRecord, r store.SuspectRange) (n int, mid, first []byte, err error) {
 	var keys [][]byte
-	err = e.eachDesired(bridge, func(k []byte, _ string, _ []byte) error {
+	err = eachDesired(t.cfg.Desired, t.bridge, func(k []byte, _ string, _ []byte) error {
 		if inRange(k, r) && dirty(rec.Dirty, k) && poisonedAt(rec, k) < 0 {
 			keys = append(keys, bytes.Clone(k))
 		}
@@ -40,10 +41,10 @@ func (e *Engine) countSuspects(bridge string, rec *store.CrashRecord, r store.Su
 // narrow drops the empty ranges of rec and names the entries whose probe
 // alone died (step 5), until the first range needs a probe; when none is
 // left, the bisection is over.
-func (e *Engine) narrow(b *bridge, rec *store.CrashRecord, log *slog.Logger) error {
+func (t *Tracker) narrow(rec *store.CrashRecord, log *slog.Logger) error {
 	for len(rec.Suspects) > 0 {
 		r := rec.Suspects[0]
-		n, _, first, err := e.countSuspects(b.name, rec, r)
+		n, _, first, err := t.countSuspects(rec, r)
 		if err != nil {
 			return err
 		}
@@ -52,7 +53,7 @@ func (e *Engine) narrow(b *bridge, rec *store.CrashRecord, log *slog.Logger) err
 			rec.Suspects = rec.Suspects[1:]
 			continue
 		case r.Bad && r.Died == 1 && n == 1:
-			d, _, err := e.cfg.Store.Get(b.name, entry.Kind(first[0]), first[1:])
+			d, _, err := t.cfg.Desired.Get(t.bridge, entry.Kind(first[0]), first[1:])
 			if err != nil {
 				return err
 			}
@@ -61,10 +62,10 @@ func (e *Engine) narrow(b *bridge, rec *store.CrashRecord, log *slog.Logger) err
 			rec.Suspects = rec.Suspects[1:]
 			log.Error("entry quarantined: it crashes ovs-vswitchd (vswitchd died on a replay that sent it alone, found by bisection across restarts); kept out until its module changes or deletes it",
 				"kind", d.Kind, "module", d.Module, "entry", name)
-			e.publish(events.Event{Type: events.EntryQuarantined, Bridge: b.name, Module: d.Module,
+			t.publish(events.Event{Type: events.EntryQuarantined, Bridge: t.bridge, Module: d.Module,
 				Message: fmt.Sprintf("%s of module %s crashes ovs-vswitchd, quarantined: %s", d.Kind, d.Module, name),
-				Attrs:   map[string]string{"kind": d.Kind.String(), "reason": reasonPoisoned, "entries": "1", "entry": name}})
-			e.cfg.Metrics.poisoned.WithLabelValues(b.name, d.Module, name).Set(1)
+				Attrs:   map[string]string{"kind": d.Kind.String(), "reason": ReasonPoisoned, "entries": "1", "entry": name}})
+			t.cfg.Metrics.Poisoned.WithLabelValues(t.bridge, d.Module, name).Set(1)
 			continue
 		}
 		break
@@ -77,9 +78,9 @@ func (e *Engine) narrow(b *bridge, rec *store.CrashRecord, log *slog.Logger) err
 
 // nextProbe starts the probe of the first range of rec (step 4): the first
 // half of a Bad range of more than one suspect, all of any other.
-func (e *Engine) nextProbe(b *bridge, rec *store.CrashRecord, log *slog.Logger) error {
+func (t *Tracker) nextProbe(rec *store.CrashRecord, log *slog.Logger) error {
 	r := rec.Suspects[0]
-	n, mid, _, err := e.countSuspects(b.name, rec, r)
+	n, mid, _, err := t.countSuspects(rec, r)
 	if err != nil {
 		return err
 	}
@@ -90,14 +91,14 @@ func (e *Engine) nextProbe(b *bridge, rec *store.CrashRecord, log *slog.Logger) 
 	rec.Probe = &p
 	log.Warn("sending suspects of crashing ovs-vswitchd back to the switch, watched", "suspects_in_range", n,
 		"sent", p.Died, "bad_range", r.Bad)
-	b.requestReplay()
+	t.replays.RequestReplay()
 	return nil
 }
 
 // probeCrashed narrows rec after vswitchd died on its probe (step 4): the
 // range the probe sent is Bad, and proven so (Died); the rest of the range
 // it came from is no longer known to hold anything bad.
-func (e *Engine) probeCrashed(rec *store.CrashRecord, crashed bool) {
+func probeCrashed(rec *store.CrashRecord, crashed bool) {
 	p := *rec.Probe
 	rec.Probe = nil
 	if len(rec.Suspects) == 0 {
@@ -128,4 +129,17 @@ func probeSurvived(rec *store.CrashRecord) {
 	if r.Crashed {
 		rest.Died = max(r.Died-p.Died, 0)
 	}
+}
+
+// describeForLog names an entry in at most 200 characters of ovs-ofctl
+// text.
+func describeForLog(d entry.Entry) string {
+	s, err := canon.Format(d.Kind, d.Payload)
+	if err != nil || s == "" {
+		s = fmt.Sprintf("%s %x", d.Kind, d.ID)
+	}
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	return s
 }

@@ -1,7 +1,8 @@
-package restore
+package poison
 
 import (
 	"context"
+	"log/slog"
 	"os/exec"
 	"syscall"
 	"testing"
@@ -82,4 +83,8 @@ func TestProcExits(t *testing.T) {
 			t.Fatalf("%v: %v (%s), want %v", tc.sig, got, why, tc.want)
 		}
 	}
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 }

@@ -1,4 +1,4 @@
-package restore
+package poison
 
 import (
 	"fmt"
@@ -7,24 +7,79 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/flowstate-io/flowstate/entry"
+	"github.com/flowstate-io/flowstate/ofctl"
 	"github.com/flowstate-io/flowstate/store"
 )
 
-// poisonEngine is an engine over a fresh store holding n flows of module m
+// testBridge is what a tracker needs of its bridge in these tests: the
+// quarantine the held entries are put in, and the kicks of its replays.
+type testBridge struct {
+	quarantine map[string]bool
+	kicks      int
+}
+
+func (b *testBridge) RequestReplay() { b.kicks++ }
+
+func (b *testBridge) has(k string) bool { return b.quarantine[k] }
+
+// noVswitchd is a vswitchd that is not running.
+type noVswitchd struct{}
+
+func (noVswitchd) Identity() string { return "" }
+
+func testMetrics() Metrics {
+	counter := func(name string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name}, labels)
+	}
+	gauge := func(name string, labels ...string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name}, labels)
+	}
+	return Metrics{Deaths: counter("deaths", "bridge"), Kills: counter("kills", "bridge"), Survived: counter("survived", "bridge"),
+		Poisoned: gauge("poisoned", "bridge", "module", "entry"), Suspects: gauge("suspects", "bridge")}
+}
+
+// poisonEngine is a tracker over a fresh store holding n flows of module m
 // on br-int, with no switch: the crash-loop protection is driven by hand.
-func poisonEngine(t *testing.T, n int) (*Engine, *bridge, []entry.Entry) {
+func poisonEngine(t *testing.T, n int) (*Tracker, *testBridge, *store.Store, []entry.Entry) {
 	t.Helper()
 	st, err := store.Open(filepath.Join(t.TempDir(), "s.db"), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	e := &Engine{cfg: Config{Store: st, Metrics: NewMetrics(nil), SurviveAfter: time.Second, CrashWindow: time.Minute},
-		log: slog.New(slog.DiscardHandler)}
-	b := &bridge{name: "br-int", kick: make(chan struct{}, 1)}
+	cfg := Config{Crashes: st, Desired: st, Vswitchd: noVswitchd{}, Evidence: NewEvidence(""),
+		SurviveAfter: time.Second, CrashWindow: time.Minute, Metrics: testMetrics(), Logger: slog.New(slog.DiscardHandler)}
+	b := &testBridge{quarantine: map[string]bool{}}
 	es := putFlows(t, st, 0, n)
-	return e, b, es
+	return NewTracker(cfg, "br-int", b), b, st, es
+}
+
+// key is the key of an entry (kind | identity).
+func key(k entry.Kind, id []byte) string { return string(append([]byte{byte(k)}, id...)) }
+
+// flows encodes ovs-ofctl lines as flow entries.
+func flows(t *testing.T, lines ...string) []entry.Entry {
+	t.Helper()
+	out := make([]entry.Entry, len(lines))
+	for i, l := range lines {
+		fm, err := ofctl.ParseFlow(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := fm.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		payload, id, err := entry.Identify(entry.KindFlow, raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = entry.Entry{Kind: entry.KindFlow, ID: id, Payload: payload}
+	}
+	return out
 }
 
 func putFlows(t *testing.T, st *store.Store, from, n int) []entry.Entry {
@@ -46,15 +101,15 @@ func putFlows(t *testing.T, st *store.Store, from, n int) []entry.Entry {
 
 // replayOnce plays one vswitchd start: the held entries are left out, and
 // vswitchd dies if anything sent is bad. It reports whether it died.
-func replayOnce(t *testing.T, e *Engine, b *bridge, bad map[string]bool) (died bool, held map[string]prediction) {
+func replayOnce(t *testing.T, e *Tracker, b *testBridge, bad map[string]bool) (died bool, held map[string]Held) {
 	t.Helper()
-	held, err := e.poisonHeldLocked(b)
+	held, err := e.Held()
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.quarantine.reset()
-	for k, p := range held {
-		b.quarantine.add(k, p.kind, p.module, p.reason, time.Now(), true)
+	clear(b.quarantine)
+	for k := range held {
+		b.quarantine[k] = true
 	}
 	for k := range bad {
 		if _, out := held[k]; !out {
@@ -62,13 +117,13 @@ func replayOnce(t *testing.T, e *Engine, b *bridge, bad map[string]bool) (died b
 		}
 	}
 	if died {
-		if err := e.recordDeathLocked(b, b.poison.rec.Probe != nil, causeCrash, e.log); err != nil {
+		if err := e.recordDeath(e.rec.Probe != nil, causeCrash, b.has, e.log); err != nil {
 			t.Fatal(err)
 		}
 		return true, held
 	}
-	b.replayWatchLocked("1@x", -1, nil)
-	if err := e.survivedLocked(b, e.log); err != nil {
+	e.startWatch("1@x", -1, false)
+	if err := e.Survived(b.has, e.log); err != nil {
 		t.Fatal(err)
 	}
 	return false, held
@@ -92,13 +147,13 @@ func TestPoisonBisection(t *testing.T) {
 		{"all of 3", 10, 3, []int{0, 1, 2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e, b, old := poisonEngine(t, tc.before)
+			e, b, st, old := poisonEngine(t, tc.before)
 			// A replay vswitchd survived.
-			b.replayWatchLocked("1@x", -1, nil)
-			if err := e.survivedLocked(b, e.log); err != nil {
+			e.startWatch("1@x", -1, false)
+			if err := e.Survived(b.has, e.log); err != nil {
 				t.Fatal(err)
 			}
-			added := putFlows(t, e.cfg.Store, 10_000, tc.new)
+			added := putFlows(t, st, 10_000, tc.new)
 			bad := map[string]bool{}
 			for _, i := range tc.bad {
 				bad[key(entry.KindFlow, added[i].ID)] = true
@@ -131,20 +186,20 @@ func TestPoisonBisection(t *testing.T) {
 			}
 			t.Logf("%d of %d old entries held out with the new ones (they share a digest bucket)", collide, len(old))
 			crashes := 0
-			for start := 0; len(b.poison.rec.Suspects) > 0; start++ {
+			for start := 0; len(e.rec.Suspects) > 0; start++ {
 				if start > 100 {
-					t.Fatalf("bisection not over after 100 starts: %+v", b.poison.rec)
+					t.Fatalf("bisection not over after 100 starts: %+v", e.rec)
 				}
 				if died, _ := replayOnce(t, e, b, bad); died {
 					crashes++
 				}
 			}
 			_, held = replayOnce(t, e, b, bad)
-			if len(held) != len(bad) || len(b.poison.rec.Poisoned) != len(bad) {
-				t.Fatalf("held %d, poisoned %d, want the %d bad ones", len(held), len(b.poison.rec.Poisoned), len(bad))
+			if len(held) != len(bad) || len(e.rec.Poisoned) != len(bad) {
+				t.Fatalf("held %d, poisoned %d, want the %d bad ones", len(held), len(e.rec.Poisoned), len(bad))
 			}
 			for k := range bad {
-				if held[k].reason != reasonPoisoned || !b.poison.crashed(k) {
+				if held[k].Reason != ReasonPoisoned || !e.Crashed(k) {
 					t.Fatalf("a bad entry is not held as poisoned: %+v", held[k])
 				}
 			}
@@ -159,23 +214,22 @@ func TestPoisonBisection(t *testing.T) {
 			}
 
 			// Durable: a new engine over the same store holds them too.
-			e2 := &Engine{cfg: e.cfg, log: e.log}
-			b2 := &bridge{name: "br-int", kick: make(chan struct{}, 1)}
-			if held, err := e2.poisonHeldLocked(b2); err != nil || len(held) != len(bad) {
+			e2 := NewTracker(e.cfg, "br-int", &testBridge{quarantine: map[string]bool{}})
+			if held, err := e2.Held(); err != nil || len(held) != len(bad) {
 				t.Fatalf("after a restart held %d (%v), want %d", len(held), err, len(bad))
 			}
 			// A module that changes a poisoned entry lifts its quarantine.
 			for _, i := range tc.bad {
 				f := added[i]
 				f.Payload = flows(t, fmt.Sprintf("table=1,priority=100,ip,nw_dst=10.0.%d.%d,actions=normal", (10_000+i)/256, (10_000+i)%256))[0].Payload
-				if err := e.cfg.Store.Update(func(w *store.Writer) error {
+				if err := st.Update(func(w *store.Writer) error {
 					_, err := w.Put("br-int", "m", []entry.Entry{f})
 					return err
 				}); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if held, err := e2.poisonHeldLocked(b2); err != nil || len(held) != 0 {
+			if held, err := e2.Held(); err != nil || len(held) != 0 {
 				t.Fatalf("after the module changed them held %d (%v), want none", len(held), err)
 			}
 		})
@@ -185,7 +239,7 @@ func TestPoisonBisection(t *testing.T) {
 // TestPoisonNoDigest: without a survived replay to compare with, the
 // second death holds out every entry.
 func TestPoisonNoDigest(t *testing.T) {
-	e, b, es := poisonEngine(t, 8)
+	e, b, _, es := poisonEngine(t, 8)
 	bad := map[string]bool{key(entry.KindFlow, es[5].ID): true}
 	for range 2 {
 		if died, _ := replayOnce(t, e, b, bad); !died {
@@ -195,10 +249,10 @@ func TestPoisonNoDigest(t *testing.T) {
 	if died, held := replayOnce(t, e, b, bad); died || len(held) != len(es) {
 		t.Fatalf("third start: died %v, held %d, want every one of %d held", died, len(held), len(es))
 	}
-	for len(b.poison.rec.Suspects) > 0 {
+	for len(e.rec.Suspects) > 0 {
 		replayOnce(t, e, b, bad)
 	}
-	if len(b.poison.rec.Poisoned) != 1 || !b.poison.crashed(key(entry.KindFlow, es[5].ID)) {
-		t.Fatalf("poisoned %+v, want entry 5", b.poison.rec.Poisoned)
+	if len(e.rec.Poisoned) != 1 || !e.Crashed(key(entry.KindFlow, es[5].ID)) {
+		t.Fatalf("poisoned %+v, want entry 5", e.rec.Poisoned)
 	}
 }

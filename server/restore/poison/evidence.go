@@ -1,9 +1,11 @@
-package restore
+package poison
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"regexp"
 	"strconv"
@@ -12,7 +14,7 @@ import (
 	"time"
 )
 
-// What killed vswitchd (poison.go, step 1): only a death vswitchd caused
+// What killed vswitchd (step 1 of the package doc): only a death vswitchd caused
 // itself is evidence that an entry crashes it. A signal from outside (an
 // operator's kill -9, the OOM killer, a stray SIGTERM) is not.
 //
@@ -22,7 +24,7 @@ import (
 //     every process's exit with its wait status, so a SIGKILL reads as
 //     such. It needs root (CAP_NET_ADMIN) in the host's pid and network
 //     namespaces, and vswitchd's pid as flowstated sees it; and
-//   - vswitchd's log file (Config.VswitchdLog), the lines written since the
+//   - vswitchd's log file (NewEvidence), the lines written since the
 //     replay began: an abort logs an EMER line (`assertion ... failed`), a
 //     --monitor parent logs `pid N died, killed (Segmentation fault)` or
 //     `killed (Killed)`, and vswitchd caught by SIGTERM, SIGINT or SIGHUP
@@ -102,16 +104,32 @@ func logCause(text string) (deathCause, string) {
 	return causeUnknown, ""
 }
 
+// Evidence is what tells a crash of vswitchd from a kill from outside, for
+// every bridge of an engine: the exits the proc connector reported, heard
+// while Run runs, and vswitchd's log.
+type Evidence struct {
+	logFile string
+	exits   procExits
+}
+
+// NewEvidence returns the evidence read from vswitchd's log file logFile
+// ("" for none) and, once Run runs, the proc connector.
+func NewEvidence(logFile string) *Evidence { return &Evidence{logFile: logFile} }
+
+// Run listens to the proc connector until ctx ends; without the privilege
+// to (root in the host's namespaces) it logs why and returns.
+func (ev *Evidence) Run(ctx context.Context, log *slog.Logger) { ev.exits.run(ctx, log) }
+
 // maxLogRead bounds what is read of vswitchd's log after a death.
 const maxLogRead = 1 << 20
 
 // logSize is the size of vswitchd's log, where the lines of a replay
 // begin; -1 when it cannot be read.
-func (e *Engine) logSize() int64 {
-	if e.cfg.VswitchdLog == "" {
+func (ev *Evidence) logSize() int64 {
+	if ev.logFile == "" {
 		return -1
 	}
-	fi, err := os.Stat(e.cfg.VswitchdLog)
+	fi, err := os.Stat(ev.logFile)
 	if err != nil {
 		return -1
 	}
@@ -120,8 +138,8 @@ func (e *Engine) logSize() int64 {
 
 // logSince returns what vswitchd's log holds from offset at (all of it if
 // it was rotated since; at most maxLogRead bytes, the last ones).
-func (e *Engine) logSince(at int64) (string, error) {
-	f, err := os.Open(e.cfg.VswitchdLog)
+func (ev *Evidence) logSince(at int64) (string, error) {
+	f, err := os.Open(ev.logFile)
 	if err != nil {
 		return "", err
 	}
@@ -138,20 +156,20 @@ func (e *Engine) logSince(at int64) (string, error) {
 	return string(b), err
 }
 
-// deathCause says what ended the vswitchd of w (pid as in its pidfile),
-// and what said so.
-func (e *Engine) deathCause(ctx context.Context, w replayWatch) (deathCause, string) {
+// cause says what ended the vswitchd of w (pid as in its pidfile), and
+// what said so.
+func (ev *Evidence) cause(ctx context.Context, w Watch) (deathCause, string) {
 	pid, _ := strconv.Atoi(strings.SplitN(w.vswitchd, "@", 2)[0])
 	procCause, procWhy := causeUnknown, ""
-	if ws, ok := e.exits.wait(ctx, pid, time.Second); ok {
+	if ws, ok := ev.exits.wait(ctx, pid, time.Second); ok {
 		procCause, procWhy = statusCause(ws)
 		procWhy = "proc connector: " + procWhy
 	}
 	logc, logWhy := causeUnknown, ""
 	if w.logAt >= 0 {
-		if text, err := e.logSince(w.logAt); err == nil {
+		if text, err := ev.logSince(w.logAt); err == nil {
 			logc, logWhy = logCause(text)
-			logWhy = fmt.Sprintf("%s: %s", e.cfg.VswitchdLog, logWhy)
+			logWhy = fmt.Sprintf("%s: %s", ev.logFile, logWhy)
 		}
 	}
 	switch {
@@ -165,4 +183,49 @@ func (e *Engine) deathCause(ctx context.Context, w replayWatch) (deathCause, str
 		return causeKilled, logWhy
 	}
 	return causeUnknown, "no evidence read (proc connector and vswitchd's log silent or unavailable)"
+}
+
+// vswitchdGone reports whether the vswitchd identified as before
+// (Vswitchd.Identity) died: it exited, and not in order. An orderly stop
+// (systemctl stop or restart, ovs-appctl exit) removes its pidfile; an
+// abort (a failed assertion), a fatal signal or an OOM kill leaves it, until
+// the next vswitchd replaces it. It waits at most two seconds for the
+// process to be gone, as a dying vswitchd may still write its core.
+func vswitchdGone(ctx context.Context, v Vswitchd, before string) bool {
+	deadline := time.Now().Add(2 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for pidAlive(before) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+		}
+	}
+	return v.Identity() != ""
+}
+
+// pidAlive reports whether the process of a vswitchd identity runs (and is
+// not a zombie).
+func pidAlive(ident string) bool {
+	pidText, _, _ := strings.Cut(ident, "@")
+	pid, err := strconv.Atoi(pidText)
+	if err != nil || pid <= 0 {
+		return false
+	}
+	if err := syscall.Kill(pid, 0); err != nil && err != syscall.EPERM {
+		return false
+	}
+	stat, err := os.ReadFile("/proc/" + pidText + "/stat")
+	if err != nil {
+		return !os.IsNotExist(err)
+	}
+	// pid (comm) state ...: comm may hold spaces and parentheses.
+	if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) {
+		return stat[i+2] != 'Z' && stat[i+2] != 'X'
+	}
+	return true
 }

@@ -1,4 +1,4 @@
-package restore
+package poison
 
 import (
 	"testing"
@@ -27,29 +27,29 @@ func TestBisectionNamesOnlyWhatDied(t *testing.T) {
 		// crashes, TestCrashLoopBroken): a misread is not covered here.
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e, b, es := poisonEngine(t, tc.n)
+			e, b, _, es := poisonEngine(t, tc.n)
 			if tc.survived {
-				b.replayWatchLocked("1@x", -1, nil)
-				if err := e.survivedLocked(b, e.log); err != nil {
+				e.startWatch("1@x", -1, false)
+				if err := e.Survived(b.has, e.log); err != nil {
 					t.Fatal(err)
 				}
 			}
 			for range 2 {
-				if err := e.recordDeathLocked(b, false, tc.cause, e.log); err != nil {
+				if err := e.recordDeath(false, tc.cause, b.has, e.log); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if len(b.poison.rec.Suspects) == 0 {
+			if len(e.rec.Suspects) == 0 {
 				t.Fatal("two deaths drew no suspects")
 			}
 			kills := tc.kills
-			for start := 0; len(b.poison.rec.Suspects) > 0; start++ {
+			for start := 0; len(e.rec.Suspects) > 0; start++ {
 				if start > 200 {
-					t.Fatalf("bisection not over after 200 starts: %+v", b.poison.rec)
+					t.Fatalf("bisection not over after 200 starts: %+v", e.rec)
 				}
-				if kills > 0 && b.poison.rec.Probe != nil {
+				if kills > 0 && e.rec.Probe != nil {
 					kills--
-					if err := e.recordDeathLocked(b, true, tc.cause, e.log); err != nil {
+					if err := e.recordDeath(true, tc.cause, b.has, e.log); err != nil {
 						t.Fatal(err)
 					}
 					continue
@@ -57,18 +57,18 @@ func TestBisectionNamesOnlyWhatDied(t *testing.T) {
 				if died, _ := replayOnce(t, e, b, nil); died {
 					t.Fatal("a harmless replay died")
 				}
-				if p := b.poison.rec.Poisoned; len(p) > 0 {
+				if p := e.rec.Poisoned; len(p) > 0 {
 					t.Fatalf("start %d: %q named as crashing vswitchd, though no probe of it died", start, p[0].Name)
 				}
 			}
 			if kills > 0 {
 				t.Fatalf("%d kills left: the bisection ended before they were spent", kills)
 			}
-			if _, held := replayOnce(t, e, b, nil); len(held) != 0 || len(b.poison.rec.Poisoned) != 0 {
-				t.Fatalf("after the bisection %d of %d entries held out, %d named", len(held), len(es), len(b.poison.rec.Poisoned))
+			if _, held := replayOnce(t, e, b, nil); len(held) != 0 || len(e.rec.Poisoned) != 0 {
+				t.Fatalf("after the bisection %d of %d entries held out, %d named", len(held), len(es), len(e.rec.Poisoned))
 			}
 			for _, f := range es {
-				if b.poison.crashed(key(entry.KindFlow, f.ID)) {
+				if e.Crashed(key(entry.KindFlow, f.ID)) {
 					t.Fatal("a harmless entry is named")
 				}
 			}

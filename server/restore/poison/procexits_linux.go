@@ -1,4 +1,4 @@
-package restore
+package poison
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 )
 
 // procExits hears the exits of processes from the kernel's proc connector
-// (CN_PROC), with their wait status (deathcause.go), and keeps those of the
+// (CN_PROC), with their wait status (evidence.go), and keeps those of the
 // last exitsKept. The zero value hears nothing; run listens until ctx ends.
 type procExits struct {
 	mu        sync.Mutex
@@ -39,7 +39,7 @@ const (
 )
 
 // exitsKept is how long an exit is kept: the death of vswitchd is looked
-// up within seconds of it (connLost).
+// up within seconds of it (Tracker.Death).
 const exitsKept = 30 * time.Second
 
 // wait returns the wait status of pid's exit, waiting at most d for the

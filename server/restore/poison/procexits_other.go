@@ -1,6 +1,6 @@
 //go:build !linux
 
-package restore
+package poison
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 )
 
 // procExits hears nothing outside Linux: deaths are told apart by
-// vswitchd's log alone (deathcause.go).
+// vswitchd's log alone (evidence.go).
 type procExits struct{}
 
 func (*procExits) wait(context.Context, int, time.Duration) (syscall.WaitStatus, bool) {
