@@ -5,35 +5,35 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/server/ofconn"
 )
 
-// The write transaction's decisions
+// The write transaction
 //
-// Every write of a bridge (group commit's batch, streamed or sent after
-// storing; a pipe's batches; a staged write; a controller's TLV table
-// change) is one transaction of the same shape, run under b.mu by the
-// bridge's write owner (the TLV change by the proxy's session, tlv.go):
+// Every write of a bridge is one transaction, run by one function (run) on
+// the bridge's write owner (runWrites), whatever its source: group commit's
+// batch (groupcommit.go), a pipe's batches (writepipe.go), a staged write
+// (writestaged.go), a controller's TLV table change (tlv.go). A source
+// supplies only its store step (storeStep); run makes the four decisions,
+// each here and nowhere else, so that the sources cannot disagree on them:
 //
-//	open     lockTxn (or newTxn under a pipe's lock): liveLocked decides
-//	         whether the changes go to the switch now
-//	send     the source streams its changes into a bundle (openStream), or
-//	         sends them after storing them (send)
-//	verdict  decide: outcomeOf turns the switch's answer into an Outcome,
-//	         resendWhole says what a whole refusal does
+//	open     runTxn takes b.mu (a pipe holds it for all its batches) and
+//	         liveLocked decides whether the changes go to the switch now;
+//	         run opens the step's bundle when they do (streamSpec)
+//	send     the step's store runs and calls atSwitch at its commit point:
+//	         the bundle ends with its COMMIT, or what the store decided is
+//	         sent after it (storeStep.after)
+//	verdict  decide turns each answer of the switch into an Outcome
+//	         (outcomeOf; resendWhole says what a whole refusal does); a
+//	         refusal rolls the store back with the step's error, and a
+//	         pipe's transaction runs again without its refused batches
 //	settle   commit once the store committed, end (deferred) when it did
 //	         not or a panic ended the transaction: settleLocked lifts
 //	         quarantine and schedules the replay
-//
-// The frame is the txn type below, written once; a source only fills in its
-// store step: group commit's Update (groupcommit.go), a pipe's PutPlanned of
-// several bundles (writepipe.go), a staged write's swap of buckets
-// (writestaged.go), a TLV change's store-then-send or send-then-store
-// (tlv.go). The four decisions are each made here and nowhere else,
-// so that the sources cannot disagree on them.
 
 // Outcome is what the switch's verdict on a write's bundle leaves.
 type Outcome int
@@ -171,7 +171,7 @@ func (e *Engine) divergedLocked(b *bridge, what string, err error) {
 }
 
 // txn is one write transaction of a bridge, under b.mu: see The write
-// transaction's decisions.
+// transaction.
 type txn struct {
 	e    *Engine
 	b    *bridge
@@ -181,20 +181,78 @@ type txn struct {
 	// live: the changes go to the switch now; false once the outcome on
 	// the switch is unknown.
 	live bool
-	// touched: the switch may hold changes of the transaction; stored: the
-	// store committed it.
-	touched, stored bool
+	// stream is the bundle run opened for the step (nil: none), which the
+	// store step feeds as it decides its changes.
+	stream *writeStream
+	// bundles are the transaction's streamed bundles (run's, or a pipe's
+	// sent before), sent what was sent after the store.
+	bundles []*bundle
+	sent    *bundle
+	// stored: the store committed the transaction.
+	stored bool
 	// unknown is the verdict when the outcome on the switch is unknown.
 	unknown error
+	// diverged: the transaction left the switch maybe unlike the store,
+	// and the bridge replays; panicked is the error of a recovered panic.
+	diverged bool
+	panicked error
 }
 
-// lockTxn takes b (b.mu and its busy mark) and starts a transaction on it;
-// the caller defers unlock, then end.
-func (e *Engine) lockTxn(ctx context.Context, b *bridge, what string) (t *txn, unlock func()) {
+// storeStep is what a source supplies to a write transaction (run): its
+// store's side. It reads t.live and feeds t.stream; it never sends, decides
+// a verdict or settles.
+type storeStep interface {
+	// open prepares the step under the bridge's lock: the bundle to stream
+	// while the store decides, if any.
+	open(t *txn) (streamSpec, error)
+	// store runs the store's side of the transaction; at its commit point
+	// it calls atSwitch, whose error rolls the store back.
+	store(t *txn, atSwitch func() error) error
+	// after is what goes to the switch after the store: when nothing
+	// streamed, or the switch refused the bundle as a whole. Its error
+	// rolls the store back.
+	after(t *txn) (sendAfter, error)
+	// refused is the step's error for the switch's refusal of entries.
+	refused(re *RejectedError) error
+	// committed is told the store committed: the keys and entries whose
+	// quarantine is lifted, and the changes learnForms looks at.
+	committed(t *txn) (keys []string, declared [][]entry.Entry, learn []Change)
+}
+
+// streamSpec is the bundle a transaction streams while its store decides
+// (startStream's arguments, opened when stream is set and the bridge is
+// live), and what its changes are when the switch refuses it as a whole (h).
+// sent are bundles a pipe opened and committed before the transaction.
+type streamSpec struct {
+	stream    bool
+	pre, post []Change
+	bound     int
+	at        func(idx []int) ([]Change, error)
+	h         held
+	sent      []*bundle
+}
+
+// sendAfter is what a transaction sends after its store step: changes in a
+// send order, or one message that cannot be bundled.
+type sendAfter struct {
+	cs  []Change
+	msg ofconn.Message
+}
+
+// errRefusedInGroup is a step's error when the switch refused one of the
+// bundles of its transaction (a pipe's batches): run writes the
+// transaction again without the refused ones.
+var errRefusedInGroup = errors.New("restore: the switch refused a batch of the transaction")
+
+// runTxn takes b (b.mu and its busy mark) and runs step as one write
+// transaction on it (run).
+func (e *Engine) runTxn(ctx context.Context, b *bridge, what string, step storeStep) (*txn, error) {
 	done := b.busy()
 	b.mu.Lock()
+	defer func() { b.mu.Unlock(); done() }()
 	conn, live := e.liveLocked(ctx, b)
-	return e.newTxn(ctx, b, what, conn, live), func() { b.mu.Unlock(); done() }
+	t := e.newTxn(ctx, b, what, conn, live)
+	return t, t.run(step)
 }
 
 // newTxn starts a transaction on b, whose b.mu the caller holds (a pipe's
@@ -203,95 +261,151 @@ func (e *Engine) newTxn(ctx context.Context, b *bridge, what string, conn *ofcon
 	return &txn{e: e, b: b, ctx: ctx, what: what, conn: conn, live: live}
 }
 
-// openStream opens a streamed bundle of the transaction (startStream),
-// bounded by Config.WriteTimeout; the caller ends it, then calls cancel.
-func (t *txn) openStream(pre []Change, n int, post []Change, at func(idx []int) ([]Change, error)) (*writeStream, context.CancelFunc) {
-	return t.e.openStream(t.ctx, t.conn, pre, n, post, at)
-}
-
-// openStream is startStream under a context bounded by Config.WriteTimeout.
-func (e *Engine) openStream(ctx context.Context, conn *ofconn.Conn, pre []Change, n int, post []Change, at func(idx []int) ([]Change, error)) (*writeStream, context.CancelFunc) {
-	sctx, cancel := context.WithTimeout(ctx, e.cfg.WriteTimeout)
-	return startStream(sctx, conn, pre, n, post, at), cancel
-}
-
-// send sends cs after the store, in an order the switch takes (newSendOrder),
-// and returns the switch's verdict.
-func (t *txn) send(cs []Change) error {
-	t.touched = true
-	ctx, cancel := context.WithTimeout(t.ctx, t.e.cfg.WriteTimeout)
-	defer cancel()
-	_, err := applySendOrder(ctx, t.conn, newSendOrder(cs))
-	return t.e.cfg.Faults.verdict(err, false)
-}
-
-// sendMessage sends m, a message that cannot be bundled, and returns the
-// switch's verdict. It runs under the transaction's context without its
-// cancellation, bounded by Config.WriteTimeout: a caller that gives up must
-// not cut a message half way, which would close the connection.
-func (t *txn) sendMessage(m ofconn.Message) error {
-	t.touched = true
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), t.e.cfg.WriteTimeout)
-	defer cancel()
-	err := t.conn.Send(ctx, m)
-	var oe *ofconn.OFError
-	if errors.As(err, &oe) {
-		// Refused as a whole: nothing of it is on the switch.
-		err = &RejectedError{Err: err}
+// run is every write transaction: open step's bundle, run its store step
+// (atSwitch decides the verdicts), then commit, or end when the store did
+// not commit; a panic is recovered and returned as ErrInternal.
+func (t *txn) run(step storeStep) (err error) {
+	t.e.cfg.Metrics.writeBatches.WithLabelValues(t.b.name).Inc()
+	defer func() { err = t.end(recover(), err) }()
+	// Whatever ends the transaction, its bundles end before it: never
+	// committed unless atSwitch sent them.
+	defer t.closeBundles()
+	spec, err := step.open(t)
+	if err != nil {
+		return err
 	}
-	return t.e.cfg.Faults.verdict(err, false)
-}
-
-// finish ends the transaction's stream s with its COMMIT and returns the
-// switch's verdict.
-func (t *txn) finish(s *writeStream) error {
-	t.touched = true
-	return t.e.cfg.Faults.verdict(s.finish(true), true)
-}
-
-// decide is where the switch's verdict on the transaction's bundle becomes
-// its next step; h is what the source still holds of the bundle:
-//
-//   - Applied: the store commits. The error is the BeforeStoreCommit
-//     fault's, which rolls the store back.
-//   - RefusedWhole: the source sends its changes again after the store
-//     (resendWhole; only when h is resendable).
-//   - Refused: the returned refusal rolls the store back. Nothing of the
-//     bundle stays on the switch, unless RejectedError.SwitchChanged says
-//     meters sent around it could not be taken back.
-//   - Unknown: the store commits; the write is not applied and settles by
-//     replaying the bridge.
-func (t *txn) decide(verdict error, h held) (Outcome, *RejectedError, error) {
-	o, re := outcomeOf(verdict)
-	if o == RefusedWhole {
-		o = resendWhole(h)
+	t.bundles = spec.sent
+	if spec.stream && t.live {
+		b := t.e.openBundle(t.ctx, t.conn, spec)
+		t.stream, t.bundles = b.stream, append(t.bundles, b)
 	}
-	switch o {
-	case Applied:
-		return o, nil, t.e.cfg.Faults.beforeStoreCommit()
-	case RefusedWhole:
-		t.e.log.Warn(t.what+" refused as a whole; sending it again after the store", "bridge", t.b.name, "err", verdict)
-		t.touched = false
+	for {
+		err = step.store(t, func() error { return t.atSwitch(step) })
+		t.decideAll()
+		if err == nil {
+			break
+		}
+		if !t.dropRefused() || !errors.Is(err, errRefusedInGroup) {
+			return err
+		}
+	}
+	keys, declared, learn := step.committed(t)
+	t.commit(keys, declared...)
+	t.learn(learn)
+	return nil
+}
+
+// atSwitch is the transaction's commit point, called by its store step:
+// every bundle ends with its COMMIT and its verdict is decided (decide);
+// what did not stream, or was refused as a whole, is sent after the store
+// (step.after). It returns the error that rolls the store back: a refusal
+// (step.refused), or the BeforeStoreCommit fault's once a bundle was
+// applied. Called again (without the refused bundles), it decides nothing
+// twice.
+func (t *txn) atSwitch(step storeStep) error {
+	streamed, resend, applied := false, false, false
+	for _, b := range t.bundles {
+		if b.dropped {
+			continue
+		}
+		if !b.sent && !b.ended && b.stream.fallback {
+			// A change could not stream: the changes go after the store.
+			t.discard(b)
+			continue
+		}
+		if t.await(b); !b.decided {
+			continue // discarded
+		}
+		streamed = true
+		switch b.o {
+		case Applied:
+			applied = true
+		case Refused:
+			return step.refused(b.re)
+		case RefusedWhole:
+			resend = true
+		}
+	}
+	if streamed && !resend {
+		if applied {
+			return t.e.cfg.Faults.beforeStoreCommit()
+		}
+		return nil
+	}
+	a, err := step.after(t)
+	if err != nil || !t.live || (len(a.cs) == 0 && a.msg == nil) {
+		return err
+	}
+	t.sent = &bundle{h: resent, sent: true}
+	if a.msg != nil {
+		t.decide(t.sent, t.sendMessage(a.msg))
+	} else {
+		t.decide(t.sent, t.send(a.cs))
+	}
+	switch t.sent.o {
 	case Refused:
-		t.touched = re.SwitchChanged
-	case Unknown:
-		t.unknown, t.live = verdict, false
+		return step.refused(t.sent.re)
+	case Applied:
+		if a.msg == nil {
+			return t.e.cfg.Faults.beforeStoreCommit()
+		}
 	}
-	return o, re, nil
+	return nil
+}
+
+// decideAll waits for the verdict of every bundle sent and not yet
+// decided (the store may have failed before atSwitch).
+func (t *txn) decideAll() {
+	for _, b := range t.bundles {
+		if b.sent && !b.dropped {
+			t.await(b)
+		}
+	}
+}
+
+// dropRefused leaves the bundles the switch refused out of the rest of the
+// transaction, and reports whether there were any.
+func (t *txn) dropRefused() bool {
+	found := false
+	for _, b := range t.bundles {
+		if !b.dropped && b.decided && b.refused() {
+			b.dropped, found = true, true
+		}
+	}
+	return found
+}
+
+// touched reports whether the switch may hold changes of the transaction.
+func (t *txn) touched() bool {
+	if t.sent != nil && t.sent.holds() {
+		return true
+	}
+	return slices.ContainsFunc(t.bundles, (*bundle).holds)
 }
 
 // commit settles the transaction once the store committed it; keys and
 // declared are what it declares and removes (their quarantine is lifted).
 func (t *txn) commit(keys []string, declared ...[]entry.Entry) {
 	t.stored = true
+	t.diverged = t.diverged || t.unknown != nil
 	t.e.settleLocked(t.b, settlement{what: t.what, stored: true, applied: t.live, unknown: t.unknown, keys: keys, declared: declared})
 }
 
-// counted counts t in flowstate_write_batches_total: a transaction of write
-// requests (a TLV table change is none).
-func (t *txn) counted() *txn {
-	t.e.cfg.Metrics.writeBatches.WithLabelValues(t.b.name).Inc()
-	return t
+// end ends the transaction, deferred with what recover returned and the
+// error that ended it, which it returns: a panic is logged with its stack
+// and returned as ErrInternal, and a transaction not stored whose changes
+// the switch may hold makes the bridge replay.
+func (t *txn) end(p any, err error) error {
+	if p != nil {
+		t.panicked = t.e.writePanic(t.b, p, t.what)
+		err = t.panicked
+	}
+	if !t.stored {
+		touched := t.touched()
+		t.diverged = t.diverged || touched
+		t.e.settleLocked(t.b, settlement{what: t.what, touched: touched, cause: err})
+	}
+	return err
 }
 
 // learn learns what the switch made of the opaque entries of cs, once the
@@ -303,21 +417,6 @@ func (t *txn) learn(cs []Change) {
 	ctx, cancel := context.WithTimeout(t.ctx, t.e.cfg.WriteTimeout)
 	defer cancel()
 	t.e.learnForms(ctx, t.conn, cs, false, t.e.log.With("bridge", t.b.name))
-}
-
-// end ends the transaction, deferred with what recover returned and the
-// error that ended it: a panic is logged with its stack and returned as
-// ErrInternal (nil without one), and a transaction not stored whose changes
-// the switch may hold makes the bridge replay.
-func (t *txn) end(p any, err error) (panicErr error) {
-	if p != nil {
-		panicErr = t.e.writePanic(t.b, p, t.what)
-		err = panicErr
-	}
-	if !t.stored {
-		t.e.settleLocked(t.b, settlement{what: t.what, touched: t.touched, cause: err})
-	}
-	return panicErr
 }
 
 // writePanic logs a panic p of a write of b (what names it) with its stack
