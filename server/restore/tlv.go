@@ -9,7 +9,6 @@ import (
 
 	"antrea.io/libOpenflow/openflow15"
 
-	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/server/ofconn"
 	"github.com/flowstate-io/flowstate/store"
 )
@@ -96,8 +95,8 @@ func fmtTLV(m ofconn.TLVMap) string {
 func (r *Recorder) applyTLV(ctx context.Context, msgs [][]byte, i int) error {
 	s := &tlvStep{r: r, msg: msgs[i], i: i}
 	res, err := r.e.submit(ctx, r.bridge, &writeReq{module: r.module, alone: func(ctx context.Context, b *bridge) writeResult {
-		_, err := r.e.runTxn(ctx, b, "tlv table change", s)
-		return writeResult{err: err, unknown: s.unknown}
+		t, err := r.e.runTxn(ctx, b, "tlv table change", s)
+		return writeResult{err: err, unknown: t.unknown}
 	}})
 	if err == nil && res.unknown != nil {
 		// Stored, its outcome unknown: the bridge replays.
@@ -117,13 +116,9 @@ type tlvStep struct {
 	msg []byte
 	i   int
 	// send is the message that makes the switch do what the store does
-	// (nil: nothing to send); unknown the verdict when its outcome is
-	// unknown.
-	send    ofconn.Message
-	unknown error
+	// (nil: nothing to send).
+	send ofconn.Message
 }
-
-func (s *tlvStep) open(*txn) (streamSpec, error) { return streamSpec{}, nil }
 
 func (s *tlvStep) store(t *txn, atSwitch func() error) error {
 	r := s.r
@@ -173,11 +168,6 @@ func (s *tlvStep) store(t *txn, atSwitch func() error) error {
 func (s *tlvStep) after(*txn) (sendAfter, error) { return sendAfter{msg: s.send}, nil }
 
 func (s *tlvStep) refused(re *RejectedError) error { return s.switchErr(re) }
-
-func (s *tlvStep) committed(t *txn) ([]string, [][]entry.Entry, []Change) {
-	s.unknown = t.unknown
-	return nil, nil, nil
-}
 
 // switchErr is the controller's error for the switch's verdict err.
 func (s *tlvStep) switchErr(err error) error {

@@ -3,12 +3,9 @@ package restore
 import (
 	"context"
 	"errors"
-	"fmt"
-	"runtime/debug"
 	"slices"
 
 	"github.com/flowstate-io/flowstate/entry"
-	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/server/ofconn"
 )
 
@@ -21,7 +18,7 @@ import (
 // supplies only its store step (storeStep); run makes the four decisions,
 // each here and nowhere else, so that the sources cannot disagree on them:
 //
-//	open     runTxn takes b.mu (a pipe holds it for all its batches) and
+//	open     lockLive takes b.mu (for runTxn, or for a pipe's batches) and
 //	         liveLocked decides whether the changes go to the switch now;
 //	         run opens the step's bundle when they do (streamSpec)
 //	send     the step's store runs and calls atSwitch at its commit point:
@@ -202,9 +199,6 @@ type txn struct {
 // store's side. It reads t.live and feeds t.stream; it never sends, decides
 // a verdict or settles.
 type storeStep interface {
-	// open prepares the step under the bridge's lock: the bundle to stream
-	// while the store decides, if any.
-	open(t *txn) (streamSpec, error)
 	// store runs the store's side of the transaction; at its commit point
 	// it calls atSwitch, whose error rolls the store back.
 	store(t *txn, atSwitch func() error) error
@@ -214,22 +208,30 @@ type storeStep interface {
 	after(t *txn) (sendAfter, error)
 	// refused is the step's error for the switch's refusal of entries.
 	refused(re *RejectedError) error
-	// committed is told the store committed: the keys and entries whose
-	// quarantine is lifted, and the changes learnForms looks at.
+}
+
+// A step that streams is an opener: open prepares it under the bridge's
+// lock and says what its bundle streams while the store decides.
+type opener interface {
+	open(t *txn) (streamSpec, error)
+}
+
+// A step whose write declares entries is a committer: committed is told
+// the store committed, and returns the keys and entries whose quarantine is
+// lifted and the changes learnForms looks at.
+type committer interface {
 	committed(t *txn) (keys []string, declared [][]entry.Entry, learn []Change)
 }
 
 // streamSpec is the bundle a transaction streams while its store decides
 // (startStream's arguments, opened when stream is set and the bridge is
 // live), and what its changes are when the switch refuses it as a whole (h).
-// sent are bundles a pipe opened and committed before the transaction.
 type streamSpec struct {
 	stream    bool
 	pre, post []Change
 	bound     int
 	at        func(idx []int) ([]Change, error)
 	h         held
-	sent      []*bundle
 }
 
 // sendAfter is what a transaction sends after its store step: changes in a
@@ -244,21 +246,28 @@ type sendAfter struct {
 // transaction again without the refused ones.
 var errRefusedInGroup = errors.New("restore: the switch refused a batch of the transaction")
 
-// runTxn takes b (b.mu and its busy mark) and runs step as one write
-// transaction on it (run).
-func (e *Engine) runTxn(ctx context.Context, b *bridge, what string, step storeStep) (*txn, error) {
+// lockLive takes b (b.mu and its busy mark) for writes and says whether
+// their changes go to the switch now, on conn (liveLocked).
+func (e *Engine) lockLive(ctx context.Context, b *bridge) (conn *ofconn.Conn, live bool, unlock func()) {
 	done := b.busy()
 	b.mu.Lock()
-	defer func() { b.mu.Unlock(); done() }()
-	conn, live := e.liveLocked(ctx, b)
-	t := e.newTxn(ctx, b, what, conn, live)
+	conn, live = e.liveLocked(ctx, b)
+	return conn, live, func() { b.mu.Unlock(); done() }
+}
+
+// runTxn takes b and runs step as one write transaction on it (run).
+func (e *Engine) runTxn(ctx context.Context, b *bridge, what string, step storeStep) (*txn, error) {
+	conn, live, unlock := e.lockLive(ctx, b)
+	defer unlock()
+	t := e.newTxn(ctx, b, what, conn, live, nil)
 	return t, t.run(step)
 }
 
 // newTxn starts a transaction on b, whose b.mu the caller holds (a pipe's
-// storer: the pipe decided liveness when it opened).
-func (e *Engine) newTxn(ctx context.Context, b *bridge, what string, conn *ofconn.Conn, live bool) *txn {
-	return &txn{e: e, b: b, ctx: ctx, what: what, conn: conn, live: live}
+// storer: the pipe decided liveness when it opened, and sent the bundles
+// of its batches before).
+func (e *Engine) newTxn(ctx context.Context, b *bridge, what string, conn *ofconn.Conn, live bool, sent []*bundle) *txn {
+	return &txn{e: e, b: b, ctx: ctx, what: what, conn: conn, live: live, bundles: sent}
 }
 
 // run is every write transaction: open step's bundle, run its store step
@@ -270,14 +279,15 @@ func (t *txn) run(step storeStep) (err error) {
 	// Whatever ends the transaction, its bundles end before it: never
 	// committed unless atSwitch sent them.
 	defer t.closeBundles()
-	spec, err := step.open(t)
-	if err != nil {
-		return err
-	}
-	t.bundles = spec.sent
-	if spec.stream && t.live {
-		b := t.e.openBundle(t.ctx, t.conn, spec)
-		t.stream, t.bundles = b.stream, append(t.bundles, b)
+	if o, ok := step.(opener); ok {
+		spec, err := o.open(t)
+		if err != nil {
+			return err
+		}
+		if spec.stream && t.live {
+			b := t.e.openBundle(t.ctx, t.conn, spec)
+			t.stream, t.bundles = b.stream, append(t.bundles, b)
+		}
 	}
 	for {
 		err = step.store(t, func() error { return t.atSwitch(step) })
@@ -289,7 +299,12 @@ func (t *txn) run(step storeStep) (err error) {
 			return err
 		}
 	}
-	keys, declared, learn := step.committed(t)
+	var keys []string
+	var declared [][]entry.Entry
+	var learn []Change
+	if c, ok := step.(committer); ok {
+		keys, declared, learn = c.committed(t)
+	}
 	t.commit(keys, declared...)
 	t.learn(learn)
 	return nil
@@ -353,6 +368,55 @@ func (t *txn) atSwitch(step storeStep) error {
 	return nil
 }
 
+// decide is where the switch's verdict on one of the transaction's bundles
+// becomes its Outcome (b.o, with the refusal b.re):
+//
+//   - Applied: the store commits (atSwitch returns the BeforeStoreCommit
+//     fault's error, which rolls it back).
+//   - RefusedWhole: the changes go again after the store (resendWhole; only
+//     when b.h is resendable).
+//   - Refused: the step's refusal rolls the store back. Nothing of the
+//     bundle stays on the switch, unless RejectedError.SwitchChanged says
+//     meters sent around it could not be taken back: the bridge replays.
+//   - Unknown: the store commits; the write is not applied and settles by
+//     replaying the bridge.
+func (t *txn) decide(b *bundle, verdict error) {
+	o, re := outcomeOf(verdict)
+	if o == RefusedWhole {
+		o = resendWhole(b.h)
+	}
+	b.decided, b.o, b.re = true, o, re
+	switch o {
+	case RefusedWhole:
+		t.e.log.Warn(t.what+" refused as a whole; sending it again after the store", "bridge", t.b.name, "err", verdict)
+	case Refused:
+		if re.SwitchChanged {
+			t.diverged = true
+			t.e.divergedLocked(t.b, "the switch may hold a "+t.what+" the store does not", verdict)
+		}
+	case Unknown:
+		t.unknown, t.live = verdict, false
+	}
+}
+
+// await ends b with its COMMIT (a pipe's was sent already), waits for the
+// switch's verdict and decides it, once.
+func (t *txn) await(b *bundle) {
+	if b.decided || b.ended {
+		return
+	}
+	var verdict error
+	if b.sent {
+		verdict = <-b.stream.done
+	} else {
+		b.sent = true
+		verdict = b.stream.finish(true)
+	}
+	b.ended = true
+	b.cancel()
+	t.decide(b, t.e.cfg.Faults.verdict(verdict, true))
+}
+
 // decideAll waits for the verdict of every bundle sent and not yet
 // decided (the store may have failed before atSwitch).
 func (t *txn) decideAll() {
@@ -391,6 +455,17 @@ func (t *txn) commit(keys []string, declared ...[]entry.Entry) {
 	t.e.settleLocked(t.b, settlement{what: t.what, stored: true, applied: t.live, unknown: t.unknown, keys: keys, declared: declared})
 }
 
+// learn learns what the switch made of the opaque entries of cs, once the
+// transaction was applied (learnForms).
+func (t *txn) learn(cs []Change) {
+	if !t.live || len(cs) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(t.ctx, t.e.cfg.WriteTimeout)
+	defer cancel()
+	t.e.learnForms(ctx, t.conn, cs, false, t.e.log.With("bridge", t.b.name))
+}
+
 // end ends the transaction, deferred with what recover returned and the
 // error that ended it, which it returns: a panic is logged with its stack
 // and returned as ErrInternal, and a transaction not stored whose changes
@@ -406,23 +481,4 @@ func (t *txn) end(p any, err error) error {
 		t.e.settleLocked(t.b, settlement{what: t.what, touched: touched, cause: err})
 	}
 	return err
-}
-
-// learn learns what the switch made of the opaque entries of cs, once the
-// transaction was applied (learnForms).
-func (t *txn) learn(cs []Change) {
-	if !t.live || len(cs) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(t.ctx, t.e.cfg.WriteTimeout)
-	defer cancel()
-	t.e.learnForms(ctx, t.conn, cs, false, t.e.log.With("bridge", t.b.name))
-}
-
-// writePanic logs a panic p of a write of b (what names it) with its stack
-// and returns the ErrInternal its requests fail with.
-func (e *Engine) writePanic(b *bridge, p any, what string) error {
-	e.log.Error("panic in a "+what+"; its requests fail, the bridge goes on",
-		"bridge", b.name, "panic", p, "stack", string(debug.Stack()))
-	return fmt.Errorf("restore: bridge %s: %s failed: %v: %w", b.name, what, p, errdefs.ErrInternal)
 }

@@ -3,58 +3,12 @@ package restore
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime/debug"
 
+	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/server/ofconn"
 )
-
-// bundle is one exchange of a write transaction with the switch: a streamed
-// bundle, or what was sent after the store. Its verdict is decided once
-// (decide).
-type bundle struct {
-	stream *writeStream // nil for a send after the store
-	cancel context.CancelFunc
-	h      held // what a whole refusal does (resendWhole)
-	// sent: the COMMIT (or the send) went, so the switch may hold it;
-	// ended: the stream has stopped.
-	sent, ended bool
-	decided     bool
-	o           Outcome
-	re          *RejectedError
-	// dropped: refused, left out of the rest of the transaction; undone:
-	// sent, then taken back.
-	dropped, undone bool
-}
-
-// openBundle opens the streamed bundle of spec on conn (startStream),
-// bounded by Config.WriteTimeout.
-func (e *Engine) openBundle(ctx context.Context, conn *ofconn.Conn, spec streamSpec) *bundle {
-	sctx, cancel := context.WithTimeout(ctx, e.cfg.WriteTimeout)
-	return &bundle{stream: startStream(sctx, conn, spec.pre, spec.bound, spec.post, spec.at), cancel: cancel, h: spec.h}
-}
-
-// refused reports whether the switch refused b.
-func (b *bundle) refused() bool { return b.o == Refused || b.o == RefusedWhole }
-
-// holds reports whether the switch may hold b's changes.
-func (b *bundle) holds() bool { return b.sent && !b.undone && !(b.decided && b.refused()) }
-
-// await ends b with its COMMIT (a pipe's was sent already), waits for the
-// switch's verdict and decides it, once.
-func (t *txn) await(b *bundle) {
-	if b.decided || b.ended {
-		return
-	}
-	var verdict error
-	if b.sent {
-		verdict = <-b.stream.done
-	} else {
-		b.sent = true
-		verdict = b.stream.finish(true)
-	}
-	b.ended = true
-	b.cancel()
-	t.decide(b, t.e.cfg.Faults.verdict(verdict, true))
-}
 
 // discard ends b without its COMMIT: nothing of it is on the switch, unless
 // meters sent before it could not be taken back (then it holds, undecided).
@@ -77,37 +31,6 @@ func (t *txn) closeBundles() {
 		if !b.sent {
 			t.discard(b)
 		}
-	}
-}
-
-// decide is where the switch's verdict on one of the transaction's bundles
-// becomes its Outcome (b.o, with the refusal b.re):
-//
-//   - Applied: the store commits (atSwitch returns the BeforeStoreCommit
-//     fault's error, which rolls it back).
-//   - RefusedWhole: the changes go again after the store (resendWhole; only
-//     when b.h is resendable).
-//   - Refused: the step's refusal rolls the store back. Nothing of the
-//     bundle stays on the switch, unless RejectedError.SwitchChanged says
-//     meters sent around it could not be taken back: the bridge replays.
-//   - Unknown: the store commits; the write is not applied and settles by
-//     replaying the bridge.
-func (t *txn) decide(b *bundle, verdict error) {
-	o, re := outcomeOf(verdict)
-	if o == RefusedWhole {
-		o = resendWhole(b.h)
-	}
-	b.decided, b.o, b.re = true, o, re
-	switch o {
-	case RefusedWhole:
-		t.e.log.Warn(t.what+" refused as a whole; sending it again after the store", "bridge", t.b.name, "err", verdict)
-	case Refused:
-		if re.SwitchChanged {
-			t.diverged = true
-			t.e.divergedLocked(t.b, "the switch may hold a "+t.what+" the store does not", verdict)
-		}
-	case Unknown:
-		t.unknown, t.live = verdict, false
 	}
 }
 
@@ -145,4 +68,12 @@ func (t *txn) undo(m ofconn.Message) error {
 		t.sent.undone = true
 	}
 	return err
+}
+
+// writePanic logs a panic p of a write of b (what names it) with its stack
+// and returns the ErrInternal its requests fail with.
+func (e *Engine) writePanic(b *bridge, p any, what string) error {
+	e.log.Error("panic in a "+what+"; its requests fail, the bridge goes on",
+		"bridge", b.name, "panic", p, "stack", string(debug.Stack()))
+	return fmt.Errorf("restore: bridge %s: %s failed: %v: %w", b.name, what, p, errdefs.ErrInternal)
 }

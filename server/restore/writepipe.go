@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"hash/maphash"
+	"slices"
 	"sync"
 
 	"github.com/flowstate-io/flowstate/entry"
@@ -17,8 +18,8 @@ import (
 // its bundle streams), wait for the switch's verdict, commit bbolt, then take
 // the next. Under many small concurrent Puts (controllers declaring their
 // flows a thousand at a time) the switch, the store and the callers then
-// take turns, each waiting while another works: 1.3x the time of ovs-ofctl
-// for 200k flows from 8 writers. A pipe lets them overlap:
+// take turns, each waiting while another works (docs/benchmarks.md). A
+// pipe lets them overlap:
 //
 //  1. The owner (runWrites) plans a batch against the store without writing
 //     (store.PlanPut: ownership, duplicates, refs, what changes), streams
@@ -128,20 +129,21 @@ type pipedBatch struct {
 // pipeable reports whether r may enter a pipe (see Pipelined writes).
 func pipeable(r *writeReq) bool { return r.put && r.alone == nil }
 
-// openPipe takes b.mu and opens a pipe when b is live with nothing
-// quarantined; otherwise it returns nil, holding nothing.
-func (e *Engine) openPipe(ctx context.Context, b *bridge) *pipe {
-	done := b.busy()
-	b.mu.Lock()
-	conn, live := e.liveLocked(ctx, b)
+// openPipe takes b.mu and opens a pipe for batch when a request of it may
+// enter one and b is live with nothing quarantined; otherwise it returns
+// nil, holding nothing.
+func (e *Engine) openPipe(ctx context.Context, b *bridge, batch []*writeReq) *pipe {
+	if !slices.ContainsFunc(batch, pipeable) {
+		return nil
+	}
+	conn, live, unlock := e.lockLive(ctx, b)
 	if !live || b.quarantine.len() > 0 {
-		b.mu.Unlock()
-		done()
+		unlock()
 		return nil
 	}
 	p := &pipe{
 		e: e, b: b, ctx: ctx, conn: conn,
-		unlock:   func() { b.mu.Unlock(); done() },
+		unlock:   unlock,
 		queue:    make(chan *pipedBatch, pipeDepth-1),
 		stopped:  make(chan struct{}),
 		empty:    make(chan struct{}, 1),
@@ -364,7 +366,13 @@ func (pb *pipedBatch) changes() int {
 // names nobody sends everyone alone. A lone request gets its error.
 func (p *pipe) storeGroup(group []*pipedBatch) {
 	// The pipe decided the bridge was live when it opened, and holds b.mu.
-	t := p.e.newTxn(p.ctx, p.b, "pipelined write", p.conn, true)
+	var sent []*bundle
+	for _, pb := range group {
+		if pb.bundle != nil {
+			sent = append(sent, pb.bundle)
+		}
+	}
+	t := p.e.newTxn(p.ctx, p.b, "pipelined write", p.conn, true, sent)
 	err := t.run(&pipeStep{group: group, db: p.e.pipeStore()})
 	var open []*pipedBatch // not answered yet
 	var back, solo []*writeReq
@@ -417,20 +425,12 @@ func (p *pipe) storeGroup(group []*pipedBatch) {
 // pipeStep is the store step of a pipe's transaction: the plans of its
 // batches written while the switch decides them, committed only if the
 // switch took or may hold every batch; a refused batch is left out and the
-// rest written again (errRefusedInGroup).
+// rest written again (errRefusedInGroup). Its commit lifts no quarantine
+// (nothing is quarantined while a pipe is open, openPipe) and learns
+// nothing (nothing opaque enters a pipe).
 type pipeStep struct {
 	group []*pipedBatch
 	db    pipeStore
-}
-
-func (s *pipeStep) open(*txn) (streamSpec, error) {
-	var sent []*bundle
-	for _, pb := range s.group {
-		if pb.bundle != nil {
-			sent = append(sent, pb.bundle)
-		}
-	}
-	return streamSpec{sent: sent}, nil
 }
 
 func (s *pipeStep) store(_ *txn, atSwitch func() error) error {
@@ -460,10 +460,6 @@ func (s *pipeStep) store(_ *txn, atSwitch func() error) error {
 func (s *pipeStep) after(*txn) (sendAfter, error) { return sendAfter{}, errRefusedInGroup }
 
 func (s *pipeStep) refused(*RejectedError) error { return errRefusedInGroup }
-
-// committed: nothing is quarantined while a pipe is open (openPipe), and
-// nothing opaque enters it.
-func (s *pipeStep) committed(*txn) ([]string, [][]entry.Entry, []Change) { return nil, nil, nil }
 
 // split divides pb's requests after the switch refused re: those whose
 // changes it names go alone, the others together; without names, all alone.

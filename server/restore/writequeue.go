@@ -273,8 +273,8 @@ func (e *Engine) runWrites(ctx context.Context, b *bridge) {
 			if p != nil && !p.takes() {
 				closePipe()
 			}
-			if p == nil && e.cfg.Faults.pipes() && slices.ContainsFunc(batch, pipeable) {
-				p = e.openPipe(ctx, b)
+			if p == nil && e.cfg.Faults.pipes() {
+				p = e.openPipe(ctx, b, batch)
 			}
 			if p != nil {
 				batch = p.run(batch)

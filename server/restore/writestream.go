@@ -87,6 +87,37 @@ func streamable(reqs []*writeReq) (bool, int) {
 	return n > 0, n
 }
 
+// bundle is one exchange of a write transaction with the switch: a streamed
+// bundle, or what was sent after the store. Its verdict is decided once
+// (decide).
+type bundle struct {
+	stream *writeStream // nil for a send after the store
+	cancel context.CancelFunc
+	h      held // what a whole refusal does (resendWhole)
+	// sent: the COMMIT (or the send) went, so the switch may hold it;
+	// ended: the stream has stopped.
+	sent, ended bool
+	decided     bool
+	o           Outcome
+	re          *RejectedError
+	// dropped: refused, left out of the rest of the transaction; undone:
+	// sent, then taken back.
+	dropped, undone bool
+}
+
+// openBundle opens the streamed bundle of spec on conn (startStream),
+// bounded by Config.WriteTimeout.
+func (e *Engine) openBundle(ctx context.Context, conn *ofconn.Conn, spec streamSpec) *bundle {
+	sctx, cancel := context.WithTimeout(ctx, e.cfg.WriteTimeout)
+	return &bundle{stream: startStream(sctx, conn, spec.pre, spec.bound, spec.post, spec.at), cancel: cancel, h: spec.h}
+}
+
+// refused reports whether the switch refused b.
+func (b *bundle) refused() bool { return b.o == Refused || b.o == RefusedWhole }
+
+// holds reports whether the switch may hold b's changes.
+func (b *bundle) holds() bool { return b.sent && !b.undone && !(b.decided && b.refused()) }
+
 // startStream opens a bundle of at most n messages on conn; at returns the
 // changes behind bundle positions (streamedAt) once every change was added.
 // pre and post are meter changes, sent before and after the bundle as in
