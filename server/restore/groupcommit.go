@@ -140,6 +140,30 @@ func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) (
 	return g.results, nil
 }
 
+// syncRemovals is how many removals a streamed batch with a Sync has room
+// for beyond one per entry it declares: the bound reserves the bundle's xids
+// up front, and counting what a Sync could remove would walk the bridge's
+// pages at every Sync.
+const syncRemovals = 4096
+
+// streamable reports whether reqs can stream (see writeStream) and the
+// bound on their changes. A Sync that removes more than the bound leaves
+// room for falls back (writeStream.add).
+func streamable(reqs []*writeReq) (bool, int) {
+	n, syncs := 0, false
+	for _, r := range reqs {
+		if !r.flowsOnly {
+			return false, 0
+		}
+		n += len(r.declared)
+		syncs = syncs || r.sync
+	}
+	if syncs {
+		n += n + syncRemovals
+	}
+	return n > 0, n
+}
+
 // groupStep is the store step of a batch of group commit: the requests' ops
 // in one store transaction, their changes streamed into the bundle as the
 // store decides them (when they all declare flows alone) or sent after.

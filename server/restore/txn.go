@@ -3,7 +3,6 @@ package restore
 import (
 	"context"
 	"errors"
-	"slices"
 
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/server/ofconn"
@@ -427,32 +426,47 @@ func (t *txn) decideAll() {
 	}
 }
 
-// dropRefused leaves the bundles the switch refused out of the rest of the
-// transaction, and reports whether there were any.
-func (t *txn) dropRefused() bool {
-	found := false
-	for _, b := range t.bundles {
-		if !b.dropped && b.decided && b.refused() {
-			b.dropped, found = true, true
-		}
-	}
-	return found
-}
-
-// touched reports whether the switch may hold changes of the transaction.
-func (t *txn) touched() bool {
-	if t.sent != nil && t.sent.holds() {
-		return true
-	}
-	return slices.ContainsFunc(t.bundles, (*bundle).holds)
-}
-
 // commit settles the transaction once the store committed it; keys and
 // declared are what it declares and removes (their quarantine is lifted).
 func (t *txn) commit(keys []string, declared ...[]entry.Entry) {
 	t.stored = true
 	t.diverged = t.diverged || t.unknown != nil
 	t.e.settleLocked(t.b, settlement{what: t.what, stored: true, applied: t.live, unknown: t.unknown, keys: keys, declared: declared})
+}
+
+// send sends cs after the store, in an order the switch takes (newSendOrder),
+// and returns the switch's verdict.
+func (t *txn) send(cs []Change) error {
+	ctx, cancel := context.WithTimeout(t.ctx, t.e.cfg.WriteTimeout)
+	defer cancel()
+	_, err := applySendOrder(ctx, t.conn, newSendOrder(cs))
+	return t.e.cfg.Faults.verdict(err, false)
+}
+
+// sendMessage sends m, a message that cannot be bundled, and returns the
+// switch's verdict. It runs under the transaction's context without its
+// cancellation, bounded by Config.WriteTimeout: a caller that gives up must
+// not cut a message half way, which would close the connection.
+func (t *txn) sendMessage(m ofconn.Message) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), t.e.cfg.WriteTimeout)
+	defer cancel()
+	err := t.conn.Send(ctx, m)
+	var oe *ofconn.OFError
+	if errors.As(err, &oe) {
+		// Refused as a whole: nothing of it is on the switch.
+		err = &RejectedError{Err: err}
+	}
+	return t.e.cfg.Faults.verdict(err, false)
+}
+
+// closeBundles discards the bundles that did not end (the store failed, a
+// panic): see discard.
+func (t *txn) closeBundles() {
+	for _, b := range t.bundles {
+		if !b.sent {
+			t.discard(b)
+		}
+	}
 }
 
 // learn learns what the switch made of the opaque entries of cs, once the

@@ -63,30 +63,6 @@ type writeStream struct {
 	room     int
 }
 
-// syncRemovals is how many removals a streamed batch with a Sync has room
-// for beyond one per entry it declares: the bound reserves the bundle's xids
-// up front, and counting what a Sync could remove would walk the bridge's
-// pages at every Sync.
-const syncRemovals = 4096
-
-// streamable reports whether reqs can stream (see writeStream) and the
-// bound on their changes. A Sync that removes more than the bound leaves
-// room for falls back (writeStream.add).
-func streamable(reqs []*writeReq) (bool, int) {
-	n, syncs := 0, false
-	for _, r := range reqs {
-		if !r.flowsOnly {
-			return false, 0
-		}
-		n += len(r.declared)
-		syncs = syncs || r.sync
-	}
-	if syncs {
-		n += n + syncRemovals
-	}
-	return n > 0, n
-}
-
 // bundle is one exchange of a write transaction with the switch: a streamed
 // bundle, or what was sent after the store. Its verdict is decided once
 // (decide).

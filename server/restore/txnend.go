@@ -1,10 +1,13 @@
 package restore
 
+// How a write transaction ends a bundle it does not commit, takes back what
+// it sent, and tells whether the switch may hold any of it (txn.go).
+
 import (
-	"context"
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 
 	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/server/ofconn"
@@ -24,41 +27,6 @@ func (t *txn) discard(b *bundle) {
 	b.cancel()
 }
 
-// closeBundles discards the bundles that did not end (the store failed, a
-// panic): see discard.
-func (t *txn) closeBundles() {
-	for _, b := range t.bundles {
-		if !b.sent {
-			t.discard(b)
-		}
-	}
-}
-
-// send sends cs after the store, in an order the switch takes (newSendOrder),
-// and returns the switch's verdict.
-func (t *txn) send(cs []Change) error {
-	ctx, cancel := context.WithTimeout(t.ctx, t.e.cfg.WriteTimeout)
-	defer cancel()
-	_, err := applySendOrder(ctx, t.conn, newSendOrder(cs))
-	return t.e.cfg.Faults.verdict(err, false)
-}
-
-// sendMessage sends m, a message that cannot be bundled, and returns the
-// switch's verdict. It runs under the transaction's context without its
-// cancellation, bounded by Config.WriteTimeout: a caller that gives up must
-// not cut a message half way, which would close the connection.
-func (t *txn) sendMessage(m ofconn.Message) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), t.e.cfg.WriteTimeout)
-	defer cancel()
-	err := t.conn.Send(ctx, m)
-	var oe *ofconn.OFError
-	if errors.As(err, &oe) {
-		// Refused as a whole: nothing of it is on the switch.
-		err = &RejectedError{Err: err}
-	}
-	return t.e.cfg.Faults.verdict(err, false)
-}
-
 // undo sends m, which takes back what the transaction sent after the store
 // when the store then failed: once the switch took it, the switch holds
 // nothing of the transaction.
@@ -76,4 +44,24 @@ func (e *Engine) writePanic(b *bridge, p any, what string) error {
 	e.log.Error("panic in a "+what+"; its requests fail, the bridge goes on",
 		"bridge", b.name, "panic", p, "stack", string(debug.Stack()))
 	return fmt.Errorf("restore: bridge %s: %s failed: %v: %w", b.name, what, p, errdefs.ErrInternal)
+}
+
+// dropRefused leaves the bundles the switch refused out of the rest of the
+// transaction, and reports whether there were any.
+func (t *txn) dropRefused() bool {
+	found := false
+	for _, b := range t.bundles {
+		if !b.dropped && b.decided && b.refused() {
+			b.dropped, found = true, true
+		}
+	}
+	return found
+}
+
+// touched reports whether the switch may hold changes of the transaction.
+func (t *txn) touched() bool {
+	if t.sent != nil && t.sent.holds() {
+		return true
+	}
+	return slices.ContainsFunc(t.bundles, (*bundle).holds)
 }
