@@ -190,8 +190,8 @@ func (g *groupStep) open(t *txn) (streamSpec, error) {
 	return streamSpec{stream: true, bound: bound, at: streamedAt(g.results), h: resendable}, nil
 }
 
-func (g *groupStep) store(t *txn, atSwitch func() error) error {
-	return t.e.batchStore().Update(func(w *store.Writer) error {
+func (g *groupStep) store(t *txn, atSwitch func() error) (committed, error) {
+	err := t.e.batchStore().Update(func(w *store.Writer) error {
 		n, err := g.runOps(w, t.stream)
 		if err != nil {
 			return err
@@ -199,6 +199,23 @@ func (g *groupStep) store(t *txn, atSwitch func() error) error {
 		g.n = n
 		return atSwitch()
 	})
+	if err != nil {
+		return committed{}, err
+	}
+	var declared [][]entry.Entry
+	quarantined := t.b.quarantine.len() > 0
+	for i, r := range g.reqs {
+		g.results[i].applied, g.results[i].unknown = t.live, t.unknown
+		if quarantined {
+			declared = append(declared, r.declared, g.results[i].res.Removed)
+		}
+	}
+	if g.sentAfter {
+		return committed{declared: declared, learn: g.cs}, nil
+	}
+	// Checked as they were streamed; of a million changes, keep for learn
+	// only the few it looks at.
+	return committed{declared: declared, learn: opaqueWrites(g.results)}, nil
 }
 
 // after lists the batch's changes from its stored results
@@ -217,23 +234,6 @@ func (g *groupStep) after(t *txn) (sendAfter, error) {
 }
 
 func (g *groupStep) refused(re *RejectedError) error { return refused(re, g.owner, len(g.reqs)) }
-
-func (g *groupStep) committed(t *txn) ([]string, [][]entry.Entry, []Change) {
-	var declared [][]entry.Entry
-	quarantined := t.b.quarantine.len() > 0
-	for i, r := range g.reqs {
-		g.results[i].applied, g.results[i].unknown = t.live, t.unknown
-		if quarantined {
-			declared = append(declared, r.declared, g.results[i].res.Removed)
-		}
-	}
-	if g.sentAfter {
-		return nil, declared, g.cs
-	}
-	// Checked as they were streamed; of a million changes, keep for learn
-	// only the few it looks at.
-	return nil, declared, opaqueWrites(g.results)
-}
 
 // runOps runs the requests' ops in w, streaming each change the store
 // decides into stream (when not nil), and returns how many changes they

@@ -120,7 +120,14 @@ type tlvStep struct {
 	send ofconn.Message
 }
 
-func (s *tlvStep) store(t *txn, atSwitch func() error) error {
+// store is the change's store step; its commit lifts no quarantine and
+// learns nothing.
+func (s *tlvStep) store(t *txn, atSwitch func() error) (committed, error) {
+	return committed{}, s.change(t, atSwitch)
+}
+
+// change stores the table mod and sends it (atSwitch) in the order above.
+func (s *tlvStep) change(t *txn, atSwitch func() error) error {
 	r := s.r
 	stored, err := r.e.cfg.Store.TLVMap(r.bridge)
 	if err != nil {

@@ -199,8 +199,9 @@ type txn struct {
 // a verdict or settles.
 type storeStep interface {
 	// store runs the store's side of the transaction; at its commit point
-	// it calls atSwitch, whose error rolls the store back.
-	store(t *txn, atSwitch func() error) error
+	// it calls atSwitch, whose error rolls the store back. Committed, it
+	// returns what the transaction's commit settles.
+	store(t *txn, atSwitch func() error) (committed, error)
 	// after is what goes to the switch after the store: when nothing
 	// streamed, or the switch refused the bundle as a whole. Its error
 	// rolls the store back.
@@ -215,11 +216,13 @@ type opener interface {
 	open(t *txn) (streamSpec, error)
 }
 
-// A step whose write declares entries is a committer: committed is told
-// the store committed, and returns the keys and entries whose quarantine is
-// lifted and the changes learnForms looks at.
-type committer interface {
-	committed(t *txn) (keys []string, declared [][]entry.Entry, learn []Change)
+// committed is what a store step that committed leaves to the commit: the
+// keys and entries whose quarantine is lifted (the write itself told
+// whether the switch takes them now), and the changes learnForms looks at.
+type committed struct {
+	keys     []string
+	declared [][]entry.Entry
+	learn    []Change
 }
 
 // streamSpec is the bundle a transaction streams while its store decides
@@ -288,8 +291,9 @@ func (t *txn) run(step storeStep) (err error) {
 			t.stream, t.bundles = b.stream, append(t.bundles, b)
 		}
 	}
+	var c committed
 	for {
-		err = step.store(t, func() error { return t.atSwitch(step) })
+		c, err = step.store(t, func() error { return t.atSwitch(step) })
 		t.decideAll()
 		if err == nil {
 			break
@@ -298,14 +302,8 @@ func (t *txn) run(step storeStep) (err error) {
 			return err
 		}
 	}
-	var keys []string
-	var declared [][]entry.Entry
-	var learn []Change
-	if c, ok := step.(committer); ok {
-		keys, declared, learn = c.committed(t)
-	}
-	t.commit(keys, declared...)
-	t.learn(learn)
+	t.commit(c.keys, c.declared...)
+	t.learn(c.learn)
 	return nil
 }
 

@@ -433,7 +433,7 @@ type pipeStep struct {
 	db    pipeStore
 }
 
-func (s *pipeStep) store(_ *txn, atSwitch func() error) error {
+func (s *pipeStep) store(_ *txn, atSwitch func() error) (committed, error) {
 	var plans []store.PutPlan
 	sent := false
 	for _, pb := range s.group {
@@ -445,9 +445,9 @@ func (s *pipeStep) store(_ *txn, atSwitch func() error) error {
 		}
 	}
 	if !sent { // nothing changes: nothing to write
-		return nil
+		return committed{}, nil
 	}
-	return s.db.Update(func(w *store.Writer) error {
+	return committed{}, s.db.Update(func(w *store.Writer) error {
 		if err := w.PutPlanned(plans...); err != nil {
 			return err
 		}

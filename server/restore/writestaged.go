@@ -160,7 +160,7 @@ func (s *stagedStep) open(t *txn) (streamSpec, error) {
 
 // store stages the write, streaming each flow change as the store decides
 // it, and commits the staged bucket once the switch took the bundle.
-func (s *stagedStep) store(t *txn, atSwitch func() error) error {
+func (s *stagedStep) store(t *txn, atSwitch func() error) (committed, error) {
 	if t.stream != nil {
 		s.streamTo(t.stream)
 	}
@@ -176,7 +176,7 @@ func (s *stagedStep) store(t *txn, atSwitch func() error) error {
 	}
 	staged, err := t.e.stagingStore().Stage(s.w)
 	if err != nil {
-		return err
+		return committed{}, err
 	}
 	defer func() {
 		if s.staged == nil {
@@ -193,27 +193,23 @@ func (s *stagedStep) store(t *txn, atSwitch func() error) error {
 		if st.fallback {
 			// More changes than the bound: cannot happen, the bound counts
 			// every flow either side may hold.
-			return fmt.Errorf("restore: bridge %s: a staged write outgrew its bundle: %w", t.b.name, errdefs.ErrInternal)
+			return committed{}, fmt.Errorf("restore: bridge %s: a staged write outgrew its bundle: %w", t.b.name, errdefs.ErrInternal)
 		}
 	}
 	if err := atSwitch(); err != nil {
-		return err
+		return committed{}, err
 	}
 	if err := staged.Commit(); err != nil {
-		return err
+		return committed{}, err
 	}
 	s.staged = staged
-	return nil
+	return committed{keys: s.unquarantine, learn: s.opaque}, nil
 }
 
 // after: nothing, the write's changes are only on disk.
 func (s *stagedStep) after(*txn) (sendAfter, error) { return sendAfter{}, nil }
 
 func (s *stagedStep) refused(re *RejectedError) error { return rejection(re) }
-
-func (s *stagedStep) committed(*txn) ([]string, [][]entry.Entry, []Change) {
-	return s.unquarantine, nil, s.opaque
-}
 
 // stagingStore is what a staged write needs of the store: the plan of its
 // groups and meters, the bound of its bundle, and the staging, whose
