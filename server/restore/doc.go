@@ -84,10 +84,11 @@
 //     with nothing quarantined (writepipe.go); a staged request alone
 //     (writestaged.go); anything else to group commit (commitBatch,
 //     groupcommit.go).
-//  3. The source runs one transaction (txn.go): lockTxn takes b.mu and
-//     liveLocked says whether the changes go to the switch; the source's
-//     store step decides the changes while they stream into a bundle
-//     (openStream), or sends them after (send); decide turns the switch's
+//  3. The source's store step runs in one transaction (txn.run, txn.go):
+//     lockLive takes b.mu and liveLocked says whether the changes go to
+//     the switch; run opens the bundle the step streams into while the
+//     store decides the changes; at the step's commit point atSwitch
+//     commits it or sends the changes after, and decide turns each
 //     verdict into an Outcome. Refused: the store rolls back and the
 //     request fails naming the entry. Refused as a whole: resendWhole.
 //     Unknown: stored, not applied.

@@ -128,104 +128,117 @@ var (
 //
 // With more than one request, an error that names requests is a
 // *failedError. A panic is recovered and returned as ErrInternal.
-func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) (results []writeResult, err error) {
-	t, unlock := e.lockTxn(ctx, b, "write")
-	defer unlock()
-	t.counted()
-	defer func() {
-		if perr := t.end(recover(), err); perr != nil {
-			results, err = nil, perr
-		}
-	}()
-	g := &groupTxn{txn: t, reqs: reqs, results: make([]writeResult, len(reqs))}
-	if err := e.batchStore().Update(g.write); err != nil {
+func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) ([]writeResult, error) {
+	g := &groupStep{reqs: reqs, results: make([]writeResult, len(reqs))}
+	if _, err := e.runTxn(ctx, b, "write", g); err != nil {
 		var fe *failedError
 		if len(reqs) == 1 && errors.As(err, &fe) {
 			err = fe.err
 		}
 		return nil, err
 	}
+	return g.results, nil
+}
+
+// syncRemovals is how many removals a streamed batch with a Sync has room
+// for beyond one per entry it declares: the bound reserves the bundle's xids
+// up front, and counting what a Sync could remove would walk the bridge's
+// pages at every Sync.
+const syncRemovals = 4096
+
+// streamable reports whether reqs can stream (see writeStream) and the
+// bound on their changes. A Sync that removes more than the bound leaves
+// room for falls back (writeStream.add).
+func streamable(reqs []*writeReq) (bool, int) {
+	n, syncs := 0, false
+	for _, r := range reqs {
+		if !r.flowsOnly {
+			return false, 0
+		}
+		n += len(r.declared)
+		syncs = syncs || r.sync
+	}
+	if syncs {
+		n += n + syncRemovals
+	}
+	return n > 0, n
+}
+
+// groupStep is the store step of a batch of group commit: the requests' ops
+// in one store transaction, their changes streamed into the bundle as the
+// store decides them (when they all declare flows alone) or sent after.
+type groupStep struct {
+	reqs    []*writeReq
+	results []writeResult
+	// owner maps a change's key to its request in a batch of several.
+	owner map[string]int
+	// n counts the changes the ops made; cs are those listed to send after
+	// the store (sentAfter), when they were not streamed.
+	n         int
+	cs        []Change
+	sentAfter bool
+}
+
+func (g *groupStep) open(t *txn) (streamSpec, error) {
+	ok, bound := streamable(g.reqs)
+	if !ok || !t.live {
+		return streamSpec{}, nil
+	}
+	if len(g.reqs) > 1 {
+		g.owner = make(map[string]int, bound)
+	}
+	return streamSpec{stream: true, bound: bound, at: streamedAt(g.results), h: resendable}, nil
+}
+
+func (g *groupStep) store(t *txn, atSwitch func() error) (committed, error) {
+	err := t.e.batchStore().Update(func(w *store.Writer) error {
+		n, err := g.runOps(w, t.stream)
+		if err != nil {
+			return err
+		}
+		g.n = n
+		return atSwitch()
+	})
+	if err != nil {
+		return committed{}, err
+	}
 	var declared [][]entry.Entry
-	quarantined := b.quarantine.len() > 0
-	for i, r := range reqs {
+	quarantined := t.b.quarantine.len() > 0
+	for i, r := range g.reqs {
 		g.results[i].applied, g.results[i].unknown = t.live, t.unknown
 		if quarantined {
 			declared = append(declared, r.declared, g.results[i].res.Removed)
 		}
 	}
-	t.commit(nil, declared...)
-	t.learn(g.sent)
-	return g.results, nil
+	if g.sentAfter {
+		return committed{declared: declared, learn: g.cs}, nil
+	}
+	// Checked as they were streamed; of a million changes, keep for learn
+	// only the few it looks at.
+	return committed{declared: declared, learn: opaqueWrites(g.results)}, nil
 }
 
-// groupTxn is a batch of group commit in its transaction.
-type groupTxn struct {
-	*txn
-	reqs    []*writeReq
-	results []writeResult
-	// owner maps a change's key to its request in a batch of several.
-	owner map[string]int
-	// sent is what the switch took, for learn.
-	sent []Change
-}
-
-// write is the batch's store step: the requests' ops in one store
-// transaction, their changes streamed into a bundle as the store decides
-// them or sent after storing them, and the switch's verdict before the
-// commit.
-func (g *groupTxn) write(w *store.Writer) error {
-	var stream *writeStream
-	if ok, bound := streamable(g.reqs); g.live && ok {
-		if len(g.reqs) > 1 {
-			g.owner = make(map[string]int, bound)
-		}
-		var cancel context.CancelFunc
-		stream, cancel = g.openStream(nil, bound, nil, streamedAt(g.results))
-		defer cancel()
-		// Whatever ends the transaction (an error, a panic), the bundle
-		// ends with it and before it: never committed unless finish ran.
-		defer func() {
-			if stream != nil {
-				_ = stream.finish(false)
-			}
-		}()
+// after lists the batch's changes from its stored results
+// (batchChangesLocked), whose errors fail the batch.
+func (g *groupStep) after(t *txn) (sendAfter, error) {
+	if t.stream != nil && t.stream.fallback {
+		g.owner = nil // rebuilt from the results
 	}
-	n, err := g.runOps(w, stream)
-	if err != nil {
-		return err
-	}
-	if stream != nil && stream.fallback {
-		_ = stream.finish(false)
-		stream, g.owner = nil, nil // owner is rebuilt below
-	}
-	if stream != nil {
-		s := stream
-		stream = nil
-		resend, err := g.verdict(g.finish(s), resendable)
-		if !resend {
-			// Checked as they were streamed; of a million changes, keep
-			// for learn only the few it looks at.
-			g.sent = opaqueWrites(g.results)
-			return err
-		}
-	}
-	cs, owner, err := g.b.batchChangesLocked(g.reqs, g.results, n, g.owner)
-	if err != nil {
-		return err
-	}
+	cs, owner, err := t.b.batchChangesLocked(g.reqs, g.results, g.n, g.owner)
 	g.owner = owner
-	if !g.live || len(cs) == 0 {
-		return nil
+	if err != nil {
+		return sendAfter{}, err
 	}
-	_, err = g.verdict(g.send(cs), resent)
-	g.sent = cs
-	return err
+	g.cs, g.sentAfter = cs, true
+	return sendAfter{cs: cs}, nil
 }
+
+func (g *groupStep) refused(re *RejectedError) error { return refused(re, g.owner, len(g.reqs)) }
 
 // runOps runs the requests' ops in w, streaming each change the store
 // decides into stream (when not nil), and returns how many changes they
 // make.
-func (g *groupTxn) runOps(w *store.Writer, stream *writeStream) (int, error) {
+func (g *groupStep) runOps(w *store.Writer, stream *writeStream) (int, error) {
 	var overlap *failedError
 	n := 0
 	for i, r := range g.reqs {
@@ -244,20 +257,6 @@ func (g *groupTxn) runOps(w *store.Writer, stream *writeStream) (int, error) {
 		return 0, overlap
 	}
 	return n, nil
-}
-
-// verdict takes the switch's verdict on the batch's bundle (decide): resend
-// when the batch sends its changes again, else the error that rolls the
-// store back (a refusal, naming its requests), nil when the store commits.
-func (g *groupTxn) verdict(verdict error, h held) (resend bool, err error) {
-	switch o, re, err := g.decide(verdict, h); o {
-	case RefusedWhole:
-		return true, nil
-	case Refused:
-		return false, refused(re, g.owner, len(g.reqs))
-	default:
-		return false, err
-	}
 }
 
 // batchChangesLocked lists the changes of a batch's stored results (n of

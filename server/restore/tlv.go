@@ -90,87 +90,107 @@ func fmtTLV(m ofconn.TLVMap) string {
 // (whose refusal is the controller's); when the bridge is not live it is
 // stored and replayed. The module changes only its own mappings: a CLEAR
 // deletes the module's, and an index another module maps is refused as
-// vswitchd refuses a mapped index.
-func (r *Recorder) applyTLV(ctx context.Context, msgs [][]byte, i int) (err error) {
-	b, err := r.e.bridge(r.bridge)
-	if err != nil {
-		return err
+// vswitchd refuses a mapped index. It is a write of the bridge's queue,
+// which commits it alone (tlvStep).
+func (r *Recorder) applyTLV(ctx context.Context, msgs [][]byte, i int) error {
+	s := &tlvStep{r: r, msg: msgs[i], i: i}
+	res, err := r.e.submit(ctx, r.bridge, &writeReq{module: r.module, alone: func(ctx context.Context, b *bridge) writeResult {
+		t, err := r.e.runTxn(ctx, b, "tlv table change", s)
+		return writeResult{err: err, unknown: t.unknown}
+	}})
+	if err == nil && res.unknown != nil {
+		// Stored, its outcome unknown: the bridge replays.
+		return s.switchErr(res.unknown)
 	}
-	t, unlock := r.e.lockTxn(ctx, b, "tlv table change")
-	defer unlock()
-	defer func() {
-		if perr := t.end(recover(), err); perr != nil {
-			err = perr
-		}
-	}()
+	return err
+}
+
+// tlvStep is the store step of a TLV table change. The store may hold a
+// mapping the switch lacks (every replay adds it), never the reverse (no
+// replay removes one): an add is stored before it is sent and a delete
+// sent before it is stored, so that a death between the two leaves the
+// store ahead. Whatever the outcome, the transaction settles it: a switch
+// that may differ from the store replays.
+type tlvStep struct {
+	r   *Recorder
+	msg []byte
+	i   int
+	// send is the message that makes the switch do what the store does
+	// (nil: nothing to send).
+	send ofconn.Message
+}
+
+// store is the change's store step; its commit lifts no quarantine and
+// learns nothing.
+func (s *tlvStep) store(t *txn, atSwitch func() error) (committed, error) {
+	return committed{}, s.change(t, atSwitch)
+}
+
+// change stores the table mod and sends it (atSwitch) in the order above.
+func (s *tlvStep) change(t *txn, atSwitch func() error) error {
+	r := s.r
 	stored, err := r.e.cfg.Store.TLVMap(r.bridge)
 	if err != nil {
 		return err
 	}
-	cmd, add, del, send, err := r.tlvChange(msgs[i], i, stored)
+	cmd, add, del, send, err := r.tlvChange(s.msg, s.i, stored)
 	if err != nil {
 		return err
 	}
-	sends := t.live && send != nil
-	switchErr := func(err error) error {
-		var oe *ofconn.OFError
-		if errors.As(err, &oe) {
-			return &ofconn.BundleError{Failed: []ofconn.AddError{{Index: i, Type: oe.Type, Code: oe.Code, Experimenter: oe.Experimenter, Name: oe.Name, Data: oe.Data}}}
-		}
-		return fmt.Errorf("restore: proxy %s/%s: tlv table: %w", r.bridge, r.module, err)
-	}
-	storeErr := func(err error) error {
-		if errors.Is(err, store.ErrTLVOwned) {
-			return tlvRefusal(i, nxtmfcAlreadyMapped, "NXTTMFC_ALREADY_MAPPED")
-		}
-		return fmt.Errorf("restore: proxy %s/%s: tlv table: %w", r.bridge, r.module, err)
-	}
-	// The store may hold a mapping the switch lacks (every replay adds
-	// it), never the reverse (no replay removes one): an add is stored
-	// before it is sent and a delete sent before it is stored, so that a
-	// death between the two leaves the store ahead. Whatever the outcome,
-	// the transaction settles it: a switch that may differ from the store
-	// replays (commit with an unknown verdict; end with touched).
+	s.send = send
 	if cmd == ofconn.TLVAdd {
 		if err := r.e.cfg.Store.UpdateTLVMap(r.bridge, r.module, add, nil); err != nil {
-			return storeErr(err)
+			return s.storeErr(err)
 		}
-		if sends {
-			if err := t.sendMessage(send); err != nil {
-				if o, _, _ := t.decide(err, resent); o == Refused {
-					// The store goes back to what it held.
-					if uerr := r.e.cfg.Store.UpdateTLVMap(r.bridge, r.module, previous(stored, add), add); uerr != nil {
-						r.e.log.Error("proxy: a tlv mapping the switch refused stays in the store; replays will try it", "bridge", r.bridge, "module", r.module, "err", uerr)
-					}
-					return switchErr(err)
-				}
-				t.commit(nil) // stored, its outcome unknown: the bridge replays
-				return switchErr(err)
+		if err := atSwitch(); err != nil {
+			// Refused: the store goes back to what it held.
+			if uerr := r.e.cfg.Store.UpdateTLVMap(r.bridge, r.module, previous(stored, add), add); uerr != nil {
+				r.e.log.Error("proxy: a tlv mapping the switch refused stays in the store; replays will try it", "bridge", r.bridge, "module", r.module, "err", uerr)
 			}
+			return err
 		}
-	} else {
-		if sends {
-			if err := t.sendMessage(send); err != nil {
-				// Refused, nothing changed; or unknown, and end replays.
-				_, _, _ = t.decide(err, resent)
-				return switchErr(err)
-			}
-		}
-		if err := r.e.cfg.Store.UpdateTLVMap(r.bridge, r.module, nil, del); err != nil {
-			if sends {
-				// Not stored: put them back on the switch, or the switch
-				// would be behind the store until vswitchd restarts.
-				if uerr := t.sendMessage(undoTLV(del)); uerr == nil {
-					t.touched = false
-				} else {
-					err = errors.Join(err, uerr)
-				}
-			}
-			return storeErr(err)
-		}
+		return nil
 	}
-	t.commit(nil)
+	sends := t.live && send != nil
+	if err := atSwitch(); err != nil {
+		return err // refused, nothing changed
+	}
+	if t.unknown != nil {
+		return s.switchErr(t.unknown) // not stored: end replays
+	}
+	if err := r.e.cfg.Store.UpdateTLVMap(r.bridge, r.module, nil, del); err != nil {
+		if sends {
+			// Not stored: put them back on the switch, or the switch
+			// would be behind the store until vswitchd restarts.
+			if uerr := t.undo(undoTLV(del)); uerr != nil {
+				err = errors.Join(err, uerr)
+			}
+		}
+		return s.storeErr(err)
+	}
 	return nil
+}
+
+// after is the table mod itself, which cannot be bundled.
+func (s *tlvStep) after(*txn) (sendAfter, error) { return sendAfter{msg: s.send}, nil }
+
+func (s *tlvStep) refused(re *RejectedError) error { return s.switchErr(re) }
+
+// switchErr is the controller's error for the switch's verdict err.
+func (s *tlvStep) switchErr(err error) error {
+	var oe *ofconn.OFError
+	if errors.As(err, &oe) {
+		return &ofconn.BundleError{Failed: []ofconn.AddError{{Index: s.i, Type: oe.Type, Code: oe.Code, Experimenter: oe.Experimenter, Name: oe.Name, Data: oe.Data}}}
+	}
+	return fmt.Errorf("restore: proxy %s/%s: tlv table: %w", s.r.bridge, s.r.module, err)
+}
+
+// storeErr is the controller's error for the store's refusal err.
+func (s *tlvStep) storeErr(err error) error {
+	if errors.Is(err, store.ErrTLVOwned) {
+		return tlvRefusal(s.i, nxtmfcAlreadyMapped, "NXTTMFC_ALREADY_MAPPED")
+	}
+	return fmt.Errorf("restore: proxy %s/%s: tlv table: %w", s.r.bridge, s.r.module, err)
 }
 
 // tlvChange is what msg, the NXT_TLV_TABLE_MOD at index i of the module's

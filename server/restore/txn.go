@@ -3,37 +3,33 @@ package restore
 import (
 	"context"
 	"errors"
-	"fmt"
-	"runtime/debug"
 
 	"github.com/flowstate-io/flowstate/entry"
-	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/server/ofconn"
 )
 
-// The write transaction's decisions
+// The write transaction
 //
-// Every write of a bridge (group commit's batch, streamed or sent after
-// storing; a pipe's batches; a staged write; a controller's TLV table
-// change) is one transaction of the same shape, run under b.mu by the
-// bridge's write owner (the TLV change by the proxy's session, tlv.go):
+// Every write of a bridge is one transaction, run by one function (run) on
+// the bridge's write owner (runWrites), whatever its source: group commit's
+// batch (groupcommit.go), a pipe's batches (writepipe.go), a staged write
+// (writestaged.go), a controller's TLV table change (tlv.go). A source
+// supplies only its store step (storeStep); run makes the four decisions,
+// each here and nowhere else, so that the sources cannot disagree on them:
 //
-//	open     lockTxn (or newTxn under a pipe's lock): liveLocked decides
-//	         whether the changes go to the switch now
-//	send     the source streams its changes into a bundle (openStream), or
-//	         sends them after storing them (send)
-//	verdict  decide: outcomeOf turns the switch's answer into an Outcome,
-//	         resendWhole says what a whole refusal does
+//	open     lockLive takes b.mu (for runTxn, or for a pipe's batches) and
+//	         liveLocked decides whether the changes go to the switch now;
+//	         run opens the step's bundle when they do (streamSpec)
+//	send     the step's store runs and calls atSwitch at its commit point:
+//	         the bundle ends with its COMMIT, or what the store decided is
+//	         sent after it (storeStep.after)
+//	verdict  decide turns each answer of the switch into an Outcome
+//	         (outcomeOf; resendWhole says what a whole refusal does); a
+//	         refusal rolls the store back with the step's error, and a
+//	         pipe's transaction runs again without its refused batches
 //	settle   commit once the store committed, end (deferred) when it did
 //	         not or a panic ended the transaction: settleLocked lifts
 //	         quarantine and schedules the replay
-//
-// The frame is the txn type below, written once; a source only fills in its
-// store step: group commit's Update (groupcommit.go), a pipe's PutPlanned of
-// several bundles (writepipe.go), a staged write's swap of buckets
-// (writestaged.go), a TLV change's store-then-send or send-then-store
-// (tlv.go). The four decisions are each made here and nowhere else,
-// so that the sources cannot disagree on them.
 
 // Outcome is what the switch's verdict on a write's bundle leaves.
 type Outcome int
@@ -171,7 +167,7 @@ func (e *Engine) divergedLocked(b *bridge, what string, err error) {
 }
 
 // txn is one write transaction of a bridge, under b.mu: see The write
-// transaction's decisions.
+// transaction.
 type txn struct {
 	e    *Engine
 	b    *bridge
@@ -181,44 +177,264 @@ type txn struct {
 	// live: the changes go to the switch now; false once the outcome on
 	// the switch is unknown.
 	live bool
-	// touched: the switch may hold changes of the transaction; stored: the
-	// store committed it.
-	touched, stored bool
+	// stream is the bundle run opened for the step (nil: none), which the
+	// store step feeds as it decides its changes.
+	stream *writeStream
+	// bundles are the transaction's streamed bundles (run's, or a pipe's
+	// sent before), sent what was sent after the store.
+	bundles []*bundle
+	sent    *bundle
+	// stored: the store committed the transaction.
+	stored bool
 	// unknown is the verdict when the outcome on the switch is unknown.
 	unknown error
+	// diverged: the transaction left the switch maybe unlike the store,
+	// and the bridge replays; panicked is the error of a recovered panic.
+	diverged bool
+	panicked error
 }
 
-// lockTxn takes b (b.mu and its busy mark) and starts a transaction on it;
-// the caller defers unlock, then end.
-func (e *Engine) lockTxn(ctx context.Context, b *bridge, what string) (t *txn, unlock func()) {
+// storeStep is what a source supplies to a write transaction (run): its
+// store's side. It reads t.live and feeds t.stream; it never sends, decides
+// a verdict or settles.
+type storeStep interface {
+	// store runs the store's side of the transaction; at its commit point
+	// it calls atSwitch, whose error rolls the store back. Committed, it
+	// returns what the transaction's commit settles.
+	store(t *txn, atSwitch func() error) (committed, error)
+	// after is what goes to the switch after the store: when nothing
+	// streamed, or the switch refused the bundle as a whole. Its error
+	// rolls the store back.
+	after(t *txn) (sendAfter, error)
+	// refused is the step's error for the switch's refusal of entries.
+	refused(re *RejectedError) error
+}
+
+// A step that streams is an opener: open prepares it under the bridge's
+// lock and says what its bundle streams while the store decides.
+type opener interface {
+	open(t *txn) (streamSpec, error)
+}
+
+// committed is what a store step that committed leaves to the commit: the
+// keys and entries whose quarantine is lifted (the write itself told
+// whether the switch takes them now), and the changes learnForms looks at.
+type committed struct {
+	keys     []string
+	declared [][]entry.Entry
+	learn    []Change
+}
+
+// streamSpec is the bundle a transaction streams while its store decides
+// (startStream's arguments, opened when stream is set and the bridge is
+// live), and what its changes are when the switch refuses it as a whole (h).
+type streamSpec struct {
+	stream    bool
+	pre, post []Change
+	bound     int
+	at        func(idx []int) ([]Change, error)
+	h         held
+}
+
+// sendAfter is what a transaction sends after its store step: changes in a
+// send order, or one message that cannot be bundled.
+type sendAfter struct {
+	cs  []Change
+	msg ofconn.Message
+}
+
+// errRefusedInGroup is a step's error when the switch refused one of the
+// bundles of its transaction (a pipe's batches): run writes the
+// transaction again without the refused ones.
+var errRefusedInGroup = errors.New("restore: the switch refused a batch of the transaction")
+
+// lockLive takes b (b.mu and its busy mark) for writes and says whether
+// their changes go to the switch now, on conn (liveLocked).
+func (e *Engine) lockLive(ctx context.Context, b *bridge) (conn *ofconn.Conn, live bool, unlock func()) {
 	done := b.busy()
 	b.mu.Lock()
-	conn, live := e.liveLocked(ctx, b)
-	return e.newTxn(ctx, b, what, conn, live), func() { b.mu.Unlock(); done() }
+	conn, live = e.liveLocked(ctx, b)
+	return conn, live, func() { b.mu.Unlock(); done() }
+}
+
+// runTxn takes b and runs step as one write transaction on it (run).
+func (e *Engine) runTxn(ctx context.Context, b *bridge, what string, step storeStep) (*txn, error) {
+	conn, live, unlock := e.lockLive(ctx, b)
+	defer unlock()
+	t := e.newTxn(ctx, b, what, conn, live, nil)
+	return t, t.run(step)
 }
 
 // newTxn starts a transaction on b, whose b.mu the caller holds (a pipe's
-// storer: the pipe decided liveness when it opened).
-func (e *Engine) newTxn(ctx context.Context, b *bridge, what string, conn *ofconn.Conn, live bool) *txn {
-	return &txn{e: e, b: b, ctx: ctx, what: what, conn: conn, live: live}
+// storer: the pipe decided liveness when it opened, and sent the bundles
+// of its batches before).
+func (e *Engine) newTxn(ctx context.Context, b *bridge, what string, conn *ofconn.Conn, live bool, sent []*bundle) *txn {
+	return &txn{e: e, b: b, ctx: ctx, what: what, conn: conn, live: live, bundles: sent}
 }
 
-// openStream opens a streamed bundle of the transaction (startStream),
-// bounded by Config.WriteTimeout; the caller ends it, then calls cancel.
-func (t *txn) openStream(pre []Change, n int, post []Change, at func(idx []int) ([]Change, error)) (*writeStream, context.CancelFunc) {
-	return t.e.openStream(t.ctx, t.conn, pre, n, post, at)
+// run is every write transaction: open step's bundle, run its store step
+// (atSwitch decides the verdicts), then commit, or end when the store did
+// not commit; a panic is recovered and returned as ErrInternal.
+func (t *txn) run(step storeStep) (err error) {
+	t.e.cfg.Metrics.writeBatches.WithLabelValues(t.b.name).Inc()
+	defer func() { err = t.end(recover(), err) }()
+	// Whatever ends the transaction, its bundles end before it: never
+	// committed unless atSwitch sent them.
+	defer t.closeBundles()
+	if o, ok := step.(opener); ok {
+		spec, err := o.open(t)
+		if err != nil {
+			return err
+		}
+		if spec.stream && t.live {
+			b := t.e.openBundle(t.ctx, t.conn, spec)
+			t.stream, t.bundles = b.stream, append(t.bundles, b)
+		}
+	}
+	var c committed
+	for {
+		c, err = step.store(t, func() error { return t.atSwitch(step) })
+		t.decideAll()
+		if err == nil {
+			break
+		}
+		if !t.dropRefused() || !errors.Is(err, errRefusedInGroup) {
+			return err
+		}
+	}
+	t.commit(c.keys, c.declared...)
+	t.learn(c.learn)
+	return nil
 }
 
-// openStream is startStream under a context bounded by Config.WriteTimeout.
-func (e *Engine) openStream(ctx context.Context, conn *ofconn.Conn, pre []Change, n int, post []Change, at func(idx []int) ([]Change, error)) (*writeStream, context.CancelFunc) {
-	sctx, cancel := context.WithTimeout(ctx, e.cfg.WriteTimeout)
-	return startStream(sctx, conn, pre, n, post, at), cancel
+// atSwitch is the transaction's commit point, called by its store step:
+// every bundle ends with its COMMIT and its verdict is decided (decide);
+// what did not stream, or was refused as a whole, is sent after the store
+// (step.after). It returns the error that rolls the store back: a refusal
+// (step.refused), or the BeforeStoreCommit fault's once a bundle was
+// applied. Called again (without the refused bundles), it decides nothing
+// twice.
+func (t *txn) atSwitch(step storeStep) error {
+	streamed, resend, applied := false, false, false
+	for _, b := range t.bundles {
+		if b.dropped {
+			continue
+		}
+		if !b.sent && !b.ended && b.stream.fallback {
+			// A change could not stream: the changes go after the store.
+			t.discard(b)
+			continue
+		}
+		if t.await(b); !b.decided {
+			continue // discarded
+		}
+		streamed = true
+		switch b.o {
+		case Applied:
+			applied = true
+		case Refused:
+			return step.refused(b.re)
+		case RefusedWhole:
+			resend = true
+		}
+	}
+	if streamed && !resend {
+		if applied {
+			return t.e.cfg.Faults.beforeStoreCommit()
+		}
+		return nil
+	}
+	a, err := step.after(t)
+	if err != nil || !t.live || (len(a.cs) == 0 && a.msg == nil) {
+		return err
+	}
+	t.sent = &bundle{h: resent, sent: true}
+	if a.msg != nil {
+		t.decide(t.sent, t.sendMessage(a.msg))
+	} else {
+		t.decide(t.sent, t.send(a.cs))
+	}
+	switch t.sent.o {
+	case Refused:
+		return step.refused(t.sent.re)
+	case Applied:
+		if a.msg == nil {
+			return t.e.cfg.Faults.beforeStoreCommit()
+		}
+	}
+	return nil
+}
+
+// decide is where the switch's verdict on one of the transaction's bundles
+// becomes its Outcome (b.o, with the refusal b.re):
+//
+//   - Applied: the store commits (atSwitch returns the BeforeStoreCommit
+//     fault's error, which rolls it back).
+//   - RefusedWhole: the changes go again after the store (resendWhole; only
+//     when b.h is resendable).
+//   - Refused: the step's refusal rolls the store back. Nothing of the
+//     bundle stays on the switch, unless RejectedError.SwitchChanged says
+//     meters sent around it could not be taken back: the bridge replays.
+//   - Unknown: the store commits; the write is not applied and settles by
+//     replaying the bridge.
+func (t *txn) decide(b *bundle, verdict error) {
+	o, re := outcomeOf(verdict)
+	if o == RefusedWhole {
+		o = resendWhole(b.h)
+	}
+	b.decided, b.o, b.re = true, o, re
+	switch o {
+	case RefusedWhole:
+		t.e.log.Warn(t.what+" refused as a whole; sending it again after the store", "bridge", t.b.name, "err", verdict)
+	case Refused:
+		if re.SwitchChanged {
+			t.diverged = true
+			t.e.divergedLocked(t.b, "the switch may hold a "+t.what+" the store does not", verdict)
+		}
+	case Unknown:
+		t.unknown, t.live = verdict, false
+	}
+}
+
+// await ends b with its COMMIT (a pipe's was sent already), waits for the
+// switch's verdict and decides it, once.
+func (t *txn) await(b *bundle) {
+	if b.decided || b.ended {
+		return
+	}
+	var verdict error
+	if b.sent {
+		verdict = <-b.stream.done
+	} else {
+		b.sent = true
+		verdict = b.stream.finish(true)
+	}
+	b.ended = true
+	b.cancel()
+	t.decide(b, t.e.cfg.Faults.verdict(verdict, true))
+}
+
+// decideAll waits for the verdict of every bundle sent and not yet
+// decided (the store may have failed before atSwitch).
+func (t *txn) decideAll() {
+	for _, b := range t.bundles {
+		if b.sent && !b.dropped {
+			t.await(b)
+		}
+	}
+}
+
+// commit settles the transaction once the store committed it; keys and
+// declared are what it declares and removes (their quarantine is lifted).
+func (t *txn) commit(keys []string, declared ...[]entry.Entry) {
+	t.stored = true
+	t.diverged = t.diverged || t.unknown != nil
+	t.e.settleLocked(t.b, settlement{what: t.what, stored: true, applied: t.live, unknown: t.unknown, keys: keys, declared: declared})
 }
 
 // send sends cs after the store, in an order the switch takes (newSendOrder),
 // and returns the switch's verdict.
 func (t *txn) send(cs []Change) error {
-	t.touched = true
 	ctx, cancel := context.WithTimeout(t.ctx, t.e.cfg.WriteTimeout)
 	defer cancel()
 	_, err := applySendOrder(ctx, t.conn, newSendOrder(cs))
@@ -230,7 +446,6 @@ func (t *txn) send(cs []Change) error {
 // cancellation, bounded by Config.WriteTimeout: a caller that gives up must
 // not cut a message half way, which would close the connection.
 func (t *txn) sendMessage(m ofconn.Message) error {
-	t.touched = true
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), t.e.cfg.WriteTimeout)
 	defer cancel()
 	err := t.conn.Send(ctx, m)
@@ -242,56 +457,14 @@ func (t *txn) sendMessage(m ofconn.Message) error {
 	return t.e.cfg.Faults.verdict(err, false)
 }
 
-// finish ends the transaction's stream s with its COMMIT and returns the
-// switch's verdict.
-func (t *txn) finish(s *writeStream) error {
-	t.touched = true
-	return t.e.cfg.Faults.verdict(s.finish(true), true)
-}
-
-// decide is where the switch's verdict on the transaction's bundle becomes
-// its next step; h is what the source still holds of the bundle:
-//
-//   - Applied: the store commits. The error is the BeforeStoreCommit
-//     fault's, which rolls the store back.
-//   - RefusedWhole: the source sends its changes again after the store
-//     (resendWhole; only when h is resendable).
-//   - Refused: the returned refusal rolls the store back. Nothing of the
-//     bundle stays on the switch, unless RejectedError.SwitchChanged says
-//     meters sent around it could not be taken back.
-//   - Unknown: the store commits; the write is not applied and settles by
-//     replaying the bridge.
-func (t *txn) decide(verdict error, h held) (Outcome, *RejectedError, error) {
-	o, re := outcomeOf(verdict)
-	if o == RefusedWhole {
-		o = resendWhole(h)
+// closeBundles discards the bundles that did not end (the store failed, a
+// panic): see discard.
+func (t *txn) closeBundles() {
+	for _, b := range t.bundles {
+		if !b.sent {
+			t.discard(b)
+		}
 	}
-	switch o {
-	case Applied:
-		return o, nil, t.e.cfg.Faults.beforeStoreCommit()
-	case RefusedWhole:
-		t.e.log.Warn(t.what+" refused as a whole; sending it again after the store", "bridge", t.b.name, "err", verdict)
-		t.touched = false
-	case Refused:
-		t.touched = re.SwitchChanged
-	case Unknown:
-		t.unknown, t.live = verdict, false
-	}
-	return o, re, nil
-}
-
-// commit settles the transaction once the store committed it; keys and
-// declared are what it declares and removes (their quarantine is lifted).
-func (t *txn) commit(keys []string, declared ...[]entry.Entry) {
-	t.stored = true
-	t.e.settleLocked(t.b, settlement{what: t.what, stored: true, applied: t.live, unknown: t.unknown, keys: keys, declared: declared})
-}
-
-// counted counts t in flowstate_write_batches_total: a transaction of write
-// requests (a TLV table change is none).
-func (t *txn) counted() *txn {
-	t.e.cfg.Metrics.writeBatches.WithLabelValues(t.b.name).Inc()
-	return t
 }
 
 // learn learns what the switch made of the opaque entries of cs, once the
@@ -306,24 +479,18 @@ func (t *txn) learn(cs []Change) {
 }
 
 // end ends the transaction, deferred with what recover returned and the
-// error that ended it: a panic is logged with its stack and returned as
-// ErrInternal (nil without one), and a transaction not stored whose changes
+// error that ended it, which it returns: a panic is logged with its stack
+// and returned as ErrInternal, and a transaction not stored whose changes
 // the switch may hold makes the bridge replay.
-func (t *txn) end(p any, err error) (panicErr error) {
+func (t *txn) end(p any, err error) error {
 	if p != nil {
-		panicErr = t.e.writePanic(t.b, p, t.what)
-		err = panicErr
+		t.panicked = t.e.writePanic(t.b, p, t.what)
+		err = t.panicked
 	}
 	if !t.stored {
-		t.e.settleLocked(t.b, settlement{what: t.what, touched: t.touched, cause: err})
+		touched := t.touched()
+		t.diverged = t.diverged || touched
+		t.e.settleLocked(t.b, settlement{what: t.what, touched: touched, cause: err})
 	}
-	return panicErr
-}
-
-// writePanic logs a panic p of a write of b (what names it) with its stack
-// and returns the ErrInternal its requests fail with.
-func (e *Engine) writePanic(b *bridge, p any, what string) error {
-	e.log.Error("panic in a "+what+"; its requests fail, the bridge goes on",
-		"bridge", b.name, "panic", p, "stack", string(debug.Stack()))
-	return fmt.Errorf("restore: bridge %s: %s failed: %v: %w", b.name, what, p, errdefs.ErrInternal)
+	return err
 }

@@ -18,8 +18,8 @@ import (
 // its bundle streams), wait for the switch's verdict, commit bbolt, then take
 // the next. Under many small concurrent Puts (controllers declaring their
 // flows a thousand at a time) the switch, the store and the callers then
-// take turns, each waiting while another works: 1.3x the time of ovs-ofctl
-// for 200k flows from 8 writers. A pipe lets them overlap:
+// take turns, each waiting while another works (docs/benchmarks.md). A
+// pipe lets them overlap:
 //
 //  1. The owner (runWrites) plans a batch against the store without writing
 //     (store.PlanPut: ownership, duplicates, refs, what changes), streams
@@ -121,30 +121,29 @@ type pipedBatch struct {
 	reqs    []*writeReq
 	plans   []store.PutPlan
 	results []writeResult
-	stream  *writeStream
-	cancel  context.CancelFunc
-	// verdict is the switch's, once the storer waited for it (waited).
-	verdict error
-	waited  bool
+	// bundle is the batch's, committed by the owner and decided by the
+	// storer's transaction (nil when nothing changes).
+	bundle *bundle
 }
 
 // pipeable reports whether r may enter a pipe (see Pipelined writes).
-func pipeable(r *writeReq) bool { return r.put && r.staged == nil }
+func pipeable(r *writeReq) bool { return r.put && r.alone == nil }
 
-// openPipe takes b.mu and opens a pipe when b is live with nothing
-// quarantined; otherwise it returns nil, holding nothing.
-func (e *Engine) openPipe(ctx context.Context, b *bridge) *pipe {
-	done := b.busy()
-	b.mu.Lock()
-	conn, live := e.liveLocked(ctx, b)
+// openPipe takes b.mu and opens a pipe for batch when a request of it may
+// enter one and b is live with nothing quarantined; otherwise it returns
+// nil, holding nothing.
+func (e *Engine) openPipe(ctx context.Context, b *bridge, batch []*writeReq) *pipe {
+	if !slices.ContainsFunc(batch, pipeable) {
+		return nil
+	}
+	conn, live, unlock := e.lockLive(ctx, b)
 	if !live || b.quarantine.len() > 0 {
-		b.mu.Unlock()
-		done()
+		unlock()
 		return nil
 	}
 	p := &pipe{
 		e: e, b: b, ctx: ctx, conn: conn,
-		unlock:   func() { b.mu.Unlock(); done() },
+		unlock:   unlock,
 		queue:    make(chan *pipedBatch, pipeDepth-1),
 		stopped:  make(chan struct{}),
 		empty:    make(chan struct{}, 1),
@@ -203,16 +202,17 @@ func (p *pipe) run(batch []*writeReq) (rest []*writeReq) {
 		if len(plan.Changed) == 0 {
 			continue
 		}
-		if pb.stream == nil {
+		if pb.bundle == nil {
 			// A refused position is mapped through the results once the
-			// bundle is sent, when no more requests join.
+			// bundle is sent, when no more requests join. Refused as a
+			// whole, its requests go back to group commit (resendWhole).
 			at := func(idx []int) ([]Change, error) { return streamedAt(pb.results)(idx) }
-			pb.stream, pb.cancel = p.e.openStream(p.ctx, p.conn, nil, bound, nil, at)
+			pb.bundle = p.e.openBundle(p.ctx, p.conn, streamSpec{bound: bound, at: at, h: resendable})
 		}
 		for _, c := range plan.Changed {
-			pb.stream.add(writeChange(c))
+			pb.bundle.stream.add(writeChange(c))
 		}
-		pb.stream.flush()
+		pb.bundle.stream.flush()
 	}
 	if len(pb.reqs) == 0 {
 		// Every request failed its plan: nothing entered the pipe. An
@@ -228,9 +228,10 @@ func (p *pipe) run(batch []*writeReq) (rest []*writeReq) {
 		p.mu.Unlock()
 		return rest
 	}
-	if pb.stream != nil {
+	if pb.bundle != nil {
 		// The COMMIT goes now, not when the storer gets to the batch.
-		pb.stream.send()
+		pb.bundle.stream.send()
+		pb.bundle.sent = true
 	}
 	p.mu.Lock()
 	p.inPipe++
@@ -255,14 +256,14 @@ func (p *pipe) planPut(r *writeReq) (plan store.PutPlan, err error) {
 // atSwitch returns a channel closed once the switch has decided the batch
 // sent last, or nil when it has.
 func (p *pipe) atSwitch() <-chan struct{} {
-	if p.last == nil || p.last.stream == nil {
+	if p.last == nil || p.last.bundle == nil {
 		return nil
 	}
 	select {
-	case <-p.last.stream.decided:
+	case <-p.last.bundle.stream.decided:
 		return nil
 	default:
-		return p.last.stream.decided
+		return p.last.bundle.stream.decided
 	}
 }
 
@@ -358,179 +359,107 @@ func (pb *pipedBatch) changes() int {
 	return n
 }
 
-// wait waits for pb's verdict (nil when nothing was sent), once.
-func (pb *pipedBatch) wait(t *txn) {
-	if pb.stream == nil || pb.waited {
-		return
-	}
-	pb.waited = true
-	pb.verdict = t.e.cfg.Faults.verdict(<-pb.stream.done, true)
-	pb.cancel()
-}
-
-// errRefusedInGroup rolls back a pipe's transaction when the switch refused
-// one of its batches: it is written again without that batch.
-var errRefusedInGroup = errors.New("restore: the switch refused a batch of the transaction")
-
-// storeGroup decides the batches of group: see Pipelined writes. Their plans
-// are written while the switch decides them, and the transaction commits
-// once it has, only if it took (or may hold) every batch; else it is rolled
-// back and written again without the refused ones. What it does not answer
-// it hands back (p.back, p.solo) as commitBatch would split it: a refusal
-// names its culprits, who go alone, and the others of their batch go again
-// together; a failure that names nobody sends everyone alone. A lone request
-// gets its error.
+// storeGroup decides the batches of group in one transaction: see
+// Pipelined writes. What it does not answer it hands back (p.back, p.solo)
+// as commitBatch would split it: a refusal names its culprits, who go
+// alone, and the others of their batch go again together; a failure that
+// names nobody sends everyone alone. A lone request gets its error.
 func (p *pipe) storeGroup(group []*pipedBatch) {
 	// The pipe decided the bridge was live when it opened, and holds b.mu.
-	t := p.e.newTxn(p.ctx, p.b, "pipelined write", p.conn, true).counted()
-	var (
-		cause      error
-		back, solo []*writeReq
-		open       = group // not answered yet
-	)
-	defer func() {
-		perr := t.end(recover(), cause)
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		if t.touched && !t.stored {
-			p.broken = true
-		}
-		if perr != nil {
-			for _, pb := range open {
-				for _, r := range pb.reqs {
-					r.done <- writeResult{err: perr}
-				}
-			}
-		}
-		p.back = append(p.back, back...)
-		p.solo = append(p.solo, solo...)
-	}()
-	t.touched = sent(open)
-	err := p.write(t, open, true)
+	var sent []*bundle
 	for _, pb := range group {
-		pb.wait(t) // the transaction may have failed before it waited
-	}
-	if err != nil {
-		// Take the refused batches out; the others are written again
-		// (without a refusal, the same failure comes back).
-		open, back, solo = p.takeRefused(t, group)
-		t.touched = sent(open)
-		if errors.Is(err, errRefusedInGroup) {
-			err = p.write(t, open, false)
+		if pb.bundle != nil {
+			sent = append(sent, pb.bundle)
 		}
 	}
-	if err != nil {
-		cause = err
-		var reqs []*writeReq
-		for _, pb := range open {
-			reqs = append(reqs, pb.reqs...)
-		}
-		open = nil
-		if len(reqs) == 1 {
-			reqs[0].done <- writeResult{err: err}
-		} else {
-			solo = append(solo, reqs...)
-		}
-		return
-	}
-	for _, pb := range open {
-		if pb.verdict != nil {
-			// A verdict lost: stored, not applied; the bridge replays.
-			t.unknown, t.live = pb.verdict, false
-		}
-	}
-	if t.unknown != nil {
-		p.setBroken()
-	}
-	// Nothing is quarantined while a pipe is open (openPipe): the commit
-	// has no quarantine to lift.
-	t.commit(nil)
-	for _, pb := range open {
-		for i, r := range pb.reqs {
-			pb.results[i].applied = pb.verdict == nil
-			r.done <- pb.results[i]
-		}
-	}
-	open = nil
-}
-
-// takeRefused answers the batches of group the switch refused and returns
-// the others (open). The requests of a refused batch go back to group
-// commit (back to run together, solo alone), as commitBatch would split
-// them, but a lone request, which gets its refusal.
-func (p *pipe) takeRefused(t *txn, group []*pipedBatch) (open []*pipedBatch, back, solo []*writeReq) {
+	t := p.e.newTxn(p.ctx, p.b, "pipelined write", p.conn, true, sent)
+	err := t.run(&pipeStep{group: group, db: p.e.pipeStore()})
+	var open []*pipedBatch // not answered yet
+	var back, solo []*writeReq
 	for _, pb := range group {
-		o, re := outcomeOf(pb.verdict)
-		if o != Refused && o != RefusedWhole {
+		if pb.bundle == nil || !pb.bundle.dropped {
 			open = append(open, pb)
 			continue
 		}
-		// Nothing of a refused bundle stays on the switch.
-		if re.SwitchChanged {
-			t.e.settleLocked(t.b, settlement{what: t.what, touched: true, cause: pb.verdict})
-			p.setBroken()
-		}
-		switch {
-		case o == RefusedWhole:
-			// Its changes are in memory: group commit sends them again
-			// (resendWhole).
+		switch b := pb.bundle; {
+		case b.o == RefusedWhole:
+			// Its changes are in memory: group commit sends them again.
 			back = append(back, pb.reqs...)
 		case len(pb.reqs) == 1:
-			pb.reqs[0].done <- writeResult{err: rejection(re)}
+			pb.reqs[0].done <- writeResult{err: rejection(b.re)}
 		default:
-			together, alone := pb.split(re)
+			together, alone := pb.split(b.re)
 			back, solo = append(back, together...), append(solo, alone...)
 		}
 	}
-	return open, back, solo
+	var reqs []*writeReq
+	for _, pb := range open {
+		reqs = append(reqs, pb.reqs...)
+	}
+	switch {
+	case t.panicked != nil:
+		for _, r := range reqs {
+			r.done <- writeResult{err: err}
+		}
+	case err != nil && len(reqs) == 1:
+		reqs[0].done <- writeResult{err: err}
+	case err != nil:
+		solo = append(solo, reqs...)
+	default:
+		for _, pb := range open {
+			for i, r := range pb.reqs {
+				pb.results[i].applied = pb.bundle == nil || pb.bundle.o == Applied
+				r.done <- pb.results[i]
+			}
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	// A verdict lost, or the store failed after the switch took a batch:
+	// the bridge is no longer live.
+	p.broken = p.broken || t.diverged
+	p.back = append(p.back, back...)
+	p.solo = append(p.solo, solo...)
 }
 
-// write is the store step of a pipe's transaction: the plans of open's
-// batches written while the switch decides them (waiting for each verdict
-// when wait), committed only if the switch took or may hold every batch;
-// errRefusedInGroup rolls it back when it refused one.
-func (p *pipe) write(t *txn, open []*pipedBatch, wait bool) error {
-	if !t.touched { // nothing changes: nothing to write
-		return nil
-	}
-	return p.e.pipeStore().Update(func(w *store.Writer) error {
-		// pb.results already hold the plans' Results (the bundle maps a
-		// refusal through them).
-		var plans []store.PutPlan
-		for _, pb := range open {
+// pipeStep is the store step of a pipe's transaction: the plans of its
+// batches written while the switch decides them, committed only if the
+// switch took or may hold every batch; a refused batch is left out and the
+// rest written again (errRefusedInGroup). Its commit lifts no quarantine
+// (nothing is quarantined while a pipe is open, openPipe) and learns
+// nothing (nothing opaque enters a pipe).
+type pipeStep struct {
+	group []*pipedBatch
+	db    pipeStore
+}
+
+func (s *pipeStep) store(_ *txn, atSwitch func() error) (committed, error) {
+	var plans []store.PutPlan
+	sent := false
+	for _, pb := range s.group {
+		if pb.bundle == nil || !pb.bundle.dropped {
+			// pb.results already hold the plans' Results (the bundle maps
+			// a refusal through them).
 			plans = append(plans, pb.plans...)
+			sent = sent || pb.bundle != nil
 		}
+	}
+	if !sent { // nothing changes: nothing to write
+		return committed{}, nil
+	}
+	return committed{}, s.db.Update(func(w *store.Writer) error {
 		if err := w.PutPlanned(plans...); err != nil {
 			return err
 		}
-		applied := false
-		for _, pb := range open {
-			if wait {
-				pb.wait(t)
-			}
-			if o, _ := outcomeOf(pb.verdict); o == Refused || o == RefusedWhole {
-				return errRefusedInGroup
-			}
-			applied = applied || (pb.stream != nil && pb.verdict == nil)
-		}
-		if applied {
-			return p.e.cfg.Faults.beforeStoreCommit()
-		}
-		return nil
+		return atSwitch()
 	})
 }
 
-// sent reports whether a batch of pbs sent its changes to the switch.
-func sent(pbs []*pipedBatch) bool {
-	return slices.ContainsFunc(pbs, func(pb *pipedBatch) bool { return pb.stream != nil })
-}
+// after: a batch refused as a whole goes back to group commit, which sends
+// it again; this transaction is written again without it.
+func (s *pipeStep) after(*txn) (sendAfter, error) { return sendAfter{}, errRefusedInGroup }
 
-// setBroken stops the pipe from taking more batches.
-func (p *pipe) setBroken() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.broken = true
-}
+func (s *pipeStep) refused(*RejectedError) error { return errRefusedInGroup }
 
 // split divides pb's requests after the switch refused re: those whose
 // changes it names go alone, the others together; without names, all alone.

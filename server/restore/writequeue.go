@@ -17,7 +17,8 @@ import (
 // Every write of a bridge is a request in the bridge's queue (writeQueue);
 // one owner goroutine per bridge (runWrites, started by Run) takes the
 // queued requests and commits them: by group commit (groupcommit.go), in a
-// pipe (writepipe.go), or alone when staged (writestaged.go). The caller
+// pipe (writepipe.go), or alone, in a transaction of their own (a staged
+// write, writestaged.go; a TLV table change, tlv.go). The caller
 // waits for its own result or its own ctx (submit), never commits anyone
 // else's request, and a request the owner has taken goes on without its
 // caller.
@@ -53,9 +54,10 @@ type writeReq struct {
 	// module: it may be pipelined (writepipe.go).
 	put    bool
 	module string
-	// staged, when set, is a spooled Put or Sync (writestaged.go), which
-	// commits alone.
-	staged *store.StagedWrite
+	// alone, when set, commits the request in a transaction of its own, on
+	// the owner: a spooled Put or Sync (writestaged.go), a controller's TLV
+	// table change (tlv.go).
+	alone func(ctx context.Context, b *bridge) writeResult
 	// release, if set, frees what the request holds (a staged write's
 	// spool) once nothing reads it any more: by the owner once it took the
 	// request, by the caller's side when the request never was. finish
@@ -271,8 +273,8 @@ func (e *Engine) runWrites(ctx context.Context, b *bridge) {
 			if p != nil && !p.takes() {
 				closePipe()
 			}
-			if p == nil && e.cfg.Faults.pipes() && slices.ContainsFunc(batch, pipeable) {
-				p = e.openPipe(ctx, b)
+			if p == nil && e.cfg.Faults.pipes() {
+				p = e.openPipe(ctx, b, batch)
 			}
 			if p != nil {
 				batch = p.run(batch)
@@ -305,20 +307,20 @@ type source interface {
 
 // sources are the sources after the pipe, in the order the owner offers a
 // batch to them.
-func (e *Engine) sources() [2]source { return [2]source{stagedSource{e}, batchSource{e}} }
+func (e *Engine) sources() [2]source { return [2]source{aloneSource{}, batchSource{e}} }
 
-// stagedSource commits the staged requests of a batch, each alone
-// (writestaged.go).
-type stagedSource struct{ e *Engine }
+// aloneSource commits the requests of a batch that carry their own
+// transaction (writeReq.alone), each alone.
+type aloneSource struct{}
 
-func (s stagedSource) commit(ctx context.Context, b *bridge, batch []*writeReq) []*writeReq {
+func (aloneSource) commit(ctx context.Context, b *bridge, batch []*writeReq) []*writeReq {
 	rest := batch[:0:0]
 	for _, r := range batch {
-		if r.staged == nil {
+		if r.alone == nil {
 			rest = append(rest, r)
 			continue
 		}
-		res := s.e.commitStaged(ctx, b, r)
+		res := r.alone(ctx, b)
 		r.finish()
 		r.done <- res
 	}

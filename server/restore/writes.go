@@ -139,6 +139,7 @@ func syncResult(r writeResult) SyncResult {
 
 // stagedReq is the write request of a spooled Put or Sync.
 func (e *Engine) stagedReq(bridgeName, module string, sp *store.Spool, sync bool) *writeReq {
-	return &writeReq{staged: &store.StagedWrite{Bridge: bridgeName, Module: module, Sync: sync, Spool: sp},
+	w := store.StagedWrite{Bridge: bridgeName, Module: module, Sync: sync, Spool: sp}
+	return &writeReq{alone: func(ctx context.Context, b *bridge) writeResult { return e.commitStaged(ctx, b, w) },
 		release: func() { _ = sp.Close() }}
 }

@@ -2,7 +2,6 @@ package restore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -99,104 +98,118 @@ func (nf *stagedNonFlows) at(x int, flows []int32) (Change, bool) {
 	return Change{}, false
 }
 
-// commitStaged runs staged request r (see above).
-func (e *Engine) commitStaged(ctx context.Context, b *bridge, r *writeReq) (res writeResult) {
-	t, unlock := e.lockTxn(ctx, b, "staged write")
-	defer unlock()
-	t.counted()
-	defer func() {
-		if err := t.end(recover(), res.err); err != nil {
-			res = writeResult{err: err}
-		}
-	}()
-
+// commitStaged runs the staged write w (see above).
+func (e *Engine) commitStaged(ctx context.Context, b *bridge, w store.StagedWrite) writeResult {
 	start := time.Now()
-	w := *r.staged
-	var ss *stagedSend
-	if t.live {
-		var err error
-		if ss, err = t.startStaged(&w); err != nil {
-			return writeResult{err: err}
+	s := &stagedStep{w: w}
+	t, err := e.runTxn(ctx, b, "staged write", s)
+	if err != nil {
+		return writeResult{err: err}
+	}
+	e.cfg.Metrics.stagedWrites.WithLabelValues(b.name).Inc()
+	e.log.Info("staged write stored", "bridge", b.name, "module", w.Module, "sync", w.Sync, "entries", w.Spool.Len(),
+		"added", s.staged.Added, "changed", s.staged.Changed, "removed", s.staged.Removed, "applied", t.live, "took", time.Since(start))
+	return writeResult{applied: t.live, staged: s.staged}
+}
+
+// stagedStep is the store step of a staged write: its groups and meters
+// planned (open), its flows staged while its bundle streams them, and the
+// staged bucket swapped in once the switch took the bundle.
+type stagedStep struct {
+	w      store.StagedWrite
+	nf     stagedNonFlows
+	at     []int32  // the request index behind each flow position, -1 for a removal
+	opaque []Change // for learnForms
+	// unquarantine are the quarantined keys the write declares.
+	unquarantine []string
+	staged       *store.Staged
+}
+
+// open plans the write's groups and meters and the bundle's bound, when the
+// bridge is live: its bundle in the order above.
+func (s *stagedStep) open(t *txn) (streamSpec, error) {
+	if !t.live {
+		return streamSpec{}, nil
+	}
+	plan, err := t.e.stagingStore().PlanStage(s.w)
+	if err != nil {
+		return streamSpec{}, err
+	}
+	s.nf = newStagedNonFlows(plan)
+	s.w.Plan = plan
+	bound, err := t.e.stagingStore().StageBound(s.w)
+	if err != nil {
+		return streamSpec{}, err
+	}
+	nf := &s.nf
+	bound += nf.headMessages() + len(nf.tail)
+	at := func(idx []int) ([]Change, error) {
+		out := make([]Change, len(idx))
+		for i, x := range idx {
+			c, ok := nf.at(x, s.at)
+			if !ok {
+				return nil, fmt.Errorf("restore: bundle position %d is past the %d staged changes", x, nf.headMessages()+len(s.at)+len(nf.tail))
+			}
+			out[i] = c
 		}
-		defer ss.abort(t)
+		return out, nil
+	}
+	// Its changes are not in memory to send again: onDisk.
+	return streamSpec{stream: true, pre: nf.pre, bound: bound, post: nf.post, at: at, h: onDisk}, nil
+}
+
+// store stages the write, streaming each flow change as the store decides
+// it, and commits the staged bucket once the switch took the bundle.
+func (s *stagedStep) store(t *txn, atSwitch func() error) (committed, error) {
+	if t.stream != nil {
+		s.streamTo(t.stream)
 	}
 	// The quarantined entries the request declares are forgotten once it is
 	// stored, as for any write: the switch tells again whether it takes
 	// them.
-	var unquarantine []string
-	if b.quarantine.len() > 0 {
-		w.Declared = func(kind entry.Kind, id []byte) {
-			k := key(kind, id)
-			if b.quarantine.has(k) {
-				unquarantine = append(unquarantine, k)
+	if q := &t.b.quarantine; q.len() > 0 {
+		s.w.Declared = func(kind entry.Kind, id []byte) {
+			if k := key(kind, id); q.has(k) {
+				s.unquarantine = append(s.unquarantine, k)
 			}
 		}
 	}
-	staged, err := e.stagingStore().Stage(w)
+	staged, err := t.e.stagingStore().Stage(s.w)
 	if err != nil {
-		return writeResult{err: err}
+		return committed{}, err
 	}
 	defer func() {
-		if !t.stored {
+		if s.staged == nil {
 			if err := staged.Discard(); err != nil {
-				e.log.Warn("dropping a staged write failed; the next start drops it", "bridge", b.name, "err", err)
+				t.e.log.Warn("dropping a staged write failed; the next start drops it", "bridge", t.b.name, "err", err)
 			}
 		}
 	}()
-	if ss != nil {
-		if err := ss.commit(t); err != nil {
-			return writeResult{err: err}
+	if st := t.stream; st != nil {
+		// The groups it removes end the bundle.
+		for _, c := range s.nf.tail {
+			st.add(c)
+		}
+		if st.fallback {
+			// More changes than the bound: cannot happen, the bound counts
+			// every flow either side may hold.
+			return committed{}, fmt.Errorf("restore: bridge %s: a staged write outgrew its bundle: %w", t.b.name, errdefs.ErrInternal)
 		}
 	}
+	if err := atSwitch(); err != nil {
+		return committed{}, err
+	}
 	if err := staged.Commit(); err != nil {
-		return writeResult{err: err}
+		return committed{}, err
 	}
-	t.commit(unquarantine)
-	e.cfg.Metrics.stagedWrites.WithLabelValues(b.name).Inc()
-	if ss != nil {
-		t.learn(ss.opaque)
-	}
-	e.log.Info("staged write stored", "bridge", b.name, "module", w.Module, "sync", w.Sync, "entries", w.Spool.Len(),
-		"added", staged.Added, "changed", staged.Changed, "removed", staged.Removed, "applied", t.live, "took", time.Since(start))
-	return writeResult{applied: t.live, staged: staged}
+	s.staged = staged
+	return committed{keys: s.unquarantine, learn: s.opaque}, nil
 }
 
-// commit ends the staged write's bundle: the groups it removes, then the
-// COMMIT, and takes the switch's verdict (decide). Its error rolls the
-// write back.
-func (ss *stagedSend) commit(t *txn) error {
-	t.touched = true
-	for _, c := range ss.nf.tail {
-		ss.stream.add(c)
-	}
-	if ss.stream.fallback {
-		// More changes than the bound: cannot happen, the bound counts
-		// every flow either side may hold.
-		return fmt.Errorf("restore: bridge %s: a staged write outgrew its bundle: %w", t.b.name, errdefs.ErrInternal)
-	}
-	s := ss.stream
-	ss.stream = nil
-	// Its changes are not in memory to send again: onDisk.
-	o, re, err := t.decide(t.finish(s), onDisk)
-	if o == Refused {
-		return rejection(re)
-	}
-	return err
-}
+// after: nothing, the write's changes are only on disk.
+func (s *stagedStep) after(*txn) (sendAfter, error) { return sendAfter{}, nil }
 
-// abort discards the bundle when the write ends before commit sent it;
-// meters sent before the bundle that could not be taken back leave the
-// switch changed. Then the bundle's context ends.
-func (ss *stagedSend) abort(t *txn) {
-	defer ss.cancel()
-	if ss.stream == nil {
-		return
-	}
-	var re *RejectedError
-	if err := ss.stream.finish(false); errors.As(err, &re) && re.SwitchChanged {
-		t.touched = true
-	}
-}
+func (s *stagedStep) refused(re *RejectedError) error { return rejection(re) }
 
 // stagingStore is what a staged write needs of the store: the plan of its
 // groups and meters, the bound of its bundle, and the staging, whose
@@ -209,62 +222,28 @@ type stagingStore interface {
 
 func (e *Engine) stagingStore() stagingStore { return e.cfg.Store }
 
-// stagedSend is the bundle of a staged write while it is staged.
-type stagedSend struct {
-	stream *writeStream
-	cancel context.CancelFunc
-	nf     stagedNonFlows
-	at     []int32  // the request index behind each flow position, -1 for a removal
-	opaque []Change // for learnForms
-}
-
-// startStaged plans w's groups and meters, opens its bundle in the order
-// above and sets w's hooks to stream each flow change as the store decides
-// it. The caller ends it with commit or abort.
-func (t *txn) startStaged(w *store.StagedWrite) (*stagedSend, error) {
-	e := t.e
-	plan, err := e.stagingStore().PlanStage(*w)
-	if err != nil {
-		return nil, err
-	}
-	ss := &stagedSend{nf: newStagedNonFlows(plan)}
-	w.Plan = plan
-	bound, err := e.stagingStore().StageBound(*w)
-	if err != nil {
-		return nil, err
-	}
-	nf := &ss.nf
-	bound += nf.headMessages() + len(nf.tail)
-	ss.stream, ss.cancel = t.openStream(nf.pre, bound, nf.post, func(idx []int) ([]Change, error) {
-		out := make([]Change, len(idx))
-		for i, x := range idx {
-			c, ok := nf.at(x, ss.at)
-			if !ok {
-				return nil, fmt.Errorf("restore: bundle position %d is past the %d staged changes", x, nf.headMessages()+len(ss.at)+len(nf.tail))
-			}
-			out[i] = c
-		}
-		return out, nil
-	})
+// streamTo starts the bundle with the groups added or changed and sets the
+// write's hooks to stream each flow change into st as the store decides it.
+func (s *stagedStep) streamTo(st *writeStream) {
+	nf := &s.nf
 	for _, c := range slices.Concat(nf.pre, nf.head) {
 		if c.Desired.Opaque {
-			ss.opaque = append(ss.opaque, c)
+			s.opaque = append(s.opaque, c)
 		}
 	}
 	for _, c := range nf.head {
-		ss.stream.add(c)
+		st.add(c)
 	}
-	w.Changed = func(sc store.Change) {
+	s.w.Changed = func(sc store.Change) {
 		c := writeChange(sc)
-		ss.at = append(ss.at, int32(sc.Index))
-		ss.stream.add(c)
+		s.at = append(s.at, int32(sc.Index))
+		st.add(c)
 		if sc.Entry.Opaque {
-			ss.opaque = append(ss.opaque, c)
+			s.opaque = append(s.opaque, c)
 		}
 	}
-	w.Removed = func(en entry.Entry) {
-		ss.at = append(ss.at, -1)
-		ss.stream.add(Change{Op: OpDelete, Kind: en.Kind, Actual: en.Payload, Index: -1})
+	s.w.Removed = func(en entry.Entry) {
+		s.at = append(s.at, -1)
+		st.add(Change{Op: OpDelete, Kind: en.Kind, Actual: en.Payload, Index: -1})
 	}
-	return ss, nil
 }

@@ -60,29 +60,36 @@ type writeStream struct {
 	room     int
 }
 
-// syncRemovals is how many removals a streamed batch with a Sync has room
-// for beyond one per entry it declares: the bound reserves the bundle's xids
-// up front, and counting what a Sync could remove would walk the bridge's
-// pages at every Sync.
-const syncRemovals = 4096
-
-// streamable reports whether reqs can stream (see writeStream) and the
-// bound on their changes. A Sync that removes more than the bound leaves
-// room for falls back (writeStream.add).
-func streamable(reqs []*writeReq) (bool, int) {
-	n, syncs := 0, false
-	for _, r := range reqs {
-		if !r.flowsOnly {
-			return false, 0
-		}
-		n += len(r.declared)
-		syncs = syncs || r.sync
-	}
-	if syncs {
-		n += n + syncRemovals
-	}
-	return n > 0, n
+// bundle is one exchange of a write transaction with the switch: a streamed
+// bundle, or what was sent after the store. Its verdict is decided once
+// (decide).
+type bundle struct {
+	stream *writeStream // nil for a send after the store
+	cancel context.CancelFunc
+	h      held // what a whole refusal does (resendWhole)
+	// sent: the COMMIT (or the send) went, so the switch may hold it;
+	// ended: the stream has stopped.
+	sent, ended bool
+	decided     bool
+	o           Outcome
+	re          *RejectedError
+	// dropped: refused, left out of the rest of the transaction; undone:
+	// sent, then taken back.
+	dropped, undone bool
 }
+
+// openBundle opens the streamed bundle of spec on conn (startStream),
+// bounded by Config.WriteTimeout.
+func (e *Engine) openBundle(ctx context.Context, conn *ofconn.Conn, spec streamSpec) *bundle {
+	sctx, cancel := context.WithTimeout(ctx, e.cfg.WriteTimeout)
+	return &bundle{stream: startStream(sctx, conn, spec.pre, spec.bound, spec.post, spec.at), cancel: cancel, h: spec.h}
+}
+
+// refused reports whether the switch refused b.
+func (b *bundle) refused() bool { return b.o == Refused || b.o == RefusedWhole }
+
+// holds reports whether the switch may hold b's changes.
+func (b *bundle) holds() bool { return b.sent && !b.undone && !(b.decided && b.refused()) }
 
 // startStream opens a bundle of at most n messages on conn; at returns the
 // changes behind bundle positions (streamedAt) once every change was added.
