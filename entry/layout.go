@@ -17,6 +17,8 @@ import "fmt"
 //	                   buckets, then group properties
 //	METER_MOD:         command(2) flags(2) meter_id(4) bands
 //
+// A GROUP_MOD's buckets are read by bucket.go, the one parser of them.
+//
 // The FLOW_MOD of OpenFlow 1.1 to 1.4 has this layout up to its match, so
 // the FlowMod accessors read those too (server/ofproxy's unrecorded).
 const (
