@@ -48,7 +48,7 @@ func flowHead(fm []byte) (int, error) {
 	if len(fm) < flowModFixed+8 {
 		return 0, fmt.Errorf("FLOW_MOD of %d bytes", len(fm))
 	}
-	mlen := int(be.Uint16(fm[50:]))
+	_, mlen := entry.FlowModMatchHeader(fm)
 	end := flowModFixed + pad8(mlen)
 	if mlen < 4 || end > len(fm) {
 		return 0, fmt.Errorf("match of %d bytes does not fit in a FLOW_MOD of %d", mlen, len(fm))
@@ -78,14 +78,15 @@ func InsertBuckets(payload, mod []byte) (entry.Entry, error) {
 	if len(mod) < groupModFixed || mod[1] != typeGroupMod || entry.ModCommand(mod) != groupCmdInsertBucket {
 		return entry.Entry{}, errors.New("canon: insert buckets: not a GROUP_MOD INSERT_BUCKET")
 	}
-	sent, blen, which := mod[10], int(be.Uint16(mod[16:])), be.Uint32(mod[20:])
-	if groupModFixed+blen > len(mod) {
-		return entry.Entry{}, fmt.Errorf("canon: insert buckets: bucket array of %d bytes does not fit in %d", blen, len(mod))
+	gm, err := entry.ReadGroupMod(mod)
+	if err != nil {
+		return entry.Entry{}, fmt.Errorf("canon: insert buckets: %w", err)
 	}
-	if len(mod) > groupModFixed+blen {
+	sent, which := gm.Type, gm.CommandBucket
+	if len(gm.Props) > 0 {
 		return entry.Entry{}, errors.New("canon: insert buckets: group properties in an INSERT_BUCKET (they belong to the group)")
 	}
-	buckets, err := entry.SplitBuckets(mod[groupModFixed : groupModFixed+blen])
+	buckets, err := entry.SplitBuckets(gm.Buckets)
 	if err != nil {
 		return entry.Entry{}, fmt.Errorf("canon: insert buckets: %w", err)
 	}
@@ -101,7 +102,7 @@ func InsertBuckets(payload, mod []byte) (entry.Entry, error) {
 	case entry.BucketLast:
 		at = len(g.Buckets)
 	default:
-		at = slices.IndexFunc(g.Buckets, func(b []byte) bool { return be.Uint32(b[4:]) == which })
+		at = slices.IndexFunc(g.Buckets, func(b []byte) bool { return entry.BucketID(b) == which })
 		if at < 0 {
 			return entry.Entry{}, fmt.Errorf("group %d, bucket %d: %w", g.ID, which, ErrUnknownBucket)
 		}
@@ -109,7 +110,7 @@ func InsertBuckets(payload, mod []byte) (entry.Entry, error) {
 	}
 	seen := make(map[uint32]bool, len(g.Buckets)+len(ins))
 	for _, b := range slices.Concat(g.Buckets, ins) {
-		id := be.Uint32(b[4:])
+		id := entry.BucketID(b)
 		if seen[id] {
 			return entry.Entry{}, fmt.Errorf("group %d, bucket %d: %w", g.ID, id, ErrBucketExists)
 		}
@@ -147,7 +148,7 @@ func RemoveBuckets(payload []byte, which uint32) (entry.Entry, error) {
 		}
 	default:
 		i := 0
-		for i < n && be.Uint32(g.Buckets[i][4:]) != which {
+		for i < n && entry.BucketID(g.Buckets[i]) != which {
 			i++
 		}
 		if i == n {

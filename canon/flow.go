@@ -56,9 +56,9 @@ var flowScratches = sync.Pool{New: func() any { return new(flowScratch) }}
 
 // canonicalFlowCached is canonicalFlow through the given caches.
 func canonicalFlowCached(b []byte, kept *bool, cache flowCaches) ([]byte, error) {
-	mlen := int(be.Uint16(b[flowModFixed+2:]))
-	if be.Uint16(b[flowModFixed:]) != 1 { // OFPMT_OXM
-		return nil, fmt.Errorf("match type %d, want OXM (1)", be.Uint16(b[flowModFixed:]))
+	mtype, mlen := entry.FlowModMatchHeader(b)
+	if mtype != 1 { // OFPMT_OXM
+		return nil, fmt.Errorf("match type %d, want OXM (1)", mtype)
 	}
 	sc := flowScratches.Get().(*flowScratch)
 	defer flowScratches.Put(sc)

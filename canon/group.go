@@ -14,16 +14,12 @@ const (
 	groupCmdAdd          = 0
 	groupCmdInsertBucket = 3
 	groupTypeSelect      = 1
-	groupModFixed        = 24
+	groupModFixed        = entry.GroupModFixed
 	bucketFixed          = 8
 	groupMax             = 0xffffff00
 	bucketMax            = 0xffffff00
 	portAny              = 0xffffffff
 	groupAny             = 0xffffffff
-
-	propWeight     = 0
-	propWatchPort  = 1
-	propWatchGroup = 2
 )
 
 // decodeGroup reads the GROUP_MODs of msgs (an ADD, then INSERT_BUCKETs of
@@ -34,16 +30,15 @@ func decodeGroup(msgs [][]byte, kept *bool) (*entry.Group, error) {
 		if len(m) < groupModFixed || m[1] != typeGroupMod {
 			return nil, fmt.Errorf("message %d: type %d of %d bytes, want a GROUP_MOD (15) of at least %d", i, m[1], len(m), groupModFixed)
 		}
-		cmd, typ, id := entry.ModCommand(m), m[10], be.Uint32(entry.ModID(m))
-		blen, cmdBucket := int(be.Uint16(m[16:])), be.Uint32(m[20:])
-		if groupModFixed+blen > len(m) {
-			return nil, fmt.Errorf("message %d: bucket array of %d bytes does not fit in %d", i, blen, len(m))
-		}
-		buckets, err := entry.SplitBuckets(m[groupModFixed : groupModFixed+blen])
+		gm, err := entry.ReadGroupMod(m)
 		if err != nil {
 			return nil, fmt.Errorf("message %d: %w", i, err)
 		}
-		props := m[groupModFixed+blen:]
+		cmd, typ, id, cmdBucket, props := gm.Command, gm.Type, gm.ID, gm.CommandBucket, gm.Props
+		buckets, err := entry.SplitBuckets(gm.Buckets)
+		if err != nil {
+			return nil, fmt.Errorf("message %d: %w", i, err)
+		}
 		if i == 0 {
 			if cmd != groupCmdAdd {
 				return nil, fmt.Errorf("GROUP_MOD command %d, want ADD (0)", cmd)
@@ -103,7 +98,7 @@ func canonicaliseBuckets(g *entry.Group, kept *bool) error {
 		if err != nil {
 			return fmt.Errorf("bucket %d: %w", i, err)
 		}
-		id := be.Uint32(cb[4:])
+		id := entry.BucketID(cb)
 		if seen[id] {
 			return fmt.Errorf("bucket %d: duplicate bucket id %d (OVS refuses it: OFPGMFC_BUCKET_EXISTS)", i, id)
 		}
@@ -126,44 +121,34 @@ func canonicalBucket(b []byte, gtype uint8, kept *bool) ([]byte, error) {
 // of the type it was sent with (1 for select, 0 for the others), and the
 // group's type decides whether the weight is encoded.
 func canonicalBucketAs(b []byte, sent, gtype uint8, kept *bool) ([]byte, error) {
-	alen := int(be.Uint16(b[2:]))
-	id := be.Uint32(b[4:])
+	bk, _, err := entry.NextBucket(b)
+	if err != nil {
+		return nil, err
+	}
+	id := bk.ID
 	if id > bucketMax {
 		return nil, fmt.Errorf("bucket id %#x is reserved (want 0 to %#x)", id, bucketMax)
 	}
-	if err := ofctl.CheckActions(b[bucketFixed : bucketFixed+alen]); err != nil {
+	if err := ofctl.CheckActions(bk.Actions); err != nil {
 		return nil, err
 	}
-	acts, err := canonicalActions(b[bucketFixed:bucketFixed+alen], ofctl.BucketActions(), kept)
+	acts, err := canonicalActions(bk.Actions, ofctl.BucketActions(), kept)
 	if err != nil {
 		return nil, err
 	}
 	if err := ofctl.CheckActions(acts); err != nil {
 		return nil, err
 	}
-	weight, watchPort, watchGroup := uint16(0), uint32(portAny), uint32(groupAny)
-	if sent == groupTypeSelect {
-		weight = 1
+	bp, err := entry.ReadBucketProps(bk.Props)
+	if err != nil {
+		return nil, err
 	}
-	for p := b[bucketFixed+alen:]; len(p) > 0; {
-		if len(p) < 4 {
-			return nil, errors.New("truncated bucket property")
-		}
-		typ, n := be.Uint16(p), int(be.Uint16(p[2:]))
-		if n != 8 || len(p) < 8 {
-			return nil, fmt.Errorf("bucket property %d of length %d, want 8", typ, n)
-		}
-		switch typ {
-		case propWeight:
-			weight = be.Uint16(p[4:])
-		case propWatchPort:
-			watchPort = be.Uint32(p[4:])
-		case propWatchGroup:
-			watchGroup = be.Uint32(p[4:])
-		default:
-			return nil, fmt.Errorf("bucket property type %d: OVS knows weight (0), watch_port (1) and watch_group (2)", typ)
-		}
-		p = p[8:]
+	weight, watchPort, watchGroup := uint16(0), bp.WatchPort, bp.WatchGroup
+	switch {
+	case bp.HasWeight:
+		weight = bp.Weight
+	case sent == groupTypeSelect:
+		weight = 1
 	}
 	out := make([]byte, bucketFixed, bucketFixed+len(acts)+24)
 	be.PutUint16(out[2:], uint16(len(acts)))
@@ -180,13 +165,13 @@ func canonicalBucketAs(b []byte, sent, gtype uint8, kept *bool) ([]byte, error) 
 		}
 	}
 	if gtype == groupTypeSelect {
-		prop(propWeight, uint32(weight), 2)
+		prop(entry.BucketPropWeight, uint32(weight), 2)
 	}
 	if watchPort != portAny {
-		prop(propWatchPort, watchPort, 4)
+		prop(entry.BucketPropWatchPort, watchPort, 4)
 	}
 	if watchGroup != groupAny {
-		prop(propWatchGroup, watchGroup, 4)
+		prop(entry.BucketPropWatchGroup, watchGroup, 4)
 	}
 	if len(out) > MaxMessage-groupModFixed {
 		return nil, fmt.Errorf("bucket of %d bytes does not fit in one GROUP_MOD", len(out))

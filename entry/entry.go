@@ -260,6 +260,15 @@ func FlowTable(id []byte) uint8 {
 	return id[0]
 }
 
+// FlowPriority returns the priority of a flow identity, 0 when id is too
+// short to hold one.
+func FlowPriority(id []byte) uint16 {
+	if len(id) < 3 {
+		return 0
+	}
+	return binary.BigEndian.Uint16(id[1:3])
+}
+
 // DeleteFlowStrict returns a FLOW_MOD DELETE_STRICT for the flow whose
 // canonical ADD payload is given: same table, priority and match, any out port
 // and group, no instructions. It is built on bytes because libOpenflow writes
@@ -278,18 +287,35 @@ func FlowMatch(fm []byte) []byte {
 // DeleteFlowByMatch returns a FLOW_MOD DELETE_STRICT for the flow of table and
 // priority with the given ofp_match (header, fields and padding).
 func DeleteFlowByMatch(table uint8, priority uint16, match []byte) []byte {
-	n := flowModFixed + len(match)
-	del := make([]byte, n)
-	del[0], del[1] = ofVersion15, typeFlowMod
-	binary.BigEndian.PutUint16(del[offLength:], uint16(n))
-	del[offTable] = table
-	del[offFlowCommand] = flowCmdDelStrict
-	binary.BigEndian.PutUint16(del[offPriority:], priority)
-	binary.BigEndian.PutUint32(del[offBufferID:], noBuffer)
-	binary.BigEndian.PutUint32(del[offOutPort:], portAny)
-	binary.BigEndian.PutUint32(del[offOutGroup:], groupAny)
-	copy(del[flowModFixed:], match)
-	return del
+	return flowByMatch(flowCmdDelStrict, table, priority, match)
+}
+
+// FlowProbe returns the FLOW_MOD ADD of a flow's identity alone: table,
+// priority and an OXM match of fields (nil for the empty match), no
+// instructions.
+func FlowProbe(table uint8, priority uint16, fields []byte) []byte {
+	match := make([]byte, 4, 4+len(fields))
+	binary.BigEndian.PutUint16(match, matchOXM)
+	binary.BigEndian.PutUint16(match[2:], uint16(4+len(fields)))
+	return flowByMatch(flowCmdAdd, table, priority, append(match, fields...))
+}
+
+// flowByMatch returns a FLOW_MOD of command cmd, no instructions, for the
+// flow of table and priority with the given ofp_match (header and fields;
+// padded here to 8 bytes).
+func flowByMatch(cmd, table uint8, priority uint16, match []byte) []byte {
+	n := flowModFixed + pad8(len(match))
+	m := make([]byte, n)
+	m[0], m[1] = ofVersion15, typeFlowMod
+	binary.BigEndian.PutUint16(m[offLength:], uint16(n))
+	m[offTable] = table
+	m[offFlowCommand] = cmd
+	binary.BigEndian.PutUint16(m[offPriority:], priority)
+	binary.BigEndian.PutUint32(m[offBufferID:], noBuffer)
+	binary.BigEndian.PutUint32(m[offOutPort:], portAny)
+	binary.BigEndian.PutUint32(m[offOutGroup:], groupAny)
+	copy(m[flowModFixed:], match)
+	return m
 }
 
 // OpenFlow 1.5 GROUP_MOD and METER_MOD commands.
@@ -307,6 +333,23 @@ func WithModify(add []byte) []byte { return WithCommand(add, cmdModify) }
 func WithCommand(m []byte, cmd uint16) []byte {
 	m = bytes.Clone(m)
 	binary.BigEndian.PutUint16(m[offModCommand:], cmd)
+	return m
+}
+
+// WithFlowCommand returns a copy of a FLOW_MOD with command cmd. m must
+// hold at least the fixed part of a FLOW_MOD.
+func WithFlowCommand(m []byte, cmd uint8) []byte {
+	m = bytes.Clone(m)
+	m[offFlowCommand] = cmd
+	return m
+}
+
+// WithFlowOut returns a copy of a FLOW_MOD with out_port and out_group
+// port and group. m must hold at least the fixed part of a FLOW_MOD.
+func WithFlowOut(m []byte, port, group uint32) []byte {
+	m = bytes.Clone(m)
+	binary.BigEndian.PutUint32(m[offOutPort:], port)
+	binary.BigEndian.PutUint32(m[offOutGroup:], group)
 	return m
 }
 

@@ -7,7 +7,6 @@ import (
 
 // GROUP_MOD layout and constants (OFPGC15_*, OFPG15_BUCKET_*).
 const (
-	groupModFixed  = 24
 	groupDescFixed = 16
 	bucketFixed    = 8
 	// GroupCmdInsertBucket is the GROUP_MOD command that adds buckets to a
@@ -82,15 +81,12 @@ func (g *Group) Encode() ([]byte, error) {
 func SplitBuckets(b []byte) ([][]byte, error) {
 	var out [][]byte
 	for len(b) > 0 {
-		if len(b) < bucketFixed {
-			return nil, fmt.Errorf("bucket %d: truncated (%d bytes)", len(out), len(b))
+		bk, rest, err := NextBucket(b)
+		if err != nil {
+			return nil, fmt.Errorf("bucket %d: %w", len(out), err)
 		}
-		n, alen := int(be.Uint16(b)), int(be.Uint16(b[2:]))
-		if n < bucketFixed || n > len(b) || bucketFixed+alen > n {
-			return nil, fmt.Errorf("bucket %d: length %d (actions %d) does not fit in %d bytes", len(out), n, alen, len(b))
-		}
-		out = append(out, b[:n:n])
-		b = b[n:]
+		out = append(out, bk.Raw)
+		b = rest
 	}
 	return out, nil
 }

@@ -1,5 +1,7 @@
 package entry
 
+import "fmt"
+
 // The byte layout of the OpenFlow 1.5 messages an entry is kept as. Every
 // field flowstate reads from or writes into a FLOW_MOD, GROUP_MOD or
 // METER_MOD on bytes is named here, and other packages read them through the
@@ -10,13 +12,21 @@ package entry
 //	                   idle_timeout(2) hard_timeout(2) priority(2) buffer_id(4)
 //	                   out_port(4) out_group(4) flags(2) importance(2)
 //	                   ofp_match (type(2) length(2) fields, padded to 8) instructions
-//	GROUP_MOD:         command(2) type(1) pad(1) group_id(4) ...
+//	GROUP_MOD:         command(2) type(1) pad(1) group_id(4)
+//	                   bucket_array_len(2) pad(2) command_bucket_id(4)
+//	                   buckets, then group properties
 //	METER_MOD:         command(2) flags(2) meter_id(4) bands
+//
+// A GROUP_MOD's buckets are read by bucket.go, the one parser of them.
+//
+// The FLOW_MOD of OpenFlow 1.1 to 1.4 has this layout up to its match, so
+// the FlowMod accessors read those too (server/ofproxy's unrecorded).
 const (
 	offLength = 2
 	offXID    = 4
 
 	offCookie      = 8
+	offCookieMask  = 16
 	offTable       = 24
 	offFlowCommand = 25
 	offIdle        = 26
@@ -32,7 +42,60 @@ const (
 	offModCommand = 8
 	offModID      = 12
 	modFixed      = 16 // header, command and id
+
+	offGroupType     = 10
+	offBucketLen     = 16
+	offCommandBucket = 20
+	// GroupModFixed is the length of a GROUP_MOD without its buckets and
+	// properties.
+	GroupModFixed = 24
+	groupModFixed = GroupModFixed
+
+	matchOXM = 1 // OFPMT_OXM
 )
+
+// FlowModCommand returns the command of a FLOW_MOD (OFPFC_*). m must hold
+// at least the fixed part of a FLOW_MOD.
+func FlowModCommand(m []byte) uint8 { return m[offFlowCommand] }
+
+// FlowModCookieMask returns the cookie_mask of a FLOW_MOD (the cookie is
+// FlowCookie's). m must hold at least the fixed part of a FLOW_MOD.
+func FlowModCookieMask(m []byte) uint64 { return be.Uint64(m[offCookieMask:]) }
+
+// FlowModTimeouts returns the idle and hard timeouts of a FLOW_MOD. m must
+// hold at least the fixed part of a FLOW_MOD.
+func FlowModTimeouts(m []byte) (idle, hard uint16) {
+	return be.Uint16(m[offIdle:]), be.Uint16(m[offHard:])
+}
+
+// FlowModFlags returns the flags of a FLOW_MOD (OFPFF_*). m must hold at
+// least the fixed part of a FLOW_MOD.
+func FlowModFlags(m []byte) uint16 { return be.Uint16(m[offFlags:]) }
+
+// FlowModOut returns the out_port and out_group of a FLOW_MOD, which
+// restrict a delete. m must hold at least the fixed part of a FLOW_MOD.
+func FlowModOut(m []byte) (port, group uint32) {
+	return be.Uint32(m[offOutPort:]), be.Uint32(m[offOutGroup:])
+}
+
+// FlowModMatchHeader returns the type and length (header and fields,
+// without padding) of a FLOW_MOD's ofp_match. m must hold at least the
+// fixed part of a FLOW_MOD and the match's 4-byte header.
+func FlowModMatchHeader(m []byte) (typ uint16, length int) {
+	return be.Uint16(m[flowModFixed:]), int(be.Uint16(m[flowModFixed+2:]))
+}
+
+// FlowModMatchFields returns the fields of a FLOW_MOD's OXM ofp_match,
+// sharing m's memory; ok is false when the match is not OXM (type 1) or
+// its length does not fit in m. m must hold at least the fixed part of a
+// FLOW_MOD and the match's 4-byte header.
+func FlowModMatchFields(m []byte) (fields []byte, ok bool) {
+	typ, n := FlowModMatchHeader(m)
+	if typ != matchOXM || n < 4 || flowModFixed+n > len(m) {
+		return nil, false
+	}
+	return m[flowModFixed+4 : flowModFixed+n], true
+}
 
 // FlowModTable returns the table of a FLOW_MOD (canonical, or built from a
 // dump). m must hold at least the fixed part of a FLOW_MOD.
@@ -84,3 +147,31 @@ func ModRef(kind Kind, m []byte) (r Ref, ok bool) {
 // ModCommand returns the command of a GROUP_MOD or METER_MOD. m must hold at
 // least its header and command.
 func ModCommand(m []byte) uint16 { return be.Uint16(m[offModCommand:]) }
+
+// GroupMod is the fixed part of a GROUP_MOD, read in place: Buckets and
+// Props share the message's memory.
+type GroupMod struct {
+	Command       uint16 // OFPGC15_*
+	Type          uint8  // OFPGT11_*
+	ID            uint32 // group_id
+	CommandBucket uint32 // command_bucket_id
+	// Buckets is the bucket array (SplitBuckets, NextBucket), Props what
+	// follows it: the group's properties.
+	Buckets, Props []byte
+}
+
+// ReadGroupMod reads the GROUP_MOD m, which must hold at least its fixed
+// part (GroupModFixed bytes). When the bucket array's length overruns m,
+// err says so and only the fixed fields are set.
+func ReadGroupMod(m []byte) (GroupMod, error) {
+	g := GroupMod{
+		Command: ModCommand(m), Type: m[offGroupType], ID: be.Uint32(m[offModID:]),
+		CommandBucket: be.Uint32(m[offCommandBucket:]),
+	}
+	blen := int(be.Uint16(m[offBucketLen:]))
+	if groupModFixed+blen > len(m) {
+		return g, fmt.Errorf("bucket array of %d bytes does not fit in %d", blen, len(m))
+	}
+	g.Buckets, g.Props = m[groupModFixed:groupModFixed+blen], m[groupModFixed+blen:]
+	return g, nil
+}

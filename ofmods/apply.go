@@ -55,38 +55,26 @@ type Change struct {
 
 // OpenFlow 1.5 numbers Apply reads.
 const (
-	offCookie         = 8
-	offTable          = 24
-	offCommand        = 25
-	offModCmd         = 8 // GROUP_MOD and METER_MOD command
-	offModID          = 12
-	offBucketCmd      = 20
-	offFlowCookieMask = 16
-	offFlowOutPort    = 36
-	offFlowOutGroup   = 40
-	offMatch          = 48 // the ofp_match: type, length, fields
-	offMatchLen       = 50
-	matchOXM          = 1 // OFPMT_OXM
-	anyOutPort        = 0xffffffff
-	anyOutGroup       = 0xffffffff
-	tableInternal     = 254 // vswitchd's hidden, read-only table
-	flowModMin        = 56
-	modMin            = 16
-	groupModMin       = 24
-	flowAdd           = 0
-	flowModify        = 1
-	flowModStrict     = 2
-	flowDelete        = 3
-	flowDelStrict     = 4
-	groupAdd          = 0
-	groupModify       = 1
-	groupDelete       = 2
-	groupInsert       = 3
-	groupRemove       = 5
-	groupAddOrMod     = 0x8000 // OVS's extension
-	meterAdd          = 0
-	meterModify       = 1
-	meterDelete       = 2
+	anyOutPort    = 0xffffffff
+	anyOutGroup   = 0xffffffff
+	tableInternal = 254 // vswitchd's hidden, read-only table
+	flowModMin    = 56
+	modMin        = 16
+	groupModMin   = entry.GroupModFixed
+	flowAdd       = 0
+	flowModify    = 1
+	flowModStrict = 2
+	flowDelete    = 3
+	flowDelStrict = 4
+	groupAdd      = 0
+	groupModify   = 1
+	groupDelete   = 2
+	groupInsert   = 3
+	groupRemove   = 5
+	groupAddOrMod = 0x8000 // OVS's extension
+	meterAdd      = 0
+	meterModify   = 1
+	meterDelete   = 2
 )
 
 // Apply runs msgs, in order, against the entries of module that st holds,
@@ -255,11 +243,11 @@ func (o *overlay) flowMod(i int, m []byte) error {
 	if len(m) < flowModMin {
 		return refuse(i, openflow15.ET_BAD_REQUEST, openflow15.BRC_BAD_LEN, fmt.Errorf("FLOW_MOD of %d bytes", len(m)))
 	}
-	cmd, table := m[offCommand], m[offTable]
+	cmd, table := entry.FlowModCommand(m), entry.FlowModTable(m)
 	// As vswitchd's ofputil_decode_flow_mod: the match, field by field,
 	// then the table, then the command.
-	if mlen := int(binary.BigEndian.Uint16(m[offMatchLen:])); binary.BigEndian.Uint16(m[offMatch:]) == matchOXM && mlen >= 4 && offMatch+mlen <= len(m) {
-		if err := ofctl.CheckMatchOrder(m[offMatch+4 : offMatch+mlen]); err != nil {
+	if fields, ok := entry.FlowModMatchFields(m); ok {
+		if err := ofctl.CheckMatchOrder(fields); err != nil {
 			return refuse(i, openflow15.PET_BAD_MATCH, openflow15.BMC_BAD_PREREQ, err)
 		}
 	}
@@ -305,17 +293,13 @@ func (o *overlay) flowMod(i int, m []byte) error {
 		// vswitchd decodes a modify's match and instructions whatever it
 		// selects, and selects by cookie alone: out_port and out_group
 		// restrict deletes only (modify_flows_init_loose and _strict).
-		probe := bytes.Clone(m)
-		probe[offCommand] = flowAdd
-		if _, err := canon.DecodeEntry(entry.KindFlow, probe); err != nil {
+		if _, err := canon.DecodeEntry(entry.KindFlow, entry.WithFlowCommand(m, flowAdd)); err != nil {
 			return askSwitch(i, err)
 		}
 		if err := readOnly(); err != nil {
 			return err
 		}
-		sel = bytes.Clone(m)
-		binary.BigEndian.PutUint32(sel[offFlowOutPort:], anyOutPort)
-		binary.BigEndian.PutUint32(sel[offFlowOutGroup:], anyOutGroup)
+		sel = entry.WithFlowOut(m, anyOutPort, anyOutGroup)
 	}
 	ff, err := ofctl.FilterOf(sel)
 	if err != nil {
@@ -353,9 +337,7 @@ func (o *overlay) flowMod(i int, m []byte) error {
 		}
 		return refuseReadOnly(i, m, ff, nil)
 	}
-	probe := bytes.Clone(m)
-	probe[offCommand] = flowAdd
-	_, id, err := canon.DecodeDelete(entry.KindFlow, probe)
+	_, id, err := canon.DecodeDelete(entry.KindFlow, entry.WithFlowCommand(m, flowAdd))
 	if err != nil {
 		return askSwitch(i, err)
 	}
@@ -424,7 +406,7 @@ var internalFlows = sync.OnceValue(func() []entry.Entry {
 // speaks as if the switch held its flows alone: another module's flows
 // that the delete would select on the switch do not count.
 func refuseReadOnly(i int, m []byte, ff *ofctl.FlowFilter, id []byte) error {
-	table, cookie, mask := m[offTable], binary.BigEndian.Uint64(m[offCookie:]), binary.BigEndian.Uint64(m[offFlowCookieMask:])
+	table, cookie, mask := entry.FlowModTable(m), entry.FlowCookie(m), entry.FlowModCookieMask(m)
 	if table != tableInternal && (table != openflow15.OFPTT_ALL || mask != ^uint64(0) || cookie != 0) {
 		return nil
 	}
@@ -477,7 +459,7 @@ func (o *overlay) groupMod(i int, m []byte) error {
 	if len(m) < groupModMin {
 		return refuse(i, openflow15.ET_BAD_REQUEST, openflow15.BRC_BAD_LEN, fmt.Errorf("GROUP_MOD of %d bytes", len(m)))
 	}
-	cmd := binary.BigEndian.Uint16(m[offModCmd:])
+	cmd := entry.ModCommand(m)
 	if groupCommandKnown(cmd) {
 		if err := checkGroupMod(i, m); err != nil {
 			return err
@@ -485,7 +467,7 @@ func (o *overlay) groupMod(i int, m []byte) error {
 	}
 	switch cmd {
 	case groupInsert, groupRemove:
-		s, owner, err := o.lookup(entry.KindGroup, m[offModID:offModID+4])
+		s, owner, err := o.lookup(entry.KindGroup, entry.ModID(m))
 		switch {
 		case err != nil:
 			return err
@@ -498,7 +480,8 @@ func (o *overlay) groupMod(i int, m []byte) error {
 		if cmd == groupInsert {
 			e, err = canon.InsertBuckets(s.e.Payload, m)
 		} else {
-			e, err = canon.RemoveBuckets(s.e.Payload, binary.BigEndian.Uint32(m[offBucketCmd:]))
+			gm, _ := entry.ReadGroupMod(m) // checkGroupMod checked its bucket array
+			e, err = canon.RemoveBuckets(s.e.Payload, gm.CommandBucket)
 		}
 		switch {
 		case errors.Is(err, canon.ErrUnknownBucket):
@@ -523,8 +506,7 @@ func (o *overlay) meterMod(i int, m []byte) error {
 
 // idMod applies a GROUP_MOD or METER_MOD add, modify or delete.
 func (o *overlay) idMod(i int, m []byte, k idMod) error {
-	cmd, id := uint32(binary.BigEndian.Uint16(m[offModCmd:])), m[offModID:offModID+4]
-	n := binary.BigEndian.Uint32(id)
+	cmd, id, n := uint32(entry.ModCommand(m)), entry.ModID(m), modID(k.kind, m)
 	var e entry.Entry
 	switch cmd {
 	case k.delete:

@@ -1,8 +1,6 @@
 package ofmods
 
 import (
-	"encoding/binary"
-
 	"antrea.io/libOpenflow/openflow15"
 
 	"github.com/flowstate-io/flowstate/entry"
@@ -10,16 +8,12 @@ import (
 
 // OpenFlow 1.5 wildcards of a clear.
 const (
-	tableAll  = 0xff
-	portAny   = 0xffffffff
-	groupAny  = 0xffffffff
-	groupAll  = 0xfffffffc
-	meterAll  = 0xffffffff
-	emptyOXM  = 4 // an OXM match header with no fields
-	offMask   = 16
-	offOutPrt = 36
-	offOutGrp = 40
-	offMatchL = 50
+	tableAll = 0xff
+	portAny  = 0xffffffff
+	groupAny = 0xffffffff
+	groupAll = 0xfffffffc
+	meterAll = 0xffffffff
+	emptyOXM = 4 // an OXM match header with no fields
 )
 
 // Clears reports whether m deletes every entry of a kind the controller
@@ -31,25 +25,30 @@ func Clears(m []byte) (entry.Kind, bool) {
 	if len(m) < modMin {
 		return 0, false
 	}
-	be := binary.BigEndian
 	switch m[1] {
 	case openflow15.Type_FlowMod:
-		if len(m) < flowModMin || m[offCommand] != flowDelete || m[offTable] != tableAll {
+		if len(m) < flowModMin || entry.FlowModCommand(m) != flowDelete || entry.FlowModTable(m) != tableAll {
 			return 0, false
 		}
-		if be.Uint64(m[offMask:]) != 0 || be.Uint32(m[offOutPrt:]) != portAny || be.Uint32(m[offOutGrp:]) != groupAny ||
-			be.Uint16(m[offMatchL:]) != emptyOXM {
+		port, group := entry.FlowModOut(m)
+		if _, mlen := entry.FlowModMatchHeader(m); entry.FlowModCookieMask(m) != 0 || port != portAny || group != groupAny || mlen != emptyOXM {
 			return 0, false
 		}
 		return entry.KindFlow, true
 	case openflow15.Type_GroupMod:
-		if be.Uint16(m[offModCmd:]) == groupDelete && be.Uint32(m[offModID:]) == groupAll {
+		if entry.ModCommand(m) == groupDelete && modID(entry.KindGroup, m) == groupAll {
 			return entry.KindGroup, true
 		}
 	case openflow15.Type_MeterMod:
-		if be.Uint16(m[offModCmd:]) == meterDelete && be.Uint32(m[offModID:]) == meterAll {
+		if entry.ModCommand(m) == meterDelete && modID(entry.KindMeter, m) == meterAll {
 			return entry.KindMeter, true
 		}
 	}
 	return 0, false
+}
+
+// modID is the id a GROUP_MOD or METER_MOD of at least modMin bytes names.
+func modID(kind entry.Kind, m []byte) uint32 {
+	r, _ := entry.ModRef(kind, m)
+	return r.ID
 }

@@ -1,7 +1,6 @@
 package ofmods
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -10,18 +9,11 @@ import (
 	"github.com/flowstate-io/flowstate/entry"
 )
 
-// OpenFlow 1.5 group numbers checkGroupMod reads.
+// OpenFlow 1.5 group numbers checkGroupMod checks against.
 const (
-	offGroupType    = 10
-	offBucketLen    = 16
-	bucketHead      = 8 // ofp15_bucket: len, action_array_len, bucket_id
-	bucketMax       = 0xffffff00
-	bucketPropWght  = 0
-	bucketPropPort  = 1
-	bucketPropGroup = 2
-	watchAny        = 0xffffffff
-	ofpp11Max       = 0xffffff00 // OFPP11_MAX: ports from here are OVS's reserved ones
-	ofppMax         = 0xff00     // OFPP_MAX: the last port number OVS takes as is
+	bucketMax = 0xffffff00
+	ofpp11Max = 0xffffff00 // OFPP11_MAX: ports from here are OVS's reserved ones
+	ofppMax   = 0xff00     // OFPP_MAX: the last port number OVS takes as is
 )
 
 // groupCommandKnown reports whether vswitchd knows cmd, a GROUP_MOD command.
@@ -40,8 +32,8 @@ func groupCommandKnown(cmd uint16) bool {
 // it cannot tell (an action, a malformed bucket property) it leaves to the
 // decoders that follow.
 func checkGroupMod(i int, m []byte) error {
-	be := binary.BigEndian
-	cmd, typ, which := be.Uint16(m[offModCmd:]), m[offGroupType], be.Uint32(m[offBucketCmd:])
+	gm, lenErr := entry.ReadGroupMod(m)
+	cmd, typ, which := gm.Command, gm.Type, gm.CommandBucket
 	badBucket := func(format string, args ...any) error {
 		return refuse(i, openflow15.ET_GROUP_MOD_FAILED, openflow15.GMFC_BAD_BUCKET, fmt.Errorf(format, args...))
 	}
@@ -55,9 +47,8 @@ func checkGroupMod(i int, m []byte) error {
 	if !ok {
 		return badBucket("command_bucket_id %#x does not suit GROUP_MOD command %d", which, cmd)
 	}
-	blen := int(be.Uint16(m[offBucketLen:]))
-	if blen > len(m)-groupModMin {
-		return refuse(i, openflow15.ET_BAD_REQUEST, openflow15.BRC_BAD_LEN, fmt.Errorf("bucket array of %d bytes in a GROUP_MOD of %d", blen, len(m)))
+	if lenErr != nil {
+		return refuse(i, openflow15.ET_BAD_REQUEST, openflow15.BRC_BAD_LEN, lenErr)
 	}
 	type bucket struct {
 		weight                bool // a nonzero weight (that of the type when none is sent)
@@ -66,52 +57,34 @@ func checkGroupMod(i int, m []byte) error {
 	}
 	var buckets []bucket
 	seen, dup := map[uint32]bool{}, false
-	for b := m[groupModMin : groupModMin+blen]; len(b) > 0; {
-		if len(b) < bucketHead {
-			return badBucket("buckets end with %d bytes left over", len(b))
+	for b := gm.Buckets; len(b) > 0; {
+		eb, rest, err := entry.NextBucket(b)
+		if err != nil {
+			return badBucket("bucket %d: %w", len(buckets), err)
 		}
-		n, alen, id := int(be.Uint16(b)), int(be.Uint16(b[2:])), be.Uint32(b[4:])
-		switch {
-		case n < bucketHead:
-			return badBucket("bucket length %d", n)
-		case n > len(b):
-			return badBucket("bucket length %d exceeds the %d bytes of buckets left", n, len(b))
-		case alen > n-bucketHead:
-			return badBucket("bucket actions of %d bytes in a bucket of %d", alen, n)
-		}
-		bk := bucket{weight: typ == openflow15.GT_SELECT, watchPort: watchAny, watchGroup: watchAny, known: true}
-		for p := b[bucketHead+alen : n]; len(p) > 0; {
-			if len(p) < 8 || be.Uint16(p[2:]) != 8 {
-				bk.known = false
-				break
+		id := eb.ID
+		bk := bucket{weight: typ == openflow15.GT_SELECT, watchPort: entry.WatchAny, watchGroup: entry.WatchAny}
+		if bp, err := entry.ReadBucketProps(eb.Props); err == nil {
+			bk.watchPort, bk.watchGroup, bk.known = bp.WatchPort, bp.WatchGroup, true
+			if bp.HasWeight {
+				bk.weight = bp.Weight != 0
 			}
-			switch be.Uint16(p) {
-			case bucketPropWght:
-				bk.weight = be.Uint16(p[4:]) != 0
-			case bucketPropPort:
-				bk.watchPort = be.Uint32(p[4:])
-			case bucketPropGroup:
-				bk.watchGroup = be.Uint32(p[4:])
-			default:
-				bk.known = false
-			}
-			p = p[8:]
 		}
 		switch {
-		case bk.known && bk.watchPort != watchAny && bk.watchPort >= ofppMax && bk.watchPort < ofpp11Max:
+		case bk.known && bk.watchPort != entry.WatchAny && bk.watchPort >= ofppMax && bk.watchPort < ofpp11Max:
 			return refuse(i, openflow15.ET_GROUP_MOD_FAILED, openflow15.GMFC_BAD_WATCH, fmt.Errorf("bucket %d: watch_port %#x", len(buckets), bk.watchPort))
 		case id > bucketMax:
 			return badBucket("bucket id %#x out of range", id)
 		}
 		buckets = append(buckets, bk)
-		b = b[n:]
+		b = rest
 		dup = dup || seen[id]
 		seen[id] = true
 	}
 	if dup {
 		return badBucket("two buckets of one id")
 	}
-	if cmd == groupRemove && len(m) > groupModMin+blen {
+	if cmd == groupRemove && len(gm.Props) > 0 {
 		return askSwitch(i, errors.New("REMOVE_BUCKET with group properties"))
 	}
 	// ofputil_check_group_mod, with the type the message names.
@@ -130,7 +103,7 @@ func checkGroupMod(i int, m []byte) error {
 		if !bk.known {
 			continue
 		}
-		live := bk.watchPort != watchAny || bk.watchGroup != watchAny
+		live := bk.watchPort != entry.WatchAny || bk.watchGroup != entry.WatchAny
 		switch {
 		case bk.weight && typ != openflow15.GT_SELECT && cmd != groupInsert:
 			return refuseGroup(openflow15.GMFC_INVALID_GROUP, "bucket %d: a weight in a group of type %d", k, typ)

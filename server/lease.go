@@ -5,92 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/timestamppb"
-
-	flowstatev1 "github.com/flowstate-io/flowstate/api/flowstate/v1"
 
 	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/guard"
 	"github.com/flowstate-io/flowstate/server/ovsconfig"
 	"github.com/flowstate-io/flowstate/server/restore"
 )
-
-// Guard modes (Config.Guard.Mode).
-const (
-	// GuardOff: no guard; the flag is armed regardless (tests, or an
-	// operator who accepts a node held by a dead flowstated).
-	GuardOff = "off"
-	// GuardSpawn: flowstated starts a guard process when none runs.
-	GuardSpawn = "spawn"
-	// GuardExternal: a guard runs as its own unit or container; without
-	// one, flowstated does not arm the flag.
-	GuardExternal = "external"
-)
-
-// GuardConfig configures the guard side of flowstated (package guard).
-type GuardConfig struct {
-	// Mode is GuardOff (the zero value ""), GuardSpawn or GuardExternal.
-	Mode string
-	// Lease is the lease file. Required unless Mode is off.
-	Lease string
-	// Grace is how long the lease may go unrenewed before the guard
-	// releases the node; a guard that waits longer is not trusted. Default
-	// guard.DefaultGrace.
-	Grace time.Duration
-	// StartTimeout bounds how long start-up waits for a proven guard before
-	// it serves without one (the flag disarmed). Default
-	// DefaultGuardStartTimeout.
-	StartTimeout time.Duration
-	// Command starts a guard for GuardSpawn: the program and its leading
-	// arguments, to which the guard flags are appended. Default: this
-	// executable with "guard".
-	Command []string
-	// Log is the guard's log file for GuardSpawn. Default: Lease + ".guard.log".
-	Log string
-}
-
-// DefaultGuardStartTimeout is GuardConfig.StartTimeout's default: a spawned
-// guard proves itself in well under a second, an external one starts with
-// flowstated's unit.
-const DefaultGuardStartTimeout = 10 * time.Second
-
-func (g *GuardConfig) validate() error {
-	if g.Grace <= 0 {
-		g.Grace = guard.DefaultGrace
-	}
-	if g.StartTimeout <= 0 {
-		g.StartTimeout = DefaultGuardStartTimeout
-	}
-	switch g.Mode {
-	case "", GuardOff:
-		g.Mode = GuardOff
-		return nil
-	case GuardSpawn, GuardExternal:
-	default:
-		return fmt.Errorf("server: guard mode %q: want off, spawn or external", g.Mode)
-	}
-	if g.Lease == "" {
-		return fmt.Errorf("server: guard mode %s needs a lease file", g.Mode)
-	}
-	if g.Log == "" {
-		g.Log = g.Lease + ".guard.log"
-	}
-	return nil
-}
 
 // keeper is flowstated's liveness: it renews the guard's lease while the
 // engine is healthy, keeps a guard running (GuardSpawn), judges the guard's
@@ -286,46 +213,6 @@ func (k *keeper) adopted() int {
 	return 0
 }
 
-// watchExit sends pid on exited once that process has exited, or returns
-// when ctx ends. A guard an earlier flowstated spawned is no child of this
-// one, so no Wait tells of its exit: a pidfd does (Linux 5.3), readable
-// once the process is gone. Without one, the next renewal notices instead.
-// A pid reused by another process costs one extra check, nothing more: the
-// exit only makes run judge the guard again.
-func (k *keeper) watchExit(ctx context.Context, pid int) {
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		if errors.Is(err, unix.ESRCH) {
-			k.noteExit(pid) // gone between the check and the open
-		}
-		return
-	}
-	defer unix.Close(fd)
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	for ctx.Err() == nil {
-		// The timeout only bounds how long a stop waits.
-		n, err := unix.Poll(fds, 200)
-		switch {
-		case errors.Is(err, unix.EINTR):
-		case err != nil:
-			k.log.Warn("guard: watching the adopted guard's exit failed; the renewals still check it", "pid", pid, "err", err)
-			return
-		case n > 0:
-			k.noteExit(pid)
-			return
-		}
-	}
-}
-
-// noteExit tells run that guard pid exited; a full channel already has run
-// judging the guard again.
-func (k *keeper) noteExit(pid int) {
-	select {
-	case k.exited <- pid:
-	default:
-	}
-}
-
 // wedgedWhat is the operation a restore.Engine.Wedged answer names, without
 // its duration ("bridge br-int busy for 3m2s": "bridge br-int").
 func wedgedWhat(w string) string {
@@ -499,124 +386,4 @@ func (k *keeper) waitProven(ctx context.Context) {
 		k.publish(events.Event{Type: events.GuardUnproven, Message: p.err.Error(),
 			Attrs: map[string]string{"field": p.err.Field, "reason": p.err.Msg}})
 	}
-}
-
-// spawn starts a guard in its own session, so that it outlives flowstated
-// however flowstated ends; it exits by itself once it is not needed.
-func (k *keeper) spawn() error {
-	argv := k.cfg.Command
-	if len(argv) == 0 {
-		exe, err := os.Executable()
-		if err != nil {
-			return fmt.Errorf("server: spawning a guard: %w", err)
-		}
-		argv = []string{exe, "guard"}
-	}
-	logf, err := os.OpenFile(k.cfg.Log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
-	if err != nil {
-		return fmt.Errorf("server: spawning a guard: %w", err)
-	}
-	defer logf.Close()
-	args := append(argv[1:len(argv):len(argv)], "--lease", k.cfg.Lease, "--ovsdb", k.ovsdb,
-		"--grace", k.cfg.Grace.String(), "--exit-when-idle")
-	cmd := exec.Command(argv[0], args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	// The proxies' sockets, shared: the guard relays them while this
-	// flowstated is away (descriptors 3, 4, ... in flag order).
-	for _, r := range k.relays {
-		f, err := guard.ListenerFile(r.Listener)
-		if err != nil {
-			closeFiles(cmd.ExtraFiles)
-			return fmt.Errorf("server: spawning a guard: %w", err)
-		}
-		cmd.ExtraFiles = append(cmd.ExtraFiles, f)
-		cmd.Args = append(cmd.Args, "--openflow-relay", r.Module+"="+r.Bridge)
-	}
-	if len(k.relays) > 0 {
-		cmd.Args = append(cmd.Args, "--openflow-relay-inherit",
-			"--openflow-proxy-dir", filepath.Dir(k.relays[0].Listen), "--ovs-rundir", filepath.Dir(k.relays[0].Upstream))
-		cmd.Args = append(cmd.Args, k.writers.Args()...)
-	}
-	err = cmd.Start()
-	closeFiles(cmd.ExtraFiles)
-	if err != nil {
-		return fmt.Errorf("server: spawning a guard: %w", err)
-	}
-	pid := cmd.Process.Pid
-	k.child = pid
-	k.log.Info("guard spawned", "pid", pid, "log", k.cfg.Log)
-	// Reaps the guard and tells run at once; ends when the guard exits
-	// (a guard outlives flowstated by design, and this goroutine with it
-	// only until the process ends).
-	go func() {
-		_ = cmd.Wait()
-		k.noteExit(pid)
-	}()
-	return nil
-}
-
-func closeFiles(fs []*os.File) {
-	for _, f := range fs {
-		_ = f.Close()
-	}
-}
-
-// statusLine is the one-line state for systemd's STATUS=.
-func (k *keeper) statusLine(wedged string) string {
-	if wedged != "" {
-		return "wedged: " + wedged
-	}
-	if g := k.engine.Gate(); !g.Open {
-		left := time.Until(g.Deadline).Round(time.Second)
-		return fmt.Sprintf("cold-start gate: waiting for %s (readiness timeout in %v)", strings.Join(g.WaitingFor, ", "), left)
-	}
-	var pending []string
-	for _, b := range k.engine.Status() {
-		if !b.Converged {
-			pending = append(pending, b.Name)
-		}
-	}
-	if len(pending) > 0 {
-		return "restoring or waiting for " + strings.Join(pending, ", ")
-	}
-	return "all bridges converged"
-}
-
-// status is the guard's part of Status.
-func (k *keeper) status() *flowstatev1.Guard {
-	g := &flowstatev1.Guard{Mode: k.cfg.Mode, Running: k.cfg.Mode != GuardOff && k.present.Load(),
-		Grace: durationpb.New(k.cfg.Grace), Lease: k.cfg.Lease, Ovsdb: k.ownIdentity()}
-	if k.cfg.Mode == GuardOff {
-		g.Proven = true
-		return g
-	}
-	p := k.proof.Load()
-	g.Proven = p.err == nil
-	if p.err != nil {
-		g.UnprovenField, g.Reason = p.err.Field, p.err.Msg
-	}
-	if hb := p.hb; hb.PID != 0 {
-		g.Pid, g.GuardGrace, g.GuardOvsdb = int32(hb.PID), durationpb.New(hb.Grace), hb.OVSDB
-		g.LastRoundTrip = timestamppb.New(hb.RoundTrip)
-	}
-	return g
-}
-
-// wedgedReason is the engine's last Wedged answer.
-func (k *keeper) wedgedReason() string {
-	if p := k.wedged.Load(); p != nil {
-		return *p
-	}
-	return ""
-}
-
-// healthz serves /healthz: 200 while the engine is responsive, 503 with the
-// reason while it is wedged.
-func (k *keeper) healthz(w http.ResponseWriter, _ *http.Request) {
-	if w2 := k.wedgedReason(); w2 != "" {
-		http.Error(w, "wedged: "+w2, http.StatusServiceUnavailable)
-		return
-	}
-	_, _ = w.Write([]byte("ok\n"))
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -237,7 +236,7 @@ func flowTablePriority(m []byte) (table uint8, priority uint16, ok bool) {
 	if len(m) < 32 {
 		return 0, 0, false
 	}
-	return m[24], binary.BigEndian.Uint16(m[30:32]), true
+	return entry.FlowModTable(m), entry.FlowModPriority(m), true
 }
 
 // dumpEntry is one line of dump-flows -o json.

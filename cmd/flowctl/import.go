@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -164,7 +163,7 @@ func (im imported) report(w io.Writer) {
 // notDesired says what makes a canonical FLOW_MOD not desired state, and
 // why, or "" when it can be declared.
 func notDesired(m []byte) (what, why string) {
-	if binary.BigEndian.Uint32(m[26:30]) != 0 { // idle_timeout, hard_timeout
+	if idle, hard := entry.FlowModTimeouts(m); idle != 0 || hard != 0 {
 		return "timeouts", "learned or expiring flows are not desired state"
 	}
 	err := entry.CheckDesiredFlow(m)

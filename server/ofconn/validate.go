@@ -1,6 +1,10 @@
 package ofconn
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/flowstate-io/flowstate/entry"
+)
 
 // libOpenflow's decoders walk lists by the length of each element they decoded; an element of length 0 makes
 // them loop forever. OVS never sends one, but a dump must not be able to hang the daemon, so the structure of
@@ -117,20 +121,20 @@ func checkGroupEntry(raw []byte) error {
 
 func checkBucketList(b []byte) error {
 	for len(b) > 0 {
-		if len(b) < 8 {
-			return fmt.Errorf("truncated bucket")
+		bk, rest, err := entry.NextBucket(b)
+		if err != nil {
+			return fmt.Errorf("bucket: %w", err)
 		}
-		n, actions := int(be.Uint16(b[0:2])), int(be.Uint16(b[2:4]))
-		if n < 8 || n%8 != 0 || n > len(b) || 8+actions > n {
-			return fmt.Errorf("bucket of bad length %d (actions %d, %d bytes left)", n, actions, len(b))
+		if n := len(bk.Raw); n%8 != 0 {
+			return fmt.Errorf("bucket of bad length %d (actions %d, %d bytes left)", n, len(bk.Actions), len(b))
 		}
-		if err := checkActionList(b[8 : 8+actions]); err != nil {
+		if err := checkActionList(bk.Actions); err != nil {
 			return err
 		}
-		if err := checkTLVs(b[8+actions:n], "bucket property", 4, 1, nil); err != nil {
+		if err := checkTLVs(bk.Props, "bucket property", 4, 1, nil); err != nil {
 			return err
 		}
-		b = b[n:]
+		b = rest
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"antrea.io/libOpenflow/openflow15"
 
+	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/server/ofconn"
 )
 
@@ -70,10 +71,10 @@ func classify(m []byte) kind {
 		if len(m) < flowModMinLen {
 			return state // the Recorder's switch refuses it, as vswitchd would
 		}
-		switch m[25] {
+		switch entry.FlowModCommand(m) {
 		case flowModAdd, flowModModify, flowModModStrict:
-			idle, hard := binary.BigEndian.Uint16(m[26:28]), binary.BigEndian.Uint16(m[28:30])
-			if idle != 0 || hard != 0 || binary.BigEndian.Uint16(m[44:46])&flowSendFlowRem != 0 {
+			idle, hard := entry.FlowModTimeouts(m)
+			if idle != 0 || hard != 0 || entry.FlowModFlags(m)&flowSendFlowRem != 0 {
 				return passThrough
 			}
 		}

@@ -41,14 +41,7 @@ const (
 	of10OffPriority  = 62
 	of10OffOutPort   = 68
 	of10PortNone     = 0xffff
-	of11MatchOXM     = 1 // ofp_match.type of OpenFlow 1.2 and later
-	offFlowTable     = 24
-	offFlowCommand   = 25
-	offFlowTimeouts  = 26
-	offFlowPriority  = 30
-	offFlowOutPort   = 36
-	offFlowOutGroup  = 40
-	offFlowMatch     = 48
+	flowModMatchAt   = 48 // the FLOW_MOD's fixed part, read through entry
 	flowModDelete    = 3
 	flowModDelStrict = 4
 	tableAll         = 0xff
@@ -168,7 +161,7 @@ func (u *unrecorded) ruleFlow(table, cmd uint8, permanent bool, priority uint16,
 		switch {
 		case !permanent:
 		case matchAll && cmd == flowModAdd && table != tableAll:
-			u.k.Keep(entry.KindFlow, flowProbe(table, priority, nil))
+			u.k.Keep(entry.KindFlow, entry.FlowProbe(table, priority, nil))
 		case !matchAll:
 			u.k.KeepRule(table, priority)
 		}
@@ -182,63 +175,43 @@ func (u *unrecorded) ruleFlow(table, cmd uint8, permanent bool, priority uint16,
 // flowMod notes a FLOW_MOD of OpenFlow 1.1 to 1.4. In 1.2 and later only
 // an ADD adds a flow (a modify that matches nothing adds nothing).
 func (u *unrecorded) flowMod(m []byte, bundled bool) {
-	if len(m) < offFlowMatch+4 {
+	if len(m) < flowModMatchAt+4 {
 		return
 	}
-	table, cmd := m[offFlowTable], m[offFlowCommand]
-	permanent := binary.BigEndian.Uint32(m[offFlowTimeouts:]) == 0
-	priority := binary.BigEndian.Uint16(m[offFlowPriority:])
-	mlen := int(binary.BigEndian.Uint16(m[offFlowMatch+2:]))
-	oxm := binary.BigEndian.Uint16(m[offFlowMatch:]) == of11MatchOXM && mlen >= 4 && offFlowMatch+mlen <= len(m)
+	table, cmd := entry.FlowModTable(m), entry.FlowModCommand(m)
+	idle, hard := entry.FlowModTimeouts(m)
+	permanent := idle == 0 && hard == 0
+	priority := entry.FlowModPriority(m)
+	fields, oxm := entry.FlowModMatchFields(m)
 	if !oxm {
 		// OpenFlow 1.1's ofp11_match: by rule, as 1.0's.
 		u.ruleFlow(table, cmd, permanent, priority, false, false, bundled)
 		return
 	}
-	match := m[offFlowMatch : offFlowMatch+mlen]
 	switch cmd {
 	case flowModAdd:
 		if permanent && table != tableAll {
-			u.k.Keep(entry.KindFlow, flowProbe(table, priority, match))
+			u.k.Keep(entry.KindFlow, entry.FlowProbe(table, priority, fields))
 		}
 	case flowModDelStrict:
 		if !bundled && table != tableAll {
-			u.k.Forget(entry.KindFlow, flowProbe(table, priority, match))
+			u.k.Forget(entry.KindFlow, entry.FlowProbe(table, priority, fields))
 		}
 	case flowModDelete:
-		if !bundled && table == tableAll && mlen == 4 && binary.BigEndian.Uint64(m[16:24]) == 0 &&
-			binary.BigEndian.Uint32(m[offFlowOutPort:]) == anyPort && binary.BigEndian.Uint32(m[offFlowOutGroup:]) == anyPort {
+		port, group := entry.FlowModOut(m)
+		if !bundled && table == tableAll && len(fields) == 0 && entry.FlowModCookieMask(m) == 0 && port == anyPort && group == anyPort {
 			u.k.ForgetAll(entry.KindFlow)
 		}
 	}
-}
-
-// flowProbe builds the OpenFlow 1.5 FLOW_MOD ADD of a flow's identity:
-// table, priority and match (an OXM ofp_match; nil for the empty one), no
-// instructions.
-func flowProbe(table uint8, priority uint16, match []byte) []byte {
-	if match == nil {
-		match = []byte{0, of11MatchOXM, 0, 4}
-	}
-	n := offFlowMatch + (len(match)+7)&^7
-	b := make([]byte, n)
-	b[0], b[1] = of15Version, typeFlowMod
-	binary.BigEndian.PutUint16(b[2:4], uint16(n))
-	b[offFlowTable] = table
-	binary.BigEndian.PutUint16(b[offFlowPriority:], priority)
-	binary.BigEndian.PutUint32(b[32:36], 0xffffffff) // no buffer
-	binary.BigEndian.PutUint32(b[offFlowOutPort:], anyPort)
-	binary.BigEndian.PutUint32(b[offFlowOutGroup:], anyPort)
-	copy(b[offFlowMatch:], match)
-	return b
 }
 
 // mod notes a GROUP_MOD or METER_MOD: header, command, and the id at the
 // same offsets in every version that has them; all is the id that deletes
 // every one.
 func (u *unrecorded) mod(kind entry.Kind, m []byte, all uint32, bundled bool) {
-	id := binary.BigEndian.Uint32(m[12:16])
-	switch binary.BigEndian.Uint16(m[8:10]) {
+	r, _ := entry.ModRef(kind, m)
+	id := r.ID
+	switch entry.ModCommand(m) {
 	case 0, 1: // ADD, MODIFY
 		u.k.Keep(kind, m[:16])
 	case modCmdDelete:

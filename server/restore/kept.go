@@ -1,7 +1,6 @@
 package restore
 
 import (
-	"encoding/binary"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -282,7 +281,7 @@ func (f *keptFilter) leaves(kind entry.Kind, id []byte) bool {
 	all := f.s.all && !(kind == entry.KindFlow && len(id) == 3 && id[0] == 0 && id[1] == 0 && id[2] == 0)
 	byRule := false
 	if kind == entry.KindFlow && len(id) > 3 && len(f.s.rules) > 0 {
-		prio := uint32(binary.BigEndian.Uint16(id[1:3]))
+		prio := uint32(entry.FlowPriority(id))
 		byRule = f.s.rules[uint32(id[0])<<16|prio] || f.s.rules[0xff<<16|prio]
 	}
 	f.s.mu.Unlock()

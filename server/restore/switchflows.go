@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -164,7 +163,7 @@ func (e *Engine) dumpSwitch(ctx context.Context, conn *ofconn.Conn, bridge strin
 		if owned && kf != nil {
 			s.id = flowIdentity(s.id[:0], m)
 			if kf.leaves(entry.KindFlow, s.id) {
-				s.foreignIn[m[24]]++
+				s.foreignIn[entry.FlowModTable(m)]++
 				return
 			}
 		}
@@ -206,7 +205,7 @@ func newSwitchState() *switchState {
 // may keep.
 func (s *switchState) addFlow(m []byte, owned bool) {
 	if !owned {
-		s.foreignIn[m[24]]++
+		s.foreignIn[entry.FlowModTable(m)]++
 		if s.keepForeign {
 			s.foreignFlows = append(s.foreignFlows, bytes.Clone(m))
 		}
@@ -277,7 +276,7 @@ func (e *Engine) eachFlowMod(ctx context.Context, conn *ofconn.Conn, fn func(m [
 			return fmt.Errorf("dumped flow: %w", err)
 		}
 		buf = m
-		if binary.BigEndian.Uint32(m[26:30]) != 0 {
+		if idle, hard := entry.FlowModTimeouts(m); idle != 0 || hard != 0 {
 			// An idle or hard timeout: a flow vswitchd learned (learn
 			// actions) or one that expires by itself. It is never desired
 			// state (entry.CheckDesiredFlow), so it is nobody's to delete,

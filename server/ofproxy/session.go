@@ -1,0 +1,252 @@
+package ofproxy
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"math/bits"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"antrea.io/libOpenflow/openflow15"
+
+	"github.com/flowstate-io/flowstate/server/ofconn"
+)
+
+// session is one controller connection and its upstream twin. Each pump
+// owns reading its source; close, from either pump or from shutdown, ends
+// both. The controller's side is written by the switch-to-controller pump
+// and by the recorder's own answers, under downMu.
+type session struct {
+	p     *Proxy
+	down  net.Conn // the controller: a unix or a loopback TCP connection
+	up    *net.UnixConn
+	once  sync.Once
+	pumps atomic.Int32
+
+	downMu sync.Mutex
+	downW  *bufio.Writer
+
+	// switchHello is closed once the switch's HELLO has been read, after
+	// switchVersions is set.
+	switchHello    chan struct{}
+	switchVersions uint32
+
+	causeOnce sync.Once
+	cause     string // why the session ended: the first pump's error
+
+	// unrec follows what an unrecorded session installs for the Keeper;
+	// nil when recording or without one.
+	unrec *unrecorded
+}
+
+func (s *session) close() {
+	s.once.Do(func() {
+		s.down.Close()
+		s.up.Close()
+	})
+}
+
+// pump copies messages in direction dir until either side ends, then ends
+// the session. The last pump out removes the session.
+func (s *session) pump(dir int) {
+	defer s.p.wg.Done()
+	var err error
+	if dir == ToSwitch {
+		err = s.fromController()
+	} else {
+		err = s.fromSwitch()
+	}
+	s.causeOnce.Do(func() { s.cause = causeOf(err) })
+	s.close()
+	if s.pumps.Add(-1) == 0 {
+		s.p.mu.Lock()
+		delete(s.p.sessions, s)
+		s.p.mu.Unlock()
+		if f := s.p.cfg.Disconnected; f != nil {
+			f(s.cause)
+		}
+	}
+	if errors.Is(err, errUnknownOutcome) {
+		s.p.log.Warn("ofproxy: dropped the controller's connection: a change is not confirmed (the store failed, or its outcome on the switch is unknown); the controller will install again", "error", err)
+	}
+	if dir == ToController {
+		// The switch's side ended first (vswitchd went away) or the
+		// controller left; either way the controller is now disconnected.
+		s.p.log.Info("ofproxy: controller disconnected", "cause", causeOf(err))
+	}
+}
+
+func (s *session) count(dir int, m []byte) {
+	s.p.stats.Messages[dir].Add(1)
+	s.p.stats.types[dir].add(keyOf(m))
+}
+
+// fromSwitch relays the switch's messages to the controller.
+func (s *session) fromSwitch() error {
+	br := bufio.NewReaderSize(s.up, bufSize)
+	first := true
+	for {
+		m, err := ofconn.ReadMessage(br)
+		if err != nil {
+			if first {
+				close(s.switchHello)
+			}
+			return err
+		}
+		if first {
+			if m[1] == openflow15.Type_Hello {
+				s.switchVersions = ofconn.HelloVersions(m)
+			}
+			close(s.switchHello)
+			first = false
+		}
+		s.count(ToController, m)
+		// Flush when nothing more is waiting: bursts leave together, a
+		// lone message (an echo, a barrier reply) leaves at once.
+		if err := s.writeDown(m, br.Buffered() == 0); err != nil {
+			return err
+		}
+	}
+}
+
+func (s *session) writeDown(m []byte, flush bool) error {
+	s.downMu.Lock()
+	defer s.downMu.Unlock()
+	if _, err := s.downW.Write(m); err != nil {
+		return err
+	}
+	if flush {
+		return s.downW.Flush()
+	}
+	return nil
+}
+
+// reply sends a message of the proxy's own to the controller.
+func (s *session) reply(m []byte) error {
+	s.p.stats.Answered.Add(1)
+	if m[1] == typeError {
+		s.p.stats.Errors.Add(1)
+	}
+	return s.writeDown(m, true)
+}
+
+// fromController relays the controller's messages to the switch, and,
+// when recording, hands its state changes to the Recorder instead.
+func (s *session) fromController() error {
+	br := bufio.NewReaderSize(s.down, bufSize)
+	bw := bufio.NewWriterSize(s.up, bufSize)
+	var r *recorder
+	first := true
+	for {
+		m, err := ofconn.ReadMessage(br)
+		if err != nil {
+			return err
+		}
+		s.count(ToSwitch, m)
+		if first && m[1] == openflow15.Type_Hello {
+			r = s.recorderFor(m)
+		}
+		first = false
+		if r != nil {
+			switch classify(m) {
+			case state:
+				r.pending = append(r.pending, ofconn.Message(m))
+				if br.Buffered() == 0 {
+					if err := s.applyPending(r, bw); err != nil {
+						return err
+					}
+				}
+				continue
+			case bundleCtrl:
+				// Standalone changes just before a bundle wait for its
+				// commit and are applied with it (bundleControl): no
+				// barrier lies between them, so the switch may apply
+				// them together, and a controller that deletes its
+				// meters before reinstalling in a bundle (ovn-controller
+				// after a reconnect) leaves no moment without the flows
+				// that use them.
+				if err := bw.Flush(); err != nil {
+					return err
+				}
+				if err := r.bundleControl(s.p.ctx, m); err != nil {
+					return err
+				}
+				continue
+			case bundleAdd:
+				if err := r.bundleAdd(m); err != nil {
+					return err
+				}
+				continue
+			}
+			// Anything else (a barrier above all) goes to the switch
+			// only after the changes before it are applied.
+			if err := s.applyPending(r, bw); err != nil {
+				return err
+			}
+			if m[1] == openflow15.Type_BarrierRequest && r.committed && !r.told {
+				r.told = true
+				if f := s.p.cfg.Installed; f != nil {
+					f()
+				}
+			}
+		} else if s.unrec != nil {
+			s.unrec.note(m)
+		}
+		if _, err := bw.Write(m); err != nil {
+			return err
+		}
+		if br.Buffered() == 0 {
+			if err := bw.Flush(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// applyPending sends what is buffered for the switch, then applies the
+// pending standalone changes, in the order the controller sent them.
+func (s *session) applyPending(r *recorder, bw *bufio.Writer) error {
+	if len(r.pending) == 0 {
+		return nil
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	return r.flush(s.p.ctx)
+}
+
+// recorderFor decides from the two HELLOs whether this session records:
+// only when it agrees on OpenFlow 1.5, the version the Recorder takes.
+func (s *session) recorderFor(hello []byte) *recorder {
+	if s.p.cfg.Recorder == nil {
+		return nil
+	}
+	select {
+	case <-s.switchHello:
+	case <-s.p.ctx.Done():
+		return nil
+	}
+	common := ofconn.HelloVersions(hello) & s.switchVersions
+	if common == 0 || bits.Len32(common)-1 != of15Version {
+		s.p.log.Warn("ofproxy: controller does not speak OpenFlow 1.5: relaying its connection without recording it; its permanent flows, groups and meters are left alone on the switch, not restored after a vswitchd restart",
+			"versions", fmt.Sprintf("%#x", common))
+		if k := s.p.cfg.Keeper; k != nil && common != 0 {
+			k.Begin()
+			s.unrec = &unrecorded{k: k, version: uint8(bits.Len32(common) - 1)}
+		}
+		return nil
+	}
+	return &recorder{s: s, rec: s.p.cfg.Recorder, bundles: make(map[uint32]*openBundle)}
+}
+
+func causeOf(err error) string {
+	switch {
+	case err == nil, errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
+		return "closed"
+	default:
+		return err.Error()
+	}
+}
