@@ -16,10 +16,14 @@ import (
 // owns them, and they hold for every bridge.
 // (bucketForms, buckets.go)
 
+// Forms are the forms the switch gave declared payloads, by the payload's
+// SHA-256. Store.Forms makes one.
+type Forms struct{ db *trackedDB }
+
 // Forms returns every learned form.
-func (s *Store) Forms() (map[[sha256.Size]byte][]byte, error) {
+func (fm Forms) All() (map[[sha256.Size]byte][]byte, error) {
 	out := map[[sha256.Size]byte][]byte{}
-	err := s.view(func(tx *bolt.Tx) error {
+	err := fm.db.view(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketForms)
 		if b == nil {
 			return nil
@@ -39,11 +43,11 @@ func (s *Store) Forms() (map[[sha256.Size]byte][]byte, error) {
 }
 
 // PutForms stores learned forms in one transaction.
-func (s *Store) PutForms(forms map[[sha256.Size]byte][]byte) error {
+func (fm Forms) Put(forms map[[sha256.Size]byte][]byte) error {
 	if len(forms) == 0 {
 		return nil
 	}
-	err := s.update(func(tx *bolt.Tx) error {
+	err := fm.db.update(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(bucketForms)
 		if err != nil {
 			return err
@@ -69,9 +73,9 @@ const maxFormChain = 4
 // it deleted: a form is kept while some bridge declares the payload it was
 // learned for, or a payload whose form leads to it (a form learned for a
 // form). A store without forms costs one read.
-func (s *Store) PruneForms() (int, error) {
+func (fm Forms) Prune() (int, error) {
 	empty := true
-	if err := s.view(func(tx *bolt.Tx) error {
+	if err := fm.db.view(func(tx *bolt.Tx) error {
 		if b := tx.Bucket(bucketForms); b != nil {
 			k, _ := b.Cursor().First()
 			empty = k == nil
@@ -81,7 +85,7 @@ func (s *Store) PruneForms() (int, error) {
 		return 0, err
 	}
 	var n int
-	err := s.update(func(tx *bolt.Tx) error {
+	err := fm.db.update(func(tx *bolt.Tx) error {
 		forms := tx.Bucket(bucketForms)
 		keep := map[[sha256.Size]byte]bool{}
 		err := tx.Bucket(bucketBridges).ForEachBucket(func(name []byte) error {

@@ -52,7 +52,7 @@ func (e *Engine) narrow(b *bridge, rec *store.CrashRecord, log *slog.Logger) err
 			rec.Suspects = rec.Suspects[1:]
 			continue
 		case r.Bad && r.Died == 1 && n == 1:
-			d, _, err := e.cfg.Store.Get(b.name, entry.Kind(first[0]), first[1:])
+			d, _, err := e.cfg.Store.Entries().Get(b.name, entry.Kind(first[0]), first[1:])
 			if err != nil {
 				return err
 			}

@@ -17,7 +17,7 @@ import (
 // write of the same identity has replaced them. It returns the keys of the
 // damaged entries.
 func (e *Engine) noteDamageLocked(b *bridge, log *slog.Logger) []string {
-	damaged := e.cfg.Store.Damaged(b.name)
+	damaged := e.cfg.Store.File().Damaged(b.name)
 	now := make(map[string]bool, len(damaged))
 	var fresh []Quarantined
 	for _, d := range damaged {

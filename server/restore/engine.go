@@ -244,14 +244,14 @@ func New(cfg Config) (*Engine, error) {
 			return nil, fmt.Errorf("restore: required %w", err)
 		}
 	}
-	pruned, err := cfg.Store.PruneForms()
+	pruned, err := cfg.Store.Forms().Prune()
 	if err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
 	}
 	if pruned > 0 {
 		cfg.Logger.Info("forgot the switch's forms of entries no longer declared", "forms", pruned)
 	}
-	known, err := cfg.Store.Forms()
+	known, err := cfg.Store.Forms().All()
 	if err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
 	}
@@ -352,7 +352,7 @@ func (e *Engine) Wedged() string {
 	// A store operation that does not return stops every write and
 	// replay behind it (store.Store.Busy).
 	if e.cfg.Store != nil {
-		if what, since := e.cfg.Store.Busy(); what != "" {
+		if what, since := e.cfg.Store.File().Busy(); what != "" {
 			if w := check("store "+what, since.UnixNano()); w != "" {
 				return w
 			}

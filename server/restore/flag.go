@@ -267,12 +267,12 @@ func (e *Engine) clearLocked(ctx context.Context, c *ovsconfig.Client, keepIfRel
 		return true, nil
 	}
 	e.releasedVswitchd = held
-	if err := e.cfg.Store.SetReleasedVswitchd(held); err != nil {
+	if err := e.cfg.Store.Releases().SetVswitchd(held); err != nil {
 		e.log.Warn("recording the released vswitchd; a restarted flowstated may count this release again", "err", err)
 	}
 	now := time.Now()
 	e.lastRelease.Store(now.UnixNano())
-	if err := e.cfg.Store.SetLastRelease(now); err != nil {
+	if err := e.cfg.Store.Releases().SetLast(now); err != nil {
 		e.log.Warn("recording the release time; a restarted flowstated will not report it", "err", err)
 	}
 	e.cfg.Metrics.flagCleared.Inc()
@@ -287,7 +287,7 @@ func (e *Engine) releasedLocked() string {
 	if e.releasedVswitchd == "" {
 		// The first look of this process: the last release may have
 		// been a previous flowstated's.
-		e.releasedVswitchd, _ = e.cfg.Store.ReleasedVswitchd()
+		e.releasedVswitchd, _ = e.cfg.Store.Releases().Vswitchd()
 	}
 	return e.releasedVswitchd
 }
@@ -383,7 +383,7 @@ func (e *Engine) LastRelease() time.Time {
 	if n := e.lastRelease.Load(); n != 0 {
 		return time.Unix(0, n)
 	}
-	at, _ := e.cfg.Store.LastRelease()
+	at, _ := e.cfg.Store.Releases().Last()
 	return at
 }
 
@@ -400,7 +400,7 @@ func (e *Engine) Vswitchd() (running, unheld bool) {
 	if p := e.unheldView.Load(); p != nil && *p == id {
 		return true, true
 	}
-	rec, _ := e.cfg.Store.ReleasedVswitchd()
+	rec, _ := e.cfg.Store.Releases().Vswitchd()
 	return true, rec == id
 }
 
@@ -616,7 +616,7 @@ func (e *Engine) vswitchdHeld() (held, known bool) {
 	if e.releasedVswitchd == "" {
 		// Before this process's first clear, the last release may have
 		// been a previous flowstated's.
-		if rec, err := e.cfg.Store.ReleasedVswitchd(); err == nil {
+		if rec, err := e.cfg.Store.Releases().Vswitchd(); err == nil {
 			e.releasedVswitchd = rec
 		}
 	}

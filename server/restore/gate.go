@@ -84,7 +84,7 @@ func (g *gate) poke() {
 
 // missing returns the required modules not ready for bootID.
 func (e *Engine) missing() ([]string, error) {
-	ready, err := e.cfg.Store.ReadyBoots()
+	ready, err := e.cfg.Store.Modules().ReadyBoots()
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +121,7 @@ func (e *Engine) runGate(ctx context.Context) {
 		}
 		st := g.status()
 		e.publish(events.Event{Type: events.GateOpened, Message: st.Reason, Attrs: map[string]string{"timed_out": strconv.FormatBool(st.TimedOut)}})
-		if err := e.cfg.Store.SetGateOpened(e.cfg.BootID); err != nil {
+		if err := e.cfg.Store.Boots().SetGateOpened(e.cfg.BootID); err != nil {
 			// Only costs a second wait for the modules after a restart.
 			e.log.Error("recording that the gate opened", "err", err)
 		}
@@ -169,7 +169,7 @@ func (e *Engine) runGate(ctx context.Context) {
 
 // MarkReady marks module ready for this boot, which may open the gate.
 func (e *Engine) MarkReady(module string) error {
-	if err := e.cfg.Store.SetReady(module, e.cfg.BootID); err != nil {
+	if err := e.cfg.Store.Modules().SetReady(module, e.cfg.BootID); err != nil {
 		return err
 	}
 	e.log.Info("module ready", "module", module, "boot_id", e.cfg.BootID)

@@ -309,14 +309,14 @@ func (e *Engine) syncMirrors(ctx context.Context, wg *sync.WaitGroup, bridges []
 	for _, m := range stopped {
 		<-m.done
 	}
-	stored, err := e.cfg.Store.MirroredBridges()
+	stored, err := e.cfg.Store.Mirrors().Bridges()
 	if err != nil {
 		e.log.Error("listing mirrors", "err", err)
 		return
 	}
 	for _, name := range stored {
 		if !inDB[name] {
-			if err := e.cfg.Store.DeleteMirror(name); err != nil {
+			if err := e.cfg.Store.Mirrors().Delete(name); err != nil {
 				e.log.Error("forgetting the mirror of a deleted bridge", "bridge", name, "err", err)
 				continue
 			}
@@ -504,7 +504,7 @@ func (e *Engine) restoreMirror(ctx context.Context, m *mirror, conn *ofconn.Conn
 		m.settle(false, nil)
 		return true, false
 	}
-	want, ok, err := e.cfg.Store.Mirror(m.name)
+	want, ok, err := e.cfg.Store.Mirrors().Get(m.name)
 	if err != nil {
 		log.Error("reading the mirror of an unmanaged bridge", "err", err)
 		return false, false
@@ -561,7 +561,7 @@ func (e *Engine) saveMirror(m *mirror, actual []actualEntry, log *slog.Logger) {
 	for i, a := range actual {
 		es[i] = entry.Entry{Kind: a.kind, ID: a.id, Payload: a.payload}
 	}
-	changed, err := e.cfg.Store.SetMirror(m.name, es)
+	changed, err := e.cfg.Store.Mirrors().Set(m.name, es)
 	if err != nil {
 		log.Error("storing the mirror of an unmanaged bridge", "err", err)
 		return

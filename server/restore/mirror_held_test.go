@@ -93,7 +93,7 @@ func TestVswitchdHeld(t *testing.T) {
 	if !held(e2) {
 		t.Fatal("a new engine without the store's record takes a re-armed vswitchd for released")
 	}
-	if err := st.SetReleasedVswitchd(id); err != nil {
+	if err := st.Releases().SetVswitchd(id); err != nil {
 		t.Fatal(err)
 	}
 	e3 := newEngine()

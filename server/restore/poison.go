@@ -152,7 +152,7 @@ func (e *Engine) loadPoisonLocked(b *bridge) error {
 	if b.poison.loaded {
 		return nil
 	}
-	r, err := e.cfg.Store.Crashes(b.name)
+	r, err := e.cfg.Store.Crashes().Get(b.name)
 	if err != nil {
 		return err
 	}
@@ -162,7 +162,7 @@ func (e *Engine) loadPoisonLocked(b *bridge) error {
 
 // savePoisonLocked stores r as b's crash record.
 func (e *Engine) savePoisonLocked(b *bridge, r store.CrashRecord) error {
-	if err := e.cfg.Store.SetCrashes(b.name, r); err != nil {
+	if err := e.cfg.Store.Crashes().Set(b.name, r); err != nil {
 		return err
 	}
 	if len(r.Suspects) == 0 {
@@ -205,7 +205,7 @@ func digestBucket(k []byte) int { return int(keyHash(k) % digestBuckets) }
 // during the call only.
 func (e *Engine) eachDesired(bridge string, fn func(k []byte, module string, payload []byte) error) error {
 	var k []byte
-	err := e.cfg.Store.ScanFlows(bridge, nil, func(rec store.Record) error {
+	err := e.cfg.Store.Entries().ScanFlows(bridge, nil, func(rec store.Record) error {
 		k = append(append(k[:0], byte(entry.KindFlow)), rec.ID...)
 		return fn(k, string(rec.Module), rec.Payload)
 	})
@@ -214,7 +214,7 @@ func (e *Engine) eachDesired(bridge string, fn func(k []byte, module string, pay
 	}
 	for _, kind := range []entry.Kind{entry.KindGroup, entry.KindMeter} {
 		var es []entry.Entry
-		err := e.cfg.Store.List(store.Filter{Bridge: bridge, Kind: kind}, func(_ string, d entry.Entry) error {
+		err := e.cfg.Store.Entries().List(store.Filter{Bridge: bridge, Kind: kind}, func(_ string, d entry.Entry) error {
 			es = append(es, d)
 			return nil
 		})

@@ -32,7 +32,7 @@ const (
 // then refused and quarantined, and the rest of the bridge is restored.
 // b.mu must be held.
 func (e *Engine) restoreTLVLocked(ctx context.Context, b *bridge, conn *ofconn.Conn, log *slog.Logger) error {
-	want, err := e.cfg.Store.TLVMap(b.name)
+	want, err := e.cfg.Store.TLVMaps().Get(b.name)
 	if err != nil || len(want) == 0 {
 		return err
 	}
@@ -103,7 +103,7 @@ func (r *Recorder) applyTLV(ctx context.Context, msgs [][]byte, i int) (err erro
 			err = perr
 		}
 	}()
-	stored, err := r.e.cfg.Store.TLVMap(r.bridge)
+	stored, err := r.e.cfg.Store.TLVMaps().Get(r.bridge)
 	if err != nil {
 		return err
 	}
@@ -132,14 +132,14 @@ func (r *Recorder) applyTLV(ctx context.Context, msgs [][]byte, i int) (err erro
 	// the transaction settles it: a switch that may differ from the store
 	// replays (commit with an unknown verdict; end with touched).
 	if cmd == ofconn.TLVAdd {
-		if err := r.e.cfg.Store.UpdateTLVMap(r.bridge, r.module, add, nil); err != nil {
+		if err := r.e.cfg.Store.TLVMaps().Update(r.bridge, r.module, add, nil); err != nil {
 			return storeErr(err)
 		}
 		if sends {
 			if err := t.sendMessage(send); err != nil {
 				if o, _, _ := t.decide(err, resent); o == Refused {
 					// The store goes back to what it held.
-					if uerr := r.e.cfg.Store.UpdateTLVMap(r.bridge, r.module, previous(stored, add), add); uerr != nil {
+					if uerr := r.e.cfg.Store.TLVMaps().Update(r.bridge, r.module, previous(stored, add), add); uerr != nil {
 						r.e.log.Error("proxy: a tlv mapping the switch refused stays in the store; replays will try it", "bridge", r.bridge, "module", r.module, "err", uerr)
 					}
 					return switchErr(err)
@@ -156,7 +156,7 @@ func (r *Recorder) applyTLV(ctx context.Context, msgs [][]byte, i int) (err erro
 				return switchErr(err)
 			}
 		}
-		if err := r.e.cfg.Store.UpdateTLVMap(r.bridge, r.module, nil, del); err != nil {
+		if err := r.e.cfg.Store.TLVMaps().Update(r.bridge, r.module, nil, del); err != nil {
 			if sends {
 				// Not stored: put them back on the switch, or the switch
 				// would be behind the store until vswitchd restarts.

@@ -202,12 +202,12 @@ func (ss *stagedSend) abort(t *txn) {
 // groups and meters, the bound of its bundle, and the staging, whose
 // Staged it commits or discards.
 type stagingStore interface {
-	PlanStage(w store.StagedWrite) (*store.StagePlan, error)
-	StageBound(w store.StagedWrite) (int, error)
+	Plan(w store.StagedWrite) (*store.StagePlan, error)
+	Bound(w store.StagedWrite) (int, error)
 	Stage(w store.StagedWrite) (*store.Staged, error)
 }
 
-func (e *Engine) stagingStore() stagingStore { return e.cfg.Store }
+func (e *Engine) stagingStore() stagingStore { return e.cfg.Store.Staging() }
 
 // stagedSend is the bundle of a staged write while it is staged.
 type stagedSend struct {
@@ -223,13 +223,13 @@ type stagedSend struct {
 // it. The caller ends it with commit or abort.
 func (t *txn) startStaged(w *store.StagedWrite) (*stagedSend, error) {
 	e := t.e
-	plan, err := e.stagingStore().PlanStage(*w)
+	plan, err := e.stagingStore().Plan(*w)
 	if err != nil {
 		return nil, err
 	}
 	ss := &stagedSend{nf: newStagedNonFlows(plan)}
 	w.Plan = plan
-	bound, err := e.stagingStore().StageBound(*w)
+	bound, err := e.stagingStore().Bound(*w)
 	if err != nil {
 		return nil, err
 	}
