@@ -59,7 +59,7 @@ func (s *service) FlowStats(req *flowstatev1.FlowStatsRequest, stream flowstatev
 }
 
 // Backup streams a snapshot of the store, taken in one read transaction
-// into a local spool and sent from there (store.Backup): a client that stops
+// into a local spool and sent from there (store.File.Backup): a client that stops
 // reading holds no transaction. It is open to root and to the peers that
 // may write some module (--module-writer), as writes are.
 func (s *service) Backup(_ *flowstatev1.BackupRequest, stream flowstatev1.FlowStateService_BackupServer) error {

@@ -28,7 +28,7 @@ type Boot struct {
 // Cold reports whether the gate of the current boot has yet to open.
 func (b Boot) Cold() bool { return b.GateOpened != b.ID }
 
-// RecordBoot records id as the current boot id and returns what the store
+// Record records id as the current boot id and returns what the store
 // knows of it. Since is kept across restarts within one boot.
 func (bs Boots) Record(id string, now time.Time) (Boot, error) {
 	var b Boot

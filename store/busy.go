@@ -11,7 +11,7 @@ import (
 // transaction held by a caller that stopped, a remap of the file waiting for
 // it, a disk that hangs) stops every other one that needs the same lock, and
 // with them the engine: the engine reports one older than its WedgeAfter as
-// wedged (Busy), as it does a switch that does not answer. Each transaction
+// wedged (File.Busy), as it does a switch that does not answer. Each transaction
 // the store opens, read or write, takes a slot for its duration, from before
 // it waits for bbolt's locks: a wait counts.
 type inflight struct {

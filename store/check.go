@@ -182,9 +182,6 @@ func checkTree(db *bolt.DB) (err error) {
 	})
 }
 
-// CheckDuration is how long the consistency check of the last Open took.
-func (fl File) CheckDuration() time.Duration { return fl.s.checked }
-
 // openBolt opens the file with bbolt, turning a panic inside bbolt (a
 // damaged freelist, say) into an error.
 func openBolt(path string, timeout time.Duration) (db *bolt.DB, err error) {

@@ -80,7 +80,7 @@ func (r CrashRecord) Empty() bool {
 // Crashes are the crash records, one a bridge. Store.Crashes makes one.
 type Crashes struct{ db *trackedDB }
 
-// Crashes returns the crash record of bridge (the zero record if none).
+// Get returns the crash record of bridge (the zero record if none).
 func (cr Crashes) Get(bridge string) (CrashRecord, error) {
 	var r CrashRecord
 	err := cr.db.view(func(tx *bolt.Tx) error {
@@ -100,7 +100,7 @@ func (cr Crashes) Get(bridge string) (CrashRecord, error) {
 	return r, nil
 }
 
-// SetCrashes replaces the crash record of bridge, durably; an empty record
+// Set replaces the crash record of bridge, durably; an empty record
 // deletes it.
 func (cr Crashes) Set(bridge string, r CrashRecord) error {
 	var v []byte

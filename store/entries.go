@@ -31,7 +31,7 @@ type Filter struct {
 // one read transaction (which would keep every page writes free from
 // reuse): a caller that needs the entries not to change between chunks
 // must keep the bridge's writers out. An entry whose checksum does not
-// match is left out and recorded (Damaged).
+// match is left out and recorded (File.Damaged).
 func (en Entries) List(f Filter, fn func(bridge string, e entry.Entry) error) error {
 	var bridges []string
 	err := en.s.db.view(func(tx *bolt.Tx) error {
@@ -106,7 +106,7 @@ func (en Entries) listKind(bridge string, kind entry.Kind, f Filter, fn func(bri
 	}
 }
 
-// Entries returns every desired entry of bridge.
+// All returns every desired entry of bridge.
 func (en Entries) All(bridge string) ([]entry.Entry, error) {
 	var es []entry.Entry
 	err := en.List(Filter{Bridge: bridge}, func(_ string, e entry.Entry) error {

@@ -20,7 +20,7 @@ import (
 // SHA-256. Store.Forms makes one.
 type Forms struct{ db *trackedDB }
 
-// Forms returns every learned form.
+// All returns every learned form.
 func (fm Forms) All() (map[[sha256.Size]byte][]byte, error) {
 	out := map[[sha256.Size]byte][]byte{}
 	err := fm.db.view(func(tx *bolt.Tx) error {
@@ -42,7 +42,7 @@ func (fm Forms) All() (map[[sha256.Size]byte][]byte, error) {
 	return out, nil
 }
 
-// PutForms stores learned forms in one transaction.
+// Put stores learned forms in one transaction.
 func (fm Forms) Put(forms map[[sha256.Size]byte][]byte) error {
 	if len(forms) == 0 {
 		return nil
@@ -65,11 +65,11 @@ func (fm Forms) Put(forms map[[sha256.Size]byte][]byte) error {
 	return nil
 }
 
-// maxFormChain is how far PruneForms follows a form learned for a form, as
+// maxFormChain is how far Prune follows a form learned for a form, as
 // canon.Forms.Apply does.
 const maxFormChain = 4
 
-// PruneForms deletes the forms no stored entry leads to and returns how many
+// Prune deletes the forms no stored entry leads to and returns how many
 // it deleted: a form is kept while some bridge declares the payload it was
 // learned for, or a payload whose form leads to it (a form learned for a
 // form). A store without forms costs one read.

@@ -51,9 +51,6 @@ type Identity struct {
 // ID is the store's id, drawn once when the store was created: a UUID.
 func (is Identity) ID() string { return is.id }
 
-// Preflight is what Open learnt of the file before opening it.
-func (fl File) Preflight() Preflight { return fl.s.pre }
-
 // Managed reports whether this store has managed bridge before: it recorded
 // so (MarkManaged), or it holds entries for it (a store written before
 // identities were recorded).

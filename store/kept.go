@@ -58,7 +58,7 @@ var (
 // alone, one record a bridge. Store.Kept makes one.
 type Kept struct{ db *trackedDB }
 
-// Kept returns the record of bridge (the empty record if none). A value
+// Get returns the record of bridge (the empty record if none). A value
 // whose checksum does not match fails it, naming the key: the caller
 // cannot tell what is kept.
 func (kp Kept) Get(bridge string) (KeptRecord, error) {
@@ -112,7 +112,7 @@ func (kp Kept) Get(bridge string) (KeptRecord, error) {
 	return r, nil
 }
 
-// UpdateKept applies u to the record of bridge, durably, in one
+// Update applies u to the record of bridge, durably, in one
 // transaction; a record left keeping nothing is deleted.
 func (kp Kept) Update(bridge string, u KeptUpdate) error {
 	err := kp.db.update(func(tx *bolt.Tx) error {

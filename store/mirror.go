@@ -25,7 +25,7 @@ type Mirrors struct {
 	damage *damaged
 }
 
-// SetMirror makes es the mirror of bridge and reports whether it changed. It
+// Set makes es the mirror of bridge and reports whether it changed. It
 // compares a hash of es with the stored one in a read transaction first, so
 // the periodic refresh of an unchanged bridge costs no write and no fsync.
 // es need not be sorted; their Module is ignored.
@@ -73,9 +73,9 @@ func (mr Mirrors) Set(bridge string, es []entry.Entry) (changed bool, err error)
 	return true, nil
 }
 
-// Mirror returns the mirror of bridge, ordered by kind and identity; ok is
+// Get returns the mirror of bridge, ordered by kind and identity; ok is
 // false when there is none. The entries have no Module. An entry whose
-// checksum does not match is left out and recorded (Damaged).
+// checksum does not match is left out and recorded (File.Damaged).
 func (mr Mirrors) Get(bridge string) (es []entry.Entry, ok bool, err error) {
 	err = mr.db.view(func(tx *bolt.Tx) error {
 		br := mirrorBucket(tx, bridge)
@@ -109,7 +109,7 @@ func (mr Mirrors) Get(bridge string) (es []entry.Entry, ok bool, err error) {
 	return es, ok, nil
 }
 
-// MirroredBridges returns the bridges that have a mirror, sorted.
+// Bridges returns the bridges that have a mirror, sorted.
 func (mr Mirrors) Bridges() ([]string, error) {
 	var out []string
 	err := mr.db.view(func(tx *bolt.Tx) error {
@@ -128,7 +128,7 @@ func (mr Mirrors) Bridges() ([]string, error) {
 	return out, nil
 }
 
-// DeleteMirror forgets the mirror of bridge (a bridge deleted from OVSDB).
+// Delete forgets the mirror of bridge (a bridge deleted from OVSDB).
 // Deleting a mirror that does not exist is not an error.
 func (mr Mirrors) Delete(bridge string) error {
 	err := mr.db.update(func(tx *bolt.Tx) error {

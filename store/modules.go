@@ -43,7 +43,7 @@ func (md Modules) ReadyBoots() (map[string]string, error) {
 	return out, nil
 }
 
-// ForgetModule removes the record of module (its ready mark), which only a
+// Forget removes the record of module (its ready mark), which only a
 // module that declares no entries may lose: in the same transaction it
 // counts module's entries and, when there are any, removes nothing and
 // returns their number and bridges. A module without a record fails

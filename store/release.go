@@ -11,7 +11,7 @@ import (
 // Store.Releases makes one.
 type Releases struct{ db *trackedDB }
 
-// ReleasedVswitchd returns the identity of the last ovs-vswitchd whose
+// Vswitchd returns the identity of the last ovs-vswitchd whose
 // flow-restore-wait a flowstated cleared ("" if none), so a restarted
 // flowstated can tell a release from a clear made only to re-arm.
 func (rl Releases) Vswitchd() (string, error) {
@@ -26,7 +26,7 @@ func (rl Releases) Vswitchd() (string, error) {
 	return id, nil
 }
 
-// SetReleasedVswitchd records id as the last released ovs-vswitchd.
+// SetVswitchd records id as the last released ovs-vswitchd.
 func (rl Releases) SetVswitchd(id string) error {
 	err := rl.db.update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketMeta).Put(keyReleased, []byte(id))
@@ -37,9 +37,7 @@ func (rl Releases) SetVswitchd(id string) error {
 	return nil
 }
 
-var keyLastRelease = []byte("last_release")
-
-// LastRelease returns when a flowstated of this store last released a held
+// Last returns when a flowstated of this store last released a held
 // ovs-vswitchd (zero if never recorded), so that the time survives a
 // flowstated restart (Status.last_release, flowctl wait --released --since).
 func (rl Releases) Last() (time.Time, error) {
@@ -59,7 +57,7 @@ func (rl Releases) Last() (time.Time, error) {
 	return at, nil
 }
 
-// SetLastRelease records at as the time of the last release.
+// SetLast records at as the time of the last release.
 func (rl Releases) SetLast(at time.Time) error {
 	err := rl.db.update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketMeta).Put(keyLastRelease, []byte(at.UTC().Format(time.RFC3339Nano)))

@@ -30,7 +30,7 @@ type Record struct {
 // ScanFlows calls fn for every flow of bridge in identity order (table,
 // priority, match), starting at the first identity not below from (nil: the
 // first), without copying. A flow whose checksum does not match is left out
-// and recorded (Damaged). It reads in transactions of scanChunk records, so
+// and recorded (File.Damaged). It reads in transactions of scanChunk records, so
 // a caller that needs the flows not to change between chunks must keep the
 // bridge's writers out (the engine holds the bridge's lock).
 func (en Entries) ScanFlows(bridge string, from []byte, fn func(Record) error) error {

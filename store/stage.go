@@ -29,14 +29,14 @@ import (
 //  3. Discard, or Open after a crash, drops the staged bucket.
 //
 // Groups and meters are few (the spool holds them in memory) and decided
-// first, before any flow (PlanStage): the flows are checked against what the
+// first, before any flow (Staging.Plan): the flows are checked against what the
 // bridge will hold (a flow may use a group the request adds, not one a Sync
 // removes), and the caller sends the groups and meters it adds to the switch
 // ahead of the flows that use them. Once every flow is merged, a group or
 // meter that a Sync removes is refused if a flow the write keeps still uses
 // it; Commit then writes the groups and meters with the swap.
 //
-// The bridge must not change between PlanStage, Stage and Commit: the
+// The bridge must not change between Plan, Stage and Commit: the
 // caller (the bridge's write owner) holds every other write of the bridge
 // back.
 
@@ -56,7 +56,7 @@ type StagedWrite struct {
 	// Sync removes the module's flows that the spool does not declare.
 	Sync  bool
 	Spool *Spool
-	// Plan is what the write does to groups and meters (PlanStage); nil,
+	// Plan is what the write does to groups and meters (Staging.Plan); nil,
 	// Stage plans it.
 	Plan *StagePlan
 	// Changed, if set, is called with each flow whose content changes, in
@@ -121,7 +121,7 @@ func (e *UndeclaredRefError) Error() string {
 
 func (e *UndeclaredRefError) Unwrap() error { return errdefs.ErrFailedPrecondition }
 
-// PlanStage decides what w does to the bridge's groups and meters: which it
+// Plan decides what w does to the bridge's groups and meters: which it
 // adds, changes and (Sync) removes. It refuses a group or meter another
 // module owns, or two with one identity, naming the entry.
 func (sg Staging) Plan(w StagedWrite) (*StagePlan, error) {
@@ -197,7 +197,7 @@ func planNonFlows(tx *bolt.Tx, w StagedWrite) (*StagePlan, error) {
 	return p, nil
 }
 
-// StageBound is the most flow changes w can report (Changed and Removed):
+// Bound is the most flow changes w can report (Changed and Removed):
 // one per flow of the spool, and for a Sync one per flow the bridge holds.
 func (sg Staging) Bound(w StagedWrite) (int, error) {
 	n := w.Spool.Count(entry.KindFlow)

@@ -31,7 +31,7 @@ import (
 // Open checks the sum of every such value (check.go) and refuses a store
 // with one that does not match, naming the bucket and key. A value damaged
 // while flowstated runs is found by the read that meets it: the read leaves
-// it out, as if it were not stored, and records it (Damaged), so the engine
+// it out, as if it were not stored, and records it (File.Damaged), so the engine
 // quarantines it and reports it; nothing damaged is handed to a caller.
 // meta, managed and modules hold no sums: their values are small, read at
 // Open, and none of them is sent to the switch.

@@ -39,8 +39,8 @@ type TLVMaps struct {
 	damage *damaged
 }
 
-// TLVMap returns the TLV mappings stored for bridge, by index. A record
-// whose checksum does not match is left out and recorded (Damaged): the
+// Get returns the TLV mappings stored for bridge, by index. A record
+// whose checksum does not match is left out and recorded (File.Damaged): the
 // controller that made it maps it again when it reconnects.
 func (tm TLVMaps) Get(bridge string) ([]TLVMapping, error) {
 	var out []TLVMapping
@@ -65,7 +65,7 @@ func (tm TLVMaps) Get(bridge string) ([]TLVMapping, error) {
 	return out, nil
 }
 
-// UpdateTLVMap deletes del and then stores add as module's mappings on
+// Update deletes del and then stores add as module's mappings on
 // bridge, in one transaction. An index another module maps is
 // ErrTLVOwned, and nothing is written.
 func (tm TLVMaps) Update(bridge, module string, add, del []TLVMapping) error {

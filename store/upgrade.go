@@ -25,9 +25,6 @@ type Migration struct {
 	Backup string
 }
 
-// Migrated reports the migration Open ran, if any.
-func (fl File) Migrated() Migration { return fl.s.migrated }
-
 // BackupName is the name of the copy Open makes of the store at path before
 // migrating it from schema version from: path.schema-<from>.bak, or, when
 // that exists (an earlier upgrade was rolled back and retried),

@@ -10,7 +10,7 @@ import (
 )
 
 // noteDamageLocked brings b's quarantine in line with the entries the store
-// found damaged (store.Store.Damaged: a stored value whose checksum does not
+// found damaged (store.File.Damaged: a stored value whose checksum does not
 // match). The store leaves them out of every read, so no replay, write or
 // diff sends them; here they are reported as quarantined (status, metric,
 // an event and an error log naming bucket and key), and taken off once a

@@ -350,7 +350,7 @@ func (e *Engine) Wedged() string {
 		return w
 	}
 	// A store operation that does not return stops every write and
-	// replay behind it (store.Store.Busy).
+	// replay behind it (store.File.Busy).
 	if e.cfg.Store != nil {
 		if what, since := e.cfg.Store.File().Busy(); what != "" {
 			if w := check("store "+what, since.UnixNano()); w != "" {

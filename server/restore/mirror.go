@@ -355,7 +355,7 @@ func (e *Engine) runMirror(ctx context.Context, m *mirror) {
 //  3. After that, each MirrorInterval: if the monitor reported a change, or
 //     the groups and meters (which OpenFlow cannot monitor, dumped alone:
 //     cheap) differ from the last full dump's, dump everything and store
-//     it (SetMirror, itself a no-op when nothing changed). Otherwise
+//     it (Mirrors.Set, itself a no-op when nothing changed). Otherwise
 //     nothing: an idle bridge of 100,000 flows costs two small requests an
 //     interval. The report is taken before the dump, so a change during
 //     the dump is dumped again at the next interval.

@@ -47,5 +47,5 @@ func (e *Engine) Modules() (map[string]ModuleState, error) {
 	return out, nil
 }
 
-// Counts is store.Counts, for the status of modules.
+// Counts is store.Entries.Counts, for the status of modules.
 func (e *Engine) Counts() ([]store.Count, error) { return e.cfg.Store.Entries().Counts() }
