@@ -37,7 +37,7 @@ func (s *service) FlowStats(req *flowstatev1.FlowStatsRequest, stream flowstatev
 	}
 	// As List: collect from the store, send after.
 	var all []*flowstatev1.FlowStats
-	err = s.store.List(f, func(bridge string, e entry.Entry) error {
+	err = s.store.Entries().List(f, func(bridge string, e entry.Entry) error {
 		fs := &flowstatev1.FlowStats{Entry: toStored(bridge, e)}
 		if c, ok := counters[string(e.ID)]; ok {
 			fs.Installed, fs.PacketCount, fs.ByteCount, fs.Duration = true, c.Packets, c.Bytes, durationpb.New(c.Duration)
@@ -59,7 +59,7 @@ func (s *service) FlowStats(req *flowstatev1.FlowStatsRequest, stream flowstatev
 }
 
 // Backup streams a snapshot of the store, taken in one read transaction
-// into a local spool and sent from there (store.Backup): a client that stops
+// into a local spool and sent from there (store.File.Backup): a client that stops
 // reading holds no transaction. It is open to root and to the peers that
 // may write some module (--module-writer), as writes are.
 func (s *service) Backup(_ *flowstatev1.BackupRequest, stream flowstatev1.FlowStateService_BackupServer) error {
@@ -69,7 +69,7 @@ func (s *service) Backup(_ *flowstatev1.BackupRequest, stream flowstatev1.FlowSt
 	start := time.Now()
 	// bbolt writes a page at a time; send fewer, larger messages.
 	bw := bufio.NewWriterSize(&chunkSender{send: stream.Send}, backupChunk)
-	n, err := s.store.Backup(bw)
+	n, err := s.store.File().Backup(bw)
 	if err == nil {
 		err = bw.Flush()
 	}

@@ -98,7 +98,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(descModule, st.Ready, name, req)
 	}
-	counts, err := c.store.Counts()
+	counts, err := c.store.Entries().Counts()
 	if err != nil {
 		c.log.Warn("metrics: counting entries", "err", err)
 		return

@@ -75,7 +75,7 @@ func (s *service) ForgetModule(ctx context.Context, req *flowstatev1.ForgetModul
 		return nil, toGRPC(fmt.Errorf("module %s is required (--require-module): drop it from flowstated's flags instead: %w",
 			module, errdefs.ErrFailedPrecondition))
 	}
-	declared, bridges, err := s.store.ForgetModule(module)
+	declared, bridges, err := s.store.Modules().Forget(module)
 	if errors.Is(err, errdefs.ErrNotFound) {
 		err = fmt.Errorf("module %q is unknown: nothing to forget%s: %w", module, closest(module, known), errdefs.ErrNotFound)
 	}

@@ -216,21 +216,21 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	defer st.Close()
 	// Store identity and one owner per bridge (restore/owner.go).
-	self := restore.Instance{PID: os.Getpid(), StoreID: st.ID(), Listen: cfg.Listen, DB: cfg.DBPath}
+	self := restore.Instance{PID: os.Getpid(), StoreID: st.Identity().ID(), Listen: cfg.Listen, DB: cfg.DBPath}
 	self.Host, _ = os.Hostname()
 	locks, err := restore.LockBridges(cfg.RunDir, cfg.Bridges, self)
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
 	defer locks.Close()
-	if pre := st.Preflight(); pre.Empty {
+	if pre := st.File().Preflight(); pre.Empty {
 		log.Warn("the store file was empty (0 bytes): a new store was created; bridges another store managed stand aside", "path", cfg.DBPath)
 	}
-	log.Info("store checked", "path", cfg.DBPath, "store", st.ID(), "check", st.CheckDuration())
-	if m := st.Migrated(); m.From != 0 {
+	log.Info("store checked", "path", cfg.DBPath, "store", st.Identity().ID(), "check", st.File().CheckDuration())
+	if m := st.File().Migrated(); m.From != 0 {
 		log.Info("store migrated", "from_schema", m.From, "to_schema", store.SchemaVersion, "backup", m.Backup)
 	}
-	boot, err := st.RecordBoot(bootID, time.Now())
+	boot, err := st.Boots().Record(bootID, time.Now())
 	if err != nil {
 		return err
 	}

@@ -159,7 +159,7 @@ func (s *service) List(req *flowstatev1.ListRequest, stream flowstatev1.FlowStat
 		e      entry.Entry
 	}
 	var all []stored
-	err := s.store.List(f, func(bridge string, e entry.Entry) error {
+	err := s.store.Entries().List(f, func(bridge string, e entry.Entry) error {
 		all = append(all, stored{bridge, e})
 		return stream.Context().Err()
 	})
@@ -416,7 +416,7 @@ func (s *service) convert(r *received, in []*flowstatev1.Entry) error {
 		if len(r.es) <= s.stageAbove {
 			return nil
 		}
-		if r.spool, err = s.store.NewSpool(); err != nil {
+		if r.spool, err = s.store.Staging().NewSpool(); err != nil {
 			return err
 		}
 	}

@@ -23,11 +23,11 @@ type StoodAside struct {
 
 // SetStoodAside records that flowstated stands aside from bridge and returns
 // the record kept: a bridge already recorded keeps its first decision.
-func (s *Store) SetStoodAside(bridge string, a StoodAside) (StoodAside, error) {
+func (is Identity) SetStoodAside(bridge string, a StoodAside) (StoodAside, error) {
 	kept, found := a, false
 	// Every round of a bridge standing aside calls this: a kept decision
 	// costs a read, not a write and an fsync.
-	err := s.view(func(tx *bolt.Tx) error {
+	err := is.db.view(func(tx *bolt.Tx) error {
 		if b := tx.Bucket(bucketAside); b != nil {
 			if v := b.Get([]byte(bridge)); v != nil {
 				var err error
@@ -44,7 +44,7 @@ func (s *Store) SetStoodAside(bridge string, a StoodAside) (StoodAside, error) {
 		}
 		return kept, nil
 	}
-	err = s.update(func(tx *bolt.Tx) error {
+	err = is.db.update(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(bucketAside)
 		if err != nil {
 			return err
@@ -62,9 +62,9 @@ func (s *Store) SetStoodAside(bridge string, a StoodAside) (StoodAside, error) {
 }
 
 // StoodAsideBridges returns the recorded decisions by bridge.
-func (s *Store) StoodAsideBridges() (map[string]StoodAside, error) {
+func (is Identity) StoodAsideBridges() (map[string]StoodAside, error) {
 	out := map[string]StoodAside{}
-	err := s.view(func(tx *bolt.Tx) error {
+	err := is.db.view(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketAside)
 		if b == nil {
 			return nil
@@ -86,9 +86,9 @@ func (s *Store) StoodAsideBridges() (map[string]StoodAside, error) {
 
 // ClearStoodAside forgets the decision for bridge (a no-op without one): the
 // bridge was adopted.
-func (s *Store) ClearStoodAside(bridge string) error {
+func (is Identity) ClearStoodAside(bridge string) error {
 	var present bool
-	if err := s.view(func(tx *bolt.Tx) error {
+	if err := is.db.view(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketAside)
 		present = b != nil && b.Get([]byte(bridge)) != nil
 		return nil
@@ -99,7 +99,7 @@ func (s *Store) ClearStoodAside(bridge string) error {
 		}
 		return nil
 	}
-	err := s.update(func(tx *bolt.Tx) error {
+	err := is.db.update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketAside).Delete([]byte(bridge))
 	})
 	if err != nil {

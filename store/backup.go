@@ -22,8 +22,8 @@ import (
 // reader, and every other store operation behind it: w, a peer that may stop
 // reading, must not decide how long that lasts. The spool costs disk space
 // of the store's size for the duration of the call, and no memory.
-func (s *Store) Backup(w io.Writer) (int64, error) {
-	f, err := os.CreateTemp(filepath.Dir(s.Path()), ".backup-*")
+func (fl File) Backup(w io.Writer) (int64, error) {
+	f, err := os.CreateTemp(filepath.Dir(fl.s.Path()), ".backup-*")
 	if err != nil {
 		return 0, fmt.Errorf("store: backup: %w", err)
 	}
@@ -32,13 +32,13 @@ func (s *Store) Backup(w io.Writer) (int64, error) {
 		return 0, fmt.Errorf("store: backup: %w", err)
 	}
 	var size int64
-	slot := s.busy.begin(opBackup)
-	err = s.db.View(func(tx *bolt.Tx) error {
+	slot := fl.s.db.busy.begin(opBackup)
+	err = fl.s.db.View(func(tx *bolt.Tx) error {
 		var err error
 		size, err = tx.WriteTo(f)
 		return err
 	})
-	s.busy.end(slot)
+	fl.s.db.busy.end(slot)
 	if err != nil {
 		return 0, fmt.Errorf("store: backup: %w", writeErrorAt(f.Name(), err))
 	}

@@ -42,7 +42,7 @@ func TestBackup(t *testing.T) {
 	w := &firstWrite{fn: func() {
 		wg.Go(func() { putErr = put(s, "pod", flow("pod", 2, 1, "c")) })
 	}}
-	n, err := s.Backup(w)
+	n, err := s.File().Backup(w)
 	wg.Wait()
 	if err != nil || putErr != nil || n != int64(w.Len()) || n == 0 {
 		t.Fatalf("backup: %d bytes (%d written), %v; concurrent put: %v", n, w.Len(), err, putErr)
@@ -60,8 +60,8 @@ func TestBackup(t *testing.T) {
 		t.Fatalf("opening the backup: %v", err)
 	}
 	defer r.Close()
-	if r.ID() != s.ID() {
-		t.Fatalf("restored store id %s, want %s", r.ID(), s.ID())
+	if r.Identity().ID() != s.Identity().ID() {
+		t.Fatalf("restored store id %s, want %s", r.Identity().ID(), s.Identity().ID())
 	}
 	got := list(t, r, Filter{})
 	if len(got) != 2 || got[0].Module != "pipeline" || got[1].Module != "pipeline" {

@@ -31,7 +31,7 @@ func BenchmarkPut(b *testing.B) {
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		if err := s.Put("br-int", "pod", benchEntries(1000, i*1000), nil); err != nil {
+		if err := s.Entries().Put("br-int", "pod", benchEntries(1000, i*1000), nil); err != nil {
 			b.Fatal(err)
 		}
 		i++
@@ -47,14 +47,14 @@ func BenchmarkEntriesAndCounts(b *testing.B) {
 			b.Fatal(err)
 		}
 		for off := 0; off < n; off += 10000 {
-			if err := s.Put("br-int", "pod", benchEntries(10000, off), nil); err != nil {
+			if err := s.Entries().Put("br-int", "pod", benchEntries(10000, off), nil); err != nil {
 				b.Fatal(err)
 			}
 		}
 		b.Run(fmt.Sprintf("Entries/%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if es, err := s.Entries("br-int"); err != nil || len(es) != n {
+				if es, err := s.Entries().All("br-int"); err != nil || len(es) != n {
 					b.Fatal(len(es), err)
 				}
 			}
@@ -62,7 +62,7 @@ func BenchmarkEntriesAndCounts(b *testing.B) {
 		b.Run(fmt.Sprintf("Counts/%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if cs, err := s.Counts(); err != nil || cs[0].Flows != n {
+				if cs, err := s.Entries().Counts(); err != nil || cs[0].Flows != n {
 					b.Fatal(cs, err)
 				}
 			}
@@ -85,7 +85,7 @@ func BenchmarkDeleteGroupUsers(b *testing.B) {
 		{Kind: entry.KindGroup, ID: used.Key(), Payload: []byte("g5")},
 		{Kind: entry.KindGroup, ID: unused.Key(), Payload: []byte("g6")},
 	}
-	if err := s.Put("br-int", "lb", groups, nil); err != nil {
+	if err := s.Entries().Put("br-int", "lb", groups, nil); err != nil {
 		b.Fatal(err)
 	}
 	for off := 0; off < 30000; off += 10000 {
@@ -93,13 +93,13 @@ func BenchmarkDeleteGroupUsers(b *testing.B) {
 		for i := range es {
 			es[i].Payload = flowModUsing(es[i].ID, used)
 		}
-		if err := s.Put("br-int", "pod", es, nil); err != nil {
+		if err := s.Entries().Put("br-int", "pod", es, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.Run("used", func(b *testing.B) {
 		for b.Loop() {
-			if err := s.Delete("br-int", "lb", []entry.Entry{{Kind: entry.KindGroup, ID: used.Key()}}, nil); err == nil {
+			if err := s.Entries().Delete("br-int", "lb", []entry.Entry{{Kind: entry.KindGroup, ID: used.Key()}}, nil); err == nil {
 				b.Fatal("deleted a used group")
 			}
 		}
@@ -164,7 +164,7 @@ func openLarge(b *testing.B, groups []entry.Entry) *Store {
 		b.Fatal(err)
 	}
 	if len(groups) > 0 {
-		if err := s.Put("br-int", "lb", groups, nil); err != nil {
+		if err := s.Entries().Put("br-int", "lb", groups, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -181,7 +181,7 @@ func BenchmarkPutLarge(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				s := openLarge(b, c.groups)
-				if err := s.Put("br-int", "pod", c.req, nil); err != nil {
+				if err := s.Entries().Put("br-int", "pod", c.req, nil); err != nil {
 					b.Fatal(err)
 				}
 				_ = s.Close()
@@ -200,7 +200,7 @@ func BenchmarkStageLarge(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				s := openLarge(b, c.groups)
-				sp, err := s.NewSpool()
+				sp, err := s.Staging().NewSpool()
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -209,7 +209,7 @@ func BenchmarkStageLarge(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				st, err := s.Stage(StagedWrite{Bridge: "br-int", Module: "pod", Spool: sp})
+				st, err := s.Staging().Stage(StagedWrite{Bridge: "br-int", Module: "pod", Spool: sp})
 				if err == nil {
 					err = st.Commit()
 				}

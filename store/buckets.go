@@ -8,8 +8,8 @@ import "github.com/flowstate-io/flowstate/entry"
 var (
 	// Top level.
 	bucketMeta    = []byte("meta")    // store.go
-	bucketBridges = []byte("bridges") // store.go
-	bucketModules = []byte("modules") // store.go
+	bucketBridges = []byte("bridges") // writer.go, entries.go
+	bucketModules = []byte("modules") // modules.go
 	bucketManaged = []byte("managed") // identity.go
 	bucketMirror  = []byte("mirror")  // mirror.go
 	bucketAside   = []byte("aside")   // aside.go
@@ -20,12 +20,13 @@ var (
 	bucketKept    = []byte("kept")    // kept.go
 
 	// Keys of meta.
-	keySchema     = []byte("schema")            // store.go
-	keyBootID     = []byte("boot_id")           // store.go
-	keyBootSince  = []byte("boot_since")        // store.go
-	keyGateOpened = []byte("gate_opened")       // store.go
-	keyReleased   = []byte("released_vswitchd") // release.go
-	keyStoreID    = []byte("store_id")          // identity.go
+	keySchema      = []byte("schema")            // store.go
+	keyBootID      = []byte("boot_id")           // boot.go
+	keyBootSince   = []byte("boot_since")        // boot.go
+	keyGateOpened  = []byte("gate_opened")       // boot.go
+	keyReleased    = []byte("released_vswitchd") // release.go
+	keyLastRelease = []byte("last_release")      // release.go
+	keyStoreID     = []byte("store_id")          // identity.go
 
 	// Buckets of a bridge (under bridges, mirror and stage), and the key of
 	// a mirror's hash.

@@ -11,7 +11,7 @@ import (
 // transaction held by a caller that stopped, a remap of the file waiting for
 // it, a disk that hangs) stops every other one that needs the same lock, and
 // with them the engine: the engine reports one older than its WedgeAfter as
-// wedged (Busy), as it does a switch that does not answer. Each transaction
+// wedged (File.Busy), as it does a switch that does not answer. Each transaction
 // the store opens, read or write, takes a slot for its duration, from before
 // it waits for bbolt's locks: a wait counts.
 type inflight struct {
@@ -56,12 +56,12 @@ func (f *inflight) end(slot int) {
 // Busy returns the oldest store operation under way: what it is and when it
 // began (what is "" when none is). It takes no lock and opens no
 // transaction, so it answers while the store is stuck.
-func (s *Store) Busy() (what string, since time.Time) {
+func (fl File) Busy() (what string, since time.Time) {
 	var oldest int64
 	var op uint32
-	for i := range s.busy.since {
-		if t := s.busy.since[i].Load(); t != 0 && (oldest == 0 || t < oldest) {
-			oldest, op = t, s.busy.op[i].Load()
+	for i := range fl.s.db.busy.since {
+		if t := fl.s.db.busy.since[i].Load(); t != 0 && (oldest == 0 || t < oldest) {
+			oldest, op = t, fl.s.db.busy.op[i].Load()
 		}
 	}
 	if oldest == 0 {
@@ -74,9 +74,18 @@ func (s *Store) Busy() (what string, since time.Time) {
 	return name, time.Unix(0, oldest)
 }
 
+// trackedDB is the bbolt file whose every transaction, from view and
+// update, takes a slot of busy for its duration (update also translates the
+// file system's refusals, writeerr.go). Only Backup and the copy before a
+// migration use bbolt's View directly, tracked by hand.
+type trackedDB struct {
+	*bolt.DB
+	busy inflight
+}
+
 // view is db.View, tracked.
-func (s *Store) view(fn func(tx *bolt.Tx) error) error {
-	slot := s.busy.begin(opRead)
-	defer s.busy.end(slot)
-	return s.db.View(fn)
+func (d *trackedDB) view(fn func(tx *bolt.Tx) error) error {
+	slot := d.busy.begin(opRead)
+	defer d.busy.end(slot)
+	return d.View(fn)
 }

@@ -36,11 +36,11 @@ func corruptFixture(t *testing.T) fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Put("br-int", "pod", benchEntries(2000, 0), nil); err != nil {
+	if err := s.Entries().Put("br-int", "pod", benchEntries(2000, 0), nil); err != nil {
 		t.Fatal(err)
 	}
 	// Free some pages, so the freelist holds ids.
-	if err := s.Sync("br-int", "pod", benchEntries(1500, 0), nil); err != nil {
+	if err := s.Entries().Sync("br-int", "pod", benchEntries(1500, 0), nil); err != nil {
 		t.Fatal(err)
 	}
 	fx := fixture{path: path, pageSize: s.db.Info().PageSize}
@@ -198,11 +198,11 @@ func TestOpenEmptyFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !s.Preflight().Missing {
-		t.Errorf("preflight of a new file: %+v, want Missing", s.Preflight())
+	if !s.File().Preflight().Missing {
+		t.Errorf("preflight of a new file: %+v, want Missing", s.File().Preflight())
 	}
-	id := s.ID()
-	if err := s.MarkManaged("br-int", time.Now()); err != nil {
+	id := s.Identity().ID()
+	if err := s.Identity().MarkManaged("br-int", time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	_ = s.Close()
@@ -210,10 +210,10 @@ func TestOpenEmptyFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.ID() != id || s.Preflight().Missing || s.Preflight().Empty {
-		t.Errorf("reopened store: id %s (was %s), preflight %+v", s.ID(), id, s.Preflight())
+	if s.Identity().ID() != id || s.File().Preflight().Missing || s.File().Preflight().Empty {
+		t.Errorf("reopened store: id %s (was %s), preflight %+v", s.Identity().ID(), id, s.File().Preflight())
 	}
-	if m, err := s.Managed("br-int"); err != nil || !m {
+	if m, err := s.Identity().Managed("br-int"); err != nil || !m {
 		t.Errorf("Managed(br-int) = %v, %v after MarkManaged", m, err)
 	}
 	_ = s.Close()
@@ -225,13 +225,13 @@ func TestOpenEmptyFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if !s.Preflight().Empty {
-		t.Errorf("preflight of a 0-byte file: %+v, want Empty", s.Preflight())
+	if !s.File().Preflight().Empty {
+		t.Errorf("preflight of a 0-byte file: %+v, want Empty", s.File().Preflight())
 	}
-	if s.ID() == id || len(s.ID()) != 36 {
-		t.Errorf("a 0-byte file kept id %q (was %q)", s.ID(), id)
+	if s.Identity().ID() == id || len(s.Identity().ID()) != 36 {
+		t.Errorf("a 0-byte file kept id %q (was %q)", s.Identity().ID(), id)
 	}
-	if m, err := s.Managed("br-int"); err != nil || m {
+	if m, err := s.Identity().Managed("br-int"); err != nil || m {
 		t.Errorf("Managed(br-int) = %v, %v on a new store", m, err)
 	}
 }
@@ -247,7 +247,7 @@ func BenchmarkOpen1M(b *testing.B) {
 	}
 	const n, batch = 1_000_000, 20_000
 	for i := 0; i < n; i += batch {
-		if err := s.Put("br-int", "pod", benchEntries(batch, i), nil); err != nil {
+		if err := s.Entries().Put("br-int", "pod", benchEntries(batch, i), nil); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -259,7 +259,7 @@ func BenchmarkOpen1M(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		checked += s.CheckDuration()
+		checked += s.File().CheckDuration()
 		_ = s.Close()
 	}
 	b.ReportMetric(checked.Seconds()/float64(b.N), "s-check/op")
@@ -316,7 +316,7 @@ func TestOpenKeepsPageSize(t *testing.T) {
 			if got := s.db.Info().PageSize; got != tc.want {
 				t.Errorf("%s: page size %d, want %d", tc.path, got, tc.want)
 			}
-			if err := s.Put("br-int", "pod", benchEntries(3000, 0), nil); err != nil {
+			if err := s.Entries().Put("br-int", "pod", benchEntries(3000, 0), nil); err != nil {
 				t.Fatal(err)
 			}
 			if err := s.Close(); err != nil {
@@ -325,7 +325,7 @@ func TestOpenKeepsPageSize(t *testing.T) {
 		}
 		if s, err := Open(tc.path, Options{Timeout: time.Second}); err != nil {
 			t.Fatal(err)
-		} else if got := s.Preflight().PageSize; got != tc.want {
+		} else if got := s.File().Preflight().PageSize; got != tc.want {
 			t.Errorf("%s: the file check read page size %d, want %d", tc.path, got, tc.want)
 		} else {
 			_ = s.Close()

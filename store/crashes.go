@@ -77,10 +77,13 @@ func (r CrashRecord) Empty() bool {
 	return len(r.Deaths) == 0 && r.Survived == nil && len(r.Suspects) == 0 && r.Probe == nil && len(r.Poisoned) == 0
 }
 
-// Crashes returns the crash record of bridge (the zero record if none).
-func (s *Store) Crashes(bridge string) (CrashRecord, error) {
+// Crashes are the crash records, one a bridge. Store.Crashes makes one.
+type Crashes struct{ db *trackedDB }
+
+// Get returns the crash record of bridge (the zero record if none).
+func (cr Crashes) Get(bridge string) (CrashRecord, error) {
 	var r CrashRecord
-	err := s.view(func(tx *bolt.Tx) error {
+	err := cr.db.view(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketCrashes)
 		if b == nil {
 			return nil
@@ -97,9 +100,9 @@ func (s *Store) Crashes(bridge string) (CrashRecord, error) {
 	return r, nil
 }
 
-// SetCrashes replaces the crash record of bridge, durably; an empty record
+// Set replaces the crash record of bridge, durably; an empty record
 // deletes it.
-func (s *Store) SetCrashes(bridge string, r CrashRecord) error {
+func (cr Crashes) Set(bridge string, r CrashRecord) error {
 	var v []byte
 	if !r.Empty() {
 		var err error
@@ -107,7 +110,7 @@ func (s *Store) SetCrashes(bridge string, r CrashRecord) error {
 			return fmt.Errorf("store: crash record of %s: %w", bridge, err)
 		}
 	}
-	err := s.update(func(tx *bolt.Tx) error {
+	err := cr.db.update(func(tx *bolt.Tx) error {
 		if v == nil {
 			b := tx.Bucket(bucketCrashes)
 			if b == nil {

@@ -17,7 +17,7 @@ func TestCrashRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r, err := s.Crashes("br-int"); err != nil || !r.Empty() {
+	if r, err := s.Crashes().Get("br-int"); err != nil || !r.Empty() {
 		t.Fatalf("a new store's record %+v (%v), want empty", r, err)
 	}
 	want := CrashRecord{
@@ -29,7 +29,7 @@ func TestCrashRecord(t *testing.T) {
 		Poisoned: []PoisonedEntry{{Key: []byte{1, 7}, Sum: 42, Module: "pod", Name: "priority=1 actions=drop"}},
 		Since:    time.Date(2026, 12, 3, 13, 1, 0, 0, time.UTC),
 	}
-	if err := s.SetCrashes("br-int", want); err != nil {
+	if err := s.Crashes().Set("br-int", want); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
@@ -39,17 +39,17 @@ func TestCrashRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	got, err := s.Crashes("br-int")
+	got, err := s.Crashes().Get("br-int")
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("after a reopen %+v (%v), want %+v", got, err, want)
 	}
-	if r, err := s.Crashes("br-ex"); err != nil || !r.Empty() {
+	if r, err := s.Crashes().Get("br-ex"); err != nil || !r.Empty() {
 		t.Fatalf("another bridge's record %+v (%v), want empty", r, err)
 	}
-	if err := s.SetCrashes("br-int", CrashRecord{}); err != nil {
+	if err := s.Crashes().Set("br-int", CrashRecord{}); err != nil {
 		t.Fatal(err)
 	}
-	if r, err := s.Crashes("br-int"); err != nil || !r.Empty() {
+	if r, err := s.Crashes().Get("br-int"); err != nil || !r.Empty() {
 		t.Fatalf("after an empty record %+v (%v), want empty", r, err)
 	}
 }
@@ -63,7 +63,7 @@ func TestCrashRecordWithoutDied(t *testing.T) {
 	}
 	defer s.Close()
 	old := []byte(`{"suspects":[{"lo":"AQI=","bad":true}],"probe":{"lo":"AQI=","hi":"AQIF"}}`)
-	if err := s.update(func(tx *bolt.Tx) error {
+	if err := s.db.update(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(bucketCrashes)
 		if err != nil {
 			return err
@@ -72,7 +72,7 @@ func TestCrashRecordWithoutDied(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Crashes("br-int")
+	got, err := s.Crashes().Get("br-int")
 	want := CrashRecord{Suspects: []SuspectRange{{Lo: []byte{1, 2}, Bad: true}}, Probe: &SuspectRange{Lo: []byte{1, 2}, Hi: []byte{1, 2, 5}}}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("an older record reads %+v (%v), want %+v", got, err, want)

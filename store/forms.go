@@ -16,10 +16,14 @@ import (
 // owns them, and they hold for every bridge.
 // (bucketForms, buckets.go)
 
-// Forms returns every learned form.
-func (s *Store) Forms() (map[[sha256.Size]byte][]byte, error) {
+// Forms are the forms the switch gave declared payloads, by the payload's
+// SHA-256. Store.Forms makes one.
+type Forms struct{ db *trackedDB }
+
+// All returns every learned form.
+func (fm Forms) All() (map[[sha256.Size]byte][]byte, error) {
 	out := map[[sha256.Size]byte][]byte{}
-	err := s.view(func(tx *bolt.Tx) error {
+	err := fm.db.view(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketForms)
 		if b == nil {
 			return nil
@@ -38,12 +42,12 @@ func (s *Store) Forms() (map[[sha256.Size]byte][]byte, error) {
 	return out, nil
 }
 
-// PutForms stores learned forms in one transaction.
-func (s *Store) PutForms(forms map[[sha256.Size]byte][]byte) error {
+// Put stores learned forms in one transaction.
+func (fm Forms) Put(forms map[[sha256.Size]byte][]byte) error {
 	if len(forms) == 0 {
 		return nil
 	}
-	err := s.update(func(tx *bolt.Tx) error {
+	err := fm.db.update(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(bucketForms)
 		if err != nil {
 			return err
@@ -61,17 +65,17 @@ func (s *Store) PutForms(forms map[[sha256.Size]byte][]byte) error {
 	return nil
 }
 
-// maxFormChain is how far PruneForms follows a form learned for a form, as
+// maxFormChain is how far Prune follows a form learned for a form, as
 // canon.Forms.Apply does.
 const maxFormChain = 4
 
-// PruneForms deletes the forms no stored entry leads to and returns how many
+// Prune deletes the forms no stored entry leads to and returns how many
 // it deleted: a form is kept while some bridge declares the payload it was
 // learned for, or a payload whose form leads to it (a form learned for a
 // form). A store without forms costs one read.
-func (s *Store) PruneForms() (int, error) {
+func (fm Forms) Prune() (int, error) {
 	empty := true
-	if err := s.view(func(tx *bolt.Tx) error {
+	if err := fm.db.view(func(tx *bolt.Tx) error {
 		if b := tx.Bucket(bucketForms); b != nil {
 			k, _ := b.Cursor().First()
 			empty = k == nil
@@ -81,7 +85,7 @@ func (s *Store) PruneForms() (int, error) {
 		return 0, err
 	}
 	var n int
-	err := s.update(func(tx *bolt.Tx) error {
+	err := fm.db.update(func(tx *bolt.Tx) error {
 		forms := tx.Bucket(bucketForms)
 		keep := map[[sha256.Size]byte]bool{}
 		err := tx.Bucket(bucketBridges).ForEachBucket(func(name []byte) error {

@@ -19,14 +19,14 @@ func TestForms(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fs, err := s.Forms(); err != nil || len(fs) != 0 {
+	if fs, err := s.Forms().All(); err != nil || len(fs) != 0 {
 		t.Fatalf("new store: %d forms, %v", len(fs), err)
 	}
 	a, b := sha256.Sum256([]byte("a")), sha256.Sum256([]byte("b"))
-	if err := s.PutForms(map[[sha256.Size]byte][]byte{a: []byte("form a"), b: []byte("form b")}); err != nil {
+	if err := s.Forms().Put(map[[sha256.Size]byte][]byte{a: []byte("form a"), b: []byte("form b")}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutForms(map[[sha256.Size]byte][]byte{a: []byte("form a2")}); err != nil {
+	if err := s.Forms().Put(map[[sha256.Size]byte][]byte{a: []byte("form a2")}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
@@ -37,7 +37,7 @@ func TestForms(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	fs, err := s.Forms()
+	fs, err := s.Forms().All()
 	if err != nil || len(fs) != 2 || !bytes.Equal(fs[a], []byte("form a2")) || !bytes.Equal(fs[b], []byte("form b")) {
 		t.Fatalf("forms after reopen: %q, %v", fs, err)
 	}
@@ -48,26 +48,26 @@ func TestForms(t *testing.T) {
 // go, and a store without forms has nothing to prune.
 func TestPruneForms(t *testing.T) {
 	s := openTest(t)
-	if n, err := s.PruneForms(); err != nil || n != 0 {
+	if n, err := s.Forms().Prune(); err != nil || n != 0 {
 		t.Fatalf("no forms: pruned %d, %v", n, err)
 	}
 	declared := flow("m", 1, 1, "a")
 	sum := func(b []byte) [sha256.Size]byte { return sha256.Sum256(b) }
 	form1, form2 := []byte("form 1"), []byte("form 2")
-	if err := s.Put("br-int", "m", []entry.Entry{declared}, nil); err != nil {
+	if err := s.Entries().Put("br-int", "m", []entry.Entry{declared}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutForms(map[[sha256.Size]byte][]byte{
+	if err := s.Forms().Put(map[[sha256.Size]byte][]byte{
 		sum(declared.Payload): form1, // learned for the declared payload
 		sum(form1):            form2, // learned for that form
 		sum([]byte("gone")):   []byte("form of an entry no longer declared"),
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := s.PruneForms(); err != nil || n != 1 {
+	if n, err := s.Forms().Prune(); err != nil || n != 1 {
 		t.Fatalf("pruned %d, %v; want 1", n, err)
 	}
-	fs, err := s.Forms()
+	fs, err := s.Forms().All()
 	if err != nil || len(fs) != 2 || !bytes.Equal(fs[sum(declared.Payload)], form1) || !bytes.Equal(fs[sum(form1)], form2) {
 		t.Fatalf("forms left: %q, %v", fs, err)
 	}

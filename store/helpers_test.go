@@ -7,8 +7,8 @@ import "github.com/flowstate-io/flowstate/entry"
 
 // Put is one Update with one Writer.Put; apply, when not nil, runs before the
 // commit with the changed entries, and its error aborts the transaction.
-func (s *Store) Put(bridge, module string, es []entry.Entry, apply func(changed []Change) error) error {
-	return s.Update(func(w *Writer) error {
+func (en Entries) Put(bridge, module string, es []entry.Entry, apply func(changed []Change) error) error {
+	return en.s.Update(func(w *Writer) error {
 		r, err := w.Put(bridge, module, es)
 		if err == nil && apply != nil {
 			err = apply(r.Changed)
@@ -18,8 +18,8 @@ func (s *Store) Put(bridge, module string, es []entry.Entry, apply func(changed 
 }
 
 // Sync is one Update with one Writer.Sync; see Put for apply.
-func (s *Store) Sync(bridge, module string, es []entry.Entry, apply func(removed []entry.Entry, changed []Change) error) error {
-	return s.Update(func(w *Writer) error {
+func (en Entries) Sync(bridge, module string, es []entry.Entry, apply func(removed []entry.Entry, changed []Change) error) error {
+	return en.s.Update(func(w *Writer) error {
 		r, err := w.Sync(bridge, module, es)
 		if err == nil && apply != nil {
 			err = apply(r.Removed, r.Changed)
@@ -29,8 +29,8 @@ func (s *Store) Sync(bridge, module string, es []entry.Entry, apply func(removed
 }
 
 // Delete is one Update with one Writer.Delete; see Put for apply.
-func (s *Store) Delete(bridge, module string, keys []entry.Entry, apply func(removed []entry.Entry) error) error {
-	return s.Update(func(w *Writer) error {
+func (en Entries) Delete(bridge, module string, keys []entry.Entry, apply func(removed []entry.Entry) error) error {
+	return en.s.Update(func(w *Writer) error {
 		r, err := w.Delete(bridge, module, keys)
 		if err == nil && apply != nil {
 			err = apply(r.Removed)

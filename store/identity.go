@@ -18,15 +18,15 @@ import (
 // storeIDVersion is the version of a store id: a random UUID.
 const storeIDVersion = byte(4)
 
-// initIdentity creates the store id on a store that has none.
-func (s *Store) initIdentity() error {
-	return s.update(func(tx *bolt.Tx) error {
+// loadIdentity returns the store id, drawing it on a store that has none.
+func loadIdentity(db *trackedDB) (id string, err error) {
+	err = db.update(func(tx *bolt.Tx) error {
 		if _, err := tx.CreateBucketIfNotExists(bucketManaged); err != nil {
 			return err
 		}
 		meta := tx.Bucket(bucketMeta)
 		if v := meta.Get(keyStoreID); v != nil {
-			s.id = string(v)
+			id = string(v)
 			return nil
 		}
 		var b [16]byte
@@ -35,23 +35,28 @@ func (s *Store) initIdentity() error {
 		}
 		b[6] = b[6]&0x0f | storeIDVersion<<4
 		b[8] = b[8]&0x3f | 0x80
-		s.id = fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
-		return meta.Put(keyStoreID, []byte(s.id))
+		id = fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+		return meta.Put(keyStoreID, []byte(id))
 	})
+	return id, err
+}
+
+// Identity is the store id and the bridges the store manages (Managed) or
+// stands aside from (aside.go). Store.Identity makes one.
+type Identity struct {
+	db *trackedDB
+	id string
 }
 
 // ID is the store's id, drawn once when the store was created: a UUID.
-func (s *Store) ID() string { return s.id }
-
-// Preflight is what Open learnt of the file before opening it.
-func (s *Store) Preflight() Preflight { return s.pre }
+func (is Identity) ID() string { return is.id }
 
 // Managed reports whether this store has managed bridge before: it recorded
 // so (MarkManaged), or it holds entries for it (a store written before
 // identities were recorded).
-func (s *Store) Managed(bridge string) (bool, error) {
+func (is Identity) Managed(bridge string) (bool, error) {
 	var managed bool
-	err := s.view(func(tx *bolt.Tx) error {
+	err := is.db.view(func(tx *bolt.Tx) error {
 		if tx.Bucket(bucketManaged).Get([]byte(bridge)) != nil {
 			managed = true
 			return nil
@@ -76,8 +81,8 @@ func (s *Store) Managed(bridge string) (bool, error) {
 }
 
 // MarkManaged records that this store manages bridge from now on.
-func (s *Store) MarkManaged(bridge string, now time.Time) error {
-	err := s.update(func(tx *bolt.Tx) error {
+func (is Identity) MarkManaged(bridge string, now time.Time) error {
+	err := is.db.update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketManaged)
 		if b.Get([]byte(bridge)) != nil {
 			return nil

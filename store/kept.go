@@ -54,12 +54,16 @@ var (
 	bucketKeptRules = []byte("rule")
 )
 
-// Kept returns the record of bridge (the empty record if none). A value
+// Kept is what unrecorded controllers installed and flowstated leaves
+// alone, one record a bridge. Store.Kept makes one.
+type Kept struct{ db *trackedDB }
+
+// Get returns the record of bridge (the empty record if none). A value
 // whose checksum does not match fails it, naming the key: the caller
 // cannot tell what is kept.
-func (s *Store) Kept(bridge string) (KeptRecord, error) {
+func (kp Kept) Get(bridge string) (KeptRecord, error) {
 	var r KeptRecord
-	err := s.view(func(tx *bolt.Tx) error {
+	err := kp.db.view(func(tx *bolt.Tx) error {
 		b := keptBucket(tx, bridge)
 		if b == nil {
 			return nil
@@ -108,10 +112,10 @@ func (s *Store) Kept(bridge string) (KeptRecord, error) {
 	return r, nil
 }
 
-// UpdateKept applies u to the record of bridge, durably, in one
+// Update applies u to the record of bridge, durably, in one
 // transaction; a record left keeping nothing is deleted.
-func (s *Store) UpdateKept(bridge string, u KeptUpdate) error {
-	err := s.update(func(tx *bolt.Tx) error {
+func (kp Kept) Update(bridge string, u KeptUpdate) error {
+	err := kp.db.update(func(tx *bolt.Tx) error {
 		root := tx.Bucket(bucketKept)
 		if u.Replace && root != nil && root.Bucket([]byte(bridge)) != nil {
 			if err := root.DeleteBucket([]byte(bridge)); err != nil {

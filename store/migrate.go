@@ -107,9 +107,9 @@ const sealChunk = 20_000
 // schema is older than 3; a crash half-way leaves records of both versions,
 // which the next Open continues from (a sealed one is checked, not resealed).
 // migrateSums then finds every record sealed and only checks them.
-func (s *Store) sealInChunks() error {
+func sealInChunks(db *trackedDB) error {
 	old := false
-	if err := s.view(func(tx *bolt.Tx) error {
+	if err := db.view(func(tx *bolt.Tx) error {
 		if meta := tx.Bucket(bucketMeta); meta != nil {
 			if v := meta.Get(keySchema); len(v) == 4 && binary.BigEndian.Uint32(v) < 3 {
 				old = true
@@ -120,7 +120,7 @@ func (s *Store) sealInChunks() error {
 		return err
 	}
 	var bridges [][]byte
-	if err := s.view(func(tx *bolt.Tx) error {
+	if err := db.view(func(tx *bolt.Tx) error {
 		root := tx.Bucket(bucketBridges)
 		if root == nil {
 			return nil
@@ -136,7 +136,7 @@ func (s *Store) sealInChunks() error {
 		for _, kind := range entry.Kinds {
 			var resume []byte
 			for done := false; !done; {
-				err := s.update(func(tx *bolt.Tx) error {
+				err := db.update(func(tx *bolt.Tx) error {
 					kb := tx.Bucket(bucketBridges).Bucket(name).Bucket(kindBuckets[kind])
 					if kb == nil {
 						done = true

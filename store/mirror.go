@@ -18,14 +18,21 @@ import (
 // its entries, and it is replaced whole.
 // (bucketMirror, keyHash, buckets.go)
 
-// SetMirror makes es the mirror of bridge and reports whether it changed. It
+// Mirrors are the copies of unmanaged bridges, as last dumped. Store.Mirrors
+// makes one.
+type Mirrors struct {
+	db     *trackedDB
+	damage *damaged
+}
+
+// Set makes es the mirror of bridge and reports whether it changed. It
 // compares a hash of es with the stored one in a read transaction first, so
 // the periodic refresh of an unchanged bridge costs no write and no fsync.
 // es need not be sorted; their Module is ignored.
-func (s *Store) SetMirror(bridge string, es []entry.Entry) (changed bool, err error) {
+func (mr Mirrors) Set(bridge string, es []entry.Entry) (changed bool, err error) {
 	sum := mirrorHash(es)
 	var same bool
-	if err := s.view(func(tx *bolt.Tx) error {
+	if err := mr.db.view(func(tx *bolt.Tx) error {
 		same = bytes.Equal(storedMirrorHash(tx, bridge), sum)
 		return nil
 	}); err != nil {
@@ -34,7 +41,7 @@ func (s *Store) SetMirror(bridge string, es []entry.Entry) (changed bool, err er
 	if same {
 		return false, nil
 	}
-	err = s.update(func(tx *bolt.Tx) error {
+	err = mr.db.update(func(tx *bolt.Tx) error {
 		root, err := tx.CreateBucketIfNotExists(bucketMirror)
 		if err != nil {
 			return err
@@ -66,11 +73,11 @@ func (s *Store) SetMirror(bridge string, es []entry.Entry) (changed bool, err er
 	return true, nil
 }
 
-// Mirror returns the mirror of bridge, ordered by kind and identity; ok is
+// Get returns the mirror of bridge, ordered by kind and identity; ok is
 // false when there is none. The entries have no Module. An entry whose
-// checksum does not match is left out and recorded (Damaged).
-func (s *Store) Mirror(bridge string) (es []entry.Entry, ok bool, err error) {
-	err = s.view(func(tx *bolt.Tx) error {
+// checksum does not match is left out and recorded (File.Damaged).
+func (mr Mirrors) Get(bridge string) (es []entry.Entry, ok bool, err error) {
+	err = mr.db.view(func(tx *bolt.Tx) error {
 		br := mirrorBucket(tx, bridge)
 		if br == nil {
 			return nil
@@ -85,7 +92,7 @@ func (s *Store) Mirror(bridge string) (es []entry.Entry, ok bool, err error) {
 				p, err := unseal(k, v)
 				if err != nil {
 					// Damaged (sum.go): left out, and recorded.
-					s.damage.note(string(bucketMirror), bridge, kind, k, v, err)
+					mr.damage.note(string(bucketMirror), bridge, kind, k, v, err)
 					return nil
 				}
 				es = append(es, entry.Entry{Kind: kind, ID: bytes.Clone(k), Payload: bytes.Clone(p)})
@@ -102,10 +109,10 @@ func (s *Store) Mirror(bridge string) (es []entry.Entry, ok bool, err error) {
 	return es, ok, nil
 }
 
-// MirroredBridges returns the bridges that have a mirror, sorted.
-func (s *Store) MirroredBridges() ([]string, error) {
+// Bridges returns the bridges that have a mirror, sorted.
+func (mr Mirrors) Bridges() ([]string, error) {
 	var out []string
-	err := s.view(func(tx *bolt.Tx) error {
+	err := mr.db.view(func(tx *bolt.Tx) error {
 		root := tx.Bucket(bucketMirror)
 		if root == nil {
 			return nil
@@ -121,10 +128,10 @@ func (s *Store) MirroredBridges() ([]string, error) {
 	return out, nil
 }
 
-// DeleteMirror forgets the mirror of bridge (a bridge deleted from OVSDB).
+// Delete forgets the mirror of bridge (a bridge deleted from OVSDB).
 // Deleting a mirror that does not exist is not an error.
-func (s *Store) DeleteMirror(bridge string) error {
-	err := s.update(func(tx *bolt.Tx) error {
+func (mr Mirrors) Delete(bridge string) error {
+	err := mr.db.update(func(tx *bolt.Tx) error {
 		root := tx.Bucket(bucketMirror)
 		if root == nil || root.Bucket([]byte(bridge)) == nil {
 			return nil

@@ -15,15 +15,15 @@ func group(id byte, payload string) entry.Entry {
 
 func TestMirror(t *testing.T) {
 	s := openTest(t)
-	if es, ok, err := s.Mirror("br-ex"); err != nil || ok || len(es) != 0 {
+	if es, ok, err := s.Mirrors().Get("br-ex"); err != nil || ok || len(es) != 0 {
 		t.Fatalf("mirror of a new store: %v %v %v, want none", es, ok, err)
 	}
 	a, b, g := flow("", 0, 100, "a"), flow("", 0, 0, ""), group(1, "g1")
-	changed, err := s.SetMirror("br-ex", []entry.Entry{g, a, b})
+	changed, err := s.Mirrors().Set("br-ex", []entry.Entry{g, a, b})
 	if err != nil || !changed {
 		t.Fatalf("first SetMirror: changed %v, %v", changed, err)
 	}
-	es, ok, err := s.Mirror("br-ex")
+	es, ok, err := s.Mirrors().Get("br-ex")
 	if err != nil || !ok {
 		t.Fatalf("Mirror: %v %v", ok, err)
 	}
@@ -36,7 +36,7 @@ func TestMirror(t *testing.T) {
 	// The same content in another order is no change: nothing is written.
 	writes := func() int64 { st := s.db.Stats(); return st.TxStats.GetWrite() }
 	before := writes()
-	if changed, err := s.SetMirror("br-ex", []entry.Entry{a, g, b}); err != nil || changed {
+	if changed, err := s.Mirrors().Set("br-ex", []entry.Entry{a, g, b}); err != nil || changed {
 		t.Fatalf("SetMirror of the same entries: changed %v, %v", changed, err)
 	}
 	if w := writes(); w != before {
@@ -46,21 +46,21 @@ func TestMirror(t *testing.T) {
 	// A changed payload replaces the whole mirror; entries gone are gone.
 	a2 := a
 	a2.Payload = []byte("other")
-	if changed, err := s.SetMirror("br-ex", []entry.Entry{a2}); err != nil || !changed {
+	if changed, err := s.Mirrors().Set("br-ex", []entry.Entry{a2}); err != nil || !changed {
 		t.Fatalf("SetMirror of new content: changed %v, %v", changed, err)
 	}
-	if es, _, _ := s.Mirror("br-ex"); !slices.EqualFunc(es, []entry.Entry{a2}, entry.Entry.Equal) {
+	if es, _, _ := s.Mirrors().Get("br-ex"); !slices.EqualFunc(es, []entry.Entry{a2}, entry.Entry.Equal) {
 		t.Fatalf("after replace: %v", es)
 	}
 
 	// An empty mirror exists (a bridge with nothing on it) and differs from none.
-	if changed, err := s.SetMirror("br-empty", nil); err != nil || !changed {
+	if changed, err := s.Mirrors().Set("br-empty", nil); err != nil || !changed {
 		t.Fatalf("SetMirror(nil): changed %v, %v", changed, err)
 	}
-	if es, ok, err := s.Mirror("br-empty"); err != nil || !ok || len(es) != 0 {
+	if es, ok, err := s.Mirrors().Get("br-empty"); err != nil || !ok || len(es) != 0 {
 		t.Fatalf("empty mirror: %v %v %v", es, ok, err)
 	}
-	if got, err := s.MirroredBridges(); err != nil || !slices.Equal(got, []string{"br-empty", "br-ex"}) {
+	if got, err := s.Mirrors().Bridges(); err != nil || !slices.Equal(got, []string{"br-empty", "br-ex"}) {
 		t.Fatalf("MirroredBridges = %v, %v", got, err)
 	}
 
@@ -69,13 +69,13 @@ func TestMirror(t *testing.T) {
 		t.Fatalf("List sees mirrored entries: %v", es)
 	}
 
-	if err := s.DeleteMirror("br-ex"); err != nil {
+	if err := s.Mirrors().Delete("br-ex"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.DeleteMirror("br-never"); err != nil {
+	if err := s.Mirrors().Delete("br-never"); err != nil {
 		t.Fatalf("deleting a mirror that does not exist: %v", err)
 	}
-	if _, ok, _ := s.Mirror("br-ex"); ok {
+	if _, ok, _ := s.Mirrors().Get("br-ex"); ok {
 		t.Fatal("mirror still there after DeleteMirror")
 	}
 }
@@ -89,7 +89,7 @@ func TestMirrorSurvivesReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []entry.Entry{flow("", 0, 100, "a"), group(7, "g7")}
-	if _, err := s.SetMirror("br-ex", want); err != nil {
+	if _, err := s.Mirrors().Set("br-ex", want); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
@@ -100,11 +100,11 @@ func TestMirrorSurvivesReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	got, ok, err := s.Mirror("br-ex")
+	got, ok, err := s.Mirrors().Get("br-ex")
 	if err != nil || !ok || !slices.EqualFunc(got, want, entry.Entry.Equal) {
 		t.Fatalf("after reopen: %v %v %v, want %v", got, ok, err, want)
 	}
-	if changed, err := s.SetMirror("br-ex", want); err != nil || changed {
+	if changed, err := s.Mirrors().Set("br-ex", want); err != nil || changed {
 		t.Fatalf("the stored hash is kept across a reopen: changed %v, %v", changed, err)
 	}
 }

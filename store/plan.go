@@ -33,7 +33,7 @@ type PutPlan struct {
 // is now, with Put's errors. A bridge the store does not hold yet is empty.
 // Groups and meters go through Put: a flow may use a group of its own
 // request, which a plan made before anything is written would not find.
-func (s *Store) PlanPut(bridge, module string, es []entry.Entry) (PutPlan, error) {
+func (en Entries) PlanPut(bridge, module string, es []entry.Entry) (PutPlan, error) {
 	p := PutPlan{bridge: bridge, module: module, Result: Result{Changed: make([]Change, 0, len(es))}}
 	for i, e := range es {
 		if e.Kind != entry.KindFlow {
@@ -44,7 +44,7 @@ func (s *Store) PlanPut(bridge, module string, es []entry.Entry) (PutPlan, error
 	if err := order.duplicate(); err != nil {
 		return p, fmt.Errorf("store: put %s/%s: %w", bridge, module, err)
 	}
-	err := s.view(func(tx *bolt.Tx) error {
+	err := en.s.db.view(func(tx *bolt.Tx) error {
 		br := tx.Bucket(bucketBridges).Bucket([]byte(bridge))
 		var cur *bolt.Cursor
 		if br != nil {

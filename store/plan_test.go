@@ -38,7 +38,7 @@ func TestPlanSameAsPut(t *testing.T) {
 				want, err = w.Put("br0", "a", req)
 				return err
 			})
-			p, err := planned.PlanPut("br0", "a", req)
+			p, err := planned.Entries().PlanPut("br0", "a", req)
 			if fmt.Sprint(err) != fmt.Sprint(wantErr) {
 				t.Fatalf("PlanPut: %v; Put: %v", err, wantErr)
 			}
@@ -68,7 +68,7 @@ func TestPlanSameAsPut(t *testing.T) {
 // writes nothing.
 func TestPlanOnlyFlows(t *testing.T) {
 	s := openTest(t)
-	_, err := s.PlanPut("br0", "lb", []entry.Entry{flow("lb", 1, 1, "x"), groupOrMeter(entry.KindGroup, 1)})
+	_, err := s.Entries().PlanPut("br0", "lb", []entry.Entry{flow("lb", 1, 1, "x"), groupOrMeter(entry.KindGroup, 1)})
 	if !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Fatalf("plan of a group: %v, want ErrInvalidArgument", err)
 	}
@@ -104,7 +104,7 @@ func TestPutPlannedSeveral(t *testing.T) {
 				}); err != nil {
 					t.Fatal(err)
 				}
-				p, err := planned.PlanPut("br0", "a", part)
+				p, err := planned.Entries().PlanPut("br0", "a", part)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -26,15 +26,15 @@ func TestUsedGroupOrMeterCannotGo(t *testing.T) {
 		t.Run(kind.String(), func(t *testing.T) {
 			s := openTest(t)
 			lb := groupOrMeter(kind, 5)
-			if err := s.Put("br0", "lb", []entry.Entry{lb, groupOrMeter(kind, 6)}, nil); err != nil {
+			if err := s.Entries().Put("br0", "lb", []entry.Entry{lb, groupOrMeter(kind, 6)}, nil); err != nil {
 				t.Fatal(err)
 			}
 			pol := withRef(flow("policy", 0, 1, "p"), kind, 5)
 			pods := []entry.Entry{withRef(flow("pod", 0, 2, "a"), kind, 5), withRef(flow("pod", 0, 3, "b"), kind, 5)}
-			if err := s.Put("br0", "policy", []entry.Entry{pol}, nil); err != nil {
+			if err := s.Entries().Put("br0", "policy", []entry.Entry{pol}, nil); err != nil {
 				t.Fatal(err)
 			}
-			if err := s.Put("br0", "pod", pods, nil); err != nil {
+			if err := s.Entries().Put("br0", "pod", pods, nil); err != nil {
 				t.Fatal(err)
 			}
 			wantUsed := func(what string, err error, index int) {
@@ -53,33 +53,33 @@ func TestUsedGroupOrMeterCannotGo(t *testing.T) {
 				}
 			}
 			key := entry.Entry{Kind: kind, ID: lb.ID}
-			wantUsed("delete", s.Delete("br0", "lb", []entry.Entry{groupOrMeter(kind, 6), key}, nil), 1)
-			wantUsed("sync without it", s.Sync("br0", "lb", []entry.Entry{groupOrMeter(kind, 6)}, nil), -1)
+			wantUsed("delete", s.Entries().Delete("br0", "lb", []entry.Entry{groupOrMeter(kind, 6), key}, nil), 1)
+			wantUsed("sync without it", s.Entries().Sync("br0", "lb", []entry.Entry{groupOrMeter(kind, 6)}, nil), -1)
 			if got := list(t, s, Filter{Module: "lb"}); len(got) != 2 {
 				t.Fatalf("a refused request removed entries: %d left", len(got))
 			}
 			// A Sync that keeps it, with another content, is fine.
 			changed := lb
 			changed.Payload = []byte("changed")
-			if err := s.Sync("br0", "lb", []entry.Entry{changed}, nil); err != nil {
+			if err := s.Entries().Sync("br0", "lb", []entry.Entry{changed}, nil); err != nil {
 				t.Fatal(err)
 			}
 			// The users go away one by one: a flow changed to use nothing,
 			// a flow deleted, a module synced empty but for one flow.
-			if err := s.Put("br0", "policy", []entry.Entry{flow("policy", 0, 1, "p")}, nil); err != nil {
+			if err := s.Entries().Put("br0", "policy", []entry.Entry{flow("policy", 0, 1, "p")}, nil); err != nil {
 				t.Fatal(err)
 			}
-			if err := s.Delete("br0", "pod", []entry.Entry{{Kind: entry.KindFlow, ID: pods[0].ID}}, nil); err != nil {
+			if err := s.Entries().Delete("br0", "pod", []entry.Entry{{Kind: entry.KindFlow, ID: pods[0].ID}}, nil); err != nil {
 				t.Fatal(err)
 			}
-			err := s.Delete("br0", "lb", []entry.Entry{key}, nil)
+			err := s.Entries().Delete("br0", "lb", []entry.Entry{key}, nil)
 			if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "used by 1 flow of module pod") {
 				t.Fatalf("delete with one user left: %v", err)
 			}
-			if err := s.Sync("br0", "pod", []entry.Entry{flow("pod", 9, 9, "z")}, nil); err != nil {
+			if err := s.Entries().Sync("br0", "pod", []entry.Entry{flow("pod", 9, 9, "z")}, nil); err != nil {
 				t.Fatal(err)
 			}
-			if err := s.Delete("br0", "lb", []entry.Entry{key}, nil); err != nil {
+			if err := s.Entries().Delete("br0", "lb", []entry.Entry{key}, nil); err != nil {
 				t.Fatalf("delete of an unused %s: %v", kind, err)
 			}
 		})
@@ -93,17 +93,17 @@ func TestRemovedWithItsUsers(t *testing.T) {
 	g, m := groupOrMeter(entry.KindGroup, 1), groupOrMeter(entry.KindMeter, 2)
 	f := flow("pod", 0, 1, "f")
 	f.Payload = flowModUsing(f.ID, entry.Ref{Kind: entry.KindGroup, ID: 1}, entry.Ref{Kind: entry.KindMeter, ID: 2})
-	if err := s.Put("br0", "pod", []entry.Entry{f, g, m}, nil); err != nil {
+	if err := s.Entries().Put("br0", "pod", []entry.Entry{f, g, m}, nil); err != nil {
 		t.Fatal(err)
 	}
 	keys := []entry.Entry{{Kind: entry.KindGroup, ID: g.ID}, {Kind: entry.KindMeter, ID: m.ID}, {Kind: entry.KindFlow, ID: f.ID}}
-	if err := s.Delete("br0", "pod", keys, nil); err != nil {
+	if err := s.Entries().Delete("br0", "pod", keys, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Put("br0", "pod", []entry.Entry{f, g, m}, nil); err != nil {
+	if err := s.Entries().Put("br0", "pod", []entry.Entry{f, g, m}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Sync("br0", "pod", []entry.Entry{flow("pod", 1, 1, "other")}, nil); err != nil {
+	if err := s.Entries().Sync("br0", "pod", []entry.Entry{flow("pod", 1, 1, "other")}, nil); err != nil {
 		t.Fatal(err)
 	}
 	// The index holds nothing of the removed flows.
@@ -159,7 +159,7 @@ func TestMigrateRefs(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	err = s.Delete("br0", "pod", []entry.Entry{{Kind: entry.KindGroup, ID: g.ID}}, nil)
+	err = s.Entries().Delete("br0", "pod", []entry.Entry{{Kind: entry.KindGroup, ID: g.ID}}, nil)
 	if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "group 3 is used by 1 flow") {
 		t.Fatalf("delete of a used group after migration: %v", err)
 	}

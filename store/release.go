@@ -7,12 +7,16 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// ReleasedVswitchd returns the identity of the last ovs-vswitchd whose
+// Releases are the records of the last release of a held ovs-vswitchd.
+// Store.Releases makes one.
+type Releases struct{ db *trackedDB }
+
+// Vswitchd returns the identity of the last ovs-vswitchd whose
 // flow-restore-wait a flowstated cleared ("" if none), so a restarted
 // flowstated can tell a release from a clear made only to re-arm.
-func (s *Store) ReleasedVswitchd() (string, error) {
+func (rl Releases) Vswitchd() (string, error) {
 	var id string
-	err := s.view(func(tx *bolt.Tx) error {
+	err := rl.db.view(func(tx *bolt.Tx) error {
 		id = string(tx.Bucket(bucketMeta).Get(keyReleased))
 		return nil
 	})
@@ -22,9 +26,9 @@ func (s *Store) ReleasedVswitchd() (string, error) {
 	return id, nil
 }
 
-// SetReleasedVswitchd records id as the last released ovs-vswitchd.
-func (s *Store) SetReleasedVswitchd(id string) error {
-	err := s.update(func(tx *bolt.Tx) error {
+// SetVswitchd records id as the last released ovs-vswitchd.
+func (rl Releases) SetVswitchd(id string) error {
+	err := rl.db.update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketMeta).Put(keyReleased, []byte(id))
 	})
 	if err != nil {
@@ -33,14 +37,12 @@ func (s *Store) SetReleasedVswitchd(id string) error {
 	return nil
 }
 
-var keyLastRelease = []byte("last_release")
-
-// LastRelease returns when a flowstated of this store last released a held
+// Last returns when a flowstated of this store last released a held
 // ovs-vswitchd (zero if never recorded), so that the time survives a
 // flowstated restart (Status.last_release, flowctl wait --released --since).
-func (s *Store) LastRelease() (time.Time, error) {
+func (rl Releases) Last() (time.Time, error) {
 	var at time.Time
-	err := s.view(func(tx *bolt.Tx) error {
+	err := rl.db.view(func(tx *bolt.Tx) error {
 		v := tx.Bucket(bucketMeta).Get(keyLastRelease)
 		if v == nil {
 			return nil
@@ -55,9 +57,9 @@ func (s *Store) LastRelease() (time.Time, error) {
 	return at, nil
 }
 
-// SetLastRelease records at as the time of the last release.
-func (s *Store) SetLastRelease(at time.Time) error {
-	err := s.update(func(tx *bolt.Tx) error {
+// SetLast records at as the time of the last release.
+func (rl Releases) SetLast(at time.Time) error {
+	err := rl.db.update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketMeta).Put(keyLastRelease, []byte(at.UTC().Format(time.RFC3339Nano)))
 	})
 	if err != nil {

@@ -30,16 +30,16 @@ type Record struct {
 // ScanFlows calls fn for every flow of bridge in identity order (table,
 // priority, match), starting at the first identity not below from (nil: the
 // first), without copying. A flow whose checksum does not match is left out
-// and recorded (Damaged). It reads in transactions of scanChunk records, so
+// and recorded (File.Damaged). It reads in transactions of scanChunk records, so
 // a caller that needs the flows not to change between chunks must keep the
 // bridge's writers out (the engine holds the bridge's lock).
-func (s *Store) ScanFlows(bridge string, from []byte, fn func(Record) error) error {
+func (en Entries) ScanFlows(bridge string, from []byte, fn func(Record) error) error {
 	next := from
 	var fnErr error
 	for {
 		var last []byte
 		n := 0
-		err := s.view(func(tx *bolt.Tx) error {
+		err := en.s.db.view(func(tx *bolt.Tx) error {
 			br := tx.Bucket(bucketBridges).Bucket([]byte(bridge))
 			if br == nil {
 				return nil
@@ -61,7 +61,7 @@ func (s *Store) ScanFlows(bridge string, from []byte, fn func(Record) error) err
 				owner, payload, err := openRecord(k, v)
 				if err != nil {
 					// Damaged: left out, and recorded (sum.go).
-					s.damage.note(string(bucketBridges), bridge, entry.KindFlow, k, v, err)
+					en.s.damage.note(string(bucketBridges), bridge, entry.KindFlow, k, v, err)
 					n++
 					continue
 				}
@@ -91,9 +91,9 @@ func (s *Store) ScanFlows(bridge string, from []byte, fn func(Record) error) err
 
 // RefTargets returns the groups and meters that flows of bridge use, each
 // once, in key order.
-func (s *Store) RefTargets(bridge string) ([]entry.Ref, error) {
+func (en Entries) RefTargets(bridge string) ([]entry.Ref, error) {
 	var out []entry.Ref
-	err := s.view(func(tx *bolt.Tx) error {
+	err := en.s.db.view(func(tx *bolt.Tx) error {
 		rb := refsBucket(tx, bridge)
 		if rb == nil {
 			return nil
@@ -122,8 +122,8 @@ func (s *Store) RefTargets(bridge string) ([]entry.Ref, error) {
 // EachUser calls fn with the identity of every flow of bridge that uses r, in
 // identity order, in one read transaction; the slice is valid only during
 // the call.
-func (s *Store) EachUser(bridge string, r entry.Ref, fn func(flowID []byte) error) error {
-	err := s.view(func(tx *bolt.Tx) error {
+func (en Entries) EachUser(bridge string, r entry.Ref, fn func(flowID []byte) error) error {
+	err := en.s.db.view(func(tx *bolt.Tx) error {
 		rb := refsBucket(tx, bridge)
 		if rb == nil {
 			return nil
@@ -145,12 +145,12 @@ func (s *Store) EachUser(bridge string, r entry.Ref, fn func(flowID []byte) erro
 
 // Get returns the desired entry of bridge with the given kind and identity,
 // and whether there is one. Its slices are copies.
-func (s *Store) Get(bridge string, kind entry.Kind, id []byte) (entry.Entry, bool, error) {
+func (en Entries) Get(bridge string, kind entry.Kind, id []byte) (entry.Entry, bool, error) {
 	var e entry.Entry
 	found := false
-	err := s.view(func(tx *bolt.Tx) error {
+	err := en.s.db.view(func(tx *bolt.Tx) error {
 		var err error
-		e, found, err = s.get(tx, bridge, kind, id)
+		e, found, err = getEntry(tx, &en.s.damage, bridge, kind, id)
 		return err
 	})
 	if err != nil {
@@ -159,9 +159,9 @@ func (s *Store) Get(bridge string, kind entry.Kind, id []byte) (entry.Entry, boo
 	return e, found, nil
 }
 
-// get is Get in transaction tx. A damaged record reads as absent, and is
-// recorded (sum.go).
-func (s *Store) get(tx *bolt.Tx, bridge string, kind entry.Kind, id []byte) (entry.Entry, bool, error) {
+// getEntry is Get in transaction tx. A damaged record reads as absent, and
+// is recorded in d (sum.go).
+func getEntry(tx *bolt.Tx, d *damaged, bridge string, kind entry.Kind, id []byte) (entry.Entry, bool, error) {
 	br := tx.Bucket(bucketBridges).Bucket([]byte(bridge))
 	if br == nil {
 		return entry.Entry{}, false, nil
@@ -174,26 +174,26 @@ func (s *Store) get(tx *bolt.Tx, bridge string, kind entry.Kind, id []byte) (ent
 	if v == nil {
 		return entry.Entry{}, false, nil
 	}
-	e, ok := s.readEntry(bridge, kind, id, v)
+	e, ok := d.readEntry(bridge, kind, id, v)
 	return e, ok, nil
 }
 
 // readEntry is the entry of the record v stored at k in bridge's kind
-// bucket, with copies of its bytes; a damaged record is recorded (sum.go)
-// and reads as absent.
-func (s *Store) readEntry(bridge string, kind entry.Kind, k, v []byte) (entry.Entry, bool) {
+// bucket, with copies of its bytes; a damaged record is recorded in d
+// (sum.go) and reads as absent.
+func (d *damaged) readEntry(bridge string, kind entry.Kind, k, v []byte) (entry.Entry, bool) {
 	owner, payload, err := decodeRecord(k, v)
 	if err != nil {
-		s.damage.note(string(bucketBridges), bridge, kind, k, v, err)
+		d.note(string(bucketBridges), bridge, kind, k, v, err)
 		return entry.Entry{}, false
 	}
 	return entry.Entry{Kind: kind, Module: owner, ID: bytes.Clone(k), Payload: payload}, true
 }
 
-// Get is Store.Get inside the write transaction: it sees the writes made
+// Get is Entries.Get inside the write transaction: it sees the writes made
 // in it so far.
 func (w *Writer) Get(bridge string, kind entry.Kind, id []byte) (entry.Entry, bool, error) {
-	e, ok, err := w.s.get(w.tx, bridge, kind, id)
+	e, ok, err := getEntry(w.tx, &w.s.damage, bridge, kind, id)
 	if err != nil {
 		return entry.Entry{}, false, fmt.Errorf("store: get: %w", err)
 	}
@@ -217,7 +217,7 @@ func (w *Writer) Each(bridge, module string, kind entry.Kind, fn func(entry.Entr
 	}
 	c := kb.Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
-		e, ok := w.s.readEntry(bridge, kind, k, v)
+		e, ok := w.s.damage.readEntry(bridge, kind, k, v)
 		if !ok || e.Module != module {
 			continue
 		}

@@ -10,11 +10,11 @@ import (
 // scan flows: ..." blamed the store for a dead vswitchd).
 func TestScanFlowsCallerError(t *testing.T) {
 	s := openTest(t)
-	if err := s.Put("br-int", "pod", benchEntries(3, 0), nil); err != nil {
+	if err := s.Entries().Put("br-int", "pod", benchEntries(3, 0), nil); err != nil {
 		t.Fatal(err)
 	}
 	gone := errors.New("ofconn: bundle: connection to the switch closed: read: EOF")
-	err := s.ScanFlows("br-int", nil, func(Record) error { return gone })
+	err := s.Entries().ScanFlows("br-int", nil, func(Record) error { return gone })
 	if err != gone { //nolint:errorlint // the very error, unwrapped
 		t.Fatalf("ScanFlows = %v, want the caller's error as it is", err)
 	}

@@ -83,17 +83,17 @@ const (
 )
 
 // NewSpool creates an empty spool next to the store's file.
-func (s *Store) NewSpool() (*Spool, error) {
-	f, err := os.CreateTemp(filepath.Dir(s.Path()), ".spool-*")
+func (sg Staging) NewSpool() (*Spool, error) {
+	f, err := os.CreateTemp(filepath.Dir(sg.s.Path()), ".spool-*")
 	if err != nil {
-		return nil, s.writeError(fmt.Errorf("store: spool: %w", err))
+		return nil, writeErrorAt(sg.s.Path(), fmt.Errorf("store: spool: %w", err))
 	}
 	// Unlinked at once: a flowstated that dies leaves no file.
 	if err := os.Remove(f.Name()); err != nil {
 		_ = f.Close()
 		return nil, fmt.Errorf("store: spool: %w", err)
 	}
-	return &Spool{f: f, w: bufio.NewWriterSize(f, 1<<20), runEntries: s.spoolRunEntries}, nil
+	return &Spool{f: f, w: bufio.NewWriterSize(f, 1<<20), runEntries: sg.s.spoolRunEntries}, nil
 }
 
 // Add appends es, the next entries of the request, numbered from Len. The

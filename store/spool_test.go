@@ -45,7 +45,7 @@ func FuzzSpool(f *testing.F) {
 	f.Cleanup(func() { _ = s.Close() })
 	f.Fuzz(func(t *testing.T, b []byte) {
 		es := spoolEntries(b)
-		sp, err := s.NewSpool()
+		sp, err := s.Staging().NewSpool()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -29,14 +29,14 @@ import (
 //  3. Discard, or Open after a crash, drops the staged bucket.
 //
 // Groups and meters are few (the spool holds them in memory) and decided
-// first, before any flow (PlanStage): the flows are checked against what the
+// first, before any flow (Staging.Plan): the flows are checked against what the
 // bridge will hold (a flow may use a group the request adds, not one a Sync
 // removes), and the caller sends the groups and meters it adds to the switch
 // ahead of the flows that use them. Once every flow is merged, a group or
 // meter that a Sync removes is refused if a flow the write keeps still uses
 // it; Commit then writes the groups and meters with the swap.
 //
-// The bridge must not change between PlanStage, Stage and Commit: the
+// The bridge must not change between Plan, Stage and Commit: the
 // caller (the bridge's write owner) holds every other write of the bridge
 // back.
 
@@ -46,13 +46,17 @@ var flowBucket = kindBuckets[entry.KindFlow]
 // transaction writes (Store.stageChunk): about 25 MB of dirty pages.
 const defaultStageChunk = 48 << 10
 
+// Staging makes staged writes and the spools they read. Store.Staging makes
+// one.
+type Staging struct{ s *Store }
+
 // StagedWrite is a Put or Sync of a spooled request.
 type StagedWrite struct {
 	Bridge, Module string
 	// Sync removes the module's flows that the spool does not declare.
 	Sync  bool
 	Spool *Spool
-	// Plan is what the write does to groups and meters (PlanStage); nil,
+	// Plan is what the write does to groups and meters (Staging.Plan); nil,
 	// Stage plans it.
 	Plan *StagePlan
 	// Changed, if set, is called with each flow whose content changes, in
@@ -117,12 +121,12 @@ func (e *UndeclaredRefError) Error() string {
 
 func (e *UndeclaredRefError) Unwrap() error { return errdefs.ErrFailedPrecondition }
 
-// PlanStage decides what w does to the bridge's groups and meters: which it
+// Plan decides what w does to the bridge's groups and meters: which it
 // adds, changes and (Sync) removes. It refuses a group or meter another
 // module owns, or two with one identity, naming the entry.
-func (s *Store) PlanStage(w StagedWrite) (*StagePlan, error) {
+func (sg Staging) Plan(w StagedWrite) (*StagePlan, error) {
 	var p *StagePlan
-	err := s.view(func(tx *bolt.Tx) error {
+	err := sg.s.db.view(func(tx *bolt.Tx) error {
 		var err error
 		p, err = planNonFlows(tx, w)
 		return err
@@ -193,14 +197,14 @@ func planNonFlows(tx *bolt.Tx, w StagedWrite) (*StagePlan, error) {
 	return p, nil
 }
 
-// StageBound is the most flow changes w can report (Changed and Removed):
+// Bound is the most flow changes w can report (Changed and Removed):
 // one per flow of the spool, and for a Sync one per flow the bridge holds.
-func (s *Store) StageBound(w StagedWrite) (int, error) {
+func (sg Staging) Bound(w StagedWrite) (int, error) {
 	n := w.Spool.Count(entry.KindFlow)
 	if !w.Sync {
 		return n, nil
 	}
-	err := s.view(func(tx *bolt.Tx) error {
+	err := sg.s.db.view(func(tx *bolt.Tx) error {
 		if br := tx.Bucket(bucketBridges).Bucket([]byte(w.Bridge)); br != nil {
 			if fb := br.Bucket(flowBucket); fb != nil {
 				n += fb.Stats().KeyN
@@ -233,10 +237,10 @@ type Staged struct {
 
 // Stage stages w (see above). An error leaves nothing staged; the spool
 // may then be read again.
-func (s *Store) Stage(w StagedWrite) (*Staged, error) {
-	st, err := s.stage(w)
+func (sg Staging) Stage(w StagedWrite) (*Staged, error) {
+	st, err := sg.stage(w)
 	if err != nil {
-		if derr := s.dropStage(w.Bridge); derr != nil {
+		if derr := sg.dropStage(w.Bridge); derr != nil {
 			err = fmt.Errorf("%w (and dropping what was staged failed: %w)", err, derr)
 		}
 		return nil, fmt.Errorf("store: staged %s %s/%s: %w", opName(w.Sync), w.Bridge, w.Module, err)
@@ -250,24 +254,7 @@ func opName(sync bool) string {
 	}
 	return "put"
 }
-
-// stageState carries the merge from one staging transaction to the next.
-type stageState struct {
-	w  StagedWrite
-	st *Staged
-	it *spoolIter
-	// resume is the first flow of the bridge's bucket not yet merged; nil
-	// before the first transaction, done once the bucket is merged.
-	resume  []byte
-	oldDone bool
-	// prev is the identity and index of the last spooled entry merged, to
-	// find duplicates (adjacent in key order).
-	prev      []byte
-	prevIndex int
-	arena     kindCursors
-}
-
-func (s *Store) stage(w StagedWrite) (*Staged, error) {
+func (sg Staging) stage(w StagedWrite) (*Staged, error) {
 	it, err := w.Spool.iter()
 	if err != nil {
 		return nil, err
@@ -277,8 +264,8 @@ func (s *Store) stage(w StagedWrite) (*Staged, error) {
 			w.Declared(e.kind, e.id)
 		}
 	}
-	ss := &stageState{w: w, it: it, st: &Staged{s: s, bridge: w.Bridge, module: w.Module, plan: w.Plan}}
-	err = s.update(func(tx *bolt.Tx) error {
+	ss := &stageState{w: w, it: it, st: &Staged{s: sg.s, bridge: w.Bridge, module: w.Module, plan: w.Plan}}
+	err = sg.s.db.update(func(tx *bolt.Tx) error {
 		if ss.st.plan == nil {
 			p, err := planNonFlows(tx, w)
 			if err != nil {
@@ -306,7 +293,7 @@ func (s *Store) stage(w StagedWrite) (*Staged, error) {
 		return nil, err
 	}
 	for done := false; !done; {
-		err := s.update(func(tx *bolt.Tx) error {
+		err := sg.s.db.update(func(tx *bolt.Tx) error {
 			var err error
 			done, err = ss.chunk(tx)
 			return err
@@ -325,249 +312,17 @@ func (s *Store) stage(w StagedWrite) (*Staged, error) {
 	}
 	st.Removed += len(st.plan.Removed)
 	if !st.refs.empty() {
-		if err := s.stageRefs(st); err != nil {
+		if err := sg.stageRefs(st); err != nil {
 			return nil, err
 		}
 		st.refs = refMoves{}
 	}
 	if len(st.plan.Removed) > 0 {
-		if err := s.view(st.checkRemoved); err != nil {
+		if err := sg.s.db.view(st.checkRemoved); err != nil {
 			return nil, err
 		}
 	}
 	return st, nil
-}
-
-// stageRefs writes the bridge's refs index as the write leaves it to the
-// staged bucket (stage/<bridge>/refs), as the flows: a merge, in key order,
-// of the bridge's refs bucket with the write's moves, appended in
-// transactions of stageChunk entries. Commit swaps it in with the flows;
-// one transaction of a million refs held 400 MB of bbolt's nodes and pages.
-func (s *Store) stageRefs(st *Staged) error {
-	del, add := &st.refs.del, &st.refs.add
-	del.sort()
-	add.sort()
-	var resume []byte
-	oldDone, di, ai := false, 0, 0
-	for done := false; !done; {
-		err := s.update(func(tx *bolt.Tx) error {
-			dst, err := tx.Bucket(bucketStage).Bucket([]byte(st.bridge)).CreateBucketIfNotExists(bucketRefs)
-			if err != nil {
-				return err
-			}
-			dst.FillPercent = 1.0
-			var oc *bolt.Cursor
-			var ok, ov []byte
-			if br := tx.Bucket(bucketBridges).Bucket([]byte(st.bridge)); br != nil && !oldDone {
-				if rb := br.Bucket(bucketRefs); rb != nil {
-					oc = rb.Cursor()
-					if resume == nil {
-						ok, ov = oc.First()
-					} else {
-						ok, ov = oc.Seek(resume)
-					}
-				}
-			}
-			for n := 0; n < s.stageChunk; n++ {
-				var ak []byte
-				if ai < add.len() {
-					ak = add.key(ai)
-				}
-				if ok == nil && ak == nil {
-					done = true
-					return nil
-				}
-				c := 1 // which comes first: -1 the bridge's, 1 the write's
-				if ok != nil && ak != nil {
-					c = bytes.Compare(ok, ak)
-				} else if ok != nil {
-					c = -1
-				}
-				if c < 0 {
-					for di < del.len() && bytes.Compare(del.key(di), ok) < 0 {
-						di++
-					}
-					if di >= del.len() || !bytes.Equal(del.key(di), ok) {
-						if err := dst.Put(ok, ov); err != nil {
-							return err
-						}
-					}
-					ok, ov = oc.Next()
-					continue
-				}
-				if err := dst.Put(ak, add.value(ai)); err != nil {
-					return err
-				}
-				ai++
-				if c == 0 {
-					ok, ov = oc.Next()
-				}
-			}
-			if ok == nil {
-				oldDone = true
-			} else {
-				resume = bytes.Clone(ok)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-	}
-	st.refsStaged = true
-	return nil
-}
-
-// checkRemoved refuses the write when a group or meter it removes is still
-// used by a flow it keeps (its own unchanged, or another module's): the refs
-// index as Commit will leave it.
-func (st *Staged) checkRemoved(tx *bolt.Tx) error {
-	sb := tx.Bucket(bucketStage).Bucket([]byte(st.bridge)) // the flows as they will be
-	rb := sb.Bucket(bucketRefs)
-	if !st.refsStaged {
-		if br := tx.Bucket(bucketBridges).Bucket([]byte(st.bridge)); br != nil {
-			rb = br.Bucket(bucketRefs)
-		}
-	}
-	if rb == nil {
-		return nil
-	}
-	c := rb.Cursor()
-	for _, r := range st.plan.Removed {
-		prefix := refPrefix(r.Kind, r.ID)
-		if k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) {
-			return usersError(sb, c, prefix, r, st.s.describe)
-		}
-	}
-	return nil
-}
-
-// chunk merges up to stageChunk flows into the staged bucket in tx; done
-// once both sides are merged.
-func (ss *stageState) chunk(tx *bolt.Tx) (done bool, err error) {
-	w := ss.w
-	dst := tx.Bucket(bucketStage).Bucket([]byte(w.Bridge)).Bucket(flowBucket)
-	// Appended in key order: full pages, as a file written sequentially.
-	dst.FillPercent = 1.0
-	var br, old *bolt.Bucket
-	if br = tx.Bucket(bucketBridges).Bucket([]byte(w.Bridge)); br != nil {
-		old = br.Bucket(flowBucket)
-	}
-	var ok, ov []byte
-	var oc *bolt.Cursor
-	if old != nil && !ss.oldDone {
-		oc = old.Cursor()
-		if ss.resume == nil {
-			ok, ov = oc.First()
-		} else {
-			ok, ov = oc.Seek(ss.resume)
-		}
-	}
-	ss.arena.arena = nil // the last transaction's records are written
-	for n := 0; n < ss.st.s.stageChunk; n++ {
-		e := ss.it.peek()
-		if ss.it.err != nil {
-			return false, ss.it.err
-		}
-		if ok == nil && e == nil {
-			ss.oldDone = true
-			return true, nil
-		}
-		c := 1 // which side comes first: -1 the bridge's, 1 the request's
-		if ok != nil && e != nil {
-			c = bytes.Compare(ok, e.id)
-		} else if ok != nil {
-			c = -1
-		}
-		switch {
-		case c < 0:
-			// A flow the request does not declare: kept, or removed by a
-			// Sync of its owner.
-			// A damaged record (sum.go) is kept as it is: still damaged,
-			// still left out of every read.
-			owner, payload, err := openRecord(ok, ov)
-			if err == nil && w.Sync && string(owner) == w.Module {
-				ss.remove(ok, payload)
-			} else if err := dst.Put(ok, ov); err != nil {
-				return false, err
-			}
-			ok, ov = oc.Next()
-		default:
-			var prev []byte
-			existed := c == 0
-			if c == 0 {
-				owner, payload, err := openRecord(ok, ov)
-				switch {
-				case err != nil:
-					existed = false // damaged (sum.go): replaced
-				case string(owner) != w.Module:
-					return false, ownedError(e.index, entry.KindFlow, string(owner))
-				default:
-					prev = payload
-				}
-			}
-			if err := ss.declare(br, dst, e, existed, prev, ov); err != nil {
-				return false, err
-			}
-			if c == 0 {
-				ok, ov = oc.Next()
-			}
-		}
-	}
-	if ok == nil {
-		ss.oldDone = true
-	} else {
-		ss.resume = bytes.Clone(ok)
-	}
-	return false, nil
-}
-
-// declare merges spooled entry e; existed says the bridge holds its
-// identity, with payload prev in record rec (aliasing the file).
-func (ss *stageState) declare(br, dst *bolt.Bucket, e *spooled, existed bool, prev, rec []byte) error {
-	w := ss.w
-	if ss.prev != nil && bytes.Equal(ss.prev, e.id) {
-		return sameIdentityError(e.index, e.kind, ss.prevIndex)
-	}
-	ss.prev, ss.prevIndex = append(ss.prev[:0], e.id...), e.index
-	if w.Declared != nil {
-		w.Declared(e.kind, e.id)
-	}
-	if err := checkFlowRefs(br, ss.st.plan, e.payload); err != nil {
-		return &errdefs.EntryError{Index: e.index, Err: err}
-	}
-	if existed && bytes.Equal(prev, e.payload) {
-		err := dst.Put(e.id, rec)
-		ss.it.next() // e's slices are gone from here on
-		return err
-	}
-	r := ss.arena.record(e.id, w.Module, e.payload)
-	if err := dst.Put(e.id, r); err != nil {
-		return &errdefs.EntryError{Index: e.index, Err: err}
-	}
-	if existed {
-		ss.st.Changed++
-	} else {
-		ss.st.Added++
-	}
-	ss.st.refs.move(w.Module, e.id, prev, e.payload)
-	if w.Changed != nil {
-		// The payload is the record's, in the arena; the identity a copy:
-		// e's slices go with the next read.
-		w.Changed(Change{Entry: entry.Entry{Kind: entry.KindFlow, Module: w.Module, ID: bytes.Clone(e.id),
-			Payload: r[2+len(w.Module) : len(r)-sumSize], Opaque: e.opaque}, Index: e.index, Existed: existed})
-	}
-	ss.it.next()
-	return nil
-}
-
-// remove records that a Sync removes flow id (payload aliasing the file).
-func (ss *stageState) remove(id, payload []byte) {
-	ss.st.Removed++
-	ss.st.refs.move(ss.w.Module, id, payload, nil)
-	if ss.w.Removed != nil {
-		ss.w.Removed(entry.Entry{Kind: entry.KindFlow, Module: ss.w.Module, ID: bytes.Clone(id), Payload: bytes.Clone(payload)})
-	}
 }
 
 // Commit makes the staged bucket the bridge's flows, in one transaction.
@@ -576,7 +331,7 @@ func (st *Staged) Commit() error {
 		return fmt.Errorf("store: staged write of bridge %s already ended: %w", st.bridge, errdefs.ErrInternal)
 	}
 	st.done = true
-	err := st.s.update(func(tx *bolt.Tx) error {
+	err := st.s.db.update(func(tx *bolt.Tx) error {
 		root := tx.Bucket(bucketStage)
 		var sb *bolt.Bucket
 		if root != nil {
@@ -613,7 +368,7 @@ func (st *Staged) Commit() error {
 		return st.plan.write(br, st.module)
 	})
 	if err != nil {
-		if derr := st.s.dropStage(st.bridge); derr != nil {
+		if derr := st.s.Staging().dropStage(st.bridge); derr != nil {
 			err = fmt.Errorf("%w (and dropping what was staged failed: %w)", err, derr)
 		}
 		return fmt.Errorf("store: staged write of bridge %s: %w", st.bridge, err)
@@ -650,18 +405,18 @@ func (st *Staged) Discard() error {
 		return nil
 	}
 	st.done = true
-	if err := st.s.dropStage(st.bridge); err != nil {
+	if err := st.s.Staging().dropStage(st.bridge); err != nil {
 		return fmt.Errorf("store: discarding the staged write of bridge %s: %w", st.bridge, err)
 	}
 	return nil
 }
 
 // dropStage deletes what is staged for bridge ("" for every bridge).
-func (s *Store) dropStage(bridge string) error {
+func (sg Staging) dropStage(bridge string) error {
 	// Most failures stage nothing: no write then, which on a full disk
 	// could fail in turn.
 	staged := false
-	_ = s.view(func(tx *bolt.Tx) error {
+	_ = sg.s.db.view(func(tx *bolt.Tx) error {
 		root := tx.Bucket(bucketStage)
 		staged = root != nil && (bridge == "" || root.Bucket([]byte(bridge)) != nil)
 		return nil
@@ -669,7 +424,7 @@ func (s *Store) dropStage(bridge string) error {
 	if !staged {
 		return nil
 	}
-	return s.update(func(tx *bolt.Tx) error {
+	return sg.s.db.update(func(tx *bolt.Tx) error {
 		root := tx.Bucket(bucketStage)
 		if root == nil {
 			return nil

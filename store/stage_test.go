@@ -28,7 +28,7 @@ func smallStages(s *Store) *Store {
 func dumpStore(t *testing.T, s *Store) []string {
 	t.Helper()
 	var out []string
-	if err := s.List(Filter{}, func(bridge string, e entry.Entry) error {
+	if err := s.Entries().List(Filter{}, func(bridge string, e entry.Entry) error {
 		out = append(out, fmt.Sprintf("%s %s %s %x %q", bridge, e.Kind, e.Module, e.ID, e.Payload))
 		return nil
 	}); err != nil {
@@ -53,7 +53,7 @@ func dumpStore(t *testing.T, s *Store) []string {
 
 func spoolOf(t *testing.T, s *Store, es []entry.Entry) *Spool {
 	t.Helper()
-	sp, err := s.NewSpool()
+	sp, err := s.Staging().NewSpool()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func spoolOf(t *testing.T, s *Store, es []entry.Entry) *Spool {
 
 func stageAndCommit(t *testing.T, s *Store, w StagedWrite) (*Staged, error) {
 	t.Helper()
-	st, err := s.Stage(w)
+	st, err := s.Staging().Stage(w)
 	if err != nil {
 		return nil, err
 	}
@@ -194,7 +194,7 @@ func (c sharedCase) load(t *testing.T, stores ...*Store) {
 			es []entry.Entry
 		}{{"lb", c.groups}, {"a", c.before}, {"b", c.other}} {
 			if len(p.es) > 0 {
-				if err := s.Put("br0", p.m, p.es, nil); err != nil {
+				if err := s.Entries().Put("br0", p.m, p.es, nil); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -274,14 +274,14 @@ func TestStagedRefusals(t *testing.T) {
 		for _, sync := range []bool{false, true} {
 			t.Run(tc.name+"/"+opName(sync), func(t *testing.T) {
 				s := smallStages(openTest(t))
-				if err := s.Put("br0", "b", []entry.Entry{flow("b", 0, 9, "other")}, nil); err != nil {
+				if err := s.Entries().Put("br0", "b", []entry.Entry{flow("b", 0, 9, "other")}, nil); err != nil {
 					t.Fatal(err)
 				}
-				if err := s.Put("br0", "a", many("a", 40)[25:], nil); err != nil {
+				if err := s.Entries().Put("br0", "a", many("a", 40)[25:], nil); err != nil {
 					t.Fatal(err)
 				}
 				before := dumpStore(t, s)
-				_, err := s.Stage(StagedWrite{Bridge: "br0", Module: "a", Sync: sync, Spool: spoolOf(t, s, tc.req())})
+				_, err := s.Staging().Stage(StagedWrite{Bridge: "br0", Module: "a", Sync: sync, Spool: spoolOf(t, s, tc.req())})
 				var ee *errdefs.EntryError
 				if !errors.As(err, &ee) || ee.Index != tc.index || !errors.Is(err, tc.is) {
 					t.Fatalf("err = %v, want entry %d: %v", err, tc.index, tc.is)
@@ -387,7 +387,7 @@ func TestStagedNonFlowsSameAsInMemory(t *testing.T) {
 					m  string
 					es []entry.Entry
 				}{{"lb", []entry.Entry{groupOrMeter(entry.KindGroup, 1), groupOrMeter(entry.KindMeter, 3)}}, {"a", own}} {
-					if err := st.Put("br0", p.m, p.es, nil); err != nil {
+					if err := st.Entries().Put("br0", p.m, p.es, nil); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -398,7 +398,7 @@ func TestStagedNonFlowsSameAsInMemory(t *testing.T) {
 					for _, e := range p.es {
 						// One that uses a group a does not hold is not
 						// loaded, in either store.
-						_ = st.Put("br0", p.m, []entry.Entry{e}, nil)
+						_ = st.Entries().Put("br0", p.m, []entry.Entry{e}, nil)
 					}
 				}
 			}
@@ -469,7 +469,7 @@ func TestStagedNeverCommitted(t *testing.T) {
 		t.Fatal(err)
 	}
 	smallStages(s)
-	if err := s.Put("br0", "a", []entry.Entry{flow("a", 0, 1, "kept")}, nil); err != nil {
+	if err := s.Entries().Put("br0", "a", []entry.Entry{flow("a", 0, 1, "kept")}, nil); err != nil {
 		t.Fatal(err)
 	}
 	before := dumpStore(t, s)
@@ -477,7 +477,7 @@ func TestStagedNeverCommitted(t *testing.T) {
 	for i := range 50 {
 		req = append(req, flow("a", 2, byte(i), fmt.Sprint(i)))
 	}
-	st, err := s.Stage(StagedWrite{Bridge: "br0", Module: "a", Sync: true, Spool: spoolOf(t, s, req)})
+	st, err := s.Staging().Stage(StagedWrite{Bridge: "br0", Module: "a", Sync: true, Spool: spoolOf(t, s, req)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -499,7 +499,7 @@ func TestStagedNeverCommitted(t *testing.T) {
 	if got := dumpStore(t, s2); !slices.Equal(got, before) {
 		t.Errorf("after the restart the store reads %q, want %q", got, before)
 	}
-	st, err = s2.Stage(StagedWrite{Bridge: "br0", Module: "a", Spool: spoolOf(t, s2, req)})
+	st, err = s2.Staging().Stage(StagedWrite{Bridge: "br0", Module: "a", Spool: spoolOf(t, s2, req)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,7 +76,7 @@ func TestBackupStalledReader(t *testing.T) {
 		for j := range es {
 			es[j].Payload[0] = byte(i)
 		}
-		if err := s.Sync("br-int", "pod", es, nil); err != nil {
+		if err := s.Entries().Sync("br-int", "pod", es, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -87,7 +87,7 @@ func TestBackupStalledReader(t *testing.T) {
 	w := &stalledWriter{started: make(chan struct{}), release: make(chan struct{})}
 	done := make(chan error, 1)
 	go func() {
-		_, err := s.Backup(w)
+		_, err := s.File().Backup(w)
 		done <- err
 	}()
 	select {
@@ -98,7 +98,7 @@ func TestBackupStalledReader(t *testing.T) {
 	start := time.Now()
 	for i := range writes {
 		write(2 + i)
-		if what, since := s.Busy(); what != "" && time.Since(since) > time.Second {
+		if what, since := s.File().Busy(); what != "" && time.Since(since) > time.Second {
 			t.Fatalf("write %d: the store reports %s under way since %v with only the stalled backup", i, what, since)
 		}
 		if ctx.Err() != nil {
@@ -123,7 +123,7 @@ func TestBackupStalledReader(t *testing.T) {
 	// The contrast: a read transaction held open across writes.
 	held, release := make(chan struct{}), make(chan struct{})
 	go func() {
-		_ = s.view(func(*bolt.Tx) error {
+		_ = s.db.view(func(*bolt.Tx) error {
 			close(held)
 			<-release
 			return nil
@@ -151,17 +151,17 @@ func TestBusyReportsStuckOperation(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s := openTest(t)
-	if err := s.Put("br-int", "pod", benchEntries(10, 0), nil); err != nil {
+	if err := s.Entries().Put("br-int", "pod", benchEntries(10, 0), nil); err != nil {
 		t.Fatal(err)
 	}
-	if what, _ := s.Busy(); what != "" {
+	if what, _ := s.File().Busy(); what != "" {
 		t.Fatalf("idle store busy with %s", what)
 	}
 	in, release := make(chan struct{}), make(chan struct{})
 	done := make(chan error, 1)
 	begin := time.Now()
 	go func() {
-		done <- s.ScanFlows("br-int", nil, func(Record) error {
+		done <- s.Entries().ScanFlows("br-int", nil, func(Record) error {
 			select {
 			case <-in:
 			default:
@@ -176,7 +176,7 @@ func TestBusyReportsStuckOperation(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the scan never started")
 	}
-	what, since := s.Busy()
+	what, since := s.File().Busy()
 	if what != "read" || since.Before(begin.Add(-time.Second)) || since.After(time.Now()) {
 		t.Errorf("Busy = %q since %v, want a read since about %v", what, since, begin)
 	}
@@ -184,7 +184,7 @@ func TestBusyReportsStuckOperation(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	for what, _ := s.Busy(); what != ""; what, _ = s.Busy() {
+	for what, _ := s.File().Busy(); what != ""; what, _ = s.File().Busy() {
 		if ctx.Err() != nil {
 			t.Fatalf("still busy with %s after the scan returned", what)
 		}
@@ -199,21 +199,21 @@ func TestListInChunks(t *testing.T) {
 	s := openTest(t)
 	const n = 3*scanChunk + 17
 	es := benchEntries(n, 0) // 30 tables
-	if err := s.Put("br-int", "pod", es, nil); err != nil {
+	if err := s.Entries().Put("br-int", "pod", es, nil); err != nil {
 		t.Fatal(err)
 	}
 	other := benchEntries(100, n)
 	for i := range other {
 		other[i].Module = "other"
 	}
-	if err := s.Put("br-int", "other", other, nil); err != nil {
+	if err := s.Entries().Put("br-int", "other", other, nil); err != nil {
 		t.Fatal(err)
 	}
 	count := func(f Filter) int {
 		t.Helper()
 		var prev []byte
 		got := 0
-		if err := s.List(f, func(_ string, e entry.Entry) error {
+		if err := s.Entries().List(f, func(_ string, e entry.Entry) error {
 			if prev != nil && bytes.Compare(prev, e.ID) >= 0 {
 				t.Fatalf("List out of order: %x after %x", e.ID, prev)
 			}

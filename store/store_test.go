@@ -74,7 +74,7 @@ func flowModUsing(tag []byte, refs ...entry.Ref) []byte {
 func list(t *testing.T, s *Store, f Filter) []entry.Entry {
 	t.Helper()
 	var es []entry.Entry
-	if err := s.List(f, func(_ string, e entry.Entry) error { es = append(es, e); return nil }); err != nil {
+	if err := s.Entries().List(f, func(_ string, e entry.Entry) error { es = append(es, e); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	return es
@@ -83,7 +83,7 @@ func list(t *testing.T, s *Store, f Filter) []entry.Entry {
 func TestPutListDelete(t *testing.T) {
 	s := openTest(t)
 	a, b := flow("pod", 0, 100, "a"), flow("pod", 3, 90, "b")
-	if err := s.Put("br-int", "pod", []entry.Entry{a, b}, nil); err != nil {
+	if err := s.Entries().Put("br-int", "pod", []entry.Entry{a, b}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := list(t, s, Filter{}); len(got) != 2 || !got[0].Equal(a) || !got[1].Equal(b) {
@@ -97,7 +97,7 @@ func TestPutListDelete(t *testing.T) {
 		t.Fatalf("module filter = %+v", got)
 	}
 	var removed []entry.Entry
-	if err := s.Delete("br-int", "pod", []entry.Entry{a}, func(r []entry.Entry) error { removed = r; return nil }); err != nil {
+	if err := s.Entries().Delete("br-int", "pod", []entry.Entry{a}, func(r []entry.Entry) error { removed = r; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if len(removed) != 1 || string(removed[0].Payload) != "payload-a" {
@@ -106,7 +106,7 @@ func TestPutListDelete(t *testing.T) {
 	if got := list(t, s, Filter{}); len(got) != 1 || !got[0].Equal(b) {
 		t.Fatalf("after delete = %+v", got)
 	}
-	counts, err := s.Counts()
+	counts, err := s.Entries().Counts()
 	if err != nil || len(counts) != 1 || counts[0] != (Count{Bridge: "br-int", Module: "pod", Flows: 1}) {
 		t.Fatalf("counts = %+v, %v", counts, err)
 	}
@@ -114,7 +114,7 @@ func TestPutListDelete(t *testing.T) {
 
 func TestPutRejectsAndLeavesNothing(t *testing.T) {
 	s := openTest(t)
-	if err := s.Put("br-int", "route", []entry.Entry{flow("route", 0, 1, "owned")}, nil); err != nil {
+	if err := s.Entries().Put("br-int", "route", []entry.Entry{flow("route", 0, 1, "owned")}, nil); err != nil {
 		t.Fatal(err)
 	}
 	applyErr := errors.New("switch said no")
@@ -132,7 +132,7 @@ func TestPutRejectsAndLeavesNothing(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			err := s.Put("br-int", "pod", tc.es, tc.apply)
+			err := s.Entries().Put("br-int", "pod", tc.es, tc.apply)
 			if !errors.Is(err, tc.kind) {
 				t.Fatalf("err = %v, want %v", err, tc.kind)
 			}
@@ -145,10 +145,10 @@ func TestPutRejectsAndLeavesNothing(t *testing.T) {
 			}
 		})
 	}
-	if err := s.Delete("br-int", "pod", []entry.Entry{flow("", 0, 1, "owned")}, nil); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+	if err := s.Entries().Delete("br-int", "pod", []entry.Entry{flow("", 0, 1, "owned")}, nil); !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		t.Fatalf("delete of another module's entry: %v", err)
 	}
-	if err := s.Delete("br-int", "route", []entry.Entry{flow("", 0, 1, "nope")}, nil); !errors.Is(err, errdefs.ErrNotFound) {
+	if err := s.Entries().Delete("br-int", "route", []entry.Entry{flow("", 0, 1, "nope")}, nil); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("delete of a missing entry: %v", err)
 	}
 }
@@ -160,21 +160,21 @@ func TestReopenKeepsStateAndBootID(t *testing.T) {
 		t.Fatal(err)
 	}
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	if b, err := s.RecordBoot("boot-1", t0); err != nil || !b.Cold() || !b.Since.Equal(t0) {
+	if b, err := s.Boots().Record("boot-1", t0); err != nil || !b.Cold() || !b.Since.Equal(t0) {
 		t.Fatalf("first boot: %+v, %v", b, err)
 	}
 	// A restart within the boot before the gate opened is still cold, and
 	// keeps the time the boot was first seen.
-	if b, err := s.RecordBoot("boot-1", t0.Add(time.Minute)); err != nil || !b.Cold() || !b.Since.Equal(t0) {
+	if b, err := s.Boots().Record("boot-1", t0.Add(time.Minute)); err != nil || !b.Cold() || !b.Since.Equal(t0) {
 		t.Fatalf("restart in the gate: %+v, %v", b, err)
 	}
-	if err := s.SetGateOpened("boot-1"); err != nil {
+	if err := s.Boots().SetGateOpened("boot-1"); err != nil {
 		t.Fatal(err)
 	}
-	if b, err := s.RecordBoot("boot-1", t0.Add(2*time.Minute)); err != nil || b.Cold() {
+	if b, err := s.Boots().Record("boot-1", t0.Add(2*time.Minute)); err != nil || b.Cold() {
 		t.Fatalf("restart after the gate opened: %+v, %v", b, err)
 	}
-	if err := s.Put("br0", "m", []entry.Entry{flow("m", 1, 1, "z")}, nil); err != nil {
+	if err := s.Entries().Put("br0", "m", []entry.Entry{flow("m", 1, 1, "z")}, nil); err != nil {
 		t.Fatal(err)
 	}
 	// A second open of a locked file times out instead of hanging.
@@ -190,10 +190,10 @@ func TestReopenKeepsStateAndBootID(t *testing.T) {
 	}
 	defer s.Close()
 	t1 := t0.Add(time.Hour)
-	if b, err := s.RecordBoot("boot-2", t1); err != nil || !b.Cold() || b.GateOpened != "boot-1" || !b.Since.Equal(t1) {
+	if b, err := s.Boots().Record("boot-2", t1); err != nil || !b.Cold() || b.GateOpened != "boot-1" || !b.Since.Equal(t1) {
 		t.Fatalf("boot after reopen: %+v, %v", b, err)
 	}
-	if es, err := s.Entries("br0"); err != nil || len(es) != 1 {
+	if es, err := s.Entries().All("br0"); err != nil || len(es) != 1 {
 		t.Fatalf("entries after reopen: %v, %v", es, err)
 	}
 }
@@ -235,17 +235,17 @@ func TestSyncReplacesModuleSet(t *testing.T) {
 	s := openTest(t)
 	a, b, c := flow("pod", 0, 1, "a"), flow("pod", 0, 1, "b"), flow("pod", 0, 1, "c")
 	other := flow("route", 0, 1, "r")
-	if err := s.Put("br0", "pod", []entry.Entry{a, b}, nil); err != nil {
+	if err := s.Entries().Put("br0", "pod", []entry.Entry{a, b}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Put("br0", "route", []entry.Entry{other}, nil); err != nil {
+	if err := s.Entries().Put("br0", "route", []entry.Entry{other}, nil); err != nil {
 		t.Fatal(err)
 	}
 	b2 := b
 	b2.Payload = []byte("new content")
 	var removed []entry.Entry
 	var changed []Change
-	err := s.Sync("br0", "pod", []entry.Entry{b2, c}, func(r []entry.Entry, ch []Change) error {
+	err := s.Entries().Sync("br0", "pod", []entry.Entry{b2, c}, func(r []entry.Entry, ch []Change) error {
 		removed, changed = r, ch
 		return nil
 	})
@@ -266,14 +266,14 @@ func TestSyncReplacesModuleSet(t *testing.T) {
 		t.Fatalf("sync of pod touched route: %+v", got)
 	}
 	// A failed apply leaves the previous set.
-	if err := s.Sync("br0", "pod", nil, func([]entry.Entry, []Change) error { return errors.New("no") }); err == nil {
+	if err := s.Entries().Sync("br0", "pod", nil, func([]entry.Entry, []Change) error { return errors.New("no") }); err == nil {
 		t.Fatal("sync with failing apply succeeded")
 	}
 	if got := list(t, s, Filter{Module: "pod"}); len(got) != 2 {
 		t.Fatalf("failed sync changed the set: %+v", got)
 	}
 	// Identical content is not reported as changed.
-	if err := s.Sync("br0", "pod", []entry.Entry{b2, c}, func(r []entry.Entry, ch []Change) error {
+	if err := s.Entries().Sync("br0", "pod", []entry.Entry{b2, c}, func(r []entry.Entry, ch []Change) error {
 		if len(r)+len(ch) != 0 {
 			t.Errorf("no-op sync reported removed=%d changed=%d", len(r), len(ch))
 		}
@@ -285,13 +285,13 @@ func TestSyncReplacesModuleSet(t *testing.T) {
 
 func TestReadyBoots(t *testing.T) {
 	s := openTest(t)
-	if err := s.SetReady("pod", "boot-1"); err != nil {
+	if err := s.Modules().SetReady("pod", "boot-1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetReady("pod", "boot-2"); err != nil {
+	if err := s.Modules().SetReady("pod", "boot-2"); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.ReadyBoots()
+	got, err := s.Modules().ReadyBoots()
 	if err != nil || len(got) != 1 || got["pod"] != "boot-2" {
 		t.Fatalf("ready = %v, %v", got, err)
 	}
@@ -302,11 +302,11 @@ func TestRefsMustBeDeclared(t *testing.T) {
 	g := entry.Entry{Kind: entry.KindGroup, Module: "lb", ID: entry.Ref{ID: 7}.Key(), Payload: []byte("group 7")}
 	f := withRef(flow("pod", 0, 1, "uses-7"), entry.KindGroup, 7)
 	// Declared in the same request, groups before or after the flow: fine.
-	if err := s.Put("br0", "pod", []entry.Entry{f, {Kind: g.Kind, ID: g.ID, Payload: g.Payload}}, nil); err != nil {
+	if err := s.Entries().Put("br0", "pod", []entry.Entry{f, {Kind: g.Kind, ID: g.ID, Payload: g.Payload}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	// On another bridge it is not declared.
-	if err := s.Put("br1", "pod", []entry.Entry{f}, nil); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+	if err := s.Entries().Put("br1", "pod", []entry.Entry{f}, nil); !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		t.Fatalf("flow using an undeclared group: %v", err)
 	}
 }

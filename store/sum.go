@@ -31,7 +31,7 @@ import (
 // Open checks the sum of every such value (check.go) and refuses a store
 // with one that does not match, naming the bucket and key. A value damaged
 // while flowstated runs is found by the read that meets it: the read leaves
-// it out, as if it were not stored, and records it (Damaged), so the engine
+// it out, as if it were not stored, and records it (File.Damaged), so the engine
 // quarantines it and reports it; nothing damaged is handed to a caller.
 // meta, managed and modules hold no sums: their values are small, read at
 // Open, and none of them is sent to the switch.
@@ -142,20 +142,20 @@ func (d *damaged) note(root, bridge string, kind entry.Kind, k, v []byte, err er
 // Damaged returns the desired entries of bridge found damaged since Open
 // ("" for every bridge, mirrors included), ordered by bucket and key. One
 // that a write has since replaced (or removed) is taken off.
-func (s *Store) Damaged(bridge string) []Damage {
-	s.damage.mu.Lock()
-	out := make([]Damage, 0, len(s.damage.seen))
-	for _, d := range s.damage.seen {
+func (fl File) Damaged(bridge string) []Damage {
+	fl.s.damage.mu.Lock()
+	out := make([]Damage, 0, len(fl.s.damage.seen))
+	for _, d := range fl.s.damage.seen {
 		if bridge == "" || (d.Bridge == bridge && strings.HasPrefix(d.Bucket, string(bucketBridges)+"/")) {
 			out = append(out, d)
 		}
 	}
-	s.damage.mu.Unlock()
+	fl.s.damage.mu.Unlock()
 	if len(out) == 0 {
 		return out
 	}
 	var healed []Damage
-	_ = s.view(func(tx *bolt.Tx) error {
+	_ = fl.s.db.view(func(tx *bolt.Tx) error {
 		for _, d := range out {
 			if d.healed(tx) {
 				healed = append(healed, d)
@@ -164,11 +164,11 @@ func (s *Store) Damaged(bridge string) []Damage {
 		return nil
 	})
 	if len(healed) > 0 {
-		s.damage.mu.Lock()
+		fl.s.damage.mu.Lock()
 		for _, d := range healed {
-			delete(s.damage.seen, d.Bucket+"\x00"+string(d.Key))
+			delete(fl.s.damage.seen, d.Bucket+"\x00"+string(d.Key))
 		}
-		s.damage.mu.Unlock()
+		fl.s.damage.mu.Unlock()
 		out = slices.DeleteFunc(out, func(d Damage) bool {
 			return slices.ContainsFunc(healed, func(h Damage) bool { return h.Bucket == d.Bucket && bytes.Equal(h.Key, d.Key) })
 		})

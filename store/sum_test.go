@@ -173,7 +173,7 @@ func countOf(els []leafElement, page uint64) int {
 func TestDamageWhileRunning(t *testing.T) {
 	s := openTest(t)
 	es := benchEntries(2000, 0)
-	if err := s.Put("br-int", "pod", es, nil); err != nil {
+	if err := s.Entries().Put("br-int", "pod", es, nil); err != nil {
 		t.Fatal(err)
 	}
 	els := flowLeaves(t, s)
@@ -190,7 +190,7 @@ func TestDamageWhileRunning(t *testing.T) {
 	_ = f.Close()
 
 	n := 0
-	if err := s.ScanFlows("br-int", nil, func(r Record) error {
+	if err := s.Entries().ScanFlows("br-int", nil, func(r Record) error {
 		if bytes.Equal(r.ID, key) {
 			t.Errorf("ScanFlows handed out the damaged flow %x", key)
 		}
@@ -202,17 +202,17 @@ func TestDamageWhileRunning(t *testing.T) {
 	if n != len(es)-1 {
 		t.Errorf("ScanFlows read %d flows, want %d", n, len(es)-1)
 	}
-	all, err := s.Entries("br-int")
+	all, err := s.Entries().All("br-int")
 	if err != nil || len(all) != len(es)-1 {
 		t.Errorf("Entries: %d, %v; want %d", len(all), err, len(es)-1)
 	}
-	if _, ok, err := s.Get("br-int", entry.KindFlow, key); ok || err != nil {
+	if _, ok, err := s.Entries().Get("br-int", entry.KindFlow, key); ok || err != nil {
 		t.Errorf("Get of the damaged flow: found %v, %v", ok, err)
 	}
-	if cs, err := s.Counts(); err != nil || cs[0].Flows != len(es)-1 {
+	if cs, err := s.Entries().Counts(); err != nil || cs[0].Flows != len(es)-1 {
 		t.Errorf("Counts: %+v, %v", cs, err)
 	}
-	d := s.Damaged("br-int")
+	d := s.File().Damaged("br-int")
 	if len(d) != 1 || !bytes.Equal(d[0].Key, key) || d[0].Bucket != "bridges/br-int/flow" || d[0].Kind != entry.KindFlow ||
 		!strings.Contains(d[0].String(), "checksum mismatch") {
 		t.Fatalf("Damaged: %+v", d)
@@ -224,13 +224,13 @@ func TestDamageWhileRunning(t *testing.T) {
 			again = append(again, e)
 		}
 	}
-	if err := s.Put("br-int", "pod", again, nil); err != nil {
+	if err := s.Entries().Put("br-int", "pod", again, nil); err != nil {
 		t.Fatal(err)
 	}
-	if d := s.Damaged("br-int"); len(d) != 0 {
+	if d := s.File().Damaged("br-int"); len(d) != 0 {
 		t.Errorf("Damaged after the write: %+v", d)
 	}
-	if _, ok, err := s.Get("br-int", entry.KindFlow, key); !ok || err != nil {
+	if _, ok, err := s.Entries().Get("br-int", entry.KindFlow, key); !ok || err != nil {
 		t.Errorf("Get after the write: found %v, %v", ok, err)
 	}
 }
@@ -276,15 +276,15 @@ func TestMigrateSums(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		es, err := s.Entries("br0")
+		es, err := s.Entries().All("br0")
 		if err != nil || len(es) != 100 || es[0].Module != "pod" || len(es[0].Payload) != 120 {
 			t.Fatalf("entries after migration: %d, %v", len(es), err)
 		}
-		m, ok, err := s.Mirror("br-ex")
+		m, ok, err := s.Mirrors().Get("br-ex")
 		if err != nil || !ok || len(m) != 1 || string(m[0].Payload) != "mirrored" {
 			t.Fatalf("mirror after migration: %+v, %v, %v", m, ok, err)
 		}
-		if d := s.Damaged(""); len(d) != 0 {
+		if d := s.File().Damaged(""); len(d) != 0 {
 			t.Fatalf("damage after migration: %+v", d)
 		}
 		_ = s.Close()
@@ -308,10 +308,10 @@ func TestMigrateSums(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer s.Close()
-		if es, err := s.Entries("br0"); err != nil || len(es) != 100 {
+		if es, err := s.Entries().All("br0"); err != nil || len(es) != 100 {
 			t.Fatalf("entries after migration: %d, %v", len(es), err)
 		}
-		if d := s.Damaged(""); len(d) != 0 {
+		if d := s.File().Damaged(""); len(d) != 0 {
 			t.Fatalf("damage after migration: %+v", d)
 		}
 	})

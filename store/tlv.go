@@ -32,12 +32,19 @@ const tlvPayloadLen = 4 // class (2) | type (1) | len (1)
 
 func tlvKey(index uint16) []byte { return binary.BigEndian.AppendUint16(nil, index) }
 
-// TLVMap returns the TLV mappings stored for bridge, by index. A record
-// whose checksum does not match is left out and recorded (Damaged): the
+// TLVMaps are the TLV tables an OpenFlow proxy recorded, one a bridge.
+// Store.TLVMaps makes one.
+type TLVMaps struct {
+	db     *trackedDB
+	damage *damaged
+}
+
+// Get returns the TLV mappings stored for bridge, by index. A record
+// whose checksum does not match is left out and recorded (File.Damaged): the
 // controller that made it maps it again when it reconnects.
-func (s *Store) TLVMap(bridge string) ([]TLVMapping, error) {
+func (tm TLVMaps) Get(bridge string) ([]TLVMapping, error) {
 	var out []TLVMapping
-	err := s.view(func(tx *bolt.Tx) error {
+	err := tm.db.view(func(tx *bolt.Tx) error {
 		b := tlvBucket(tx, bridge)
 		if b == nil {
 			return nil
@@ -45,7 +52,7 @@ func (s *Store) TLVMap(bridge string) ([]TLVMapping, error) {
 		return b.ForEach(func(k, v []byte) error {
 			m, err := decodeTLV(k, v)
 			if err != nil {
-				s.damage.note(string(bucketTLV), bridge, 0, k, v, err)
+				tm.damage.note(string(bucketTLV), bridge, 0, k, v, err)
 				return nil
 			}
 			out = append(out, m)
@@ -58,11 +65,11 @@ func (s *Store) TLVMap(bridge string) ([]TLVMapping, error) {
 	return out, nil
 }
 
-// UpdateTLVMap deletes del and then stores add as module's mappings on
+// Update deletes del and then stores add as module's mappings on
 // bridge, in one transaction. An index another module maps is
 // ErrTLVOwned, and nothing is written.
-func (s *Store) UpdateTLVMap(bridge, module string, add, del []TLVMapping) error {
-	err := s.update(func(tx *bolt.Tx) error {
+func (tm TLVMaps) Update(bridge, module string, add, del []TLVMapping) error {
+	err := tm.db.update(func(tx *bolt.Tx) error {
 		b := tlvBucket(tx, bridge)
 		if b == nil && len(add) > 0 {
 			root, err := tx.CreateBucketIfNotExists(bucketTLV)

@@ -25,9 +25,6 @@ type Migration struct {
 	Backup string
 }
 
-// Migrated reports the migration Open ran, if any.
-func (s *Store) Migrated() Migration { return s.migrated }
-
 // BackupName is the name of the copy Open makes of the store at path before
 // migrating it from schema version from: path.schema-<from>.bak, or, when
 // that exists (an earlier upgrade was rolled back and retried),
@@ -67,37 +64,37 @@ func storedSchema(db *bolt.DB) (uint32, error) {
 // there. A store of an older one is first copied beside itself, so the
 // flowstated it came from can be rolled back to: a rollback without a copy
 // would lose the desired state (the older code cannot read the new layout).
-func (s *Store) prepareMigration(understood uint32) error {
-	from, err := storedSchema(s.db)
+// It returns the migration to come, with the backup's name (zero when none).
+func prepareMigration(db *bolt.DB, understood uint32) (Migration, error) {
+	from, err := storedSchema(db)
 	if err != nil {
-		return err
+		return Migration{}, err
 	}
 	switch {
 	case from > understood:
-		return newerSchemaError(s.Path(), from, understood)
+		return Migration{}, newerSchemaError(db.Path(), from, understood)
 	case from == 0 || from == understood:
-		return nil
+		return Migration{}, nil
 	}
-	name, err := s.backupBeforeMigration(from)
+	name, err := backupBeforeMigration(db, from)
 	if err != nil {
-		return fmt.Errorf("backup before migrating from schema version %d (nothing was migrated; the store is as it was): %w", from, err)
+		return Migration{}, fmt.Errorf("backup before migrating from schema version %d (nothing was migrated; the store is as it was): %w", from, err)
 	}
-	s.migrated = Migration{From: from, Backup: name}
-	return nil
+	return Migration{From: from, Backup: name}, nil
 }
 
 // backupBeforeMigration writes a consistent copy of the store (one read
 // transaction) into a temporary file beside it, syncs it, and links it to
 // the first free backupName: a link never replaces a name that exists.
-func (s *Store) backupBeforeMigration(from uint32) (string, error) {
-	path := s.Path()
+func backupBeforeMigration(db *bolt.DB, from uint32) (string, error) {
+	path := db.Path()
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".backup-*")
 	if err != nil {
 		return "", err
 	}
 	tmp := f.Name()
 	defer os.Remove(tmp)
-	err = s.db.View(func(tx *bolt.Tx) error {
+	err = db.View(func(tx *bolt.Tx) error {
 		_, err := tx.WriteTo(f)
 		return err
 	})

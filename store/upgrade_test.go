@@ -67,7 +67,7 @@ func schemaOf(t *testing.T, path string) (schema uint32, recordVersions map[byte
 // checkFixtureContent checks that s holds what the fixture holds.
 func checkFixtureContent(t *testing.T, s *Store) {
 	t.Helper()
-	es, err := s.Entries("br-int")
+	es, err := s.Entries().All("br-int")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,10 +78,10 @@ func checkFixtureContent(t *testing.T, s *Store) {
 	if kinds[entry.KindFlow] != 4 || kinds[entry.KindGroup] != 1 || kinds[entry.KindMeter] != 1 {
 		t.Errorf("br-int holds %v, want 4 flows, 1 group, 1 meter", kinds)
 	}
-	if m, ok, err := s.Mirror("br-ex"); err != nil || !ok || len(m) != 1 {
+	if m, ok, err := s.Mirrors().Get("br-ex"); err != nil || !ok || len(m) != 1 {
 		t.Errorf("mirror of br-ex: %d entries, %v, %v; want 1", len(m), ok, err)
 	}
-	if r, err := s.ReadyBoots(); err != nil || r["pod"] == "" {
+	if r, err := s.Modules().ReadyBoots(); err != nil || r["pod"] == "" {
 		t.Errorf("ready boots %v, %v; want module pod", r, err)
 	}
 }
@@ -104,7 +104,7 @@ func TestMigrationBackupAndRollback(t *testing.T) {
 		t.Fatal(err)
 	}
 	backup := path + ".schema-2.bak"
-	if m := s.Migrated(); m.From != 2 || m.Backup != backup {
+	if m := s.File().Migrated(); m.From != 2 || m.Backup != backup {
 		t.Fatalf("Migrated() = %+v, want from 2 with backup %s", m, backup)
 	}
 	checkFixtureContent(t, s)
@@ -124,7 +124,7 @@ func TestMigrationBackupAndRollback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m := s.Migrated(); m != (Migration{}) {
+	if m := s.File().Migrated(); m != (Migration{}) {
 		t.Errorf("second Open: Migrated() = %+v, want none", m)
 	}
 	_ = s.Close()
@@ -161,7 +161,7 @@ func TestMigrationBackupAndRollback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m := s.Migrated(); m.From != 2 || m.Backup != path+".schema-2.1.bak" {
+	if m := s.File().Migrated(); m.From != 2 || m.Backup != path+".schema-2.1.bak" {
 		t.Errorf("retried upgrade: Migrated() = %+v, want backup %s", m, path+".schema-2.1.bak")
 	}
 	checkFixtureContent(t, s)

@@ -11,23 +11,20 @@ import (
 	"github.com/flowstate-io/flowstate/errdefs"
 )
 
-// update is db.Update with the file system's refusals translated (see
-// writeError).
-func (s *Store) update(fn func(tx *bolt.Tx) error) error {
-	slot := s.busy.begin(opWrite)
-	defer s.busy.end(slot)
-	return s.writeError(s.db.Update(fn))
+// update is db.Update, tracked, with the file system's refusals translated
+// (writeErrorAt).
+func (d *trackedDB) update(fn func(tx *bolt.Tx) error) error {
+	slot := d.busy.begin(opWrite)
+	defer d.busy.end(slot)
+	return writeErrorAt(d.Path(), d.Update(fn))
 }
 
-// writeError translates a failure to write the file into a kind the caller
-// can act on, naming the file: a full disk or quota is
-// ErrResourceExhausted, a file system that refuses writes (read-only, I/O
-// errors) ErrUnavailable. Other errors pass unchanged. bbolt rolls the
-// transaction back in either case: nothing of it is stored.
-func (s *Store) writeError(err error) error { return writeErrorAt(s.Path(), err) }
-
-// writeErrorAt is writeError for a write to path (the store, or the
-// directory of its spools).
+// writeErrorAt translates a failure to write path (the store, or a spool or
+// backup beside it) into a kind the caller can act on, naming the file: a
+// full disk or quota is ErrResourceExhausted, a file system that refuses
+// writes (read-only, I/O errors) ErrUnavailable. Other errors pass
+// unchanged. bbolt rolls the transaction back in either case: nothing of it
+// is stored.
 func writeErrorAt(path string, err error) error {
 	if err == nil {
 		return nil

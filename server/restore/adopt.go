@@ -243,7 +243,7 @@ func (e *Engine) learnRelayed(ctx context.Context, b *bridge, conn *ofconn.Conn,
 	if l.fresh {
 		return l, nil
 	}
-	err = e.cfg.Store.ScanFlows(b.name, nil, func(rec store.Record) error {
+	err = e.cfg.Store.Entries().ScanFlows(b.name, nil, func(rec store.Record) error {
 		m, on := flows[string(rec.ID)]
 		mine := string(rec.Module) == module
 		switch {
@@ -292,7 +292,7 @@ func (e *Engine) learnOthers(bridge, module string, others []actualEntry, uses m
 		on[key(a.Kind, a.ID)] = a
 	}
 	for _, k := range []entry.Kind{entry.KindGroup, entry.KindMeter} {
-		err := e.cfg.Store.List(store.Filter{Bridge: bridge, Kind: k}, func(_ string, d entry.Entry) error {
+		err := e.cfg.Store.Entries().List(store.Filter{Bridge: bridge, Kind: k}, func(_ string, d entry.Entry) error {
 			kk := key(d.Kind, d.ID)
 			a, ok := on[kk]
 			delete(on, kk)

@@ -66,7 +66,7 @@ func checkStoreOwned(st *store.Store, bridges []string, space entry.CookieSpace)
 	}
 	for _, br := range bridges {
 		var first uint64
-		err := st.ScanFlows(br, nil, func(rec store.Record) error {
+		err := st.Entries().ScanFlows(br, nil, func(rec store.Record) error {
 			if c := entry.FlowCookie(rec.Payload); !space.Owns(c) {
 				first = c
 				return errOutside
@@ -145,7 +145,7 @@ func (e *Engine) foreignToRestore(b *bridge, fs *flowScan, others []entry.Entry,
 		e.saveForeign(b, found, log)
 		return nil, nil
 	}
-	want, _, err := e.cfg.Store.Mirror(b.name)
+	want, _, err := e.cfg.Store.Mirrors().Get(b.name)
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +162,7 @@ func (e *Engine) foreignToRestore(b *bridge, fs *flowScan, others []entry.Entry,
 // saveForeign stores found as b's mirror of foreign entries (a no-op when
 // unchanged).
 func (e *Engine) saveForeign(b *bridge, found []entry.Entry, log *slog.Logger) {
-	if _, err := e.cfg.Store.SetMirror(b.name, found); err != nil {
+	if _, err := e.cfg.Store.Mirrors().Set(b.name, found); err != nil {
 		log.Error("storing the foreign entries of a managed bridge", "err", err)
 	}
 }

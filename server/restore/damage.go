@@ -10,14 +10,14 @@ import (
 )
 
 // noteDamageLocked brings b's quarantine in line with the entries the store
-// found damaged (store.Store.Damaged: a stored value whose checksum does not
+// found damaged (store.File.Damaged: a stored value whose checksum does not
 // match). The store leaves them out of every read, so no replay, write or
 // diff sends them; here they are reported as quarantined (status, metric,
 // an event and an error log naming bucket and key), and taken off once a
 // write of the same identity has replaced them. It returns the keys of the
 // damaged entries.
 func (e *Engine) noteDamageLocked(b *bridge, log *slog.Logger) []string {
-	damaged := e.cfg.Store.Damaged(b.name)
+	damaged := e.cfg.Store.File().Damaged(b.name)
 	now := make(map[string]bool, len(damaged))
 	var fresh []Quarantined
 	for _, d := range damaged {

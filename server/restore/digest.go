@@ -75,7 +75,7 @@ var errDigestMoot = errors.New("restore: more desired flows than the switch hold
 // once it is complete (-1 before), which may make the digest moot.
 func digestDesired(st *store.Store, bridge string, forms *canon.Forms, s *switchState, dumped *atomic.Int64) (desiredDigest, error) {
 	var d desiredDigest
-	err := st.ScanFlows(bridge, nil, func(rec store.Record) error {
+	err := st.Entries().ScanFlows(bridge, nil, func(rec store.Record) error {
 		d.read++
 		if d.read%1024 == 0 {
 			if n := dumped.Load(); n >= 0 && int64(d.read) > n {
@@ -104,7 +104,7 @@ func (fs *flowScan) sameFlows() (bool, error) {
 			continue
 		}
 		id := []byte(k[1:])
-		en, ok, err := fs.store.Get(fs.bridge, entry.KindFlow, id)
+		en, ok, err := fs.store.Entries().Get(fs.bridge, entry.KindFlow, id)
 		if err != nil {
 			return false, err
 		}

@@ -213,14 +213,14 @@ func New(cfg Config) (*Engine, error) {
 			return nil, fmt.Errorf("restore: required %w", err)
 		}
 	}
-	pruned, err := cfg.Store.PruneForms()
+	pruned, err := cfg.Store.Forms().Prune()
 	if err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
 	}
 	if pruned > 0 {
 		cfg.Logger.Info("forgot the switch's forms of entries no longer declared", "forms", pruned)
 	}
-	known, err := cfg.Store.Forms()
+	known, err := cfg.Store.Forms().All()
 	if err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
 	}
@@ -233,7 +233,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e.flag, err = flag.New(flag.Config{
 		OVSDB: cfg.OVSDB, RunDir: cfg.RunDir, AckTimeout: cfg.AckTimeout, RetryInterval: cfg.RetryInterval,
-		MaxHold: cfg.MaxHold, Rearm: cfg.Rearm, GuardPresent: cfg.GuardPresent, Store: cfg.Store,
+		MaxHold: cfg.MaxHold, Rearm: cfg.Rearm, GuardPresent: cfg.GuardPresent, Store: cfg.Store.Releases(),
 		Node: flagNode{e}, BeforeClear: cfg.Faults.beforeClear, Publish: e.publish, Logger: cfg.Logger,
 		Metrics: cfg.Metrics.flag,
 	})
@@ -307,9 +307,9 @@ func (e *Engine) Wedged() string {
 		}
 	}
 	// A store operation that does not return stops every write and
-	// replay behind it (store.Store.Busy).
+	// replay behind it (store.File.Busy).
 	if e.cfg.Store != nil {
-		if what, since := e.cfg.Store.Busy(); what != "" {
+		if what, since := e.cfg.Store.File().Busy(); what != "" {
 			if w := check("store "+what, since.UnixNano()); w != "" {
 				return w
 			}

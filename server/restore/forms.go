@@ -64,7 +64,7 @@ func (e *Engine) learnForms(ctx context.Context, conn *ofconn.Conn, cs []Change,
 		return
 	}
 	log.Info("learned the switch's form of entries with actions flowstate keeps as sent", "entries", len(learned))
-	if err := e.cfg.Store.PutForms(learned); err != nil {
+	if err := e.cfg.Store.Forms().Put(learned); err != nil {
 		// The forms hold in memory until flowstated restarts; then the
 		// first comparison learns them again.
 		log.Error("storing the switch's form of entries failed", "err", err)

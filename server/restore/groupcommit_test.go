@@ -215,7 +215,7 @@ func await(ctx context.Context, t *testing.T, what string, c <-chan outcome) out
 // stored reports how many entries module has on the bridge.
 func stored(t *testing.T, e *testEngine, module string) int {
 	t.Helper()
-	es, err := e.cfg.Store.Entries(testBridge)
+	es, err := e.cfg.Store.Entries().All(testBridge)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -405,7 +405,7 @@ func TestGroupCommitTrySolo(t *testing.T) {
 	if got := batches() - before; got != 6 {
 		t.Fatalf("%v transactions, want 6", got)
 	}
-	es, err := e.cfg.Store.Entries(testBridge)
+	es, err := e.cfg.Store.Entries().All(testBridge)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -258,7 +258,7 @@ func (e *Engine) keptFilter(b *bridge) *keptFilter {
 	}
 	log := e.log.With("bridge", b.name)
 	return &keptFilter{s: s, log: log, declared: func(kind entry.Kind, id []byte) bool {
-		_, ok, err := e.cfg.Store.Get(b.name, kind, id)
+		_, ok, err := e.cfg.Store.Entries().Get(b.name, kind, id)
 		if err != nil {
 			// Cannot tell: leaving it alone is the safe side.
 			log.Warn("reading the store for an entry of an unrecorded controller", "err", err)

@@ -142,7 +142,7 @@ func (e *Engine) loadKept(b *bridge) {
 	s := &b.kept
 	log := e.log.With("bridge", b.name)
 	id := e.vswitchdIdentity()
-	rec, err := e.cfg.Store.Kept(b.name)
+	rec, err := e.cfg.Store.Kept().Get(b.name)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// Run starts the saver; a Keep before it waits for it too.
@@ -249,13 +249,13 @@ func (e *Engine) saveKept(b *bridge, log *slog.Logger) error {
 	sv.dirty, sv.dirtyRules, sv.resave = nil, nil, false
 	s.mu.Unlock()
 
-	err := e.cfg.Store.UpdateKept(b.name, u)
+	err := e.cfg.Store.Kept().Update(b.name, u)
 	marked := false
 	if err != nil && !u.All {
 		// A full disk may still take a write that grows nothing: the
 		// record then says "every undeclared entry", the safe side for
 		// a restart before the retry succeeds (which writes it exact).
-		marked = e.cfg.Store.UpdateKept(b.name, store.KeptUpdate{Vswitchd: u.Vswitchd, All: true}) == nil
+		marked = e.cfg.Store.Kept().Update(b.name, store.KeptUpdate{Vswitchd: u.Vswitchd, All: true}) == nil
 	}
 
 	s.mu.Lock()

@@ -59,7 +59,7 @@ func TestKeptSaved(t *testing.T) {
 	}
 	stored := func(st *store.Store) store.KeptRecord {
 		t.Helper()
-		r, err := st.Kept("br0")
+		r, err := st.Kept().Get("br0")
 		if err != nil {
 			t.Fatal(err)
 		}

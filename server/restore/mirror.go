@@ -14,7 +14,7 @@ import (
 func (e *Engine) newMirrors() *mirror.Set {
 	return mirror.New(mirror.Config{
 		Policy: e.cfg.Unmanaged, Interval: e.cfg.MirrorInterval, MaxHold: e.cfg.MaxHold,
-		Store: e.cfg.Store, Logger: e.log,
+		Store: e.cfg.Store.Mirrors(), Logger: e.log,
 		Managed: func(name string) bool {
 			_, ok := e.bridges[name]
 			return ok

@@ -86,7 +86,7 @@ func (e *Engine) claim(ctx context.Context, b *bridge, conn *ofconn.Conn, log *s
 	if b.owner.claimed.Load() {
 		return true
 	}
-	ours := e.cfg.Store.ID()
+	ours := e.cfg.Store.Identity().ID()
 	tick := time.NewTicker(e.cfg.RetryInterval)
 	defer tick.Stop()
 	undeclared := -1 // entries on the switch this store never declared; -1: not counted yet
@@ -170,14 +170,14 @@ func (e *Engine) claimOnce(ctx context.Context, b *bridge, conn *ofconn.Conn, ou
 		}
 		return why, nil
 	default:
-		aside, err := e.cfg.Store.StoodAsideBridges()
+		aside, err := e.cfg.Store.Identity().StoodAsideBridges()
 		if err != nil {
 			return "", err
 		}
 		if a, ok := aside[b.name]; ok {
 			return a.Reason, nil
 		}
-		managed, err := e.cfg.Store.Managed(b.name)
+		managed, err := e.cfg.Store.Identity().Managed(b.name)
 		if err != nil {
 			return "", err
 		}
@@ -201,10 +201,10 @@ func (e *Engine) claimOnce(ctx context.Context, b *bridge, conn *ofconn.Conn, ou
 			return "", err
 		}
 	}
-	if err := e.cfg.Store.MarkManaged(b.name, time.Now()); err != nil {
+	if err := e.cfg.Store.Identity().MarkManaged(b.name, time.Now()); err != nil {
 		return "", err
 	}
-	if err := e.cfg.Store.ClearStoodAside(b.name); err != nil {
+	if err := e.cfg.Store.Identity().ClearStoodAside(b.name); err != nil {
 		return "", err
 	}
 	b.owner.claimed.Store(true)
@@ -217,7 +217,7 @@ func (e *Engine) claimOnce(ctx context.Context, b *bridge, conn *ofconn.Conn, ou
 // one, which later rounds and restarts repeat.
 func (e *Engine) recordStoodAside(b *bridge, why string) (string, error) {
 	now := time.Now()
-	kept, err := e.cfg.Store.SetStoodAside(b.name, store.StoodAside{Since: now, Reason: why +
+	kept, err := e.cfg.Store.Identity().SetStoodAside(b.name, store.StoodAside{Since: now, Reason: why +
 		" This decision is kept in the store (since " + now.UTC().Format(time.RFC3339) + ") across restarts of vswitchd and " +
 		"flowstated, also once the bridge is empty, until the bridge is adopted as above."})
 	if err != nil {
@@ -237,7 +237,7 @@ func (e *Engine) loadStoodAside() error {
 	if e.cfg.TakeOver {
 		return nil
 	}
-	aside, err := e.cfg.Store.StoodAsideBridges()
+	aside, err := e.cfg.Store.Identity().StoodAsideBridges()
 	if err != nil {
 		return err
 	}

@@ -17,7 +17,7 @@ import (
 // poisonConfig is what the trackers of the engine share.
 func poisonConfig(cfg Config, ev *poison.Evidence) poison.Config {
 	m := cfg.Metrics
-	return poison.Config{Crashes: cfg.Store, Desired: cfg.Store, Vswitchd: runDirVswitchd(cfg.RunDir), Evidence: ev,
+	return poison.Config{Crashes: cfg.Store.Crashes(), Desired: cfg.Store.Entries(), Vswitchd: runDirVswitchd(cfg.RunDir), Evidence: ev,
 		SurviveAfter: cfg.SurviveAfter, CrashWindow: cfg.CrashWindow,
 		Metrics: poison.Metrics{Deaths: m.replayDeaths, Kills: m.replayKills, Survived: m.survived, Poisoned: m.poisoned, Suspects: m.suspects},
 		Events:  cfg.Events, Logger: cfg.Logger}

@@ -87,7 +87,7 @@ func (fs *flowScan) predictRefusals(others []entry.Entry, limits []ovsconfig.Tab
 			exists[k] = true
 		}
 	}
-	targets, err := fs.store.RefTargets(fs.bridge)
+	targets, err := fs.store.Entries().RefTargets(fs.bridge)
 	if err != nil {
 		return nil, err
 	}
@@ -106,7 +106,7 @@ func (fs *flowScan) predictRefusals(others []entry.Entry, limits []ovsconfig.Tab
 		}
 		reason := fmt.Sprintf("%s (predicted): uses %s, which is %s", ovsErr, r, why)
 		var users [][]byte
-		err := fs.store.EachUser(fs.bridge, r, func(id []byte) error {
+		err := fs.store.Entries().EachUser(fs.bridge, r, func(id []byte) error {
 			if k := key(entry.KindFlow, id); !fs.skip[k] && preds[k].reason == "" {
 				users = append(users, bytes.Clone(id))
 			}
@@ -116,7 +116,7 @@ func (fs *flowScan) predictRefusals(others []entry.Entry, limits []ovsconfig.Tab
 			return nil, err
 		}
 		for _, id := range users {
-			d, ok, err := fs.store.Get(fs.bridge, entry.KindFlow, id)
+			d, ok, err := fs.store.Entries().Get(fs.bridge, entry.KindFlow, id)
 			if err != nil {
 				return nil, err
 			}
@@ -144,7 +144,7 @@ func (fs *flowScan) predictFull(l ovsconfig.TableLimit, preds map[string]predict
 	// scan calls fn for the desired flows of the table that the plan keeps,
 	// saying whether the switch holds them.
 	scan := func(fn func(held bool, rec store.Record)) error {
-		return fs.store.ScanFlows(fs.bridge, []byte{t}, func(rec store.Record) error {
+		return fs.store.Entries().ScanFlows(fs.bridge, []byte{t}, func(rec store.Record) error {
 			if entry.FlowTable(rec.ID) != t {
 				return store.StopScan
 			}
@@ -250,7 +250,7 @@ func (e *Engine) quarantineSkips(bridge string, q *quarantineSet) (map[string]bo
 		return true
 	})
 	for _, r := range refs {
-		err := e.cfg.Store.EachUser(bridge, r, func(id []byte) error {
+		err := e.cfg.Store.Entries().EachUser(bridge, r, func(id []byte) error {
 			skip[key(entry.KindFlow, id)] = true
 			return nil
 		})

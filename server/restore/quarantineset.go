@@ -228,7 +228,7 @@ func (q *quarantineSet) sample(max int, first func(k string) bool) []listedQ {
 func resolveListed(st *store.Store, bridge string, ls []listedQ) ([]Quarantined, error) {
 	out := make([]Quarantined, 0, len(ls))
 	for _, l := range ls {
-		d, ok, err := st.Get(bridge, entry.Kind(l.key[0]), []byte(l.key[1:]))
+		d, ok, err := st.Entries().Get(bridge, entry.Kind(l.key[0]), []byte(l.key[1:]))
 		if err != nil {
 			return nil, err
 		}

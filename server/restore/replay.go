@@ -157,7 +157,7 @@ func (fs *flowScan) skipped(id []byte) bool {
 // number of desired flows read.
 func (fs *flowScan) each(from []byte, mark bool, fn func(op Op, rec store.Record) error) (int, error) {
 	n := 0
-	err := fs.store.ScanFlows(fs.bridge, from, func(rec store.Record) error {
+	err := fs.store.Entries().ScanFlows(fs.bridge, from, func(rec store.Record) error {
 		n++
 		if fs.skipped(rec.ID) {
 			return nil
@@ -186,7 +186,7 @@ func recordEntry(rec store.Record) entry.Entry {
 func (e *Engine) desiredOthers(bridge string) ([]entry.Entry, error) {
 	var out []entry.Entry
 	for _, k := range []entry.Kind{entry.KindGroup, entry.KindMeter} {
-		err := e.cfg.Store.List(store.Filter{Bridge: bridge, Kind: k}, func(_ string, d entry.Entry) error {
+		err := e.cfg.Store.Entries().List(store.Filter{Bridge: bridge, Kind: k}, func(_ string, d entry.Entry) error {
 			out = append(out, d)
 			return nil
 		})

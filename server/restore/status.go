@@ -34,7 +34,7 @@ type ModuleState struct {
 // Modules returns the readiness of every module that is required or marked
 // itself ready at some boot.
 func (e *Engine) Modules() (map[string]ModuleState, error) {
-	ready, err := e.cfg.Store.ReadyBoots()
+	ready, err := e.cfg.Store.Modules().ReadyBoots()
 	if err != nil {
 		return nil, err
 	}
@@ -50,5 +50,5 @@ func (e *Engine) Modules() (map[string]ModuleState, error) {
 	return out, nil
 }
 
-// Counts is store.Counts, for the status of modules.
-func (e *Engine) Counts() ([]store.Count, error) { return e.cfg.Store.Counts() }
+// Counts is store.Entries.Counts, for the status of modules.
+func (e *Engine) Counts() ([]store.Count, error) { return e.cfg.Store.Entries().Counts() }

@@ -32,7 +32,7 @@ const (
 // then refused and quarantined, and the rest of the bridge is restored.
 // b.mu must be held.
 func (e *Engine) restoreTLVLocked(ctx context.Context, b *bridge, conn *ofconn.Conn, log *slog.Logger) error {
-	want, err := e.cfg.Store.TLVMap(b.name)
+	want, err := e.cfg.Store.TLVMaps().Get(b.name)
 	if err != nil || len(want) == 0 {
 		return err
 	}
@@ -129,7 +129,7 @@ func (s *tlvStep) store(t *txn, atSwitch func() error) (committed, error) {
 // change stores the table mod and sends it (atSwitch) in the order above.
 func (s *tlvStep) change(t *txn, atSwitch func() error) error {
 	r := s.r
-	stored, err := r.e.cfg.Store.TLVMap(r.bridge)
+	stored, err := r.e.cfg.Store.TLVMaps().Get(r.bridge)
 	if err != nil {
 		return err
 	}
@@ -139,12 +139,12 @@ func (s *tlvStep) change(t *txn, atSwitch func() error) error {
 	}
 	s.send = send
 	if cmd == ofconn.TLVAdd {
-		if err := r.e.cfg.Store.UpdateTLVMap(r.bridge, r.module, add, nil); err != nil {
+		if err := r.e.cfg.Store.TLVMaps().Update(r.bridge, r.module, add, nil); err != nil {
 			return s.storeErr(err)
 		}
 		if err := atSwitch(); err != nil {
 			// Refused: the store goes back to what it held.
-			if uerr := r.e.cfg.Store.UpdateTLVMap(r.bridge, r.module, previous(stored, add), add); uerr != nil {
+			if uerr := r.e.cfg.Store.TLVMaps().Update(r.bridge, r.module, previous(stored, add), add); uerr != nil {
 				r.e.log.Error("proxy: a tlv mapping the switch refused stays in the store; replays will try it", "bridge", r.bridge, "module", r.module, "err", uerr)
 			}
 			return err
@@ -158,7 +158,7 @@ func (s *tlvStep) change(t *txn, atSwitch func() error) error {
 	if t.unknown != nil {
 		return s.switchErr(t.unknown) // not stored: end replays
 	}
-	if err := r.e.cfg.Store.UpdateTLVMap(r.bridge, r.module, nil, del); err != nil {
+	if err := r.e.cfg.Store.TLVMaps().Update(r.bridge, r.module, nil, del); err != nil {
 		if sends {
 			// Not stored: put them back on the switch, or the switch
 			// would be behind the store until vswitchd restarts.

@@ -41,7 +41,7 @@ func TestTLVOutcomeUnknown(t *testing.T) {
 	}
 	stored := func() int {
 		t.Helper()
-		ms, err := e.cfg.Store.TLVMap(testBridge)
+		ms, err := e.cfg.Store.TLVMaps().Get(testBridge)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -42,7 +42,7 @@ func TestWedgedStore(t *testing.T) {
 	release := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		done <- st.ScanFlows("br-int", nil, func(store.Record) error {
+		done <- st.Entries().ScanFlows("br-int", nil, func(store.Record) error {
 			<-release
 			return nil
 		})

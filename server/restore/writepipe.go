@@ -105,15 +105,23 @@ type pipe struct {
 	back, solo []*writeReq
 }
 
-// pipeStore is what a pipe needs of the store: plans made without writing,
-// on the owner, and the transaction that writes them (Writer.PutPlanned), on
-// the storer.
+// pipeStore is what a pipe needs of the store: plans made without writing
+// (Entries.PlanPut), on the owner, and the transaction that writes them
+// (Writer.PutPlanned), on the storer.
 type pipeStore interface {
 	PlanPut(bridge, module string, es []entry.Entry) (store.PutPlan, error)
 	Update(fn func(w *store.Writer) error) error
 }
 
-func (e *Engine) pipeStore() pipeStore { return e.cfg.Store }
+func (e *Engine) pipeStore() pipeStore { return storePipe{e.cfg.Store} }
+
+// storePipe is the store as a pipe uses it: its transaction, and the plans
+// of its Entries.
+type storePipe struct{ *store.Store }
+
+func (p storePipe) PlanPut(bridge, module string, es []entry.Entry) (store.PutPlan, error) {
+	return p.Entries().PlanPut(bridge, module, es)
+}
 
 // pipedBatch is a batch in the pipe: its plans, in request order, and the
 // bundle of their changes (nil when nothing changes).

@@ -236,7 +236,7 @@ func TestPipeSwitchGone(t *testing.T) {
 	}
 	convergedAfter(ctx, t, te, t0)
 	var n int
-	if err := te.cfg.Store.ScanFlows(testBridge, nil, func(store.Record) error { n++; return nil }); err != nil {
+	if err := te.cfg.Store.Entries().ScanFlows(testBridge, nil, func(store.Record) error { n++; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if n != writers*puts*per {

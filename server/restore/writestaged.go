@@ -131,13 +131,13 @@ func (s *stagedStep) open(t *txn) (streamSpec, error) {
 	if !t.live {
 		return streamSpec{}, nil
 	}
-	plan, err := t.e.stagingStore().PlanStage(s.w)
+	plan, err := t.e.stagingStore().Plan(s.w)
 	if err != nil {
 		return streamSpec{}, err
 	}
 	s.nf = newStagedNonFlows(plan)
 	s.w.Plan = plan
-	bound, err := t.e.stagingStore().StageBound(s.w)
+	bound, err := t.e.stagingStore().Bound(s.w)
 	if err != nil {
 		return streamSpec{}, err
 	}
@@ -215,12 +215,12 @@ func (s *stagedStep) refused(re *RejectedError) error { return rejection(re) }
 // groups and meters, the bound of its bundle, and the staging, whose
 // Staged it commits or discards.
 type stagingStore interface {
-	PlanStage(w store.StagedWrite) (*store.StagePlan, error)
-	StageBound(w store.StagedWrite) (int, error)
+	Plan(w store.StagedWrite) (*store.StagePlan, error)
+	Bound(w store.StagedWrite) (int, error)
 	Stage(w store.StagedWrite) (*store.Staged, error)
 }
 
-func (e *Engine) stagingStore() stagingStore { return e.cfg.Store }
+func (e *Engine) stagingStore() stagingStore { return e.cfg.Store.Staging() }
 
 // streamTo starts the bundle with the groups added or changed and sets the
 // write's hooks to stream each flow change into st as the store decides it.

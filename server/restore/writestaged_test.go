@@ -18,7 +18,7 @@ import (
 // streamed request to the engine, which closes it.
 func spooled(t *testing.T, te *testEngine, es []entry.Entry) *store.Spool {
 	t.Helper()
-	sp, err := te.cfg.Store.NewSpool()
+	sp, err := te.cfg.Store.Staging().NewSpool()
 	if err != nil {
 		t.Fatal(err)
 	}

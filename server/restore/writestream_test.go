@@ -101,7 +101,7 @@ func TestStreamedWrite(t *testing.T) {
 	if out, err := te.sb.Ofctl(ctx, "dump-flows", testBridge, "table=5"); err != nil || strings.Contains(out, "table=5") {
 		t.Fatalf("table 5 after a refused streamed write: %v\n%s", err, out)
 	}
-	if _, ok, err := te.cfg.Store.Get(testBridge, entry.KindFlow, flows(t, lines[0])[0].ID); err != nil || ok {
+	if _, ok, err := te.cfg.Store.Entries().Get(testBridge, entry.KindFlow, flows(t, lines[0])[0].ID); err != nil || ok {
 		t.Fatalf("the refused request's first flow is stored (%v, %v)", ok, err)
 	}
 }
@@ -145,7 +145,7 @@ func TestStreamedWriteRefusedWhole(t *testing.T) {
 		t.Fatalf("the switch holds %d flows, want %d", n, len(es))
 	}
 	var stored int
-	err = te.cfg.Store.ScanFlows(testBridge, nil, func(store.Record) error { stored++; return nil })
+	err = te.cfg.Store.Entries().ScanFlows(testBridge, nil, func(store.Record) error { stored++; return nil })
 	if err != nil || stored != len(es) {
 		t.Fatalf("stored %d flows (%v), want %d", stored, err, len(es))
 	}
@@ -166,7 +166,7 @@ func TestStreamedSync(t *testing.T) {
 			t.Fatalf("%s: the switch holds %d flows, want %d", what, n, want)
 		}
 		var stored int
-		err := te.cfg.Store.ScanFlows(testBridge, nil, func(store.Record) error { stored++; return nil })
+		err := te.cfg.Store.Entries().ScanFlows(testBridge, nil, func(store.Record) error { stored++; return nil })
 		if err != nil || stored != want {
 			t.Fatalf("%s: stored %d flows (%v), want %d", what, stored, err, want)
 		}

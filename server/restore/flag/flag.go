@@ -16,10 +16,10 @@ import (
 // clear last released and when, so a restarted flowstated neither counts a
 // release twice nor holds a vswitchd released before. *store.Store is one.
 type Store interface {
-	ReleasedVswitchd() (string, error)
-	SetReleasedVswitchd(id string) error
-	LastRelease() (time.Time, error)
-	SetLastRelease(at time.Time) error
+	Vswitchd() (string, error)
+	SetVswitchd(id string) error
+	Last() (time.Time, error)
+	SetLast(at time.Time) error
 }
 
 // Bridge is what the flag reads of one managed bridge.

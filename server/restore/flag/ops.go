@@ -65,7 +65,7 @@ func (f *Flag) LastRelease() time.Time {
 	if n := f.lastRelease.Load(); n != 0 {
 		return time.Unix(0, n)
 	}
-	at, _ := f.cfg.Store.LastRelease()
+	at, _ := f.cfg.Store.Last()
 	return at
 }
 

@@ -158,12 +158,12 @@ func (f *Flag) clearLocked(ctx context.Context, c *ovsconfig.Client, keepIfRelea
 		return true, nil
 	}
 	f.releasedVswitchd = held
-	if err := f.cfg.Store.SetReleasedVswitchd(held); err != nil {
+	if err := f.cfg.Store.SetVswitchd(held); err != nil {
 		f.log.Warn("recording the released vswitchd; a restarted flowstated may count this release again", "err", err)
 	}
 	now := time.Now()
 	f.lastRelease.Store(now.UnixNano())
-	if err := f.cfg.Store.SetLastRelease(now); err != nil {
+	if err := f.cfg.Store.SetLast(now); err != nil {
 		f.log.Warn("recording the release time; a restarted flowstated will not report it", "err", err)
 	}
 	f.cfg.Metrics.cleared.Inc()

@@ -40,7 +40,7 @@ func (f *Flag) releasedLocked() string {
 	if f.releasedVswitchd == "" {
 		// The first look of this process: the last release may have
 		// been a previous flowstated's.
-		f.releasedVswitchd, _ = f.cfg.Store.ReleasedVswitchd()
+		f.releasedVswitchd, _ = f.cfg.Store.Vswitchd()
 	}
 	return f.releasedVswitchd
 }
@@ -65,7 +65,7 @@ func (f *Flag) Vswitchd() (running, unheld bool) {
 	if p := f.unheldView.Load(); p != nil && *p == id {
 		return true, true
 	}
-	rec, _ := f.cfg.Store.ReleasedVswitchd()
+	rec, _ := f.cfg.Store.Vswitchd()
 	return true, rec == id
 }
 

@@ -33,7 +33,7 @@ func TestVswitchdHeld(t *testing.T) {
 	}
 	defer st.Close()
 	newFlag := func() *Flag {
-		f, err := New(Config{Store: st, RunDir: sb.RunDir(), OVSDB: sb.DBAddr(), AckTimeout: 10 * time.Second,
+		f, err := New(Config{Store: st.Releases(), RunDir: sb.RunDir(), OVSDB: sb.DBAddr(), AckTimeout: 10 * time.Second,
 			RetryInterval: 500 * time.Millisecond, MaxHold: 30 * time.Second, Node: noNode{}, Logger: testLogger(t)})
 		if err != nil {
 			t.Fatal(err)
@@ -92,7 +92,7 @@ func TestVswitchdHeld(t *testing.T) {
 	if !held(f2) {
 		t.Fatal("a new engine without the store's record takes a re-armed vswitchd for released")
 	}
-	if err := st.SetReleasedVswitchd(id); err != nil {
+	if err := st.Releases().SetVswitchd(id); err != nil {
 		t.Fatal(err)
 	}
 	f3 := newFlag()

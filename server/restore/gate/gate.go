@@ -16,19 +16,24 @@ import (
 	"github.com/flowstate-io/flowstate/server/events"
 )
 
-// Store is what the gate reads and records of the modules' readiness.
-type Store interface {
+// Modules is what the gate reads and records of the modules' readiness.
+type Modules interface {
 	// ReadyBoots returns, per module, the boot it last marked itself
 	// ready for.
 	ReadyBoots() (map[string]string, error)
 	SetReady(module, bootID string) error
+}
+
+// Boots records the boots whose gate opened.
+type Boots interface {
 	// SetGateOpened records that the gate of boot id opened (step 4).
 	SetGateOpened(id string) error
 }
 
-// Config wires a Gate. Store is required.
+// Config wires a Gate. Modules and Boots are required.
 type Config struct {
-	Store Store
+	Modules Modules
+	Boots   Boots
 	// BootID is the host's boot id; ColdStart is true while the gate of
 	// this boot has not opened yet. Since is when the boot was first seen,
 	// where the readiness timeout starts (step 3).
@@ -77,8 +82,8 @@ type Status struct {
 // modules reads what it waits for now, so Status shows it from the first
 // call on.
 func New(cfg Config) (*Gate, error) {
-	if cfg.Store == nil {
-		return nil, errors.New("gate: a store is required")
+	if cfg.Modules == nil || cfg.Boots == nil {
+		return nil, errors.New("gate: the modules' and boots' stores are required")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -148,7 +153,7 @@ func (g *Gate) publish(ev events.Event) {
 
 // missing returns the required modules not ready for this boot.
 func (g *Gate) missing() ([]string, error) {
-	ready, err := g.cfg.Store.ReadyBoots()
+	ready, err := g.cfg.Modules.ReadyBoots()
 	if err != nil {
 		return nil, err
 	}
@@ -174,7 +179,7 @@ func (g *Gate) Run(ctx context.Context) {
 		}
 		st := g.Status()
 		g.publish(events.Event{Type: events.GateOpened, Message: st.Reason, Attrs: map[string]string{"timed_out": strconv.FormatBool(st.TimedOut)}})
-		if err := g.cfg.Store.SetGateOpened(g.cfg.BootID); err != nil {
+		if err := g.cfg.Boots.SetGateOpened(g.cfg.BootID); err != nil {
 			// Only costs a second wait for the modules after a restart.
 			g.log.Error("recording that the gate opened", "err", err)
 		}
@@ -224,7 +229,7 @@ func (g *Gate) Run(ctx context.Context) {
 
 // MarkReady marks module ready for this boot, which may open the gate.
 func (g *Gate) MarkReady(module string) error {
-	if err := g.cfg.Store.SetReady(module, g.cfg.BootID); err != nil {
+	if err := g.cfg.Modules.SetReady(module, g.cfg.BootID); err != nil {
 		return err
 	}
 	g.log.Info("module ready", "module", module, "boot_id", g.cfg.BootID)

@@ -71,10 +71,10 @@ type Status struct {
 
 // Store holds the mirrors (package store's methods of that name).
 type Store interface {
-	Mirror(bridge string) ([]entry.Entry, bool, error)
-	SetMirror(bridge string, es []entry.Entry) (bool, error)
-	MirroredBridges() ([]string, error)
-	DeleteMirror(bridge string) error
+	Get(bridge string) ([]entry.Entry, bool, error)
+	Set(bridge string, es []entry.Entry) (bool, error)
+	Bridges() ([]string, error)
+	Delete(bridge string) error
 }
 
 // Config is what a Set needs of its caller.
@@ -258,14 +258,14 @@ func (s *Set) sync(ctx context.Context, wg *sync.WaitGroup, bridges []ovsconfig.
 	for _, m := range stopped {
 		<-m.done
 	}
-	stored, err := s.cfg.Store.MirroredBridges()
+	stored, err := s.cfg.Store.Bridges()
 	if err != nil {
 		s.log.Error("listing mirrors", "err", err)
 		return
 	}
 	for _, name := range stored {
 		if !inDB[name] {
-			if err := s.cfg.Store.DeleteMirror(name); err != nil {
+			if err := s.cfg.Store.Delete(name); err != nil {
 				s.log.Error("forgetting the mirror of a deleted bridge", "bridge", name, "err", err)
 				continue
 			}

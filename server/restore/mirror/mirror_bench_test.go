@@ -85,7 +85,7 @@ func BenchmarkMirrorRefresh1k(b *testing.B) {
 		for i, a := range actual {
 			es[i] = entry.Entry{Kind: a.Kind, ID: a.ID, Payload: a.Payload}
 		}
-		if _, err := st.SetMirror("br-ex", es); err != nil {
+		if _, err := st.Mirrors().Set("br-ex", es); err != nil {
 			b.Fatal(err)
 		}
 		return len(es)

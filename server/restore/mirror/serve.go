@@ -194,7 +194,7 @@ func (s *Set) restore(ctx context.Context, m *bridge, conn *ofconn.Conn, actual 
 		m.settle(false, nil)
 		return true, false
 	}
-	want, ok, err := s.cfg.Store.Mirror(m.name)
+	want, ok, err := s.cfg.Store.Get(m.name)
 	if err != nil {
 		log.Error("reading the mirror of an unmanaged bridge", "err", err)
 		return false, false
@@ -251,7 +251,7 @@ func (s *Set) save(m *bridge, actual []plan.ActualEntry, log *slog.Logger) {
 	for i, a := range actual {
 		es[i] = entry.Entry{Kind: a.Kind, ID: a.ID, Payload: a.Payload}
 	}
-	changed, err := s.cfg.Store.SetMirror(m.name, es)
+	changed, err := s.cfg.Store.Set(m.name, es)
 	if err != nil {
 		log.Error("storing the mirror of an unmanaged bridge", "err", err)
 		return

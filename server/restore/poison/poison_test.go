@@ -50,7 +50,7 @@ func poisonEngine(t *testing.T, n int) (*Tracker, *testBridge, *store.Store, []e
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	cfg := Config{Crashes: st, Desired: st, Vswitchd: noVswitchd{}, Evidence: NewEvidence(""),
+	cfg := Config{Crashes: st.Crashes(), Desired: st.Entries(), Vswitchd: noVswitchd{}, Evidence: NewEvidence(""),
 		SurviveAfter: time.Second, CrashWindow: time.Minute, Metrics: testMetrics(), Logger: slog.New(slog.DiscardHandler)}
 	b := &testBridge{quarantine: map[string]bool{}}
 	es := putFlows(t, st, 0, n)

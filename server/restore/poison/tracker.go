@@ -20,8 +20,8 @@ const (
 
 // Crashes is the store's crash records, one per bridge.
 type Crashes interface {
-	Crashes(bridge string) (store.CrashRecord, error)
-	SetCrashes(bridge string, r store.CrashRecord) error
+	Get(bridge string) (store.CrashRecord, error)
+	Set(bridge string, r store.CrashRecord) error
 }
 
 // Desired is the store's reads of a bridge's desired entries: the digest
@@ -159,7 +159,7 @@ func (t *Tracker) load() error {
 	if t.loaded {
 		return nil
 	}
-	r, err := t.cfg.Crashes.Crashes(t.bridge)
+	r, err := t.cfg.Crashes.Get(t.bridge)
 	if err != nil {
 		return err
 	}
@@ -169,7 +169,7 @@ func (t *Tracker) load() error {
 
 // save stores r as the crash record.
 func (t *Tracker) save(r store.CrashRecord) error {
-	if err := t.cfg.Crashes.SetCrashes(t.bridge, r); err != nil {
+	if err := t.cfg.Crashes.Set(t.bridge, r); err != nil {
 		return err
 	}
 	if len(r.Suspects) == 0 {
