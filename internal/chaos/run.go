@@ -216,11 +216,6 @@ type run struct {
 	guardKilledAt time.Time
 	// foreignIPs are the flows the foreign writer tried (foreign.go).
 	foreignIPs []string
-	// relayClears counts the proxied controller's clears in flight over a
-	// connection that may be the relay, relayClearedAt is when the last
-	// ended: they delete every flow of br-int (kept excuses them).
-	relayClears    int
-	relayClearedAt time.Time
 	// brGen counts br-int's deletions and re-creations (managed-recreate):
 	// a flow installed before one is gone with the bridge.
 	brGen int
@@ -267,7 +262,6 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	writers[2].proxy = n.proxySocket()
 	writers[2].mayRelay = r.mayRelay
-	writers[2].onRelayClear = r.relayClear
 	writers[2].acks = map[string]*ack{}
 	writers[2].onResync = r.resyncs.fire
 	defer writers[2].closeProxy()
