@@ -50,11 +50,14 @@ func RelayPath(lease string) string { return lease + ".relay" }
 // Its methods are called from Run's goroutine only; serveHandOver runs in wg.
 type relayer struct {
 	relays []Relay
-	lease  string
-	log    *slog.Logger
-	ctl    *net.UnixListener // the hand-over socket, nil without one
-	wg     sync.WaitGroup
-	active []*ofproxy.Proxy // relaying now: flowstated is away
+	// keepers[i] notes what relays[i]'s unrecorded sessions install
+	// (relaykept.go); it outlives each relaying period.
+	keepers []*relayKeeper
+	lease   string
+	log     *slog.Logger
+	ctl     *net.UnixListener // the hand-over socket, nil without one
+	wg      sync.WaitGroup
+	active  []*ofproxy.Proxy // relaying now: flowstated is away
 }
 
 // newRelayer binds the relays that have no listener and serves the
@@ -72,6 +75,7 @@ func newRelayer(lease string, relays []Relay, log *slog.Logger) *relayer {
 			rl.Listener = ln
 		}
 		r.relays = append(r.relays, rl)
+		r.keepers = append(r.keepers, newRelayKeeper(lease, rl, log))
 	}
 	if len(r.relays) == 0 {
 		return r
@@ -103,12 +107,12 @@ func newRelayer(lease string, relays []Relay, log *slog.Logger) *relayer {
 func (r *relayer) follow(away bool) {
 	switch {
 	case away && r.active == nil && len(r.relays) > 0:
-		for _, rl := range r.relays {
+		for i, rl := range r.relays {
 			ln, err := dupListener(rl.Listener)
 			if err == nil {
 				var p *ofproxy.Proxy
 				p, err = ofproxy.Listen(ofproxy.Config{Bridge: rl.Bridge, Listen: rl.Listen, Upstream: rl.Upstream,
-					Listener: ln, Admit: rl.Admit, Logger: r.log.With("bridge", rl.Bridge), Connected: func() { r.markRelayed(rl) }})
+					Listener: ln, Admit: rl.Admit, Keeper: r.keepers[i], Logger: r.log.With("bridge", rl.Bridge), Connected: func() { r.markRelayed(rl) }})
 				if err == nil {
 					r.active = append(r.active, p)
 					r.wg.Go(func() {
@@ -129,12 +133,16 @@ func (r *relayer) follow(away bool) {
 	}
 }
 
-// stop ends the relaying, if any: its sessions close; the sockets stay.
+// stop ends the relaying, if any: its sessions close, what their
+// unrecorded sessions installed is written; the sockets stay.
 func (r *relayer) stop() {
 	for _, p := range r.active {
 		_ = p.Close() // a Config.Listener: the path stays
 	}
 	r.active = nil
+	for _, k := range r.keepers {
+		k.flush()
+	}
 }
 
 // holding reports whether the guard holds a socket whose path still names

@@ -54,9 +54,10 @@ type Config struct {
 	// controller connection in place of the switch (see record.go); nil
 	// relays everything.
 	Recorder Recorder
-	// Keeper, when set with a Recorder, is told what the sessions that
-	// are relayed without recording (not OpenFlow 1.5) install, so that
-	// it leaves those entries alone (unrecorded.go).
+	// Keeper, when set, is told what the sessions that are relayed
+	// without recording (not OpenFlow 1.5) install, so that its owner
+	// leaves those entries alone (unrecorded.go); without a Recorder
+	// (the guard's relay) the OpenFlow 1.5 sessions are not followed.
 	Keeper Keeper
 	// Installed, when set, is called once per recording session, at the
 	// controller's first barrier after its first bundle committed: its
@@ -634,9 +635,11 @@ func (s *session) applyPending(r *recorder, bw *bufio.Writer) error {
 }
 
 // recorderFor decides from the two HELLOs whether this session records:
-// only when it agrees on OpenFlow 1.5, the version the Recorder takes.
+// only when it agrees on OpenFlow 1.5, the version the Recorder takes. A
+// session that does not is followed for the Keeper, with or without a
+// Recorder (the guard's relay has only a Keeper).
 func (s *session) recorderFor(hello []byte) *recorder {
-	if s.p.cfg.Recorder == nil {
+	if s.p.cfg.Recorder == nil && s.p.cfg.Keeper == nil {
 		return nil
 	}
 	select {
@@ -646,12 +649,17 @@ func (s *session) recorderFor(hello []byte) *recorder {
 	}
 	common := ofconn.HelloVersions(hello) & s.switchVersions
 	if common == 0 || bits.Len32(common)-1 != of15Version {
-		s.p.log.Warn("ofproxy: controller does not speak OpenFlow 1.5: relaying its connection without recording it; its permanent flows, groups and meters are left alone on the switch, not restored after a vswitchd restart",
-			"versions", fmt.Sprintf("%#x", common))
+		if s.p.cfg.Recorder != nil {
+			s.p.log.Warn("ofproxy: controller does not speak OpenFlow 1.5: relaying its connection without recording it; its permanent flows, groups and meters are left alone on the switch, not restored after a vswitchd restart",
+				"versions", fmt.Sprintf("%#x", common))
+		}
 		if k := s.p.cfg.Keeper; k != nil && common != 0 {
 			k.Begin()
 			s.unrec = &unrecorded{k: k, version: uint8(bits.Len32(common) - 1)}
 		}
+		return nil
+	}
+	if s.p.cfg.Recorder == nil {
 		return nil
 	}
 	return &recorder{s: s, rec: s.p.cfg.Recorder, bundles: make(map[uint32]*openBundle)}
