@@ -240,7 +240,7 @@ func (ps *proxies) adopt(cfg *Config, engine *restore.Engine) {
 				ks.Replay(k)
 			}
 		}
-		if err := engine.AdoptRelayed(spec.Bridge, spec.Module, m.Vswitchd, keep, taken); err != nil {
+		if err := engine.AdoptRelayed(spec.Bridge, spec.Module, restore.Relayed{Vswitchd: m.Vswitchd, Live: m.Live, Keep: keep, Taken: taken}); err != nil {
 			ps.log.Warn("openflow proxy: not learning what the guard relayed", "bridge", spec.Bridge, "module", spec.Module, "error", err)
 			continue
 		}

@@ -76,8 +76,8 @@ type Config struct {
 	// Flowstated is the flowstated binary. Required.
 	Flowstated string
 	// NoRelay runs flowstated with --openflow-proxy-relay=false: its guard
-	// relays nobody while it is away (the schedules of round 2, which
-	// are about the flag, not the relay).
+	// relays nobody while it is away, as for a controller that shares its
+	// bridge with other modules (flowstate-chaos -relay=false).
 	NoRelay bool
 	// Settle bounds the wait for rest at quiescence (default 60 s).
 	Settle time.Duration

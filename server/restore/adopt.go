@@ -32,9 +32,10 @@ import (
 //     all (OwnedCookie 0/0), or when a flow it learns uses it;
 //   - the switch's version of an entry of the module replaces the store's;
 //   - an entry of the module the switch lacks is removed from the store,
-//     but only when a flowstated of this store released the running
-//     vswitchd (Store.ReleasedVswitchd): its entries were on it, so the
-//     controller deleted what is gone. A vswitchd that started while
+//     but only when flowstated's entries were on the running vswitchd:
+//     the guard saw flowstated renew its lease under it (Relayed.Live), or
+//     a flowstated of this store released it (Store.ReleasedVswitchd); so
+//     the controller deleted what is gone. A vswitchd that started while
 //     flowstated was away never held them; what it lacks, it lacks
 //     because it restarted, and the store keeps it (the controller's
 //     reinstall through flowstated, a resync, deletes what it no longer
@@ -64,14 +65,8 @@ import (
 
 // adoption is a pending learning of a bridge's relayed controller.
 type adoption struct {
+	Relayed
 	module string
-	// vswitchd is the vswitchd the guard last relayed to, "" unknown.
-	vswitchd string
-	// keep, when set, tells the bridge's Kept what unrecorded sessions
-	// installed through the relay, before the learning (they are not
-	// the module's).
-	keep  func(*Kept)
-	taken func()
 
 	mu    sync.Mutex
 	state adoptionState
@@ -102,21 +97,34 @@ func (a *adoption) finish() {
 	done := a.state == adoptionDone
 	a.state = adoptionDone
 	a.mu.Unlock()
-	if !done && a.taken != nil {
-		a.taken()
+	if !done && a.Taken != nil {
+		a.Taken()
 	}
 }
 
+// Relayed is the guard's evidence of a bridge's relayed sessions
+// (guard.Relayed), for AdoptRelayed.
+type Relayed struct {
+	// Vswitchd is the vswitchd the guard last relayed to
+	// (ovsconfig.VswitchdIdentity; "" unknown); Live the one that ran
+	// when the guard last saw flowstated renew its lease ("" unknown).
+	Vswitchd, Live string
+	// Keep, when set, tells the bridge's Kept what the relay's
+	// unrecorded sessions (not OpenFlow 1.5) installed under Vswitchd,
+	// so that the learning leaves those entries alone instead of making
+	// them the module's.
+	Keep func(*Kept)
+	// Taken is called once the learning was decided (learned, moot or
+	// failed).
+	Taken func()
+}
+
 // AdoptRelayed tells the engine that the guard relayed module's controller
-// straight to bridge's switch while flowstated was away, the last time to
-// vswitchd (ovsconfig.VswitchdIdentity; "" unknown): the bridge's first
-// reconcile learns the switch's state for module instead of overwriting it
-// (see Learning what a relayed controller did). keep, when set, tells the
-// bridge's Kept what the relay's unrecorded sessions (not OpenFlow 1.5)
-// installed, under the same vswitchd, so that the learning leaves those
-// entries alone instead of making them module's. taken is called once that
-// was decided (learned, moot or failed). Call it before Run.
-func (e *Engine) AdoptRelayed(bridge, module, vswitchd string, keep func(*Kept), taken func()) error {
+// straight to bridge's switch while flowstated was away (rel): the bridge's
+// first reconcile learns the switch's state for module instead of
+// overwriting it (see Learning what a relayed controller did). Call it
+// before Run.
+func (e *Engine) AdoptRelayed(bridge, module string, rel Relayed) error {
 	b, err := e.bridge(bridge)
 	if err != nil {
 		return err
@@ -124,7 +132,7 @@ func (e *Engine) AdoptRelayed(bridge, module, vswitchd string, keep func(*Kept),
 	if err := entry.ValidateName("module", module); err != nil {
 		return fmt.Errorf("restore: adopt relayed: %w: %w", err, errdefs.ErrInvalidArgument)
 	}
-	if old := b.adopt.Swap(&adoption{module: module, vswitchd: vswitchd, keep: keep, taken: taken}); old != nil {
+	if old := b.adopt.Swap(&adoption{Relayed: rel, module: module}); old != nil {
 		old.finish()
 	}
 	return nil
@@ -145,8 +153,8 @@ func (r *Recorder) Connected() {
 	b.adopt.CompareAndSwap(a, nil)
 	r.e.log.Info("the controller reconnected through flowstated's proxy before the bridge's first replay: its reinstall, recorded, replaces what it installed through the guard's relay",
 		"bridge", r.bridge, "module", r.module)
-	if a.taken != nil {
-		a.taken()
+	if a.Taken != nil {
+		a.Taken()
 	}
 }
 
@@ -165,21 +173,21 @@ func (e *Engine) adoptRelayedLocked(ctx context.Context, b *bridge, conn *ofconn
 		a.finish()
 	}
 	now := e.vswitchdIdentity()
-	if a.vswitchd != "" && now != "" && now != a.vswitchd {
-		log.Info("vswitchd restarted since the guard relayed the controller: nothing of it to learn, replaying the store", "relayed_to", a.vswitchd, "vswitchd", now)
+	if a.Vswitchd != "" && now != "" && now != a.Vswitchd {
+		log.Info("vswitchd restarted since the guard relayed the controller: nothing of it to learn, replaying the store", "relayed_to", a.Vswitchd, "vswitchd", now)
 		end()
 		return nil
 	}
-	if a.keep != nil {
-		a.keep(&Kept{e: e, b: b, log: log})
+	if a.Keep != nil {
+		a.Keep(&Kept{e: e, b: b, log: log})
 	}
 	e.flagMu.Lock()
 	held, known := e.vswitchdHeld()
-	// The store's entries went onto this vswitchd only if a flowstated
-	// of this store released it; one that started while flowstated was
-	// away lacks them because it restarted, not because the controller
-	// deleted them.
-	ours := now != "" && e.releasedLocked() == now
+	// The store's entries are on this vswitchd only if flowstated ran
+	// with it (the guard saw a renewal under it) or released it; one
+	// that started while flowstated was away lacks them because it
+	// restarted, not because the controller deleted them.
+	ours := now != "" && (a.Live == now || e.releasedLocked() == now)
 	e.flagMu.Unlock()
 	if known && held {
 		log.Warn("vswitchd is held (flow-restore-wait): not learning what the controller installed through the guard's relay, replaying the store")
