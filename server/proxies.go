@@ -231,7 +231,16 @@ func (ps *proxies) adopt(cfg *Config, engine *restore.Engine) {
 				ps.log.Warn("openflow proxy: removing the guard's record of its relayed sessions", "bridge", spec.Bridge, "error", err)
 			}
 		}
-		if err := engine.AdoptRelayed(spec.Bridge, spec.Module, m.Vswitchd, taken); err != nil {
+		keep := func(k *restore.Kept) {
+			ks, ok, err := guard.ReadRelayedKept(lease, spec.Bridge)
+			switch {
+			case err != nil:
+				ps.log.Warn("openflow proxy: the guard's record of what unrecorded controllers installed through its relay is unreadable: the learning may take it for the module's", "bridge", spec.Bridge, "error", err)
+			case ok && (m.Vswitchd == "" || ks.Vswitchd == m.Vswitchd):
+				ks.Replay(k)
+			}
+		}
+		if err := engine.AdoptRelayed(spec.Bridge, spec.Module, restore.Relayed{Vswitchd: m.Vswitchd, Live: m.Live, Keep: keep, Taken: taken}); err != nil {
 			ps.log.Warn("openflow proxy: not learning what the guard relayed", "bridge", spec.Bridge, "module", spec.Module, "error", err)
 			continue
 		}

@@ -40,6 +40,7 @@ func run() int {
 		settle   = flag.Duration("settle", 60*time.Second, "how long the node may take to come to rest once the faults end")
 		verbose  = flag.Bool("v", false, "log the harness's progress")
 		covFile  = flag.String("coverage", "", "keep the coverage of kinds, pairs and triples in this file: read at the start, written after each run")
+		relay    = flag.Bool("relay", true, "run flowstated with the guard's relay of its OpenFlow proxy socket (--openflow-proxy-relay)")
 	)
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -62,7 +63,7 @@ func run() int {
 			return 1
 		}
 	}
-	cfg := chaos.Config{Steps: *steps, Flowstated: *bin, Logger: log, Settle: *settle}
+	cfg := chaos.Config{Steps: *steps, Flowstated: *bin, Logger: log, Settle: *settle, NoRelay: !*relay}
 	if *faults != "" {
 		for _, k := range strings.Split(*faults, ",") {
 			cfg.Faults = append(cfg.Faults, chaos.FaultKind(strings.TrimSpace(k)))

@@ -63,7 +63,9 @@ var regressions = map[string]string{
 	// must be released at --max-hold.
 	"stuck-only-bridge": "protocols-flip:300:2000,vswitchd-kill:500:300",
 	// Round 2, item 1: a frozen guard is not a proof; flowstated disarms,
-	// so a vswitchd restart after flowstated dies is not held.
+	// so a vswitchd restart after flowstated dies is not held. With the
+	// relay on it also found that flowstated's return removed from the
+	// store what the unheld vswitchd lacked (acked fails at 2074aef).
 	"frozen-guard": "guard-freeze:300:300,flowstated-outage:5500:300,vswitchd-kill:500:300",
 	// Round 2, item 3: the guard killed just before flowstated.
 	"guard-killed-first": "guard-kill:500:300,flowstated-outage:30:300,vswitchd-kill:1000:300",
@@ -85,7 +87,24 @@ var regressions = map[string]string{
 	// (a296665~1): 15 s without a fault for its resyncs, then barrier-delay
 	// finds a drop acknowledged 7 s ago still output:2 on br-int.
 	"busy-resync": "lease-unlink:15000:300",
+	// Issue 31, faults 1, 5 and 2 (and 4 in every run, by the OpenFlow 1.3
+	// controller): flowstated out across a vswitchd restart (path fails
+	// before 85b0c06: nobody listens on the proxy socket), with uid 65534
+	// writing through the guard's relay meanwhile (foreign fails at
+	// bc43574, before eee906a: the relay admitted it); then the guard lock held
+	// by a guard on a read-only replica (readonly-guard fails before
+	// 7b0712e), uid 65534 writing over every listener beside it (foreign
+	// fails before bc43574: the unix socket and the TCP listener admitted
+	// it). With the relay on it also found that flowstated's return
+	// learned the OpenFlow 1.3 controller's relayed flows as module
+	// proxied's (kept fails at 2074aef; server/guard/relaykept.go).
+	"issue31-kinds": "proxied-outage:300:300+foreign-writes:6000:300,readonly-guard:14000:300,foreign-writes:500:300",
 }
+
+// relayed are the schedules CI runs with the guard's relay on; the others
+// still fail with it (frozen-guard [acked], adopted-guard-killed-first
+// [hold]: docs/testing.md, "The guard's relay in CI's chaos runs").
+var relayed = map[string]bool{"issue31-kinds": true}
 
 // TestChaosRegressions runs the schedules that found a reintroduced fault
 // against the flowstated of this tree.
@@ -105,7 +124,7 @@ func runSchedules(ctx context.Context, t *testing.T, bin string, seed uint64, sc
 			if err != nil {
 				t.Fatal(err)
 			}
-			rep, err := Run(ctx, Config{Seed: seed, Schedule: s, Flowstated: bin, NoRelay: true})
+			rep, err := Run(ctx, Config{Seed: seed, Schedule: s, Flowstated: bin, NoRelay: !relayed[name]})
 			if err != nil {
 				t.Fatal(err)
 			}

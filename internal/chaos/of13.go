@@ -336,19 +336,6 @@ func header(t uint8, n uint16, xid uint32) []byte {
 	return b
 }
 
-// relayClear notes a clear of the proxied controller that may go over the
-// guard's relay beginning or ending.
-func (r *run) relayClear(begins bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if begins {
-		r.relayClears++
-		return
-	}
-	r.relayClears--
-	r.relayClearedAt = time.Now()
-}
-
 // keptLoop checks the kept invariant twice a second.
 func (r *run) keptLoop(ctx context.Context, c *of13Ctl) {
 	for sleepCtx(ctx, 500*time.Millisecond) {
@@ -366,8 +353,6 @@ func (r *run) keptOnce(ctx context.Context, c *of13Ctl) {
 	r.mu.Lock()
 	skip := r.vsDown || r.vsFrozen || r.running[ManagedRecreate]
 	gen := r.brGen
-	skip = skip || r.relayClears > 0
-	cleared := r.relayClearedAt
 	epoch := r.epoch
 	r.mu.Unlock()
 	pid := r.n.sb.VswitchdPID()
@@ -385,7 +370,7 @@ func (r *run) keptOnce(ctx context.Context, c *of13Ctl) {
 		if f.full && f.epoch != epoch {
 			continue
 		}
-		if f.busy || f.reported || !f.at.After(cleared) || f.pid != pid || f.gen != gen || (f.relayed && (dead.IsZero() || dead.After(f.at))) {
+		if f.busy || f.reported || f.pid != pid || f.gen != gen || (f.relayed && (dead.IsZero() || dead.After(f.at))) {
 			continue
 		}
 		snap[ip] = *f
@@ -399,9 +384,8 @@ func (r *run) keptOnce(ctx context.Context, c *of13Ctl) {
 	out, err := r.n.sb.Ofctl(ctx, "--no-stats", "--no-names", "dump-flows", Managed, fmt.Sprintf("table=%d", of13Table))
 	r.mu.Lock()
 	gen2 := r.brGen
-	clearing := r.relayClears > 0 || !r.relayClearedAt.Equal(cleared)
 	r.mu.Unlock()
-	if err != nil || r.n.sb.VswitchdPID() != pid || gen2 != gen || clearing {
+	if err != nil || r.n.sb.VswitchdPID() != pid || gen2 != gen {
 		return // unobservable now: a later look judges
 	}
 	have := map[string]string{}

@@ -74,9 +74,6 @@ type writer struct {
 	mayRelay    func() bool
 	connRelayed bool
 	relayDebt   bool
-	// onRelayClear is told when a clear over a connection that may be
-	// the relay begins (true) and ends.
-	onRelayClear func(begins bool)
 	// acks holds the proxied controller's newest acknowledged change per
 	// flow (barrier-delay, promises.go); onResync is told of each clear.
 	acks     map[string]*ack

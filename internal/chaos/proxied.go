@@ -164,13 +164,6 @@ func (w *writer) proxyResync(ctx context.Context, counts *counter) {
 	}
 	sent := time.Now()
 	debt := w.relayDebt
-	if w.onRelayClear != nil && (w.conn == nil || w.connRelayed) {
-		// Over the guard's relay the clear reaches vswitchd as it is
-		// and deletes every flow of br-int, another controller's too,
-		// as with plain Open vSwitch (kept excuses what it took).
-		w.onRelayClear(true)
-		defer w.onRelayClear(false)
-	}
 	err = w.proxyBundles(ctx, [][]ofconn.Message{{clear}, nil}, set)
 	if err == nil && debt && !w.connRelayed {
 		w.relayDebt = false

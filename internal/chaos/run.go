@@ -76,8 +76,8 @@ type Config struct {
 	// Flowstated is the flowstated binary. Required.
 	Flowstated string
 	// NoRelay runs flowstated with --openflow-proxy-relay=false: its guard
-	// relays nobody while it is away (the schedules of round 2, which
-	// are about the flag, not the relay).
+	// relays nobody while it is away, as for a controller that shares its
+	// bridge with other modules (flowstate-chaos -relay=false).
 	NoRelay bool
 	// Settle bounds the wait for rest at quiescence (default 60 s).
 	Settle time.Duration
@@ -216,11 +216,6 @@ type run struct {
 	guardKilledAt time.Time
 	// foreignIPs are the flows the foreign writer tried (foreign.go).
 	foreignIPs []string
-	// relayClears counts the proxied controller's clears in flight over a
-	// connection that may be the relay, relayClearedAt is when the last
-	// ended: they delete every flow of br-int (kept excuses them).
-	relayClears    int
-	relayClearedAt time.Time
 	// brGen counts br-int's deletions and re-creations (managed-recreate):
 	// a flow installed before one is gone with the bridge.
 	brGen int
@@ -267,7 +262,6 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	writers[2].proxy = n.proxySocket()
 	writers[2].mayRelay = r.mayRelay
-	writers[2].onRelayClear = r.relayClear
 	writers[2].acks = map[string]*ack{}
 	writers[2].onResync = r.resyncs.fire
 	defer writers[2].closeProxy()

@@ -41,9 +41,13 @@
 //     closes those sessions, and the controller reconnects through
 //     flowstated and reinstalls, which flowstated records. Each relayed
 //     session is first recorded beside the lease (Relayed, RelayedPath:
-//     bridge, module, vswitchd, time), so that flowstated's first replay after its
-//     return learns what the controller installed instead of undoing it
-//     (server/restore, adopt.go). A spawned guard
+//     bridge, module, the vswitchd relayed to and the one flowstated last
+//     renewed its lease under, time), so that flowstated's first replay
+//     after its return learns what the controller installed instead of
+//     undoing it (server/restore, adopt.go). What sessions that do not
+//     speak OpenFlow 1.5 install through the relay is noted beside it too
+//     (RelayedKept, relaykept.go): those are another controller's, left
+//     alone, not the module's to learn. A spawned guard
 //     inherits the sockets; a restarted flowstated takes them over through
 //     the hand-over socket beside the lease (RelayPath, SCM_RIGHTS, to a
 //     peer of the guard's uid or root) instead of binding their paths again.

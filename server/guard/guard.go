@@ -102,6 +102,9 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 		}
 		stale, gone, other := g.observe()
+		if g.renewed {
+			rel.noteLive()
+		}
 		rel.follow(stale && !other)
 		if other && cfg.ExitWhenIdle {
 			// A flowstated of another database renews this lease: the
@@ -206,6 +209,7 @@ type guard struct {
 	seen       bool      // last holds a reading
 	lastChange time.Time // monotonic: when the content last changed
 	stale      bool      // logged as stale
+	renewed    bool      // the last observe saw flowstated renew the lease
 	lastWarn   string
 	missing    bool      // logged: the lease file is gone
 	otherReads int       // consecutive readings naming another OVSDB
@@ -226,6 +230,7 @@ type guard struct {
 // is true once two readings in a row name another OVSDB than the guard's:
 // this guard cannot release the node whose flowstated renews the lease.
 func (g *guard) observe() (stale, gone, other bool) {
+	g.renewed = false
 	b, err := os.ReadFile(g.cfg.Lease)
 	gone = errors.Is(err, fs.ErrNotExist)
 	if err != nil && !gone {
@@ -266,6 +271,7 @@ func (g *guard) observe() (stale, gone, other bool) {
 				g.log.Info("flowstated renews its lease again")
 			}
 			g.lastChange, g.stale = now, false
+			g.renewed = g.seen
 		}
 		g.last, g.seen = b, true
 	}

@@ -50,6 +50,12 @@ func RelayPath(lease string) string { return lease + ".relay" }
 // Its methods are called from Run's goroutine only; serveHandOver runs in wg.
 type relayer struct {
 	relays []Relay
+	// keepers[i] notes what relays[i]'s unrecorded sessions install
+	// (relaykept.go); it outlives each relaying period.
+	keepers []*relayKeeper
+	// live[i] is the vswitchd of relays[i]'s bridge when the guard last
+	// saw flowstated renew its lease (Relayed.Live).
+	live   []string
 	lease  string
 	log    *slog.Logger
 	ctl    *net.UnixListener // the hand-over socket, nil without one
@@ -72,6 +78,8 @@ func newRelayer(lease string, relays []Relay, log *slog.Logger) *relayer {
 			rl.Listener = ln
 		}
 		r.relays = append(r.relays, rl)
+		r.keepers = append(r.keepers, newRelayKeeper(lease, rl, log))
+		r.live = append(r.live, "")
 	}
 	if len(r.relays) == 0 {
 		return r
@@ -103,12 +111,13 @@ func newRelayer(lease string, relays []Relay, log *slog.Logger) *relayer {
 func (r *relayer) follow(away bool) {
 	switch {
 	case away && r.active == nil && len(r.relays) > 0:
-		for _, rl := range r.relays {
+		for i, rl := range r.relays {
+			live := r.live[i]
 			ln, err := dupListener(rl.Listener)
 			if err == nil {
 				var p *ofproxy.Proxy
 				p, err = ofproxy.Listen(ofproxy.Config{Bridge: rl.Bridge, Listen: rl.Listen, Upstream: rl.Upstream,
-					Listener: ln, Admit: rl.Admit, Logger: r.log.With("bridge", rl.Bridge), Connected: func() { r.markRelayed(rl) }})
+					Listener: ln, Admit: rl.Admit, Keeper: r.keepers[i], Logger: r.log.With("bridge", rl.Bridge), Connected: func() { r.markRelayed(rl, live) }})
 				if err == nil {
 					r.active = append(r.active, p)
 					r.wg.Go(func() {
@@ -129,12 +138,25 @@ func (r *relayer) follow(away bool) {
 	}
 }
 
-// stop ends the relaying, if any: its sessions close; the sockets stay.
+// noteLive notes the vswitchd each relay's bridge runs now: flowstated has
+// just renewed its lease, so its entries are on that vswitchd, or about to
+// be.
+func (r *relayer) noteLive() {
+	for i, rl := range r.relays {
+		r.live[i] = ovsconfig.VswitchdIdentity(filepath.Dir(rl.Upstream))
+	}
+}
+
+// stop ends the relaying, if any: its sessions close, what their
+// unrecorded sessions installed is written; the sockets stay.
 func (r *relayer) stop() {
 	for _, p := range r.active {
 		_ = p.Close() // a Config.Listener: the path stays
 	}
 	r.active = nil
+	for _, k := range r.keepers {
+		k.flush()
+	}
 }
 
 // holding reports whether the guard holds a socket whose path still names
@@ -350,9 +372,13 @@ type Relayed struct {
 	// Vswitchd is the vswitchd the session was relayed to
 	// (ovsconfig.VswitchdIdentity), "" unknown: relayed flows lived only
 	// as long as it did.
-	Vswitchd string    `json:"vswitchd"`
-	At       time.Time `json:"at"`
-	Guard    int       `json:"guard_pid"`
+	Vswitchd string `json:"vswitchd"`
+	// Live is the vswitchd that ran when the guard last saw flowstated
+	// renew its lease before it relayed ("" unknown): flowstated's
+	// entries were on it, so what it lacks now the controller deleted.
+	Live  string    `json:"live,omitempty"`
+	At    time.Time `json:"at"`
+	Guard int       `json:"guard_pid"`
 }
 
 // RelayedPath is the marker of bridge's relayed sessions beside the lease.
@@ -363,8 +389,8 @@ func RelayedPath(lease, bridge string) string { return lease + ".relayed." + bri
 // renamed into place, not synced (a host crash restarts vswitchd, and the
 // relayed flows go with it). A marker that cannot be written costs only the
 // learning: flowstated then replays its store over the relayed flows.
-func (r *relayer) markRelayed(rl Relay) {
-	m := Relayed{Bridge: rl.Bridge, Module: rl.Module, Vswitchd: ovsconfig.VswitchdIdentity(filepath.Dir(rl.Upstream)), At: time.Now().UTC(), Guard: os.Getpid()}
+func (r *relayer) markRelayed(rl Relay, live string) {
+	m := Relayed{Bridge: rl.Bridge, Module: rl.Module, Vswitchd: ovsconfig.VswitchdIdentity(filepath.Dir(rl.Upstream)), Live: live, At: time.Now().UTC(), Guard: os.Getpid()}
 	if err := writeRelayed(RelayedPath(r.lease, rl.Bridge), m); err != nil {
 		r.log.Error("guard: cannot record the relayed session: flowstated, once back, replays its store over what the controller installs meanwhile", "bridge", rl.Bridge, "err", err)
 	}

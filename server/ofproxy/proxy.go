@@ -50,9 +50,10 @@ type Config struct {
 	// controller connection in place of the switch (see record.go); nil
 	// relays everything.
 	Recorder Recorder
-	// Keeper, when set with a Recorder, is told what the sessions that
-	// are relayed without recording (not OpenFlow 1.5) install, so that
-	// it leaves those entries alone (unrecorded.go).
+	// Keeper, when set, is told what the sessions that are relayed
+	// without recording (not OpenFlow 1.5) install, so that its owner
+	// leaves those entries alone (unrecorded.go); without a Recorder
+	// (the guard's relay) the OpenFlow 1.5 sessions are not followed.
 	Keeper Keeper
 	// Installed, when set, is called once per recording session, at the
 	// controller's first barrier after its first bundle committed: its

@@ -219,9 +219,11 @@ func (s *session) applyPending(r *recorder, bw *bufio.Writer) error {
 }
 
 // recorderFor decides from the two HELLOs whether this session records:
-// only when it agrees on OpenFlow 1.5, the version the Recorder takes.
+// only when it agrees on OpenFlow 1.5, the version the Recorder takes. A
+// session that does not is followed for the Keeper, with or without a
+// Recorder (the guard's relay has only a Keeper).
 func (s *session) recorderFor(hello []byte) *recorder {
-	if s.p.cfg.Recorder == nil {
+	if s.p.cfg.Recorder == nil && s.p.cfg.Keeper == nil {
 		return nil
 	}
 	select {
@@ -231,12 +233,17 @@ func (s *session) recorderFor(hello []byte) *recorder {
 	}
 	common := ofconn.HelloVersions(hello) & s.switchVersions
 	if common == 0 || bits.Len32(common)-1 != of15Version {
-		s.p.log.Warn("ofproxy: controller does not speak OpenFlow 1.5: relaying its connection without recording it; its permanent flows, groups and meters are left alone on the switch, not restored after a vswitchd restart",
-			"versions", fmt.Sprintf("%#x", common))
+		if s.p.cfg.Recorder != nil {
+			s.p.log.Warn("ofproxy: controller does not speak OpenFlow 1.5: relaying its connection without recording it; its permanent flows, groups and meters are left alone on the switch, not restored after a vswitchd restart",
+				"versions", fmt.Sprintf("%#x", common))
+		}
 		if k := s.p.cfg.Keeper; k != nil && common != 0 {
 			k.Begin()
 			s.unrec = &unrecorded{k: k, version: uint8(bits.Len32(common) - 1)}
 		}
+		return nil
+	}
+	if s.p.cfg.Recorder == nil {
 		return nil
 	}
 	return &recorder{s: s, rec: s.p.cfg.Recorder, bundles: make(map[uint32]*openBundle)}

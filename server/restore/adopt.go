@@ -31,10 +31,21 @@ import (
 //     becomes the module's; a group or meter only when the engine owns them
 //     all (OwnedCookie 0/0), or when a flow it learns uses it;
 //   - the switch's version of an entry of the module replaces the store's;
-//   - an entry of the module the switch lacks is removed from the store;
+//   - an entry of the module the switch lacks is removed from the store,
+//     but only when flowstated's entries were on the running vswitchd:
+//     the guard saw flowstated renew its lease under it (Relayed.Live), or
+//     a flowstated of this store released it (Store.ReleasedVswitchd); so
+//     the controller deleted what is gone. A vswitchd that started while
+//     flowstated was away never held them; what it lacks, it lacks
+//     because it restarted, and the store keeps it (the controller's
+//     reinstall through flowstated, a resync, deletes what it no longer
+//     wants);
 //   - entries of other modules are not the controller's: they are replayed
 //     as usual, as are entries left alone (kept.go) and flows outside the
-//     owned cookie space (cookie.go).
+//     owned cookie space (cookie.go). What the relay's unrecorded sessions
+//     (an OpenFlow 1.3 controller on the same socket) installed is left
+//     alone: the guard notes it (guard.RelayedKept) and the learning first
+//     tells the bridge's Kept.
 //
 // vswitchd's default flow (table 0, priority 0, no match, NORMAL, cookie 0)
 // undeclared is not learned: a standalone bridge gets it at every vswitchd
@@ -54,10 +65,8 @@ import (
 
 // adoption is a pending learning of a bridge's relayed controller.
 type adoption struct {
+	Relayed
 	module string
-	// vswitchd is the vswitchd the guard last relayed to, "" unknown.
-	vswitchd string
-	taken    func()
 
 	mu    sync.Mutex
 	state adoptionState
@@ -88,18 +97,34 @@ func (a *adoption) finish() {
 	done := a.state == adoptionDone
 	a.state = adoptionDone
 	a.mu.Unlock()
-	if !done && a.taken != nil {
-		a.taken()
+	if !done && a.Taken != nil {
+		a.Taken()
 	}
 }
 
+// Relayed is the guard's evidence of a bridge's relayed sessions
+// (guard.Relayed), for AdoptRelayed.
+type Relayed struct {
+	// Vswitchd is the vswitchd the guard last relayed to
+	// (ovsconfig.VswitchdIdentity; "" unknown); Live the one that ran
+	// when the guard last saw flowstated renew its lease ("" unknown).
+	Vswitchd, Live string
+	// Keep, when set, tells the bridge's Kept what the relay's
+	// unrecorded sessions (not OpenFlow 1.5) installed under Vswitchd,
+	// so that the learning leaves those entries alone instead of making
+	// them the module's.
+	Keep func(*Kept)
+	// Taken is called once the learning was decided (learned, moot or
+	// failed).
+	Taken func()
+}
+
 // AdoptRelayed tells the engine that the guard relayed module's controller
-// straight to bridge's switch while flowstated was away, the last time to
-// vswitchd (ovsconfig.VswitchdIdentity; "" unknown): the bridge's first
-// reconcile learns the switch's state for module instead of overwriting it
-// (see Learning what a relayed controller did). taken is called once that
-// was decided (learned, moot or failed). Call it before Run.
-func (e *Engine) AdoptRelayed(bridge, module, vswitchd string, taken func()) error {
+// straight to bridge's switch while flowstated was away (rel): the bridge's
+// first reconcile learns the switch's state for module instead of
+// overwriting it (see Learning what a relayed controller did). Call it
+// before Run.
+func (e *Engine) AdoptRelayed(bridge, module string, rel Relayed) error {
 	b, err := e.bridge(bridge)
 	if err != nil {
 		return err
@@ -107,7 +132,7 @@ func (e *Engine) AdoptRelayed(bridge, module, vswitchd string, taken func()) err
 	if err := entry.ValidateName("module", module); err != nil {
 		return fmt.Errorf("restore: adopt relayed: %w: %w", err, errdefs.ErrInvalidArgument)
 	}
-	if old := b.adopt.Swap(&adoption{module: module, vswitchd: vswitchd, taken: taken}); old != nil {
+	if old := b.adopt.Swap(&adoption{Relayed: rel, module: module}); old != nil {
 		old.finish()
 	}
 	return nil
@@ -128,8 +153,8 @@ func (r *Recorder) Connected() {
 	b.adopt.CompareAndSwap(a, nil)
 	r.e.log.Info("the controller reconnected through flowstated's proxy before the bridge's first replay: its reinstall, recorded, replaces what it installed through the guard's relay",
 		"bridge", r.bridge, "module", r.module)
-	if a.taken != nil {
-		a.taken()
+	if a.Taken != nil {
+		a.Taken()
 	}
 }
 
@@ -147,18 +172,30 @@ func (e *Engine) adoptRelayedLocked(ctx context.Context, b *bridge, conn *ofconn
 		b.adopt.CompareAndSwap(a, nil)
 		a.finish()
 	}
-	if now := e.vswitchdIdentity(); a.vswitchd != "" && now != "" && now != a.vswitchd {
-		log.Info("vswitchd restarted since the guard relayed the controller: nothing of it to learn, replaying the store", "relayed_to", a.vswitchd, "vswitchd", now)
+	now := e.vswitchdIdentity()
+	if a.Vswitchd != "" && now != "" && now != a.Vswitchd {
+		log.Info("vswitchd restarted since the guard relayed the controller: nothing of it to learn, replaying the store", "relayed_to", a.Vswitchd, "vswitchd", now)
 		end()
 		return nil
 	}
-	held, known := e.flag.VswitchdHeld()
+	if a.Keep != nil {
+		a.Keep(&Kept{e: e, b: b, log: log})
+	}
+	held, known, released := e.flag.HeldReleased()
+	// The store's entries are on this vswitchd only if flowstated ran
+	// with it (the guard saw a renewal under it) or released it; one
+	// that started while flowstated was away lacks them because it
+	// restarted, not because the controller deleted them.
+	ours := now != "" && (a.Live == now || released == now)
 	if known && held {
 		log.Warn("vswitchd is held (flow-restore-wait): not learning what the controller installed through the guard's relay, replaying the store")
 		end()
 		return nil
 	}
-	l, err := e.learnRelayed(ctx, b, conn, a.module)
+	if !ours {
+		log.Info("vswitchd started while flowstated was away: learning what the controller installed through the guard's relay, not what the switch lacks (the store's entries were never on it)", "vswitchd", now)
+	}
+	l, err := e.learnRelayed(ctx, b, conn, a.module, ours)
 	if err != nil {
 		a.to(adoptionStarted, adoptionPending)
 		return err
@@ -207,8 +244,9 @@ type learned struct {
 }
 
 // learnRelayed compares what b's switch holds with the store, for module
-// (see Learning what a relayed controller did).
-func (e *Engine) learnRelayed(ctx context.Context, b *bridge, conn *ofconn.Conn, module string) (learned, error) {
+// (see Learning what a relayed controller did); removals only when the
+// store's entries were on this vswitchd (removals).
+func (e *Engine) learnRelayed(ctx context.Context, b *bridge, conn *ofconn.Conn, module string, removals bool) (learned, error) {
 	var l learned
 	kf := e.keptFilter(b)
 	// The owned flows as a dump keeps them (switchflows.go): outside the
@@ -247,7 +285,7 @@ func (e *Engine) learnRelayed(ctx context.Context, b *bridge, conn *ofconn.Conn,
 		m, on := flows[string(rec.ID)]
 		mine := string(rec.Module) == module
 		switch {
-		case !on && mine:
+		case !on && mine && removals:
 			l.removed = append(l.removed, entry.Entry{Kind: entry.KindFlow, ID: bytes.Clone(rec.ID)})
 		case on && mine && !bytes.Equal(e.forms.Form(rec.Payload), m):
 			d, err := declaredFlow(module, m)
@@ -280,13 +318,13 @@ func (e *Engine) learnRelayed(ctx context.Context, b *bridge, conn *ofconn.Conn,
 			uses[key(r.Kind, r.Key())] = true
 		}
 	}
-	return l, e.learnOthers(b.name, module, others, uses, &l)
+	return l, e.learnOthers(b.name, module, others, uses, removals, &l)
 }
 
 // learnOthers adds to l the groups and meters of the switch (others) and
 // of the store for module; uses holds the keys of those the learned flows
 // use.
-func (e *Engine) learnOthers(bridge, module string, others []actualEntry, uses map[string]bool, l *learned) error {
+func (e *Engine) learnOthers(bridge, module string, others []actualEntry, uses map[string]bool, removals bool, l *learned) error {
 	on := make(map[string]actualEntry, len(others))
 	for _, a := range others {
 		on[key(a.Kind, a.ID)] = a
@@ -298,6 +336,7 @@ func (e *Engine) learnOthers(bridge, module string, others []actualEntry, uses m
 			delete(on, kk)
 			switch {
 			case d.Module != module:
+			case !ok && !removals:
 			case !ok:
 				l.removed = append(l.removed, entry.Entry{Kind: d.Kind, ID: d.ID})
 			case !bytes.Equal(e.forms.Form(d.Payload), a.Payload):

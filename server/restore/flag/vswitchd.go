@@ -45,6 +45,15 @@ func (f *Flag) releasedLocked() string {
 	return f.releasedVswitchd
 }
 
+// HeldReleased is VswitchdHeld and, read with it, the vswitchd this store
+// last released ("" when none).
+func (f *Flag) HeldReleased() (held, known bool, released string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	held, known = f.vswitchdHeldLocked()
+	return held, known, f.releasedLocked()
+}
+
 // unreleasedLocked reports whether v is a running vswitchd that may be held:
 // no flowstated of this store released it, and the flag was not seen
 // cleared while it ran. f.mu must be held.
