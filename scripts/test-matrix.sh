@@ -69,6 +69,21 @@ selection() {
 		echo "./server/ofproxy" '^(TestTestControllerThroughProxy|TestTestController10LeftAlone|TestOSKenThroughFlowstated)$'
 	fi
 	echo "./internal/chaos" '^TestChaosSeeds$'
+	# The host's Open vSwitch upgraded in place to this root's.
+	[ "$name" = trixie ] && echo "./cmd/flowctl" '^TestOVSUpgrade$'
+	return 0
+}
+
+# host_bins links the host's Open vSwitch binaries into one directory, the
+# older Open vSwitch of TestOVSUpgrade (FLOWSTATE_UPGRADE_FROM).
+host_bins() {
+	local b p
+	mkdir -p "$logs/host/bin"
+	for b in ovsdb-tool ovsdb-server ovs-vswitchd ovs-vsctl ovs-ofctl ovs-appctl; do
+		p=$(PATH=$PATH:/usr/sbin:/sbin command -v "$b") || return 1
+		ln -sf "$p" "$logs/host/bin/$b"
+	done
+	echo "$logs/host/bin"
 }
 
 need_root() {
@@ -172,6 +187,9 @@ run_root() {
 		[ -x "$logs/$name/bin/ovn-controller" ] && ovn=yes
 		path=$logs/$name/bin:$PATH
 		OVS_PKGDATADIR=$logs/$name/share/openvswitch OVN_PKGDATADIR=$logs/$name/share/ovn
+		if FLOWSTATE_UPGRADE_FROM=$(host_bins); then
+			export FLOWSTATE_UPGRADE_FROM FLOWSTATE_UPGRADE_FROM_SCHEMA=/usr/share/openvswitch/vswitch.ovsschema
+		fi
 	fi
 	lbl=$(label "$name")
 	mkdir -p "$logs/$name"
