@@ -7,6 +7,7 @@
 #   scripts/test-matrix.sh               build the missing roots, run every root
 #   scripts/test-matrix.sh build         build the missing roots only
 #   scripts/test-matrix.sh run [ROOT...] run roots (bullseye trixie host) as built
+#   scripts/test-matrix.sh build-tests   build the test binaries only
 #
 # A root runs its binaries through wrappers on PATH that chroot into it, with
 # /tmp bind-mounted so that the sandboxes' sockets are shared with the tests
@@ -18,7 +19,8 @@
 #   MATRIX_LOGS      where the logs and wrappers go (default /tmp/flowstate-matrix)
 #   MATRIX_MIRROR    the Debian mirror (default http://deb.debian.org/debian)
 #   MATRIX_TESTS     "PACKAGE REGEXP" lines: run these instead of the selection
-#   MATRIX_JOBS      how many roots run at the same time (default 1; CI: 2)
+#   MATRIX_JOBS      how many roots run at the same time (default 1)
+#   MATRIX_NO_REBUILD set: run uses the test binaries build-tests made
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -261,14 +263,18 @@ main() {
 		for name in bullseye trixie; do build_root "$name"; done
 		return 0
 		;;
+	build-tests)
+		build_tests
+		return 0
+		;;
 	run) ;;
 	all) for name in bullseye trixie; do build_root "$name"; done ;;
-	*) echo "usage: $0 [build | run [bullseye|trixie|host...]]" >&2 && return 2 ;;
+	*) echo "usage: $0 [build | build-tests | run [bullseye|trixie|host...]]" >&2 && return 2 ;;
 	esac
 	local list=("$@")
 	[ ${#list[@]} -gt 0 ] || list=(bullseye trixie host)
 	trap unmount_all EXIT
-	build_tests
+	[ -n "${MATRIX_NO_REBUILD:-}" ] || build_tests
 	# MATRIX_JOBS roots at a time: their tests mostly wait on vswitchd,
 	# each in its own sandboxes, so two share two cores.
 	local jobs=${MATRIX_JOBS:-1} start=$SECONDS
