@@ -2,9 +2,7 @@ package sandbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
 )
 
 // UpgradeOVSDB replaces the sandbox's Open vSwitch with the one whose
@@ -25,22 +23,8 @@ func (s *Sandbox) UpgradeOVSDB(ctx context.Context, binDir, schema string) error
 	}
 	s.lifeMu.Lock()
 	defer s.lifeMu.Unlock()
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return ErrClosed
-	}
-	db := s.ovsdb
-	s.mu.Unlock()
-	if db != nil {
-		if err := db.terminate(stopGrace); err != nil {
-			return err
-		}
-	}
-	for _, name := range []string{dbSock, ovsdbName + ".pid", ovsdbName + ".ctl"} {
-		if err := os.Remove(s.path(name)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("sandbox: remove stale %s: %w", name, err)
-		}
+	if err := s.stopOVSDB(); err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
