@@ -897,8 +897,13 @@ func formatActionList(b []byte) (string, error) {
 		return "", err
 	}
 	parts := make([]string, 0, len(acts))
-	for _, a := range acts {
-		s, err := formatAction(a)
+	for i := 0; i < len(acts); i++ {
+		if s, ok := formatEnqueue(acts[i:]); ok {
+			parts = append(parts, s)
+			i += 2
+			continue
+		}
+		s, err := formatAction(acts[i])
 		if err != nil {
 			return "", err
 		}

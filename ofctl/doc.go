@@ -39,15 +39,19 @@
 // equals its maximum is encoded without the maximum, as OVS prints it, so
 // that printing and parsing again is stable.
 //
+// enqueue:P:Q is sent as OVS sends it in OpenFlow 1.5 (set_queue:Q, an
+// output to P with max_len 65535, pop_queue) and those three actions are
+// printed back as enqueue:P:Q, where ovs-ofctl prints
+// set_queue:Q,output:P,pop_queue, which reads back with max_len 0
+// (queue.go).
+//
 // One difference goes the other way: dec_ttl() (empty parentheses) is
 // NXAST_DEC_TTL_CNT_IDS without controller ids, as OVS prints that action
 // (ovn-controller sends it), where ovs-ofctl reads dec_ttl() as plain
 // dec_ttl (OFPAT_DEC_NW_TTL, which tells controller 0): printed and parsed
 // again, the action stays the one sent.
 //
-// docs/api.md lists these differences for users. enqueue is refused too:
-// OVS sends it as set_queue, output with max_len 65535 and pop_queue, which
-// it prints as text that reads back with max_len 0. So are matches OVS
+// docs/api.md lists these differences for users. Refused too are matches OVS
 // stores or prints in a way that reads back as another flow: ERSPAN and
 // GTP-U fields with a mask (OVS 3.1 uses the value as the mask), ERSPAN
 // index, direction and hardware id without the tun_erspan_ver that makes
@@ -76,7 +80,7 @@
 // and groups of Open vSwitch's own test suite (set OVS_TESTS_DIR to its
 // tests/ directory; OVS_TESTS_SWITCH also installs every handled flow on a
 // private vswitchd and compares what it holds). Against OVS 3.1.0 it
-// handles 1,173 of the 1,192 flows ovs-ofctl accepts and all 36 groups;
+// handles 1,177 of the 1,192 flows ovs-ofctl accepts and all 36 groups;
 // the flows left are refused on purpose (docs/api.md), and vswitchd holds
 // every handled flow it accepts exactly as ParseFlow encodes it.
 //

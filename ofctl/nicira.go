@@ -560,10 +560,10 @@ func (cx *actx) parseExtraAction(p kv, key string) (acts [][]byte, ok bool, err 
 		if p.delim != 0 {
 			return nil, true, errAt(p.keyOff, p.text(), "pop_queue takes no argument")
 		}
-		return one(setLen16(append(nxHeader(nxastPopQueue), make([]byte, 6)...)), nil)
+		return one(popQueue(), nil)
 	case "enqueue":
-		return nil, true, errAt(p.keyOff, p.text(), "enqueue is not supported: in OpenFlow 1.5 OVS sends it as set_queue, output with max_len 65535 and pop_queue, "+
-			"and prints that back as set_queue:Q,output:P,pop_queue, which reads back with max_len 0; write set_queue:Q,output:P,pop_queue instead")
+		acts, err := cx.parseEnqueue(p)
+		return acts, true, err
 	case "mod_vlan_vid", "mod_vlan_pcp", "set_vlan_vid", "set_vlan_pcp":
 		acts, err := cx.parseVLANAction(p, key)
 		return acts, true, err

@@ -20,7 +20,9 @@ import (
 // OVS_TESTS_DIR to a directory holding them (for example
 // `git -C ovs archive v3.1.0 tests | tar -x -C /tmp/ovs`, then
 // OVS_TESTS_DIR=/tmp/ovs/tests). OVS_TESTS_REPORT names a file that gets
-// every flow we miss, with the reason. With OVS_TESTS_SWITCH set, every
+// every flow we miss, with the reason; OVS_TESTS_CORPUS a directory that
+// gets the flows and groups ovs-ofctl accepts (testdata/ovs-suite is that
+// of OVS 3.1.0). With OVS_TESTS_SWITCH set, every
 // handled flow is also installed on a private vswitchd, which must hold it
 // as ParseFlow encodes it (about 30 s).
 //
@@ -104,6 +106,9 @@ func TestOVSTestsCoverage(t *testing.T) {
 			fmt.Fprintf(&report, "%s\n\t%s\n", r.line, r.miss)
 		}
 		t.Logf("%s: %d candidate lines, ovs-ofctl accepts %d, flowstate handles %d", kind.name, len(kind.cands), accepted, handled)
+		if out := os.Getenv("OVS_TESTS_CORPUS"); out != "" {
+			writeAccepted(t, filepath.Join(out, kind.name+".txt"), res)
+		}
 		if kind.name == "flows" && os.Getenv("OVS_TESTS_SWITCH") != "" {
 			var lines []string
 			for _, r := range res {
@@ -118,6 +123,20 @@ func TestOVSTestsCoverage(t *testing.T) {
 		if err := os.WriteFile(path, []byte(report.String()), 0o600); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// writeAccepted writes the lines ovs-ofctl accepts to path, one a line:
+// the OVS test-suite corpus of TestSyntaxOnThisVersion (testdata/ovs-suite).
+func writeAccepted(t *testing.T, path string, res []ovsTestResult) {
+	var b strings.Builder
+	for _, r := range res {
+		if r.accept {
+			b.WriteString(r.line + "\n")
+		}
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -137,9 +137,16 @@ func TestRoundTripSwitch(t *testing.T) {
 	onEachCorpus(t, func(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, _ switchCorpus, flows []flowStat, groups, meters map[uint32][]byte) {
 		{
 			byKey := map[string][]byte{}
+			// ovsText holds, for a flow FormatFlow prints with an enqueue,
+			// the text ovs-ofctl prints for it, which reads back with
+			// max_len 0 (queue.go): its bytes are not the switch's.
+			ovsText := map[string]string{}
 			for _, f := range flows {
 				roundTrip(t, "flow", "switch flow", f.mod, true)
 				byKey[f.key()] = f.mod
+				if s, err := formatBytes("flow", f.mod); err == nil && enqueueText.MatchString(s) {
+					ovsText[f.key()] = asOVSPrints(s)
+				}
 			}
 			for id, g := range groups {
 				roundTrip(t, "group", "switch group "+strconv.FormatUint(uint64(id), 10), g, true)
@@ -164,6 +171,12 @@ func TestRoundTripSwitch(t *testing.T) {
 				st, err := statFromFlowMod(b)
 				if err != nil {
 					t.Fatal(err)
+				}
+				if text, ok := ovsText[st.key()]; ok {
+					if l = strings.TrimSpace(l); l != text {
+						t.Errorf("ovs-ofctl dump-flows line %q is not FormatFlow's %q with its enqueue as OVS prints it", l, text)
+					}
+					continue
 				}
 				if want, ok := byKey[st.key()]; !ok || !bytes.Equal(withoutXid(b), withoutXid(want)) {
 					t.Errorf("ovs-ofctl dump-flows line %q parses to %x, the switch holds %x", l, b, want)

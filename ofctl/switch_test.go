@@ -64,7 +64,7 @@ func TestSwitchDump(t *testing.T) {
 				if err != nil {
 					t.Fatalf("line %d: FormatFlow: %v", fl.Line, err)
 				}
-				wantText = append(wantText, s)
+				wantText = append(wantText, asOVSPrints(s))
 			}
 
 			t.Logf("switch flows %d, corpus flows %d, text lines %d", len(got), len(want), len(wantText))
@@ -106,7 +106,7 @@ func TestSwitchDump(t *testing.T) {
 				if err != nil {
 					t.Fatalf("FormatFlow(DecodeFlowMod(%x)): %v", g.mod, err)
 				}
-				fromSwitch = append(fromSwitch, s)
+				fromSwitch = append(fromSwitch, asOVSPrints(s))
 			}
 			sort.Strings(fromSwitch)
 

@@ -38,6 +38,17 @@ func (s *Sandbox) startOVSDB(ctx context.Context) error {
 func (s *Sandbox) RestartOVSDB(ctx context.Context) error {
 	s.lifeMu.Lock()
 	defer s.lifeMu.Unlock()
+	if err := s.stopOVSDB(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	return s.startOVSDB(ctx)
+}
+
+// stopOVSDB stops ovsdb-server (SIGTERM, then SIGKILL after a grace) and
+// removes its socket, pidfile and control socket. lifeMu must be held.
+func (s *Sandbox) stopOVSDB() error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -55,7 +66,5 @@ func (s *Sandbox) RestartOVSDB(ctx context.Context) error {
 			return fmt.Errorf("sandbox: remove stale %s: %w", name, err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
-	defer cancel()
-	return s.startOVSDB(ctx)
+	return nil
 }
