@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"runtime"
 	"slices"
 	"sync"
@@ -228,14 +229,14 @@ func toBridgeStatus(bs restore.BridgeStatus) *flowstatev1.BridgeStatus {
 	return pb
 }
 
-func toChange(c restore.Change) *flowstatev1.Change {
+func toChange(c plan.Change) *flowstatev1.Change {
 	pc := &flowstatev1.Change{Kind: flowstatev1.EntryKind(c.Kind), Module: c.Desired.Module}
 	switch c.Op {
-	case restore.OpAdd:
+	case plan.OpAdd:
 		pc.Op = flowstatev1.Change_OP_ADD
-	case restore.OpModify:
+	case plan.OpModify:
 		pc.Op = flowstatev1.Change_OP_MODIFY
-	case restore.OpDelete:
+	case plan.OpDelete:
 		pc.Op = flowstatev1.Change_OP_DELETE
 	}
 	if c.Desired.Payload != nil {

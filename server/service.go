@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"io"
 	"log/slog"
 	"maps"
@@ -578,7 +579,7 @@ func (s *service) Diff(req *flowstatev1.DiffRequest, stream flowstatev1.FlowStat
 			return stream.Context().Err()
 		}
 	}}
-	err := s.engine.Diff(stream.Context(), req.GetBridge(), func(c restore.Change) error {
+	err := s.engine.Diff(stream.Context(), req.GetBridge(), func(c plan.Change) error {
 		pc := toChange(c)
 		return b.add(pc, len(pc.Desired)+len(pc.Actual)+len(pc.Module))
 	})

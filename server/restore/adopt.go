@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"log/slog"
 	"sync"
 
@@ -265,7 +266,7 @@ func (e *Engine) learnRelayed(ctx context.Context, b *bridge, conn *ofconn.Conn,
 	if err != nil {
 		return l, err
 	}
-	others, err := dumpGroupsMeters(ctx, conn)
+	others, err := plan.DumpGroupsMeters(ctx, conn)
 	if err != nil {
 		return l, err
 	}
@@ -315,7 +316,7 @@ func (e *Engine) learnRelayed(ctx context.Context, b *bridge, conn *ofconn.Conn,
 	}
 	for _, p := range l.puts {
 		for _, r := range entry.FlowRefs(p.Payload) {
-			uses[key(r.Kind, r.Key())] = true
+			uses[plan.Key(r.Kind, r.Key())] = true
 		}
 	}
 	return l, e.learnOthers(b.name, module, others, uses, removals, &l)
@@ -324,14 +325,14 @@ func (e *Engine) learnRelayed(ctx context.Context, b *bridge, conn *ofconn.Conn,
 // learnOthers adds to l the groups and meters of the switch (others) and
 // of the store for module; uses holds the keys of those the learned flows
 // use.
-func (e *Engine) learnOthers(bridge, module string, others []actualEntry, uses map[string]bool, removals bool, l *learned) error {
-	on := make(map[string]actualEntry, len(others))
+func (e *Engine) learnOthers(bridge, module string, others []plan.ActualEntry, uses map[string]bool, removals bool, l *learned) error {
+	on := make(map[string]plan.ActualEntry, len(others))
 	for _, a := range others {
-		on[key(a.Kind, a.ID)] = a
+		on[plan.Key(a.Kind, a.ID)] = a
 	}
 	for _, k := range []entry.Kind{entry.KindGroup, entry.KindMeter} {
 		err := e.cfg.Store.Entries().List(store.Filter{Bridge: bridge, Kind: k}, func(_ string, d entry.Entry) error {
-			kk := key(d.Kind, d.ID)
+			kk := plan.Key(d.Kind, d.ID)
 			a, ok := on[kk]
 			delete(on, kk)
 			switch {
@@ -368,7 +369,7 @@ func declaredFlow(module string, m []byte) (entry.Entry, error) {
 }
 
 // leftOut returns others without the entries kf leaves alone.
-func leftOut(others []actualEntry, kf *keptFilter) []actualEntry {
+func leftOut(others []plan.ActualEntry, kf *keptFilter) []plan.ActualEntry {
 	out := others[:0]
 	for _, a := range others {
 		if !kf.leaves(a.Kind, a.ID) {

@@ -3,6 +3,7 @@ package restore
 import (
 	"context"
 	"fmt"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"log/slog"
 	"strconv"
 	"time"
@@ -21,8 +22,8 @@ import (
 // drift_corrected).
 func (e *Engine) audit(ctx context.Context, b *bridge, conn *ofconn.Conn, log *slog.Logger) bool {
 	var n [3]int
-	err := e.diffNow(ctx, b, conn, func(c Change) error {
-		n[c.Op-OpAdd]++
+	err := e.diffNow(ctx, b, conn, func(c plan.Change) error {
+		n[c.Op-plan.OpAdd]++
 		return nil
 	})
 	if err != nil {

@@ -2,6 +2,7 @@ package restore
 
 import (
 	"context"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"os/exec"
 	"strings"
 	"testing"
@@ -50,7 +51,7 @@ func TestAuditDrift(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := 0
-	if err := e.diffNow(ctx, b, conn, func(Change) error { n++; return nil }); err != nil || n != 0 || !b.isConverged() {
+	if err := e.diffNow(ctx, b, conn, func(plan.Change) error { n++; return nil }); err != nil || n != 0 || !b.isConverged() {
 		t.Fatalf("after the correction: %d differences (%v), converged %v", n, err, b.isConverged())
 	}
 }

@@ -3,6 +3,7 @@ package restore
 import (
 	"context"
 	"fmt"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -43,7 +44,7 @@ type bridge struct {
 	mu        sync.Mutex
 	conn      *ofconn.Conn // nil while disconnected
 	converged bool
-	last      Replay
+	last      plan.Replay
 	// since is when converged last changed; reason says why the bridge is
 	// not converged ("" when it is).
 	since  time.Time
@@ -114,7 +115,7 @@ type BridgeStatus struct {
 	// Excused says why flow-restore-wait was cleared without waiting for
 	// this bridge (missing from OVSDB, or it held the node for MaxHold).
 	Excused string
-	Last    Replay
+	Last    plan.Replay
 	// Quarantined lists at most MaxListedQuarantined quarantined entries
 	// (those that crashed vswitchd first, then in key order), read from the
 	// store by Engine.Status; QuarantinedTotal counts them all, and
@@ -219,7 +220,7 @@ func (b *bridge) liftQuarantineLocked(keys []string, es ...[]entry.Entry) {
 	}
 	for _, es := range es {
 		for _, en := range es {
-			removed = b.quarantine.remove(key(en.Kind, en.ID)) || removed
+			removed = b.quarantine.remove(plan.Key(en.Kind, en.ID)) || removed
 		}
 	}
 	if removed {
@@ -236,12 +237,12 @@ func (b *bridge) quarantineLocked(q quarantining, now time.Time) {
 // quarantineDamagedLocked leaves out q, an entry the store found damaged.
 // b.mu must be held.
 func (b *bridge) quarantineDamagedLocked(q Quarantined) {
-	b.quarantine.addDamaged(key(q.Entry.Kind, q.Entry.ID), q.Entry.Kind, q.Entry.Module, q.Reason, q.Since)
+	b.quarantine.addDamaged(plan.Key(q.Entry.Kind, q.Entry.ID), q.Entry.Kind, q.Entry.Module, q.Reason, q.Since)
 }
 
 // replayedLocked records the replay r: the bridge is converged if it
 // succeeded. b.mu must be held.
-func (b *bridge) replayedLocked(r Replay) {
+func (b *bridge) replayedLocked(r plan.Replay) {
 	b.last = r
 	b.converged = r.Err == nil
 	b.reason = ""

@@ -120,7 +120,7 @@ func (fs *flowScan) foreignOf(others []entry.Entry) []entry.Entry {
 // the mirrored foreign entries, and returns the changes that do it. Once
 // the connection is settled it refreshes the mirror from the dump instead.
 // b.mu is held.
-func (e *Engine) foreignToRestore(b *bridge, fs *flowScan, others []entry.Entry, log *slog.Logger) ([]Change, error) {
+func (e *Engine) foreignToRestore(b *bridge, fs *flowScan, others []entry.Entry, log *slog.Logger) ([]plan.Change, error) {
 	if e.cfg.OwnedCookie.All() {
 		return nil, nil
 	}
@@ -133,9 +133,9 @@ func (e *Engine) foreignToRestore(b *bridge, fs *flowScan, others []entry.Entry,
 	if !known {
 		return nil, fmt.Errorf("restore: OVSDB cannot tell yet whether vswitchd is held: the flows outside the owned cookie space %s may need restoring: %w", e.cfg.OwnedCookie, errdefs.ErrUnavailable)
 	}
-	actual := make([]actualEntry, len(found))
+	actual := make([]plan.ActualEntry, len(found))
 	for i, f := range found {
-		actual[i] = actualEntry{Kind: f.Kind, ID: f.ID, Payload: f.Payload}
+		actual[i] = plan.ActualEntry{Kind: f.Kind, ID: f.ID, Payload: f.Payload}
 	}
 	// Only what vswitchd puts on a new bridge (the default flow, cookie 0)
 	// means the foreign entries were lost; anything more, the other
@@ -149,7 +149,7 @@ func (e *Engine) foreignToRestore(b *bridge, fs *flowScan, others []entry.Entry,
 	if err != nil {
 		return nil, err
 	}
-	cs := diff(want, actual, nil)
+	cs := plan.Diff(want, actual, nil)
 	if len(cs) == 0 {
 		b.settleForeignLocked()
 	}

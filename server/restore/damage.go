@@ -1,6 +1,7 @@
 package restore
 
 import (
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"log/slog"
 	"strconv"
 	"time"
@@ -21,7 +22,7 @@ func (e *Engine) noteDamageLocked(b *bridge, log *slog.Logger) []string {
 	now := make(map[string]bool, len(damaged))
 	var fresh []Quarantined
 	for _, d := range damaged {
-		k := key(d.Kind, d.Key)
+		k := plan.Key(d.Kind, d.Key)
 		now[k] = true
 		if b.quarantine.damaged(k) {
 			continue

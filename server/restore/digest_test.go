@@ -2,6 +2,7 @@ package restore
 
 import (
 	"errors"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"sync/atomic"
 	"testing"
 
@@ -47,7 +48,7 @@ func TestSameFlows(t *testing.T) {
 			}
 			fs.sw.desired = &want
 			for _, s := range tc.skipped {
-				fs.skip[key(entry.KindFlow, s.ID)] = true
+				fs.skip[plan.Key(entry.KindFlow, s.ID)] = true
 			}
 			got, err := fs.sameFlows()
 			if err != nil {
@@ -59,7 +60,7 @@ func TestSameFlows(t *testing.T) {
 			// Against the comparison flow by flow.
 			fs.sw.pass++
 			changes := 0
-			if _, err := fs.each(nil, true, func(Op, store.Record) error { changes++; return nil }); err != nil {
+			if _, err := fs.each(nil, true, func(plan.Op, store.Record) error { changes++; return nil }); err != nil {
 				t.Fatal(err)
 			}
 			for i := range fs.sw.flows {

@@ -29,12 +29,12 @@ import (
 // add of a replay of a whole bridge, more than the one extra MODIFY an entry
 // stored while the switch was away costs at the next comparison). A dump that
 // fails teaches nothing: the next comparison modifies the entry and learns.
-func (e *Engine) learnForms(ctx context.Context, conn *ofconn.Conn, cs []Change, replay bool, log *slog.Logger) {
-	var opaque []Change
+func (e *Engine) learnForms(ctx context.Context, conn *ofconn.Conn, cs []plan.Change, replay bool, log *slog.Logger) {
+	var opaque []plan.Change
 	for _, c := range cs {
 		switch {
-		case c.Op == OpDelete:
-		case !replay && c.Desired.Opaque, replay && c.Op == OpModify && canon.Opaque(c.Kind, c.Desired.Payload):
+		case c.Op == plan.OpDelete:
+		case !replay && c.Desired.Opaque, replay && c.Op == plan.OpModify && canon.Opaque(c.Kind, c.Desired.Payload):
 			opaque = append(opaque, c)
 		}
 	}
@@ -48,11 +48,11 @@ func (e *Engine) learnForms(ctx context.Context, conn *ofconn.Conn, cs []Change,
 	}
 	held := make(map[string][]byte, len(actual))
 	for _, a := range actual {
-		held[key(a.Kind, a.ID)] = a.Payload
+		held[plan.Key(a.Kind, a.ID)] = a.Payload
 	}
 	learned := map[canon.Key][]byte{}
 	for _, c := range opaque {
-		a, ok := held[key(c.Kind, c.Desired.ID)]
+		a, ok := held[plan.Key(c.Kind, c.Desired.ID)]
 		if !ok {
 			continue
 		}
@@ -73,7 +73,7 @@ func (e *Engine) learnForms(ctx context.Context, conn *ofconn.Conn, cs []Change,
 
 // dumpSome returns what the switch holds of the entries cs change, in
 // canonical form: one request per entry, not a dump of the bridge.
-func dumpSome(ctx context.Context, conn *ofconn.Conn, cs []Change) ([]actualEntry, error) {
+func dumpSome(ctx context.Context, conn *ofconn.Conn, cs []plan.Change) ([]plan.ActualEntry, error) {
 	var keys []ofconn.FlowKey
 	var gids, mids []uint32
 	for _, c := range cs {

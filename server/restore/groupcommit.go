@@ -3,6 +3,7 @@ package restore
 import (
 	"context"
 	"errors"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/errdefs"
@@ -175,7 +176,7 @@ type groupStep struct {
 	// n counts the changes the ops made; cs are those listed to send after
 	// the store (sentAfter), when they were not streamed.
 	n         int
-	cs        []Change
+	cs        []plan.Change
 	sentAfter bool
 }
 
@@ -233,7 +234,7 @@ func (g *groupStep) after(t *txn) (sendAfter, error) {
 	return sendAfter{cs: cs}, nil
 }
 
-func (g *groupStep) refused(re *RejectedError) error { return refused(re, g.owner, len(g.reqs)) }
+func (g *groupStep) refused(re *plan.RejectedError) error { return refused(re, g.owner, len(g.reqs)) }
 
 // runOps runs the requests' ops in w, streaming each change the store
 // decides into stream (when not nil), and returns how many changes they
@@ -265,27 +266,27 @@ func (g *groupStep) runOps(w *store.Writer, stream *writeStream) (int, error) {
 // another request of the batch also changes, or a meter in a batch of
 // several, fails the request. A MODIFY of a quarantined entry becomes an ADD:
 // the entry is not on the switch. b.mu must be held.
-func (b *bridge) batchChangesLocked(reqs []*writeReq, results []writeResult, n int, owner map[string]int) ([]Change, map[string]int, error) {
-	cs := make([]Change, 0, n)
+func (b *bridge) batchChangesLocked(reqs []*writeReq, results []writeResult, n int, owner map[string]int) ([]plan.Change, map[string]int, error) {
+	cs := make([]plan.Change, 0, n)
 	if owner == nil && len(reqs) > 1 {
 		owner = make(map[string]int, n)
 	}
 	for i := range reqs {
 		res := results[i].res
 		from := len(cs)
-		cs = appendWriteChanges(cs, res.Changed, res.Removed)
+		cs = plan.AppendWriteChanges(cs, res.Changed, res.Removed)
 		for j := from; j < len(cs); j++ {
 			c := &cs[j]
 			if len(reqs) > 1 && c.Kind == entry.KindMeter {
 				return nil, owner, failed(i, errMeterInBatch)
 			}
 			if owner != nil || b.quarantine.len() > 0 {
-				k := key(c.Kind, changeID(*c))
+				k := plan.Key(c.Kind, changeID(*c))
 				if other, dup := owner[k]; dup && other != i {
 					return nil, owner, failed(i, errOverlap)
 				}
-				if b.quarantine.has(k) && c.Op == OpModify {
-					c.Op, c.Actual = OpAdd, nil
+				if b.quarantine.has(k) && c.Op == plan.OpModify {
+					c.Op, c.Actual = plan.OpAdd, nil
 				}
 				if owner != nil {
 					owner[k] = i
@@ -299,13 +300,13 @@ func (b *bridge) batchChangesLocked(reqs []*writeReq, results []writeResult, n i
 // refused turns the switch's refusal into the error of the requests whose
 // changes it names (owner maps a change's key to its request). With one
 // request it is that request's error, naming the entry.
-func refused(re *RejectedError, owner map[string]int, n int) error {
+func refused(re *plan.RejectedError, owner map[string]int, n int) error {
 	if n == 1 {
 		return rejection(re)
 	}
 	fe := &failedError{reqs: map[int]bool{}, err: re}
 	for _, c := range re.Changes {
-		i, ok := owner[key(c.Kind, changeID(c))]
+		i, ok := owner[plan.Key(c.Kind, changeID(c))]
 		if !ok {
 			return re
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -504,9 +505,9 @@ func TestWriteStoreFailsAfterApply(t *testing.T) {
 }
 
 // diffAll collects what Engine.Diff reports for bridge.
-func diffAll(ctx context.Context, e *Engine, bridge string) ([]Change, error) {
-	var cs []Change
-	err := e.Diff(ctx, bridge, func(c Change) error {
+func diffAll(ctx context.Context, e *Engine, bridge string) ([]plan.Change, error) {
+	var cs []plan.Change
+	err := e.Diff(ctx, bridge, func(c plan.Change) error {
 		cs = append(cs, c)
 		return nil
 	})

@@ -1,6 +1,7 @@
 package restore
 
 import (
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -120,10 +121,10 @@ func identity(kind entry.Kind, msg []byte) string {
 		if err != nil {
 			return ""
 		}
-		return key(kind, id)
+		return plan.Key(kind, id)
 	case entry.KindGroup, entry.KindMeter:
 		if id := entry.ModID(msg); id != nil {
-			return key(kind, id)
+			return plan.Key(kind, id)
 		}
 	}
 	return ""

@@ -3,6 +3,7 @@ package restore
 import (
 	"context"
 	"encoding/binary"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -82,14 +83,14 @@ func TestKeptSaved(t *testing.T) {
 	k.Keep(entry.KindGroup, groupMod(8))
 	k.Forget(entry.KindGroup, groupMod(7))
 	stop()
-	if r := stored(st); len(r.IDs) != 1 || string(r.IDs[0]) != string(key(entry.KindGroup, groupMod(8)[12:16])) {
+	if r := stored(st); len(r.IDs) != 1 || string(r.IDs[0]) != string(plan.Key(entry.KindGroup, groupMod(8)[12:16])) {
 		t.Fatalf("stored after a forget and the saver's stop: %+v, want group 8 alone", r)
 	}
 
 	// A restarted flowstated, same vswitchd: loaded before any replay.
 	e = newEngine(st)
 	s := &e.bridges["br0"].kept
-	if _, ok := s.ids[key(entry.KindGroup, groupMod(8)[12:16])]; !ok || !s.rules[100] || s.vswitchd != r.Vswitchd {
+	if _, ok := s.ids[plan.Key(entry.KindGroup, groupMod(8)[12:16])]; !ok || !s.rules[100] || s.vswitchd != r.Vswitchd {
 		t.Fatalf("loaded: ids %v rules %v vswitchd %q, want group 8, rule 100 under %q", s.ids, s.rules, s.vswitchd, r.Vswitchd)
 	}
 

@@ -3,6 +3,7 @@ package restore
 import (
 	"context"
 	"errors"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -146,7 +147,7 @@ func resultLabel(err error) string {
 	return "unknown"
 }
 
-func (m *Metrics) observeReplay(bridge string, r Replay) {
+func (m *Metrics) observeReplay(bridge string, r plan.Replay) {
 	result := "ok"
 	if r.Err != nil {
 		result = "error"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -274,7 +275,7 @@ func (e *Engine) undeclaredEntries(ctx context.Context, b *bridge, conn *ofconn.
 	if !e.ownsGroupsAndMeters() {
 		return n, nil // undeclared groups and meters are left alone
 	}
-	others, err := dumpGroupsMeters(ctx, conn)
+	others, err := plan.DumpGroupsMeters(ctx, conn)
 	return n + len(others), err
 }
 

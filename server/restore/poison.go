@@ -3,6 +3,7 @@ package restore
 import (
 	"context"
 	"errors"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"log/slog"
 
 	"github.com/flowstate-io/flowstate/server/ovsconfig"
@@ -36,7 +37,7 @@ func (b *bridge) RequestReplay() { b.requestReplay() }
 // replayWatchLocked starts watching a replay of b begun at begun that sent
 // something; a refusal by the switch is no connection lost.
 func (b *bridge) replayWatchLocked(begun poison.Begun, err error) {
-	var re *RejectedError
+	var re *plan.RejectedError
 	b.poison.Watch(begun, err != nil && !errors.As(err, &re))
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"slices"
 	"sync"
 
@@ -124,7 +125,7 @@ func (r *Recorder) applyEntries(ctx context.Context, raw [][]byte) error {
 		// quarantine until it goes to the switch.
 		req.declared = ch.Put
 		if len(deferred) > 0 {
-			req.declared = slices.DeleteFunc(slices.Clone(ch.Put), func(e entry.Entry) bool { return deferred[key(e.Kind, e.ID)] })
+			req.declared = slices.DeleteFunc(slices.Clone(ch.Put), func(e entry.Entry) bool { return deferred[plan.Key(e.Kind, e.ID)] })
 		}
 		res, err := storeChange(w, r.bridge, r.module, ch)
 		return withoutDeferred(res, deferred), err

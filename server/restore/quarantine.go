@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"encoding/binary"
 	"fmt"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -66,9 +67,9 @@ type prediction struct {
 func (fs *flowScan) predictRefusals(others []entry.Entry, limits []ovsconfig.TableLimit) (map[string]prediction, error) {
 	preds := map[string]prediction{}
 	deleted := make(map[string]bool)
-	for _, c := range diff(others, fs.compared(others), fs.skip) {
-		if c.Op == OpDelete {
-			deleted[key(c.Kind, changeID(c))] = true
+	for _, c := range plan.Diff(others, fs.compared(others), fs.skip) {
+		if c.Op == plan.OpDelete {
+			deleted[plan.Key(c.Kind, changeID(c))] = true
 		}
 	}
 
@@ -76,12 +77,12 @@ func (fs *flowScan) predictRefusals(others []entry.Entry, limits []ovsconfig.Tab
 	declared := make(map[string]bool)
 	exists := make(map[string]bool)
 	for _, a := range fs.sw.others {
-		if k := key(a.Kind, a.ID); !deleted[k] {
+		if k := plan.Key(a.Kind, a.ID); !deleted[k] {
 			exists[k] = true
 		}
 	}
 	for _, d := range others {
-		k := key(d.Kind, d.ID)
+		k := plan.Key(d.Kind, d.ID)
 		declared[k] = true
 		if !fs.skip[k] {
 			exists[k] = true
@@ -92,7 +93,7 @@ func (fs *flowScan) predictRefusals(others []entry.Entry, limits []ovsconfig.Tab
 		return nil, err
 	}
 	for _, r := range targets {
-		rk := key(r.Kind, r.Key())
+		rk := plan.Key(r.Kind, r.Key())
 		if exists[rk] {
 			continue
 		}
@@ -107,7 +108,7 @@ func (fs *flowScan) predictRefusals(others []entry.Entry, limits []ovsconfig.Tab
 		reason := fmt.Sprintf("%s (predicted): uses %s, which is %s", ovsErr, r, why)
 		var users [][]byte
 		err := fs.store.Entries().EachUser(fs.bridge, r, func(id []byte) error {
-			if k := key(entry.KindFlow, id); !fs.skip[k] && preds[k].reason == "" {
+			if k := plan.Key(entry.KindFlow, id); !fs.skip[k] && preds[k].reason == "" {
 				users = append(users, bytes.Clone(id))
 			}
 			return nil
@@ -121,7 +122,7 @@ func (fs *flowScan) predictRefusals(others []entry.Entry, limits []ovsconfig.Tab
 				return nil, err
 			}
 			if ok {
-				preds[key(entry.KindFlow, id)] = prediction{kind: entry.KindFlow, module: d.Module, reason: reason}
+				preds[plan.Key(entry.KindFlow, id)] = prediction{kind: entry.KindFlow, module: d.Module, reason: reason}
 			}
 		}
 	}
@@ -148,10 +149,10 @@ func (fs *flowScan) predictFull(l ovsconfig.TableLimit, preds map[string]predict
 			if entry.FlowTable(rec.ID) != t {
 				return store.StopScan
 			}
-			if _, predicted := preds[key(entry.KindFlow, rec.ID)]; predicted || fs.skipped(rec.ID) {
+			if _, predicted := preds[plan.Key(entry.KindFlow, rec.ID)]; predicted || fs.skipped(rec.ID) {
 				return nil
 			}
-			fn(fs.sw.lookup(rec.ID, rec.Payload, false) != OpAdd, rec)
+			fn(fs.sw.lookup(rec.ID, rec.Payload, false) != plan.OpAdd, rec)
 			return nil
 		})
 	}
@@ -176,7 +177,7 @@ func (fs *flowScan) predictFull(l ovsconfig.TableLimit, preds map[string]predict
 		}
 		if n++; n > room {
 			m := modules.get(modules.intern(string(rec.Module)))
-			preds[key(entry.KindFlow, rec.ID)] = prediction{kind: entry.KindFlow, module: m, reason: reason}
+			preds[plan.Key(entry.KindFlow, rec.ID)] = prediction{kind: entry.KindFlow, module: m, reason: reason}
 		}
 	})
 }
@@ -251,7 +252,7 @@ func (e *Engine) quarantineSkips(bridge string, q *quarantineSet) (map[string]bo
 	})
 	for _, r := range refs {
 		err := e.cfg.Store.Entries().EachUser(bridge, r, func(id []byte) error {
-			skip[key(entry.KindFlow, id)] = true
+			skip[plan.Key(entry.KindFlow, id)] = true
 			return nil
 		})
 		if err != nil {
@@ -265,14 +266,14 @@ func (e *Engine) quarantineSkips(bridge string, q *quarantineSet) (map[string]bo
 // the switch would refuse for the same cause (siblings); it reports false
 // when there is nothing new to quarantine (the switch refused a delete), so
 // the replay fails instead of looping.
-func (e *Engine) quarantineLocked(b *bridge, re *RejectedError, siblings func(Change, string) ([]Change, error), log *slog.Logger) (bool, error) {
+func (e *Engine) quarantineLocked(b *bridge, re *plan.RejectedError, siblings func(plan.Change, string) ([]plan.Change, error), log *slog.Logger) (bool, error) {
 	var fresh []quarantining
 	seen := map[string]bool{}
-	add := func(c Change, reason string) {
-		if c.Op == OpDelete {
+	add := func(c plan.Change, reason string) {
+		if c.Op == plan.OpDelete {
 			return
 		}
-		k := key(c.Kind, c.Desired.ID)
+		k := plan.Key(c.Kind, c.Desired.ID)
 		if b.quarantine.has(k) || seen[k] {
 			return
 		}

@@ -2,6 +2,7 @@ package restore
 
 import (
 	"encoding/binary"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -92,7 +93,7 @@ func testScan(t *testing.T, desired, held, foreign []entry.Entry) *flowScan {
 		if h.Kind == entry.KindFlow {
 			sw.addFlow(h.Payload, true)
 		} else {
-			sw.others = append(sw.others, actualEntry{Kind: h.Kind, ID: h.ID, Payload: h.Payload})
+			sw.others = append(sw.others, plan.ActualEntry{Kind: h.Kind, ID: h.ID, Payload: h.Payload})
 		}
 	}
 	for _, f := range foreign {
@@ -111,17 +112,17 @@ func TestPredictMissingReferences(t *testing.T) {
 	meter3 := meterEnt(t, 3)
 	desired := []entry.Entry{declared, quarantinedGroup, meter3, fine, usesGroup8, usesMeter3, alreadySkipped}
 	fs := testScan(t, desired, []entry.Entry{onlyOnSwitch}, nil)
-	fs.skip[key(entry.KindMeter, meter3.ID)] = true
-	fs.skip[key(entry.KindGroup, quarantinedGroup.ID)] = true
-	fs.skip[key(entry.KindFlow, alreadySkipped.ID)] = true
+	fs.skip[plan.Key(entry.KindMeter, meter3.ID)] = true
+	fs.skip[plan.Key(entry.KindGroup, quarantinedGroup.ID)] = true
+	fs.skip[plan.Key(entry.KindFlow, alreadySkipped.ID)] = true
 
 	preds, err := fs.predictRefusals([]entry.Entry{declared, quarantinedGroup, meter3}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]string{
-		key(entry.KindFlow, usesGroup8.ID): "OFPBAC_BAD_OUT_GROUP (predicted): uses group 8, which is quarantined",
-		key(entry.KindFlow, usesMeter3.ID): "OFPMMFC_INVALID_METER (predicted): uses meter 3, which is quarantined",
+		plan.Key(entry.KindFlow, usesGroup8.ID): "OFPBAC_BAD_OUT_GROUP (predicted): uses group 8, which is quarantined",
+		plan.Key(entry.KindFlow, usesMeter3.ID): "OFPMMFC_INVALID_METER (predicted): uses meter 3, which is quarantined",
 	}
 	if len(preds) != len(want) {
 		t.Fatalf("predicted %d refusals, want %d: %v", len(preds), len(want), preds)
@@ -158,12 +159,12 @@ func TestPredictTableLimit(t *testing.T) {
 	limits := []ovsconfig.TableLimit{{Table: 7, FlowLimit: 5}, {Table: 8, FlowLimit: 2, Evict: true}}
 
 	fs := testScan(t, desired, append(held, undeclared), []entry.Entry{foreign})
-	fs.skip[key(entry.KindGroup, group9.ID)] = true
+	fs.skip[plan.Key(entry.KindGroup, group9.ID)] = true
 	preds, err := fs.predictRefusals([]entry.Entry{group9}, limits)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := preds[key(entry.KindFlow, usesQuarantinedGroup.ID)]; !strings.HasPrefix(p.reason, "OFPBAC_BAD_OUT_GROUP") {
+	if p := preds[plan.Key(entry.KindFlow, usesQuarantinedGroup.ID)]; !strings.HasPrefix(p.reason, "OFPBAC_BAD_OUT_GROUP") {
 		t.Fatalf("flow using a quarantined group: %q", p.reason)
 	}
 	var refused []uint16
@@ -184,7 +185,7 @@ func TestPredictTableLimit(t *testing.T) {
 	}
 
 	// A held flow that is refused for another reason leaves room.
-	fs.skip[key(entry.KindFlow, held[0].ID)] = true
+	fs.skip[plan.Key(entry.KindFlow, held[0].ID)] = true
 	preds, err = fs.predictRefusals([]entry.Entry{group9}, limits)
 	if err != nil {
 		t.Fatal(err)
@@ -203,7 +204,7 @@ func TestSiblingRefusals(t *testing.T) {
 	onSwitch := flowEnt(t, 7, 50, 0, 0)
 	onSwitch.Payload[9] = 1 // another cookie: the replay modifies it
 	fs := testScan(t, append(desired, modified), []entry.Entry{onSwitch}, nil)
-	refused := Change{Op: OpAdd, Kind: entry.KindFlow, Desired: desired[2]} // table 7, priority 2
+	refused := plan.Change{Op: plan.OpAdd, Kind: entry.KindFlow, Desired: desired[2]} // table 7, priority 2
 	got, err := fs.siblings(refused, "OFPFMFC_TABLE_FULL")
 	if err != nil {
 		t.Fatal(err)
@@ -222,12 +223,12 @@ func TestQuarantineSkipsDependents(t *testing.T) {
 	fs := testScan(t, append([]entry.Entry{meter7, meter8}, flows...), nil, nil)
 	e := &Engine{cfg: Config{Store: fs.store}}
 	var q quarantineSet
-	q.add(key(entry.KindMeter, meter7.ID), entry.KindMeter, "m", "refused", time.Now(), false)
+	q.add(plan.Key(entry.KindMeter, meter7.ID), entry.KindMeter, "m", "refused", time.Now(), false)
 	skip, err := e.quarantineSkips("br-int", &q)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(skip) != 3 || !skip[key(entry.KindFlow, flows[0].ID)] || skip[key(entry.KindFlow, flows[1].ID)] || !skip[key(entry.KindFlow, flows[2].ID)] {
+	if len(skip) != 3 || !skip[plan.Key(entry.KindFlow, flows[0].ID)] || skip[plan.Key(entry.KindFlow, flows[1].ID)] || !skip[plan.Key(entry.KindFlow, flows[2].ID)] {
 		t.Fatalf("skip %v, want meter 7 and the flows of priority 1 and 3", skip)
 	}
 	if skip, _ := e.quarantineSkips("br-int", &quarantineSet{}); len(skip) != 0 {

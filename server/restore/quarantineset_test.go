@@ -2,6 +2,7 @@ package restore
 
 import (
 	"fmt"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"testing"
 	"time"
 
@@ -16,9 +17,9 @@ func TestQuarantineSet(t *testing.T) {
 	var q quarantineSet
 	now := time.Now()
 	for i := range 10 {
-		q.add(key(entry.KindFlow, []byte{7, 0, byte(i)}), entry.KindFlow, "pod", "OFPFMFC_TABLE_FULL (predicted)", now, true)
+		q.add(plan.Key(entry.KindFlow, []byte{7, 0, byte(i)}), entry.KindFlow, "pod", "OFPFMFC_TABLE_FULL (predicted)", now, true)
 	}
-	q.add(key(entry.KindGroup, []byte{0, 0, 0, 5}), entry.KindGroup, "pipeline", "OFPGMFC_BAD_BUCKET", now, false)
+	q.add(plan.Key(entry.KindGroup, []byte{0, 0, 0, 5}), entry.KindGroup, "pipeline", "OFPGMFC_BAD_BUCKET", now, false)
 	if q.len() != 11 {
 		t.Fatalf("len %d, want 11", q.len())
 	}
@@ -26,7 +27,7 @@ func TestQuarantineSet(t *testing.T) {
 	if len(causes) != 2 || causes[0].Module != "pipeline" || causes[0].Entries != 1 || causes[1].Entries != 10 {
 		t.Fatalf("causes %+v", causes)
 	}
-	k3 := key(entry.KindFlow, []byte{7, 0, 3})
+	k3 := plan.Key(entry.KindFlow, []byte{7, 0, 3})
 	q.add(k3, entry.KindFlow, "pod", poison.ReasonPoisoned, now, false)
 	if reason, predicted, ok := q.reason(k3); !ok || predicted || reason != poison.ReasonPoisoned {
 		t.Fatalf("re-added entry: %q %v %v", reason, predicted, ok)
@@ -35,7 +36,7 @@ func TestQuarantineSet(t *testing.T) {
 		t.Fatalf("causes after a re-add %+v", c)
 	}
 	v := q.version
-	if !q.remove(key(entry.KindFlow, []byte{7, 0, 0})) || q.remove(key(entry.KindFlow, []byte{7, 0, 0})) || q.version == v {
+	if !q.remove(plan.Key(entry.KindFlow, []byte{7, 0, 0})) || q.remove(plan.Key(entry.KindFlow, []byte{7, 0, 0})) || q.version == v {
 		t.Fatal("remove: want true once, then false, and a new version")
 	}
 	s := q.sample(4, func(k string) bool { return k == k3 })

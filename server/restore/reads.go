@@ -2,6 +2,7 @@ package restore
 
 import (
 	"context"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 )
 
 // Reads: what the switch and the store say, without changing either. Diff
@@ -11,7 +12,7 @@ import (
 
 // Diff calls fn for every change a replay of bridgeName would send now, in
 // order, under the bridge's lock: fn must not wait long.
-func (e *Engine) Diff(ctx context.Context, bridgeName string, fn func(Change) error) error {
+func (e *Engine) Diff(ctx context.Context, bridgeName string, fn func(plan.Change) error) error {
 	b, err := e.bridge(bridgeName)
 	if err != nil {
 		return err

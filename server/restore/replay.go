@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -26,13 +27,13 @@ import (
 // while the bundle is written. Everything else is small: groups, meters, and
 // the flows to delete (after a restart, the default flow).
 type replayPlan struct {
-	pre, post                     []Change
-	groupsIn, flowDels, groupDels []Change
+	pre, post                     []plan.Change
+	groupsIn, flowDels, groupDels []plan.Change
 	adds, modifies                int
 	// foreignFlows are flows outside the owned cookie space brought back
 	// from the bridge's mirror after a restart (cookie.go): adds and
 	// modifies after the declared ones (their deletes are in flowDels).
-	foreignFlows []Change
+	foreignFlows []plan.Change
 	// entries counts the desired entries.
 	entries int
 }
@@ -62,7 +63,7 @@ type flowScan struct {
 	forms *canon.Forms
 	// learn collects, while the bundle is written, the modified flows whose
 	// form the switch may rewrite (canon.Opaque), to learn it after.
-	learn []Change
+	learn []plan.Change
 	k     []byte
 	// actual holds the switch's version of the flows a diff shows changed
 	// that the dump kept only hashes of (switchVersions).
@@ -71,8 +72,8 @@ type flowScan struct {
 
 // actualOf is the switch's version of a desired flow a diff shows changed,
 // or nil.
-func (fs *flowScan) actualOf(op Op, id []byte) []byte {
-	if op != OpModify {
+func (fs *flowScan) actualOf(op plan.Op, id []byte) []byte {
+	if op != plan.OpModify {
 		return nil
 	}
 	k := fs.sw.key(id)
@@ -90,8 +91,8 @@ func (e *Engine) switchVersions(ctx context.Context, conn *ofconn.Conn, fs *flow
 		return nil
 	}
 	want := make(map[flowKey]bool)
-	_, err := fs.each(nil, false, func(op Op, rec store.Record) error {
-		if op == OpModify {
+	_, err := fs.each(nil, false, func(op plan.Op, rec store.Record) error {
+		if op == plan.OpModify {
 			if k := fs.sw.key(rec.ID); fs.sw.kept[k] == nil {
 				want[k] = true
 			}
@@ -117,7 +118,7 @@ func (e *Engine) switchVersions(ctx context.Context, conn *ofconn.Conn, fs *flow
 // compared returns the groups and meters of the switch that the plan compares
 // with the desired ones (others): all of them, or with keepUndeclared the
 // declared ones.
-func (fs *flowScan) compared(others []entry.Entry) []actualEntry {
+func (fs *flowScan) compared(others []entry.Entry) []plan.ActualEntry {
 	if !fs.keepUndeclared {
 		return fs.sw.others
 	}
@@ -127,13 +128,13 @@ func (fs *flowScan) compared(others []entry.Entry) []actualEntry {
 
 // byDeclared splits the groups and meters of the switch into those a module
 // declares (others) and the rest.
-func (fs *flowScan) byDeclared(others []entry.Entry) (declared, undeclared []actualEntry) {
+func (fs *flowScan) byDeclared(others []entry.Entry) (declared, undeclared []plan.ActualEntry) {
 	keys := make(map[string]bool, len(others))
 	for _, d := range others {
-		keys[key(d.Kind, d.ID)] = true
+		keys[plan.Key(d.Kind, d.ID)] = true
 	}
 	for _, a := range fs.sw.others {
-		if keys[key(a.Kind, a.ID)] {
+		if keys[plan.Key(a.Kind, a.ID)] {
 			declared = append(declared, a)
 		} else {
 			undeclared = append(undeclared, a)
@@ -155,7 +156,7 @@ func (fs *flowScan) skipped(id []byte) bool {
 // (OpModify), in identity order. With mark, it marks the flows it finds on
 // the switch (switchState.pass must have been advanced). It returns the
 // number of desired flows read.
-func (fs *flowScan) each(from []byte, mark bool, fn func(op Op, rec store.Record) error) (int, error) {
+func (fs *flowScan) each(from []byte, mark bool, fn func(op plan.Op, rec store.Record) error) (int, error) {
 	n := 0
 	err := fs.store.Entries().ScanFlows(fs.bridge, from, func(rec store.Record) error {
 		n++
@@ -199,11 +200,11 @@ func (e *Engine) desiredOthers(bridge string) ([]entry.Entry, error) {
 
 // planReplay builds the plan that makes the switch of fs hold the desired
 // state, leaving out fs.skip, and adds the foreign entries to restore.
-func (e *Engine) planReplay(ctx context.Context, conn *ofconn.Conn, fs *flowScan, others []entry.Entry, foreign []Change) (*replayPlan, error) {
-	gm := newSendOrder(append(diff(others, fs.compared(others), fs.skip), foreign...))
+func (e *Engine) planReplay(ctx context.Context, conn *ofconn.Conn, fs *flowScan, others []entry.Entry, foreign []plan.Change) (*replayPlan, error) {
+	gm := plan.NewSendOrder(append(plan.Diff(others, fs.compared(others), fs.skip), foreign...))
 	p := &replayPlan{pre: gm.Pre, post: gm.Post}
 	for _, c := range gm.Bundle {
-		if c.Kind == entry.KindFlow && c.Op == OpDelete {
+		if c.Kind == entry.KindFlow && c.Op == plan.OpDelete {
 			p.flowDels = append(p.flowDels, c)
 		} else if c.Kind == entry.KindFlow {
 			p.foreignFlows = append(p.foreignFlows, c)
@@ -212,7 +213,7 @@ func (e *Engine) planReplay(ctx context.Context, conn *ofconn.Conn, fs *flowScan
 	for _, c := range gm.Bundle {
 		switch {
 		case c.Kind == entry.KindFlow:
-		case c.Op == OpDelete:
+		case c.Op == plan.OpDelete:
 			p.groupDels = append(p.groupDels, c)
 		default:
 			p.groupsIn = append(p.groupsIn, c)
@@ -229,8 +230,8 @@ func (e *Engine) planReplay(ctx context.Context, conn *ofconn.Conn, fs *flowScan
 		return p, nil
 	}
 	fs.sw.pass++
-	n, err := fs.each(nil, true, func(op Op, _ store.Record) error {
-		if op == OpAdd {
+	n, err := fs.each(nil, true, func(op plan.Op, _ store.Record) error {
+		if op == plan.OpAdd {
 			p.adds++
 		} else {
 			p.modifies++
@@ -251,17 +252,17 @@ func (e *Engine) planReplay(ctx context.Context, conn *ofconn.Conn, fs *flowScan
 		return bytes.Compare(a, b)
 	})
 	for _, d := range dels {
-		p.flowDels = append(p.flowDels, Change{Op: OpDelete, Kind: entry.KindFlow, Actual: d, Index: -1})
+		p.flowDels = append(p.flowDels, plan.Change{Op: plan.OpDelete, Kind: entry.KindFlow, Actual: d, Index: -1})
 	}
 	return p, nil
 }
 
 // source is the bundle of p, made from the store as it is written. Flows
 // and deletes are one message each; a group may take several.
-func (p *replayPlan) source(fs *flowScan) bundleSource {
-	groups := changesSource(p.groupsIn)
+func (p *replayPlan) source(fs *flowScan) plan.BundleSource {
+	groups := plan.ChangesSource(p.groupsIn)
 	g, d, s, f := groups.N, len(p.flowDels), p.sets(), len(p.foreignFlows)
-	one := func(emit func(ofconn.Message) error, cs []Change) error {
+	one := func(emit func(ofconn.Message) error, cs []plan.Change) error {
 		for _, c := range cs {
 			if err := emit(c.Messages()[0]); err != nil {
 				return err
@@ -269,7 +270,7 @@ func (p *replayPlan) source(fs *flowScan) bundleSource {
 		}
 		return nil
 	}
-	return bundleSource{
+	return plan.BundleSource{
 		N: g + d + s + f + len(p.groupDels),
 		Produce: func(emit func(ofconn.Message) error) error {
 			if err := groups.Produce(emit); err != nil {
@@ -281,9 +282,9 @@ func (p *replayPlan) source(fs *flowScan) bundleSource {
 			if s > 0 {
 				// An ADD of an existing identity replaces its content.
 				fs.learn = fs.learn[:0]
-				_, err := fs.each(nil, false, func(op Op, rec store.Record) error {
-					if op == OpModify && canon.Opaque(entry.KindFlow, rec.Payload) {
-						fs.learn = append(fs.learn, Change{Op: op, Kind: entry.KindFlow, Desired: recordEntry(rec), Index: -1})
+				_, err := fs.each(nil, false, func(op plan.Op, rec store.Record) error {
+					if op == plan.OpModify && canon.Opaque(entry.KindFlow, rec.Payload) {
+						fs.learn = append(fs.learn, plan.Change{Op: op, Kind: entry.KindFlow, Desired: recordEntry(rec), Index: -1})
 					}
 					return emit(rec.Payload)
 				})
@@ -296,8 +297,8 @@ func (p *replayPlan) source(fs *flowScan) bundleSource {
 			}
 			return one(emit, p.groupDels)
 		},
-		At: func(idx []int) ([]Change, error) {
-			out := make([]Change, len(idx))
+		At: func(idx []int) ([]plan.Change, error) {
+			out := make([]plan.Change, len(idx))
 			sets := map[int]int{} // position among the flow sets -> position in out
 			for i, x := range idx {
 				switch {
@@ -321,9 +322,9 @@ func (p *replayPlan) source(fs *flowScan) bundleSource {
 				return out, nil
 			}
 			k := 0
-			_, err := fs.each(nil, false, func(op Op, rec store.Record) error {
+			_, err := fs.each(nil, false, func(op plan.Op, rec store.Record) error {
 				if i, ok := sets[k]; ok {
-					out[i] = Change{Op: op, Kind: entry.KindFlow, Desired: recordEntry(rec), Index: -1}
+					out[i] = plan.Change{Op: op, Kind: entry.KindFlow, Desired: recordEntry(rec), Index: -1}
 				}
 				k++
 				return nil
@@ -334,8 +335,8 @@ func (p *replayPlan) source(fs *flowScan) bundleSource {
 }
 
 // each calls fn for every change of p, in the order a replay sends them.
-func (p *replayPlan) each(fs *flowScan, fn func(Change) error) error {
-	for _, cs := range [][]Change{p.pre, p.groupsIn, p.flowDels} {
+func (p *replayPlan) each(fs *flowScan, fn func(plan.Change) error) error {
+	for _, cs := range [][]plan.Change{p.pre, p.groupsIn, p.flowDels} {
 		for _, c := range cs {
 			if err := fn(c); err != nil {
 				return err
@@ -343,14 +344,14 @@ func (p *replayPlan) each(fs *flowScan, fn func(Change) error) error {
 		}
 	}
 	if p.sets() > 0 {
-		_, err := fs.each(nil, false, func(op Op, rec store.Record) error {
-			return fn(Change{Op: op, Kind: entry.KindFlow, Desired: recordEntry(rec), Actual: fs.actualOf(op, rec.ID), Index: -1})
+		_, err := fs.each(nil, false, func(op plan.Op, rec store.Record) error {
+			return fn(plan.Change{Op: op, Kind: entry.KindFlow, Desired: recordEntry(rec), Actual: fs.actualOf(op, rec.ID), Index: -1})
 		})
 		if err != nil {
 			return err
 		}
 	}
-	for _, cs := range [][]Change{p.groupDels, p.post} {
+	for _, cs := range [][]plan.Change{p.groupDels, p.post} {
 		for _, c := range cs {
 			if err := fn(c); err != nil {
 				return err
@@ -363,18 +364,18 @@ func (p *replayPlan) each(fs *flowScan, fn func(Change) error) error {
 // siblings returns the flow adds after refused in the bundle that the switch
 // refuses for the same cause (see siblingRefusals): after an
 // OFPFMFC_TABLE_FULL, every later add to that table, read from the store.
-func (fs *flowScan) siblings(refused Change, reason string) ([]Change, error) {
-	if reason != "OFPFMFC_TABLE_FULL" || refused.Kind != entry.KindFlow || refused.Op != OpAdd {
+func (fs *flowScan) siblings(refused plan.Change, reason string) ([]plan.Change, error) {
+	if reason != "OFPFMFC_TABLE_FULL" || refused.Kind != entry.KindFlow || refused.Op != plan.OpAdd {
 		return nil, nil
 	}
 	table := entry.FlowTable(refused.Desired.ID)
-	var out []Change
-	_, err := fs.each(append(bytes.Clone(refused.Desired.ID), 0), false, func(op Op, rec store.Record) error {
+	var out []plan.Change
+	_, err := fs.each(append(bytes.Clone(refused.Desired.ID), 0), false, func(op plan.Op, rec store.Record) error {
 		if entry.FlowTable(rec.ID) != table {
 			return store.StopScan
 		}
-		if op == OpAdd {
-			out = append(out, Change{Op: op, Kind: entry.KindFlow, Desired: recordEntry(rec), Index: -1})
+		if op == plan.OpAdd {
+			out = append(out, plan.Change{Op: op, Kind: entry.KindFlow, Desired: recordEntry(rec), Index: -1})
 		}
 		return nil
 	})
@@ -382,8 +383,8 @@ func (fs *flowScan) siblings(refused Change, reason string) ([]Change, error) {
 }
 
 // replayLocked makes the switch hold the desired state of b (see reconcile).
-func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn, log *slog.Logger) (Replay, error) {
-	var r Replay
+func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn, log *slog.Logger) (plan.Replay, error) {
+	var r plan.Replay
 	start := time.Now()
 	// What a controller installed through the guard's relay becomes its
 	// module's before the desired state is read (adopt.go).
@@ -430,7 +431,7 @@ func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn,
 		if p.len() == 0 {
 			return r, nil
 		}
-		st, err := applyChanges(ctx, conn, p.pre, p.source(fs), p.post)
+		st, err := plan.ApplyChanges(ctx, conn, p.pre, p.source(fs), p.post)
 		r.Messages, r.Bytes = st.Messages, st.Bytes
 		if err == nil {
 			e.learnForms(ctx, conn, slices.Concat(p.pre, p.groupsIn, fs.learn), true, log)
@@ -439,11 +440,11 @@ func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn,
 			b.settleForeignLocked()
 			log.Info("entries outside the owned cookie space restored from the mirror", "entries", len(foreign))
 		}
-		var re *RejectedError
+		var re *plan.RejectedError
 		if !errors.As(err, &re) {
 			return r, err
 		}
-		if len(foreign) > 0 && slices.ContainsFunc(re.Changes, func(c Change) bool { return c.Foreign }) {
+		if len(foreign) > 0 && slices.ContainsFunc(re.Changes, func(c plan.Change) bool { return c.Foreign }) {
 			// What the switch held before, it takes again; if not, they
 			// come back as the other controller makes them.
 			log.Error("the switch refused the mirrored entries outside the owned cookie space; they come back as their controller makes them", "err", err)
@@ -474,7 +475,7 @@ func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn,
 // diffNow calls fn for every change a replay of b would send now, in order,
 // under b's lock: fn must not wait long (the Diff RPC hands the changes to a
 // sender through a bounded queue).
-func (e *Engine) diffNow(ctx context.Context, b *bridge, conn *ofconn.Conn, fn func(Change) error) error {
+func (e *Engine) diffNow(ctx context.Context, b *bridge, conn *ofconn.Conn, fn func(plan.Change) error) error {
 	// An audit or a Diff stuck on a frozen switch holds the bridge as a
 	// replay would: it counts for Wedged.
 	defer b.busy()()
@@ -522,9 +523,9 @@ func (e *Engine) diffNow(ctx context.Context, b *bridge, conn *ofconn.Conn, fn f
 //  5. If the switch refused entries, quarantine them and go back to 3 without
 //     them, for at most MaxReplayTime: one bad entry never leaves a node
 //     without flows.
-func (e *Engine) reconcile(ctx context.Context, b *bridge, conn *ofconn.Conn, log *slog.Logger) (Replay, error) {
+func (e *Engine) reconcile(ctx context.Context, b *bridge, conn *ofconn.Conn, log *slog.Logger) (plan.Replay, error) {
 	if err := b.owner.check(b.name); err != nil {
-		return Replay{}, err
+		return plan.Replay{}, err
 	}
 	defer b.busy()()
 	b.mu.Lock()

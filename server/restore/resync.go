@@ -3,6 +3,7 @@ package restore
 import (
 	"bytes"
 	"context"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"slices"
 	"time"
 
@@ -126,7 +127,7 @@ func (r *Recorder) holdLocked(st ofmods.Store, ch *ofmods.Change) (map[string]bo
 	}
 	put, from := ch.Put[:0:0], ch.PutFrom[:0:0]
 	for i, e := range ch.Put {
-		k := key(e.Kind, e.ID)
+		k := plan.Key(e.Kind, e.ID)
 		h, isHeld := rs.held[k]
 		if !isHeld {
 			if rs.declared[k] {
@@ -162,7 +163,7 @@ func (r *Recorder) holdLocked(st ofmods.Store, ch *ofmods.Change) (map[string]bo
 	}
 	ch.Put, ch.PutFrom = put, from
 	for _, e := range ch.Delete {
-		delete(rs.held, key(e.Kind, e.ID))
+		delete(rs.held, plan.Key(e.Kind, e.ID))
 	}
 	return deferred, nil
 }
@@ -173,7 +174,7 @@ func withoutDeferred(res store.Result, deferred map[string]bool) store.Result {
 	if len(deferred) == 0 {
 		return res
 	}
-	res.Changed = slices.DeleteFunc(res.Changed, func(c store.Change) bool { return deferred[key(c.Entry.Kind, c.Entry.ID)] })
+	res.Changed = slices.DeleteFunc(res.Changed, func(c store.Change) bool { return deferred[plan.Key(c.Entry.Kind, c.Entry.ID)] })
 	return res
 }
 
@@ -187,10 +188,10 @@ func (r *Recorder) declaredLocked(ch *ofmods.Change) {
 	}
 	if ch != nil {
 		for _, e := range ch.Put {
-			rs.declared[key(e.Kind, e.ID)] = true
+			rs.declared[plan.Key(e.Kind, e.ID)] = true
 		}
 		for _, e := range ch.Delete {
-			delete(rs.declared, key(e.Kind, e.ID))
+			delete(rs.declared, plan.Key(e.Kind, e.ID))
 		}
 	}
 	rs.last = time.Now()
@@ -226,7 +227,7 @@ func (r *Recorder) endResync() {
 				continue
 			}
 			err := w.Each(r.bridge, r.module, kind, func(e entry.Entry) error {
-				if k := key(e.Kind, e.ID); !rs.declared[k] {
+				if k := plan.Key(e.Kind, e.ID); !rs.declared[k] {
 					ch.Delete = append(ch.Delete, entry.Entry{Kind: e.Kind, ID: e.ID})
 					ch.DeleteFrom = append(ch.DeleteFrom, 0)
 					gone[k] = true
@@ -325,7 +326,7 @@ func (r *Recorder) readdsLocked(st ofmods.Store, msgs [][]byte) ([][]byte, error
 		default:
 			continue
 		}
-		if !rs.kinds[kind] || rs.declared[key(kind, id)] {
+		if !rs.kinds[kind] || rs.declared[plan.Key(kind, id)] {
 			continue
 		}
 		e, ok, err := st.Get(kind, id)

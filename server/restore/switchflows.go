@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"hash/maphash"
 	"runtime/debug"
 	"slices"
@@ -66,7 +67,7 @@ type onSwitch struct {
 // (they are few), flows within the owned cookie space as hashes.
 type switchState struct {
 	seeds  [3]maphash.Seed
-	others []actualEntry
+	others []plan.ActualEntry
 	// flows is sorted by key when first looked up (sealed); seen[i] is the
 	// last pass that found flows[i] desired.
 	flows []onSwitch
@@ -103,18 +104,18 @@ func (s *switchState) sum(payload []byte) uint64 { return maphash.Bytes(s.seeds[
 // lookup classifies a desired flow: OpAdd when the switch lacks it, OpModify
 // when it holds other content, 0 when it holds the same. With mark, the flow
 // on the switch is marked seen by the current pass.
-func (s *switchState) lookup(id, payload []byte, mark bool) Op {
+func (s *switchState) lookup(id, payload []byte, mark bool) plan.Op {
 	s.seal()
 	k := s.key(id)
 	i, ok := slices.BinarySearchFunc(s.flows, k, func(f onSwitch, k flowKey) int { return f.key.compare(k) })
 	if !ok {
-		return OpAdd
+		return plan.OpAdd
 	}
 	if mark {
 		s.seen[i] = s.pass
 	}
 	if s.flows[i].sum != s.sum(payload) {
-		return OpModify
+		return plan.OpModify
 	}
 	return 0
 }
@@ -181,11 +182,11 @@ func (e *Engine) dumpSwitch(ctx context.Context, conn *ofconn.Conn, bridge strin
 	default:
 		s.desired = &want
 	}
-	if s.others, err = dumpGroupsMeters(ctx, conn); err != nil {
+	if s.others, err = plan.DumpGroupsMeters(ctx, conn); err != nil {
 		return nil, err
 	}
 	if kf != nil {
-		s.others = slices.DeleteFunc(s.others, func(a actualEntry) bool { return kf.leaves(a.Kind, a.ID) })
+		s.others = slices.DeleteFunc(s.others, func(a plan.ActualEntry) bool { return kf.leaves(a.Kind, a.ID) })
 		kf.done()
 	}
 	return s, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"log/slog"
 	"slices"
 
@@ -174,7 +175,7 @@ func (s *tlvStep) change(t *txn, atSwitch func() error) error {
 // after is the table mod itself, which cannot be bundled.
 func (s *tlvStep) after(*txn) (sendAfter, error) { return sendAfter{msg: s.send}, nil }
 
-func (s *tlvStep) refused(re *RejectedError) error { return s.switchErr(re) }
+func (s *tlvStep) refused(re *plan.RejectedError) error { return s.switchErr(re) }
 
 // switchErr is the controller's error for the switch's verdict err.
 func (s *tlvStep) switchErr(err error) error {

@@ -3,6 +3,7 @@ package restore
 import (
 	"context"
 	"errors"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/server/ofconn"
@@ -55,11 +56,11 @@ const (
 
 // outcomeOf turns the switch's verdict err on a bundle into an Outcome, with
 // the refusal when there is one.
-func outcomeOf(err error) (Outcome, *RejectedError) {
+func outcomeOf(err error) (Outcome, *plan.RejectedError) {
 	if err == nil {
 		return Applied, nil
 	}
-	var re *RejectedError
+	var re *plan.RejectedError
 	if !errors.As(err, &re) {
 		return Unknown, nil
 	}
@@ -207,7 +208,7 @@ type storeStep interface {
 	// rolls the store back.
 	after(t *txn) (sendAfter, error)
 	// refused is the step's error for the switch's refusal of entries.
-	refused(re *RejectedError) error
+	refused(re *plan.RejectedError) error
 }
 
 // A step that streams is an opener: open prepares it under the bridge's
@@ -222,7 +223,7 @@ type opener interface {
 type committed struct {
 	keys     []string
 	declared [][]entry.Entry
-	learn    []Change
+	learn    []plan.Change
 }
 
 // streamSpec is the bundle a transaction streams while its store decides
@@ -230,16 +231,16 @@ type committed struct {
 // live), and what its changes are when the switch refuses it as a whole (h).
 type streamSpec struct {
 	stream    bool
-	pre, post []Change
+	pre, post []plan.Change
 	bound     int
-	at        func(idx []int) ([]Change, error)
+	at        func(idx []int) ([]plan.Change, error)
 	h         held
 }
 
 // sendAfter is what a transaction sends after its store step: changes in a
 // send order, or one message that cannot be bundled.
 type sendAfter struct {
-	cs  []Change
+	cs  []plan.Change
 	msg ofconn.Message
 }
 
@@ -434,10 +435,10 @@ func (t *txn) commit(keys []string, declared ...[]entry.Entry) {
 
 // send sends cs after the store, in an order the switch takes (newSendOrder),
 // and returns the switch's verdict.
-func (t *txn) send(cs []Change) error {
+func (t *txn) send(cs []plan.Change) error {
 	ctx, cancel := context.WithTimeout(t.ctx, t.e.cfg.WriteTimeout)
 	defer cancel()
-	_, err := applySendOrder(ctx, t.conn, newSendOrder(cs))
+	_, err := plan.ApplySendOrder(ctx, t.conn, plan.NewSendOrder(cs))
 	return t.e.cfg.Faults.verdict(err, false)
 }
 
@@ -452,7 +453,7 @@ func (t *txn) sendMessage(m ofconn.Message) error {
 	var oe *ofconn.OFError
 	if errors.As(err, &oe) {
 		// Refused as a whole: nothing of it is on the switch.
-		err = &RejectedError{Err: err}
+		err = &plan.RejectedError{Err: err}
 	}
 	return t.e.cfg.Faults.verdict(err, false)
 }
@@ -469,7 +470,7 @@ func (t *txn) closeBundles() {
 
 // learn learns what the switch made of the opaque entries of cs, once the
 // transaction was applied (learnForms).
-func (t *txn) learn(cs []Change) {
+func (t *txn) learn(cs []plan.Change) {
 	if !t.live || len(cs) == 0 {
 		return
 	}

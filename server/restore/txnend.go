@@ -6,6 +6,7 @@ package restore
 import (
 	"errors"
 	"fmt"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"runtime/debug"
 	"slices"
 
@@ -20,7 +21,7 @@ func (t *txn) discard(b *bundle) {
 		return
 	}
 	b.ended, b.dropped = true, true
-	var re *RejectedError
+	var re *plan.RejectedError
 	if err := b.stream.finish(false); errors.As(err, &re) && re.SwitchChanged {
 		b.sent, b.dropped = true, false
 	}

@@ -3,6 +3,7 @@ package restore
 import (
 	"context"
 	"errors"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"hash/maphash"
 	"slices"
 	"sync"
@@ -193,32 +194,32 @@ func (p *pipe) run(batch []*writeReq) (rest []*writeReq) {
 			rest = append(rest, r)
 			continue
 		}
-		plan, err := p.planPut(r)
+		pp, err := p.planPut(r)
 		if err != nil {
 			r.finish()
 			r.done <- writeResult{err: err}
 			continue
 		}
 		p.mu.Lock()
-		for _, c := range plan.Changed {
+		for _, c := range pp.Changed {
 			p.changing[p.idKey(c.Entry.ID)]++
 		}
 		p.mu.Unlock()
 		pb.reqs = append(pb.reqs, r)
-		pb.plans = append(pb.plans, plan)
-		pb.results = append(pb.results, writeResult{res: plan.Result})
-		if len(plan.Changed) == 0 {
+		pb.plans = append(pb.plans, pp)
+		pb.results = append(pb.results, writeResult{res: pp.Result})
+		if len(pp.Changed) == 0 {
 			continue
 		}
 		if pb.bundle == nil {
 			// A refused position is mapped through the results once the
 			// bundle is sent, when no more requests join. Refused as a
 			// whole, its requests go back to group commit (resendWhole).
-			at := func(idx []int) ([]Change, error) { return streamedAt(pb.results)(idx) }
+			at := func(idx []int) ([]plan.Change, error) { return streamedAt(pb.results)(idx) }
 			pb.bundle = p.e.openBundle(p.ctx, p.conn, streamSpec{bound: bound, at: at, h: resendable})
 		}
-		for _, c := range plan.Changed {
-			pb.bundle.stream.add(writeChange(c))
+		for _, c := range pp.Changed {
+			pb.bundle.stream.add(plan.WriteChange(c))
 		}
 		pb.bundle.stream.flush()
 	}
@@ -339,8 +340,8 @@ func (p *pipe) store() {
 		p.storeGroup(group)
 		p.mu.Lock()
 		for _, pb := range group {
-			for _, plan := range pb.plans {
-				for _, c := range plan.Changed {
+			for _, pp := range pb.plans {
+				for _, c := range pp.Changed {
 					k := p.idKey(c.Entry.ID)
 					if p.changing[k]--; p.changing[k] == 0 {
 						delete(p.changing, k)
@@ -361,8 +362,8 @@ func (p *pipe) store() {
 
 func (pb *pipedBatch) changes() int {
 	n := 0
-	for _, plan := range pb.plans {
-		n += len(plan.Changed)
+	for _, pp := range pb.plans {
+		n += len(pp.Changed)
 	}
 	return n
 }
@@ -467,15 +468,15 @@ func (s *pipeStep) store(_ *txn, atSwitch func() error) (committed, error) {
 // it again; this transaction is written again without it.
 func (s *pipeStep) after(*txn) (sendAfter, error) { return sendAfter{}, errRefusedInGroup }
 
-func (s *pipeStep) refused(*RejectedError) error { return errRefusedInGroup }
+func (s *pipeStep) refused(*plan.RejectedError) error { return errRefusedInGroup }
 
 // split divides pb's requests after the switch refused re: those whose
 // changes it names go alone, the others together; without names, all alone.
-func (pb *pipedBatch) split(re *RejectedError) (together, alone []*writeReq) {
+func (pb *pipedBatch) split(re *plan.RejectedError) (together, alone []*writeReq) {
 	owner := map[string]int{}
-	for i, plan := range pb.plans {
-		for _, c := range plan.Changed {
-			owner[key(c.Entry.Kind, c.Entry.ID)] = i
+	for i, pp := range pb.plans {
+		for _, c := range pp.Changed {
+			owner[plan.Key(c.Entry.Kind, c.Entry.ID)] = i
 		}
 	}
 	var fe *failedError

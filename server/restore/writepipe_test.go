@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -272,7 +273,7 @@ func TestPipeRefusalInGroup(t *testing.T) {
 		case 1: // the first batch's: the storer waits here while two more are sent
 			<-release
 		case 3: // the third's, in the storer's next transaction with the second
-			return &RejectedError{Err: errors.New("OFPBFC_TIMEOUT (injected)")}
+			return &plan.RejectedError{Err: errors.New("OFPBFC_TIMEOUT (injected)")}
 		}
 		return err
 	}})

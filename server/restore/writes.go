@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"slices"
 
 	"github.com/flowstate-io/flowstate/entry"
@@ -76,8 +77,8 @@ func (e *Engine) Delete(ctx context.Context, bridgeName, module string, keys []e
 }
 
 // changeID is the identity of the entry a change touches.
-func changeID(c Change) []byte {
-	if c.Op == OpDelete {
+func changeID(c plan.Change) []byte {
+	if c.Op == plan.OpDelete {
 		_, id, err := entry.Identify(c.Kind, c.Actual)
 		if err == nil {
 			return id
@@ -87,7 +88,7 @@ func changeID(c Change) []byte {
 }
 
 // rejection names the first refused entry of a write request.
-func rejection(re *RejectedError) error {
+func rejection(re *plan.RejectedError) error {
 	err := fmt.Errorf("rejected by ovs-vswitchd: %w: %w", re.Err, errdefs.ErrInvalidArgument)
 	for i, c := range re.Changes {
 		if c.Index >= 0 {

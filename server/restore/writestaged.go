@@ -3,6 +3,7 @@ package restore
 import (
 	"context"
 	"fmt"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"slices"
 	"time"
 
@@ -40,7 +41,7 @@ import (
 // stagedNonFlows are a staged write's group and meter changes in the order
 // the switch takes them (see above).
 type stagedNonFlows struct {
-	pre, head, tail, post []Change
+	pre, head, tail, post []plan.Change
 	// headEnds[i] is where the messages of head[i] end in the bundle.
 	headEnds []int
 }
@@ -48,7 +49,7 @@ type stagedNonFlows struct {
 func newStagedNonFlows(p *store.StagePlan) stagedNonFlows {
 	var nf stagedNonFlows
 	for _, sc := range p.Changed {
-		c := writeChange(sc)
+		c := plan.WriteChange(sc)
 		if c.Kind == entry.KindMeter {
 			nf.pre = append(nf.pre, c)
 			continue
@@ -57,7 +58,7 @@ func newStagedNonFlows(p *store.StagePlan) stagedNonFlows {
 		nf.headEnds = append(nf.headEnds, nf.headMessages()+len(c.Messages()))
 	}
 	for _, en := range p.Removed {
-		c := Change{Op: OpDelete, Kind: en.Kind, Desired: en, Actual: en.Payload, Index: -1}
+		c := plan.Change{Op: plan.OpDelete, Kind: en.Kind, Desired: en, Actual: en.Payload, Index: -1}
 		if c.Kind == entry.KindMeter {
 			nf.post = append(nf.post, c)
 		} else {
@@ -76,9 +77,9 @@ func (nf *stagedNonFlows) headMessages() int {
 
 // at is the change behind bundle position x, given flows, the request index
 // of each flow position (-1 for a removal).
-func (nf *stagedNonFlows) at(x int, flows []int32) (Change, bool) {
+func (nf *stagedNonFlows) at(x int, flows []int32) (plan.Change, bool) {
 	if x < 0 {
-		return Change{}, false
+		return plan.Change{}, false
 	}
 	if x < nf.headMessages() {
 		i, _ := slices.BinarySearch(nf.headEnds, x+1)
@@ -87,15 +88,15 @@ func (nf *stagedNonFlows) at(x int, flows []int32) (Change, bool) {
 	x -= nf.headMessages()
 	if x < len(flows) {
 		if flows[x] < 0 {
-			return Change{Op: OpDelete, Kind: entry.KindFlow, Index: -1}, true
+			return plan.Change{Op: plan.OpDelete, Kind: entry.KindFlow, Index: -1}, true
 		}
-		return Change{Op: OpAdd, Kind: entry.KindFlow, Index: int(flows[x])}, true
+		return plan.Change{Op: plan.OpAdd, Kind: entry.KindFlow, Index: int(flows[x])}, true
 	}
 	x -= len(flows)
 	if x < len(nf.tail) {
 		return nf.tail[x], true
 	}
-	return Change{}, false
+	return plan.Change{}, false
 }
 
 // commitStaged runs the staged write w (see above).
@@ -118,8 +119,8 @@ func (e *Engine) commitStaged(ctx context.Context, b *bridge, w store.StagedWrit
 type stagedStep struct {
 	w      store.StagedWrite
 	nf     stagedNonFlows
-	at     []int32  // the request index behind each flow position, -1 for a removal
-	opaque []Change // for learnForms
+	at     []int32       // the request index behind each flow position, -1 for a removal
+	opaque []plan.Change // for learnForms
 	// unquarantine are the quarantined keys the write declares.
 	unquarantine []string
 	staged       *store.Staged
@@ -131,20 +132,20 @@ func (s *stagedStep) open(t *txn) (streamSpec, error) {
 	if !t.live {
 		return streamSpec{}, nil
 	}
-	plan, err := t.e.stagingStore().Plan(s.w)
+	sp, err := t.e.stagingStore().Plan(s.w)
 	if err != nil {
 		return streamSpec{}, err
 	}
-	s.nf = newStagedNonFlows(plan)
-	s.w.Plan = plan
+	s.nf = newStagedNonFlows(sp)
+	s.w.Plan = sp
 	bound, err := t.e.stagingStore().Bound(s.w)
 	if err != nil {
 		return streamSpec{}, err
 	}
 	nf := &s.nf
 	bound += nf.headMessages() + len(nf.tail)
-	at := func(idx []int) ([]Change, error) {
-		out := make([]Change, len(idx))
+	at := func(idx []int) ([]plan.Change, error) {
+		out := make([]plan.Change, len(idx))
 		for i, x := range idx {
 			c, ok := nf.at(x, s.at)
 			if !ok {
@@ -169,7 +170,7 @@ func (s *stagedStep) store(t *txn, atSwitch func() error) (committed, error) {
 	// them.
 	if q := &t.b.quarantine; q.len() > 0 {
 		s.w.Declared = func(kind entry.Kind, id []byte) {
-			if k := key(kind, id); q.has(k) {
+			if k := plan.Key(kind, id); q.has(k) {
 				s.unquarantine = append(s.unquarantine, k)
 			}
 		}
@@ -209,7 +210,7 @@ func (s *stagedStep) store(t *txn, atSwitch func() error) (committed, error) {
 // after: nothing, the write's changes are only on disk.
 func (s *stagedStep) after(*txn) (sendAfter, error) { return sendAfter{}, nil }
 
-func (s *stagedStep) refused(re *RejectedError) error { return rejection(re) }
+func (s *stagedStep) refused(re *plan.RejectedError) error { return rejection(re) }
 
 // stagingStore is what a staged write needs of the store: the plan of its
 // groups and meters, the bound of its bundle, and the staging, whose
@@ -235,7 +236,7 @@ func (s *stagedStep) streamTo(st *writeStream) {
 		st.add(c)
 	}
 	s.w.Changed = func(sc store.Change) {
-		c := writeChange(sc)
+		c := plan.WriteChange(sc)
 		s.at = append(s.at, int32(sc.Index))
 		st.add(c)
 		if sc.Entry.Opaque {
@@ -244,6 +245,6 @@ func (s *stagedStep) streamTo(st *writeStream) {
 	}
 	s.w.Removed = func(en entry.Entry) {
 		s.at = append(s.at, -1)
-		st.add(Change{Op: OpDelete, Kind: en.Kind, Actual: en.Payload, Index: -1})
+		st.add(plan.Change{Op: plan.OpDelete, Kind: en.Kind, Actual: en.Payload, Index: -1})
 	}
 }

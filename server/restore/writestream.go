@@ -3,6 +3,7 @@ package restore
 import (
 	"context"
 	"fmt"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/server/ofconn"
@@ -43,13 +44,13 @@ import (
 const streamBatch = 512
 
 type writeStream struct {
-	batches chan []Change
+	batches chan []plan.Change
 	// stopped is closed when the producer reads no more batches.
 	stopped chan struct{}
 	done    chan error
 	// decided is closed once the verdict is in done.
 	decided chan struct{}
-	pending []Change
+	pending []plan.Change
 	// aborted is set before batches is closed: the producer discards the
 	// bundle.
 	aborted bool
@@ -72,7 +73,7 @@ type bundle struct {
 	sent, ended bool
 	decided     bool
 	o           Outcome
-	re          *RejectedError
+	re          *plan.RejectedError
 	// dropped: refused, left out of the rest of the transaction; undone:
 	// sent, then taken back.
 	dropped, undone bool
@@ -95,16 +96,16 @@ func (b *bundle) holds() bool { return b.sent && !b.undone && !(b.decided && b.r
 // changes behind bundle positions (streamedAt) once every change was added.
 // pre and post are meter changes, sent before and after the bundle as in
 // applyChanges (a staged write's; nil for the others).
-func startStream(ctx context.Context, conn *ofconn.Conn, pre []Change, n int, post []Change, at func(idx []int) ([]Change, error)) *writeStream {
+func startStream(ctx context.Context, conn *ofconn.Conn, pre []plan.Change, n int, post []plan.Change, at func(idx []int) ([]plan.Change, error)) *writeStream {
 	s := &writeStream{
-		batches: make(chan []Change, 4),
+		batches: make(chan []plan.Change, 4),
 		stopped: make(chan struct{}),
 		done:    make(chan error, 1),
 		decided: make(chan struct{}),
 		room:    n,
 	}
 	produced := false // set and read by the goroutine below
-	src := bundleSource{
+	src := plan.BundleSource{
 		N:    n,
 		UpTo: true,
 		Produce: func(emit func(ofconn.Message) error) error {
@@ -121,14 +122,14 @@ func startStream(ctx context.Context, conn *ofconn.Conn, pre []Change, n int, po
 				}
 			}
 			if s.aborted {
-				return errWriteAborted
+				return plan.ErrAborted
 			}
 			return nil
 		},
 		At: at,
 	}
 	go func() {
-		_, err := applyChanges(ctx, conn, pre, src, post)
+		_, err := plan.ApplyChanges(ctx, conn, pre, src, post)
 		if !produced {
 			// The bundle never opened (a meter refused, the context
 			// ended): add must not wait for a reader.
@@ -143,12 +144,12 @@ func startStream(ctx context.Context, conn *ofconn.Conn, pre []Change, n int, po
 // add queues c for the bundle. After the producer stopped (the connection
 // failed), changes are dropped: finish reports the failure. Past the bound,
 // the batch falls back.
-func (s *writeStream) add(c Change) {
+func (s *writeStream) add(c plan.Change) {
 	if s.fallback {
 		return
 	}
 	k := 1
-	if c.Kind == entry.KindGroup && c.Op != OpDelete {
+	if c.Kind == entry.KindGroup && c.Op != plan.OpDelete {
 		k = len(c.Messages())
 	}
 	if s.room < k {
@@ -171,7 +172,7 @@ func (s *writeStream) flush() {
 	case s.batches <- s.pending:
 	case <-s.stopped:
 	}
-	s.pending = make([]Change, 0, streamBatch)
+	s.pending = make([]plan.Change, 0, streamBatch)
 }
 
 // finish ends the bundle: committed when commit is true, discarded when not.
@@ -199,9 +200,9 @@ func (s *writeStream) send() {
 // removals (a removed meter makes the batch fall back: never streamed). It
 // reads results once the store is done with them (after finish closed the
 // stream).
-func streamedAt(results []writeResult) func(idx []int) ([]Change, error) {
-	return func(idx []int) ([]Change, error) {
-		out := make([]Change, len(idx))
+func streamedAt(results []writeResult) func(idx []int) ([]plan.Change, error) {
+	return func(idx []int) ([]plan.Change, error) {
+		out := make([]plan.Change, len(idx))
 		for i, x := range idx {
 			c, ok := nthStreamed(results, x)
 			if !ok {
@@ -213,19 +214,19 @@ func streamedAt(results []writeResult) func(idx []int) ([]Change, error) {
 	}
 }
 
-func nthStreamed(results []writeResult, x int) (Change, bool) {
+func nthStreamed(results []writeResult, x int) (plan.Change, bool) {
 	for _, r := range results {
 		if x < len(r.res.Changed) {
-			return writeChange(r.res.Changed[x]), true
+			return plan.WriteChange(r.res.Changed[x]), true
 		}
 		x -= len(r.res.Changed)
 		if x < len(r.res.Removed) {
 			e := r.res.Removed[x]
-			return Change{Op: OpDelete, Kind: e.Kind, Actual: e.Payload, Index: -1}, true
+			return plan.Change{Op: plan.OpDelete, Kind: e.Kind, Actual: e.Payload, Index: -1}, true
 		}
 		x -= len(r.res.Removed)
 	}
-	return Change{}, false
+	return plan.Change{}, false
 }
 
 func streamedLen(results []writeResult) int {
@@ -241,9 +242,9 @@ func streamedLen(results []writeResult) int {
 // that two requests changing one entry fail the batch (errOverlap, recorded
 // in *overlap).
 func (s *writeStream) observe(w *store.Writer, i int, owner map[string]int, overlap **failedError) {
-	add := func(c Change) {
+	add := func(c plan.Change) {
 		if owner != nil {
-			k := key(c.Kind, changeID(c))
+			k := plan.Key(c.Kind, changeID(c))
 			if other, dup := owner[k]; dup && other != i && *overlap == nil {
 				*overlap = failed(i, errOverlap)
 			}
@@ -251,23 +252,23 @@ func (s *writeStream) observe(w *store.Writer, i int, owner map[string]int, over
 		}
 		s.add(c)
 	}
-	w.Observe(func(sc store.Change) { add(writeChange(sc)) }, func(e entry.Entry) {
+	w.Observe(func(sc store.Change) { add(plan.WriteChange(sc)) }, func(e entry.Entry) {
 		if e.Kind == entry.KindMeter {
 			s.fallback = true
 			return
 		}
-		add(Change{Op: OpDelete, Kind: e.Kind, Actual: e.Payload, Index: -1})
+		add(plan.Change{Op: plan.OpDelete, Kind: e.Kind, Actual: e.Payload, Index: -1})
 	})
 }
 
 // opaqueWrites returns the changes of a streamed batch that learnForms looks
 // at after a write: those whose payload holds something kept as sent.
-func opaqueWrites(results []writeResult) []Change {
-	var out []Change
+func opaqueWrites(results []writeResult) []plan.Change {
+	var out []plan.Change
 	for _, r := range results {
 		for _, c := range r.res.Changed {
 			if c.Entry.Opaque {
-				out = append(out, writeChange(c))
+				out = append(out, plan.WriteChange(c))
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -121,7 +122,7 @@ func TestStreamedWriteRefusedWhole(t *testing.T) {
 			return err
 		}
 		injected.Add(1)
-		return &RejectedError{Err: errors.New("OFPBFC_TIMEOUT (injected)")}
+		return &plan.RejectedError{Err: errors.New("OFPBFC_TIMEOUT (injected)")}
 	}})
 	es := pipelineFlows(t, 3000, 0)
 	conn, err := te.bridges[testBridge].connected()
