@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"runtime"
 	"slices"
 	"sync"
@@ -18,6 +17,7 @@ import (
 	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/restore"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 )
 
 // Request bounds: a request is one bbolt transaction and one bundle, held in

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"log/slog"
 	"maps"
 	"slices"
@@ -18,6 +17,7 @@ import (
 	"github.com/flowstate-io/flowstate/internal/version"
 	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/restore"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"github.com/flowstate-io/flowstate/store"
 )
 

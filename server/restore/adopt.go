@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"log/slog"
 	"sync"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/server/ofconn"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"github.com/flowstate-io/flowstate/store"
 )
 

@@ -3,13 +3,13 @@ package restore
 import (
 	"context"
 	"fmt"
-	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"log/slog"
 	"strconv"
 	"time"
 
 	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/ofconn"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 )
 
 // audit is one periodic check of b (AuditInterval) and reports whether a

@@ -2,11 +2,12 @@ package restore
 
 import (
 	"context"
-	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 )
 
 // TestAuditDrift: a flow deleted behind flowstate's back (ovs-ofctl, as

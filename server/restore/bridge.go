@@ -3,7 +3,6 @@ package restore
 import (
 	"context"
 	"fmt"
-	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -17,6 +16,7 @@ import (
 	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/ofconn"
 	"github.com/flowstate-io/flowstate/server/restore/mirror"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"github.com/flowstate-io/flowstate/server/restore/poison"
 )
 

@@ -1,13 +1,13 @@
 package restore
 
 import (
-	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"log/slog"
 	"strconv"
 	"time"
 
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/server/events"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 )
 
 // noteDamageLocked brings b's quarantine in line with the entries the store

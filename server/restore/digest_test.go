@@ -2,11 +2,11 @@ package restore
 
 import (
 	"errors"
-	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"sync/atomic"
 	"testing"
 
 	"github.com/flowstate-io/flowstate/entry"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"github.com/flowstate-io/flowstate/store"
 )
 

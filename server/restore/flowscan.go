@@ -2,10 +2,10 @@ package restore
 
 import (
 	"bytes"
-	"github.com/flowstate-io/flowstate/server/restore/plan"
 
 	"github.com/flowstate-io/flowstate/canon"
 	"github.com/flowstate-io/flowstate/entry"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"github.com/flowstate-io/flowstate/store"
 )
 

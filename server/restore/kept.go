@@ -1,13 +1,13 @@
 package restore
 
 import (
-	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 
 	"github.com/flowstate-io/flowstate/canon"
 	"github.com/flowstate-io/flowstate/entry"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 )
 
 // Entries left alone.

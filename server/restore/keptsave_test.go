@@ -3,7 +3,6 @@ package restore
 import (
 	"context"
 	"encoding/binary"
-	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/internal/sandbox"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"github.com/flowstate-io/flowstate/store"
 )
 

@@ -3,13 +3,13 @@ package restore
 import (
 	"context"
 	"errors"
-	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/server/restore/flag"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 )
 
 // Metrics are the engine's Prometheus collectors.

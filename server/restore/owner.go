@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/ofconn"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"github.com/flowstate-io/flowstate/store"
 )
 

@@ -3,10 +3,10 @@ package restore
 import (
 	"context"
 	"errors"
-	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"log/slog"
 
 	"github.com/flowstate-io/flowstate/server/ovsconfig"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"github.com/flowstate-io/flowstate/server/restore/poison"
 )
 

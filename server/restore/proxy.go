@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"slices"
 	"sync"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/ofmods"
 	"github.com/flowstate-io/flowstate/server/ofconn"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"github.com/flowstate-io/flowstate/store"
 )
 

@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"encoding/binary"
 	"fmt"
-	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/ovsconfig"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"github.com/flowstate-io/flowstate/store"
 )
 

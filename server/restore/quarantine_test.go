@@ -2,7 +2,6 @@ package restore
 
 import (
 	"encoding/binary"
-	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/server/ovsconfig"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"github.com/flowstate-io/flowstate/store"
 )
 

@@ -2,11 +2,11 @@ package restore
 
 import (
 	"fmt"
-	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"testing"
 	"time"
 
 	"github.com/flowstate-io/flowstate/entry"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"github.com/flowstate-io/flowstate/server/restore/poison"
 )
 

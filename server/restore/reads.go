@@ -2,6 +2,7 @@ package restore
 
 import (
 	"context"
+
 	"github.com/flowstate-io/flowstate/server/restore/plan"
 )
 

@@ -3,7 +3,6 @@ package restore
 import (
 	"bytes"
 	"context"
-	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"slices"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/ofmods"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"github.com/flowstate-io/flowstate/store"
 )
 

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"hash/maphash"
 	"runtime/debug"
 	"slices"
@@ -15,6 +14,7 @@ import (
 	"github.com/flowstate-io/flowstate/canon"
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/server/ofconn"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 )
 
 // A replay compares a bridge's flows without holding either side in memory:

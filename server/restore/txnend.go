@@ -6,12 +6,12 @@ package restore
 import (
 	"errors"
 	"fmt"
-	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"runtime/debug"
 	"slices"
 
 	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/server/ofconn"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 )
 
 // discard ends b without its COMMIT: nothing of it is on the switch, unless

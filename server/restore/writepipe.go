@@ -3,13 +3,13 @@ package restore
 import (
 	"context"
 	"errors"
-	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"hash/maphash"
 	"slices"
 	"sync"
 
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/server/ofconn"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"github.com/flowstate-io/flowstate/store"
 )
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/errdefs"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"github.com/flowstate-io/flowstate/store"
 )
 

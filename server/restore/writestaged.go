@@ -3,12 +3,12 @@ package restore
 import (
 	"context"
 	"fmt"
-	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"slices"
 	"time"
 
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/errdefs"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"github.com/flowstate-io/flowstate/store"
 )
 

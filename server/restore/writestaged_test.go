@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/errdefs"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"github.com/flowstate-io/flowstate/store"
 )
 

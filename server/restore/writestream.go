@@ -3,10 +3,10 @@ package restore
 import (
 	"context"
 	"fmt"
-	"github.com/flowstate-io/flowstate/server/restore/plan"
 
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/server/ofconn"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"github.com/flowstate-io/flowstate/store"
 )
 
