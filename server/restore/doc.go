@@ -7,73 +7,66 @@
 // other_config:flow-restore-wait and waits until vswitchd acknowledged it.
 // Writes from controllers (Put, Sync, Delete) go through the engine so they
 // reach the switch and the store together, serialised with replays per
-// bridge. It also mirrors the bridges it does not manage (mirror.go) and
+// bridge. It also mirrors the bridges it does not manage (package mirror) and
 // audits the managed ones for drift (audit.go).
 //
 // # File map
 //
+// The rooms that need nothing of a bridge's lock are packages of their own,
+// which never import this one (server/layers_test.go): plan (changes, the
+// send order, applying them, dumps), flag (flow-restore-wait and the OVSDB
+// client), gate (the cold-start gate), poison (crash records, bisection, the
+// evidence of a crash) and mirror (the unmanaged bridges). This package
+// wires them (flagnode.go, gate.go, poison.go, mirror.go) and keeps what
+// works on a bridge's state under its lock.
+//
 // The Engine's API, by what it does:
 //
-//	engine.go        Config, New, Run, Wedged
+//	engine.go        Config, New, Run, Wedged, Flag
 //	writes.go        Put, Sync, Delete, PutSpool, SyncSpool, CheckDeclared
 //	reads.go         Diff (counters.go: FlowCounters; status.go: Status,
-//	                 Counts, Modules)
-//	replay.go        Reconcile, Replay, the numbered steps of a replay
-//	flag.go          Arm, Release, FlowRestoreWait: the flag protocol
-//	gate.go          MarkReady: the cold-start gate
-//	mirror.go        Mirrors: the unmanaged bridges
+//	                 Counts, Modules, Gate)
+//	replay.go        Reconcile, and the numbered steps of a replay
 //	faults.go        Faults: the tests' fault injection (nil in production)
 //
 // The write path, in the order a write crosses it:
 //
 //	writequeue.go    the bridge's request queue; submit (the caller's side)
 //	                 and runWrites (the owner goroutine) choose a source
-//	txn.go           the write transaction every source runs (txn): take
-//	                 the bridge and decide whether it is live, stream or
-//	                 send, decide what the verdict means (Outcome, and what
-//	                 a whole-bundle refusal does), commit or end (quarantine
-//	                 lifted, replay scheduled, a panic recovered)
-//	groupcommit.go   source: a batch's ops in one store Update (groupTxn),
-//	                 its bundle streamed (writestream.go) or sent after
-//	writepipe.go     source: pipelined Puts of flows (store.PlanPut on the
-//	                 owner, PutPlanned of several bundles on the pipe's
-//	                 storer goroutine)
+//	txn.go           the write transaction (txn.run) every source runs: the
+//	                 four decisions, each made there; txnend.go its error
+//	                 paths (discard, undo, a panic recovered)
+//	groupcommit.go   source: a batch's ops in one store Update (groupStep)
+//	writepipe.go     source: pipelined Puts of flows (PlanPut on the owner,
+//	                 PutPlanned of several bundles on the pipe's storer)
 //	writestaged.go   source: a spooled request staged on disk
-//	                 (store.PlanStage, Stage, then Commit after the verdict)
-//	proxy.go         source: a change of a controller behind the OpenFlow
-//	                 proxy (Recorder), its messages turned into the module's
-//	                 net change by package ofmods inside the transaction
+//	writestream.go   a bundle that opens before the store has decided it
+//	proxy.go         a change of a controller behind the OpenFlow proxy
+//	                 (Recorder), turned into the module's net change by
+//	                 package ofmods inside the transaction
 //	resync.go        a controller's clear: deletions and changes to held
 //	                 entries deferred until its reinstall is complete
-//	tlv.go           the proxy's TLV table mods, and their restore first in
-//	                 a replay
+//	tlv.go           the proxy's TLV table mods, queued alone, and their
+//	                 restore first in a replay
 //	adopt.go         what a controller installed through the guard's relay
 //	                 while flowstated was away, learned by the bridge's first
 //	                 reconcile (AdoptRelayed)
-//	writestream.go   a bundle that opens before the store has decided it
-//	apply.go         changes sent in their order: meters, one bundle,
-//	                 meter deletes
 //	bridge.go        the bridge's state and its only writers; the connection
 //
-// The rest: changes.go (a change, a diff, and sendOrder, the order the
-// switch takes changes in), switchflows.go (what the switch
-// holds), quarantine.go and quarantineset.go (entries left out), poison.go
-// (entries that crash vswitchd), damage.go (entries the store found damaged),
-// cookie.go (flows outside the owned cookie space), owner.go (which store
-// manages a bridge), digest.go (a reconcile that compares by digest),
-// forms.go (what the switch made of opaque entries), dial.go, counters.go,
-// metrics.go, audit.go, status.go.
+// The replay's side: switchflows.go (what the switch holds, as hashes),
+// flowscan.go (the store's flows read against it), digest.go (a reconcile
+// that compares by digest), quarantine.go and quarantineset.go (entries left
+// out), damage.go (entries the store found damaged), cookie.go (flows outside
+// the owned cookie space), owner.go (which store manages a bridge), kept.go
+// and keptsave.go (what unrecorded controllers installed, left alone),
+// forms.go (what the switch made of opaque entries), switchinfo.go, dial.go,
+// audit.go; counters.go, metrics.go, status.go.
 //
-// # One package
+// # Still one package
 //
-// The write path stays in this package rather than a write/ subpackage: its
-// sources run under the bridge's lock with the bridge's connection,
-// quarantine and convergence, and the replay they trigger is the bridge
-// goroutine's. A subpackage would have to export the bridge, its lock rules,
-// the stream and the send order, which are exactly what must not be used from
-// outside. The transaction's frame and shared decisions live in one file
-// (txn.go) instead, and the store interfaces each source needs are the store's own
-// methods it calls (PlanPut/PutPlanned, PlanStage/Stage, Update).
+// The write path and the replay stay here: both run under the bridge's lock
+// with its connection, quarantine and convergence. They move out once the
+// bridge's state is a package of its own that both can share.
 //
 // # A Put
 //
@@ -104,7 +97,7 @@
 //  2. reconcile checks the bridge's owner (owner.go), then under b.mu reads
 //     the desired state, dumps the switch, diffs, leaves out the quarantined
 //     entries and predicted refusals, and sends the plan in one bundle
-//     (replayLocked, apply.go); refused entries are quarantined and the rest
+//     (replayLocked, package plan); refused entries are quarantined and the rest
 //     sent again, for at most MaxReplayTime.
 //  3. The bridge is converged; Flag().BridgeConverged wakes the flag.
 //
