@@ -169,7 +169,7 @@ func watch(ctx context.Context, cmd *cobra.Command, g *globals, asJSON, heartbea
 			return p.event(ev)
 		})
 		switch {
-		case ctx.Err() != nil:
+		case ctx.Err() != nil || deadlineReached(ctx, err):
 			return nil // interrupted, or --timeout: the way a watch ends
 		case errors.Is(err, client.ErrResync):
 			// flowstated restarted (or the connection broke before the
@@ -261,4 +261,17 @@ func (p eventPrinter) marker(typ, msg string) error {
 	}
 	_, err := fmt.Fprintf(p.w, "%s %s\n", now.Local().Format(time.RFC3339Nano), msg)
 	return err
+}
+
+// deadlineReached reports whether err is the server's DEADLINE_EXCEEDED for
+// ctx's own deadline: the server's timer, set from the deadline the call
+// carried (rounded down), may fire just before the client's, so the answer
+// can arrive while ctx.Err() is still nil. It waits for ctx to end then.
+func deadlineReached(ctx context.Context, err error) bool {
+	dl, ok := ctx.Deadline()
+	if !ok || !errors.Is(err, context.DeadlineExceeded) || time.Until(dl) > time.Second {
+		return false
+	}
+	<-ctx.Done()
+	return true
 }
