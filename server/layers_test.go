@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"errors"
 	"go/build"
 	"io/fs"
 	"path/filepath"
@@ -45,7 +46,8 @@ func TestImportsPointDown(t *testing.T) {
 			return filepath.SkipDir
 		}
 		pkg, err := build.Default.ImportDir(dir, 0)
-		if _, none := err.(*build.NoGoError); none {
+		var none *build.NoGoError
+		if errors.As(err, &none) {
 			return nil
 		}
 		if err != nil {
