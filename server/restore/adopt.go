@@ -186,15 +186,18 @@ func (e *Engine) adoptRelayedLocked(ctx context.Context, b *bridge, conn *ofconn
 	// The store's entries are on this vswitchd only if flowstated ran
 	// with it (the guard saw a renewal under it) or released it; one
 	// that started while flowstated was away lacks them because it
-	// restarted, not because the controller deleted them.
-	ours := now != "" && (a.Live == now || released == now)
+	// restarted, not because the controller deleted them. With neither
+	// known (a guard that never saw a renewal, a vswitchd never held)
+	// nothing says it restarted: the controller's deletions are learned.
+	unknown := a.Live == "" && released == ""
+	ours := now != "" && (a.Live == now || released == now || unknown)
 	if known && held {
 		log.Warn("vswitchd is held (flow-restore-wait): not learning what the controller installed through the guard's relay, replaying the store")
 		end()
 		return nil
 	}
 	if !ours {
-		log.Info("vswitchd started while flowstated was away: learning what the controller installed through the guard's relay, not what the switch lacks (the store's entries were never on it)", "vswitchd", now)
+		log.Info("vswitchd started while flowstated was away: learning what the controller installed through the guard's relay, not what the switch lacks (the store's entries were never on it)", "vswitchd", now, "live", a.Live, "released", released)
 	}
 	l, err := e.learnRelayed(ctx, b, conn, a.module, ours)
 	if err != nil {
