@@ -280,14 +280,17 @@ func (e *Engine) quarantineLocked(b *bridge, re *plan.RejectedError, siblings fu
 		seen[k] = true
 		fresh = append(fresh, quarantining{key: k, kind: c.Kind, module: c.Desired.Module, reason: reason})
 	}
+	// The reason names the vswitchd that refused by its version: another
+	// may take the entry (a new connection lifts the quarantine).
+	by := e.vswitchd()
 	for i, c := range re.Changes {
-		add(c, re.Reasons[i])
+		add(c, fmt.Sprintf("%s (refused by %s)", re.Reasons[i], by))
 		sibs, err := siblings(c, re.Reasons[i])
 		if err != nil {
 			return false, err
 		}
 		for _, s := range sibs {
-			add(s, fmt.Sprintf("%s (table %d was full at an earlier flow of the same bundle)", re.Reasons[i], entry.FlowTable(s.Desired.ID)))
+			add(s, fmt.Sprintf("%s (refused by %s: table %d was full at an earlier flow of the same bundle)", re.Reasons[i], by, entry.FlowTable(s.Desired.ID)))
 		}
 	}
 	e.addQuarantineLocked(b, fresh, log)

@@ -380,6 +380,9 @@ func (t *txn) atSwitch(step storeStep) error {
 //     replaying the bridge.
 func (t *txn) decide(b *bundle, verdict error) {
 	o, re := outcomeOf(verdict)
+	if re != nil {
+		re.By = t.e.vswitchd()
+	}
 	if o == RefusedWhole {
 		o = resendWhole(b.h)
 	}

@@ -1,6 +1,7 @@
 package restore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -87,15 +88,17 @@ func changeID(c plan.Change) []byte {
 	return c.Desired.ID
 }
 
-// rejection names the first refused entry of a write request.
+// rejection names the first refused entry of a write request, and the
+// vswitchd that refused it by its version (RejectedError.By).
 func rejection(re *plan.RejectedError) error {
-	err := fmt.Errorf("rejected by ovs-vswitchd: %w: %w", re.Err, errdefs.ErrInvalidArgument)
+	by := cmp.Or(re.By, "ovs-vswitchd")
+	err := fmt.Errorf("%w: %w", re.Err, errdefs.ErrInvalidArgument)
 	for i, c := range re.Changes {
 		if c.Index >= 0 {
-			return &errdefs.EntryError{Index: c.Index, Err: fmt.Errorf("restore: %s: %w", re.Reasons[i], err)}
+			return &errdefs.EntryError{Index: c.Index, Err: fmt.Errorf("restore: %s refused the %s: %s: %w", by, c.Kind, re.Reasons[i], err)}
 		}
 	}
-	return fmt.Errorf("restore: %w", err)
+	return fmt.Errorf("restore: %s refused the write: %w", by, err)
 }
 
 // CheckDeclared checks entries es of a write request before they are
