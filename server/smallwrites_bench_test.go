@@ -14,6 +14,7 @@ import (
 	"github.com/flowstate-io/flowstate/client"
 	"github.com/flowstate-io/flowstate/internal/testenv"
 	"github.com/flowstate-io/flowstate/server"
+	"github.com/flowstate-io/flowstate/store/storetest"
 )
 
 // Small writes (issue 35): a CNI waits for one Put a pod. These benchmarks
@@ -81,7 +82,7 @@ func BenchmarkSmallPutSequential(b *testing.B) {
 	ctx, cancel := context.WithTimeout(b.Context(), 20*time.Minute)
 	defer cancel()
 	te := smallEnv(ctx, b)
-	fl := testenv.OpenFloor(b, te.Sandbox.Dir())
+	fl := storetest.OpenFloor(b, te.Sandbox.Dir())
 	m := client.Module{Bridge: "br-int", Name: "cni"}
 	var puts, floors []time.Duration
 	n := 0
@@ -109,7 +110,7 @@ func BenchmarkSmallPutConcurrent(b *testing.B) {
 	ctx, cancel := context.WithTimeout(b.Context(), 20*time.Minute)
 	defer cancel()
 	te := smallEnv(ctx, b)
-	fl := testenv.OpenFloor(b, te.Sandbox.Dir())
+	fl := storetest.OpenFloor(b, te.Sandbox.Dir())
 	var (
 		floors, puts []time.Duration
 		busy         time.Duration

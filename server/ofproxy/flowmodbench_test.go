@@ -12,6 +12,7 @@ import (
 	"github.com/flowstate-io/flowstate/internal/testenv"
 	"github.com/flowstate-io/flowstate/ofctl"
 	"github.com/flowstate-io/flowstate/server"
+	"github.com/flowstate-io/flowstate/store/storetest"
 )
 
 // BenchmarkSingleFlowMods measures a controller that sends plain FLOW_MODs,
@@ -20,7 +21,7 @@ import (
 // each followed by a barrier it waits for (goal: at least 1,000/s through
 // the proxy), then b.N adds with one barrier at the end (goal: at least 0.9×
 // the direct throughput). The two targets alternate, rounds of each, and
-// each round starts with b.N Updates of the fsync floor (testenv.Floor): a
+// each round starts with b.N Updates of the fsync floor (storetest.Floor): a
 // FLOW_MOD whose barrier is answered is durable, so the floor's rate bounds
 // the first figure.
 //
@@ -46,7 +47,7 @@ func BenchmarkSingleFlowMods(b *testing.B) {
 		{"proxy", e.ProxySocket("br-int")},
 		{"direct", e.Sandbox.MgmtPath("br-direct")},
 	}
-	fl := testenv.OpenFloor(b, e.Sandbox.Dir())
+	fl := storetest.OpenFloor(b, e.Sandbox.Dir())
 	var floor time.Duration
 	conns := make([]*ofClient, len(targets))
 	for i, t := range targets {

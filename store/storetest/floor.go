@@ -1,4 +1,4 @@
-package testenv
+package storetest
 
 import (
 	"encoding/binary"
