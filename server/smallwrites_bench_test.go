@@ -3,9 +3,6 @@ package server_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -13,7 +10,6 @@ import (
 
 	"github.com/flowstate-io/flowstate/client"
 	"github.com/flowstate-io/flowstate/internal/testenv"
-	"github.com/flowstate-io/flowstate/server"
 	"github.com/flowstate-io/flowstate/store/storetest"
 )
 
@@ -31,14 +27,7 @@ const smallRounds = 3
 // file at Info, as a production flowstated's goes to its journal.
 func smallEnv(ctx context.Context, b *testing.B) *testenv.Env {
 	b.Helper()
-	te := testenv.New(ctx, b, testenv.Configure(func(c *server.Config) {
-		f, err := os.Create(filepath.Join(filepath.Dir(c.DBPath), "flowstated.log"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = f.Close() })
-		c.Logger = slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	}))
+	te := testenv.New(ctx, b, testenv.LogToFile())
 	te.Start(ctx)
 	te.WaitConverged(ctx)
 	return te

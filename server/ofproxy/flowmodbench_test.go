@@ -3,9 +3,6 @@ package ofproxy_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -30,16 +27,10 @@ func BenchmarkSingleFlowMods(b *testing.B) {
 	const rounds = 2
 	ctx, cancel := context.WithTimeout(b.Context(), 20*time.Minute)
 	defer cancel()
-	e := testenv.New(ctx, b, testenv.Bridges("br-int", "br-direct"), testenv.Configure(func(c *server.Config) {
+	// The log goes to a file, as a production flowstated's goes to its
+	// journal.
+	e := testenv.New(ctx, b, testenv.Bridges("br-int", "br-direct"), testenv.LogToFile(), testenv.Configure(func(c *server.Config) {
 		c.Proxies = []server.ProxySpec{{Module: "ctl", Bridge: "br-int"}}
-		// The log goes to a file, as a production flowstated's goes to its
-		// journal.
-		f, err := os.Create(filepath.Join(filepath.Dir(c.DBPath), "flowstated.log"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = f.Close() })
-		c.Logger = slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}))
 	e.Start(ctx)
 	e.WaitConverged(ctx)
