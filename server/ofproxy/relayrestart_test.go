@@ -4,13 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/flowstate-io/flowstate/client"
 	"github.com/flowstate-io/flowstate/internal/sandbox"
 )
 
@@ -29,20 +27,7 @@ func TestGuardRelayNoRemovalsFromNewVswitchd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	s, fs := startRelayed(ctx, t)
-	sock := "unix:" + filepath.Join(fs.proxyDir, sandbox.OVNBridge+".mgmt")
-	for _, f := range []string{kept, changed, deleted} {
-		if _, err := s.Ofctl(ctx, "add-flow", sock, f); err != nil {
-			t.Fatalf("add-flow %q through flowstated's proxy: %v", f, err)
-		}
-	}
-	poll(ctx, t, "module ovn's three flows recorded", func() (bool, error) {
-		stored, err := fs.c.List(ctx, client.Filter{Bridge: sandbox.OVNBridge, Module: ovnModule})
-		return err == nil && len(stored) == 3, err
-	})
-	fs.waitConverged(ctx, t)
-
-	fs.kill(t)
-	poll(ctx, t, "the guard relaying", func() (bool, error) { return strings.Contains(fs.guardLog(), "relaying"), nil })
+	sock := recordedThenAway(ctx, t, s, fs)
 	if err := s.RestartVswitchd(ctx, false); err != nil {
 		t.Fatal(err)
 	}
@@ -53,14 +38,7 @@ func TestGuardRelayNoRemovalsFromNewVswitchd(t *testing.T) {
 
 	fs.start(ctx, t)
 	fs.waitFirstReplay(ctx, t)
-	stored, err := fs.c.List(ctx, client.Filter{Bridge: sandbox.OVNBridge, Module: ovnModule})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var texts []string
-	for _, e := range stored {
-		texts = append(texts, e.Text)
-	}
+	texts := storedTexts(ctx, t, fs)
 	for _, f := range []string{kept, changed, deleted, added} {
 		if !slices.ContainsFunc(texts, func(d string) bool { return sameFlow(d, f) }) {
 			t.Errorf("after flowstated's first replay module %s does not hold %q: %q", ovnModule, f, texts)
