@@ -413,7 +413,11 @@ func (e *Engine) reconcile(ctx context.Context, b *bridge, conn *ofconn.Conn, lo
 	e.publish(events.Event{Type: events.ReplayStarted, Bridge: b.name, Message: "replay started"})
 	start := time.Now()
 	begun := b.poison.Begin()
+	on := e.vswitchdIdentity()
 	r, err := e.replayLocked(ctx, b, conn, log)
+	if err == nil {
+		e.notePlaced(b, on, log)
+	}
 	if r.Messages > 0 {
 		b.replayWatchLocked(begun, err)
 	}
