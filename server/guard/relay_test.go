@@ -58,14 +58,7 @@ func TestRelay(t *testing.T) {
 	if !ok || len(held) != 1 {
 		t.Fatalf("hand-over gave %v, want %s", held, sock)
 	}
-	accepted := make(chan error, 1)
-	go func() {
-		conn, err := got.Accept()
-		if err == nil {
-			conn.Close()
-		}
-		accepted <- err
-	}()
+	accepted := acceptOne(got)
 	dialProxy(t, sock).Close()
 	if err := <-accepted; err != nil {
 		t.Fatalf("accept on the handed-over socket: %v", err)
@@ -147,6 +140,20 @@ func relayEnv(t *testing.T, br string) (context.Context, *sandbox.Sandbox, strin
 	}
 	t.Cleanup(func() { ln.Close() })
 	return ctx, sb, lease, l, Relay{Bridge: br, Listen: sock, Upstream: upstream, Listener: ln}
+}
+
+// acceptOne accepts one connection on ln, closes it and sends Accept's
+// error.
+func acceptOne(ln net.Listener) <-chan error {
+	accepted := make(chan error, 1)
+	go func() {
+		conn, err := ln.Accept()
+		if err == nil {
+			conn.Close()
+		}
+		accepted <- err
+	}()
+	return accepted
 }
 
 func dialProxy(t *testing.T, path string) net.Conn {
@@ -292,14 +299,7 @@ func TestRelayRebindsReplacedSocket(t *testing.T) {
 		t.Fatalf("hand-over gave %v, want %s", held, rl.Listen)
 	}
 	defer got.Close()
-	accepted := make(chan error, 1)
-	go func() {
-		conn, err := got.Accept()
-		if err == nil {
-			conn.Close()
-		}
-		accepted <- err
-	}()
+	accepted := acceptOne(got)
 	c, err := net.DialTimeout("unix", rl.Listen, time.Second)
 	if err != nil {
 		t.Fatalf("the handed-over socket is not reachable by its path: %v", err)
