@@ -565,7 +565,7 @@ func (r *run) inject(ctx context.Context, st Step) error {
 		r.excuse()
 		return err
 	case GuardKill, GuardFreeze:
-		pid := n.guardPID()
+		pid := r.waitGuard(ctx)
 		if pid == 0 {
 			return errors.New("chaos: no guard runs")
 		}
@@ -1156,6 +1156,24 @@ func (r *run) leftovers(ctx context.Context) {
 			r.rep.Checks.add(InvLeftover, errors.New("violated"))
 			r.violate(InvLeftover, "still running %v after flowstated stopped: pids %v", limit, running)
 			return
+		}
+	}
+}
+
+// waitGuard returns the running guard's pid, waiting up to guardRespawn
+// (path.go) for flowstated to spawn one when none runs: a guard step drawn right
+// after a guard-kill would otherwise fail to inject, and the orderings it
+// starts (the frozen guard of round 2) would never run. 0 when flowstated
+// is not running (nobody spawns a guard) or none came.
+func (r *run) waitGuard(ctx context.Context) int {
+	n := r.n
+	deadline := time.Now().Add(guardRespawn)
+	for {
+		if pid := n.guardPID(); pid > 0 || !n.alive() || time.Now().After(deadline) {
+			return pid
+		}
+		if !sleepCtx(ctx, 50*time.Millisecond) {
+			return 0
 		}
 	}
 }
