@@ -21,6 +21,7 @@ var layers = [][]string{
 	{"server/ofproxy"},
 	{"server/guard", "server/restore/plan"},
 	{"server/restore/flag", "server/restore/gate", "server/restore/mirror", "server/restore/poison"},
+	{"server/restore/bridge"},
 	{"server/restore"},
 	{"server"},
 }

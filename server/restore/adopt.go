@@ -163,7 +163,7 @@ func (r *Recorder) Connected() {
 // reads the desired state. Only an error of the switch (a dump) is
 // returned, and leaves the learning pending for the next connection's
 // reconcile; every other outcome ends it. b.mu is held.
-func (e *Engine) adoptRelayedLocked(ctx context.Context, b *bridge, conn *ofconn.Conn, log *slog.Logger) error {
+func (e *Engine) adoptRelayedLocked(ctx context.Context, b *managed, conn *ofconn.Conn, log *slog.Logger) error {
 	a := b.adopt.Load()
 	if a == nil || !a.to(adoptionPending, adoptionStarted) {
 		return nil
@@ -212,12 +212,12 @@ func (e *Engine) adoptRelayedLocked(ctx context.Context, b *bridge, conn *ofconn
 	default:
 		err := e.cfg.Store.Update(func(w *store.Writer) error {
 			if len(l.puts) > 0 {
-				if _, err := w.Put(b.name, a.module, l.puts); err != nil {
+				if _, err := w.Put(b.Name(), a.module, l.puts); err != nil {
 					return err
 				}
 			}
 			if len(l.removed) > 0 {
-				if _, err := w.Delete(b.name, a.module, l.removed); err != nil {
+				if _, err := w.Delete(b.Name(), a.module, l.removed); err != nil {
 					return err
 				}
 			}
@@ -227,7 +227,7 @@ func (e *Engine) adoptRelayedLocked(ctx context.Context, b *bridge, conn *ofconn
 			log.Error("cannot store what the controller installed through the guard's relay: replaying the store over it until the controller reinstalls", "err", err)
 			break
 		}
-		b.liftQuarantineLocked(nil, l.puts, l.removed)
+		b.LiftQuarantineLocked(nil, l.puts, l.removed)
 		log.Info("learned what the controller installed through the guard's relay while flowstated was away",
 			"added", l.added, "changed", l.changed, "removed", len(l.removed))
 	}
@@ -250,7 +250,7 @@ type learned struct {
 // learnRelayed compares what b's switch holds with the store, for module
 // (see Learning what a relayed controller did); removals only when the
 // store's entries were on this vswitchd (removals).
-func (e *Engine) learnRelayed(ctx context.Context, b *bridge, conn *ofconn.Conn, module string, removals bool) (learned, error) {
+func (e *Engine) learnRelayed(ctx context.Context, b *managed, conn *ofconn.Conn, module string, removals bool) (learned, error) {
 	var l learned
 	kf := e.keptFilter(b)
 	// The owned flows as a dump keeps them (switchflows.go): outside the
@@ -285,7 +285,7 @@ func (e *Engine) learnRelayed(ctx context.Context, b *bridge, conn *ofconn.Conn,
 	if l.fresh {
 		return l, nil
 	}
-	err = e.cfg.Store.Entries().ScanFlows(b.name, nil, func(rec store.Record) error {
+	err = e.cfg.Store.Entries().ScanFlows(b.Name(), nil, func(rec store.Record) error {
 		m, on := flows[string(rec.ID)]
 		mine := string(rec.Module) == module
 		switch {
@@ -322,7 +322,7 @@ func (e *Engine) learnRelayed(ctx context.Context, b *bridge, conn *ofconn.Conn,
 			uses[plan.Key(r.Kind, r.Key())] = true
 		}
 	}
-	return l, e.learnOthers(b.name, module, others, uses, removals, &l)
+	return l, e.learnOthers(b.Name(), module, others, uses, removals, &l)
 }
 
 // learnOthers adds to l the groups and meters of the switch (others) and

@@ -20,7 +20,7 @@ import (
 // (flowstate_drift_found_total), logged and published (drift_found), and the
 // replay that follows corrects it (flowstate_drift_corrections_total,
 // drift_corrected).
-func (e *Engine) audit(ctx context.Context, b *bridge, conn *ofconn.Conn, log *slog.Logger) bool {
+func (e *Engine) audit(ctx context.Context, b *managed, conn *ofconn.Conn, log *slog.Logger) bool {
 	var n [3]int
 	err := e.diffNow(ctx, b, conn, func(c plan.Change) error {
 		n[c.Op-plan.OpAdd]++
@@ -34,12 +34,12 @@ func (e *Engine) audit(ctx context.Context, b *bridge, conn *ofconn.Conn, log *s
 		return false
 	}
 	why := fmt.Sprintf("drift: the switch differs from the store (%d missing, %d changed, %d not declared); correcting", n[0], n[1], n[2])
-	b.mu.Lock()
-	b.driftFoundLocked(why)
-	b.mu.Unlock()
-	e.cfg.Metrics.driftFound.WithLabelValues(b.name).Inc()
+	b.Lock()
+	b.DriftFoundLocked(why)
+	b.Unlock()
+	e.cfg.Metrics.driftFound.WithLabelValues(b.Name()).Inc()
 	log.Warn("drift found by the audit", "missing", n[0], "changed", n[1], "undeclared", n[2])
-	e.publish(events.Event{Type: events.DriftFound, Bridge: b.name, Message: why,
+	e.publish(events.Event{Type: events.DriftFound, Bridge: b.Name(), Message: why,
 		Attrs: map[string]string{"missing": strconv.Itoa(n[0]), "changed": strconv.Itoa(n[1]), "undeclared": strconv.Itoa(n[2])}})
 	e.cfg.Faults.afterDriftFound()
 	return true

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowstate-io/flowstate/server/restore/bridge"
 	"github.com/flowstate-io/flowstate/server/restore/plan"
 )
 
@@ -23,7 +24,7 @@ func TestAuditDrift(t *testing.T) {
 	if applied, err := e.Put(ctx, testBridge, "m", append(flow(t, 1), flow(t, 2)...)); err != nil || !applied {
 		t.Fatalf("put: applied=%v err=%v", applied, err)
 	}
-	conn, err := b.connected()
+	conn, err := b.Connected()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,8 +37,8 @@ func TestAuditDrift(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ovs-ofctl: %v: %s", err, out)
 	}
-	var during BridgeStatus
-	faults.AfterDriftFound = func() { during = b.snapshot() }
+	var during bridge.Snapshot
+	faults.AfterDriftFound = func() { during = b.Snapshot() }
 	if !e.audit(ctx, b, conn, e.log) {
 		t.Fatal("audit missed a flow deleted by hand")
 	}
@@ -52,8 +53,8 @@ func TestAuditDrift(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := 0
-	if err := e.diffNow(ctx, b, conn, func(plan.Change) error { n++; return nil }); err != nil || n != 0 || !b.isConverged() {
-		t.Fatalf("after the correction: %d differences (%v), converged %v", n, err, b.isConverged())
+	if err := e.diffNow(ctx, b, conn, func(plan.Change) error { n++; return nil }); err != nil || n != 0 || !b.IsConverged() {
+		t.Fatalf("after the correction: %d differences (%v), converged %v", n, err, b.IsConverged())
 	}
 }
 

@@ -120,12 +120,12 @@ func (fs *flowScan) foreignOf(others []entry.Entry) []entry.Entry {
 // the mirrored foreign entries, and returns the changes that do it. Once
 // the connection is settled it refreshes the mirror from the dump instead.
 // b.mu is held.
-func (e *Engine) foreignToRestore(b *bridge, fs *flowScan, others []entry.Entry, log *slog.Logger) ([]plan.Change, error) {
+func (e *Engine) foreignToRestore(b *managed, fs *flowScan, others []entry.Entry, log *slog.Logger) ([]plan.Change, error) {
 	if e.cfg.OwnedCookie.All() {
 		return nil, nil
 	}
 	found := fs.foreignOf(others)
-	if b.foreignSettled {
+	if b.ForeignSettledLocked() {
 		e.saveForeign(b, found, log)
 		return nil, nil
 	}
@@ -141,17 +141,17 @@ func (e *Engine) foreignToRestore(b *bridge, fs *flowScan, others []entry.Entry,
 	// means the foreign entries were lost; anything more, the other
 	// controller is back or never left.
 	if !held || !plan.Fresh(actual) {
-		b.settleForeignLocked()
+		b.SettleForeignLocked()
 		e.saveForeign(b, found, log)
 		return nil, nil
 	}
-	want, _, err := e.cfg.Store.Mirrors().Get(b.name)
+	want, _, err := e.cfg.Store.Mirrors().Get(b.Name())
 	if err != nil {
 		return nil, err
 	}
 	cs := plan.Diff(want, actual, nil)
 	if len(cs) == 0 {
-		b.settleForeignLocked()
+		b.SettleForeignLocked()
 	}
 	for i := range cs {
 		cs[i].Foreign = true
@@ -161,8 +161,8 @@ func (e *Engine) foreignToRestore(b *bridge, fs *flowScan, others []entry.Entry,
 
 // saveForeign stores found as b's mirror of foreign entries (a no-op when
 // unchanged).
-func (e *Engine) saveForeign(b *bridge, found []entry.Entry, log *slog.Logger) {
-	if _, err := e.cfg.Store.Mirrors().Set(b.name, found); err != nil {
+func (e *Engine) saveForeign(b *managed, found []entry.Entry, log *slog.Logger) {
+	if _, err := e.cfg.Store.Mirrors().Set(b.Name(), found); err != nil {
 		log.Error("storing the foreign entries of a managed bridge", "err", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/server/events"
+	"github.com/flowstate-io/flowstate/server/restore/bridge"
 	"github.com/flowstate-io/flowstate/server/restore/plan"
 )
 
@@ -17,44 +18,44 @@ import (
 // an event and an error log naming bucket and key), and taken off once a
 // write of the same identity has replaced them. It returns the keys of the
 // damaged entries.
-func (e *Engine) noteDamageLocked(b *bridge, log *slog.Logger) []string {
-	damaged := e.cfg.Store.File().Damaged(b.name)
+func (e *Engine) noteDamageLocked(b *managed, log *slog.Logger) []string {
+	damaged := e.cfg.Store.File().Damaged(b.Name())
 	now := make(map[string]bool, len(damaged))
-	var fresh []Quarantined
+	var fresh []bridge.Quarantined
 	for _, d := range damaged {
 		k := plan.Key(d.Kind, d.Key)
 		now[k] = true
-		if b.quarantine.damaged(k) {
+		if b.Quarantine().Damaged(k) {
 			continue
 		}
-		fresh = append(fresh, Quarantined{Bridge: b.name, Entry: entry.Entry{Kind: d.Kind, Module: d.Module, ID: d.Key},
-			Reason: d.String(), Since: d.Since, damaged: true})
+		fresh = append(fresh, bridge.Quarantined{Bridge: b.Name(), Entry: entry.Entry{Kind: d.Kind, Module: d.Module, ID: d.Key},
+			Reason: d.String(), Since: d.Since})
 	}
 	var gone []string
-	b.quarantine.each(func(k string, _ bool) bool {
-		if b.quarantine.damaged(k) && !now[k] {
+	b.Quarantine().Each(func(k string, _ bool) bool {
+		if b.Quarantine().Damaged(k) && !now[k] {
 			gone = append(gone, k)
 		}
 		return true
 	})
-	b.liftQuarantineLocked(gone)
+	b.LiftQuarantineLocked(gone)
 	lifted := len(gone)
 	if lifted > 0 {
 		log.Info("quarantine lifted: a write replaced the damaged entries", "entries", lifted)
 	}
 	if len(fresh) > 0 {
+		b.QuarantineDamagedLocked(fresh)
 		for _, q := range fresh {
-			b.quarantineDamagedLocked(q)
 			log.Error("stored entry damaged: its checksum does not match; it is left out, never sent, until its module declares it again",
 				"kind", q.Entry.Kind, "module", q.Entry.Module, "reason", q.Reason)
 		}
-		e.cfg.Metrics.quarantined.WithLabelValues(b.name).Add(float64(len(fresh)))
-		e.publish(events.Event{Type: events.EntryQuarantined, Bridge: b.name, Module: fresh[0].Entry.Module,
+		e.cfg.Metrics.quarantined.WithLabelValues(b.Name()).Add(float64(len(fresh)))
+		e.publish(events.Event{Type: events.EntryQuarantined, Bridge: b.Name(), Module: fresh[0].Entry.Module,
 			Message: strconv.Itoa(len(fresh)) + " stored entries damaged (checksum mismatch), left out: " + fresh[0].Reason,
 			Attrs:   map[string]string{"reason": "store checksum mismatch", "entries": strconv.Itoa(len(fresh)), "since": fresh[0].Since.Format(time.RFC3339)}})
 	}
 	if lifted > 0 || len(fresh) > 0 {
-		b.publishLocked()
+		b.PublishLocked()
 	}
 	keys := make([]string, 0, len(now))
 	for k := range now {

@@ -131,20 +131,20 @@ func (e *Engine) redial(ctx context.Context, path string, lost time.Time, log *s
 
 // connected returns b's connection or, while there is none, an ErrUnavailable
 // that says why (vswitchd down, or the last dial error) and what to do.
-func (e *Engine) connected(b *bridge) (*ofconn.Conn, error) {
-	conn, err := b.connected()
+func (e *Engine) connected(b *managed) (*ofconn.Conn, error) {
+	conn, err := b.Connected()
 	if err == nil {
 		return conn, nil
 	}
 	pidfile := filepath.Join(e.cfg.RunDir, "ovs-vswitchd.pid")
 	if !ovsconfig.PidfileLocked(pidfile) {
 		why := "no pidfile " + pidfile + " held by a live process"
-		if _, serr := os.Stat(e.mgmtPath(b.name)); serr != nil {
-			why += ", no socket " + e.mgmtPath(b.name)
+		if _, serr := os.Stat(e.mgmtPath(b.Name())); serr != nil {
+			why += ", no socket " + e.mgmtPath(b.Name())
 		}
 		return nil, fmt.Errorf("restore: bridge %s is not connected: ovs-vswitchd is not running (%s): start ovs-vswitchd; flowstated restores the bridge when it comes back: %w",
-			b.name, why, errdefs.ErrUnavailable)
+			b.Name(), why, errdefs.ErrUnavailable)
 	}
 	return nil, fmt.Errorf("restore: bridge %s is not connected (%s): check that ovs-vswitchd serves %s; flowstated reconnects on its own: %w",
-		b.name, b.snapshot().Reason, e.mgmtPath(b.name), errdefs.ErrUnavailable)
+		b.Name(), b.Snapshot().Reason, e.mgmtPath(b.Name()), errdefs.ErrUnavailable)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/ovsconfig"
+	"github.com/flowstate-io/flowstate/server/restore/bridge"
 	"github.com/flowstate-io/flowstate/server/restore/flag"
 	"github.com/flowstate-io/flowstate/server/restore/gate"
 	"github.com/flowstate-io/flowstate/server/restore/mirror"
@@ -138,7 +139,7 @@ type Engine struct {
 	forms   *canon.Forms
 	cfg     Config
 	log     *slog.Logger
-	bridges map[string]*bridge
+	bridges map[string]*managed
 	order   []string
 
 	// flag owns flow-restore-wait and the OVSDB client (package flag).
@@ -228,7 +229,7 @@ func New(cfg Config) (*Engine, error) {
 		forms:    canon.NewForms(known),
 		cfg:      cfg,
 		log:      cfg.Logger,
-		bridges:  make(map[string]*bridge, len(cfg.Bridges)),
+		bridges:  make(map[string]*managed, len(cfg.Bridges)),
 		evidence: poison.NewEvidence(cfg.VswitchdLog),
 	}
 	e.flag, err = flag.New(flag.Config{
@@ -252,9 +253,8 @@ func New(cfg Config) (*Engine, error) {
 			return nil, fmt.Errorf("restore: bridge %q given twice", name)
 		}
 		cfg.Metrics.initBridge(name)
-		b := &bridge{name: name, kick: make(chan struct{}, 1), writes: newWriteQueue(),
-			quarantineGauge: cfg.Metrics.quarantinedNow.WithLabelValues(name)}
-		b.poison = poison.NewTracker(crashes, name, b)
+		b := &managed{State: bridge.New(name, cfg.Metrics.quarantinedNow.WithLabelValues(name), crashes),
+			writes: newWriteQueue()}
 		e.bridges[name] = b
 		e.order = append(e.order, name)
 	}
@@ -316,14 +316,16 @@ func (e *Engine) Wedged() string {
 		}
 	}
 	for _, name := range e.order {
-		if w := check("bridge "+name, e.bridges[name].busySince.Load()); w != "" {
-			return w
+		if since := e.bridges[name].BusySince(); !since.IsZero() {
+			if w := check("bridge "+name, since.UnixNano()); w != "" {
+				return w
+			}
 		}
 	}
 	return ""
 }
 
-func (e *Engine) bridge(name string) (*bridge, error) {
+func (e *Engine) bridge(name string) (*managed, error) {
 	b, ok := e.bridges[name]
 	if !ok {
 		return nil, fmt.Errorf("restore: bridge %q is not managed by this flowstated (see --bridge): %w", name, errdefs.ErrFailedPrecondition)

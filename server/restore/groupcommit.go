@@ -39,7 +39,7 @@ import (
 
 // commitBatch commits batch, taking failing requests out and running them
 // alone (see Group commit above). Every request gets exactly one result.
-func (e *Engine) commitBatch(ctx context.Context, b *bridge, batch []*writeReq) {
+func (e *Engine) commitBatch(ctx context.Context, b *managed, batch []*writeReq) {
 	if len(batch) == 0 {
 		return
 	}
@@ -129,7 +129,7 @@ var (
 //
 // With more than one request, an error that names requests is a
 // *failedError. A panic is recovered and returned as ErrInternal.
-func (e *Engine) commitGroup(ctx context.Context, b *bridge, reqs []*writeReq) ([]writeResult, error) {
+func (e *Engine) commitGroup(ctx context.Context, b *managed, reqs []*writeReq) ([]writeResult, error) {
 	g := &groupStep{reqs: reqs, results: make([]writeResult, len(reqs))}
 	if _, err := e.runTxn(ctx, b, "write", g); err != nil {
 		var fe *failedError
@@ -204,7 +204,7 @@ func (g *groupStep) store(t *txn, atSwitch func() error) (committed, error) {
 		return committed{}, err
 	}
 	var declared [][]entry.Entry
-	quarantined := t.b.quarantine.len() > 0
+	quarantined := t.b.Quarantine().Len() > 0
 	for i, r := range g.reqs {
 		g.results[i].applied, g.results[i].unknown = t.live, t.unknown
 		if quarantined {
@@ -266,7 +266,7 @@ func (g *groupStep) runOps(w *store.Writer, stream *writeStream) (int, error) {
 // another request of the batch also changes, or a meter in a batch of
 // several, fails the request. A MODIFY of a quarantined entry becomes an ADD:
 // the entry is not on the switch. b.mu must be held.
-func (b *bridge) batchChangesLocked(reqs []*writeReq, results []writeResult, n int, owner map[string]int) ([]plan.Change, map[string]int, error) {
+func (b *managed) batchChangesLocked(reqs []*writeReq, results []writeResult, n int, owner map[string]int) ([]plan.Change, map[string]int, error) {
 	cs := make([]plan.Change, 0, n)
 	if owner == nil && len(reqs) > 1 {
 		owner = make(map[string]int, n)
@@ -280,12 +280,12 @@ func (b *bridge) batchChangesLocked(reqs []*writeReq, results []writeResult, n i
 			if len(reqs) > 1 && c.Kind == entry.KindMeter {
 				return nil, owner, failed(i, errMeterInBatch)
 			}
-			if owner != nil || b.quarantine.len() > 0 {
+			if owner != nil || b.Quarantine().Len() > 0 {
 				k := plan.Key(c.Kind, changeID(*c))
 				if other, dup := owner[k]; dup && other != i {
 					return nil, owner, failed(i, errOverlap)
 				}
-				if b.quarantine.has(k) && c.Op == plan.OpModify {
+				if b.Quarantine().Has(k) && c.Op == plan.OpModify {
 					c.Op, c.Actual = plan.OpAdd, nil
 				}
 				if owner != nil {

@@ -64,7 +64,7 @@ func startEngine(ctx context.Context, t *testing.T, faults *Faults) *testEngine 
 		stop()
 		<-done
 	})
-	poll(ctx, t, "bridge converged", func() bool { return e.bridges[testBridge].isConverged() })
+	poll(ctx, t, "bridge converged", func() bool { return e.bridges[testBridge].IsConverged() })
 	// Stopping while the OVSDB dial is in its monitor call trips a data race
 	// inside libovsdb v0.7.0 (the reply is written after the cancelled call
 	// read it): let the dial finish.
@@ -181,7 +181,7 @@ func (h *hold) wait(ctx context.Context, t *testing.T, batch int32) {
 	}
 }
 
-func queued(b *bridge) int {
+func queued(b *managed) int {
 	b.writes.mu.Lock()
 	defer b.writes.mu.Unlock()
 	return len(b.writes.reqs)
@@ -445,7 +445,7 @@ func convergedAfter(ctx context.Context, t *testing.T, e *testEngine, t0 time.Ti
 	t.Helper()
 	b := e.bridges[testBridge]
 	poll(ctx, t, "a replay after the write", func() bool {
-		st := b.snapshot()
+		st := b.Snapshot()
 		return st.Converged && st.Last.Finished.After(t0) && st.Last.Err == nil
 	})
 	cs, err := diffAll(ctx, e.Engine, testBridge)

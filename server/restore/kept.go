@@ -73,7 +73,7 @@ type keptSet struct {
 // proxy (ofproxy.Keeper).
 type Kept struct {
 	e   *Engine
-	b   *bridge
+	b   *managed
 	log *slog.Logger
 }
 
@@ -247,7 +247,7 @@ type keptFilter struct {
 
 // keptFilter returns the filter of one dump of b, nil when the set is
 // empty.
-func (e *Engine) keptFilter(b *bridge) *keptFilter {
+func (e *Engine) keptFilter(b *managed) *keptFilter {
 	s := &b.kept
 	s.mu.Lock()
 	s.sameVswitchdLocked(e.vswitchdIdentity(), false)
@@ -257,9 +257,9 @@ func (e *Engine) keptFilter(b *bridge) *keptFilter {
 		s.found.Store(0)
 		return nil
 	}
-	log := e.log.With("bridge", b.name)
+	log := e.log.With("bridge", b.Name())
 	return &keptFilter{s: s, log: log, declared: func(kind entry.Kind, id []byte) bool {
-		_, ok, err := e.cfg.Store.Entries().Get(b.name, kind, id)
+		_, ok, err := e.cfg.Store.Entries().Get(b.Name(), kind, id)
 		if err != nil {
 			// Cannot tell: leaving it alone is the safe side.
 			log.Warn("reading the store for an entry of an unrecorded controller", "err", err)

@@ -138,11 +138,11 @@ func (s *keptSet) unlockSaved(k *Kept) {
 
 // loadKept fills b's set from the store (see the comment above); New calls
 // it before any replay.
-func (e *Engine) loadKept(b *bridge) {
+func (e *Engine) loadKept(b *managed) {
 	s := &b.kept
-	log := e.log.With("bridge", b.name)
+	log := e.log.With("bridge", b.Name())
 	id := e.vswitchdIdentity()
-	rec, err := e.cfg.Store.Kept().Get(b.name)
+	rec, err := e.cfg.Store.Kept().Get(b.Name())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// Run starts the saver; a Keep before it waits for it too.
@@ -179,9 +179,9 @@ func (e *Engine) loadKept(b *bridge) {
 
 // runKept stores b's set as it changes, until ctx ends; then it stores
 // what is left once.
-func (e *Engine) runKept(ctx context.Context, b *bridge) {
+func (e *Engine) runKept(ctx context.Context, b *managed) {
 	s := &b.kept
-	log := e.log.With("bridge", b.name)
+	log := e.log.With("bridge", b.Name())
 	s.mu.Lock()
 	poke := s.save.poke
 	s.mu.Unlock()
@@ -212,7 +212,7 @@ func (e *Engine) runKept(ctx context.Context, b *bridge) {
 }
 
 // saveKept writes what changed in b's set since the last write.
-func (e *Engine) saveKept(b *bridge, log *slog.Logger) error {
+func (e *Engine) saveKept(b *managed, log *slog.Logger) error {
 	s := &b.kept
 	sv := &s.save
 	s.mu.Lock()
@@ -249,13 +249,13 @@ func (e *Engine) saveKept(b *bridge, log *slog.Logger) error {
 	sv.dirty, sv.dirtyRules, sv.resave = nil, nil, false
 	s.mu.Unlock()
 
-	err := e.cfg.Store.Kept().Update(b.name, u)
+	err := e.cfg.Store.Kept().Update(b.Name(), u)
 	marked := false
 	if err != nil && !u.All {
 		// A full disk may still take a write that grows nothing: the
 		// record then says "every undeclared entry", the safe side for
 		// a restart before the retry succeeds (which writes it exact).
-		marked = e.cfg.Store.Kept().Update(b.name, store.KeptUpdate{Vswitchd: u.Vswitchd, All: true}) == nil
+		marked = e.cfg.Store.Kept().Update(b.Name(), store.KeptUpdate{Vswitchd: u.Vswitchd, All: true}) == nil
 	}
 
 	s.mu.Lock()

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/flowstate-io/flowstate/server/ofconn"
+	"github.com/flowstate-io/flowstate/server/restore/bridge"
 	"github.com/flowstate-io/flowstate/server/restore/mirror"
 	"github.com/flowstate-io/flowstate/server/restore/plan"
 )
@@ -39,7 +40,7 @@ func (e *Engine) Mirrors() []BridgeStatus {
 	ms := e.mirrors.Status()
 	out := make([]BridgeStatus, len(ms))
 	for i, m := range ms {
-		out[i] = BridgeStatus{Name: m.Name, Connected: m.Connected, Converged: m.Converged, Last: m.Last, Mirror: &m.State}
+		out[i] = BridgeStatus{Snapshot: bridge.Snapshot{Name: m.Name, Connected: m.Connected, Converged: m.Converged, Last: m.Last}, Mirror: &m.State}
 	}
 	return out
 }

@@ -83,7 +83,7 @@ func (o *ownerState) check(bridge string) error {
 //     OVSDB, or TakeOver.
 //
 // One live flowstated per bridge is ensured before, by LockBridges.
-func (e *Engine) claim(ctx context.Context, b *bridge, conn *ofconn.Conn, log *slog.Logger) bool {
+func (e *Engine) claim(ctx context.Context, b *managed, conn *ofconn.Conn, log *slog.Logger) bool {
 	if b.owner.claimed.Load() {
 		return true
 	}
@@ -108,14 +108,14 @@ func (e *Engine) claim(ctx context.Context, b *bridge, conn *ofconn.Conn, log *s
 			log.Info("bridge claimed for this store", "store", ours)
 			return true
 		case err != nil:
-			b.setReason("checking which store manages the bridge: " + err.Error())
+			b.SetReason("checking which store manages the bridge: " + err.Error())
 		default:
 			if prev := b.owner.refused.Swap(&why); prev == nil || *prev != why {
 				log.Error("standing aside: this flowstated will not change the bridge", "reason", why)
-				e.cfg.Metrics.standingAside.WithLabelValues(b.name).Set(1)
-				e.publish(events.Event{Type: events.BridgeStoodAside, Bridge: b.name, Message: why})
+				e.cfg.Metrics.standingAside.WithLabelValues(b.Name()).Set(1)
+				e.publish(events.Event{Type: events.BridgeStoodAside, Bridge: b.Name(), Message: why})
 			}
-			b.setReason(why)
+			b.SetReason(why)
 		}
 		select {
 		case <-ctx.Done():
@@ -129,7 +129,7 @@ func (e *Engine) claim(ctx context.Context, b *bridge, conn *ofconn.Conn, log *s
 
 // claimOnce runs one round of claim: it returns "" once the bridge is
 // claimed, the reason to stand aside, or an error to retry after.
-func (e *Engine) claimOnce(ctx context.Context, b *bridge, conn *ofconn.Conn, ours string, undeclared *int) (string, error) {
+func (e *Engine) claimOnce(ctx context.Context, b *managed, conn *ofconn.Conn, ours string, undeclared *int) (string, error) {
 	c := e.flag.OVSDB()
 	if c == nil || !c.Connected() {
 		return "", errors.New("restore: waiting for OVSDB")
@@ -140,7 +140,7 @@ func (e *Engine) claimOnce(ctx context.Context, b *bridge, conn *ofconn.Conn, ou
 	}
 	recorded, instance, found := "", "", false
 	for _, br := range brs {
-		if br.Name == b.name {
+		if br.Name == b.Name() {
 			recorded, instance, found = br.ExternalIDs[ExternalIDStore], br.ExternalIDs[ExternalIDInstance], true
 		}
 	}
@@ -151,19 +151,19 @@ func (e *Engine) claimOnce(ctx context.Context, b *bridge, conn *ofconn.Conn, ou
 		"To make this store manage the bridge, its flows not declared here being deleted at the first replay, "+
 		"let the controllers re-sync their modules (writes are stored meanwhile), then run "+
 		"`ovs-vsctl set Bridge %s external_ids:%s=%s`, or restart flowstated once with --take-over (docs/operations.md, \"Store identity\")",
-		e.cfg.Store.Path(), b.name, ExternalIDStore, ours)
+		e.cfg.Store.Path(), b.Name(), ExternalIDStore, ours)
 	switch {
 	case recorded == ours:
 	case e.cfg.TakeOver:
 		e.log.Warn("taking over the bridge (--take-over): flows this store does not declare will be deleted",
-			"bridge", b.name, "previous_store", recorded, "store", ours)
+			"bridge", b.Name(), "previous_store", recorded, "store", ours)
 	case recorded != "":
 		if instance == "" {
 			instance = "an unknown instance"
 		}
 		why := fmt.Sprintf("bridge %s was last managed by another flowstate store (%s, by %s), not this one (%s): "+
 			"the store is new, was lost, or is another instance's; flowstated stands aside and deletes nothing there. %s",
-			b.name, recorded, instance, ours, howTo)
+			b.Name(), recorded, instance, ours, howTo)
 		// OVSDB's record is the reason; the store's keeps it should
 		// OVSDB's go.
 		if _, err := e.recordStoodAside(b, why); err != nil {
@@ -175,10 +175,10 @@ func (e *Engine) claimOnce(ctx context.Context, b *bridge, conn *ofconn.Conn, ou
 		if err != nil {
 			return "", err
 		}
-		if a, ok := aside[b.name]; ok {
+		if a, ok := aside[b.Name()]; ok {
 			return a.Reason, nil
 		}
-		managed, err := e.cfg.Store.Identity().Managed(b.name)
+		managed, err := e.cfg.Store.Identity().Managed(b.Name())
 		if err != nil {
 			return "", err
 		}
@@ -192,33 +192,33 @@ func (e *Engine) claimOnce(ctx context.Context, b *bridge, conn *ofconn.Conn, ou
 			}
 			if *undeclared > 0 {
 				return e.recordStoodAside(b, fmt.Sprintf("bridge %s holds %d flows, groups or meters, and this store (%s) never managed it: "+
-					"flowstated stands aside and deletes nothing there. %s", b.name, *undeclared, ours, howTo))
+					"flowstated stands aside and deletes nothing there. %s", b.Name(), *undeclared, ours, howTo))
 			}
 		}
 	}
 	if recorded != ours || instance != e.cfg.Instance {
-		err := c.SetBridgeExternalIDs(ctx, b.name, map[string]string{ExternalIDStore: ours, ExternalIDInstance: e.cfg.Instance})
+		err := c.SetBridgeExternalIDs(ctx, b.Name(), map[string]string{ExternalIDStore: ours, ExternalIDInstance: e.cfg.Instance})
 		if err != nil {
 			return "", err
 		}
 	}
-	if err := e.cfg.Store.Identity().MarkManaged(b.name, time.Now()); err != nil {
+	if err := e.cfg.Store.Identity().MarkManaged(b.Name(), time.Now()); err != nil {
 		return "", err
 	}
-	if err := e.cfg.Store.Identity().ClearStoodAside(b.name); err != nil {
+	if err := e.cfg.Store.Identity().ClearStoodAside(b.Name()); err != nil {
 		return "", err
 	}
 	b.owner.claimed.Store(true)
-	e.cfg.Metrics.standingAside.WithLabelValues(b.name).Set(0)
+	e.cfg.Metrics.standingAside.WithLabelValues(b.Name()).Set(0)
 	return "", nil
 }
 
 // recordStoodAside keeps the decision to stand aside from b in the store
 // (step 5 of claim) and returns the reason of the decision kept: the first
 // one, which later rounds and restarts repeat.
-func (e *Engine) recordStoodAside(b *bridge, why string) (string, error) {
+func (e *Engine) recordStoodAside(b *managed, why string) (string, error) {
 	now := time.Now()
-	kept, err := e.cfg.Store.Identity().SetStoodAside(b.name, store.StoodAside{Since: now, Reason: why +
+	kept, err := e.cfg.Store.Identity().SetStoodAside(b.Name(), store.StoodAside{Since: now, Reason: why +
 		" This decision is kept in the store (since " + now.UTC().Format(time.RFC3339) + ") across restarts of vswitchd and " +
 		"flowstated, also once the bridge is empty, until the bridge is adopted as above."})
 	if err != nil {
@@ -259,10 +259,10 @@ func (e *Engine) loadStoodAside() error {
 // undeclaredEntries counts what the switch holds besides the default flow
 // (table 0, priority 0, empty match), within the owned cookie space: what a
 // replay from this store would delete.
-func (e *Engine) undeclaredEntries(ctx context.Context, b *bridge, conn *ofconn.Conn) (int, error) {
-	defer b.busy()()
-	b.mu.Lock()
-	defer b.mu.Unlock()
+func (e *Engine) undeclaredEntries(ctx context.Context, b *managed, conn *ofconn.Conn) (int, error) {
+	defer b.Busy()()
+	b.Lock()
+	defer b.Unlock()
 	n := 0
 	err := e.eachFlowMod(ctx, conn, func(m []byte, owned bool) {
 		if id := flowIdentity(nil, m); owned && (len(id) != 3 || id[0] != 0 || id[1] != 0 || id[2] != 0) {

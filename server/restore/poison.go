@@ -30,21 +30,17 @@ type runDirVswitchd string
 
 func (d runDirVswitchd) Identity() string { return ovsconfig.VswitchdIdentity(string(d)) }
 
-// RequestReplay asks the bridge for a replay (poison.Replayer): the next
-// probe of the suspects is sent by it.
-func (b *bridge) RequestReplay() { b.requestReplay() }
-
 // replayWatchLocked starts watching a replay of b begun at begun that sent
 // something; a refusal by the switch is no connection lost.
-func (b *bridge) replayWatchLocked(begun poison.Begun, err error) {
+func (b *managed) replayWatchLocked(begun poison.Begun, err error) {
 	var re *plan.RejectedError
-	b.poison.Watch(begun, err != nil && !errors.As(err, &re))
+	b.Poison().Watch(begun, err != nil && !errors.As(err, &re))
 }
 
 // poisonHeldLocked returns, by key, the desired entries of b the replay
 // leaves out for the crash-loop protection, as predicted refusals.
-func (b *bridge) poisonHeldLocked() (map[string]prediction, error) {
-	held, err := b.poison.Held()
+func (b *managed) poisonHeldLocked() (map[string]prediction, error) {
+	held, err := b.Poison().Held()
 	if err != nil || len(held) == 0 {
 		return nil, err
 	}
@@ -57,17 +53,17 @@ func (b *bridge) poisonHeldLocked() (map[string]prediction, error) {
 
 // connLost is called when b's OpenFlow connection ended while ctx is live:
 // if the last replay failed on it and vswitchd died, the death is recorded.
-func (e *Engine) connLost(ctx context.Context, b *bridge, log *slog.Logger) {
-	b.mu.Lock()
-	w := b.poison.TakeWatch()
-	b.mu.Unlock()
-	d, ok := b.poison.Death(ctx, w, log)
+func (e *Engine) connLost(ctx context.Context, b *managed, log *slog.Logger) {
+	b.Lock()
+	w := b.Poison().TakeWatch()
+	b.Unlock()
+	d, ok := b.Poison().Death(ctx, w, log)
 	if !ok {
 		return
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if err := b.poison.RecordDeath(d, b.quarantine.has, log); err != nil {
+	b.Lock()
+	defer b.Unlock()
+	if err := b.Poison().RecordDeath(d, b.Quarantine().Has, log); err != nil {
 		log.Error("recording the death of vswitchd during a replay failed", "err", err)
 	}
 }

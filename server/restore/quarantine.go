@@ -14,6 +14,7 @@ import (
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/ovsconfig"
+	"github.com/flowstate-io/flowstate/server/restore/bridge"
 	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"github.com/flowstate-io/flowstate/store"
 )
@@ -170,13 +171,17 @@ func (fs *flowScan) predictFull(l ovsconfig.TableLimit, preds map[string]predict
 	}
 	reason := fmt.Sprintf("OFPFMFC_TABLE_FULL (predicted): table %d holds at most %d flows (Flow_Table flow_limit, overflow_policy refuse)", t, l.FlowLimit)
 	n := 0
-	var modules strTable // one string per module, not per flow
+	modules := map[string]string{} // one string per module, not per flow
 	return scan(func(on bool, rec store.Record) {
 		if on {
 			return
 		}
 		if n++; n > room {
-			m := modules.get(modules.intern(string(rec.Module)))
+			m, ok := modules[string(rec.Module)]
+			if !ok {
+				m = string(rec.Module)
+				modules[m] = m
+			}
 			preds[plan.Key(entry.KindFlow, rec.ID)] = prediction{kind: entry.KindFlow, module: m, reason: reason}
 		}
 	})
@@ -186,9 +191,9 @@ func (fs *flowScan) predictFull(l ovsconfig.TableLimit, preds map[string]predict
 // out: the entries the switch refused, and the predicted refusals (see
 // predictRefusals), which replace the predictions of the previous round in
 // b's quarantine.
-func (e *Engine) skipsLocked(b *bridge, fs *flowScan, others []entry.Entry, limits []ovsconfig.TableLimit, log *slog.Logger) error {
-	skip := make(map[string]bool, b.quarantine.len())
-	b.quarantine.each(func(k string, predicted bool) bool {
+func (e *Engine) skipsLocked(b *managed, fs *flowScan, others []entry.Entry, limits []ovsconfig.TableLimit, log *slog.Logger) error {
+	skip := make(map[string]bool, b.Quarantine().Len())
+	b.Quarantine().Each(func(k string, predicted bool) bool {
 		if !predicted {
 			skip[k] = true
 		}
@@ -210,28 +215,28 @@ func (e *Engine) skipsLocked(b *bridge, fs *flowScan, others []entry.Entry, limi
 		preds[k] = p
 	}
 	var gone []string
-	b.quarantine.each(func(k string, predicted bool) bool {
+	b.Quarantine().Each(func(k string, predicted bool) bool {
 		if _, still := preds[k]; predicted && !still {
 			gone = append(gone, k)
 		}
 		return true
 	})
-	b.liftQuarantineLocked(gone)
+	b.LiftQuarantineLocked(gone)
 	released := len(gone)
 	if released > 0 {
 		log.Info("quarantine lifted: the cause of a predicted refusal is gone", "entries", released)
 	}
-	var fresh []quarantining
+	var fresh []bridge.Quarantining
 	for k, p := range preds {
 		skip[k] = true
-		if reason, _, ok := b.quarantine.reason(k); ok && reason == p.reason {
+		if reason, _, ok := b.Quarantine().Reason(k); ok && reason == p.reason {
 			continue
 		}
-		fresh = append(fresh, quarantining{key: k, kind: p.kind, module: p.module, reason: p.reason, predicted: true})
+		fresh = append(fresh, bridge.Quarantining{Key: k, Kind: p.kind, Module: p.module, Reason: p.reason, Predicted: true})
 	}
 	e.addQuarantineLocked(b, fresh, log)
 	if released > 0 && len(fresh) == 0 {
-		b.publishLocked()
+		b.PublishLocked()
 	}
 	return nil
 }
@@ -240,10 +245,10 @@ func (e *Engine) skipsLocked(b *bridge, fs *flowScan, others []entry.Entry, limi
 // entries, and the desired flows that use a quarantined group or meter (the
 // switch would refuse them). A replay derives the latter as predicted
 // refusals instead (predictRefusals), which also lists them.
-func (e *Engine) quarantineSkips(bridge string, q *quarantineSet) (map[string]bool, error) {
-	skip := make(map[string]bool, q.len())
+func (e *Engine) quarantineSkips(bridge string, q *bridge.Quarantine) (map[string]bool, error) {
+	skip := make(map[string]bool, q.Len())
 	var refs []entry.Ref
-	q.each(func(k string, _ bool) bool {
+	q.Each(func(k string, _ bool) bool {
 		skip[k] = true
 		if kind := entry.Kind(k[0]); kind != entry.KindFlow && len(k) == 5 {
 			refs = append(refs, entry.Ref{Kind: kind, ID: binary.BigEndian.Uint32([]byte(k[1:]))})
@@ -266,19 +271,19 @@ func (e *Engine) quarantineSkips(bridge string, q *quarantineSet) (map[string]bo
 // the switch would refuse for the same cause (siblings); it reports false
 // when there is nothing new to quarantine (the switch refused a delete), so
 // the replay fails instead of looping.
-func (e *Engine) quarantineLocked(b *bridge, re *plan.RejectedError, siblings func(plan.Change, string) ([]plan.Change, error), log *slog.Logger) (bool, error) {
-	var fresh []quarantining
+func (e *Engine) quarantineLocked(b *managed, re *plan.RejectedError, siblings func(plan.Change, string) ([]plan.Change, error), log *slog.Logger) (bool, error) {
+	var fresh []bridge.Quarantining
 	seen := map[string]bool{}
 	add := func(c plan.Change, reason string) {
 		if c.Op == plan.OpDelete {
 			return
 		}
 		k := plan.Key(c.Kind, c.Desired.ID)
-		if b.quarantine.has(k) || seen[k] {
+		if b.Quarantine().Has(k) || seen[k] {
 			return
 		}
 		seen[k] = true
-		fresh = append(fresh, quarantining{key: k, kind: c.Kind, module: c.Desired.Module, reason: reason})
+		fresh = append(fresh, bridge.Quarantining{Key: k, Kind: c.Kind, Module: c.Desired.Module, Reason: reason})
 	}
 	for i, c := range re.Changes {
 		add(c, re.Reasons[i])
@@ -294,19 +299,10 @@ func (e *Engine) quarantineLocked(b *bridge, re *plan.RejectedError, siblings fu
 	return len(fresh) > 0, nil
 }
 
-// quarantining is an entry to quarantine (addQuarantineLocked).
-type quarantining struct {
-	key       string
-	kind      entry.Kind
-	module    string
-	reason    string
-	predicted bool
-}
-
 // addQuarantineLocked puts qs in b's quarantine, counts them, and reports
 // them with one log line and one event per module, kind and reason (a mass
 // refusal must not flood the log or the event ring).
-func (e *Engine) addQuarantineLocked(b *bridge, qs []quarantining, log *slog.Logger) {
+func (e *Engine) addQuarantineLocked(b *managed, qs []bridge.Quarantining, log *slog.Logger) {
 	if len(qs) == 0 {
 		return
 	}
@@ -318,10 +314,10 @@ func (e *Engine) addQuarantineLocked(b *bridge, qs []quarantining, log *slog.Log
 	count := map[cause]int{}
 	now := time.Now()
 	for _, q := range qs {
-		b.quarantineLocked(q, now)
-		count[cause{q.module, q.kind, q.reason}]++
+		count[cause{q.Module, q.Kind, q.Reason}]++
 	}
-	e.cfg.Metrics.quarantined.WithLabelValues(b.name).Add(float64(len(qs)))
+	b.QuarantineLocked(qs, now)
+	e.cfg.Metrics.quarantined.WithLabelValues(b.Name()).Add(float64(len(qs)))
 	causes := make([]cause, 0, len(count))
 	for c := range count {
 		causes = append(causes, c)
@@ -337,9 +333,8 @@ func (e *Engine) addQuarantineLocked(b *bridge, qs []quarantining, log *slog.Log
 		if n > 1 {
 			what = fmt.Sprintf("%d %ss", n, c.kind)
 		}
-		e.publish(events.Event{Type: events.EntryQuarantined, Bridge: b.name, Module: c.module,
+		e.publish(events.Event{Type: events.EntryQuarantined, Bridge: b.Name(), Module: c.module,
 			Message: fmt.Sprintf("%s of module %s quarantined: %s", what, c.module, c.reason),
 			Attrs:   map[string]string{"kind": c.kind.String(), "reason": c.reason, "entries": strconv.Itoa(n)}})
 	}
-	b.publishLocked()
 }

@@ -11,7 +11,9 @@ import (
 
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/server/ovsconfig"
+	"github.com/flowstate-io/flowstate/server/restore/bridge"
 	"github.com/flowstate-io/flowstate/server/restore/plan"
+	"github.com/flowstate-io/flowstate/server/restore/poison"
 	"github.com/flowstate-io/flowstate/store"
 )
 
@@ -222,16 +224,16 @@ func TestQuarantineSkipsDependents(t *testing.T) {
 	flows := []entry.Entry{flowEnt(t, 0, 1, 0, 7), flowEnt(t, 0, 2, 0, 8), flowEnt(t, 0, 3, 0, 7)}
 	fs := testScan(t, append([]entry.Entry{meter7, meter8}, flows...), nil, nil)
 	e := &Engine{cfg: Config{Store: fs.store}}
-	var q quarantineSet
-	q.add(plan.Key(entry.KindMeter, meter7.ID), entry.KindMeter, "m", "refused", time.Now(), false)
-	skip, err := e.quarantineSkips("br-int", &q)
+	b := bridge.New("br-int", nil, poison.Config{})
+	b.QuarantineLocked([]bridge.Quarantining{{Key: plan.Key(entry.KindMeter, meter7.ID), Kind: entry.KindMeter, Module: "m", Reason: "refused"}}, time.Now())
+	skip, err := e.quarantineSkips("br-int", b.Quarantine())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(skip) != 3 || !skip[plan.Key(entry.KindFlow, flows[0].ID)] || skip[plan.Key(entry.KindFlow, flows[1].ID)] || !skip[plan.Key(entry.KindFlow, flows[2].ID)] {
 		t.Fatalf("skip %v, want meter 7 and the flows of priority 1 and 3", skip)
 	}
-	if skip, _ := e.quarantineSkips("br-int", &quarantineSet{}); len(skip) != 0 {
+	if skip, _ := e.quarantineSkips("br-int", &bridge.Quarantine{}); len(skip) != 0 {
 		t.Fatal("skips without a quarantine")
 	}
 }

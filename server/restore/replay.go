@@ -79,8 +79,8 @@ func (e *Engine) switchVersions(ctx context.Context, conn *ofconn.Conn, fs *flow
 }
 
 // newFlowScan reads b's desired flows against sw, leaving out skip.
-func (e *Engine) newFlowScan(b *bridge, sw *switchState, skip map[string]bool) *flowScan {
-	return &flowScan{store: e.cfg.Store, bridge: b.name, sw: sw, skip: skip,
+func (e *Engine) newFlowScan(b *managed, sw *switchState, skip map[string]bool) *flowScan {
+	return &flowScan{store: e.cfg.Store, bridge: b.Name(), sw: sw, skip: skip,
 		keepUndeclared: !e.ownsGroupsAndMeters(), forms: e.forms}
 }
 
@@ -263,7 +263,7 @@ func (p *replayPlan) each(fs *flowScan, fn func(plan.Change) error) error {
 }
 
 // replayLocked makes the switch hold the desired state of b (see reconcile).
-func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn, log *slog.Logger) (plan.Replay, error) {
+func (e *Engine) replayLocked(ctx context.Context, b *managed, conn *ofconn.Conn, log *slog.Logger) (plan.Replay, error) {
 	var r plan.Replay
 	start := time.Now()
 	// What a controller installed through the guard's relay becomes its
@@ -271,7 +271,7 @@ func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn,
 	if err := e.adoptRelayedLocked(ctx, b, conn, log); err != nil {
 		return r, err
 	}
-	others, err := e.desiredOthers(b.name)
+	others, err := e.desiredOthers(b.Name())
 	if err != nil {
 		return r, err
 	}
@@ -280,12 +280,12 @@ func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn,
 	if err := e.restoreTLVLocked(ctx, b, conn, log); err != nil {
 		return r, err
 	}
-	sw, err := e.dumpSwitch(ctx, conn, b.name)
+	sw, err := e.dumpSwitch(ctx, conn, b.Name())
 	if err != nil {
 		return r, err
 	}
 	defer func() { sw.releaseMemory() }()
-	limits := e.tableLimits(b.name, log)
+	limits := e.tableLimits(b.Name(), log)
 	foreign, err := e.foreignToRestore(b, e.newFlowScan(b, sw, nil), others, log)
 	if err != nil {
 		return r, err
@@ -317,7 +317,7 @@ func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn,
 			e.learnForms(ctx, conn, slices.Concat(p.pre, p.groupsIn, fs.learn), true, log)
 		}
 		if err == nil && len(foreign) > 0 {
-			b.settleForeignLocked()
+			b.SettleForeignLocked()
 			log.Info("entries outside the owned cookie space restored from the mirror", "entries", len(foreign))
 		}
 		var re *plan.RejectedError
@@ -329,7 +329,7 @@ func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn,
 			// come back as the other controller makes them.
 			log.Error("the switch refused the mirrored entries outside the owned cookie space; they come back as their controller makes them", "err", err)
 			foreign = nil
-			b.settleForeignLocked()
+			b.SettleForeignLocked()
 			continue
 		}
 		fresh, serr := e.quarantineLocked(b, re, fs.siblings, log)
@@ -345,7 +345,7 @@ func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn,
 		}
 		if len(p.pre) > 0 {
 			// Meters may have been applied before the refusal: look again.
-			if sw, err = e.dumpSwitch(ctx, conn, b.name); err != nil {
+			if sw, err = e.dumpSwitch(ctx, conn, b.Name()); err != nil {
 				return r, err
 			}
 		}
@@ -355,28 +355,28 @@ func (e *Engine) replayLocked(ctx context.Context, b *bridge, conn *ofconn.Conn,
 // diffNow calls fn for every change a replay of b would send now, in order,
 // under b's lock: fn must not wait long (the Diff RPC hands the changes to a
 // sender through a bounded queue).
-func (e *Engine) diffNow(ctx context.Context, b *bridge, conn *ofconn.Conn, fn func(plan.Change) error) error {
+func (e *Engine) diffNow(ctx context.Context, b *managed, conn *ofconn.Conn, fn func(plan.Change) error) error {
 	// An audit or a Diff stuck on a frozen switch holds the bridge as a
 	// replay would: it counts for Wedged.
-	defer b.busy()()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	others, err := e.desiredOthers(b.name)
+	defer b.Busy()()
+	b.Lock()
+	defer b.Unlock()
+	others, err := e.desiredOthers(b.Name())
 	if err != nil {
 		return err
 	}
-	sw, err := e.dumpSwitch(ctx, conn, b.name)
+	sw, err := e.dumpSwitch(ctx, conn, b.Name())
 	if err != nil {
 		return err
 	}
 	defer sw.releaseMemory()
-	skip, err := e.quarantineSkips(b.name, &b.quarantine)
+	skip, err := e.quarantineSkips(b.Name(), b.Quarantine())
 	if err != nil {
 		return err
 	}
 	fs := e.newFlowScan(b, sw, skip)
-	if b.foreignSettled {
-		e.saveForeign(b, fs.foreignOf(others), e.log.With("bridge", b.name))
+	if b.ForeignSettledLocked() {
+		e.saveForeign(b, fs.foreignOf(others), e.log.With("bridge", b.Name()))
 	}
 	p, err := e.planReplay(ctx, conn, fs, others, nil)
 	if err != nil {
@@ -403,16 +403,16 @@ func (e *Engine) diffNow(ctx context.Context, b *bridge, conn *ofconn.Conn, fn f
 //  5. If the switch refused entries, quarantine them and go back to 3 without
 //     them, for at most MaxReplayTime: one bad entry never leaves a node
 //     without flows.
-func (e *Engine) reconcile(ctx context.Context, b *bridge, conn *ofconn.Conn, log *slog.Logger) (plan.Replay, error) {
-	if err := b.owner.check(b.name); err != nil {
+func (e *Engine) reconcile(ctx context.Context, b *managed, conn *ofconn.Conn, log *slog.Logger) (plan.Replay, error) {
+	if err := b.owner.check(b.Name()); err != nil {
 		return plan.Replay{}, err
 	}
-	defer b.busy()()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	e.publish(events.Event{Type: events.ReplayStarted, Bridge: b.name, Message: "replay started"})
+	defer b.Busy()()
+	b.Lock()
+	defer b.Unlock()
+	e.publish(events.Event{Type: events.ReplayStarted, Bridge: b.Name(), Message: "replay started"})
 	start := time.Now()
-	begun := b.poison.Begin()
+	begun := b.Poison().Begin()
 	r, err := e.replayLocked(ctx, b, conn, log)
 	if r.Messages > 0 {
 		b.replayWatchLocked(begun, err)
@@ -420,8 +420,8 @@ func (e *Engine) reconcile(ctx context.Context, b *bridge, conn *ofconn.Conn, lo
 	r.Finished = time.Now()
 	r.Duration = r.Finished.Sub(start)
 	r.Err = err
-	b.replayedLocked(r)
-	e.cfg.Metrics.observeReplay(b.name, r)
+	b.ReplayedLocked(r)
+	e.cfg.Metrics.observeReplay(b.Name(), r)
 	attrs := map[string]string{
 		"entries": strconv.Itoa(r.Entries), "adds": strconv.Itoa(r.Adds), "modifies": strconv.Itoa(r.Modifies),
 		"deletes": strconv.Itoa(r.Deletes), "bytes": strconv.Itoa(r.Bytes), "duration": r.Duration.String(),
@@ -429,10 +429,10 @@ func (e *Engine) reconcile(ctx context.Context, b *bridge, conn *ofconn.Conn, lo
 	}
 	if err != nil {
 		attrs["error"] = err.Error()
-		e.publish(events.Event{Type: events.ReplayFinished, Bridge: b.name, Message: "replay failed", Attrs: attrs})
+		e.publish(events.Event{Type: events.ReplayFinished, Bridge: b.Name(), Message: "replay failed", Attrs: attrs})
 		return r, err
 	}
-	e.publish(events.Event{Type: events.ReplayFinished, Bridge: b.name,
+	e.publish(events.Event{Type: events.ReplayFinished, Bridge: b.Name(),
 		Message: fmt.Sprintf("replay finished: %d changes in %v", r.Changes(), r.Duration.Round(time.Microsecond)), Attrs: attrs})
 	if r.Changes() > 0 {
 		log.Info("replay finished", "entries", r.Entries, "adds", r.Adds, "modifies", r.Modifies,
@@ -470,8 +470,8 @@ func (e *Engine) Reconcile(ctx context.Context, bridgeName string) (BridgeStatus
 	if err != nil {
 		return BridgeStatus{}, err
 	}
-	if _, err := e.reconcile(ctx, b, conn, e.log.With("bridge", b.name)); err != nil {
-		return b.snapshot(), err
+	if _, err := e.reconcile(ctx, b, conn, e.log.With("bridge", b.Name())); err != nil {
+		return BridgeStatus{Snapshot: b.Snapshot()}, err
 	}
-	return b.snapshot(), nil
+	return BridgeStatus{Snapshot: b.Snapshot()}, nil
 }

@@ -267,7 +267,7 @@ func (r *Recorder) endResync() {
 		r.e.log.Error("proxy: the end of a controller's resync failed: the deletions of what it did not install again wait for its next install, its stored changes for a replay",
 			"bridge", r.bridge, "module", r.module, "err", err)
 		if b, berr := r.e.bridge(r.bridge); berr == nil && len(rs.held) > 0 {
-			b.requestReplay()
+			b.RequestReplay()
 		}
 	case res.unknown != nil:
 		r.e.log.Warn("proxy: the end of a controller's resync is stored, its outcome on the switch unknown; the replay settles it",

@@ -9,10 +9,11 @@ import (
 func (e *Engine) Status() []BridgeStatus {
 	out := make([]BridgeStatus, 0, len(e.order))
 	for _, name := range e.order {
-		st := e.bridges[name].snapshot()
-		st.LeftAlone, st.LeftAloneAll = e.bridges[name].kept.status()
-		if len(st.listed) > 0 {
-			qs, err := resolveListed(e.cfg.Store, name, st.listed)
+		b := e.bridges[name]
+		st := BridgeStatus{Snapshot: b.Snapshot()}
+		st.LeftAlone, st.LeftAloneAll = b.kept.status()
+		if st.QuarantinedTotal > 0 {
+			qs, err := st.ListQuarantined(e.cfg.Store.Entries())
 			if err != nil {
 				e.log.Warn("status: reading the quarantined entries failed; they are counted, not listed", "bridge", name, "err", err)
 			}

@@ -32,14 +32,14 @@ const (
 // the switch refuses is logged and left out: the flows that use it are
 // then refused and quarantined, and the rest of the bridge is restored.
 // b.mu must be held.
-func (e *Engine) restoreTLVLocked(ctx context.Context, b *bridge, conn *ofconn.Conn, log *slog.Logger) error {
-	want, err := e.cfg.Store.TLVMaps().Get(b.name)
+func (e *Engine) restoreTLVLocked(ctx context.Context, b *managed, conn *ofconn.Conn, log *slog.Logger) error {
+	want, err := e.cfg.Store.TLVMaps().Get(b.Name())
 	if err != nil || len(want) == 0 {
 		return err
 	}
 	have, err := conn.TLVTable(ctx)
 	if err != nil {
-		return fmt.Errorf("restore: tlv map of %s: %w", b.name, err)
+		return fmt.Errorf("restore: tlv map of %s: %w", b.Name(), err)
 	}
 	var missing []ofconn.TLVMap
 	for _, w := range want {
@@ -66,7 +66,7 @@ func (e *Engine) restoreTLVLocked(ctx context.Context, b *bridge, conn *ofconn.C
 				continue
 			}
 			if err != nil {
-				return fmt.Errorf("restore: tlv map of %s: %w", b.name, err)
+				return fmt.Errorf("restore: tlv map of %s: %w", b.Name(), err)
 			}
 		}
 		return nil
@@ -76,7 +76,7 @@ func (e *Engine) restoreTLVLocked(ctx context.Context, b *bridge, conn *ofconn.C
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("restore: tlv map of %s: %w", b.name, err)
+		return fmt.Errorf("restore: tlv map of %s: %w", b.Name(), err)
 	}
 	log.Info("tlv map restored", "mappings", len(missing))
 	return nil
@@ -95,7 +95,7 @@ func fmtTLV(m ofconn.TLVMap) string {
 // which commits it alone (tlvStep).
 func (r *Recorder) applyTLV(ctx context.Context, msgs [][]byte, i int) error {
 	s := &tlvStep{r: r, msg: msgs[i], i: i}
-	res, err := r.e.submit(ctx, r.bridge, &writeReq{module: r.module, alone: func(ctx context.Context, b *bridge) writeResult {
+	res, err := r.e.submit(ctx, r.bridge, &writeReq{module: r.module, alone: func(ctx context.Context, b *managed) writeResult {
 		t, err := r.e.runTxn(ctx, b, "tlv table change", s)
 		return writeResult{err: err, unknown: t.unknown}
 	}})

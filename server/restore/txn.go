@@ -106,9 +106,9 @@ func resendWhole(h held) Outcome {
 // and Run is not stopping (a write of a stopping engine is only stored: the
 // next start replays). Otherwise a write is stored and the bridge replays.
 // b.mu must be held.
-func (e *Engine) liveLocked(ctx context.Context, b *bridge) (*ofconn.Conn, bool) {
-	conn := b.conn
-	return conn, conn != nil && b.converged && e.gate.IsOpen() && ctx.Err() == nil
+func (e *Engine) liveLocked(ctx context.Context, b *managed) (*ofconn.Conn, bool) {
+	conn, converged := b.ConnLocked()
+	return conn, converged && e.gate.IsOpen() && ctx.Err() == nil
 }
 
 // settlement is what a write transaction leaves for settleLocked.
@@ -142,36 +142,36 @@ type settlement struct {
 //   - Not stored, but the switch may hold some of it (the store failed
 //     after the switch took it, a panic after the bundle): the bridge is
 //     unconverged and replays.
-func (e *Engine) settleLocked(b *bridge, s settlement) {
+func (e *Engine) settleLocked(b *managed, s settlement) {
 	if !s.stored {
 		if s.touched {
 			e.divergedLocked(b, "the switch may hold a "+s.what+" the store does not", s.cause)
 		}
 		return
 	}
-	b.liftQuarantineLocked(s.keys, s.declared...)
+	b.LiftQuarantineLocked(s.keys, s.declared...)
 	switch {
 	case s.unknown != nil:
 		e.divergedLocked(b, s.what+" stored, its outcome on the switch is unknown", s.unknown)
 	case !s.applied:
-		b.requestReplay()
+		b.RequestReplay()
 	}
 }
 
 // divergedLocked records that the switch may differ from the store after a
 // write: the bridge is unconverged until a replay makes them equal again,
 // and one is requested. b.mu must be held.
-func (e *Engine) divergedLocked(b *bridge, what string, err error) {
-	e.log.Error(what+"; replaying the bridge", "bridge", b.name, "err", err)
-	b.markDivergedLocked()
-	b.requestReplay()
+func (e *Engine) divergedLocked(b *managed, what string, err error) {
+	e.log.Error(what+"; replaying the bridge", "bridge", b.Name(), "err", err)
+	b.MarkDivergedLocked()
+	b.RequestReplay()
 }
 
 // txn is one write transaction of a bridge, under b.mu: see The write
 // transaction.
 type txn struct {
 	e    *Engine
-	b    *bridge
+	b    *managed
 	ctx  context.Context
 	what string // names the source in logs
 	conn *ofconn.Conn
@@ -251,15 +251,15 @@ var errRefusedInGroup = errors.New("restore: the switch refused a batch of the t
 
 // lockLive takes b (b.mu and its busy mark) for writes and says whether
 // their changes go to the switch now, on conn (liveLocked).
-func (e *Engine) lockLive(ctx context.Context, b *bridge) (conn *ofconn.Conn, live bool, unlock func()) {
-	done := b.busy()
-	b.mu.Lock()
+func (e *Engine) lockLive(ctx context.Context, b *managed) (conn *ofconn.Conn, live bool, unlock func()) {
+	done := b.Busy()
+	b.Lock()
 	conn, live = e.liveLocked(ctx, b)
-	return conn, live, func() { b.mu.Unlock(); done() }
+	return conn, live, func() { b.Unlock(); done() }
 }
 
 // runTxn takes b and runs step as one write transaction on it (run).
-func (e *Engine) runTxn(ctx context.Context, b *bridge, what string, step storeStep) (*txn, error) {
+func (e *Engine) runTxn(ctx context.Context, b *managed, what string, step storeStep) (*txn, error) {
 	conn, live, unlock := e.lockLive(ctx, b)
 	defer unlock()
 	t := e.newTxn(ctx, b, what, conn, live, nil)
@@ -269,7 +269,7 @@ func (e *Engine) runTxn(ctx context.Context, b *bridge, what string, step storeS
 // newTxn starts a transaction on b, whose b.mu the caller holds (a pipe's
 // storer: the pipe decided liveness when it opened, and sent the bundles
 // of its batches before).
-func (e *Engine) newTxn(ctx context.Context, b *bridge, what string, conn *ofconn.Conn, live bool, sent []*bundle) *txn {
+func (e *Engine) newTxn(ctx context.Context, b *managed, what string, conn *ofconn.Conn, live bool, sent []*bundle) *txn {
 	return &txn{e: e, b: b, ctx: ctx, what: what, conn: conn, live: live, bundles: sent}
 }
 
@@ -277,7 +277,7 @@ func (e *Engine) newTxn(ctx context.Context, b *bridge, what string, conn *ofcon
 // (atSwitch decides the verdicts), then commit, or end when the store did
 // not commit; a panic is recovered and returned as ErrInternal.
 func (t *txn) run(step storeStep) (err error) {
-	t.e.cfg.Metrics.writeBatches.WithLabelValues(t.b.name).Inc()
+	t.e.cfg.Metrics.writeBatches.WithLabelValues(t.b.Name()).Inc()
 	defer func() { err = t.end(recover(), err) }()
 	// Whatever ends the transaction, its bundles end before it: never
 	// committed unless atSwitch sent them.
@@ -386,7 +386,7 @@ func (t *txn) decide(b *bundle, verdict error) {
 	b.decided, b.o, b.re = true, o, re
 	switch o {
 	case RefusedWhole:
-		t.e.log.Warn(t.what+" refused as a whole; sending it again after the store", "bridge", t.b.name, "err", verdict)
+		t.e.log.Warn(t.what+" refused as a whole; sending it again after the store", "bridge", t.b.Name(), "err", verdict)
 	case Refused:
 		if re.SwitchChanged {
 			t.diverged = true
@@ -476,7 +476,7 @@ func (t *txn) learn(cs []plan.Change) {
 	}
 	ctx, cancel := context.WithTimeout(t.ctx, t.e.cfg.WriteTimeout)
 	defer cancel()
-	t.e.learnForms(ctx, t.conn, cs, false, t.e.log.With("bridge", t.b.name))
+	t.e.learnForms(ctx, t.conn, cs, false, t.e.log.With("bridge", t.b.Name()))
 }
 
 // end ends the transaction, deferred with what recover returned and the

@@ -41,10 +41,10 @@ func (t *txn) undo(m ofconn.Message) error {
 
 // writePanic logs a panic p of a write of b (what names it) with its stack
 // and returns the ErrInternal its requests fail with.
-func (e *Engine) writePanic(b *bridge, p any, what string) error {
+func (e *Engine) writePanic(b *managed, p any, what string) error {
 	e.log.Error("panic in a "+what+"; its requests fail, the bridge goes on",
-		"bridge", b.name, "panic", p, "stack", string(debug.Stack()))
-	return fmt.Errorf("restore: bridge %s: %s failed: %v: %w", b.name, what, p, errdefs.ErrInternal)
+		"bridge", b.Name(), "panic", p, "stack", string(debug.Stack()))
+	return fmt.Errorf("restore: bridge %s: %s failed: %v: %w", b.Name(), what, p, errdefs.ErrInternal)
 }
 
 // dropRefused leaves the bundles the switch refused out of the rest of the

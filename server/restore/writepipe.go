@@ -76,7 +76,7 @@ const pipeMaxBatches = 32
 // runWrites; its storer goroutine ends when the owner closes queue.
 type pipe struct {
 	e    *Engine
-	b    *bridge
+	b    *managed
 	ctx  context.Context
 	conn *ofconn.Conn
 	// unlock releases b.mu and the bridge's busy mark.
@@ -141,12 +141,12 @@ func pipeable(r *writeReq) bool { return r.put && r.alone == nil }
 // openPipe takes b.mu and opens a pipe for batch when a request of it may
 // enter one and b is live with nothing quarantined; otherwise it returns
 // nil, holding nothing.
-func (e *Engine) openPipe(ctx context.Context, b *bridge, batch []*writeReq) *pipe {
+func (e *Engine) openPipe(ctx context.Context, b *managed, batch []*writeReq) *pipe {
 	if !slices.ContainsFunc(batch, pipeable) {
 		return nil
 	}
 	conn, live, unlock := e.lockLive(ctx, b)
-	if !live || b.quarantine.len() > 0 {
+	if !live || b.Quarantine().Len() > 0 {
 		unlock()
 		return nil
 	}
@@ -259,7 +259,7 @@ func (p *pipe) planPut(r *writeReq) (plan store.PutPlan, err error) {
 			err = p.e.writePanic(p.b, v, "pipelined write's plan")
 		}
 	}()
-	return p.e.pipeStore().PlanPut(p.b.name, r.module, r.declared)
+	return p.e.pipeStore().PlanPut(p.b.Name(), r.module, r.declared)
 }
 
 // atSwitch returns a channel closed once the switch has decided the batch

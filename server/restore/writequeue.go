@@ -57,7 +57,7 @@ type writeReq struct {
 	// alone, when set, commits the request in a transaction of its own, on
 	// the owner: a spooled Put or Sync (writestaged.go), a controller's TLV
 	// table change (tlv.go).
-	alone func(ctx context.Context, b *bridge) writeResult
+	alone func(ctx context.Context, b *managed) writeResult
 	// release, if set, frees what the request holds (a staged write's
 	// spool) once nothing reads it any more: by the owner once it took the
 	// request, by the caller's side when the request never was. finish
@@ -185,7 +185,7 @@ func (e *Engine) submit(ctx context.Context, bridgeName string, req *writeReq) (
 		req.finish()
 		return writeResult{}, err
 	}
-	defer func() { e.cfg.Metrics.writeRequests.WithLabelValues(b.name, resultLabel(err)).Inc() }()
+	defer func() { e.cfg.Metrics.writeRequests.WithLabelValues(b.Name(), resultLabel(err)).Inc() }()
 	if err := ctx.Err(); err != nil {
 		req.finish()
 		return writeResult{}, err
@@ -193,7 +193,7 @@ func (e *Engine) submit(ctx context.Context, bridgeName string, req *writeReq) (
 	req.done = make(chan writeResult, 1)
 	if err := b.writes.push(req); err != nil {
 		req.finish()
-		return writeResult{}, fmt.Errorf("restore: bridge %s: %w", b.name, err)
+		return writeResult{}, fmt.Errorf("restore: bridge %s: %w", b.Name(), err)
 	}
 	select {
 	case r := <-req.done:
@@ -209,16 +209,16 @@ func (e *Engine) submit(ctx context.Context, bridgeName string, req *writeReq) (
 		return r, r.err
 	default:
 	}
-	return writeResult{}, fmt.Errorf("restore: bridge %s: caller gone while its write was being committed: %w: %w", b.name, ErrOutcomeUnknown, ctx.Err())
+	return writeResult{}, fmt.Errorf("restore: bridge %s: caller gone while its write was being committed: %w: %w", b.Name(), ErrOutcomeUnknown, ctx.Err())
 }
 
 // runWrites is the owner of b's write queue: it commits queued requests
 // until ctx ends, then fails those still queued with ErrUnavailable. A batch
 // under way when ctx ends finishes (its switch I/O is cut short, so its
 // requests are stored for the next replay).
-func (e *Engine) runWrites(ctx context.Context, b *bridge) {
+func (e *Engine) runWrites(ctx context.Context, b *managed) {
 	defer func() {
-		err := fmt.Errorf("restore: bridge %s: flowstated stopped before the write was committed: %w", b.name, errdefs.ErrUnavailable)
+		err := fmt.Errorf("restore: bridge %s: flowstated stopped before the write was committed: %w", b.Name(), errdefs.ErrUnavailable)
 		for _, r := range b.writes.stop() {
 			r.finish()
 			r.done <- writeResult{err: err}
@@ -302,7 +302,7 @@ func (e *Engine) runWrites(ctx context.Context, b *bridge) {
 // net change inside the transaction (proxy.go), and group commit carries it
 // as it carries a Put.
 type source interface {
-	commit(ctx context.Context, b *bridge, batch []*writeReq) (rest []*writeReq)
+	commit(ctx context.Context, b *managed, batch []*writeReq) (rest []*writeReq)
 }
 
 // sources are the sources after the pipe, in the order the owner offers a
@@ -313,7 +313,7 @@ func (e *Engine) sources() [2]source { return [2]source{aloneSource{}, batchSour
 // transaction (writeReq.alone), each alone.
 type aloneSource struct{}
 
-func (aloneSource) commit(ctx context.Context, b *bridge, batch []*writeReq) []*writeReq {
+func (aloneSource) commit(ctx context.Context, b *managed, batch []*writeReq) []*writeReq {
 	rest := batch[:0:0]
 	for _, r := range batch {
 		if r.alone == nil {
@@ -330,7 +330,7 @@ func (aloneSource) commit(ctx context.Context, b *bridge, batch []*writeReq) []*
 // batchSource group-commits whatever is left (groupcommit.go).
 type batchSource struct{ e *Engine }
 
-func (s batchSource) commit(ctx context.Context, b *bridge, batch []*writeReq) []*writeReq {
+func (s batchSource) commit(ctx context.Context, b *managed, batch []*writeReq) []*writeReq {
 	s.e.commitBatch(ctx, b, batch)
 	return nil
 }

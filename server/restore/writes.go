@@ -141,6 +141,6 @@ func syncResult(r writeResult) SyncResult {
 // stagedReq is the write request of a spooled Put or Sync.
 func (e *Engine) stagedReq(bridgeName, module string, sp *store.Spool, sync bool) *writeReq {
 	w := store.StagedWrite{Bridge: bridgeName, Module: module, Sync: sync, Spool: sp}
-	return &writeReq{alone: func(ctx context.Context, b *bridge) writeResult { return e.commitStaged(ctx, b, w) },
+	return &writeReq{alone: func(ctx context.Context, b *managed) writeResult { return e.commitStaged(ctx, b, w) },
 		release: func() { _ = sp.Close() }}
 }

@@ -100,15 +100,15 @@ func (nf *stagedNonFlows) at(x int, flows []int32) (plan.Change, bool) {
 }
 
 // commitStaged runs the staged write w (see above).
-func (e *Engine) commitStaged(ctx context.Context, b *bridge, w store.StagedWrite) writeResult {
+func (e *Engine) commitStaged(ctx context.Context, b *managed, w store.StagedWrite) writeResult {
 	start := time.Now()
 	s := &stagedStep{w: w}
 	t, err := e.runTxn(ctx, b, "staged write", s)
 	if err != nil {
 		return writeResult{err: err}
 	}
-	e.cfg.Metrics.stagedWrites.WithLabelValues(b.name).Inc()
-	e.log.Info("staged write stored", "bridge", b.name, "module", w.Module, "sync", w.Sync, "entries", w.Spool.Len(),
+	e.cfg.Metrics.stagedWrites.WithLabelValues(b.Name()).Inc()
+	e.log.Info("staged write stored", "bridge", b.Name(), "module", w.Module, "sync", w.Sync, "entries", w.Spool.Len(),
 		"added", s.staged.Added, "changed", s.staged.Changed, "removed", s.staged.Removed, "applied", t.live, "took", time.Since(start))
 	return writeResult{applied: t.live, staged: s.staged}
 }
@@ -168,9 +168,9 @@ func (s *stagedStep) store(t *txn, atSwitch func() error) (committed, error) {
 	// The quarantined entries the request declares are forgotten once it is
 	// stored, as for any write: the switch tells again whether it takes
 	// them.
-	if q := &t.b.quarantine; q.len() > 0 {
+	if q := t.b.Quarantine(); q.Len() > 0 {
 		s.w.Declared = func(kind entry.Kind, id []byte) {
-			if k := plan.Key(kind, id); q.has(k) {
+			if k := plan.Key(kind, id); q.Has(k) {
 				s.unquarantine = append(s.unquarantine, k)
 			}
 		}
@@ -182,7 +182,7 @@ func (s *stagedStep) store(t *txn, atSwitch func() error) (committed, error) {
 	defer func() {
 		if s.staged == nil {
 			if err := staged.Discard(); err != nil {
-				t.e.log.Warn("dropping a staged write failed; the next start drops it", "bridge", t.b.name, "err", err)
+				t.e.log.Warn("dropping a staged write failed; the next start drops it", "bridge", t.b.Name(), "err", err)
 			}
 		}
 	}()
@@ -194,7 +194,7 @@ func (s *stagedStep) store(t *txn, atSwitch func() error) (committed, error) {
 		if st.fallback {
 			// More changes than the bound: cannot happen, the bound counts
 			// every flow either side may hold.
-			return committed{}, fmt.Errorf("restore: bridge %s: a staged write outgrew its bundle: %w", t.b.name, errdefs.ErrInternal)
+			return committed{}, fmt.Errorf("restore: bridge %s: a staged write outgrew its bundle: %w", t.b.Name(), errdefs.ErrInternal)
 		}
 	}
 	if err := atSwitch(); err != nil {

@@ -92,7 +92,7 @@ func TestStagedWrite(t *testing.T) {
 		t.Fatalf("after the Sync the switch holds %d flows (want 8001), the store %d of m (want 8000)", n, stored(t, te, "m"))
 	}
 	noDiff(ctx, t, te)
-	if !te.Engine.bridges[testBridge].isConverged() {
+	if !te.Engine.bridges[testBridge].IsConverged() {
 		t.Fatal("bridge not converged after staged writes")
 	}
 
@@ -254,7 +254,7 @@ func TestStagedGroupsAndMeters(t *testing.T) {
 		t.Fatalf("after a refused Put the switch holds %d flows (want %d), the store %d of lb (want %d)", n, flowsBefore, m, storedBefore)
 	}
 	noDiff(ctx, t, te)
-	if !te.Engine.bridges[testBridge].isConverged() {
+	if !te.Engine.bridges[testBridge].IsConverged() {
 		t.Fatal("bridge not converged after refused staged writes")
 	}
 }

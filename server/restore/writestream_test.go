@@ -83,7 +83,7 @@ func TestStreamedWrite(t *testing.T) {
 	if n := dumpCount(ctx, t, te); n != 8001 {
 		t.Fatalf("the switch holds %d flows, want 8001", n)
 	}
-	if got := te.Engine.bridges[testBridge].isConverged(); !got {
+	if got := te.Engine.bridges[testBridge].IsConverged(); !got {
 		t.Fatal("bridge not converged after a streamed write")
 	}
 
@@ -125,7 +125,7 @@ func TestStreamedWriteRefusedWhole(t *testing.T) {
 		return &plan.RejectedError{Err: errors.New("OFPBFC_TIMEOUT (injected)")}
 	}})
 	es := pipelineFlows(t, 3000, 0)
-	conn, err := te.bridges[testBridge].connected()
+	conn, err := te.bridges[testBridge].Connected()
 	if err != nil {
 		t.Fatal(err)
 	}

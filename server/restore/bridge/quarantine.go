@@ -1,4 +1,4 @@
-package restore
+package bridge
 
 import (
 	"cmp"
@@ -7,10 +7,9 @@ import (
 	"time"
 
 	"github.com/flowstate-io/flowstate/entry"
-	"github.com/flowstate-io/flowstate/store"
 )
 
-// quarantineSet is the quarantine of one bridge, kept small: a switch that
+// Quarantine is the quarantine of one bridge, kept small: a switch that
 // refuses 199,000 entries (a table's flow_limit) must not cost their
 // payloads in memory. Per entry it holds its key (kind | identity) and a
 // 16-byte record (qrec) whose reason and module are indexes into tables
@@ -18,7 +17,7 @@ import (
 // reason for status, metrics and events. The entries themselves stay in the
 // store: status reads the few it lists (sample). The zero value is empty and
 // ready to use; guarded by the bridge's mu.
-type quarantineSet struct {
+type Quarantine struct {
 	recs    map[string]qrec
 	reasons strTable
 	modules strTable
@@ -84,17 +83,18 @@ func (t *strTable) get(i uint16) string {
 	return ""
 }
 
-func (q *quarantineSet) len() int { return len(q.recs) }
+// Len is the number of quarantined entries.
+func (q *Quarantine) Len() int { return len(q.recs) }
 
-// has reports whether k (key()) is quarantined.
-func (q *quarantineSet) has(k string) bool {
+// Has reports whether k (key()) is quarantined.
+func (q *Quarantine) Has(k string) bool {
 	_, ok := q.recs[k]
 	return ok
 }
 
-// reason returns the reason of k and whether it was predicted; ok is false
+// Reason returns the reason of k and whether it was predicted; ok is false
 // when k is not quarantined.
-func (q *quarantineSet) reason(k string) (reason string, predicted, ok bool) {
+func (q *Quarantine) Reason(k string) (reason string, predicted, ok bool) {
 	r, ok := q.recs[k]
 	if !ok {
 		return "", false, false
@@ -104,7 +104,7 @@ func (q *quarantineSet) reason(k string) (reason string, predicted, ok bool) {
 
 // add quarantines k, an entry of kind owned by module, for reason; an
 // entry already quarantined gets the new record.
-func (q *quarantineSet) add(k string, kind entry.Kind, module, reason string, since time.Time, predicted bool) {
+func (q *Quarantine) add(k string, kind entry.Kind, module, reason string, since time.Time, predicted bool) {
 	if q.recs == nil {
 		q.recs = map[string]qrec{}
 		q.counts = map[qcause]int{}
@@ -118,7 +118,7 @@ func (q *quarantineSet) add(k string, kind entry.Kind, module, reason string, si
 }
 
 // remove forgets k; it reports whether k was quarantined.
-func (q *quarantineSet) remove(k string) bool {
+func (q *Quarantine) remove(k string) bool {
 	r, ok := q.recs[k]
 	if !ok {
 		return false
@@ -133,27 +133,27 @@ func (q *quarantineSet) remove(k string) bool {
 }
 
 // addDamaged quarantines k, an entry the store found damaged.
-func (q *quarantineSet) addDamaged(k string, kind entry.Kind, module, reason string, since time.Time) {
+func (q *Quarantine) addDamaged(k string, kind entry.Kind, module, reason string, since time.Time) {
 	q.add(k, kind, module, reason, since, false)
 	r := q.recs[k]
 	r.damaged = true
 	q.recs[k] = r
 }
 
-// damaged reports whether k is quarantined as damaged in the store.
-func (q *quarantineSet) damaged(k string) bool { return q.recs[k].damaged }
+// Damaged reports whether k is quarantined as damaged in the store.
+func (q *Quarantine) Damaged(k string) bool { return q.recs[k].damaged }
 
 // reset empties the set and drops its tables.
-func (q *quarantineSet) reset() {
+func (q *Quarantine) reset() {
 	v := q.version
-	*q = quarantineSet{version: v + 1}
+	*q = Quarantine{version: v + 1}
 }
 
 func (r qrec) cause() qcause { return qcause{module: r.module, reason: r.reason, kind: r.kind} }
 
-// each calls fn for every quarantined key, in no order, until fn returns
+// Each calls fn for every quarantined key, in no order, until fn returns
 // false.
-func (q *quarantineSet) each(fn func(k string, predicted bool) bool) {
+func (q *Quarantine) Each(fn func(k string, predicted bool) bool) {
 	for k, r := range q.recs {
 		if !fn(k, r.predicted) {
 			return
@@ -170,8 +170,8 @@ type QuarantineCause struct {
 	Entries int
 }
 
-// causes returns the counts of q, sorted by module, kind and reason.
-func (q *quarantineSet) causes() []QuarantineCause {
+// Causes returns the counts of q, sorted by module, kind and reason.
+func (q *Quarantine) Causes() []QuarantineCause {
 	out := make([]QuarantineCause, 0, len(q.counts))
 	for c, n := range q.counts {
 		out = append(out, QuarantineCause{Module: q.modules.get(c.module), Kind: c.kind, Reason: q.reasons.get(c.reason), Entries: n})
@@ -187,9 +187,9 @@ func (q *quarantineSet) causes() []QuarantineCause {
 // are counted (QuarantinedTotal, QuarantineCauses).
 const MaxListedQuarantined = 1000
 
-// listedQ is a quarantined entry a status lists, before its content is read
+// listed is a quarantined entry a status lists, before its content is read
 // from the store (Engine.Status).
-type listedQ struct {
+type listed struct {
 	key       string
 	reason    string
 	module    string
@@ -201,7 +201,7 @@ type listedQ struct {
 // sample returns up to max quarantined keys: those first for which first
 // is true (entries that crashed vswitchd, so a mass refusal never hides
 // them), then in key order.
-func (q *quarantineSet) sample(max int, first func(k string) bool) []listedQ {
+func (q *Quarantine) sample(max int, first func(k string) bool) []listed {
 	keys := make([]string, 0, len(q.recs))
 	for k := range q.recs {
 		keys = append(keys, k)
@@ -213,22 +213,29 @@ func (q *quarantineSet) sample(max int, first func(k string) bool) []listedQ {
 		return 1
 	}
 	slices.SortFunc(keys, func(a, b string) int { return cmp.Or(cmp.Compare(rank(a), rank(b)), strings.Compare(a, b)) })
-	out := make([]listedQ, 0, min(max, len(keys)))
+	out := make([]listed, 0, min(max, len(keys)))
 	for _, k := range keys[:min(max, len(keys))] {
 		r := q.recs[k]
-		out = append(out, listedQ{key: k, reason: q.reasons.get(r.reason), module: q.modules.get(r.module),
+		out = append(out, listed{key: k, reason: q.reasons.get(r.reason), module: q.modules.get(r.module),
 			since: time.Unix(int64(r.since), 0), predicted: r.predicted, damaged: r.damaged})
 	}
 	return out
 }
 
-// resolve reads the listed entries of bridge from st; an entry no longer
-// stored is left out, and a damaged one (which the store does not return)
-// is listed by its key and module.
-func resolveListed(st *store.Store, bridge string, ls []listedQ) ([]Quarantined, error) {
+// Entries is what a snapshot reads its listed quarantine from
+// (store.Entries).
+type Entries interface {
+	Get(bridge string, kind entry.Kind, id []byte) (entry.Entry, bool, error)
+}
+
+// ListQuarantined reads the quarantined entries the snapshot lists from st;
+// an entry no longer stored is left out, and a damaged one (which the store
+// does not return) is listed by its key and module.
+func (s Snapshot) ListQuarantined(st Entries) ([]Quarantined, error) {
+	bridge, ls := s.Name, s.listed
 	out := make([]Quarantined, 0, len(ls))
 	for _, l := range ls {
-		d, ok, err := st.Entries().Get(bridge, entry.Kind(l.key[0]), []byte(l.key[1:]))
+		d, ok, err := st.Get(bridge, entry.Kind(l.key[0]), []byte(l.key[1:]))
 		if err != nil {
 			return nil, err
 		}

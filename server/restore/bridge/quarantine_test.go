@@ -1,4 +1,4 @@
-package restore
+package bridge
 
 import (
 	"fmt"
@@ -14,25 +14,25 @@ import (
 // removes, a re-added key moves to its new cause, the sample puts the
 // crashing entries first and is bounded, and reset empties the set.
 func TestQuarantineSet(t *testing.T) {
-	var q quarantineSet
+	var q Quarantine
 	now := time.Now()
 	for i := range 10 {
 		q.add(plan.Key(entry.KindFlow, []byte{7, 0, byte(i)}), entry.KindFlow, "pod", "OFPFMFC_TABLE_FULL (predicted)", now, true)
 	}
 	q.add(plan.Key(entry.KindGroup, []byte{0, 0, 0, 5}), entry.KindGroup, "pipeline", "OFPGMFC_BAD_BUCKET", now, false)
-	if q.len() != 11 {
-		t.Fatalf("len %d, want 11", q.len())
+	if q.Len() != 11 {
+		t.Fatalf("len %d, want 11", q.Len())
 	}
-	causes := q.causes()
+	causes := q.Causes()
 	if len(causes) != 2 || causes[0].Module != "pipeline" || causes[0].Entries != 1 || causes[1].Entries != 10 {
 		t.Fatalf("causes %+v", causes)
 	}
 	k3 := plan.Key(entry.KindFlow, []byte{7, 0, 3})
 	q.add(k3, entry.KindFlow, "pod", poison.ReasonPoisoned, now, false)
-	if reason, predicted, ok := q.reason(k3); !ok || predicted || reason != poison.ReasonPoisoned {
+	if reason, predicted, ok := q.Reason(k3); !ok || predicted || reason != poison.ReasonPoisoned {
 		t.Fatalf("re-added entry: %q %v %v", reason, predicted, ok)
 	}
-	if c := q.causes(); len(c) != 3 || c[1].Entries != 9 || c[2].Entries != 1 {
+	if c := q.Causes(); len(c) != 3 || c[1].Entries != 9 || c[2].Entries != 1 {
 		t.Fatalf("causes after a re-add %+v", c)
 	}
 	v := q.version
@@ -49,7 +49,7 @@ func TestQuarantineSet(t *testing.T) {
 		}
 	}
 	q.reset()
-	if q.len() != 0 || len(q.causes()) != 0 || q.has(k3) {
+	if q.Len() != 0 || len(q.Causes()) != 0 || q.Has(k3) {
 		t.Fatal("reset left entries")
 	}
 }
