@@ -257,12 +257,12 @@ func (e *Engine) learnRelayed(ctx context.Context, b *managed, conn *ofconn.Conn
 	// cookie space, with timeouts, left alone: not the module's.
 	flows := make(map[string][]byte)
 	var id []byte
-	err := e.eachFlowMod(ctx, conn, func(m []byte, owned bool) {
+	err := plan.EachFlowMod(ctx, conn, e.cfg.OwnedCookie, func(m []byte, owned bool) {
 		if !owned {
 			return
 		}
-		id = flowIdentity(id[:0], m)
-		if !kf.leaves(entry.KindFlow, id) {
+		id = entry.AppendFlowID(id[:0], m)
+		if !kf.Leaves(entry.KindFlow, id) {
 			flows[string(id)] = bytes.Clone(m)
 		}
 	})
@@ -274,7 +274,7 @@ func (e *Engine) learnRelayed(ctx context.Context, b *managed, conn *ofconn.Conn
 		return l, err
 	}
 	others = leftOut(others, kf)
-	kf.done()
+	kf.Done()
 	l.fresh = len(others) == 0
 	for _, m := range flows {
 		if !canon.IsDefaultFlow(m) {
@@ -375,7 +375,7 @@ func declaredFlow(module string, m []byte) (entry.Entry, error) {
 func leftOut(others []plan.ActualEntry, kf *keptFilter) []plan.ActualEntry {
 	out := others[:0]
 	for _, a := range others {
-		if !kf.leaves(a.Kind, a.ID) {
+		if !kf.Leaves(a.Kind, a.ID) {
 			out = append(out, a)
 		}
 	}

@@ -104,7 +104,7 @@ func (e *Engine) serveConn(ctx context.Context, b *managed, conn *ofconn.Conn, l
 			return
 		case <-conn.Done():
 			if ctx.Err() == nil {
-				e.connLost(ctx, b, log)
+				e.replay.ConnLost(ctx, b.State, log)
 			}
 			return
 		case <-survive.C:
@@ -118,12 +118,12 @@ func (e *Engine) serveConn(ctx context.Context, b *managed, conn *ofconn.Conn, l
 		case <-b.Kicked():
 		case <-retry.C:
 		case <-audit:
-			if !e.audit(ctx, b, conn, log) {
+			if !e.replay.Audit(ctx, b.State, conn, log) {
 				continue // the switch holds what the store says
 			}
 			auditing = true
 		}
-		r, err := e.reconcile(ctx, b, conn, log)
+		r, err := e.replay.Reconcile(ctx, b.State, conn, log)
 		if r.Messages > 0 && err == nil {
 			survive.Reset(e.cfg.SurviveAfter)
 		}

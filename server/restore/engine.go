@@ -20,6 +20,7 @@ import (
 	"github.com/flowstate-io/flowstate/server/restore/gate"
 	"github.com/flowstate-io/flowstate/server/restore/mirror"
 	"github.com/flowstate-io/flowstate/server/restore/poison"
+	"github.com/flowstate-io/flowstate/server/restore/replay"
 	"github.com/flowstate-io/flowstate/store"
 )
 
@@ -152,6 +153,8 @@ type Engine struct {
 	gate       *gate.Gate
 
 	mirrors *mirror.Set // unmanaged bridges (package mirror)
+	// replay runs the replays, audits and diffs (package replay).
+	replay *replay.Replayer
 }
 
 // New validates cfg and returns an engine that is not running yet.
@@ -259,6 +262,11 @@ func New(cfg Config) (*Engine, error) {
 		e.order = append(e.order, name)
 	}
 	e.mirrors = e.newMirrors()
+	e.replay = replay.New(replay.Config{Store: cfg.Store, Forms: e.forms, OwnedCookie: cfg.OwnedCookie,
+		MaxReplayTime: cfg.MaxReplayTime, Flag: e.flag, Rooms: replayRooms{e}, Publish: e.publish,
+		Metrics: replay.Metrics{Quarantined: cfg.Metrics.quarantined, DriftFound: cfg.Metrics.driftFound,
+			ObserveReplay: cfg.Metrics.observeReplay},
+		AfterDriftFound: cfg.Faults.afterDriftFound, Logger: cfg.Logger})
 	if err := e.loadStoodAside(); err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
 	}

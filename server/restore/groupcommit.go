@@ -281,7 +281,7 @@ func (b *managed) batchChangesLocked(reqs []*writeReq, results []writeResult, n 
 				return nil, owner, failed(i, errMeterInBatch)
 			}
 			if owner != nil || b.Quarantine().Len() > 0 {
-				k := plan.Key(c.Kind, changeID(*c))
+				k := plan.Key(c.Kind, c.ID())
 				if other, dup := owner[k]; dup && other != i {
 					return nil, owner, failed(i, errOverlap)
 				}
@@ -306,7 +306,7 @@ func refused(re *plan.RejectedError, owner map[string]int, n int) error {
 	}
 	fe := &failedError{reqs: map[int]bool{}, err: re}
 	for _, c := range re.Changes {
-		i, ok := owner[plan.Key(c.Kind, changeID(c))]
+		i, ok := owner[plan.Key(c.Kind, c.ID())]
 		if !ok {
 			return re
 		}

@@ -269,9 +269,9 @@ func (e *Engine) keptFilter(b *managed) *keptFilter {
 	}}
 }
 
-// leaves reports whether the dump leaves alone the entry of kind and
+// Leaves reports whether the dump leaves alone the entry of kind and
 // identity id (a flow's identity as flowIdentity gives it).
-func (f *keptFilter) leaves(kind entry.Kind, id []byte) bool {
+func (f *keptFilter) Leaves(kind entry.Kind, id []byte) bool {
 	if f == nil {
 		return false
 	}
@@ -304,8 +304,8 @@ func (f *keptFilter) leaves(kind entry.Kind, id []byte) bool {
 	return true
 }
 
-// done publishes what the dump left alone.
-func (f *keptFilter) done() {
+// Done publishes what the dump left alone.
+func (f *keptFilter) Done() {
 	if f != nil {
 		f.s.found.Store(int64(f.found))
 	}

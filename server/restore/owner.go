@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/ofconn"
@@ -264,8 +265,8 @@ func (e *Engine) undeclaredEntries(ctx context.Context, b *managed, conn *ofconn
 	b.Lock()
 	defer b.Unlock()
 	n := 0
-	err := e.eachFlowMod(ctx, conn, func(m []byte, owned bool) {
-		if id := flowIdentity(nil, m); owned && (len(id) != 3 || id[0] != 0 || id[1] != 0 || id[2] != 0) {
+	err := plan.EachFlowMod(ctx, conn, e.cfg.OwnedCookie, func(m []byte, owned bool) {
+		if id := entry.AppendFlowID(nil, m); owned && (len(id) != 3 || id[0] != 0 || id[1] != 0 || id[2] != 0) {
 			n++
 		}
 	})

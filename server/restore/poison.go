@@ -1,12 +1,7 @@
 package restore
 
 import (
-	"context"
-	"errors"
-	"log/slog"
-
 	"github.com/flowstate-io/flowstate/server/ovsconfig"
-	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"github.com/flowstate-io/flowstate/server/restore/poison"
 )
 
@@ -29,41 +24,3 @@ func poisonConfig(cfg Config, ev *poison.Evidence) poison.Config {
 type runDirVswitchd string
 
 func (d runDirVswitchd) Identity() string { return ovsconfig.VswitchdIdentity(string(d)) }
-
-// replayWatchLocked starts watching a replay of b begun at begun that sent
-// something; a refusal by the switch is no connection lost.
-func (b *managed) replayWatchLocked(begun poison.Begun, err error) {
-	var re *plan.RejectedError
-	b.Poison().Watch(begun, err != nil && !errors.As(err, &re))
-}
-
-// poisonHeldLocked returns, by key, the desired entries of b the replay
-// leaves out for the crash-loop protection, as predicted refusals.
-func (b *managed) poisonHeldLocked() (map[string]prediction, error) {
-	held, err := b.Poison().Held()
-	if err != nil || len(held) == 0 {
-		return nil, err
-	}
-	out := make(map[string]prediction, len(held))
-	for k, h := range held {
-		out[k] = prediction{kind: h.Kind, module: h.Module, reason: h.Reason}
-	}
-	return out, nil
-}
-
-// connLost is called when b's OpenFlow connection ended while ctx is live:
-// if the last replay failed on it and vswitchd died, the death is recorded.
-func (e *Engine) connLost(ctx context.Context, b *managed, log *slog.Logger) {
-	b.Lock()
-	w := b.Poison().TakeWatch()
-	b.Unlock()
-	d, ok := b.Poison().Death(ctx, w, log)
-	if !ok {
-		return
-	}
-	b.Lock()
-	defer b.Unlock()
-	if err := b.Poison().RecordDeath(d, b.Quarantine().Has, log); err != nil {
-		log.Error("recording the death of vswitchd during a replay failed", "err", err)
-	}
-}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/server/ofconn"
+	"github.com/flowstate-io/flowstate/server/restore/forms"
 	"github.com/flowstate-io/flowstate/server/restore/plan"
 )
 
@@ -476,7 +477,7 @@ func (t *txn) learn(cs []plan.Change) {
 	}
 	ctx, cancel := context.WithTimeout(t.ctx, t.e.cfg.WriteTimeout)
 	defer cancel()
-	t.e.learnForms(ctx, t.conn, cs, false, t.e.log.With("bridge", t.b.Name()))
+	forms.Learn(ctx, t.conn, t.e.forms, t.e.cfg.Store.Forms(), cs, false, t.e.log.With("bridge", t.b.Name()))
 }
 
 // end ends the transaction, deferred with what recover returned and the

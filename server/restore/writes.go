@@ -76,17 +76,6 @@ func (e *Engine) Delete(ctx context.Context, bridgeName, module string, keys []e
 	return applied, len(res.Removed), err
 }
 
-// changeID is the identity of the entry a change touches.
-func changeID(c plan.Change) []byte {
-	if c.Op == plan.OpDelete {
-		_, id, err := entry.Identify(c.Kind, c.Actual)
-		if err == nil {
-			return id
-		}
-	}
-	return c.Desired.ID
-}
-
 // rejection names the first refused entry of a write request.
 func rejection(re *plan.RejectedError) error {
 	err := fmt.Errorf("rejected by ovs-vswitchd: %w: %w", re.Err, errdefs.ErrInvalidArgument)

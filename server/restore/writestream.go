@@ -244,7 +244,7 @@ func streamedLen(results []writeResult) int {
 func (s *writeStream) observe(w *store.Writer, i int, owner map[string]int, overlap **failedError) {
 	add := func(c plan.Change) {
 		if owner != nil {
-			k := plan.Key(c.Kind, changeID(c))
+			k := plan.Key(c.Kind, c.ID())
 			if other, dup := owner[k]; dup && other != i && *overlap == nil {
 				*overlap = failed(i, errOverlap)
 			}

@@ -1,17 +1,15 @@
-package restore
+package replay
 
 import (
 	"bytes"
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"hash/maphash"
 	"runtime/debug"
 	"slices"
 	"sync/atomic"
 
-	"github.com/flowstate-io/flowstate/canon"
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/server/ofconn"
 	"github.com/flowstate-io/flowstate/server/restore/plan"
@@ -121,7 +119,7 @@ func (s *switchState) lookup(id, payload []byte, mark bool) plan.Op {
 }
 
 // seal sorts the flows for lookup once the dump is complete; a no-op
-// reconcile decided by digest never needs it.
+// Reconcile decided by digest never needs it.
 func (s *switchState) seal() {
 	if s.seen != nil {
 		return
@@ -133,17 +131,13 @@ func (s *switchState) seal() {
 	s.seen = make([]uint32, len(s.flows))
 }
 
-// flowIdentity appends to dst the identity of a canonical FLOW_MOD: the one
-// entry.Identify gives it (entry.AppendFlowID).
-func flowIdentity(dst, m []byte) []byte { return entry.AppendFlowID(dst, m) }
-
 // dumpSwitch dumps bridge's flows, groups and meters into a switchState.
 // Flows outside the owned cookie space are counted, not kept. While vswitchd
 // builds the dump, the desired flows are digested on another goroutine
 // (digest.go), which dumpSwitch waits for whatever happens.
-func (e *Engine) dumpSwitch(ctx context.Context, conn *ofconn.Conn, bridge string) (*switchState, error) {
+func (rp *Replayer) dumpSwitch(ctx context.Context, conn *ofconn.Conn, bridge string) (*switchState, error) {
 	s := newSwitchState()
-	s.keepForeign = !e.cfg.OwnedCookie.All()
+	s.keepForeign = !rp.cfg.OwnedCookie.All()
 	var (
 		want    desiredDigest
 		wantErr error
@@ -155,15 +149,15 @@ func (e *Engine) dumpSwitch(ctx context.Context, conn *ofconn.Conn, bridge strin
 	dumped.Store(-1)
 	go func() {
 		defer close(done)
-		want, wantErr = digestDesired(e.cfg.Store, bridge, e.forms, s, &dumped)
+		want, wantErr = digestDesired(rp.cfg.Store, bridge, rp.cfg.Forms, s, &dumped)
 	}()
 	// The entries of unrecorded controllers are left out, as flows
 	// outside the owned space are (kept.go).
-	kf := e.keptFilter(e.bridges[bridge])
-	err := e.eachFlowMod(ctx, conn, func(m []byte, owned bool) {
+	kf := rp.cfg.Rooms.Kept(bridge)
+	err := plan.EachFlowMod(ctx, conn, rp.cfg.OwnedCookie, func(m []byte, owned bool) {
 		if owned && kf != nil {
-			s.id = flowIdentity(s.id[:0], m)
-			if kf.leaves(entry.KindFlow, s.id) {
+			s.id = entry.AppendFlowID(s.id[:0], m)
+			if kf.Leaves(entry.KindFlow, s.id) {
 				s.foreignIn[entry.FlowModTable(m)]++
 				return
 			}
@@ -186,8 +180,8 @@ func (e *Engine) dumpSwitch(ctx context.Context, conn *ofconn.Conn, bridge strin
 		return nil, err
 	}
 	if kf != nil {
-		s.others = slices.DeleteFunc(s.others, func(a plan.ActualEntry) bool { return kf.leaves(a.Kind, a.ID) })
-		kf.done()
+		s.others = slices.DeleteFunc(s.others, func(a plan.ActualEntry) bool { return kf.Leaves(a.Kind, a.ID) })
+		kf.Done()
 	}
 	return s, nil
 }
@@ -212,7 +206,7 @@ func (s *switchState) addFlow(m []byte, owned bool) {
 		}
 		return
 	}
-	s.id = flowIdentity(s.id[:0], m)
+	s.id = entry.AppendFlowID(s.id[:0], m)
 	k, sum := s.key(s.id), s.sum(m)
 	s.flows = append(s.flows, onSwitch{key: k, sum: sum})
 	s.have.add(s, k, sum)
@@ -226,7 +220,7 @@ func (s *switchState) addFlow(m []byte, owned bool) {
 // unseen returns the canonical ADD of every owned flow on the switch that the
 // last marking scan did not find desired: the flows a replay deletes. When
 // the dump kept only hashes, it dumps again for them.
-func (e *Engine) unseen(ctx context.Context, conn *ofconn.Conn, s *switchState) ([][]byte, error) {
+func (rp *Replayer) unseen(ctx context.Context, conn *ofconn.Conn, s *switchState) ([][]byte, error) {
 	s.seal()
 	want := make(map[flowKey]bool)
 	for i, f := range s.flows {
@@ -245,11 +239,11 @@ func (e *Engine) unseen(ctx context.Context, conn *ofconn.Conn, s *switchState) 
 		return out, nil
 	}
 	var id []byte
-	err := e.eachFlowMod(ctx, conn, func(m []byte, owned bool) {
+	err := plan.EachFlowMod(ctx, conn, rp.cfg.OwnedCookie, func(m []byte, owned bool) {
 		if !owned {
 			return
 		}
-		id = flowIdentity(id[:0], m)
+		id = entry.AppendFlowID(id[:0], m)
 		if k := s.key(id); want[k] {
 			delete(want, k)
 			out = append(out, bytes.Clone(m))
@@ -260,36 +254,4 @@ func (e *Engine) unseen(ctx context.Context, conn *ofconn.Conn, s *switchState) 
 	}
 	// A flow that went away between the dumps needs no delete.
 	return out, nil
-}
-
-// eachFlowMod dumps the flows of conn's bridge and calls fn with the
-// canonical FLOW_MOD of each and whether it lies in the owned cookie space.
-// m is valid only during the call (one buffer serves the whole dump): fn
-// clones what it keeps. Flows with timeouts are left out.
-func (e *Engine) eachFlowMod(ctx context.Context, conn *ofconn.Conn, fn func(m []byte, owned bool)) error {
-	var buf []byte
-	err := conn.EachFlow(ctx, func(f ofconn.Flow) error {
-		if f.Err != nil {
-			return f.Err
-		}
-		m, err := entry.AppendFlowFromDesc(buf, f.Raw)
-		if err != nil {
-			return fmt.Errorf("dumped flow: %w", err)
-		}
-		buf = m
-		if idle, hard := entry.FlowModTimeouts(m); idle != 0 || hard != 0 {
-			// An idle or hard timeout: a flow vswitchd learned (learn
-			// actions) or one that expires by itself. It is never desired
-			// state (entry.CheckDesiredFlow), so it is nobody's to delete,
-			// compare or mirror.
-			return nil
-		}
-		m = canon.FromSwitch(m)
-		fn(m, e.cfg.OwnedCookie.Owns(entry.FlowCookie(m)))
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("restore: dump flows: %w", err)
-	}
-	return nil
 }

@@ -1,4 +1,4 @@
-package restore
+package replay
 
 import (
 	"log/slog"
@@ -18,8 +18,8 @@ import (
 // an event and an error log naming bucket and key), and taken off once a
 // write of the same identity has replaced them. It returns the keys of the
 // damaged entries.
-func (e *Engine) noteDamageLocked(b *managed, log *slog.Logger) []string {
-	damaged := e.cfg.Store.File().Damaged(b.Name())
+func (rp *Replayer) noteDamageLocked(b *bridge.State, log *slog.Logger) []string {
+	damaged := rp.cfg.Store.File().Damaged(b.Name())
 	now := make(map[string]bool, len(damaged))
 	var fresh []bridge.Quarantined
 	for _, d := range damaged {
@@ -49,8 +49,8 @@ func (e *Engine) noteDamageLocked(b *managed, log *slog.Logger) []string {
 			log.Error("stored entry damaged: its checksum does not match; it is left out, never sent, until its module declares it again",
 				"kind", q.Entry.Kind, "module", q.Entry.Module, "reason", q.Reason)
 		}
-		e.cfg.Metrics.quarantined.WithLabelValues(b.Name()).Add(float64(len(fresh)))
-		e.publish(events.Event{Type: events.EntryQuarantined, Bridge: b.Name(), Module: fresh[0].Entry.Module,
+		rp.cfg.Metrics.Quarantined.WithLabelValues(b.Name()).Add(float64(len(fresh)))
+		rp.cfg.Publish(events.Event{Type: events.EntryQuarantined, Bridge: b.Name(), Module: fresh[0].Entry.Module,
 			Message: strconv.Itoa(len(fresh)) + " stored entries damaged (checksum mismatch), left out: " + fresh[0].Reason,
 			Attrs:   map[string]string{"reason": "store checksum mismatch", "entries": strconv.Itoa(len(fresh)), "since": fresh[0].Since.Format(time.RFC3339)}})
 	}

@@ -1,4 +1,4 @@
-package restore
+package replay
 
 import (
 	"bytes"
@@ -12,10 +12,11 @@ import (
 
 	"github.com/flowstate-io/flowstate/canon"
 	"github.com/flowstate-io/flowstate/entry"
-	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/ofconn"
 	"github.com/flowstate-io/flowstate/server/ovsconfig"
+	"github.com/flowstate-io/flowstate/server/restore/bridge"
+	"github.com/flowstate-io/flowstate/server/restore/forms"
 	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"github.com/flowstate-io/flowstate/store"
 )
@@ -49,7 +50,7 @@ func (p *replayPlan) len() int { return len(p.pre) + p.bundleLen() + len(p.post)
 // switchVersions reads again from the switch the flows a diff shows changed
 // whose dump kept only a hash (more than keepFlows on the switch), so the
 // diff shows both versions of each.
-func (e *Engine) switchVersions(ctx context.Context, conn *ofconn.Conn, fs *flowScan) error {
+func (rp *Replayer) switchVersions(ctx context.Context, conn *ofconn.Conn, fs *flowScan) error {
 	if fs.sw.complete {
 		return nil
 	}
@@ -67,11 +68,11 @@ func (e *Engine) switchVersions(ctx context.Context, conn *ofconn.Conn, fs *flow
 	}
 	fs.actual = make(map[flowKey][]byte, len(want))
 	var id []byte
-	return e.eachFlowMod(ctx, conn, func(m []byte, owned bool) {
+	return plan.EachFlowMod(ctx, conn, rp.cfg.OwnedCookie, func(m []byte, owned bool) {
 		if !owned {
 			return
 		}
-		id = flowIdentity(id[:0], m)
+		id = entry.AppendFlowID(id[:0], m)
 		if k := fs.sw.key(id); want[k] {
 			fs.actual[k] = bytes.Clone(m)
 		}
@@ -79,16 +80,16 @@ func (e *Engine) switchVersions(ctx context.Context, conn *ofconn.Conn, fs *flow
 }
 
 // newFlowScan reads b's desired flows against sw, leaving out skip.
-func (e *Engine) newFlowScan(b *managed, sw *switchState, skip map[string]bool) *flowScan {
-	return &flowScan{store: e.cfg.Store, bridge: b.Name(), sw: sw, skip: skip,
-		keepUndeclared: !e.ownsGroupsAndMeters(), forms: e.forms}
+func (rp *Replayer) newFlowScan(b *bridge.State, sw *switchState, skip map[string]bool) *flowScan {
+	return &flowScan{store: rp.cfg.Store, bridge: b.Name(), sw: sw, skip: skip,
+		keepUndeclared: !rp.cfg.OwnedCookie.All(), forms: rp.cfg.Forms}
 }
 
 // desiredOthers returns the desired groups and meters of bridge.
-func (e *Engine) desiredOthers(bridge string) ([]entry.Entry, error) {
+func (rp *Replayer) desiredOthers(bridge string) ([]entry.Entry, error) {
 	var out []entry.Entry
 	for _, k := range []entry.Kind{entry.KindGroup, entry.KindMeter} {
-		err := e.cfg.Store.Entries().List(store.Filter{Bridge: bridge, Kind: k}, func(_ string, d entry.Entry) error {
+		err := rp.cfg.Store.Entries().List(store.Filter{Bridge: bridge, Kind: k}, func(_ string, d entry.Entry) error {
 			out = append(out, d)
 			return nil
 		})
@@ -96,12 +97,12 @@ func (e *Engine) desiredOthers(bridge string) ([]entry.Entry, error) {
 			return nil, err
 		}
 	}
-	return e.forms.Apply(out), nil
+	return rp.cfg.Forms.Apply(out), nil
 }
 
 // planReplay builds the plan that makes the switch of fs hold the desired
 // state, leaving out fs.skip, and adds the foreign entries to restore.
-func (e *Engine) planReplay(ctx context.Context, conn *ofconn.Conn, fs *flowScan, others []entry.Entry, foreign []plan.Change) (*replayPlan, error) {
+func (rp *Replayer) planReplay(ctx context.Context, conn *ofconn.Conn, fs *flowScan, others []entry.Entry, foreign []plan.Change) (*replayPlan, error) {
 	gm := plan.NewSendOrder(append(plan.Diff(others, fs.compared(others), fs.skip), foreign...))
 	p := &replayPlan{pre: gm.Pre, post: gm.Post}
 	for _, c := range gm.Bundle {
@@ -143,13 +144,13 @@ func (e *Engine) planReplay(ctx context.Context, conn *ofconn.Conn, fs *flowScan
 		return nil, err
 	}
 	p.entries = n + len(others)
-	dels, err := e.unseen(ctx, conn, fs.sw)
+	dels, err := rp.unseen(ctx, conn, fs.sw)
 	if err != nil {
 		return nil, err
 	}
 	var a, b []byte
 	slices.SortFunc(dels, func(x, y []byte) int {
-		a, b = flowIdentity(a[:0], x), flowIdentity(b[:0], y)
+		a, b = entry.AppendFlowID(a[:0], x), entry.AppendFlowID(b[:0], y)
 		return bytes.Compare(a, b)
 	})
 	for _, d := range dels {
@@ -263,45 +264,45 @@ func (p *replayPlan) each(fs *flowScan, fn func(plan.Change) error) error {
 }
 
 // replayLocked makes the switch hold the desired state of b (see reconcile).
-func (e *Engine) replayLocked(ctx context.Context, b *managed, conn *ofconn.Conn, log *slog.Logger) (plan.Replay, error) {
+func (rp *Replayer) replayLocked(ctx context.Context, b *bridge.State, conn *ofconn.Conn, log *slog.Logger) (plan.Replay, error) {
 	var r plan.Replay
 	start := time.Now()
 	// What a controller installed through the guard's relay becomes its
 	// module's before the desired state is read (adopt.go).
-	if err := e.adoptRelayedLocked(ctx, b, conn, log); err != nil {
+	if err := rp.cfg.Rooms.AdoptRelayedLocked(ctx, b, conn, log); err != nil {
 		return r, err
 	}
-	others, err := e.desiredOthers(b.Name())
+	others, err := rp.desiredOthers(b.Name())
 	if err != nil {
 		return r, err
 	}
 	// The TLV table first: the flows the dump and the bundle meet may
 	// use its fields (tlv.go).
-	if err := e.restoreTLVLocked(ctx, b, conn, log); err != nil {
+	if err := rp.cfg.Rooms.RestoreTLVLocked(ctx, b, conn, log); err != nil {
 		return r, err
 	}
-	sw, err := e.dumpSwitch(ctx, conn, b.Name())
+	sw, err := rp.dumpSwitch(ctx, conn, b.Name())
 	if err != nil {
 		return r, err
 	}
 	defer func() { sw.releaseMemory() }()
-	limits := e.tableLimits(b.Name(), log)
-	foreign, err := e.foreignToRestore(b, e.newFlowScan(b, sw, nil), others, log)
+	limits := rp.tableLimits(b.Name(), log)
+	foreign, err := rp.foreignToRestore(b, rp.newFlowScan(b, sw, nil), others, log)
 	if err != nil {
 		return r, err
 	}
 	for {
 		r.Rounds++
-		fs := e.newFlowScan(b, sw, nil)
-		if err := e.skipsLocked(b, fs, others, limits, log); err != nil {
+		fs := rp.newFlowScan(b, sw, nil)
+		if err := rp.skipsLocked(b, fs, others, limits, log); err != nil {
 			return r, err
 		}
-		p, err := e.planReplay(ctx, conn, fs, others, foreign)
+		p, err := rp.planReplay(ctx, conn, fs, others, foreign)
 		if err != nil {
 			return r, err
 		}
 		// Damage the plan's reads met was left out of it (damage.go).
-		for _, k := range e.noteDamageLocked(b, log) {
+		for _, k := range rp.noteDamageLocked(b, log) {
 			fs.skip[k] = true
 		}
 		r.Entries = p.entries
@@ -314,7 +315,7 @@ func (e *Engine) replayLocked(ctx context.Context, b *managed, conn *ofconn.Conn
 		st, err := plan.ApplyChanges(ctx, conn, p.pre, p.source(fs), p.post)
 		r.Messages, r.Bytes = st.Messages, st.Bytes
 		if err == nil {
-			e.learnForms(ctx, conn, slices.Concat(p.pre, p.groupsIn, fs.learn), true, log)
+			forms.Learn(ctx, conn, rp.cfg.Forms, rp.cfg.Store.Forms(), slices.Concat(p.pre, p.groupsIn, fs.learn), true, log)
 		}
 		if err == nil && len(foreign) > 0 {
 			b.SettleForeignLocked()
@@ -332,65 +333,65 @@ func (e *Engine) replayLocked(ctx context.Context, b *managed, conn *ofconn.Conn
 			b.SettleForeignLocked()
 			continue
 		}
-		fresh, serr := e.quarantineLocked(b, re, fs.siblings, log)
+		fresh, serr := rp.quarantineLocked(b, re, fs.siblings, log)
 		if serr != nil {
 			return r, serr
 		}
 		if !fresh {
 			return r, err
 		}
-		if spent := time.Since(start); spent > e.cfg.MaxReplayTime {
+		if spent := time.Since(start); spent > rp.cfg.MaxReplayTime {
 			return r, fmt.Errorf("restore: the switch still refuses entries after %d rounds in %v (max replay time %v): %w",
-				r.Rounds, spent.Round(time.Millisecond), e.cfg.MaxReplayTime, err)
+				r.Rounds, spent.Round(time.Millisecond), rp.cfg.MaxReplayTime, err)
 		}
 		if len(p.pre) > 0 {
 			// Meters may have been applied before the refusal: look again.
-			if sw, err = e.dumpSwitch(ctx, conn, b.Name()); err != nil {
+			if sw, err = rp.dumpSwitch(ctx, conn, b.Name()); err != nil {
 				return r, err
 			}
 		}
 	}
 }
 
-// diffNow calls fn for every change a replay of b would send now, in order,
+// Diff calls fn for every change a replay of b would send now, in order,
 // under b's lock: fn must not wait long (the Diff RPC hands the changes to a
 // sender through a bounded queue).
-func (e *Engine) diffNow(ctx context.Context, b *managed, conn *ofconn.Conn, fn func(plan.Change) error) error {
+func (rp *Replayer) Diff(ctx context.Context, b *bridge.State, conn *ofconn.Conn, fn func(plan.Change) error) error {
 	// An audit or a Diff stuck on a frozen switch holds the bridge as a
 	// replay would: it counts for Wedged.
 	defer b.Busy()()
 	b.Lock()
 	defer b.Unlock()
-	others, err := e.desiredOthers(b.Name())
+	others, err := rp.desiredOthers(b.Name())
 	if err != nil {
 		return err
 	}
-	sw, err := e.dumpSwitch(ctx, conn, b.Name())
+	sw, err := rp.dumpSwitch(ctx, conn, b.Name())
 	if err != nil {
 		return err
 	}
 	defer sw.releaseMemory()
-	skip, err := e.quarantineSkips(b.Name(), b.Quarantine())
+	skip, err := rp.quarantineSkips(b.Name(), b.Quarantine())
 	if err != nil {
 		return err
 	}
-	fs := e.newFlowScan(b, sw, skip)
+	fs := rp.newFlowScan(b, sw, skip)
 	if b.ForeignSettledLocked() {
-		e.saveForeign(b, fs.foreignOf(others), e.log.With("bridge", b.Name()))
+		rp.saveForeign(b, fs.foreignOf(others), rp.log.With("bridge", b.Name()))
 	}
-	p, err := e.planReplay(ctx, conn, fs, others, nil)
+	p, err := rp.planReplay(ctx, conn, fs, others, nil)
 	if err != nil {
 		return err
 	}
 	if p.sets() > 0 {
-		if err := e.switchVersions(ctx, conn, fs); err != nil {
+		if err := rp.switchVersions(ctx, conn, fs); err != nil {
 			return err
 		}
 	}
 	return p.each(fs, fn)
 }
 
-// reconcile makes the switch hold exactly the desired state of b:
+// Reconcile makes the switch hold exactly the desired state of b:
 //
 //  1. Read the desired entries from the store; put back the TLV mappings
 //     the switch lacks (tlv.go).
@@ -403,25 +404,25 @@ func (e *Engine) diffNow(ctx context.Context, b *managed, conn *ofconn.Conn, fn 
 //  5. If the switch refused entries, quarantine them and go back to 3 without
 //     them, for at most MaxReplayTime: one bad entry never leaves a node
 //     without flows.
-func (e *Engine) reconcile(ctx context.Context, b *managed, conn *ofconn.Conn, log *slog.Logger) (plan.Replay, error) {
-	if err := b.owner.check(b.Name()); err != nil {
+func (rp *Replayer) Reconcile(ctx context.Context, b *bridge.State, conn *ofconn.Conn, log *slog.Logger) (plan.Replay, error) {
+	if err := rp.cfg.Rooms.CheckOwner(b.Name()); err != nil {
 		return plan.Replay{}, err
 	}
 	defer b.Busy()()
 	b.Lock()
 	defer b.Unlock()
-	e.publish(events.Event{Type: events.ReplayStarted, Bridge: b.Name(), Message: "replay started"})
+	rp.cfg.Publish(events.Event{Type: events.ReplayStarted, Bridge: b.Name(), Message: "replay started"})
 	start := time.Now()
 	begun := b.Poison().Begin()
-	r, err := e.replayLocked(ctx, b, conn, log)
+	r, err := rp.replayLocked(ctx, b, conn, log)
 	if r.Messages > 0 {
-		b.replayWatchLocked(begun, err)
+		replayWatchLocked(b, begun, err)
 	}
 	r.Finished = time.Now()
 	r.Duration = r.Finished.Sub(start)
 	r.Err = err
 	b.ReplayedLocked(r)
-	e.cfg.Metrics.observeReplay(b.Name(), r)
+	rp.cfg.Metrics.ObserveReplay(b.Name(), r)
 	attrs := map[string]string{
 		"entries": strconv.Itoa(r.Entries), "adds": strconv.Itoa(r.Adds), "modifies": strconv.Itoa(r.Modifies),
 		"deletes": strconv.Itoa(r.Deletes), "bytes": strconv.Itoa(r.Bytes), "duration": r.Duration.String(),
@@ -429,10 +430,10 @@ func (e *Engine) reconcile(ctx context.Context, b *managed, conn *ofconn.Conn, l
 	}
 	if err != nil {
 		attrs["error"] = err.Error()
-		e.publish(events.Event{Type: events.ReplayFinished, Bridge: b.Name(), Message: "replay failed", Attrs: attrs})
+		rp.cfg.Publish(events.Event{Type: events.ReplayFinished, Bridge: b.Name(), Message: "replay failed", Attrs: attrs})
 		return r, err
 	}
-	e.publish(events.Event{Type: events.ReplayFinished, Bridge: b.Name(),
+	rp.cfg.Publish(events.Event{Type: events.ReplayFinished, Bridge: b.Name(),
 		Message: fmt.Sprintf("replay finished: %d changes in %v", r.Changes(), r.Duration.Round(time.Microsecond)), Attrs: attrs})
 	if r.Changes() > 0 {
 		log.Info("replay finished", "entries", r.Entries, "adds", r.Adds, "modifies", r.Modifies,
@@ -444,8 +445,8 @@ func (e *Engine) reconcile(ctx context.Context, b *managed, conn *ofconn.Conn, l
 // tableLimits returns the flow limits OVSDB sets on bridge's tables, or none
 // while OVSDB is not connected: the replay then finds a full table at commit
 // (see siblingRefusals) instead of predicting it.
-func (e *Engine) tableLimits(bridge string, log *slog.Logger) []ovsconfig.TableLimit {
-	c := e.flag.OVSDB()
+func (rp *Replayer) tableLimits(bridge string, log *slog.Logger) []ovsconfig.TableLimit {
+	c := rp.cfg.Flag.OVSDB()
 	if c == nil {
 		return nil
 	}
@@ -455,23 +456,4 @@ func (e *Engine) tableLimits(bridge string, log *slog.Logger) []ovsconfig.TableL
 		return nil
 	}
 	return limits
-}
-
-// Reconcile replays bridgeName now and returns its state.
-func (e *Engine) Reconcile(ctx context.Context, bridgeName string) (BridgeStatus, error) {
-	b, err := e.bridge(bridgeName)
-	if err != nil {
-		return BridgeStatus{}, err
-	}
-	if !e.gate.IsOpen() {
-		return BridgeStatus{}, fmt.Errorf("restore: replays are held until required modules are ready (%s): %w", e.gate.Status().Reason, errdefs.ErrFailedPrecondition)
-	}
-	conn, err := e.connected(b)
-	if err != nil {
-		return BridgeStatus{}, err
-	}
-	if _, err := e.reconcile(ctx, b, conn, e.log.With("bridge", b.Name())); err != nil {
-		return BridgeStatus{Snapshot: b.Snapshot()}, err
-	}
-	return BridgeStatus{Snapshot: b.Snapshot()}, nil
 }

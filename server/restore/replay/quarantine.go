@@ -1,4 +1,4 @@
-package restore
+package replay
 
 import (
 	"bytes"
@@ -70,7 +70,7 @@ func (fs *flowScan) predictRefusals(others []entry.Entry, limits []ovsconfig.Tab
 	deleted := make(map[string]bool)
 	for _, c := range plan.Diff(others, fs.compared(others), fs.skip) {
 		if c.Op == plan.OpDelete {
-			deleted[plan.Key(c.Kind, changeID(c))] = true
+			deleted[plan.Key(c.Kind, c.ID())] = true
 		}
 	}
 
@@ -191,7 +191,7 @@ func (fs *flowScan) predictFull(l ovsconfig.TableLimit, preds map[string]predict
 // out: the entries the switch refused, and the predicted refusals (see
 // predictRefusals), which replace the predictions of the previous round in
 // b's quarantine.
-func (e *Engine) skipsLocked(b *managed, fs *flowScan, others []entry.Entry, limits []ovsconfig.TableLimit, log *slog.Logger) error {
+func (rp *Replayer) skipsLocked(b *bridge.State, fs *flowScan, others []entry.Entry, limits []ovsconfig.TableLimit, log *slog.Logger) error {
 	skip := make(map[string]bool, b.Quarantine().Len())
 	b.Quarantine().Each(func(k string, predicted bool) bool {
 		if !predicted {
@@ -200,7 +200,7 @@ func (e *Engine) skipsLocked(b *managed, fs *flowScan, others []entry.Entry, lim
 		return true
 	})
 	fs.skip = skip
-	held, err := b.poisonHeldLocked()
+	held, err := poisonHeldLocked(b)
 	if err != nil {
 		return err
 	}
@@ -234,7 +234,7 @@ func (e *Engine) skipsLocked(b *managed, fs *flowScan, others []entry.Entry, lim
 		}
 		fresh = append(fresh, bridge.Quarantining{Key: k, Kind: p.kind, Module: p.module, Reason: p.reason, Predicted: true})
 	}
-	e.addQuarantineLocked(b, fresh, log)
+	rp.addQuarantineLocked(b, fresh, log)
 	if released > 0 && len(fresh) == 0 {
 		b.PublishLocked()
 	}
@@ -245,7 +245,7 @@ func (e *Engine) skipsLocked(b *managed, fs *flowScan, others []entry.Entry, lim
 // entries, and the desired flows that use a quarantined group or meter (the
 // switch would refuse them). A replay derives the latter as predicted
 // refusals instead (predictRefusals), which also lists them.
-func (e *Engine) quarantineSkips(bridge string, q *bridge.Quarantine) (map[string]bool, error) {
+func (rp *Replayer) quarantineSkips(bridge string, q *bridge.Quarantine) (map[string]bool, error) {
 	skip := make(map[string]bool, q.Len())
 	var refs []entry.Ref
 	q.Each(func(k string, _ bool) bool {
@@ -256,7 +256,7 @@ func (e *Engine) quarantineSkips(bridge string, q *bridge.Quarantine) (map[strin
 		return true
 	})
 	for _, r := range refs {
-		err := e.cfg.Store.Entries().EachUser(bridge, r, func(id []byte) error {
+		err := rp.cfg.Store.Entries().EachUser(bridge, r, func(id []byte) error {
 			skip[plan.Key(entry.KindFlow, id)] = true
 			return nil
 		})
@@ -271,7 +271,7 @@ func (e *Engine) quarantineSkips(bridge string, q *bridge.Quarantine) (map[strin
 // the switch would refuse for the same cause (siblings); it reports false
 // when there is nothing new to quarantine (the switch refused a delete), so
 // the replay fails instead of looping.
-func (e *Engine) quarantineLocked(b *managed, re *plan.RejectedError, siblings func(plan.Change, string) ([]plan.Change, error), log *slog.Logger) (bool, error) {
+func (rp *Replayer) quarantineLocked(b *bridge.State, re *plan.RejectedError, siblings func(plan.Change, string) ([]plan.Change, error), log *slog.Logger) (bool, error) {
 	var fresh []bridge.Quarantining
 	seen := map[string]bool{}
 	add := func(c plan.Change, reason string) {
@@ -295,14 +295,14 @@ func (e *Engine) quarantineLocked(b *managed, re *plan.RejectedError, siblings f
 			add(s, fmt.Sprintf("%s (table %d was full at an earlier flow of the same bundle)", re.Reasons[i], entry.FlowTable(s.Desired.ID)))
 		}
 	}
-	e.addQuarantineLocked(b, fresh, log)
+	rp.addQuarantineLocked(b, fresh, log)
 	return len(fresh) > 0, nil
 }
 
 // addQuarantineLocked puts qs in b's quarantine, counts them, and reports
 // them with one log line and one event per module, kind and reason (a mass
 // refusal must not flood the log or the event ring).
-func (e *Engine) addQuarantineLocked(b *managed, qs []bridge.Quarantining, log *slog.Logger) {
+func (rp *Replayer) addQuarantineLocked(b *bridge.State, qs []bridge.Quarantining, log *slog.Logger) {
 	if len(qs) == 0 {
 		return
 	}
@@ -317,7 +317,7 @@ func (e *Engine) addQuarantineLocked(b *managed, qs []bridge.Quarantining, log *
 		count[cause{q.Module, q.Kind, q.Reason}]++
 	}
 	b.QuarantineLocked(qs, now)
-	e.cfg.Metrics.quarantined.WithLabelValues(b.Name()).Add(float64(len(qs)))
+	rp.cfg.Metrics.Quarantined.WithLabelValues(b.Name()).Add(float64(len(qs)))
 	causes := make([]cause, 0, len(count))
 	for c := range count {
 		causes = append(causes, c)
@@ -333,7 +333,7 @@ func (e *Engine) addQuarantineLocked(b *managed, qs []bridge.Quarantining, log *
 		if n > 1 {
 			what = fmt.Sprintf("%d %ss", n, c.kind)
 		}
-		e.publish(events.Event{Type: events.EntryQuarantined, Bridge: b.Name(), Module: c.module,
+		rp.cfg.Publish(events.Event{Type: events.EntryQuarantined, Bridge: b.Name(), Module: c.module,
 			Message: fmt.Sprintf("%s of module %s quarantined: %s", what, c.module, c.reason),
 			Attrs:   map[string]string{"kind": c.kind.String(), "reason": c.reason, "entries": strconv.Itoa(n)}})
 	}

@@ -1,4 +1,4 @@
-package restore
+package replay
 
 import (
 	"encoding/binary"
@@ -223,17 +223,17 @@ func TestQuarantineSkipsDependents(t *testing.T) {
 	meter7, meter8 := meterEnt(t, 7), meterEnt(t, 8)
 	flows := []entry.Entry{flowEnt(t, 0, 1, 0, 7), flowEnt(t, 0, 2, 0, 8), flowEnt(t, 0, 3, 0, 7)}
 	fs := testScan(t, append([]entry.Entry{meter7, meter8}, flows...), nil, nil)
-	e := &Engine{cfg: Config{Store: fs.store}}
+	rp := New(Config{Store: fs.store})
 	b := bridge.New("br-int", nil, poison.Config{})
 	b.QuarantineLocked([]bridge.Quarantining{{Key: plan.Key(entry.KindMeter, meter7.ID), Kind: entry.KindMeter, Module: "m", Reason: "refused"}}, time.Now())
-	skip, err := e.quarantineSkips("br-int", b.Quarantine())
+	skip, err := rp.quarantineSkips("br-int", b.Quarantine())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(skip) != 3 || !skip[plan.Key(entry.KindFlow, flows[0].ID)] || skip[plan.Key(entry.KindFlow, flows[1].ID)] || !skip[plan.Key(entry.KindFlow, flows[2].ID)] {
 		t.Fatalf("skip %v, want meter 7 and the flows of priority 1 and 3", skip)
 	}
-	if skip, _ := e.quarantineSkips("br-int", &bridge.Quarantine{}); len(skip) != 0 {
+	if skip, _ := rp.quarantineSkips("br-int", &bridge.Quarantine{}); len(skip) != 0 {
 		t.Fatal("skips without a quarantine")
 	}
 }

@@ -1,18 +1,18 @@
-package restore
+package replay
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
 	"strconv"
-	"time"
 
 	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/ofconn"
+	"github.com/flowstate-io/flowstate/server/restore/bridge"
 	"github.com/flowstate-io/flowstate/server/restore/plan"
 )
 
-// audit is one periodic check of b (AuditInterval) and reports whether a
+// Audit is one periodic check of b (AuditInterval) and reports whether a
 // replay must follow. It compares the switch with the store without sending
 // anything, so a clean audit costs one dump. When they differ (a flow or
 // group deleted by hand, another controller's change, an expired flow), the
@@ -20,9 +20,9 @@ import (
 // (flowstate_drift_found_total), logged and published (drift_found), and the
 // replay that follows corrects it (flowstate_drift_corrections_total,
 // drift_corrected).
-func (e *Engine) audit(ctx context.Context, b *managed, conn *ofconn.Conn, log *slog.Logger) bool {
+func (rp *Replayer) Audit(ctx context.Context, b *bridge.State, conn *ofconn.Conn, log *slog.Logger) bool {
 	var n [3]int
-	err := e.diffNow(ctx, b, conn, func(c plan.Change) error {
+	err := rp.Diff(ctx, b, conn, func(c plan.Change) error {
 		n[c.Op-plan.OpAdd]++
 		return nil
 	})
@@ -37,17 +37,10 @@ func (e *Engine) audit(ctx context.Context, b *managed, conn *ofconn.Conn, log *
 	b.Lock()
 	b.DriftFoundLocked(why)
 	b.Unlock()
-	e.cfg.Metrics.driftFound.WithLabelValues(b.Name()).Inc()
+	rp.cfg.Metrics.DriftFound.WithLabelValues(b.Name()).Inc()
 	log.Warn("drift found by the audit", "missing", n[0], "changed", n[1], "undeclared", n[2])
-	e.publish(events.Event{Type: events.DriftFound, Bridge: b.Name(), Message: why,
+	rp.cfg.Publish(events.Event{Type: events.DriftFound, Bridge: b.Name(), Message: why,
 		Attrs: map[string]string{"missing": strconv.Itoa(n[0]), "changed": strconv.Itoa(n[1]), "undeclared": strconv.Itoa(n[2])}})
-	e.cfg.Faults.afterDriftFound()
+	rp.cfg.afterDriftFound()
 	return true
-}
-
-// driftState counts the drift the audits of a bridge found; guarded by
-// bridge.mu.
-type driftState struct {
-	found int
-	last  time.Time
 }

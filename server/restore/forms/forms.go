@@ -1,4 +1,4 @@
-package restore
+package forms
 
 import (
 	"context"
@@ -11,14 +11,14 @@ import (
 	"github.com/flowstate-io/flowstate/server/restore/plan"
 )
 
-// learnForms learns what the switch made of the entries of cs that canon
+// Learn learns what the switch made of the entries of cs that canon
 // keeps in part as the controller sent them (canon.Opaque), right after
 // they were installed: OVS re-encodes what it decodes, and for an action
 // canon does not know that may differ from what was sent (NXAST_SET_TUNNEL
 // comes back as set_field:->tun_id). Without the learned form such an entry
 // would differ from the switch at every comparison and be resent for ever;
 // with it, the engine compares and sends the entry in the switch's form
-// (Forms.Apply). The form is learned only here, from a dump that follows
+// (canon.Forms.Apply). The form is learned only here, from a dump that follows
 // flowstated's own install, so it is OVS's normalisation and not someone
 // else's change, and it is persisted, so it survives restarts.
 //
@@ -29,7 +29,7 @@ import (
 // add of a replay of a whole bridge, more than the one extra MODIFY an entry
 // stored while the switch was away costs at the next comparison). A dump that
 // fails teaches nothing: the next comparison modifies the entry and learns.
-func (e *Engine) learnForms(ctx context.Context, conn *ofconn.Conn, cs []plan.Change, replay bool, log *slog.Logger) {
+func Learn(ctx context.Context, conn *ofconn.Conn, forms *canon.Forms, st Store, cs []plan.Change, replay bool, log *slog.Logger) {
 	var opaque []plan.Change
 	for _, c := range cs {
 		switch {
@@ -56,7 +56,7 @@ func (e *Engine) learnForms(ctx context.Context, conn *ofconn.Conn, cs []plan.Ch
 		if !ok {
 			continue
 		}
-		if k, isNew := e.forms.Learn(c.Desired.Payload, a); isNew {
+		if k, isNew := forms.Learn(c.Desired.Payload, a); isNew {
 			learned[k] = a
 		}
 	}
@@ -64,11 +64,16 @@ func (e *Engine) learnForms(ctx context.Context, conn *ofconn.Conn, cs []plan.Ch
 		return
 	}
 	log.Info("learned the switch's form of entries with actions flowstate keeps as sent", "entries", len(learned))
-	if err := e.cfg.Store.Forms().Put(learned); err != nil {
+	if err := st.Put(learned); err != nil {
 		// The forms hold in memory until flowstated restarts; then the
 		// first comparison learns them again.
 		log.Error("storing the switch's form of entries failed", "err", err)
 	}
+}
+
+// Store keeps the learned forms across restarts (store.Forms).
+type Store interface {
+	Put(forms map[canon.Key][]byte) error
 }
 
 // dumpSome returns what the switch holds of the entries cs change, in
