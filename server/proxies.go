@@ -22,6 +22,7 @@ import (
 	"github.com/flowstate-io/flowstate/server/guard"
 	"github.com/flowstate-io/flowstate/server/ofproxy"
 	"github.com/flowstate-io/flowstate/server/restore"
+	"github.com/flowstate-io/flowstate/server/restore/write"
 )
 
 // DefaultProxyDir holds the OpenFlow proxies' <bridge>.mgmt sockets.
@@ -117,7 +118,7 @@ func validateProxies(cfg *Config) error {
 
 // proxies are flowstated's OpenFlow proxies: one per proxied bridge, each
 // recording its controller as one module through the engine's write
-// pipeline (restore.Recorder). Run owns them: start once the engine runs
+// pipeline (write.Recorder). Run owns them: start once the engine runs
 // (so a socket that exists accepts), serve in its wait group, and close
 // before the engine stops. list is written by start only, before the API
 // and metrics serve.
@@ -252,7 +253,7 @@ func (ps *proxies) adopt(cfg *Config, engine *restore.Engine) {
 type proxy struct {
 	spec ProxySpec
 	p    *ofproxy.Proxy
-	rec  *restore.Recorder
+	rec  *write.Recorder
 }
 
 // start makes a proxy of every socket listen made. On an error every
@@ -268,7 +269,7 @@ func (ps *proxies) start(cfg *Config, engine *restore.Engine, evlog *events.Log)
 			ps.close()
 			return err
 		}
-		rec, err := engine.Recorder(spec.Bridge, spec.Module)
+		rec, err := engine.Writes().Recorder(spec.Bridge, spec.Module)
 		if err != nil {
 			ps.close()
 			return err

@@ -9,7 +9,7 @@ import (
 	flowstatev1 "github.com/flowstate-io/flowstate/api/flowstate/v1"
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/errdefs"
-	"github.com/flowstate-io/flowstate/server/restore"
+	"github.com/flowstate-io/flowstate/server/restore/write"
 	"github.com/flowstate-io/flowstate/store"
 )
 
@@ -178,7 +178,7 @@ func (s *service) spool(r *received, keep int) error {
 	if n <= 0 {
 		return nil
 	}
-	if err := s.engine.CheckDeclared(r.es[:n], r.spool.Len()); err != nil {
+	if err := s.engine.Writes().CheckDeclared(r.es[:n], r.spool.Len()); err != nil {
 		return err
 	}
 	if err := r.spool.Add(r.es[:n]); err != nil {
@@ -201,9 +201,9 @@ func (s *service) PutStream(stream flowstatev1.FlowStateService_PutStreamServer)
 	}
 	var applied bool
 	if sp := r.handOver(); sp != nil {
-		applied, err = s.engine.PutSpool(stream.Context(), r.bridge, r.module, sp)
+		applied, err = s.engine.Writes().PutSpool(stream.Context(), r.bridge, r.module, sp)
 	} else {
-		applied, err = s.engine.Put(stream.Context(), r.bridge, r.module, r.es)
+		applied, err = s.engine.Writes().Put(stream.Context(), r.bridge, r.module, r.es)
 	}
 	if err != nil {
 		return toGRPC(err)
@@ -221,11 +221,11 @@ func (s *service) Sync(stream flowstatev1.FlowStateService_SyncServer) error {
 	}
 	defer r.close()
 	n := r.len()
-	var res restore.SyncResult
+	var res write.SyncResult
 	if sp := r.handOver(); sp != nil {
-		res, err = s.engine.SyncSpool(stream.Context(), r.bridge, r.module, sp, ready)
+		res, err = s.engine.Writes().SyncSpool(stream.Context(), r.bridge, r.module, sp, ready)
 	} else {
-		res, err = s.engine.Sync(stream.Context(), r.bridge, r.module, r.es, ready)
+		res, err = s.engine.Writes().Sync(stream.Context(), r.bridge, r.module, r.es, ready)
 	}
 	if err != nil {
 		return toGRPC(err)

@@ -114,7 +114,7 @@ func (s *service) Put(ctx context.Context, req *flowstatev1.PutRequest) (*flowst
 	if err != nil {
 		return nil, toGRPC(err)
 	}
-	applied, err := s.engine.Put(ctx, req.GetBridge(), req.GetModule(), es)
+	applied, err := s.engine.Writes().Put(ctx, req.GetBridge(), req.GetModule(), es)
 	if err != nil {
 		return nil, toGRPC(err)
 	}
@@ -129,7 +129,7 @@ func (s *service) Delete(ctx context.Context, req *flowstatev1.DeleteRequest) (*
 	if err != nil {
 		return nil, toGRPC(err)
 	}
-	applied, n, err := s.engine.Delete(ctx, req.GetBridge(), req.GetModule(), keys)
+	applied, n, err := s.engine.Writes().Delete(ctx, req.GetBridge(), req.GetModule(), keys)
 	if err != nil {
 		return nil, toGRPC(err)
 	}

@@ -139,26 +139,6 @@ func (e *Engine) AdoptRelayed(bridge, module string, rel Relayed) error {
 	return nil
 }
 
-// Connected tells that a controller connected through flowstated's proxy:
-// a learning of the bridge not yet started is moot (its writes go to the
-// store, and its reinstall reconciles).
-func (r *Recorder) Connected() {
-	b, err := r.e.bridge(r.bridge)
-	if err != nil {
-		return
-	}
-	a := b.adopt.Load()
-	if a == nil || a.module != r.module || !a.to(adoptionPending, adoptionDone) {
-		return
-	}
-	b.adopt.CompareAndSwap(a, nil)
-	r.e.log.Info("the controller reconnected through flowstated's proxy before the bridge's first replay: its reinstall, recorded, replaces what it installed through the guard's relay",
-		"bridge", r.bridge, "module", r.module)
-	if a.Taken != nil {
-		a.Taken()
-	}
-}
-
 // adoptRelayedLocked runs the pending learning of b, if any, before a replay
 // reads the desired state. Only an error of the switch (a dump) is
 // returned, and leaves the learning pending for the next connection's

@@ -21,7 +21,7 @@ func TestAuditDrift(t *testing.T) {
 	faults := &Faults{}
 	e := startEngine(ctx, t, faults)
 	b := e.bridges[testBridge]
-	if applied, err := e.Put(ctx, testBridge, "m", append(flow(t, 1), flow(t, 2)...)); err != nil || !applied {
+	if applied, err := e.Writes().Put(ctx, testBridge, "m", append(flow(t, 1), flow(t, 2)...)); err != nil || !applied {
 		t.Fatalf("put: applied=%v err=%v", applied, err)
 	}
 	conn, err := b.Connected()

@@ -18,9 +18,6 @@ import (
 // what the engine's other rooms keep of it.
 type managed struct {
 	*bridge.State
-
-	// writes is the write queue (writequeue.go).
-	writes writeQueue
 	// owner says whether this engine may change the bridge (owner.go).
 	owner ownerState
 	// kept holds what unrecorded controllers behind the proxy installed,

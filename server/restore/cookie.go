@@ -27,26 +27,6 @@ import (
 // OwnedCookie is the cookie space the engine manages.
 func (e *Engine) OwnedCookie() entry.CookieSpace { return e.cfg.OwnedCookie }
 
-// checkOwned refuses the flows of a write whose cookie lies outside the
-// owned space, naming the first one.
-func (e *Engine) checkOwned(es []entry.Entry) error {
-	space := e.cfg.OwnedCookie
-	if space.All() {
-		return nil
-	}
-	for i, d := range es {
-		if d.Kind != entry.KindFlow {
-			continue
-		}
-		if c := entry.FlowCookie(d.Payload); !space.Owns(c) {
-			return &errdefs.EntryError{Index: i, Err: fmt.Errorf(
-				"restore: cookie 0x%x lies outside the owned cookie space %s (flowstated --owned-cookie): flows there belong to another controller, flowstated leaves them alone: %w",
-				c, space, errdefs.ErrInvalidArgument)}
-		}
-	}
-	return nil
-}
-
 // ownsGroupsAndMeters reports whether undeclared groups and meters on a
 // managed bridge are the engine's to delete.
 func (e *Engine) ownsGroupsAndMeters() bool { return e.cfg.OwnedCookie.All() }

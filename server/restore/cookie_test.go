@@ -9,6 +9,7 @@ import (
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/ofctl"
+	"github.com/flowstate-io/flowstate/server/restore/write"
 	"github.com/flowstate-io/flowstate/store"
 )
 
@@ -47,8 +48,7 @@ func TestStoreOutsideOwnedSpace(t *testing.T) {
 	if err = checkStoreOwned(st, []string{"br-int"}, entry.CookieSpace{Value: 0, Mask: 0xc000}); err != nil {
 		t.Fatalf("both flows inside: %v", err)
 	}
-	e := &Engine{cfg: Config{OwnedCookie: space}}
-	err = e.checkOwned([]entry.Entry{inside, group, outside})
+	err = write.New(write.Config{OwnedCookie: space}).CheckDeclared([]entry.Entry{inside, group, outside}, 0)
 	var ee *errdefs.EntryError
 	if !errors.As(err, &ee) || ee.Index != 2 || !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Fatalf("write with a flow outside the space: %v, want entries[2] refused", err)

@@ -12,7 +12,6 @@ import (
 
 	"github.com/flowstate-io/flowstate/canon"
 	"github.com/flowstate-io/flowstate/entry"
-	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/ovsconfig"
 	"github.com/flowstate-io/flowstate/server/restore/bridge"
@@ -21,6 +20,7 @@ import (
 	"github.com/flowstate-io/flowstate/server/restore/mirror"
 	"github.com/flowstate-io/flowstate/server/restore/poison"
 	"github.com/flowstate-io/flowstate/server/restore/replay"
+	"github.com/flowstate-io/flowstate/server/restore/write"
 	"github.com/flowstate-io/flowstate/store"
 )
 
@@ -155,6 +155,8 @@ type Engine struct {
 	mirrors *mirror.Set // unmanaged bridges (package mirror)
 	// replay runs the replays, audits and diffs (package replay).
 	replay *replay.Replayer
+	// writes runs the writes (package write).
+	writes *write.Writes
 }
 
 // New validates cfg and returns an engine that is not running yet.
@@ -256,12 +258,19 @@ func New(cfg Config) (*Engine, error) {
 			return nil, fmt.Errorf("restore: bridge %q given twice", name)
 		}
 		cfg.Metrics.initBridge(name)
-		b := &managed{State: bridge.New(name, cfg.Metrics.quarantinedNow.WithLabelValues(name), crashes),
-			writes: newWriteQueue()}
+		b := &managed{State: bridge.New(name, cfg.Metrics.quarantinedNow.WithLabelValues(name), crashes)}
 		e.bridges[name] = b
 		e.order = append(e.order, name)
 	}
 	e.mirrors = e.newMirrors()
+	states := make([]*bridge.State, len(e.order))
+	for i, name := range e.order {
+		states[i] = e.bridges[name].State
+	}
+	e.writes = write.New(write.Config{Store: cfg.Store, Bridges: states, Forms: e.forms, OwnedCookie: cfg.OwnedCookie,
+		WriteTimeout: cfg.WriteTimeout, Rooms: writeRooms{e}, Faults: writeFaults{cfg.Faults}, Logger: cfg.Logger,
+		Metrics: write.Metrics{WriteRequests: cfg.Metrics.writeRequests, WriteBatches: cfg.Metrics.writeBatches,
+			StagedWrites: cfg.Metrics.stagedWrites}})
 	e.replay = replay.New(replay.Config{Store: cfg.Store, Forms: e.forms, OwnedCookie: cfg.OwnedCookie,
 		MaxReplayTime: cfg.MaxReplayTime, Flag: e.flag, Rooms: replayRooms{e}, Publish: e.publish,
 		Metrics: replay.Metrics{Quarantined: cfg.Metrics.quarantined, DriftFound: cfg.Metrics.driftFound,
@@ -282,13 +291,13 @@ func (e *Engine) Run(ctx context.Context) {
 	wg.Go(func() { e.gate.Run(ctx) })
 	wg.Go(func() { e.flag.Run(ctx) })
 	wg.Go(func() { e.mirrors.Run(ctx) })
+	wg.Go(func() { e.writes.Run(ctx) })
 	if e.cfg.ProcExits {
 		wg.Go(func() { e.evidence.Run(ctx, e.log) })
 	}
 	for _, name := range e.order {
 		b := e.bridges[name]
 		wg.Go(func() { e.runBridge(ctx, b) })
-		wg.Go(func() { e.runWrites(ctx, b) })
 		wg.Go(func() { e.runKept(ctx, b) })
 	}
 	wg.Wait()
@@ -336,7 +345,7 @@ func (e *Engine) Wedged() string {
 func (e *Engine) bridge(name string) (*managed, error) {
 	b, ok := e.bridges[name]
 	if !ok {
-		return nil, fmt.Errorf("restore: bridge %q is not managed by this flowstated (see --bridge): %w", name, errdefs.ErrFailedPrecondition)
+		return nil, bridge.NotManaged(name)
 	}
 	return b, nil
 }
@@ -349,6 +358,10 @@ func (e *Engine) mgmtPath(bridge string) string { return filepath.Join(e.cfg.Run
 // vswitchdIdentity names the running ovs-vswitchd by its pidfile (pid and
 // start time), "" when unknown.
 func (e *Engine) vswitchdIdentity() string { return ovsconfig.VswitchdIdentity(e.cfg.RunDir) }
+
+// Writes is the write path: Put, Sync, Delete, CheckDeclared, PutSpool,
+// SyncSpool and the OpenFlow proxy's Recorder (package write).
+func (e *Engine) Writes() *write.Writes { return e.writes }
 
 // Flag is the flow-restore-wait protocol (Arm, Release, the flag's state)
 // and the OVSDB client.

@@ -76,3 +76,16 @@ func (f *Faults) afterDriftFound() {
 		f.AfterDriftFound()
 	}
 }
+
+// writeFaults are the faults of the write path (write.Faults).
+type writeFaults struct{ f *Faults }
+
+func (w writeFaults) Taken(n int) { w.f.taken(n) }
+
+func (w writeFaults) Verdict(err error, streamed bool) error { return w.f.verdict(err, streamed) }
+
+func (w writeFaults) BeforeStoreCommit() error { return w.f.beforeStoreCommit() }
+
+func (w writeFaults) Pipes() bool { return w.f.pipes() }
+
+func (w writeFaults) Piped(n int) { w.f.piped(n) }

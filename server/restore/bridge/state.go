@@ -258,3 +258,9 @@ func (s *State) MarkDivergedLocked() {
 // PublishLocked publishes the state again, after a change of the poison
 // tracker. The lock must be held.
 func (s *State) PublishLocked() { s.publishLocked() }
+
+// NotManaged is the error of a request for bridge name, which this
+// flowstated does not manage.
+func NotManaged(name string) error {
+	return fmt.Errorf("restore: bridge %q is not managed by this flowstated (see --bridge): %w", name, errdefs.ErrFailedPrecondition)
+}

@@ -1,4 +1,4 @@
-package restore
+package write
 
 import (
 	"context"
@@ -39,13 +39,13 @@ import (
 
 // commitBatch commits batch, taking failing requests out and running them
 // alone (see Group commit above). Every request gets exactly one result.
-func (e *Engine) commitBatch(ctx context.Context, b *managed, batch []*writeReq) {
+func (ws *Writes) commitBatch(ctx context.Context, b *bridgeQueue, batch []*writeReq) {
 	if len(batch) == 0 {
 		return
 	}
 	group, solo := batch, []*writeReq(nil)
 	for len(group) > 0 {
-		results, err := e.commitGroup(ctx, b, group)
+		results, err := ws.commitGroup(ctx, b, group)
 		if err == nil {
 			for i, r := range group {
 				r.done <- results[i]
@@ -80,7 +80,7 @@ func (e *Engine) commitBatch(ctx context.Context, b *managed, batch []*writeReq)
 		}
 	}
 	for _, r := range solo {
-		results, err := e.commitGroup(ctx, b, []*writeReq{r})
+		results, err := ws.commitGroup(ctx, b, []*writeReq{r})
 		if err != nil {
 			r.done <- writeResult{err: err}
 			continue
@@ -95,7 +95,7 @@ type batchStore interface {
 	Update(fn func(w *store.Writer) error) error
 }
 
-func (e *Engine) batchStore() batchStore { return e.cfg.Store }
+func (ws *Writes) batchStore() batchStore { return ws.cfg.Store }
 
 // failedError names the requests of a group that made its transaction fail.
 type failedError struct {
@@ -129,9 +129,9 @@ var (
 //
 // With more than one request, an error that names requests is a
 // *failedError. A panic is recovered and returned as ErrInternal.
-func (e *Engine) commitGroup(ctx context.Context, b *managed, reqs []*writeReq) ([]writeResult, error) {
+func (ws *Writes) commitGroup(ctx context.Context, b *bridgeQueue, reqs []*writeReq) ([]writeResult, error) {
 	g := &groupStep{reqs: reqs, results: make([]writeResult, len(reqs))}
-	if _, err := e.runTxn(ctx, b, "write", g); err != nil {
+	if _, err := ws.runTxn(ctx, b, "write", g); err != nil {
 		var fe *failedError
 		if len(reqs) == 1 && errors.As(err, &fe) {
 			err = fe.err
@@ -192,7 +192,7 @@ func (g *groupStep) open(t *txn) (streamSpec, error) {
 }
 
 func (g *groupStep) store(t *txn, atSwitch func() error) (committed, error) {
-	err := t.e.batchStore().Update(func(w *store.Writer) error {
+	err := t.ws.batchStore().Update(func(w *store.Writer) error {
 		n, err := g.runOps(w, t.stream)
 		if err != nil {
 			return err
@@ -266,7 +266,7 @@ func (g *groupStep) runOps(w *store.Writer, stream *writeStream) (int, error) {
 // another request of the batch also changes, or a meter in a batch of
 // several, fails the request. A MODIFY of a quarantined entry becomes an ADD:
 // the entry is not on the switch. b.mu must be held.
-func (b *managed) batchChangesLocked(reqs []*writeReq, results []writeResult, n int, owner map[string]int) ([]plan.Change, map[string]int, error) {
+func (b *bridgeQueue) batchChangesLocked(reqs []*writeReq, results []writeResult, n int, owner map[string]int) ([]plan.Change, map[string]int, error) {
 	cs := make([]plan.Change, 0, n)
 	if owner == nil && len(reqs) > 1 {
 		owner = make(map[string]int, n)

@@ -1,4 +1,4 @@
-package restore
+package write
 
 import (
 	"context"
@@ -27,7 +27,7 @@ import (
 // installs it again sends nothing to the switch when nothing changed, even
 // when it installs in several changes (resync.go).
 type Recorder struct {
-	e              *Engine
+	ws             *Writes
 	bridge, module string
 
 	// mu serialises the module's changes with the end of its resync.
@@ -41,14 +41,14 @@ type Recorder struct {
 
 // Recorder returns the Recorder of module on bridge; bridge must be one
 // the engine restores.
-func (e *Engine) Recorder(bridge, module string) (*Recorder, error) {
-	if _, err := e.bridge(bridge); err != nil {
+func (ws *Writes) Recorder(bridge, module string) (*Recorder, error) {
+	if _, err := ws.bridge(bridge); err != nil {
 		return nil, err
 	}
 	if err := entry.ValidateName("module", module); err != nil {
 		return nil, fmt.Errorf("restore: proxy: %w: %w", err, errdefs.ErrInvalidArgument)
 	}
-	return &Recorder{e: e, bridge: bridge, module: module}, nil
+	return &Recorder{ws: ws, bridge: bridge, module: module}, nil
 }
 
 // Apply makes one change of the controller (see ofproxy.Recorder): nil
@@ -130,7 +130,7 @@ func (r *Recorder) applyEntries(ctx context.Context, raw [][]byte) error {
 		res, err := storeChange(w, r.bridge, r.module, ch)
 		return withoutDeferred(res, deferred), err
 	}
-	res, err := r.e.submit(ctx, r.bridge, req)
+	res, err := r.ws.submit(ctx, r.bridge, req)
 	if err == nil && res.unknown != nil {
 		// Stored, but the switch may not hold it: the controller must not
 		// get a reply that says it does. Its connection is dropped, and it
@@ -172,10 +172,10 @@ func (r *Recorder) Ready() error {
 }
 
 func (r *Recorder) markReady() error {
-	if mods, err := r.e.Modules(); err == nil && mods[r.module].Ready {
+	if ready, err := r.ws.cfg.Rooms.Ready(r.module); err == nil && ready {
 		return nil
 	}
-	return r.e.MarkReady(r.module)
+	return r.ws.cfg.Rooms.MarkReady(r.module)
 }
 
 // writerEntries is ofmods' view of the store inside a write transaction.
@@ -252,14 +252,14 @@ func (r *Recorder) refusal(err error, ch *ofmods.Change, msgs [][]byte) *ofconn.
 			// and the log the reason.
 			typ, code = openflow15.ET_BAD_REQUEST, openflow15.BRC_EPERM
 		}
-		r.e.log.Warn("proxy: a controller's message refused", "bridge", r.bridge, "module", r.module, "message", mr.Index, "err", mr.Err)
+		r.ws.log.Warn("proxy: a controller's message refused", "bridge", r.bridge, "module", r.module, "message", mr.Index, "err", mr.Err)
 		return one(mr.Index, typ, code, 0, "")
 	case errors.As(err, &ce) && errors.As(err, &ee):
 		if ee.Index < 0 || ee.Index >= len(ce.from) {
 			return nil
 		}
 		i := ce.from[ee.Index]
-		r.e.log.Warn("proxy: a controller's change refused by the store", "bridge", r.bridge, "module", r.module, "message", i, "err", err)
+		r.ws.log.Warn("proxy: a controller's change refused by the store", "bridge", r.bridge, "module", r.module, "message", i, "err", err)
 		typ, code := permissionError(msgs[i])
 		var ur *store.UndeclaredRefError
 		if errors.As(err, &ur) {
@@ -298,3 +298,8 @@ func permissionError(m []byte) (typ, code uint16) {
 	}
 	return openflow15.ET_BAD_REQUEST, openflow15.BRC_EPERM
 }
+
+// Connected tells that the controller connected through flowstated's proxy:
+// a learning of the bridge not yet started is moot (its writes go to the
+// store, and its reinstall reconciles).
+func (r *Recorder) Connected() { r.ws.cfg.Rooms.ControllerConnected(r.bridge, r.module) }

@@ -1,4 +1,4 @@
-package restore
+package write
 
 import (
 	"context"
@@ -16,12 +16,12 @@ import (
 // and converged, the changes go to the switch in one bundle first and are
 // stored only if it accepted them (applied is true). Otherwise they are stored
 // for the next replay.
-func (e *Engine) Put(ctx context.Context, bridgeName, module string, es []entry.Entry) (applied bool, err error) {
-	if err := e.checkOwned(es); err != nil {
+func (ws *Writes) Put(ctx context.Context, bridgeName, module string, es []entry.Entry) (applied bool, err error) {
+	if err := ws.checkOwned(es); err != nil {
 		return false, err
 	}
 	fo := flowsOnly(es)
-	applied, _, err = e.write(ctx, bridgeName, &writeReq{declared: es, flowsOnly: fo,
+	applied, _, err = ws.write(ctx, bridgeName, &writeReq{declared: es, flowsOnly: fo,
 		put: fo && !slices.ContainsFunc(es, func(en entry.Entry) bool { return en.Opaque }), module: module,
 		op: func(w *store.Writer) (store.Result, error) { return w.Put(bridgeName, module, es) }})
 	return applied, err
@@ -40,23 +40,23 @@ type SyncResult struct {
 // Sync makes es the complete set of module's entries on bridge; the entries it
 // no longer declares leave the switch in the same bundle that brings the new
 // ones. With ready, the module is then marked ready for this boot.
-func (e *Engine) Sync(ctx context.Context, bridgeName, module string, es []entry.Entry, ready bool) (SyncResult, error) {
-	if err := e.checkOwned(es); err != nil {
+func (ws *Writes) Sync(ctx context.Context, bridgeName, module string, es []entry.Entry, ready bool) (SyncResult, error) {
+	if err := ws.checkOwned(es); err != nil {
 		return SyncResult{}, err
 	}
-	return e.syncWrite(ctx, bridgeName, module, &writeReq{declared: es, flowsOnly: flowsOnly(es), sync: true,
+	return ws.syncWrite(ctx, bridgeName, module, &writeReq{declared: es, flowsOnly: flowsOnly(es), sync: true,
 		op: func(w *store.Writer) (store.Result, error) { return w.Sync(bridgeName, module, es) }}, ready)
 }
 
 // syncWrite runs req, a Sync, and with ready then marks module ready.
-func (e *Engine) syncWrite(ctx context.Context, bridgeName, module string, req *writeReq, ready bool) (SyncResult, error) {
-	r, err := e.submit(ctx, bridgeName, req)
+func (ws *Writes) syncWrite(ctx context.Context, bridgeName, module string, req *writeReq, ready bool) (SyncResult, error) {
+	r, err := ws.submit(ctx, bridgeName, req)
 	if err != nil {
 		return SyncResult{}, err
 	}
 	out := syncResult(r)
 	if ready {
-		if err := e.MarkReady(module); err != nil {
+		if err := ws.cfg.Rooms.MarkReady(module); err != nil {
 			return out, err
 		}
 	}
@@ -70,10 +70,16 @@ func flowsOnly(es []entry.Entry) bool {
 
 // Delete removes entries of module on bridge by identity (keys carry Kind and
 // ID), from the switch and the store together, like Put.
-func (e *Engine) Delete(ctx context.Context, bridgeName, module string, keys []entry.Entry) (applied bool, n int, err error) {
-	applied, res, err := e.write(ctx, bridgeName, &writeReq{
-		op: func(w *store.Writer) (store.Result, error) { return w.Delete(bridgeName, module, keys) }})
+func (ws *Writes) Delete(ctx context.Context, bridgeName, module string, keys []entry.Entry) (applied bool, n int, err error) {
+	applied, res, err := ws.Do(ctx, bridgeName, func(w *store.Writer) (store.Result, error) { return w.Delete(bridgeName, module, keys) })
 	return applied, len(res.Removed), err
+}
+
+// Do runs op, a store operation, as a write of bridgeName, as Delete does:
+// in the bridge's queue, in one transaction with the writes committed with
+// it; what op stores goes to the switch as any write's changes do.
+func (ws *Writes) Do(ctx context.Context, bridgeName string, op func(w *store.Writer) (store.Result, error)) (applied bool, res store.Result, err error) {
+	return ws.write(ctx, bridgeName, &writeReq{op: op})
 }
 
 // rejection names the first refused entry of a write request.
@@ -89,8 +95,8 @@ func rejection(re *plan.RejectedError) error {
 
 // CheckDeclared checks entries es of a write request before they are
 // spooled (see checkOwned); base is the position of es[0] in the request.
-func (e *Engine) CheckDeclared(es []entry.Entry, base int) error {
-	err := e.checkOwned(es)
+func (ws *Writes) CheckDeclared(es []entry.Entry, base int) error {
+	err := ws.checkOwned(es)
 	var ee *errdefs.EntryError
 	if errors.As(err, &ee) {
 		ee.Index += base
@@ -101,14 +107,14 @@ func (e *Engine) CheckDeclared(es []entry.Entry, base int) error {
 // PutSpool is Put for a request held in a spool. It takes sp: the spool is
 // closed once the write is done with it, which may be after PutSpool
 // returned (its caller gave up while the write was under way).
-func (e *Engine) PutSpool(ctx context.Context, bridgeName, module string, sp *store.Spool) (applied bool, err error) {
-	r, err := e.submit(ctx, bridgeName, e.stagedReq(bridgeName, module, sp, false))
+func (ws *Writes) PutSpool(ctx context.Context, bridgeName, module string, sp *store.Spool) (applied bool, err error) {
+	r, err := ws.submit(ctx, bridgeName, ws.stagedReq(bridgeName, module, sp, false))
 	return r.applied, err
 }
 
 // SyncSpool is Sync for a request held in a spool; it takes sp, as PutSpool.
-func (e *Engine) SyncSpool(ctx context.Context, bridgeName, module string, sp *store.Spool, ready bool) (SyncResult, error) {
-	return e.syncWrite(ctx, bridgeName, module, e.stagedReq(bridgeName, module, sp, true), ready)
+func (ws *Writes) SyncSpool(ctx context.Context, bridgeName, module string, sp *store.Spool, ready bool) (SyncResult, error) {
+	return ws.syncWrite(ctx, bridgeName, module, ws.stagedReq(bridgeName, module, sp, true), ready)
 }
 
 // syncResult counts what a Sync changed.
@@ -128,8 +134,8 @@ func syncResult(r writeResult) SyncResult {
 }
 
 // stagedReq is the write request of a spooled Put or Sync.
-func (e *Engine) stagedReq(bridgeName, module string, sp *store.Spool, sync bool) *writeReq {
+func (ws *Writes) stagedReq(bridgeName, module string, sp *store.Spool, sync bool) *writeReq {
 	w := store.StagedWrite{Bridge: bridgeName, Module: module, Sync: sync, Spool: sp}
-	return &writeReq{alone: func(ctx context.Context, b *managed) writeResult { return e.commitStaged(ctx, b, w) },
+	return &writeReq{alone: func(ctx context.Context, b *bridgeQueue) writeResult { return ws.commitStaged(ctx, b, w) },
 		release: func() { _ = sp.Close() }}
 }

@@ -1,4 +1,4 @@
-package restore
+package write
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"antrea.io/libOpenflow/openflow15"
 
 	"github.com/flowstate-io/flowstate/server/ofconn"
+	"github.com/flowstate-io/flowstate/server/restore/bridge"
 	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"github.com/flowstate-io/flowstate/store"
 )
@@ -28,12 +29,12 @@ const (
 	nxtmfcAlreadyMapped = 20
 )
 
-// restoreTLVLocked adds the recorded mappings the switch lacks. A mapping
+// RestoreTLVLocked adds the recorded mappings the switch lacks. A mapping
 // the switch refuses is logged and left out: the flows that use it are
 // then refused and quarantined, and the rest of the bridge is restored.
 // b.mu must be held.
-func (e *Engine) restoreTLVLocked(ctx context.Context, b *managed, conn *ofconn.Conn, log *slog.Logger) error {
-	want, err := e.cfg.Store.TLVMaps().Get(b.Name())
+func (ws *Writes) RestoreTLVLocked(ctx context.Context, b *bridge.State, conn *ofconn.Conn, log *slog.Logger) error {
+	want, err := ws.cfg.Store.TLVMaps().Get(b.Name())
 	if err != nil || len(want) == 0 {
 		return err
 	}
@@ -95,8 +96,8 @@ func fmtTLV(m ofconn.TLVMap) string {
 // which commits it alone (tlvStep).
 func (r *Recorder) applyTLV(ctx context.Context, msgs [][]byte, i int) error {
 	s := &tlvStep{r: r, msg: msgs[i], i: i}
-	res, err := r.e.submit(ctx, r.bridge, &writeReq{module: r.module, alone: func(ctx context.Context, b *managed) writeResult {
-		t, err := r.e.runTxn(ctx, b, "tlv table change", s)
+	res, err := r.ws.submit(ctx, r.bridge, &writeReq{module: r.module, alone: func(ctx context.Context, b *bridgeQueue) writeResult {
+		t, err := r.ws.runTxn(ctx, b, "tlv table change", s)
 		return writeResult{err: err, unknown: t.unknown}
 	}})
 	if err == nil && res.unknown != nil {
@@ -130,7 +131,7 @@ func (s *tlvStep) store(t *txn, atSwitch func() error) (committed, error) {
 // change stores the table mod and sends it (atSwitch) in the order above.
 func (s *tlvStep) change(t *txn, atSwitch func() error) error {
 	r := s.r
-	stored, err := r.e.cfg.Store.TLVMaps().Get(r.bridge)
+	stored, err := r.ws.cfg.Store.TLVMaps().Get(r.bridge)
 	if err != nil {
 		return err
 	}
@@ -140,13 +141,13 @@ func (s *tlvStep) change(t *txn, atSwitch func() error) error {
 	}
 	s.send = send
 	if cmd == ofconn.TLVAdd {
-		if err := r.e.cfg.Store.TLVMaps().Update(r.bridge, r.module, add, nil); err != nil {
+		if err := r.ws.cfg.Store.TLVMaps().Update(r.bridge, r.module, add, nil); err != nil {
 			return s.storeErr(err)
 		}
 		if err := atSwitch(); err != nil {
 			// Refused: the store goes back to what it held.
-			if uerr := r.e.cfg.Store.TLVMaps().Update(r.bridge, r.module, previous(stored, add), add); uerr != nil {
-				r.e.log.Error("proxy: a tlv mapping the switch refused stays in the store; replays will try it", "bridge", r.bridge, "module", r.module, "err", uerr)
+			if uerr := r.ws.cfg.Store.TLVMaps().Update(r.bridge, r.module, previous(stored, add), add); uerr != nil {
+				r.ws.log.Error("proxy: a tlv mapping the switch refused stays in the store; replays will try it", "bridge", r.bridge, "module", r.module, "err", uerr)
 			}
 			return err
 		}
@@ -159,7 +160,7 @@ func (s *tlvStep) change(t *txn, atSwitch func() error) error {
 	if t.unknown != nil {
 		return s.switchErr(t.unknown) // not stored: end replays
 	}
-	if err := r.e.cfg.Store.TLVMaps().Update(r.bridge, r.module, nil, del); err != nil {
+	if err := r.ws.cfg.Store.TLVMaps().Update(r.bridge, r.module, nil, del); err != nil {
 		if sends {
 			// Not stored: put them back on the switch, or the switch
 			// would be behind the store until vswitchd restarts.

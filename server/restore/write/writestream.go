@@ -1,4 +1,4 @@
-package restore
+package write
 
 import (
 	"context"
@@ -81,8 +81,8 @@ type bundle struct {
 
 // openBundle opens the streamed bundle of spec on conn (startStream),
 // bounded by Config.WriteTimeout.
-func (e *Engine) openBundle(ctx context.Context, conn *ofconn.Conn, spec streamSpec) *bundle {
-	sctx, cancel := context.WithTimeout(ctx, e.cfg.WriteTimeout)
+func (ws *Writes) openBundle(ctx context.Context, conn *ofconn.Conn, spec streamSpec) *bundle {
+	sctx, cancel := context.WithTimeout(ctx, ws.cfg.WriteTimeout)
 	return &bundle{stream: startStream(sctx, conn, spec.pre, spec.bound, spec.post, spec.at), cancel: cancel, h: spec.h}
 }
 

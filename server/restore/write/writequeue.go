@@ -1,10 +1,11 @@
-package restore
+package write
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/flowstate-io/flowstate/entry"
@@ -57,7 +58,7 @@ type writeReq struct {
 	// alone, when set, commits the request in a transaction of its own, on
 	// the owner: a spooled Put or Sync (writestaged.go), a controller's TLV
 	// table change (tlv.go).
-	alone func(ctx context.Context, b *managed) writeResult
+	alone func(ctx context.Context, b *bridgeQueue) writeResult
 	// release, if set, frees what the request holds (a staged write's
 	// spool) once nothing reads it any more: by the owner once it took the
 	// request, by the caller's side when the request never was. finish
@@ -173,19 +174,19 @@ func (q *writeQueue) stop() []*writeReq {
 // for ctx. If ctx ends first: a request still queued is dropped and the
 // error is ctx's; a request already taken into a commit goes on without its
 // caller, whose error then wraps ErrOutcomeUnknown and ctx's error.
-func (e *Engine) write(ctx context.Context, bridgeName string, req *writeReq) (applied bool, res store.Result, err error) {
-	r, err := e.submit(ctx, bridgeName, req)
+func (ws *Writes) write(ctx context.Context, bridgeName string, req *writeReq) (applied bool, res store.Result, err error) {
+	r, err := ws.submit(ctx, bridgeName, req)
 	return r.applied, r.res, err
 }
 
 // submit is write with the whole result.
-func (e *Engine) submit(ctx context.Context, bridgeName string, req *writeReq) (_ writeResult, err error) {
-	b, err := e.bridge(bridgeName)
+func (ws *Writes) submit(ctx context.Context, bridgeName string, req *writeReq) (_ writeResult, err error) {
+	b, err := ws.bridge(bridgeName)
 	if err != nil {
 		req.finish()
 		return writeResult{}, err
 	}
-	defer func() { e.cfg.Metrics.writeRequests.WithLabelValues(b.Name(), resultLabel(err)).Inc() }()
+	defer func() { ws.cfg.Metrics.WriteRequests.WithLabelValues(b.Name(), resultLabel(err)).Inc() }()
 	if err := ctx.Err(); err != nil {
 		req.finish()
 		return writeResult{}, err
@@ -216,7 +217,7 @@ func (e *Engine) submit(ctx context.Context, bridgeName string, req *writeReq) (
 // until ctx ends, then fails those still queued with ErrUnavailable. A batch
 // under way when ctx ends finishes (its switch I/O is cut short, so its
 // requests are stored for the next replay).
-func (e *Engine) runWrites(ctx context.Context, b *managed) {
+func (ws *Writes) runWrites(ctx context.Context, b *bridgeQueue) {
 	defer func() {
 		err := fmt.Errorf("restore: bridge %s: flowstated stopped before the write was committed: %w", b.Name(), errdefs.ErrUnavailable)
 		for _, r := range b.writes.stop() {
@@ -231,9 +232,9 @@ func (e *Engine) runWrites(ctx context.Context, b *managed) {
 		if p != nil {
 			back, solo := p.close()
 			p = nil
-			e.commitBatch(ctx, b, back)
+			ws.commitBatch(ctx, b, back)
 			for _, r := range solo {
-				e.commitBatch(ctx, b, []*writeReq{r})
+				ws.commitBatch(ctx, b, []*writeReq{r})
 			}
 		}
 	}
@@ -269,19 +270,19 @@ func (e *Engine) runWrites(ctx context.Context, b *managed) {
 				}
 				continue
 			}
-			e.cfg.Faults.taken(len(batch))
+			ws.cfg.Faults.Taken(len(batch))
 			if p != nil && !p.takes() {
 				closePipe()
 			}
-			if p == nil && e.cfg.Faults.pipes() {
-				p = e.openPipe(ctx, b, batch)
+			if p == nil && ws.cfg.Faults.Pipes() {
+				p = ws.openPipe(ctx, b, batch)
 			}
 			if p != nil {
 				batch = p.run(batch)
 			}
 			if len(batch) > 0 {
 				closePipe()
-				for _, s := range e.sources() {
+				for _, s := range ws.sources() {
 					batch = s.commit(ctx, b, batch)
 				}
 			}
@@ -302,18 +303,18 @@ func (e *Engine) runWrites(ctx context.Context, b *managed) {
 // net change inside the transaction (proxy.go), and group commit carries it
 // as it carries a Put.
 type source interface {
-	commit(ctx context.Context, b *managed, batch []*writeReq) (rest []*writeReq)
+	commit(ctx context.Context, b *bridgeQueue, batch []*writeReq) (rest []*writeReq)
 }
 
 // sources are the sources after the pipe, in the order the owner offers a
 // batch to them.
-func (e *Engine) sources() [2]source { return [2]source{aloneSource{}, batchSource{e}} }
+func (ws *Writes) sources() [2]source { return [2]source{aloneSource{}, batchSource{ws}} }
 
 // aloneSource commits the requests of a batch that carry their own
 // transaction (writeReq.alone), each alone.
 type aloneSource struct{}
 
-func (aloneSource) commit(ctx context.Context, b *managed, batch []*writeReq) []*writeReq {
+func (aloneSource) commit(ctx context.Context, b *bridgeQueue, batch []*writeReq) []*writeReq {
 	rest := batch[:0:0]
 	for _, r := range batch {
 		if r.alone == nil {
@@ -328,9 +329,25 @@ func (aloneSource) commit(ctx context.Context, b *managed, batch []*writeReq) []
 }
 
 // batchSource group-commits whatever is left (groupcommit.go).
-type batchSource struct{ e *Engine }
+type batchSource struct{ ws *Writes }
 
-func (s batchSource) commit(ctx context.Context, b *managed, batch []*writeReq) []*writeReq {
-	s.e.commitBatch(ctx, b, batch)
+func (s batchSource) commit(ctx context.Context, b *bridgeQueue, batch []*writeReq) []*writeReq {
+	s.ws.commitBatch(ctx, b, batch)
 	return nil
+}
+
+// resultLabel names the outcome of a write for flowstate_write_requests_total.
+func resultLabel(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, ErrOutcomeUnknown):
+		return "outcome_unknown"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return "canceled"
+	}
+	if k := errdefs.Kind(err); k != nil {
+		return strings.ReplaceAll(k.Error(), " ", "_")
+	}
+	return "unknown"
 }

@@ -1,4 +1,4 @@
-package restore
+package write
 
 import (
 	"bytes"
@@ -102,7 +102,7 @@ func (r *Recorder) clears(raw [][]byte) (msgs [][]byte, from []int, cleared bool
 func (r *Recorder) startResyncLocked() {
 	if r.resync == nil {
 		r.resync = &resync{held: make(map[string]heldEntry), deadline: time.Now().Add(resyncMax)}
-		r.e.log.Info("proxy: the controller cleared its entries; deleting what it does not install again once it is quiet",
+		r.ws.log.Info("proxy: the controller cleared its entries; deleting what it does not install again once it is quiet",
 			"bridge", r.bridge, "module", r.module, "quiet", resyncQuiet, "at_most", resyncMax)
 	}
 	r.resync.declared = make(map[string]bool)
@@ -215,7 +215,7 @@ func (r *Recorder) endResync() {
 		return // ended, stopped, or a change came while this waited (its timer runs again)
 	}
 	r.resync = nil
-	ctx, cancel := context.WithTimeout(context.Background(), r.e.cfg.WriteTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), r.ws.cfg.WriteTimeout)
 	defer cancel()
 	var n int
 	req := &writeReq{module: r.module}
@@ -259,26 +259,26 @@ func (r *Recorder) endResync() {
 		n = len(req.declared) + len(ch.Delete)
 		return res, nil
 	}
-	res, err := r.e.submit(ctx, r.bridge, req)
+	res, err := r.ws.submit(ctx, r.bridge, req)
 	switch {
 	case err != nil:
 		// The stale entries stay; the controller's next clear deletes
 		// them. The held changes are stored: a replay sends them.
-		r.e.log.Error("proxy: the end of a controller's resync failed: the deletions of what it did not install again wait for its next install, its stored changes for a replay",
+		r.ws.log.Error("proxy: the end of a controller's resync failed: the deletions of what it did not install again wait for its next install, its stored changes for a replay",
 			"bridge", r.bridge, "module", r.module, "err", err)
-		if b, berr := r.e.bridge(r.bridge); berr == nil && len(rs.held) > 0 {
+		if b, berr := r.ws.bridge(r.bridge); berr == nil && len(rs.held) > 0 {
 			b.RequestReplay()
 		}
 	case res.unknown != nil:
-		r.e.log.Warn("proxy: the end of a controller's resync is stored, its outcome on the switch unknown; the replay settles it",
+		r.ws.log.Warn("proxy: the end of a controller's resync is stored, its outcome on the switch unknown; the replay settles it",
 			"bridge", r.bridge, "module", r.module, "changes", n)
 	default:
-		r.e.log.Info("proxy: the controller's install is complete", "bridge", r.bridge, "module", r.module, "changes", n)
+		r.ws.log.Info("proxy: the controller's install is complete", "bridge", r.bridge, "module", r.module, "changes", n)
 	}
 	if r.readyAtEnd {
 		r.readyAtEnd = false
 		if err := r.markReady(); err != nil {
-			r.e.log.Warn("proxy: could not mark the module ready", "bridge", r.bridge, "module", r.module, "err", err)
+			r.ws.log.Warn("proxy: could not mark the module ready", "bridge", r.bridge, "module", r.module, "err", err)
 		}
 	}
 }

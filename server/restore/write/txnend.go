@@ -1,4 +1,4 @@
-package restore
+package write
 
 // How a write transaction ends a bundle it does not commit, takes back what
 // it sent, and tells whether the switch may hold any of it (txn.go).
@@ -41,8 +41,8 @@ func (t *txn) undo(m ofconn.Message) error {
 
 // writePanic logs a panic p of a write of b (what names it) with its stack
 // and returns the ErrInternal its requests fail with.
-func (e *Engine) writePanic(b *managed, p any, what string) error {
-	e.log.Error("panic in a "+what+"; its requests fail, the bridge goes on",
+func (ws *Writes) writePanic(b *bridgeQueue, p any, what string) error {
+	ws.log.Error("panic in a "+what+"; its requests fail, the bridge goes on",
 		"bridge", b.Name(), "panic", p, "stack", string(debug.Stack()))
 	return fmt.Errorf("restore: bridge %s: %s failed: %v: %w", b.Name(), what, p, errdefs.ErrInternal)
 }

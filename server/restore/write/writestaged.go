@@ -1,4 +1,4 @@
-package restore
+package write
 
 import (
 	"context"
@@ -100,15 +100,15 @@ func (nf *stagedNonFlows) at(x int, flows []int32) (plan.Change, bool) {
 }
 
 // commitStaged runs the staged write w (see above).
-func (e *Engine) commitStaged(ctx context.Context, b *managed, w store.StagedWrite) writeResult {
+func (ws *Writes) commitStaged(ctx context.Context, b *bridgeQueue, w store.StagedWrite) writeResult {
 	start := time.Now()
 	s := &stagedStep{w: w}
-	t, err := e.runTxn(ctx, b, "staged write", s)
+	t, err := ws.runTxn(ctx, b, "staged write", s)
 	if err != nil {
 		return writeResult{err: err}
 	}
-	e.cfg.Metrics.stagedWrites.WithLabelValues(b.Name()).Inc()
-	e.log.Info("staged write stored", "bridge", b.Name(), "module", w.Module, "sync", w.Sync, "entries", w.Spool.Len(),
+	ws.cfg.Metrics.StagedWrites.WithLabelValues(b.Name()).Inc()
+	ws.log.Info("staged write stored", "bridge", b.Name(), "module", w.Module, "sync", w.Sync, "entries", w.Spool.Len(),
 		"added", s.staged.Added, "changed", s.staged.Changed, "removed", s.staged.Removed, "applied", t.live, "took", time.Since(start))
 	return writeResult{applied: t.live, staged: s.staged}
 }
@@ -132,13 +132,13 @@ func (s *stagedStep) open(t *txn) (streamSpec, error) {
 	if !t.live {
 		return streamSpec{}, nil
 	}
-	sp, err := t.e.stagingStore().Plan(s.w)
+	sp, err := t.ws.stagingStore().Plan(s.w)
 	if err != nil {
 		return streamSpec{}, err
 	}
 	s.nf = newStagedNonFlows(sp)
 	s.w.Plan = sp
-	bound, err := t.e.stagingStore().Bound(s.w)
+	bound, err := t.ws.stagingStore().Bound(s.w)
 	if err != nil {
 		return streamSpec{}, err
 	}
@@ -175,14 +175,14 @@ func (s *stagedStep) store(t *txn, atSwitch func() error) (committed, error) {
 			}
 		}
 	}
-	staged, err := t.e.stagingStore().Stage(s.w)
+	staged, err := t.ws.stagingStore().Stage(s.w)
 	if err != nil {
 		return committed{}, err
 	}
 	defer func() {
 		if s.staged == nil {
 			if err := staged.Discard(); err != nil {
-				t.e.log.Warn("dropping a staged write failed; the next start drops it", "bridge", t.b.Name(), "err", err)
+				t.ws.log.Warn("dropping a staged write failed; the next start drops it", "bridge", t.b.Name(), "err", err)
 			}
 		}
 	}()
@@ -221,7 +221,7 @@ type stagingStore interface {
 	Stage(w store.StagedWrite) (*store.Staged, error)
 }
 
-func (e *Engine) stagingStore() stagingStore { return e.cfg.Store.Staging() }
+func (ws *Writes) stagingStore() stagingStore { return ws.cfg.Store.Staging() }
 
 // streamTo starts the bundle with the groups added or changed and sets the
 // write's hooks to stream each flow change into st as the store decides it.

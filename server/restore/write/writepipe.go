@@ -1,4 +1,4 @@
-package restore
+package write
 
 import (
 	"context"
@@ -75,8 +75,8 @@ const pipeMaxBatches = 32
 // pipe is the pipeline of one bridge while it is open. Its owner is
 // runWrites; its storer goroutine ends when the owner closes queue.
 type pipe struct {
-	e    *Engine
-	b    *managed
+	ws   *Writes
+	b    *bridgeQueue
 	ctx  context.Context
 	conn *ofconn.Conn
 	// unlock releases b.mu and the bridge's busy mark.
@@ -114,7 +114,7 @@ type pipeStore interface {
 	Update(fn func(w *store.Writer) error) error
 }
 
-func (e *Engine) pipeStore() pipeStore { return storePipe{e.cfg.Store} }
+func (ws *Writes) pipeStore() pipeStore { return storePipe{ws.cfg.Store} }
 
 // storePipe is the store as a pipe uses it: its transaction, and the plans
 // of its Entries.
@@ -141,17 +141,17 @@ func pipeable(r *writeReq) bool { return r.put && r.alone == nil }
 // openPipe takes b.mu and opens a pipe for batch when a request of it may
 // enter one and b is live with nothing quarantined; otherwise it returns
 // nil, holding nothing.
-func (e *Engine) openPipe(ctx context.Context, b *managed, batch []*writeReq) *pipe {
+func (ws *Writes) openPipe(ctx context.Context, b *bridgeQueue, batch []*writeReq) *pipe {
 	if !slices.ContainsFunc(batch, pipeable) {
 		return nil
 	}
-	conn, live, unlock := e.lockLive(ctx, b)
+	conn, live, unlock := ws.lockLive(ctx, b)
 	if !live || b.Quarantine().Len() > 0 {
 		unlock()
 		return nil
 	}
 	p := &pipe{
-		e: e, b: b, ctx: ctx, conn: conn,
+		ws: ws, b: b, ctx: ctx, conn: conn,
 		unlock:   unlock,
 		queue:    make(chan *pipedBatch, pipeDepth-1),
 		stopped:  make(chan struct{}),
@@ -167,7 +167,7 @@ func (e *Engine) openPipe(ctx context.Context, b *managed, batch []*writeReq) *p
 func (p *pipe) takes() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return !p.broken && p.taken < pipeMaxBatches && p.e.gate.IsOpen() && p.ctx.Err() == nil
+	return !p.broken && p.taken < pipeMaxBatches && p.ws.cfg.Rooms.IsOpen() && p.ctx.Err() == nil
 }
 
 // run puts the requests of batch that may enter the pipe into it, as one
@@ -216,7 +216,7 @@ func (p *pipe) run(batch []*writeReq) (rest []*writeReq) {
 			// bundle is sent, when no more requests join. Refused as a
 			// whole, its requests go back to group commit (resendWhole).
 			at := func(idx []int) ([]plan.Change, error) { return streamedAt(pb.results)(idx) }
-			pb.bundle = p.e.openBundle(p.ctx, p.conn, streamSpec{bound: bound, at: at, h: resendable})
+			pb.bundle = p.ws.openBundle(p.ctx, p.conn, streamSpec{bound: bound, at: at, h: resendable})
 		}
 		for _, c := range pp.Changed {
 			pb.bundle.stream.add(plan.WriteChange(c))
@@ -245,7 +245,7 @@ func (p *pipe) run(batch []*writeReq) (rest []*writeReq) {
 	p.mu.Lock()
 	p.inPipe++
 	p.mu.Unlock()
-	p.e.cfg.Faults.piped(len(pb.reqs))
+	p.ws.cfg.Faults.Piped(len(pb.reqs))
 	p.last = pb
 	p.queue <- pb
 	return rest
@@ -256,10 +256,10 @@ func (p *pipe) run(batch []*writeReq) (rest []*writeReq) {
 func (p *pipe) planPut(r *writeReq) (plan store.PutPlan, err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = p.e.writePanic(p.b, v, "pipelined write's plan")
+			err = p.ws.writePanic(p.b, v, "pipelined write's plan")
 		}
 	}()
-	return p.e.pipeStore().PlanPut(p.b.Name(), r.module, r.declared)
+	return p.ws.pipeStore().PlanPut(p.b.Name(), r.module, r.declared)
 }
 
 // atSwitch returns a channel closed once the switch has decided the batch
@@ -381,8 +381,8 @@ func (p *pipe) storeGroup(group []*pipedBatch) {
 			sent = append(sent, pb.bundle)
 		}
 	}
-	t := p.e.newTxn(p.ctx, p.b, "pipelined write", p.conn, true, sent)
-	err := t.run(&pipeStep{group: group, db: p.e.pipeStore()})
+	t := p.ws.newTxn(p.ctx, p.b, "pipelined write", p.conn, true, sent)
+	err := t.run(&pipeStep{group: group, db: p.ws.pipeStore()})
 	var open []*pipedBatch // not answered yet
 	var back, solo []*writeReq
 	for _, pb := range group {

@@ -1,4 +1,4 @@
-package restore
+package write
 
 import (
 	"context"
@@ -107,9 +107,9 @@ func resendWhole(h held) Outcome {
 // and Run is not stopping (a write of a stopping engine is only stored: the
 // next start replays). Otherwise a write is stored and the bridge replays.
 // b.mu must be held.
-func (e *Engine) liveLocked(ctx context.Context, b *managed) (*ofconn.Conn, bool) {
+func (ws *Writes) liveLocked(ctx context.Context, b *bridgeQueue) (*ofconn.Conn, bool) {
 	conn, converged := b.ConnLocked()
-	return conn, converged && e.gate.IsOpen() && ctx.Err() == nil
+	return conn, converged && ws.cfg.Rooms.IsOpen() && ctx.Err() == nil
 }
 
 // settlement is what a write transaction leaves for settleLocked.
@@ -143,17 +143,17 @@ type settlement struct {
 //   - Not stored, but the switch may hold some of it (the store failed
 //     after the switch took it, a panic after the bundle): the bridge is
 //     unconverged and replays.
-func (e *Engine) settleLocked(b *managed, s settlement) {
+func (ws *Writes) settleLocked(b *bridgeQueue, s settlement) {
 	if !s.stored {
 		if s.touched {
-			e.divergedLocked(b, "the switch may hold a "+s.what+" the store does not", s.cause)
+			ws.divergedLocked(b, "the switch may hold a "+s.what+" the store does not", s.cause)
 		}
 		return
 	}
 	b.LiftQuarantineLocked(s.keys, s.declared...)
 	switch {
 	case s.unknown != nil:
-		e.divergedLocked(b, s.what+" stored, its outcome on the switch is unknown", s.unknown)
+		ws.divergedLocked(b, s.what+" stored, its outcome on the switch is unknown", s.unknown)
 	case !s.applied:
 		b.RequestReplay()
 	}
@@ -162,8 +162,8 @@ func (e *Engine) settleLocked(b *managed, s settlement) {
 // divergedLocked records that the switch may differ from the store after a
 // write: the bridge is unconverged until a replay makes them equal again,
 // and one is requested. b.mu must be held.
-func (e *Engine) divergedLocked(b *managed, what string, err error) {
-	e.log.Error(what+"; replaying the bridge", "bridge", b.Name(), "err", err)
+func (ws *Writes) divergedLocked(b *bridgeQueue, what string, err error) {
+	ws.log.Error(what+"; replaying the bridge", "bridge", b.Name(), "err", err)
 	b.MarkDivergedLocked()
 	b.RequestReplay()
 }
@@ -171,8 +171,8 @@ func (e *Engine) divergedLocked(b *managed, what string, err error) {
 // txn is one write transaction of a bridge, under b.mu: see The write
 // transaction.
 type txn struct {
-	e    *Engine
-	b    *managed
+	ws   *Writes
+	b    *bridgeQueue
 	ctx  context.Context
 	what string // names the source in logs
 	conn *ofconn.Conn
@@ -252,33 +252,33 @@ var errRefusedInGroup = errors.New("restore: the switch refused a batch of the t
 
 // lockLive takes b (b.mu and its busy mark) for writes and says whether
 // their changes go to the switch now, on conn (liveLocked).
-func (e *Engine) lockLive(ctx context.Context, b *managed) (conn *ofconn.Conn, live bool, unlock func()) {
+func (ws *Writes) lockLive(ctx context.Context, b *bridgeQueue) (conn *ofconn.Conn, live bool, unlock func()) {
 	done := b.Busy()
 	b.Lock()
-	conn, live = e.liveLocked(ctx, b)
+	conn, live = ws.liveLocked(ctx, b)
 	return conn, live, func() { b.Unlock(); done() }
 }
 
 // runTxn takes b and runs step as one write transaction on it (run).
-func (e *Engine) runTxn(ctx context.Context, b *managed, what string, step storeStep) (*txn, error) {
-	conn, live, unlock := e.lockLive(ctx, b)
+func (ws *Writes) runTxn(ctx context.Context, b *bridgeQueue, what string, step storeStep) (*txn, error) {
+	conn, live, unlock := ws.lockLive(ctx, b)
 	defer unlock()
-	t := e.newTxn(ctx, b, what, conn, live, nil)
+	t := ws.newTxn(ctx, b, what, conn, live, nil)
 	return t, t.run(step)
 }
 
 // newTxn starts a transaction on b, whose b.mu the caller holds (a pipe's
 // storer: the pipe decided liveness when it opened, and sent the bundles
 // of its batches before).
-func (e *Engine) newTxn(ctx context.Context, b *managed, what string, conn *ofconn.Conn, live bool, sent []*bundle) *txn {
-	return &txn{e: e, b: b, ctx: ctx, what: what, conn: conn, live: live, bundles: sent}
+func (ws *Writes) newTxn(ctx context.Context, b *bridgeQueue, what string, conn *ofconn.Conn, live bool, sent []*bundle) *txn {
+	return &txn{ws: ws, b: b, ctx: ctx, what: what, conn: conn, live: live, bundles: sent}
 }
 
 // run is every write transaction: open step's bundle, run its store step
 // (atSwitch decides the verdicts), then commit, or end when the store did
 // not commit; a panic is recovered and returned as ErrInternal.
 func (t *txn) run(step storeStep) (err error) {
-	t.e.cfg.Metrics.writeBatches.WithLabelValues(t.b.Name()).Inc()
+	t.ws.cfg.Metrics.WriteBatches.WithLabelValues(t.b.Name()).Inc()
 	defer func() { err = t.end(recover(), err) }()
 	// Whatever ends the transaction, its bundles end before it: never
 	// committed unless atSwitch sent them.
@@ -289,7 +289,7 @@ func (t *txn) run(step storeStep) (err error) {
 			return err
 		}
 		if spec.stream && t.live {
-			b := t.e.openBundle(t.ctx, t.conn, spec)
+			b := t.ws.openBundle(t.ctx, t.conn, spec)
 			t.stream, t.bundles = b.stream, append(t.bundles, b)
 		}
 	}
@@ -342,7 +342,7 @@ func (t *txn) atSwitch(step storeStep) error {
 	}
 	if streamed && !resend {
 		if applied {
-			return t.e.cfg.Faults.beforeStoreCommit()
+			return t.ws.cfg.Faults.BeforeStoreCommit()
 		}
 		return nil
 	}
@@ -361,7 +361,7 @@ func (t *txn) atSwitch(step storeStep) error {
 		return step.refused(t.sent.re)
 	case Applied:
 		if a.msg == nil {
-			return t.e.cfg.Faults.beforeStoreCommit()
+			return t.ws.cfg.Faults.BeforeStoreCommit()
 		}
 	}
 	return nil
@@ -387,11 +387,11 @@ func (t *txn) decide(b *bundle, verdict error) {
 	b.decided, b.o, b.re = true, o, re
 	switch o {
 	case RefusedWhole:
-		t.e.log.Warn(t.what+" refused as a whole; sending it again after the store", "bridge", t.b.Name(), "err", verdict)
+		t.ws.log.Warn(t.what+" refused as a whole; sending it again after the store", "bridge", t.b.Name(), "err", verdict)
 	case Refused:
 		if re.SwitchChanged {
 			t.diverged = true
-			t.e.divergedLocked(t.b, "the switch may hold a "+t.what+" the store does not", verdict)
+			t.ws.divergedLocked(t.b, "the switch may hold a "+t.what+" the store does not", verdict)
 		}
 	case Unknown:
 		t.unknown, t.live = verdict, false
@@ -413,7 +413,7 @@ func (t *txn) await(b *bundle) {
 	}
 	b.ended = true
 	b.cancel()
-	t.decide(b, t.e.cfg.Faults.verdict(verdict, true))
+	t.decide(b, t.ws.cfg.Faults.Verdict(verdict, true))
 }
 
 // decideAll waits for the verdict of every bundle sent and not yet
@@ -431,16 +431,16 @@ func (t *txn) decideAll() {
 func (t *txn) commit(keys []string, declared ...[]entry.Entry) {
 	t.stored = true
 	t.diverged = t.diverged || t.unknown != nil
-	t.e.settleLocked(t.b, settlement{what: t.what, stored: true, applied: t.live, unknown: t.unknown, keys: keys, declared: declared})
+	t.ws.settleLocked(t.b, settlement{what: t.what, stored: true, applied: t.live, unknown: t.unknown, keys: keys, declared: declared})
 }
 
 // send sends cs after the store, in an order the switch takes (newSendOrder),
 // and returns the switch's verdict.
 func (t *txn) send(cs []plan.Change) error {
-	ctx, cancel := context.WithTimeout(t.ctx, t.e.cfg.WriteTimeout)
+	ctx, cancel := context.WithTimeout(t.ctx, t.ws.cfg.WriteTimeout)
 	defer cancel()
 	_, err := plan.ApplySendOrder(ctx, t.conn, plan.NewSendOrder(cs))
-	return t.e.cfg.Faults.verdict(err, false)
+	return t.ws.cfg.Faults.Verdict(err, false)
 }
 
 // sendMessage sends m, a message that cannot be bundled, and returns the
@@ -448,7 +448,7 @@ func (t *txn) send(cs []plan.Change) error {
 // cancellation, bounded by Config.WriteTimeout: a caller that gives up must
 // not cut a message half way, which would close the connection.
 func (t *txn) sendMessage(m ofconn.Message) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), t.e.cfg.WriteTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), t.ws.cfg.WriteTimeout)
 	defer cancel()
 	err := t.conn.Send(ctx, m)
 	var oe *ofconn.OFError
@@ -456,7 +456,7 @@ func (t *txn) sendMessage(m ofconn.Message) error {
 		// Refused as a whole: nothing of it is on the switch.
 		err = &plan.RejectedError{Err: err}
 	}
-	return t.e.cfg.Faults.verdict(err, false)
+	return t.ws.cfg.Faults.Verdict(err, false)
 }
 
 // closeBundles discards the bundles that did not end (the store failed, a
@@ -475,9 +475,9 @@ func (t *txn) learn(cs []plan.Change) {
 	if !t.live || len(cs) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(t.ctx, t.e.cfg.WriteTimeout)
+	ctx, cancel := context.WithTimeout(t.ctx, t.ws.cfg.WriteTimeout)
 	defer cancel()
-	forms.Learn(ctx, t.conn, t.e.forms, t.e.cfg.Store.Forms(), cs, false, t.e.log.With("bridge", t.b.Name()))
+	forms.Learn(ctx, t.conn, t.ws.cfg.Forms, t.ws.cfg.Store.Forms(), cs, false, t.ws.log.With("bridge", t.b.Name()))
 }
 
 // end ends the transaction, deferred with what recover returned and the
@@ -486,13 +486,13 @@ func (t *txn) learn(cs []plan.Change) {
 // the switch may hold makes the bridge replay.
 func (t *txn) end(p any, err error) error {
 	if p != nil {
-		t.panicked = t.e.writePanic(t.b, p, t.what)
+		t.panicked = t.ws.writePanic(t.b, p, t.what)
 		err = t.panicked
 	}
 	if !t.stored {
 		touched := t.touched()
 		t.diverged = t.diverged || touched
-		t.e.settleLocked(t.b, settlement{what: t.what, touched: touched, cause: err})
+		t.ws.settleLocked(t.b, settlement{what: t.what, touched: touched, cause: err})
 	}
 	return err
 }

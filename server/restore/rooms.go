@@ -1,0 +1,65 @@
+package restore
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/flowstate-io/flowstate/server/ofconn"
+	"github.com/flowstate-io/flowstate/server/restore/bridge"
+	"github.com/flowstate-io/flowstate/server/restore/replay"
+)
+
+// replayRooms is what the replay asks of the engine's other rooms
+// (replay.Rooms): ownership, what a relayed controller installed, the TLV
+// table, and what unrecorded controllers installed.
+type replayRooms struct{ e *Engine }
+
+func (r replayRooms) CheckOwner(name string) error { return r.e.bridges[name].owner.check(name) }
+
+func (r replayRooms) AdoptRelayedLocked(ctx context.Context, b *bridge.State, conn *ofconn.Conn, log *slog.Logger) error {
+	return r.e.adoptRelayedLocked(ctx, r.e.bridges[b.Name()], conn, log)
+}
+
+func (r replayRooms) RestoreTLVLocked(ctx context.Context, b *bridge.State, conn *ofconn.Conn, log *slog.Logger) error {
+	return r.e.writes.RestoreTLVLocked(ctx, b, conn, log)
+}
+
+func (r replayRooms) Kept(name string) replay.KeptFilter {
+	if kf := r.e.keptFilter(r.e.bridges[name]); kf != nil {
+		return kf
+	}
+	return nil
+}
+
+// writeRooms is what the writes ask of the engine's other rooms
+// (write.Rooms).
+type writeRooms struct{ e *Engine }
+
+func (g writeRooms) IsOpen() bool { return g.e.gate.IsOpen() }
+
+func (g writeRooms) MarkReady(module string) error { return g.e.gate.MarkReady(module) }
+
+func (g writeRooms) Ready(module string) (bool, error) {
+	mods, err := g.e.Modules()
+	return mods[module].Ready, err
+}
+
+// ControllerConnected tells that a controller connected through flowstated's proxy:
+// a learning of the bridge not yet started is moot (its writes go to the
+// store, and its reinstall reconciles).
+func (r writeRooms) ControllerConnected(bridge, module string) {
+	b, err := r.e.bridge(bridge)
+	if err != nil {
+		return
+	}
+	a := b.adopt.Load()
+	if a == nil || a.module != module || !a.to(adoptionPending, adoptionDone) {
+		return
+	}
+	b.adopt.CompareAndSwap(a, nil)
+	r.e.log.Info("the controller reconnected through flowstated's proxy before the bridge's first replay: its reinstall, recorded, replaces what it installed through the guard's relay",
+		"bridge", bridge, "module", module)
+	if a.Taken != nil {
+		a.Taken()
+	}
+}
