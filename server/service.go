@@ -207,7 +207,7 @@ func (s *service) Status(ctx context.Context, _ *flowstatev1.StatusRequest) (*fl
 	running, unheld := s.engine.Flag().Vswitchd()
 	resp.VswitchdRunning = running
 	resp.VswitchdHeld = running && !unheld && resp.FlowRestoreWait
-	sw := s.engine.SwitchInfo()
+	sw := s.engine.Vswitchd().Info()
 	resp.VswitchdBuild = &flowstatev1.VswitchdBuild{Version: sw.Version, OvsdbVersion: sw.OVSDBVersion, Limits: sw.Limits}
 	bi := version.Get()
 	resp.Version, resp.Commit = bi.Version, bi.Commit

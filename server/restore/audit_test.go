@@ -33,7 +33,7 @@ func TestAuditDrift(t *testing.T) {
 	}
 
 	out, err := exec.CommandContext(ctx, "ovs-ofctl", "-O", "OpenFlow15", "--strict", "del-flows",
-		"unix:"+e.mgmtPath(testBridge), "table=1,priority=101,ip,nw_dst=10.0.0.1").CombinedOutput()
+		"unix:"+e.vswitchd.MgmtPath(testBridge), "table=1,priority=101,ip,nw_dst=10.0.0.1").CombinedOutput()
 	if err != nil {
 		t.Fatalf("ovs-ofctl: %v: %s", err, out)
 	}

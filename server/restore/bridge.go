@@ -12,6 +12,7 @@ import (
 	"github.com/flowstate-io/flowstate/server/ofconn"
 	"github.com/flowstate-io/flowstate/server/restore/bridge"
 	"github.com/flowstate-io/flowstate/server/restore/mirror"
+	"github.com/flowstate-io/flowstate/server/restore/vswitchd"
 )
 
 // managed is a bridge this engine manages: its state (package bridge) and
@@ -51,8 +52,8 @@ type BridgeStatus struct {
 // runBridge owns the OpenFlow connection of one bridge: dial, serve, repeat.
 func (e *Engine) runBridge(ctx context.Context, b *managed) {
 	log := e.log.With("bridge", b.Name())
-	e.keepConnected(ctx, b.Name(), log, connHooks{
-		set: func(conn *ofconn.Conn, why string) {
+	e.vswitchd.KeepConnected(ctx, b.Name(), log, vswitchd.Hooks{
+		Set: func(conn *ofconn.Conn, why string) {
 			b.SetConn(conn)
 			switch {
 			case conn == nil:
@@ -61,8 +62,8 @@ func (e *Engine) runBridge(ctx context.Context, b *managed) {
 				b.SetReason("waiting for the cold-start gate: " + e.gate.Status().Reason)
 			}
 		},
-		serve:       func(conn *ofconn.Conn) { e.serveConn(ctx, b, conn, log) },
-		unreachable: b.SetReason,
+		Serve:       func(conn *ofconn.Conn) { e.serveConn(ctx, b, conn, log) },
+		Unreachable: b.SetReason,
 	})
 }
 
@@ -144,18 +145,4 @@ func (e *Engine) serveConn(ctx context.Context, b *managed, conn *ofconn.Conn, l
 			e.flag.BridgeConverged()
 		}
 	}
-}
-
-func errString(err error) string {
-	if err == nil {
-		return "closed"
-	}
-	return err.Error()
-}
-
-func errAttrs(err error) map[string]string {
-	if err == nil {
-		return nil
-	}
-	return map[string]string{"error": err.Error()}
 }

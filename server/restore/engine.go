@@ -5,21 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/flowstate-io/flowstate/canon"
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/server/events"
-	"github.com/flowstate-io/flowstate/server/ovsconfig"
 	"github.com/flowstate-io/flowstate/server/restore/bridge"
 	"github.com/flowstate-io/flowstate/server/restore/flag"
 	"github.com/flowstate-io/flowstate/server/restore/gate"
 	"github.com/flowstate-io/flowstate/server/restore/mirror"
 	"github.com/flowstate-io/flowstate/server/restore/poison"
 	"github.com/flowstate-io/flowstate/server/restore/replay"
+	"github.com/flowstate-io/flowstate/server/restore/vswitchd"
 	"github.com/flowstate-io/flowstate/server/restore/write"
 	"github.com/flowstate-io/flowstate/store"
 )
@@ -148,9 +146,9 @@ type Engine struct {
 	// evidence tells a crash of vswitchd from a kill (poison.Evidence);
 	// it hears the proc connector while Config.ProcExits.
 	evidence *poison.Evidence
-	// switchInfo is the running vswitchd's build (switchinfo.go).
-	switchInfo atomic.Pointer[SwitchInfo]
-	gate       *gate.Gate
+	// vswitchd is the running ovs-vswitchd and the bridges' connections.
+	vswitchd *vswitchd.Daemon
+	gate     *gate.Gate
 
 	mirrors *mirror.Set // unmanaged bridges (package mirror)
 	// replay runs the replays, audits and diffs (package replay).
@@ -262,6 +260,8 @@ func New(cfg Config) (*Engine, error) {
 		e.bridges[name] = b
 		e.order = append(e.order, name)
 	}
+	e.vswitchd = vswitchd.New(vswitchd.Config{RunDir: cfg.RunDir, EchoInterval: cfg.EchoInterval, EchoTimeout: cfg.EchoTimeout,
+		RetryInterval: cfg.RetryInterval, OVSDB: e.flag, Publish: e.publish, Connected: cfg.Metrics.connected, Logger: cfg.Logger})
 	e.mirrors = e.newMirrors()
 	states := make([]*bridge.State, len(e.order))
 	for i, name := range e.order {
@@ -353,15 +353,17 @@ func (e *Engine) bridge(name string) (*managed, error) {
 // Bridges returns the names of the managed bridges, in flag order.
 func (e *Engine) Bridges() []string { return append([]string(nil), e.order...) }
 
-func (e *Engine) mgmtPath(bridge string) string { return filepath.Join(e.cfg.RunDir, bridge+".mgmt") }
-
 // vswitchdIdentity names the running ovs-vswitchd by its pidfile (pid and
 // start time), "" when unknown.
-func (e *Engine) vswitchdIdentity() string { return ovsconfig.VswitchdIdentity(e.cfg.RunDir) }
+func (e *Engine) vswitchdIdentity() string { return e.vswitchd.Identity() }
 
 // Writes is the write path: Put, Sync, Delete, CheckDeclared, PutSpool,
 // SyncSpool and the OpenFlow proxy's Recorder (package write).
 func (e *Engine) Writes() *write.Writes { return e.writes }
+
+// Vswitchd is the running ovs-vswitchd: its build (Info) and the bridges'
+// connections.
+func (e *Engine) Vswitchd() *vswitchd.Daemon { return e.vswitchd }
 
 // Flag is the flow-restore-wait protocol (Arm, Release, the flag's state)
 // and the OVSDB client.
@@ -371,16 +373,5 @@ func (e *Engine) Flag() *flag.Flag { return e.flag }
 func (e *Engine) publish(ev events.Event) {
 	if e.cfg.Events != nil {
 		e.cfg.Events.Publish(ev)
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }

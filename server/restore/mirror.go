@@ -8,6 +8,7 @@ import (
 	"github.com/flowstate-io/flowstate/server/restore/bridge"
 	"github.com/flowstate-io/flowstate/server/restore/mirror"
 	"github.com/flowstate-io/flowstate/server/restore/plan"
+	"github.com/flowstate-io/flowstate/server/restore/vswitchd"
 )
 
 // newMirrors wires the mirrors of the unmanaged bridges (package mirror) to
@@ -24,12 +25,12 @@ func (e *Engine) newMirrors() *mirror.Set {
 		Pin:     e.flag.Pin,
 		Recheck: e.flag.Recheck,
 		KeepConnected: func(ctx context.Context, name string, log *slog.Logger, set, serve func(*ofconn.Conn)) {
-			e.keepConnected(ctx, name, log, connHooks{
-				set:   func(c *ofconn.Conn, _ string) { set(c) },
-				serve: serve,
+			e.vswitchd.KeepConnected(ctx, name, log, vswitchd.Hooks{
+				Set:   func(c *ofconn.Conn, _ string) { set(c) },
+				Serve: serve,
 			})
 		},
-		CanMonitor:    e.canMonitor,
+		CanMonitor:    e.vswitchd.CanMonitor,
 		Publish:       e.publish,
 		ObserveReplay: func(bridge string, r plan.Replay) { e.cfg.Metrics.observeReplay(bridge, r) },
 	})

@@ -20,7 +20,7 @@ func (e *Engine) Diff(ctx context.Context, bridgeName string, fn func(plan.Chang
 	if err != nil {
 		return err
 	}
-	conn, err := e.connected(b)
+	conn, err := e.vswitchd.Connected(b.State)
 	if err != nil {
 		return err
 	}
@@ -36,7 +36,7 @@ func (e *Engine) Reconcile(ctx context.Context, bridgeName string) (BridgeStatus
 	if !e.gate.IsOpen() {
 		return BridgeStatus{}, fmt.Errorf("restore: replays are held until required modules are ready (%s): %w", e.gate.Status().Reason, errdefs.ErrFailedPrecondition)
 	}
-	conn, err := e.connected(b)
+	conn, err := e.vswitchd.Connected(b.State)
 	if err != nil {
 		return BridgeStatus{}, err
 	}

@@ -1,4 +1,4 @@
-package restore
+package vswitchd
 
 import (
 	"context"
@@ -24,8 +24,8 @@ import (
 // ofconn.ErrVersion at every dial: its bridges stay unconnected, which
 // status shows, and --max-hold releases the node without them.
 
-// SwitchInfo is what flowstated knows of the running ovs-vswitchd's build.
-type SwitchInfo struct {
+// Info is what flowstated knows of the running ovs-vswitchd's build.
+type Info struct {
 	// Version is the vswitchd's version from a bridge's OpenFlow
 	// description, "" until a bridge answered one.
 	Version string
@@ -39,22 +39,22 @@ type SwitchInfo struct {
 	noMonitor bool
 }
 
-// SwitchInfo returns what flowstated knows of the running vswitchd's build.
-func (e *Engine) SwitchInfo() SwitchInfo {
-	var info SwitchInfo
-	if p := e.switchInfo.Load(); p != nil {
+// Info returns what flowstated knows of the running vswitchd's build.
+func (d *Daemon) Info() Info {
+	var info Info
+	if p := d.info.Load(); p != nil {
 		info = *p
 		info.Limits = append([]string(nil), p.Limits...)
 	}
-	if c := e.flag.OVSDB(); c != nil {
+	if c := d.cfg.OVSDB.OVSDB(); c != nil {
 		info.OVSDBVersion, _ = c.OVSVersion()
 	}
 	return info
 }
 
-// switchInfoOf is what desc, one bridge's description, says of vswitchd.
-func switchInfoOf(desc ofconn.SwitchDesc) SwitchInfo {
-	info := SwitchInfo{Version: desc.Software}
+// infoOf is what desc, one bridge's description, says of vswitchd.
+func infoOf(desc ofconn.SwitchDesc) Info {
+	info := Info{Version: desc.Software}
 	major, minor, ok := desc.OVSVersion()
 	if !ok {
 		return info
@@ -73,8 +73,8 @@ func switchInfoOf(desc ofconn.SwitchDesc) SwitchInfo {
 // of vswitchd, logging a new version and its limits once. A switch that
 // does not answer within the echo timeout leaves the last one in place:
 // the connection's owner finds out soon enough what is wrong with it.
-func (e *Engine) noteSwitch(ctx context.Context, conn *ofconn.Conn, log *slog.Logger) {
-	timeout := e.cfg.EchoTimeout
+func (d *Daemon) noteSwitch(ctx context.Context, conn *ofconn.Conn, log *slog.Logger) {
+	timeout := d.cfg.EchoTimeout
 	if timeout <= 0 {
 		timeout = 10 * time.Second
 	}
@@ -85,19 +85,19 @@ func (e *Engine) noteSwitch(ctx context.Context, conn *ofconn.Conn, log *slog.Lo
 		log.Debug("the switch did not describe itself", "err", err)
 		return
 	}
-	info := switchInfoOf(desc)
-	if old := e.switchInfo.Swap(&info); old != nil && old.Version == info.Version {
+	info := infoOf(desc)
+	if old := d.info.Swap(&info); old != nil && old.Version == info.Version {
 		return
 	}
-	e.log.Info("ovs-vswitchd version", "version", info.Version)
+	d.log.Info("ovs-vswitchd version", "version", info.Version)
 	for _, l := range info.Limits {
-		e.log.Warn("ovs-vswitchd lacks what flowstated would use", "version", info.Version, "limit", l)
+		d.log.Warn("ovs-vswitchd lacks what flowstated would use", "version", info.Version, "limit", l)
 	}
 }
 
-// canMonitor reports whether the running vswitchd may take a flow monitor:
+// CanMonitor reports whether the running vswitchd may take a flow monitor:
 // false only when its version is known to have none.
-func (e *Engine) canMonitor() bool {
-	p := e.switchInfo.Load()
+func (d *Daemon) CanMonitor() bool {
+	p := d.info.Load()
 	return p == nil || !p.noMonitor
 }
