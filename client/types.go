@@ -188,7 +188,8 @@ type ModuleStatus struct {
 // is kept, and left out of replays until its module writes it again.
 type QuarantinedEntry struct {
 	Entry StoredEntry
-	// Error is the switch's error, e.g. "OFPBAC_BAD_OUT_GROUP".
+	// Error is the switch's error and the vswitchd that gave it, e.g.
+	// "OFPBAC_BAD_OUT_GROUP (refused by ovs-vswitchd 3.1.0)".
 	Error string
 	Since time.Time
 }

@@ -64,7 +64,7 @@ selection() {
 	echo "./server/ofconn" '.'
 	echo "./server/ovsconfig" '.'
 	echo "./server/guard" '^(TestGuard|TestGuardStop|TestLeaseRecreated|TestHeartbeatFollowsOVSDB)$'
-	echo "./server" "^(TestUnmanaged[A-Za-z]*|TestMirror[A-Za-z]*|TestArmAndRelease|TestColdStartGate|TestCrashProofGating|TestFrozenVswitchd|TestSeveralBridges|TestOutageReplay|TestMeterRollback|TestLargeGroups|TestTunMetadataCompareClean|TestPutRejectedByOVS|TestStatusNamesVswitchd|TestProxyRecordsAndRestores$reconcile)$"
+	echo "./server" "^(TestUnmanaged[A-Za-z]*|TestMirror[A-Za-z]*|TestArmAndRelease|TestColdStartGate|TestCrashProofGating|TestFrozenVswitchd|TestSeveralBridges|TestOutageReplay|TestMeterRollback|TestLargeGroups|TestTunMetadataCompareClean|TestPutRejectedByOVS|TestStatusNamesVswitchd|TestVersionDecides|TestProxyRecordsAndRestores$reconcile)$"
 	if [ "$ovn" = yes ]; then
 		echo "./server/ofproxy" '^(TestTestControllerThroughProxy|TestTestController10LeftAlone|TestOSKenThroughFlowstated|TestOVNThroughProxy|TestOVNRecorded|TestOVNThroughFlowstated)$'
 	else

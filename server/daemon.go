@@ -13,9 +13,14 @@ type Daemon struct {
 	done        chan struct{}
 	err         error
 	metricsAddr string // set before Start returns
-	// engine is set before Start returns; only tests read it
+	// mirrors is set before Start returns; only tests read it
 	// (export_test.go: Mirrors, which the API does not carry yet).
-	engine *restore.Engine
+	mirrors mirrorState
+}
+
+// mirrorState is the state of the unmanaged bridges the engine mirrors.
+type mirrorState interface {
+	Mirrors() []restore.BridgeStatus
 }
 
 // MetricsAddr is the bound address of the metrics listener ("" if disabled),
@@ -29,7 +34,7 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 	d := &Daemon{cancel: cancel, done: make(chan struct{})}
 	ready := make(chan struct{})
 	cfg.metricsBound = func(addr string) { d.metricsAddr = addr }
-	cfg.engineBound = func(e *restore.Engine) { d.engine = e }
+	cfg.mirrorsBound = func(m mirrorState) { d.mirrors = m }
 	userReady := cfg.Ready
 	cfg.Ready = func() {
 		if userReady != nil {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"time"
 
@@ -10,11 +11,20 @@ import (
 	flowstatev1 "github.com/flowstate-io/flowstate/api/flowstate/v1"
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/errdefs"
+	"github.com/flowstate-io/flowstate/server/ofconn"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"github.com/flowstate-io/flowstate/store"
 )
 
 // backupChunk is the size of a Backup message.
 const backupChunk = 256 << 10
+
+// switchReader reads a bridge's switch against its desired state, under the
+// bridge's lock (FlowStats, Diff).
+type switchReader interface {
+	FlowCounters(ctx context.Context, bridge string) (map[string]ofconn.FlowCounters, error)
+	Diff(ctx context.Context, bridge string, fn func(plan.Change) error) error
+}
 
 // FlowStats joins the desired flows with the counters the switch holds now.
 // The dump comes first, then the store is read: a flow added in between
@@ -31,7 +41,7 @@ func (s *service) FlowStats(req *flowstatev1.FlowStatsRequest, stream flowstatev
 		t := uint8(req.GetTable())
 		f.Table = &t
 	}
-	counters, err := s.engine.FlowCounters(stream.Context(), req.GetBridge())
+	counters, err := s.reads.FlowCounters(stream.Context(), req.GetBridge())
 	if err != nil {
 		return toGRPC(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/flowstate-io/flowstate/server/guard"
 	"github.com/flowstate-io/flowstate/server/ovsconfig"
 	"github.com/flowstate-io/flowstate/server/restore"
+	"github.com/flowstate-io/flowstate/server/restore/gate"
 )
 
 // keeper is flowstated's liveness: it renews the guard's lease while the
@@ -41,7 +42,8 @@ import (
 type keeper struct {
 	cfg    GuardConfig
 	ovsdb  string
-	engine *restore.Engine
+	engine engineHealth // set before run
+	flag   guardListener
 	events *events.Log
 	hs     *health.Server
 	log    *slog.Logger
@@ -72,6 +74,21 @@ type keeper struct {
 	provenOnce sync.Once
 	proven     chan struct{} // closed at the first proof
 	started    atomic.Bool   // past the start-up wait: lapses are errors
+}
+
+// engineHealth is what the keeper reports of the engine: whether an
+// operation wedged it, and the one-line state of its gate and bridges
+// (statusLine).
+type engineHealth interface {
+	Wedged() string
+	Gate() gate.Status
+	Status() []restore.BridgeStatus
+}
+
+// guardListener is told of every change of the keeper's verdict on the
+// guard (the flag: it arms only on a proven guard).
+type guardListener interface {
+	GuardChanged()
 }
 
 // proofState is the keeper's last verdict on the guard.
@@ -213,7 +230,7 @@ func (k *keeper) adopted() int {
 	return 0
 }
 
-// wedgedWhat is the operation a restore.Engine.Wedged answer names, without
+// wedgedWhat is the operation an engineHealth.Wedged answer names, without
 // its duration ("bridge br-int busy for 3m2s": "bridge br-int").
 func wedgedWhat(w string) string {
 	what, _, _ := strings.Cut(w, " busy for ")
@@ -357,8 +374,8 @@ func (k *keeper) publish(ev events.Event) {
 }
 
 func (k *keeper) engineChanged() {
-	if k.engine != nil {
-		k.engine.Flag().GuardChanged()
+	if k.flag != nil {
+		k.flag.GuardChanged()
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/flowstate-io/flowstate/internal/version"
 	"github.com/flowstate-io/flowstate/server/guard"
 	"github.com/flowstate-io/flowstate/server/restore"
+	"github.com/flowstate-io/flowstate/server/restore/gate"
 	"github.com/flowstate-io/flowstate/store"
 )
 
@@ -15,10 +16,23 @@ import (
 // so every series exists from the first scrape for every managed bridge and
 // required module, whatever has happened yet.
 type stateCollector struct {
-	engine *restore.Engine
+	engine gaugedState
+	flag   flagGauges
 	keep   *keeper
 	store  *store.Store
 	log    *slog.Logger
+}
+
+// gaugedState is the engine's state the collector exports.
+type gaugedState interface {
+	Gate() gate.Status
+	Modules() (map[string]restore.ModuleState, error)
+}
+
+// flagGauges is the flag's state the collector exports.
+type flagGauges interface {
+	FlowRestoreWait() (on, ok bool)
+	VswitchdAcknowledged() bool
 }
 
 var (
@@ -61,10 +75,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, f, labels...)
 	}
-	on, connected := c.engine.Flag().FlowRestoreWait()
+	on, connected := c.flag.FlowRestoreWait()
 	gauge(descFlag, on)
 	gauge(descOVSDB, connected)
-	gauge(descAck, c.engine.Flag().VswitchdAcknowledged())
+	gauge(descAck, c.flag.VswitchdAcknowledged())
 	g := c.engine.Gate()
 	gauge(descGate, g.Open && !g.TimedOut, "open")
 	gauge(descGate, !g.Open, "waiting")

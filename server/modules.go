@@ -18,11 +18,11 @@ import (
 // declaring entries, sorted. A ready mark alone makes no module known, or a typo in
 // `flowctl ready` would make one.
 func (s *service) knownModules() (required map[string]bool, known []string, err error) {
-	modules, err := s.engine.Modules()
+	modules, err := s.state.Modules()
 	if err != nil {
 		return nil, nil, err
 	}
-	counts, err := s.engine.Counts()
+	counts, err := s.store.Entries().Counts()
 	if err != nil {
 		return nil, nil, err
 	}

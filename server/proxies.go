@@ -200,14 +200,32 @@ func (ps *proxies) relays(cfg *Config) []guard.Relay {
 	return out
 }
 
+// relayLearner takes the guard's evidence of what it relayed for a proxied
+// bridge (adopt).
+type relayLearner interface {
+	AdoptRelayed(bridge, module string, rel restore.Relayed) error
+}
+
+// recording is the engine's side of a proxy (start): the Recorder that
+// takes the controller's changes as the module's (the write path), and the
+// Kept record of what unrecorded controllers installed.
+type (
+	recording interface {
+		Recorder(bridge, module string) (*write.Recorder, error)
+	}
+	keeping interface {
+		Kept(bridge string) (*restore.Kept, error)
+	}
+)
+
 // adopt hands the engine the guard's evidence of each proxied bridge it
 // relayed while flowstated was away (guard.Relayed), so that the bridge's
 // first reconcile learns what the controller installed meanwhile instead of
-// overwriting it (restore.Engine.AdoptRelayed); the evidence goes once the
+// overwriting it (relayLearner.AdoptRelayed); the evidence goes once the
 // engine took it into account. Before the engine runs. The module learned
 // is the one this flowstated records on the bridge's socket (one proxy a
 // bridge); a record naming another module is not learned.
-func (ps *proxies) adopt(cfg *Config, engine *restore.Engine) {
+func (ps *proxies) adopt(cfg *Config, engine relayLearner) {
 	if cfg.Guard.Mode == GuardOff {
 		return
 	}
@@ -258,7 +276,7 @@ type proxy struct {
 
 // start makes a proxy of every socket listen made. On an error every
 // socket is closed (and removed when no guard shares it).
-func (ps *proxies) start(cfg *Config, engine *restore.Engine, evlog *events.Log) error {
+func (ps *proxies) start(cfg *Config, recs recording, keeps keeping, evlog *events.Log) error {
 	if len(cfg.Proxies) == 0 {
 		return nil
 	}
@@ -269,12 +287,12 @@ func (ps *proxies) start(cfg *Config, engine *restore.Engine, evlog *events.Log)
 			ps.close()
 			return err
 		}
-		rec, err := engine.Writes().Recorder(spec.Bridge, spec.Module)
+		rec, err := recs.Recorder(spec.Bridge, spec.Module)
 		if err != nil {
 			ps.close()
 			return err
 		}
-		kept, err := engine.Kept(spec.Bridge)
+		kept, err := keeps.Kept(spec.Bridge)
 		if err != nil {
 			rec.Close()
 			ps.close()

@@ -20,6 +20,19 @@ import (
 // request, the store's result, bbolt's dirty pages): 60 MB at most.
 const DefaultStageAbove = 50_000
 
+// writer is the engine's write path, as the API's writes use it (Put,
+// Delete, PutStream, Sync).
+type writer interface {
+	Put(ctx context.Context, bridge, module string, es []entry.Entry) (applied bool, err error)
+	Delete(ctx context.Context, bridge, module string, keys []entry.Entry) (applied bool, n int, err error)
+	Sync(ctx context.Context, bridge, module string, es []entry.Entry, ready bool) (write.SyncResult, error)
+	// CheckDeclared checks entries as Put would, before they are spooled.
+	CheckDeclared(es []entry.Entry, base int) error
+	// PutSpool and SyncSpool take sp: the engine closes it (handOver).
+	PutSpool(ctx context.Context, bridge, module string, sp *store.Spool) (applied bool, err error)
+	SyncSpool(ctx context.Context, bridge, module string, sp *store.Spool, ready bool) (write.SyncResult, error)
+}
+
 // entryMessage is a message of a client stream of entries (PutStream, Sync).
 type entryMessage interface {
 	GetBridge() string
@@ -178,7 +191,7 @@ func (s *service) spool(r *received, keep int) error {
 	if n <= 0 {
 		return nil
 	}
-	if err := s.engine.Writes().CheckDeclared(r.es[:n], r.spool.Len()); err != nil {
+	if err := s.writes.CheckDeclared(r.es[:n], r.spool.Len()); err != nil {
 		return err
 	}
 	if err := r.spool.Add(r.es[:n]); err != nil {
@@ -201,9 +214,9 @@ func (s *service) PutStream(stream flowstatev1.FlowStateService_PutStreamServer)
 	}
 	var applied bool
 	if sp := r.handOver(); sp != nil {
-		applied, err = s.engine.Writes().PutSpool(stream.Context(), r.bridge, r.module, sp)
+		applied, err = s.writes.PutSpool(stream.Context(), r.bridge, r.module, sp)
 	} else {
-		applied, err = s.engine.Writes().Put(stream.Context(), r.bridge, r.module, r.es)
+		applied, err = s.writes.Put(stream.Context(), r.bridge, r.module, r.es)
 	}
 	if err != nil {
 		return toGRPC(err)
@@ -223,9 +236,9 @@ func (s *service) Sync(stream flowstatev1.FlowStateService_SyncServer) error {
 	n := r.len()
 	var res write.SyncResult
 	if sp := r.handOver(); sp != nil {
-		res, err = s.engine.Writes().SyncSpool(stream.Context(), r.bridge, r.module, sp, ready)
+		res, err = s.writes.SyncSpool(stream.Context(), r.bridge, r.module, sp, ready)
 	} else {
-		res, err = s.engine.Writes().Sync(stream.Context(), r.bridge, r.module, r.es, ready)
+		res, err = s.writes.Sync(stream.Context(), r.bridge, r.module, r.es, ready)
 	}
 	if err != nil {
 		return toGRPC(err)

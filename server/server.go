@@ -148,8 +148,9 @@ type Config struct {
 
 	// metricsBound receives the bound metrics address (Daemon.MetricsAddr).
 	metricsBound func(addr string)
-	// engineBound receives the engine before the API serves (Daemon.Mirrors).
-	engineBound func(e *restore.Engine)
+	// mirrorsBound receives the engine's mirrors before the API serves
+	// (Daemon.Mirrors).
+	mirrorsBound func(m mirrorState)
 }
 
 // Run serves until ctx is cancelled, then stops gracefully: gRPC first (with a
@@ -261,8 +262,8 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err != nil {
 		return err
 	}
-	if cfg.engineBound != nil {
-		cfg.engineBound(engine)
+	if cfg.mirrorsBound != nil {
+		cfg.mirrorsBound(engine)
 	}
 
 	sessions := newSessionTable(log)
@@ -296,7 +297,8 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	proxies := &proxies{log: log}
 	defer proxies.close()
 	gs.RegisterService(withDecodeErrors(&flowstatev1.FlowStateService_ServiceDesc), &service{
-		engine: engine, store: st, events: evlog, writers: cfg.Writers, streamID: newStreamID(), bootID: bootID, coldStart: cold, keep: keep,
+		writes: engine.Writes(), reads: engine, state: engine, vswitchd: engine.Vswitchd(), ready: engine, replays: engine, flag: engine.Flag(),
+		store: st, events: evlog, writers: cfg.Writers, streamID: newStreamID(), bootID: bootID, coldStart: cold, keep: keep,
 		sessions: sessions, log: log, stageAbove: cfg.StageAbove, faults: cfg.Faults, proxies: proxies,
 	})
 	hs := health.NewServer()
@@ -304,8 +306,8 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	reflection.Register(gs)
 	srvMetrics.InitializeMetrics(gs)
 
-	keep.engine, keep.hs = engine, hs
-	reg.MustRegister(&stateCollector{engine: engine, keep: keep, store: st, log: log})
+	keep.engine, keep.flag, keep.hs = engine, engine.Flag(), hs
+	reg.MustRegister(&stateCollector{engine: engine, flag: engine.Flag(), keep: keep, store: st, log: log})
 	reg.MustRegister(proxyCollector{proxies})
 	runCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
@@ -347,7 +349,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	wg.Go(func() { engine.Run(runCtx) })
 	// The proxies once the engine runs: a controller's change needs the
 	// engine's write owner, and a socket that exists must accept.
-	if err := proxies.start(&cfg, engine, evlog); err != nil {
+	if err := proxies.start(&cfg, engine.Writes(), engine, evlog); err != nil {
 		stopEngine()
 		wg.Wait()
 		return err

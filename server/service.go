@@ -17,7 +17,9 @@ import (
 	"github.com/flowstate-io/flowstate/internal/version"
 	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/restore"
+	"github.com/flowstate-io/flowstate/server/restore/gate"
 	"github.com/flowstate-io/flowstate/server/restore/plan"
+	"github.com/flowstate-io/flowstate/server/restore/vswitchd"
 	"github.com/flowstate-io/flowstate/store"
 )
 
@@ -60,10 +62,18 @@ func (b *batcher[T]) flush() error {
 }
 
 // service implements the gRPC API on top of the restore engine and the store;
-// it only validates and converts.
+// it only validates and converts. It reaches the engine through one narrow
+// interface per concern, each declared where its calls are.
 type service struct {
 	flowstatev1.UnimplementedFlowStateServiceServer
-	engine    *restore.Engine
+	writes writer       // receive.go
+	reads  switchReader // inspect.go
+	state  stateReader
+	// vswitchd is what the engine knows of the running vswitchd's build.
+	vswitchd  interface{ Info() vswitchd.Info }
+	ready     readiness
+	replays   reconciler
+	flag      flagControl
 	store     *store.Store
 	events    *events.Log
 	writers   Writers
@@ -82,6 +92,36 @@ type service struct {
 }
 
 var _ flowstatev1.FlowStateServiceServer = (*service)(nil)
+
+// stateReader is the engine's state as Status and knownModules read it.
+type stateReader interface {
+	Status() []restore.BridgeStatus
+	Gate() gate.Status
+	Modules() (map[string]restore.ModuleState, error)
+	OwnedCookie() entry.CookieSpace
+}
+
+// readiness takes a module's ready mark (MarkReady) for the cold-start gate.
+type readiness interface {
+	MarkReady(module string) error
+}
+
+// reconciler replays a bridge on request (Reconcile).
+type reconciler interface {
+	Bridges() []string
+	Reconcile(ctx context.Context, bridge string) (restore.BridgeStatus, error)
+}
+
+// flagControl is flow-restore-wait as the API arms, releases and reports it
+// (Arm, Release, Status).
+type flagControl interface {
+	Arm(ctx context.Context) (wasSet bool, err error)
+	Release(ctx context.Context) (wasSet bool, ack time.Duration, err error)
+	LastRelease() time.Time
+	FlowRestoreWait() (on, ok bool)
+	VswitchdAcknowledged() bool
+	Vswitchd() (running, unheld bool)
+}
 
 func validateTarget(bridge, module string) error {
 	if err := entry.ValidateName("bridge", bridge); err != nil {
@@ -114,7 +154,7 @@ func (s *service) Put(ctx context.Context, req *flowstatev1.PutRequest) (*flowst
 	if err != nil {
 		return nil, toGRPC(err)
 	}
-	applied, err := s.engine.Writes().Put(ctx, req.GetBridge(), req.GetModule(), es)
+	applied, err := s.writes.Put(ctx, req.GetBridge(), req.GetModule(), es)
 	if err != nil {
 		return nil, toGRPC(err)
 	}
@@ -129,7 +169,7 @@ func (s *service) Delete(ctx context.Context, req *flowstatev1.DeleteRequest) (*
 	if err != nil {
 		return nil, toGRPC(err)
 	}
-	applied, n, err := s.engine.Writes().Delete(ctx, req.GetBridge(), req.GetModule(), keys)
+	applied, n, err := s.writes.Delete(ctx, req.GetBridge(), req.GetModule(), keys)
 	if err != nil {
 		return nil, toGRPC(err)
 	}
@@ -179,40 +219,40 @@ func (s *service) List(req *flowstatev1.ListRequest, stream flowstatev1.FlowStat
 }
 
 func (s *service) Status(ctx context.Context, _ *flowstatev1.StatusRequest) (*flowstatev1.StatusResponse, error) {
-	counts, err := s.engine.Counts()
+	counts, err := s.store.Entries().Counts()
 	if err != nil {
 		return nil, toGRPC(err)
 	}
-	modules, err := s.engine.Modules()
+	modules, err := s.state.Modules()
 	if err != nil {
 		return nil, toGRPC(err)
 	}
-	g := s.engine.Gate()
+	g := s.state.Gate()
 	resp := &flowstatev1.StatusResponse{
 		BootId: s.bootID, ColdStart: s.coldStart,
 		Gate:   &flowstatev1.Gate{Open: g.Open, Reason: g.Reason, TimedOut: g.TimedOut, WaitingFor: g.WaitingFor},
 		Guard:  s.keep.status(),
 		Wedged: s.keep.wedgedReason(),
 	}
-	owned := s.engine.OwnedCookie()
+	owned := s.state.OwnedCookie()
 	resp.OwnedCookieValue, resp.OwnedCookieMask = owned.Value&owned.Mask, owned.Mask
 	if !g.Deadline.IsZero() {
 		resp.Gate.Deadline = timestamppb.New(g.Deadline)
 	}
-	if t := s.engine.Flag().LastRelease(); !t.IsZero() {
+	if t := s.flag.LastRelease(); !t.IsZero() {
 		resp.LastRelease = timestamppb.New(t)
 	}
-	resp.FlowRestoreWait, resp.OvsdbConnected = s.engine.Flag().FlowRestoreWait()
-	resp.VswitchdAcknowledged = s.engine.Flag().VswitchdAcknowledged()
-	running, unheld := s.engine.Flag().Vswitchd()
+	resp.FlowRestoreWait, resp.OvsdbConnected = s.flag.FlowRestoreWait()
+	resp.VswitchdAcknowledged = s.flag.VswitchdAcknowledged()
+	running, unheld := s.flag.Vswitchd()
 	resp.VswitchdRunning = running
 	resp.VswitchdHeld = running && !unheld && resp.FlowRestoreWait
-	sw := s.engine.Vswitchd().Info()
+	sw := s.vswitchd.Info()
 	resp.VswitchdBuild = &flowstatev1.VswitchdBuild{Version: sw.Version, OvsdbVersion: sw.OVSDBVersion, Limits: sw.Limits}
 	bi := version.Get()
 	resp.Version, resp.Commit = bi.Version, bi.Commit
 	perBridge := map[string]*flowstatev1.BridgeStatus{}
-	for _, bs := range s.engine.Status() {
+	for _, bs := range s.state.Status() {
 		pb := toBridgeStatus(bs)
 		perBridge[bs.Name] = pb
 		resp.Bridges = append(resp.Bridges, pb)
@@ -275,7 +315,7 @@ func (s *service) MarkReady(ctx context.Context, req *flowstatev1.MarkReadyReque
 		return nil, toGRPC(err)
 	}
 	wrote(ctx, req.GetModule())
-	if err := s.engine.MarkReady(req.GetModule()); err != nil {
+	if err := s.ready.MarkReady(req.GetModule()); err != nil {
 		return nil, toGRPC(err)
 	}
 	return &flowstatev1.MarkReadyResponse{}, nil
@@ -287,13 +327,13 @@ func (s *service) Reconcile(ctx context.Context, req *flowstatev1.ReconcileReque
 	if err := s.writers.authorizeAny(ctx); err != nil {
 		return nil, toGRPC(err)
 	}
-	names := s.engine.Bridges()
+	names := s.replays.Bridges()
 	if req.GetBridge() != "" {
 		names = []string{req.GetBridge()}
 	}
 	resp := &flowstatev1.ReconcileResponse{}
 	for _, name := range names {
-		bs, err := s.engine.Reconcile(ctx, name)
+		bs, err := s.replays.Reconcile(ctx, name)
 		if err != nil {
 			return nil, toGRPC(fmt.Errorf("bridge %s: %w", name, err))
 		}
@@ -306,7 +346,7 @@ func (s *service) Arm(ctx context.Context, _ *flowstatev1.ArmRequest) (*flowstat
 	if err := s.writers.authorizeRoot(ctx, "arm flow-restore-wait"); err != nil {
 		return nil, toGRPC(err)
 	}
-	was, err := s.engine.Flag().Arm(ctx)
+	was, err := s.flag.Arm(ctx)
 	if err != nil {
 		return nil, toGRPC(err)
 	}
@@ -317,7 +357,7 @@ func (s *service) Release(ctx context.Context, _ *flowstatev1.ReleaseRequest) (*
 	if err := s.writers.authorizeRoot(ctx, "release flow-restore-wait"); err != nil {
 		return nil, toGRPC(err)
 	}
-	was, ack, err := s.engine.Flag().Release(ctx)
+	was, ack, err := s.flag.Release(ctx)
 	if err != nil {
 		return nil, toGRPC(err)
 	}
@@ -356,7 +396,7 @@ func (s *service) Diff(req *flowstatev1.DiffRequest, stream flowstatev1.FlowStat
 			return stream.Context().Err()
 		}
 	}}
-	err := s.engine.Diff(stream.Context(), req.GetBridge(), func(c plan.Change) error {
+	err := s.reads.Diff(stream.Context(), req.GetBridge(), func(c plan.Change) error {
 		pc := toChange(c)
 		return b.add(pc, len(pc.Desired)+len(pc.Actual)+len(pc.Module))
 	})

@@ -179,12 +179,32 @@ var errorTypes = map[uint16]struct {
 	17: {"OFPET_BUNDLE_FAILED", "OFPBFC_", []string{"UNKNOWN", "EPERM", "BAD_ID", "BUNDLE_EXIST", "BUNDLE_CLOSED", "OUT_OF_BUNDLES", "BAD_TYPE", "BAD_FLAGS", "MSG_BAD_LEN", "MSG_BAD_XID", "MSG_UNSUP", "MSG_CONFLICT", "MSG_TOO_MANY", "MSG_FAILED", "TIMEOUT", "BUNDLE_IN_PROGRESS", "SCHED_NOT_SUPPORTED", "SCHED_FUTURE", "SCHED_PAST"}},
 }
 
+// nxErrors names the Nicira extension errors Open vSwitch sends on an
+// OpenFlow 1.5 connection, by code (the NX1.2+, NX1.3+, NX1.4+ and
+// NX1.4-1.5 codes of OVS's include/openvswitch/ofp-errors.h). A version's
+// refusal of what it lacks is often one of them: 2.15 refuses encap(mpls)
+// with NXBAC_BAD_HEADER_TYPE.
+var nxErrors = map[uint16]string{
+	2: "NXBRC_NXM_INVALID", 3: "NXBRC_NXM_BAD_TYPE", 4: "NXBRC_MUST_BE_ZERO", 5: "NXBRC_BAD_REASON",
+	9: "NXBRC_FM_BAD_EVENT", 10: "NXBRC_UNENCODABLE_ERROR", 11: "NXBAC_MUST_BE_ZERO",
+	12: "NXFMFC_HARDWARE", 13: "NXFMFC_BAD_TABLE_ID", 15: "NXBAC_BAD_CONJUNCTION",
+	16: "NXTTMFC_BAD_COMMAND", 17: "NXTTMFC_BAD_OPT_LEN", 18: "NXTTMFC_BAD_FIELD_IDX", 19: "NXTTMFC_TABLE_FULL",
+	20: "NXTTMFC_ALREADY_MAPPED", 21: "NXTTMFC_DUP_ENTRY", 22: "OFPBFC_BAD_VERSION", 23: "NXQOFC_QUEUE_ERROR",
+	34: "NXR_NOT_SUPPORTED", 35: "NXR_STALE", 36: "NXST_NOT_CONFIGURED", 37: "NXFMFC_INVALID_TLV_FIELD",
+	38: "NXTTMFC_INVALID_TLV_DEL", 39: "NXBAC_BAD_HEADER_TYPE", 40: "NXBAC_UNKNOWN_ED_PROP", 41: "NXBAC_BAD_ED_PROP",
+	42: "NXBAC_CT_DATAPATH_SUPPORT", 43: "NXBMC_CT_DATAPATH_SUPPORT", 44: "NXTFFC_DUP_TABLE",
+}
+
 // ErrorName returns the symbolic name of an OpenFlow 1.5 error, e.g. ErrorName(2, 4, 0) == "OFPBAC_BAD_OUT_PORT".
-// Unknown codes get a numeric description; experimenter errors (type 0xffff) name the experimenter.
+// Unknown codes get a numeric description; experimenter errors (type 0xffff) name the experimenter, and Nicira's
+// their code (nxErrors).
 func ErrorName(typ, code uint16, experimenter uint32) string {
 	if typ == errTypeExperimenter {
 		switch experimenter {
 		case 0x00002320:
+			if n, ok := nxErrors[code]; ok {
+				return n
+			}
 			return fmt.Sprintf("OFPET_EXPERIMENTER(NX,code=%d)", code)
 		case 0x4f4e4600:
 			return fmt.Sprintf("OFPET_EXPERIMENTER(ONF,code=%d)", code)

@@ -28,6 +28,8 @@ func TestErrorName(t *testing.T) {
 		{2, 200, 0, "OFPET_BAD_ACTION(code=200)"},
 		{99, 1, 0, "OFPET_99(code=1)"},
 		{0xffff, 7, 0x2320, "OFPET_EXPERIMENTER(NX,code=7)"},
+		{0xffff, 39, 0x2320, "NXBAC_BAD_HEADER_TYPE"},
+		{0xffff, 37, 0x2320, "NXFMFC_INVALID_TLV_FIELD"},
 		{0xffff, 7, 0x12345678, "OFPET_EXPERIMENTER(0x12345678,code=7)"},
 	} {
 		t.Run(tc.want, func(t *testing.T) {

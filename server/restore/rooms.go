@@ -24,6 +24,8 @@ func (r replayRooms) RestoreTLVLocked(ctx context.Context, b *bridge.State, conn
 	return r.e.writes.RestoreTLVLocked(ctx, b, conn, log)
 }
 
+func (r replayRooms) Vswitchd() string { return r.e.vswitchd.Name() }
+
 func (r replayRooms) Kept(name string) replay.KeptFilter {
 	if kf := r.e.keptFilter(r.e.bridges[name]); kf != nil {
 		return kf
@@ -34,6 +36,8 @@ func (r replayRooms) Kept(name string) replay.KeptFilter {
 // writeRooms is what the writes ask of the engine's other rooms
 // (write.Rooms).
 type writeRooms struct{ e *Engine }
+
+func (g writeRooms) Vswitchd() string { return g.e.vswitchd.Name() }
 
 func (g writeRooms) IsOpen() bool { return g.e.gate.IsOpen() }
 

@@ -1,9 +1,6 @@
 package restore
 
-import (
-	"github.com/flowstate-io/flowstate/server/restore/gate"
-	"github.com/flowstate-io/flowstate/store"
-)
+import "github.com/flowstate-io/flowstate/server/restore/gate"
 
 // Status returns the state of every managed bridge, in flag order.
 func (e *Engine) Status() []BridgeStatus {
@@ -50,6 +47,3 @@ func (e *Engine) Modules() (map[string]ModuleState, error) {
 	}
 	return out, nil
 }
-
-// Counts is store.Entries.Counts, for the status of modules.
-func (e *Engine) Counts() ([]store.Count, error) { return e.cfg.Store.Entries().Counts() }

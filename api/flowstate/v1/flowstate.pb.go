@@ -1769,7 +1769,9 @@ type QuarantinedEntry struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// entry as stored.
 	Entry *StoredEntry `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
-	// error is OVS's error, e.g. "OFPBAC_BAD_OUT_GROUP".
+	// error is OVS's error and the vswitchd that gave it, e.g.
+	// "OFPBAC_BAD_OUT_GROUP (refused by ovs-vswitchd 3.1.0)": another version
+	// may take the entry.
 	Error string `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
 	// since is when it was quarantined.
 	Since         *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=since,proto3" json:"since,omitempty"`

@@ -23,6 +23,10 @@ type RejectedError struct {
 	// meters sent before the bundle could not all be undone (UndoErr).
 	SwitchChanged bool
 	UndoErr       error
+	// By names the switch that refused, with its version ("ovs-vswitchd
+	// 3.1.0"): what one version refuses another may take. The engine sets
+	// it; "" when nobody did.
+	By string
 }
 
 func (e *RejectedError) Error() string {

@@ -285,14 +285,17 @@ func (rp *Replayer) quarantineLocked(b *bridge.State, re *plan.RejectedError, si
 		seen[k] = true
 		fresh = append(fresh, bridge.Quarantining{Key: k, Kind: c.Kind, Module: c.Desired.Module, Reason: reason})
 	}
+	// The reason names the vswitchd that refused by its version: another
+	// may take the entry (a new connection lifts the quarantine).
+	by := rp.cfg.Rooms.Vswitchd()
 	for i, c := range re.Changes {
-		add(c, re.Reasons[i])
+		add(c, fmt.Sprintf("%s (refused by %s)", re.Reasons[i], by))
 		sibs, err := siblings(c, re.Reasons[i])
 		if err != nil {
 			return false, err
 		}
 		for _, s := range sibs {
-			add(s, fmt.Sprintf("%s (table %d was full at an earlier flow of the same bundle)", re.Reasons[i], entry.FlowTable(s.Desired.ID)))
+			add(s, fmt.Sprintf("%s (refused by %s: table %d was full at an earlier flow of the same bundle)", re.Reasons[i], by, entry.FlowTable(s.Desired.ID)))
 		}
 	}
 	rp.addQuarantineLocked(b, fresh, log)

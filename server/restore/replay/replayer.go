@@ -64,6 +64,9 @@ type Rooms interface {
 	AdoptRelayedLocked(ctx context.Context, b *bridge.State, conn *ofconn.Conn, log *slog.Logger) error
 	// RestoreTLVLocked puts back the TLV mappings the switch lacks.
 	RestoreTLVLocked(ctx context.Context, b *bridge.State, conn *ofconn.Conn, log *slog.Logger) error
+	// Vswitchd names the running ovs-vswitchd with its version, for the
+	// refusals it makes.
+	Vswitchd() string
 	// Kept returns the filter of one dump of bridge, nil when nothing is
 	// left alone.
 	Kept(bridge string) KeptFilter

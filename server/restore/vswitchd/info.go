@@ -19,6 +19,11 @@ import (
 //     an unmanaged bridge does not ask for one and dumps every interval;
 //   - before 2.15 nothing was tested (docs/operations.md, support matrix).
 //
+// What a version refuses that another takes (2.15: encap(mpls)) is not
+// listed: the running vswitchd says so itself, and its refusal carries its
+// version (vswitchd): a live Put fails naming it, a replay quarantines the
+// entry with it, and a new connection lifts the quarantine.
+//
 // Bundles are not probed: a vswitchd that completes the OpenFlow 1.5
 // handshake takes OpenFlow 1.5 bundles (OVS 2.5 on). One that does not is
 // ofconn.ErrVersion at every dial: its bridges stay unconnected, which
@@ -50,6 +55,16 @@ func (d *Daemon) Info() Info {
 		info.OVSDBVersion, _ = c.OVSVersion()
 	}
 	return info
+}
+
+// Name names the running ovs-vswitchd with its version ("ovs-vswitchd
+// 2.15.0"), or without it until a bridge described the switch: a refusal
+// says which version refused, as another may take the entry.
+func (d *Daemon) Name() string {
+	if p := d.info.Load(); p != nil && p.Version != "" {
+		return "ovs-vswitchd " + p.Version
+	}
+	return "ovs-vswitchd"
 }
 
 // infoOf is what desc, one bridge's description, says of vswitchd.

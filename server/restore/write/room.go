@@ -57,6 +57,9 @@ type Rooms interface {
 	MarkReady(module string) error
 	// Ready reports whether module marked itself ready for this boot.
 	Ready(module string) (bool, error)
+	// Vswitchd names the running ovs-vswitchd with its version, for the
+	// refusals it makes.
+	Vswitchd() string
 	// ControllerConnected tells that module's controller connected
 	// through flowstated's proxy to bridge (Recorder.Connected).
 	ControllerConnected(bridge, module string)

@@ -381,6 +381,9 @@ func (t *txn) atSwitch(step storeStep) error {
 //     replaying the bridge.
 func (t *txn) decide(b *bundle, verdict error) {
 	o, re := outcomeOf(verdict)
+	if re != nil {
+		re.By = t.ws.cfg.Rooms.Vswitchd()
+	}
 	if o == RefusedWhole {
 		o = resendWhole(b.h)
 	}

@@ -1,6 +1,7 @@
 package write
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -82,15 +83,17 @@ func (ws *Writes) Do(ctx context.Context, bridgeName string, op func(w *store.Wr
 	return ws.write(ctx, bridgeName, &writeReq{op: op})
 }
 
-// rejection names the first refused entry of a write request.
+// rejection names the first refused entry of a write request, and the
+// vswitchd that refused it by its version (RejectedError.By).
 func rejection(re *plan.RejectedError) error {
-	err := fmt.Errorf("rejected by ovs-vswitchd: %w: %w", re.Err, errdefs.ErrInvalidArgument)
+	by := cmp.Or(re.By, "ovs-vswitchd")
+	err := fmt.Errorf("%w: %w", re.Err, errdefs.ErrInvalidArgument)
 	for i, c := range re.Changes {
 		if c.Index >= 0 {
-			return &errdefs.EntryError{Index: c.Index, Err: fmt.Errorf("restore: %s: %w", re.Reasons[i], err)}
+			return &errdefs.EntryError{Index: c.Index, Err: fmt.Errorf("restore: %s refused the %s: %s: %w", by, c.Kind, re.Reasons[i], err)}
 		}
 	}
-	return fmt.Errorf("restore: %w", err)
+	return fmt.Errorf("restore: %s refused the write: %w", by, err)
 }
 
 // CheckDeclared checks entries es of a write request before they are
