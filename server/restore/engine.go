@@ -127,14 +127,14 @@ type Config struct {
 // Run starts, and returns once ctx is cancelled and all of them have
 // stopped: per managed bridge, one goroutine that dials, reconciles on every
 // connection, waits for the connection to die and repeats (runBridge), and
-// the owner of its writes (runWrites), which may run a pipe's storer and a
-// streamed bundle's producer while a write is under way; one for OVSDB and
+// the owner of its writes (write.Writes.Run), which may run a pipe's storer
+// and a streamed bundle's producer while a write is under way; one for OVSDB and
 // the flag (flag.Flag.Run), one for the cold-start gate (gate.Gate.Run), and one for
 // the mirrors of the unmanaged bridges (mirror.Set.Run), which runs one per
 // mirrored bridge.
 type Engine struct {
 	// forms are what the switch made of entries canon keeps in part as
-	// sent (forms.go).
+	// sent (package forms).
 	forms   *canon.Forms
 	cfg     Config
 	log     *slog.Logger

@@ -16,7 +16,7 @@ type Faults struct {
 	// BeforeStoreCommit runs at the end of a write's store transaction,
 	// after the switch accepted it; its error rolls the transaction back.
 	BeforeStoreCommit func() error
-	// NoPipe turns pipelined writes (writepipe.go) off, for tests of group
+	// NoPipe turns pipelined writes (package write) off, for tests of group
 	// commit's own batches.
 	NoPipe bool
 	// Piped runs when a pipe sent a batch of n requests.

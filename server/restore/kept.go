@@ -25,7 +25,7 @@ import (
 // the match-all one (so a rule never covers vswitchd's default NORMAL
 // flow).
 //
-// A dump (dumpSwitch) leaves the switch's entries in the set out of every
+// A dump of the replay (replay.Rooms.Kept) leaves the switch's entries in the set out of every
 // comparison, as it leaves out flows outside the owned cookie space: an
 // audit, a replay, Reconcile and Diff neither delete nor count them, and
 // status names how many there are (BridgeStatus.LeftAlone). They are never
@@ -270,7 +270,7 @@ func (e *Engine) keptFilter(b *managed) *keptFilter {
 }
 
 // Leaves reports whether the dump leaves alone the entry of kind and
-// identity id (a flow's identity as flowIdentity gives it).
+// identity id (a flow's identity as entry.AppendFlowID gives it).
 func (f *keptFilter) Leaves(kind entry.Kind, id []byte) bool {
 	if f == nil {
 		return false

@@ -6,9 +6,9 @@ import (
 )
 
 // The crash-loop protection (package poison) wired to the engine. A
-// bridge's tracker is guarded by its mu, which only this glue and the
-// bridge's goroutine take around it; what the tracker holds out is
-// quarantined with the predicted refusals (skipsLocked, quarantine.go).
+// bridge's tracker is guarded by the bridge's lock (package bridge); what
+// it holds out, the replay quarantines with the predicted refusals (package
+// replay).
 
 // poisonConfig is what the trackers of the engine share.
 func poisonConfig(cfg Config, ev *poison.Evidence) poison.Config {

@@ -37,14 +37,14 @@ func (r replayRooms) Kept(name string) replay.KeptFilter {
 // (write.Rooms).
 type writeRooms struct{ e *Engine }
 
-func (g writeRooms) Vswitchd() string { return g.e.vswitchd.Name() }
+func (r writeRooms) Vswitchd() string { return r.e.vswitchd.Name() }
 
-func (g writeRooms) IsOpen() bool { return g.e.gate.IsOpen() }
+func (r writeRooms) IsOpen() bool { return r.e.gate.IsOpen() }
 
-func (g writeRooms) MarkReady(module string) error { return g.e.gate.MarkReady(module) }
+func (r writeRooms) MarkReady(module string) error { return r.e.gate.MarkReady(module) }
 
-func (g writeRooms) Ready(module string) (bool, error) {
-	mods, err := g.e.Modules()
+func (r writeRooms) Ready(module string) (bool, error) {
+	mods, err := r.e.Modules()
 	return mods[module].Ready, err
 }
 

@@ -188,7 +188,7 @@ func (q *Quarantine) Causes() []QuarantineCause {
 const MaxListedQuarantined = 1000
 
 // listed is a quarantined entry a status lists, before its content is read
-// from the store (Engine.Status).
+// from the store (Snapshot.ListQuarantined).
 type listed struct {
 	key       string
 	reason    string

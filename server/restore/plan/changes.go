@@ -62,7 +62,6 @@ func (c Change) ID() []byte {
 // Messages are the OpenFlow messages that perform c, in order: one, or for a
 // group larger than one message its ADD or MODIFY and INSERT_BUCKETs
 // (canon.Messages), which must share a bundle.
-
 func (c Change) Messages() []ofconn.Message {
 	switch {
 	case c.Op != OpDelete:

@@ -11,7 +11,7 @@ import (
 	"github.com/flowstate-io/flowstate/store"
 )
 
-// A no-op reconcile (an audit, a Reconcile, a restart of flowstated beside a
+// A no-op replay (an audit, a Reconcile, a restart of flowstated beside a
 // vswitchd that kept its flows) used to sort the dump's hashes and look up
 // every desired flow in them. Most audits find nothing to do, so both sides
 // are first reduced to an order-independent digest: the desired flows on one

@@ -19,7 +19,7 @@ type flowScan struct {
 	// skip holds the keys (key()) of entries the plan leaves out.
 	skip map[string]bool
 	// keepUndeclared leaves alone the groups and meters on the switch that
-	// no module declared (a partial owned cookie space, cookie.go).
+	// no module declared (a partial owned cookie space).
 	keepUndeclared bool
 	// forms are the switch's forms of declared payloads (canon.Forms): a
 	// desired flow is compared and sent in its learned form.

@@ -15,7 +15,7 @@ import (
 // A vswitchd restarted under flow-restore-wait brings a managed bridge back
 // without the other controller's flows and groups too, and that controller
 // may not be back before flowstated clears the flag. So, as for an
-// unmanaged bridge (mirror.go), the engine keeps a mirror of the bridge's
+// unmanaged bridge (package mirror), the engine keeps a mirror of the bridge's
 // foreign entries (flows outside the space, and the groups and meters no
 // module declared), refreshed from every dump it makes of the bridge
 // (replays and audits, so at least every --audit-interval), and puts them
@@ -45,7 +45,7 @@ func (fs *flowScan) foreignOf(others []entry.Entry) []entry.Entry {
 // foreignToRestore decides, at a replay of b, whether its bundle brings back
 // the mirrored foreign entries, and returns the changes that do it. Once
 // the connection is settled it refreshes the mirror from the dump instead.
-// b.mu is held.
+// the bridge's lock is held.
 func (rp *Replayer) foreignToRestore(b *bridge.State, fs *flowScan, others []entry.Entry, log *slog.Logger) ([]plan.Change, error) {
 	if rp.cfg.OwnedCookie.All() {
 		return nil, nil

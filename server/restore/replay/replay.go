@@ -32,7 +32,7 @@ type replayPlan struct {
 	groupsIn, flowDels, groupDels []plan.Change
 	adds, modifies                int
 	// foreignFlows are flows outside the owned cookie space brought back
-	// from the bridge's mirror after a restart (cookie.go): adds and
+	// from the bridge's mirror after a restart (foreign.go): adds and
 	// modifies after the declared ones (their deletes are in flowDels).
 	foreignFlows []plan.Change
 	// entries counts the desired entries.
@@ -263,12 +263,12 @@ func (p *replayPlan) each(fs *flowScan, fn func(plan.Change) error) error {
 	return nil
 }
 
-// replayLocked makes the switch hold the desired state of b (see reconcile).
+// replayLocked makes the switch hold the desired state of b (see Reconcile).
 func (rp *Replayer) replayLocked(ctx context.Context, b *bridge.State, conn *ofconn.Conn, log *slog.Logger) (plan.Replay, error) {
 	var r plan.Replay
 	start := time.Now()
 	// What a controller installed through the guard's relay becomes its
-	// module's before the desired state is read (adopt.go).
+	// module's before the desired state is read (Rooms.AdoptRelayedLocked).
 	if err := rp.cfg.Rooms.AdoptRelayedLocked(ctx, b, conn, log); err != nil {
 		return r, err
 	}

@@ -80,7 +80,7 @@ type switchState struct {
 	// alone, per table (they count against a flow_limit).
 	foreignIn map[uint8]int
 	// foreignFlows holds their canonical ADDs when the owned space is not
-	// every cookie (the mirror of foreign entries, cookie.go).
+	// every cookie (the mirror of foreign entries, foreign.go).
 	foreignFlows [][]byte
 	keepForeign  bool
 	// kept holds the canonical ADD of each owned flow while the dump had at
@@ -152,7 +152,7 @@ func (rp *Replayer) dumpSwitch(ctx context.Context, conn *ofconn.Conn, bridge st
 		want, wantErr = digestDesired(rp.cfg.Store, bridge, rp.cfg.Forms, s, &dumped)
 	}()
 	// The entries of unrecorded controllers are left out, as flows
-	// outside the owned space are (kept.go).
+	// outside the owned space are (Rooms.Kept).
 	kf := rp.cfg.Rooms.Kept(bridge)
 	err := plan.EachFlowMod(ctx, conn, rp.cfg.OwnedCookie, func(m []byte, owned bool) {
 		if owned && kf != nil {

@@ -124,7 +124,7 @@ var (
 // gate open). A switch that fails otherwise than by refusing entries (the
 // connection died, the reply to COMMIT never came) does not fail the write:
 // it is stored unapplied and the bridge replays, so controllers are never
-// blocked by an OVS restart. Taking b.mu keeps a replay from slipping
+// blocked by an OVS restart. Taking the bridge's lock keeps a replay from slipping
 // between the transaction's read of the store and its bundle.
 //
 // With more than one request, an error that names requests is a
@@ -265,7 +265,7 @@ func (g *groupStep) runOps(w *store.Writer, stream *writeStream) (int, error) {
 // request in owner (made here for a batch of several). A change to an entry
 // another request of the batch also changes, or a meter in a batch of
 // several, fails the request. A MODIFY of a quarantined entry becomes an ADD:
-// the entry is not on the switch. b.mu must be held.
+// the entry is not on the switch. the bridge's lock must be held.
 func (b *bridgeQueue) batchChangesLocked(reqs []*writeReq, results []writeResult, n int, owner map[string]int) ([]plan.Change, map[string]int, error) {
 	cs := make([]plan.Change, 0, n)
 	if owner == nil && len(reqs) > 1 {

@@ -32,7 +32,7 @@ const (
 // RestoreTLVLocked adds the recorded mappings the switch lacks. A mapping
 // the switch refuses is logged and left out: the flows that use it are
 // then refused and quarantined, and the rest of the bridge is restored.
-// b.mu must be held.
+// the bridge's lock must be held.
 func (ws *Writes) RestoreTLVLocked(ctx context.Context, b *bridge.State, conn *ofconn.Conn, log *slog.Logger) error {
 	want, err := ws.cfg.Store.TLVMaps().Get(b.Name())
 	if err != nil || len(want) == 0 {

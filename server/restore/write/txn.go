@@ -19,7 +19,7 @@ import (
 // supplies only its store step (storeStep); run makes the four decisions,
 // each here and nowhere else, so that the sources cannot disagree on them:
 //
-//	open     lockLive takes b.mu (for runTxn, or for a pipe's batches) and
+//	open     lockLive takes the bridge's lock (for runTxn, or for a pipe's batches) and
 //	         liveLocked decides whether the changes go to the switch now;
 //	         run opens the step's bundle when they do (streamSpec)
 //	send     the step's store runs and calls atSwitch at its commit point:
@@ -33,80 +33,11 @@ import (
 //	         not or a panic ended the transaction: settleLocked lifts
 //	         quarantine and schedules the replay
 
-// Outcome is what the switch's verdict on a write's bundle leaves.
-type Outcome int
-
-const (
-	// Applied means the switch took every change; the store commits them.
-	Applied Outcome = iota
-	// Refused means the switch refused entries it names; nothing of the bundle
-	// stays on the switch (RejectedError.SwitchChanged says when meters
-	// sent before it could not be taken back) and the store rolls back.
-	Refused
-	// RefusedWhole means the switch refused the bundle as a whole, for no entry
-	// (OFPBFC_TIMEOUT when it expired a bundle idle while the store was
-	// slow). Nothing was committed, so the same changes go again: see
-	// resendWhole.
-	RefusedWhole
-	// Unknown means the switch may or may not hold the changes (the connection
-	// died, the reply to COMMIT was lost). The write is stored, reported
-	// not applied, and the bridge replays, which makes the switch equal to
-	// the store.
-	Unknown
-)
-
-// outcomeOf turns the switch's verdict err on a bundle into an Outcome, with
-// the refusal when there is one.
-func outcomeOf(err error) (Outcome, *plan.RejectedError) {
-	if err == nil {
-		return Applied, nil
-	}
-	var re *plan.RejectedError
-	if !errors.As(err, &re) {
-		return Unknown, nil
-	}
-	if len(re.Changes) == 0 {
-		return RefusedWhole, re
-	}
-	return Refused, re
-}
-
-// held is what a source still holds of a bundle the switch refused as a
-// whole, which decides what the refusal does (resendWhole).
-type held int
-
-const (
-	// resendable: the changes are in memory and were sent once.
-	resendable held = iota
-	// resent: the changes are in memory and were already sent again.
-	resent
-	// onDisk: the changes are only in the store (a staged write).
-	onDisk
-)
-
-// resendWhole is what a whole-bundle refusal does. A refused bundle changed
-// nothing, so changes held in memory are sent again once, unstreamed, after
-// the store (a batch resends in the same transaction, a pipe's batch goes
-// back to group commit); refused again, the write fails with the refusal, as
-// a refusal of an entry fails it. A staged write's changes are not held in
-// memory to send again: it is stored and settles as Unknown, so the replay
-// sends them from the store. Either way the switch ends equal to the store.
-func resendWhole(h held) Outcome {
-	switch h {
-	case resendable:
-		return RefusedWhole
-	case resent:
-		return Refused
-	default:
-		return Unknown
-	}
-}
-
 // liveLocked reports whether a write's changes go to the switch now, and on
 // which connection: the bridge is connected and converged, the gate is open
 // and Run is not stopping (a write of a stopping engine is only stored: the
 // next start replays). Otherwise a write is stored and the bridge replays.
-// b.mu must be held.
+// the bridge's lock must be held.
 func (ws *Writes) liveLocked(ctx context.Context, b *bridgeQueue) (*ofconn.Conn, bool) {
 	conn, converged := b.ConnLocked()
 	return conn, converged && ws.cfg.Rooms.IsOpen() && ctx.Err() == nil
@@ -133,7 +64,7 @@ type settlement struct {
 
 // settleLocked ends a write transaction: the one place that lifts the
 // quarantine of what a write declared, and that schedules the replay after a
-// write. b.mu must be held.
+// write. the bridge's lock must be held.
 //
 //   - Stored: the quarantine of the entries the write declares is lifted
 //     (the write itself told whether the switch takes them now). A write
@@ -161,14 +92,14 @@ func (ws *Writes) settleLocked(b *bridgeQueue, s settlement) {
 
 // divergedLocked records that the switch may differ from the store after a
 // write: the bridge is unconverged until a replay makes them equal again,
-// and one is requested. b.mu must be held.
+// and one is requested. the bridge's lock must be held.
 func (ws *Writes) divergedLocked(b *bridgeQueue, what string, err error) {
 	ws.log.Error(what+"; replaying the bridge", "bridge", b.Name(), "err", err)
 	b.MarkDivergedLocked()
 	b.RequestReplay()
 }
 
-// txn is one write transaction of a bridge, under b.mu: see The write
+// txn is one write transaction of a bridge, under its lock: see The write
 // transaction.
 type txn struct {
 	ws   *Writes
@@ -220,7 +151,7 @@ type opener interface {
 
 // committed is what a store step that committed leaves to the commit: the
 // keys and entries whose quarantine is lifted (the write itself told
-// whether the switch takes them now), and the changes learnForms looks at.
+// whether the switch takes them now), and the changes forms.Learn looks at.
 type committed struct {
 	keys     []string
 	declared [][]entry.Entry
@@ -250,7 +181,7 @@ type sendAfter struct {
 // transaction again without the refused ones.
 var errRefusedInGroup = errors.New("restore: the switch refused a batch of the transaction")
 
-// lockLive takes b (b.mu and its busy mark) for writes and says whether
+// lockLive takes b (its lock and its busy mark) for writes and says whether
 // their changes go to the switch now, on conn (liveLocked).
 func (ws *Writes) lockLive(ctx context.Context, b *bridgeQueue) (conn *ofconn.Conn, live bool, unlock func()) {
 	done := b.Busy()
@@ -267,7 +198,7 @@ func (ws *Writes) runTxn(ctx context.Context, b *bridgeQueue, what string, step 
 	return t, t.run(step)
 }
 
-// newTxn starts a transaction on b, whose b.mu the caller holds (a pipe's
+// newTxn starts a transaction on b, whose lock the caller holds (a pipe's
 // storer: the pipe decided liveness when it opened, and sent the bundles
 // of its batches before).
 func (ws *Writes) newTxn(ctx context.Context, b *bridgeQueue, what string, conn *ofconn.Conn, live bool, sent []*bundle) *txn {
@@ -473,7 +404,7 @@ func (t *txn) closeBundles() {
 }
 
 // learn learns what the switch made of the opaque entries of cs, once the
-// transaction was applied (learnForms).
+// transaction was applied (forms.Learn).
 func (t *txn) learn(cs []plan.Change) {
 	if !t.live || len(cs) == 0 {
 		return

@@ -45,11 +45,11 @@ import (
 //   - A plan is right only if nothing changes its entries before it is
 //     written: a request that declares an entry that a batch still in the pipe
 //     changes does not enter it (it goes to group commit, after the pipe), and
-//     the pipe holds b.mu from its first batch to its close, so no other write,
+//     the pipe holds the bridge's lock from its first batch to its close, so no other write,
 //     replay or reconcile of the bridge runs meanwhile. The refs of the plans
 //     hold too: only Puts of flows enter a pipe, and they remove no group or
 //     meter.
-//   - Only Puts of flows, nothing opaque (learnForms), on a live bridge (as
+//   - Only Puts of flows, nothing opaque (forms.Learn), on a live bridge (as
 //     commitGroup's live) with nothing quarantined, enter a pipe; everything
 //     else goes to group commit, after the pipe.
 //
@@ -69,7 +69,7 @@ const pipeDepth = 4
 const pipeBatchEntries = 4096
 
 // pipeMaxBatches is how many batches one pipe takes before it is closed,
-// which hands b.mu to whoever waits for it.
+// which hands the bridge's lock to whoever waits for it.
 const pipeMaxBatches = 32
 
 // pipe is the pipeline of one bridge while it is open. Its owner is
@@ -79,7 +79,7 @@ type pipe struct {
 	b    *bridgeQueue
 	ctx  context.Context
 	conn *ofconn.Conn
-	// unlock releases b.mu and the bridge's busy mark.
+	// unlock releases the bridge's lock and the bridge's busy mark.
 	unlock func()
 
 	queue   chan *pipedBatch
@@ -138,7 +138,7 @@ type pipedBatch struct {
 // pipeable reports whether r may enter a pipe (see Pipelined writes).
 func pipeable(r *writeReq) bool { return r.put && r.alone == nil }
 
-// openPipe takes b.mu and opens a pipe for batch when a request of it may
+// openPipe takes the bridge's lock and opens a pipe for batch when a request of it may
 // enter one and b is live with nothing quarantined; otherwise it returns
 // nil, holding nothing.
 func (ws *Writes) openPipe(ctx context.Context, b *bridgeQueue, batch []*writeReq) *pipe {
@@ -226,7 +226,7 @@ func (p *pipe) run(batch []*writeReq) (rest []*writeReq) {
 	if len(pb.reqs) == 0 {
 		// Every request failed its plan: nothing entered the pipe. An
 		// empty pipe must still say so, or the owner waits for it with
-		// b.mu held, and the bridge is wedged.
+		// the bridge's lock held, and the bridge is wedged.
 		p.mu.Lock()
 		if p.inPipe == 0 {
 			select {
@@ -295,7 +295,7 @@ func (p *pipe) overlaps(es []entry.Entry) bool {
 // idKey is the key of identity id in changing.
 func (p *pipe) idKey(id []byte) uint64 { return maphash.Bytes(p.seed, id) }
 
-// close waits until the storer is done with every batch, releases b.mu and
+// close waits until the storer is done with every batch, releases the bridge's lock and
 // returns the requests handed back to group commit: back to run together,
 // solo each alone.
 func (p *pipe) close() (back, solo []*writeReq) {
@@ -374,7 +374,7 @@ func (pb *pipedBatch) changes() int {
 // alone, and the others of their batch go again together; a failure that
 // names nobody sends everyone alone. A lone request gets its error.
 func (p *pipe) storeGroup(group []*pipedBatch) {
-	// The pipe decided the bridge was live when it opened, and holds b.mu.
+	// The pipe decided the bridge was live when it opened, and holds the bridge's lock.
 	var sent []*bundle
 	for _, pb := range group {
 		if pb.bundle != nil {

@@ -16,7 +16,7 @@ import (
 // arrives as a store.Spool (its flows in sorted runs on disk, its groups and
 // meters in memory), and store.Stage builds the bridge's new flow bucket
 // beside the old one in bounded transactions. It goes through the bridge's
-// write queue like any write, but alone (runWrites), and under b.mu from
+// write queue like any write, but alone (runWrites), and under the bridge's lock from
 // staging to commit, so no other write or replay of the bridge slips
 // between them:
 //
@@ -120,7 +120,7 @@ type stagedStep struct {
 	w      store.StagedWrite
 	nf     stagedNonFlows
 	at     []int32       // the request index behind each flow position, -1 for a removal
-	opaque []plan.Change // for learnForms
+	opaque []plan.Change // for forms.Learn
 	// unquarantine are the quarantined keys the write declares.
 	unquarantine []string
 	staged       *store.Staged

@@ -261,7 +261,7 @@ func (s *writeStream) observe(w *store.Writer, i int, owner map[string]int, over
 	})
 }
 
-// opaqueWrites returns the changes of a streamed batch that learnForms looks
+// opaqueWrites returns the changes of a streamed batch that forms.Learn looks
 // at after a write: those whose payload holds something kept as sent.
 func opaqueWrites(results []writeResult) []plan.Change {
 	var out []plan.Change
