@@ -22,7 +22,7 @@ var layers = [][]string{
 	{"server/guard", "server/restore/plan"},
 	{"server/restore/flag", "server/restore/forms", "server/restore/gate", "server/restore/mirror", "server/restore/poison"},
 	{"server/restore/bridge"},
-	{"server/restore/replay", "server/restore/vswitchd", "server/restore/write"},
+	{"server/restore/owner", "server/restore/replay", "server/restore/vswitchd", "server/restore/write"},
 	{"server/restore"},
 	{"server"},
 }

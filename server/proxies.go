@@ -21,7 +21,7 @@ import (
 	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/guard"
 	"github.com/flowstate-io/flowstate/server/ofproxy"
-	"github.com/flowstate-io/flowstate/server/restore"
+	"github.com/flowstate-io/flowstate/server/restore/owner"
 	"github.com/flowstate-io/flowstate/server/restore/write"
 )
 
@@ -172,7 +172,7 @@ func (ps *proxies) listen(cfg *Config) error {
 			continue
 		}
 		if present {
-			// We hold the bridge (restore.LockBridges): a socket a
+			// We hold the bridge (owner.LockBridges): a socket a
 			// guard holds there without handing it over is one it can
 			// no longer serve (frozen): replace it.
 			if st, err := os.Lstat(path); err == nil && st.Mode()&os.ModeSocket != 0 {
@@ -203,7 +203,7 @@ func (ps *proxies) relays(cfg *Config) []guard.Relay {
 // relayLearner takes the guard's evidence of what it relayed for a proxied
 // bridge (adopt).
 type relayLearner interface {
-	AdoptRelayed(bridge, module string, rel restore.Relayed) error
+	AdoptRelayed(bridge, module string, rel owner.Relayed) error
 }
 
 // recording is the engine's side of a proxy (start): the Recorder that
@@ -214,7 +214,7 @@ type (
 		Recorder(bridge, module string) (*write.Recorder, error)
 	}
 	keeping interface {
-		Kept(bridge string) (*restore.Kept, error)
+		Kept(bridge string) (*owner.Kept, error)
 	}
 )
 
@@ -250,7 +250,7 @@ func (ps *proxies) adopt(cfg *Config, engine relayLearner) {
 				ps.log.Warn("openflow proxy: removing the guard's record of its relayed sessions", "bridge", spec.Bridge, "error", err)
 			}
 		}
-		keep := func(k *restore.Kept) {
+		keep := func(k *owner.Kept) {
 			ks, ok, err := guard.ReadRelayedKept(lease, spec.Bridge)
 			switch {
 			case err != nil:
@@ -259,7 +259,7 @@ func (ps *proxies) adopt(cfg *Config, engine relayLearner) {
 				ks.Replay(k)
 			}
 		}
-		if err := engine.AdoptRelayed(spec.Bridge, spec.Module, restore.Relayed{Vswitchd: m.Vswitchd, Live: m.Live, Keep: keep, Taken: taken}); err != nil {
+		if err := engine.AdoptRelayed(spec.Bridge, spec.Module, owner.Relayed{Vswitchd: m.Vswitchd, Live: m.Live, Keep: keep, Taken: taken}); err != nil {
 			ps.log.Warn("openflow proxy: not learning what the guard relayed", "bridge", spec.Bridge, "module", spec.Module, "error", err)
 			continue
 		}

@@ -28,7 +28,7 @@ func TestAuditDrift(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.replay.Audit(ctx, b.State, conn, e.log) {
+	if e.replay.Audit(ctx, b, conn, e.log) {
 		t.Fatal("audit of an untouched bridge asks for a replay")
 	}
 
@@ -39,7 +39,7 @@ func TestAuditDrift(t *testing.T) {
 	}
 	var during bridge.Snapshot
 	faults.AfterDriftFound = func() { during = b.Snapshot() }
-	if !e.replay.Audit(ctx, b.State, conn, e.log) {
+	if !e.replay.Audit(ctx, b, conn, e.log) {
 		t.Fatal("audit missed a flow deleted by hand")
 	}
 	if during.Converged || !strings.Contains(during.Reason, "drift: the switch differs from the store (1 missing, 0 changed, 0 not declared)") ||
@@ -49,11 +49,11 @@ func TestAuditDrift(t *testing.T) {
 	if n := counter(t, e, "flowstate_drift_found_total"); n != 1 {
 		t.Fatalf("flowstate_drift_found_total = %v, want 1", n)
 	}
-	if _, err := e.replay.Reconcile(ctx, b.State, conn, e.log); err != nil {
+	if _, err := e.replay.Reconcile(ctx, b, conn, e.log); err != nil {
 		t.Fatal(err)
 	}
 	n := 0
-	if err := e.replay.Diff(ctx, b.State, conn, func(plan.Change) error { n++; return nil }); err != nil || n != 0 || !b.IsConverged() {
+	if err := e.replay.Diff(ctx, b, conn, func(plan.Change) error { n++; return nil }); err != nil || n != 0 || !b.IsConverged() {
 		t.Fatalf("after the correction: %d differences (%v), converged %v", n, err, b.IsConverged())
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/flowstate-io/flowstate/server/events"
@@ -14,20 +13,6 @@ import (
 	"github.com/flowstate-io/flowstate/server/restore/mirror"
 	"github.com/flowstate-io/flowstate/server/restore/vswitchd"
 )
-
-// managed is a bridge this engine manages: its state (package bridge) and
-// what the engine's other rooms keep of it.
-type managed struct {
-	*bridge.State
-	// owner says whether this engine may change the bridge (owner.go).
-	owner ownerState
-	// kept holds what unrecorded controllers behind the proxy installed,
-	// left alone (kept.go); its own lock.
-	kept keptSet
-	// adopt is the learning of a relayed controller's state pending for
-	// the first reconcile (adopt.go), nil when none.
-	adopt atomic.Pointer[adoption]
-}
 
 // BridgeStatus is the state of one bridge.
 type BridgeStatus struct {
@@ -42,7 +27,7 @@ type BridgeStatus struct {
 	// LeftAlone counts the entries on the switch that controllers the
 	// OpenFlow proxy relays without recording installed (OpenFlow < 1.5):
 	// left alone, never deleted, and not restored after a vswitchd
-	// restart (kept.go), as of the last dump. LeftAloneAll: there were
+	// restart (package owner), as of the last dump. LeftAloneAll: there were
 	// more than the engine tracks, and every undeclared entry is left
 	// alone until vswitchd restarts.
 	LeftAlone    int
@@ -50,7 +35,7 @@ type BridgeStatus struct {
 }
 
 // runBridge owns the OpenFlow connection of one bridge: dial, serve, repeat.
-func (e *Engine) runBridge(ctx context.Context, b *managed) {
+func (e *Engine) runBridge(ctx context.Context, b *bridge.State) {
 	log := e.log.With("bridge", b.Name())
 	e.vswitchd.KeepConnected(ctx, b.Name(), log, vswitchd.Hooks{
 		Set: func(conn *ofconn.Conn, why string) {
@@ -69,7 +54,7 @@ func (e *Engine) runBridge(ctx context.Context, b *managed) {
 
 // serveConn replays once the gate is open, then again when kicked or at
 // every audit tick, until the connection dies or ctx ends.
-func (e *Engine) serveConn(ctx context.Context, b *managed, conn *ofconn.Conn, log *slog.Logger) {
+func (e *Engine) serveConn(ctx context.Context, b *bridge.State, conn *ofconn.Conn, log *slog.Logger) {
 	select {
 	case <-e.gate.Opened():
 	case <-ctx.Done():
@@ -78,7 +63,7 @@ func (e *Engine) serveConn(ctx context.Context, b *managed, conn *ofconn.Conn, l
 		return
 	}
 	// Store identity: nothing is sent before this store may manage the bridge.
-	if !e.claim(ctx, b, conn, log) {
+	if !e.owners.Claim(ctx, b.Name(), conn, log) {
 		return
 	}
 	retry := time.NewTimer(0)
@@ -102,7 +87,7 @@ func (e *Engine) serveConn(ctx context.Context, b *managed, conn *ofconn.Conn, l
 			return
 		case <-conn.Done():
 			if ctx.Err() == nil {
-				e.replay.ConnLost(ctx, b.State, log)
+				e.replay.ConnLost(ctx, b, log)
 			}
 			return
 		case <-survive.C:
@@ -116,12 +101,12 @@ func (e *Engine) serveConn(ctx context.Context, b *managed, conn *ofconn.Conn, l
 		case <-b.Kicked():
 		case <-retry.C:
 		case <-audit:
-			if !e.replay.Audit(ctx, b.State, conn, log) {
+			if !e.replay.Audit(ctx, b, conn, log) {
 				continue // the switch holds what the store says
 			}
 			auditing = true
 		}
-		r, err := e.replay.Reconcile(ctx, b.State, conn, log)
+		r, err := e.replay.Reconcile(ctx, b, conn, log)
 		if r.Messages > 0 && err == nil {
 			survive.Reset(e.cfg.SurviveAfter)
 		}

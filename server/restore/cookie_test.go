@@ -9,6 +9,7 @@ import (
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/ofctl"
+	"github.com/flowstate-io/flowstate/server/restore/owner"
 	"github.com/flowstate-io/flowstate/server/restore/write"
 	"github.com/flowstate-io/flowstate/store"
 )
@@ -41,11 +42,11 @@ func TestStoreOutsideOwnedSpace(t *testing.T) {
 	}
 	group := entry.Entry{Kind: entry.KindGroup, ID: gid, Payload: gp, Module: "m"}
 	space := entry.CookieSpace{Value: 0x1000, Mask: 0xf000}
-	err = checkStoreOwned(st, []string{"br-int"}, space)
+	err = owner.CheckStoreOwned(st, []string{"br-int"}, space)
 	if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "outside the owned cookie space 0x1000/0xf000 (the first has cookie 0x2000)") {
 		t.Fatalf("store with a flow outside the space: %v", err)
 	}
-	if err = checkStoreOwned(st, []string{"br-int"}, entry.CookieSpace{Value: 0, Mask: 0xc000}); err != nil {
+	if err = owner.CheckStoreOwned(st, []string{"br-int"}, entry.CookieSpace{Value: 0, Mask: 0xc000}); err != nil {
 		t.Fatalf("both flows inside: %v", err)
 	}
 	err = write.New(write.Config{OwnedCookie: space}).CheckDeclared([]entry.Entry{inside, group, outside}, 0)

@@ -15,6 +15,7 @@ import (
 	"github.com/flowstate-io/flowstate/server/restore/flag"
 	"github.com/flowstate-io/flowstate/server/restore/gate"
 	"github.com/flowstate-io/flowstate/server/restore/mirror"
+	"github.com/flowstate-io/flowstate/server/restore/owner"
 	"github.com/flowstate-io/flowstate/server/restore/poison"
 	"github.com/flowstate-io/flowstate/server/restore/replay"
 	"github.com/flowstate-io/flowstate/server/restore/vswitchd"
@@ -98,7 +99,7 @@ type Config struct {
 	MirrorInterval time.Duration
 	// TakeOver lets this engine manage bridges that OVSDB records as
 	// managed by another store, or that hold flows this store never
-	// declared (owner.go); their undeclared flows are deleted.
+	// declared (package owner); their undeclared flows are deleted.
 	TakeOver bool
 	// Instance describes this flowstated in the bridges' OVSDB
 	// external_ids (Instance.String), for messages.
@@ -138,7 +139,7 @@ type Engine struct {
 	forms   *canon.Forms
 	cfg     Config
 	log     *slog.Logger
-	bridges map[string]*managed
+	bridges map[string]*bridge.State
 	order   []string
 
 	// flag owns flow-restore-wait and the OVSDB client (package flag).
@@ -155,6 +156,9 @@ type Engine struct {
 	replay *replay.Replayer
 	// writes runs the writes (package write).
 	writes *write.Writes
+	// owners decides what of each bridge the engine may change (package
+	// owner).
+	owners *owner.Owners
 }
 
 // New validates cfg and returns an engine that is not running yet.
@@ -205,7 +209,7 @@ func New(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
 	}
-	if err := checkStoreOwned(cfg.Store, cfg.Bridges, cfg.OwnedCookie); err != nil {
+	if err := owner.CheckStoreOwned(cfg.Store, cfg.Bridges, cfg.OwnedCookie); err != nil {
 		return nil, err
 	}
 	cfg.Unmanaged = unmanaged
@@ -232,7 +236,7 @@ func New(cfg Config) (*Engine, error) {
 		forms:    canon.NewForms(known),
 		cfg:      cfg,
 		log:      cfg.Logger,
-		bridges:  make(map[string]*managed, len(cfg.Bridges)),
+		bridges:  make(map[string]*bridge.State, len(cfg.Bridges)),
 		evidence: poison.NewEvidence(cfg.VswitchdLog),
 	}
 	e.flag, err = flag.New(flag.Config{
@@ -256,8 +260,7 @@ func New(cfg Config) (*Engine, error) {
 			return nil, fmt.Errorf("restore: bridge %q given twice", name)
 		}
 		cfg.Metrics.initBridge(name)
-		b := &managed{State: bridge.New(name, cfg.Metrics.quarantinedNow.WithLabelValues(name), crashes)}
-		e.bridges[name] = b
+		e.bridges[name] = bridge.New(name, cfg.Metrics.quarantinedNow.WithLabelValues(name), crashes)
 		e.order = append(e.order, name)
 	}
 	e.vswitchd = vswitchd.New(vswitchd.Config{RunDir: cfg.RunDir, EchoInterval: cfg.EchoInterval, EchoTimeout: cfg.EchoTimeout,
@@ -265,7 +268,7 @@ func New(cfg Config) (*Engine, error) {
 	e.mirrors = e.newMirrors()
 	states := make([]*bridge.State, len(e.order))
 	for i, name := range e.order {
-		states[i] = e.bridges[name].State
+		states[i] = e.bridges[name]
 	}
 	e.writes = write.New(write.Config{Store: cfg.Store, Bridges: states, Forms: e.forms, OwnedCookie: cfg.OwnedCookie,
 		WriteTimeout: cfg.WriteTimeout, Rooms: writeRooms{e}, Faults: writeFaults{cfg.Faults}, Logger: cfg.Logger,
@@ -276,11 +279,11 @@ func New(cfg Config) (*Engine, error) {
 		Metrics: replay.Metrics{Quarantined: cfg.Metrics.quarantined, DriftFound: cfg.Metrics.driftFound,
 			ObserveReplay: cfg.Metrics.observeReplay},
 		AfterDriftFound: cfg.Faults.afterDriftFound, Logger: cfg.Logger})
-	if err := e.loadStoodAside(); err != nil {
+	e.owners, err = owner.New(owner.Config{Store: cfg.Store, Bridges: states, Forms: e.forms, OwnedCookie: cfg.OwnedCookie,
+		TakeOver: cfg.TakeOver, Instance: cfg.Instance, RetryInterval: cfg.RetryInterval, Flag: e.flag, Vswitchd: e.vswitchd,
+		StandingAside: cfg.Metrics.standingAside, Publish: e.publish, Logger: cfg.Logger})
+	if err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
-	}
-	for _, name := range e.order {
-		e.loadKept(e.bridges[name])
 	}
 	return e, nil
 }
@@ -292,13 +295,13 @@ func (e *Engine) Run(ctx context.Context) {
 	wg.Go(func() { e.flag.Run(ctx) })
 	wg.Go(func() { e.mirrors.Run(ctx) })
 	wg.Go(func() { e.writes.Run(ctx) })
+	wg.Go(func() { e.owners.Run(ctx) })
 	if e.cfg.ProcExits {
 		wg.Go(func() { e.evidence.Run(ctx, e.log) })
 	}
 	for _, name := range e.order {
 		b := e.bridges[name]
 		wg.Go(func() { e.runBridge(ctx, b) })
-		wg.Go(func() { e.runKept(ctx, b) })
 	}
 	wg.Wait()
 	e.flag.Close()
@@ -342,7 +345,7 @@ func (e *Engine) Wedged() string {
 	return ""
 }
 
-func (e *Engine) bridge(name string) (*managed, error) {
+func (e *Engine) bridge(name string) (*bridge.State, error) {
 	b, ok := e.bridges[name]
 	if !ok {
 		return nil, bridge.NotManaged(name)
@@ -353,10 +356,6 @@ func (e *Engine) bridge(name string) (*managed, error) {
 // Bridges returns the names of the managed bridges, in flag order.
 func (e *Engine) Bridges() []string { return append([]string(nil), e.order...) }
 
-// vswitchdIdentity names the running ovs-vswitchd by its pidfile (pid and
-// start time), "" when unknown.
-func (e *Engine) vswitchdIdentity() string { return e.vswitchd.Identity() }
-
 // Writes is the write path: Put, Sync, Delete, CheckDeclared, PutSpool,
 // SyncSpool and the OpenFlow proxy's Recorder (package write).
 func (e *Engine) Writes() *write.Writes { return e.writes }
@@ -364,6 +363,10 @@ func (e *Engine) Writes() *write.Writes { return e.writes }
 // Vswitchd is the running ovs-vswitchd: its build (Info) and the bridges'
 // connections.
 func (e *Engine) Vswitchd() *vswitchd.Daemon { return e.vswitchd }
+
+// Owners is what of each bridge the engine may change: AdoptRelayed, the
+// proxy's Kept (package owner).
+func (e *Engine) Owners() *owner.Owners { return e.owners }
 
 // Flag is the flow-restore-wait protocol (Arm, Release, the flag's state)
 // and the OVSDB client.

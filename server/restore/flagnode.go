@@ -17,7 +17,7 @@ func (n flagNode) Bridges() []flag.Bridge {
 		b := n.e.bridges[name]
 		st := b.Snapshot()
 		out = append(out, flag.Bridge{Name: name, Connected: st.Connected, Converged: st.Converged,
-			Since: st.Since, Reason: st.Reason, Excused: st.Excused, StandingAside: b.owner.standingAside()})
+			Since: st.Since, Reason: st.Reason, Excused: st.Excused, StandingAside: n.e.owners.StandingAside(name)})
 	}
 	return out
 }

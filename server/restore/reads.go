@@ -20,11 +20,11 @@ func (e *Engine) Diff(ctx context.Context, bridgeName string, fn func(plan.Chang
 	if err != nil {
 		return err
 	}
-	conn, err := e.vswitchd.Connected(b.State)
+	conn, err := e.vswitchd.Connected(b)
 	if err != nil {
 		return err
 	}
-	return e.replay.Diff(ctx, b.State, conn, fn)
+	return e.replay.Diff(ctx, b, conn, fn)
 }
 
 // Reconcile replays bridgeName now and returns its state.
@@ -36,11 +36,11 @@ func (e *Engine) Reconcile(ctx context.Context, bridgeName string) (BridgeStatus
 	if !e.gate.IsOpen() {
 		return BridgeStatus{}, fmt.Errorf("restore: replays are held until required modules are ready (%s): %w", e.gate.Status().Reason, errdefs.ErrFailedPrecondition)
 	}
-	conn, err := e.vswitchd.Connected(b.State)
+	conn, err := e.vswitchd.Connected(b)
 	if err != nil {
 		return BridgeStatus{}, err
 	}
-	if _, err := e.replay.Reconcile(ctx, b.State, conn, e.log.With("bridge", b.Name())); err != nil {
+	if _, err := e.replay.Reconcile(ctx, b, conn, e.log.With("bridge", b.Name())); err != nil {
 		return BridgeStatus{Snapshot: b.Snapshot()}, err
 	}
 	return BridgeStatus{Snapshot: b.Snapshot()}, nil

@@ -14,10 +14,10 @@ import (
 // table, and what unrecorded controllers installed.
 type replayRooms struct{ e *Engine }
 
-func (r replayRooms) CheckOwner(name string) error { return r.e.bridges[name].owner.check(name) }
+func (r replayRooms) CheckOwner(name string) error { return r.e.owners.Check(name) }
 
 func (r replayRooms) AdoptRelayedLocked(ctx context.Context, b *bridge.State, conn *ofconn.Conn, log *slog.Logger) error {
-	return r.e.adoptRelayedLocked(ctx, r.e.bridges[b.Name()], conn, log)
+	return r.e.owners.AdoptRelayedLocked(ctx, b, conn, log)
 }
 
 func (r replayRooms) RestoreTLVLocked(ctx context.Context, b *bridge.State, conn *ofconn.Conn, log *slog.Logger) error {
@@ -27,7 +27,7 @@ func (r replayRooms) RestoreTLVLocked(ctx context.Context, b *bridge.State, conn
 func (r replayRooms) Vswitchd() string { return r.e.vswitchd.Name() }
 
 func (r replayRooms) Kept(name string) replay.KeptFilter {
-	if kf := r.e.keptFilter(r.e.bridges[name]); kf != nil {
+	if kf := r.e.owners.KeptFilter(name); kf != nil {
 		return kf
 	}
 	return nil
@@ -39,6 +39,10 @@ type writeRooms struct{ e *Engine }
 
 func (r writeRooms) Vswitchd() string { return r.e.vswitchd.Name() }
 
+func (r writeRooms) ControllerConnected(bridge, module string) {
+	r.e.owners.ControllerConnected(bridge, module)
+}
+
 func (r writeRooms) IsOpen() bool { return r.e.gate.IsOpen() }
 
 func (r writeRooms) MarkReady(module string) error { return r.e.gate.MarkReady(module) }
@@ -46,24 +50,4 @@ func (r writeRooms) MarkReady(module string) error { return r.e.gate.MarkReady(m
 func (r writeRooms) Ready(module string) (bool, error) {
 	mods, err := r.e.Modules()
 	return mods[module].Ready, err
-}
-
-// ControllerConnected tells that a controller connected through flowstated's proxy:
-// a learning of the bridge not yet started is moot (its writes go to the
-// store, and its reinstall reconciles).
-func (r writeRooms) ControllerConnected(bridge, module string) {
-	b, err := r.e.bridge(bridge)
-	if err != nil {
-		return
-	}
-	a := b.adopt.Load()
-	if a == nil || a.module != module || !a.to(adoptionPending, adoptionDone) {
-		return
-	}
-	b.adopt.CompareAndSwap(a, nil)
-	r.e.log.Info("the controller reconnected through flowstated's proxy before the bridge's first replay: its reinstall, recorded, replaces what it installed through the guard's relay",
-		"bridge", bridge, "module", module)
-	if a.Taken != nil {
-		a.Taken()
-	}
 }

@@ -1,6 +1,9 @@
 package restore
 
-import "github.com/flowstate-io/flowstate/server/restore/gate"
+import (
+	"github.com/flowstate-io/flowstate/entry"
+	"github.com/flowstate-io/flowstate/server/restore/gate"
+)
 
 // Status returns the state of every managed bridge, in flag order.
 func (e *Engine) Status() []BridgeStatus {
@@ -8,7 +11,7 @@ func (e *Engine) Status() []BridgeStatus {
 	for _, name := range e.order {
 		b := e.bridges[name]
 		st := BridgeStatus{Snapshot: b.Snapshot()}
-		st.LeftAlone, st.LeftAloneAll = b.kept.status()
+		st.LeftAlone, st.LeftAloneAll = e.owners.KeptStatus(name)
 		if st.QuarantinedTotal > 0 {
 			qs, err := st.ListQuarantined(e.cfg.Store.Entries())
 			if err != nil {
@@ -47,3 +50,6 @@ func (e *Engine) Modules() (map[string]ModuleState, error) {
 	}
 	return out, nil
 }
+
+// OwnedCookie is the cookie space the engine manages (package owner).
+func (e *Engine) OwnedCookie() entry.CookieSpace { return e.cfg.OwnedCookie }

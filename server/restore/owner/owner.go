@@ -1,4 +1,4 @@
-package restore
+package owner
 
 import (
 	"context"
@@ -84,25 +84,25 @@ func (o *ownerState) check(bridge string) error {
 //     OVSDB, or TakeOver.
 //
 // One live flowstated per bridge is ensured before, by LockBridges.
-func (e *Engine) claim(ctx context.Context, b *managed, conn *ofconn.Conn, log *slog.Logger) bool {
+func (ow *Owners) claim(ctx context.Context, b *bridgeOwner, conn *ofconn.Conn, log *slog.Logger) bool {
 	if b.owner.claimed.Load() {
 		return true
 	}
-	ours := e.cfg.Store.Identity().ID()
-	tick := time.NewTicker(e.cfg.RetryInterval)
+	ours := ow.cfg.Store.Identity().ID()
+	tick := time.NewTicker(ow.cfg.RetryInterval)
 	defer tick.Stop()
 	undeclared := -1 // entries on the switch this store never declared; -1: not counted yet
 	// The record is in OVSDB: wait for its first connection without
 	// polling, since a held vswitchd waits for this replay.
 	select {
-	case <-e.flag.OVSDBUp():
+	case <-ow.cfg.Flag.OVSDBUp():
 	case <-ctx.Done():
 		return false
 	case <-conn.Done():
 		return false
 	}
 	for {
-		why, err := e.claimOnce(ctx, b, conn, ours, &undeclared)
+		why, err := ow.claimOnce(ctx, b, conn, ours, &undeclared)
 		switch {
 		case err == nil && why == "":
 			b.owner.refused.Store(nil)
@@ -113,8 +113,8 @@ func (e *Engine) claim(ctx context.Context, b *managed, conn *ofconn.Conn, log *
 		default:
 			if prev := b.owner.refused.Swap(&why); prev == nil || *prev != why {
 				log.Error("standing aside: this flowstated will not change the bridge", "reason", why)
-				e.cfg.Metrics.standingAside.WithLabelValues(b.Name()).Set(1)
-				e.publish(events.Event{Type: events.BridgeStoodAside, Bridge: b.Name(), Message: why})
+				ow.cfg.StandingAside.WithLabelValues(b.Name()).Set(1)
+				ow.cfg.Publish(events.Event{Type: events.BridgeStoodAside, Bridge: b.Name(), Message: why})
 			}
 			b.SetReason(why)
 		}
@@ -130,8 +130,8 @@ func (e *Engine) claim(ctx context.Context, b *managed, conn *ofconn.Conn, log *
 
 // claimOnce runs one round of claim: it returns "" once the bridge is
 // claimed, the reason to stand aside, or an error to retry after.
-func (e *Engine) claimOnce(ctx context.Context, b *managed, conn *ofconn.Conn, ours string, undeclared *int) (string, error) {
-	c := e.flag.OVSDB()
+func (ow *Owners) claimOnce(ctx context.Context, b *bridgeOwner, conn *ofconn.Conn, ours string, undeclared *int) (string, error) {
+	c := ow.cfg.Flag.OVSDB()
 	if c == nil || !c.Connected() {
 		return "", errors.New("restore: waiting for OVSDB")
 	}
@@ -152,11 +152,11 @@ func (e *Engine) claimOnce(ctx context.Context, b *managed, conn *ofconn.Conn, o
 		"To make this store manage the bridge, its flows not declared here being deleted at the first replay, "+
 		"let the controllers re-sync their modules (writes are stored meanwhile), then run "+
 		"`ovs-vsctl set Bridge %s external_ids:%s=%s`, or restart flowstated once with --take-over (docs/operations.md, \"Store identity\")",
-		e.cfg.Store.Path(), b.Name(), ExternalIDStore, ours)
+		ow.cfg.Store.Path(), b.Name(), ExternalIDStore, ours)
 	switch {
 	case recorded == ours:
-	case e.cfg.TakeOver:
-		e.log.Warn("taking over the bridge (--take-over): flows this store does not declare will be deleted",
+	case ow.cfg.TakeOver:
+		ow.log.Warn("taking over the bridge (--take-over): flows this store does not declare will be deleted",
 			"bridge", b.Name(), "previous_store", recorded, "store", ours)
 	case recorded != "":
 		if instance == "" {
@@ -167,59 +167,59 @@ func (e *Engine) claimOnce(ctx context.Context, b *managed, conn *ofconn.Conn, o
 			b.Name(), recorded, instance, ours, howTo)
 		// OVSDB's record is the reason; the store's keeps it should
 		// OVSDB's go.
-		if _, err := e.recordStoodAside(b, why); err != nil {
+		if _, err := ow.recordStoodAside(b, why); err != nil {
 			return "", err
 		}
 		return why, nil
 	default:
-		aside, err := e.cfg.Store.Identity().StoodAsideBridges()
+		aside, err := ow.cfg.Store.Identity().StoodAsideBridges()
 		if err != nil {
 			return "", err
 		}
 		if a, ok := aside[b.Name()]; ok {
 			return a.Reason, nil
 		}
-		managed, err := e.cfg.Store.Identity().Managed(b.Name())
+		managed, err := ow.cfg.Store.Identity().Managed(b.Name())
 		if err != nil {
 			return "", err
 		}
 		if !managed {
 			if *undeclared < 0 {
-				n, err := e.undeclaredEntries(ctx, b, conn)
+				n, err := ow.undeclaredEntries(ctx, b, conn)
 				if err != nil {
 					return "", err
 				}
 				*undeclared = n
 			}
 			if *undeclared > 0 {
-				return e.recordStoodAside(b, fmt.Sprintf("bridge %s holds %d flows, groups or meters, and this store (%s) never managed it: "+
+				return ow.recordStoodAside(b, fmt.Sprintf("bridge %s holds %d flows, groups or meters, and this store (%s) never managed it: "+
 					"flowstated stands aside and deletes nothing there. %s", b.Name(), *undeclared, ours, howTo))
 			}
 		}
 	}
-	if recorded != ours || instance != e.cfg.Instance {
-		err := c.SetBridgeExternalIDs(ctx, b.Name(), map[string]string{ExternalIDStore: ours, ExternalIDInstance: e.cfg.Instance})
+	if recorded != ours || instance != ow.cfg.Instance {
+		err := c.SetBridgeExternalIDs(ctx, b.Name(), map[string]string{ExternalIDStore: ours, ExternalIDInstance: ow.cfg.Instance})
 		if err != nil {
 			return "", err
 		}
 	}
-	if err := e.cfg.Store.Identity().MarkManaged(b.Name(), time.Now()); err != nil {
+	if err := ow.cfg.Store.Identity().MarkManaged(b.Name(), time.Now()); err != nil {
 		return "", err
 	}
-	if err := e.cfg.Store.Identity().ClearStoodAside(b.Name()); err != nil {
+	if err := ow.cfg.Store.Identity().ClearStoodAside(b.Name()); err != nil {
 		return "", err
 	}
 	b.owner.claimed.Store(true)
-	e.cfg.Metrics.standingAside.WithLabelValues(b.Name()).Set(0)
+	ow.cfg.StandingAside.WithLabelValues(b.Name()).Set(0)
 	return "", nil
 }
 
 // recordStoodAside keeps the decision to stand aside from b in the store
 // (step 5 of claim) and returns the reason of the decision kept: the first
 // one, which later rounds and restarts repeat.
-func (e *Engine) recordStoodAside(b *managed, why string) (string, error) {
+func (ow *Owners) recordStoodAside(b *bridgeOwner, why string) (string, error) {
 	now := time.Now()
-	kept, err := e.cfg.Store.Identity().SetStoodAside(b.Name(), store.StoodAside{Since: now, Reason: why +
+	kept, err := ow.cfg.Store.Identity().SetStoodAside(b.Name(), store.StoodAside{Since: now, Reason: why +
 		" This decision is kept in the store (since " + now.UTC().Format(time.RFC3339) + ") across restarts of vswitchd and " +
 		"flowstated, also once the bridge is empty, until the bridge is adopted as above."})
 	if err != nil {
@@ -235,24 +235,24 @@ func (e *Engine) recordStoodAside(b *managed, why string) (string, error) {
 // With TakeOver they are not restored: the operator adopts the bridges, the
 // claim clears the records, and a bridge briefly shown as stood aside (and
 // excused) before it would read as settled to a client waiting for it.
-func (e *Engine) loadStoodAside() error {
-	if e.cfg.TakeOver {
+func (ow *Owners) loadStoodAside() error {
+	if ow.cfg.TakeOver {
 		return nil
 	}
-	aside, err := e.cfg.Store.Identity().StoodAsideBridges()
+	aside, err := ow.cfg.Store.Identity().StoodAsideBridges()
 	if err != nil {
 		return err
 	}
-	for _, name := range e.order {
+	for _, name := range ow.order {
 		a, ok := aside[name]
 		if !ok {
 			continue
 		}
-		b := e.bridges[name]
+		b := ow.bridges[name]
 		b.owner.refused.Store(&a.Reason)
-		e.cfg.Metrics.standingAside.WithLabelValues(name).Set(1)
-		e.log.Error("standing aside: this flowstated will not change the bridge", "bridge", name, "reason", a.Reason, "since", a.Since)
-		e.publish(events.Event{Type: events.BridgeStoodAside, Bridge: name, Message: a.Reason})
+		ow.cfg.StandingAside.WithLabelValues(name).Set(1)
+		ow.log.Error("standing aside: this flowstated will not change the bridge", "bridge", name, "reason", a.Reason, "since", a.Since)
+		ow.cfg.Publish(events.Event{Type: events.BridgeStoodAside, Bridge: name, Message: a.Reason})
 	}
 	return nil
 }
@@ -260,12 +260,12 @@ func (e *Engine) loadStoodAside() error {
 // undeclaredEntries counts what the switch holds besides the default flow
 // (table 0, priority 0, empty match), within the owned cookie space: what a
 // replay from this store would delete.
-func (e *Engine) undeclaredEntries(ctx context.Context, b *managed, conn *ofconn.Conn) (int, error) {
+func (ow *Owners) undeclaredEntries(ctx context.Context, b *bridgeOwner, conn *ofconn.Conn) (int, error) {
 	defer b.Busy()()
 	b.Lock()
 	defer b.Unlock()
 	n := 0
-	err := plan.EachFlowMod(ctx, conn, e.cfg.OwnedCookie, func(m []byte, owned bool) {
+	err := plan.EachFlowMod(ctx, conn, ow.cfg.OwnedCookie, func(m []byte, owned bool) {
 		if id := entry.AppendFlowID(nil, m); owned && (len(id) != 3 || id[0] != 0 || id[1] != 0 || id[2] != 0) {
 			n++
 		}
@@ -273,7 +273,7 @@ func (e *Engine) undeclaredEntries(ctx context.Context, b *managed, conn *ofconn
 	if err != nil {
 		return 0, err
 	}
-	if !e.ownsGroupsAndMeters() {
+	if !ow.cfg.OwnedCookie.All() {
 		return n, nil // undeclared groups and meters are left alone
 	}
 	others, err := plan.DumpGroupsMeters(ctx, conn)

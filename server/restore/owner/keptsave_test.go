@@ -1,8 +1,9 @@
-package restore
+package owner
 
 import (
 	"context"
 	"encoding/binary"
+	"log/slog"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -10,7 +11,10 @@ import (
 
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/internal/sandbox"
+	"github.com/flowstate-io/flowstate/server/ovsconfig"
+	"github.com/flowstate-io/flowstate/server/restore/bridge"
 	"github.com/flowstate-io/flowstate/server/restore/plan"
+	"github.com/flowstate-io/flowstate/server/restore/poison"
 	"github.com/flowstate-io/flowstate/store"
 )
 
@@ -36,17 +40,17 @@ func TestKeptSaved(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = st.Close() }()
-	newEngine := func(st *store.Store) *Engine {
+	newEngine := func(st *store.Store) *Owners {
 		t.Helper()
-		e, err := New(Config{Store: st, RunDir: sb.RunDir(), OVSDB: sb.DBAddr(), Bridges: []string{"br0"},
-			BootID: "b", Logger: testLogger(t)})
+		e, err := New(Config{Store: st, Bridges: []*bridge.State{bridge.New("br0", nil, poison.Config{})},
+			Vswitchd: runDir(sb.RunDir()), Logger: testLogger(t)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return e
 	}
 	// run starts e's saver of br0; the returned func stops it.
-	run := func(e *Engine) func() {
+	run := func(e *Owners) func() {
 		rctx, stop := context.WithCancel(ctx)
 		var wg sync.WaitGroup
 		wg.Go(func() { e.runKept(rctx, e.bridges["br0"]) })
@@ -77,8 +81,8 @@ func TestKeptSaved(t *testing.T) {
 	k.Keep(entry.KindGroup, groupMod(7))
 	k.KeepRule(0, 100)
 	r := stored(st)
-	if r.Vswitchd != e.vswitchdIdentity() || r.Vswitchd == "" || len(r.IDs) != 1 || len(r.Rules) != 1 || r.Rules[0] != 100 {
-		t.Fatalf("stored when Keep returned: %+v, want the group and the rule under vswitchd %q", r, e.vswitchdIdentity())
+	if r.Vswitchd != e.cfg.Vswitchd.Identity() || r.Vswitchd == "" || len(r.IDs) != 1 || len(r.Rules) != 1 || r.Rules[0] != 100 {
+		t.Fatalf("stored when Keep returned: %+v, want the group and the rule under vswitchd %q", r, e.cfg.Vswitchd.Identity())
 	}
 	k.Keep(entry.KindGroup, groupMod(8))
 	k.Forget(entry.KindGroup, groupMod(7))
@@ -140,4 +144,13 @@ func TestKeptSaved(t *testing.T) {
 	if n != 20 || !failing {
 		t.Fatalf("with the store refusing: %d identities kept in memory, failing %v; want 20, true", n, failing)
 	}
+}
+
+// runDir names the vswitchd whose pidfile is in a run directory.
+type runDir string
+
+func (d runDir) Identity() string { return ovsconfig.VswitchdIdentity(string(d)) }
+
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 }

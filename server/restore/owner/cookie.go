@@ -1,4 +1,4 @@
-package restore
+package owner
 
 import (
 	"errors"
@@ -13,32 +13,25 @@ import (
 //
 // On every managed bridge the engine manages the flows whose cookie lies in
 // the owned space, and only those: a dump counts the others and leaves them
-// out of every comparison (switchState), so replays, audits, diffs and
+// out of every comparison (package replay), so replays, audits, diffs and
 // status never see them, and a new store never counts them as flows it would
 // delete (undeclaredEntries). A declared flow outside the space is refused
-// (checkOwned). After a vswitchd restart, the foreign flows come back from
-// the bridge's mirror, like an unmanaged bridge's (see mirror.go).
+// (package write). After a vswitchd restart, the foreign flows come back from
+// the bridge's mirror, like an unmanaged bridge's (package replay, foreign.go).
 //
 // Groups and meters have no cookie: with a space other than 0/0, those the
 // switch holds and no module declared are someone else's and left alone
 // (explicit adoption: declaring a group or meter takes it over); with 0/0
 // the engine owns them all, as it owns every flow.
 
-// OwnedCookie is the cookie space the engine manages.
-func (e *Engine) OwnedCookie() entry.CookieSpace { return e.cfg.OwnedCookie }
-
-// ownsGroupsAndMeters reports whether undeclared groups and meters on a
-// managed bridge are the engine's to delete.
-func (e *Engine) ownsGroupsAndMeters() bool { return e.cfg.OwnedCookie.All() }
-
-// errOutside stops the scan of checkStoreOwned at the first flow outside.
+// errOutside stops the scan of CheckStoreOwned at the first flow outside.
 var errOutside = errors.New("restore: outside the owned cookie space")
 
-// checkStoreOwned refuses to start with a store that holds flows outside the
+// CheckStoreOwned refuses to start with a store that holds flows outside the
 // owned space (the space was narrowed): the engine would add them at every
 // replay and find them missing at every audit, since it leaves the switch's
 // flows outside the space alone.
-func checkStoreOwned(st *store.Store, bridges []string, space entry.CookieSpace) error {
+func CheckStoreOwned(st *store.Store, bridges []string, space entry.CookieSpace) error {
 	if space.All() {
 		return nil
 	}

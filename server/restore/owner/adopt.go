@@ -1,4 +1,4 @@
-package restore
+package owner
 
 import (
 	"bytes"
@@ -125,8 +125,8 @@ type Relayed struct {
 // first reconcile learns the switch's state for module instead of
 // overwriting it (see Learning what a relayed controller did). Call it
 // before Run.
-func (e *Engine) AdoptRelayed(bridge, module string, rel Relayed) error {
-	b, err := e.bridge(bridge)
+func (ow *Owners) AdoptRelayed(bridge, module string, rel Relayed) error {
+	b, err := ow.bridge(bridge)
 	if err != nil {
 		return err
 	}
@@ -143,7 +143,7 @@ func (e *Engine) AdoptRelayed(bridge, module string, rel Relayed) error {
 // reads the desired state. Only an error of the switch (a dump) is
 // returned, and leaves the learning pending for the next connection's
 // reconcile; every other outcome ends it. b.mu is held.
-func (e *Engine) adoptRelayedLocked(ctx context.Context, b *managed, conn *ofconn.Conn, log *slog.Logger) error {
+func (ow *Owners) adoptRelayedLocked(ctx context.Context, b *bridgeOwner, conn *ofconn.Conn, log *slog.Logger) error {
 	a := b.adopt.Load()
 	if a == nil || !a.to(adoptionPending, adoptionStarted) {
 		return nil
@@ -153,16 +153,16 @@ func (e *Engine) adoptRelayedLocked(ctx context.Context, b *managed, conn *ofcon
 		b.adopt.CompareAndSwap(a, nil)
 		a.finish()
 	}
-	now := e.vswitchdIdentity()
+	now := ow.cfg.Vswitchd.Identity()
 	if a.Vswitchd != "" && now != "" && now != a.Vswitchd {
 		log.Info("vswitchd restarted since the guard relayed the controller: nothing of it to learn, replaying the store", "relayed_to", a.Vswitchd, "vswitchd", now)
 		end()
 		return nil
 	}
 	if a.Keep != nil {
-		a.Keep(&Kept{e: e, b: b, log: log})
+		a.Keep(&Kept{ow: ow, b: b, log: log})
 	}
-	held, known, released := e.flag.HeldReleased()
+	held, known, released := ow.cfg.Flag.HeldReleased()
 	// The store's entries are on this vswitchd only if flowstated ran
 	// with it (the guard saw a renewal under it) or released it; one
 	// that started while flowstated was away lacks them because it
@@ -179,7 +179,7 @@ func (e *Engine) adoptRelayedLocked(ctx context.Context, b *managed, conn *ofcon
 	if !ours {
 		log.Info("vswitchd started while flowstated was away: learning what the controller installed through the guard's relay, not what the switch lacks (the store's entries were never on it)", "vswitchd", now, "live", a.Live, "released", released)
 	}
-	l, err := e.learnRelayed(ctx, b, conn, a.module, ours)
+	l, err := ow.learnRelayed(ctx, b, conn, a.module, ours)
 	if err != nil {
 		a.to(adoptionStarted, adoptionPending)
 		return err
@@ -190,7 +190,7 @@ func (e *Engine) adoptRelayedLocked(ctx context.Context, b *managed, conn *ofcon
 	case l.added+l.changed+len(l.removed) == 0:
 		log.Debug("the controller installed nothing new through the guard's relay")
 	default:
-		err := e.cfg.Store.Update(func(w *store.Writer) error {
+		err := ow.cfg.Store.Update(func(w *store.Writer) error {
 			if len(l.puts) > 0 {
 				if _, err := w.Put(b.Name(), a.module, l.puts); err != nil {
 					return err
@@ -230,14 +230,14 @@ type learned struct {
 // learnRelayed compares what b's switch holds with the store, for module
 // (see Learning what a relayed controller did); removals only when the
 // store's entries were on this vswitchd (removals).
-func (e *Engine) learnRelayed(ctx context.Context, b *managed, conn *ofconn.Conn, module string, removals bool) (learned, error) {
+func (ow *Owners) learnRelayed(ctx context.Context, b *bridgeOwner, conn *ofconn.Conn, module string, removals bool) (learned, error) {
 	var l learned
-	kf := e.keptFilter(b)
+	kf := ow.keptFilter(b)
 	// The owned flows as a dump keeps them (switchflows.go): outside the
 	// cookie space, with timeouts, left alone: not the module's.
 	flows := make(map[string][]byte)
 	var id []byte
-	err := plan.EachFlowMod(ctx, conn, e.cfg.OwnedCookie, func(m []byte, owned bool) {
+	err := plan.EachFlowMod(ctx, conn, ow.cfg.OwnedCookie, func(m []byte, owned bool) {
 		if !owned {
 			return
 		}
@@ -265,13 +265,13 @@ func (e *Engine) learnRelayed(ctx context.Context, b *managed, conn *ofconn.Conn
 	if l.fresh {
 		return l, nil
 	}
-	err = e.cfg.Store.Entries().ScanFlows(b.Name(), nil, func(rec store.Record) error {
+	err = ow.cfg.Store.Entries().ScanFlows(b.Name(), nil, func(rec store.Record) error {
 		m, on := flows[string(rec.ID)]
 		mine := string(rec.Module) == module
 		switch {
 		case !on && mine && removals:
 			l.removed = append(l.removed, entry.Entry{Kind: entry.KindFlow, ID: bytes.Clone(rec.ID)})
-		case on && mine && !bytes.Equal(e.forms.Form(rec.Payload), m):
+		case on && mine && !bytes.Equal(ow.cfg.Forms.Form(rec.Payload), m):
 			d, err := declaredFlow(module, m)
 			if err != nil {
 				return err
@@ -302,19 +302,19 @@ func (e *Engine) learnRelayed(ctx context.Context, b *managed, conn *ofconn.Conn
 			uses[plan.Key(r.Kind, r.Key())] = true
 		}
 	}
-	return l, e.learnOthers(b.Name(), module, others, uses, removals, &l)
+	return l, ow.learnOthers(b.Name(), module, others, uses, removals, &l)
 }
 
 // learnOthers adds to l the groups and meters of the switch (others) and
 // of the store for module; uses holds the keys of those the learned flows
 // use.
-func (e *Engine) learnOthers(bridge, module string, others []plan.ActualEntry, uses map[string]bool, removals bool, l *learned) error {
+func (ow *Owners) learnOthers(bridge, module string, others []plan.ActualEntry, uses map[string]bool, removals bool, l *learned) error {
 	on := make(map[string]plan.ActualEntry, len(others))
 	for _, a := range others {
 		on[plan.Key(a.Kind, a.ID)] = a
 	}
 	for _, k := range []entry.Kind{entry.KindGroup, entry.KindMeter} {
-		err := e.cfg.Store.Entries().List(store.Filter{Bridge: bridge, Kind: k}, func(_ string, d entry.Entry) error {
+		err := ow.cfg.Store.Entries().List(store.Filter{Bridge: bridge, Kind: k}, func(_ string, d entry.Entry) error {
 			kk := plan.Key(d.Kind, d.ID)
 			a, ok := on[kk]
 			delete(on, kk)
@@ -323,7 +323,7 @@ func (e *Engine) learnOthers(bridge, module string, others []plan.ActualEntry, u
 			case !ok && !removals:
 			case !ok:
 				l.removed = append(l.removed, entry.Entry{Kind: d.Kind, ID: d.ID})
-			case !bytes.Equal(e.forms.Form(d.Payload), a.Payload):
+			case !bytes.Equal(ow.cfg.Forms.Form(d.Payload), a.Payload):
 				l.changed++
 				l.puts = append(l.puts, entry.Entry{Kind: a.Kind, Module: module, ID: a.ID, Payload: a.Payload})
 			}
@@ -334,7 +334,7 @@ func (e *Engine) learnOthers(bridge, module string, others []plan.ActualEntry, u
 		}
 	}
 	for kk, a := range on {
-		if e.ownsGroupsAndMeters() || uses[kk] {
+		if ow.cfg.OwnedCookie.All() || uses[kk] {
 			l.added++
 			l.puts = append(l.puts, entry.Entry{Kind: a.Kind, Module: module, ID: a.ID, Payload: a.Payload})
 		}
@@ -352,7 +352,7 @@ func declaredFlow(module string, m []byte) (entry.Entry, error) {
 }
 
 // leftOut returns others without the entries kf leaves alone.
-func leftOut(others []plan.ActualEntry, kf *keptFilter) []plan.ActualEntry {
+func leftOut(others []plan.ActualEntry, kf *KeptFilter) []plan.ActualEntry {
 	out := others[:0]
 	for _, a := range others {
 		if !kf.Leaves(a.Kind, a.ID) {
@@ -360,4 +360,24 @@ func leftOut(others []plan.ActualEntry, kf *keptFilter) []plan.ActualEntry {
 		}
 	}
 	return out
+}
+
+// ControllerConnected tells that a controller connected through flowstated's proxy:
+// a learning of the bridge not yet started is moot (its writes go to the
+// store, and its reinstall reconciles).
+func (ow *Owners) ControllerConnected(bridge, module string) {
+	b, err := ow.bridge(bridge)
+	if err != nil {
+		return
+	}
+	a := b.adopt.Load()
+	if a == nil || a.module != module || !a.to(adoptionPending, adoptionDone) {
+		return
+	}
+	b.adopt.CompareAndSwap(a, nil)
+	ow.log.Info("the controller reconnected through flowstated's proxy before the bridge's first replay: its reinstall, recorded, replaces what it installed through the guard's relay",
+		"bridge", bridge, "module", module)
+	if a.Taken != nil {
+		a.Taken()
+	}
 }

@@ -1,4 +1,4 @@
-package restore
+package owner
 
 import (
 	"context"
@@ -138,11 +138,11 @@ func (s *keptSet) unlockSaved(k *Kept) {
 
 // loadKept fills b's set from the store (see the comment above); New calls
 // it before any replay.
-func (e *Engine) loadKept(b *managed) {
+func (ow *Owners) loadKept(b *bridgeOwner) {
 	s := &b.kept
-	log := e.log.With("bridge", b.Name())
-	id := e.vswitchdIdentity()
-	rec, err := e.cfg.Store.Kept().Get(b.Name())
+	log := ow.log.With("bridge", b.Name())
+	id := ow.cfg.Vswitchd.Identity()
+	rec, err := ow.cfg.Store.Kept().Get(b.Name())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// Run starts the saver; a Keep before it waits for it too.
@@ -179,9 +179,9 @@ func (e *Engine) loadKept(b *managed) {
 
 // runKept stores b's set as it changes, until ctx ends; then it stores
 // what is left once.
-func (e *Engine) runKept(ctx context.Context, b *managed) {
+func (ow *Owners) runKept(ctx context.Context, b *bridgeOwner) {
 	s := &b.kept
-	log := e.log.With("bridge", b.Name())
+	log := ow.log.With("bridge", b.Name())
 	s.mu.Lock()
 	poke := s.save.poke
 	s.mu.Unlock()
@@ -195,7 +195,7 @@ func (e *Engine) runKept(ctx context.Context, b *managed) {
 	var retry time.Duration
 	var again <-chan time.Time
 	for {
-		if err := e.saveKept(b, log); err != nil {
+		if err := ow.saveKept(b, log); err != nil {
 			retry = min(max(2*retry, 500*time.Millisecond), keptRetryMax)
 			again = time.After(retry)
 		} else {
@@ -203,7 +203,7 @@ func (e *Engine) runKept(ctx context.Context, b *managed) {
 		}
 		select {
 		case <-ctx.Done():
-			_ = e.saveKept(b, log)
+			_ = ow.saveKept(b, log)
 			return
 		case <-poke:
 		case <-again:
@@ -212,7 +212,7 @@ func (e *Engine) runKept(ctx context.Context, b *managed) {
 }
 
 // saveKept writes what changed in b's set since the last write.
-func (e *Engine) saveKept(b *managed, log *slog.Logger) error {
+func (ow *Owners) saveKept(b *bridgeOwner, log *slog.Logger) error {
 	s := &b.kept
 	sv := &s.save
 	s.mu.Lock()
@@ -249,13 +249,13 @@ func (e *Engine) saveKept(b *managed, log *slog.Logger) error {
 	sv.dirty, sv.dirtyRules, sv.resave = nil, nil, false
 	s.mu.Unlock()
 
-	err := e.cfg.Store.Kept().Update(b.Name(), u)
+	err := ow.cfg.Store.Kept().Update(b.Name(), u)
 	marked := false
 	if err != nil && !u.All {
 		// A full disk may still take a write that grows nothing: the
 		// record then says "every undeclared entry", the safe side for
 		// a restart before the retry succeeds (which writes it exact).
-		marked = e.cfg.Store.Kept().Update(b.Name(), store.KeptUpdate{Vswitchd: u.Vswitchd, All: true}) == nil
+		marked = ow.cfg.Store.Kept().Update(b.Name(), store.KeptUpdate{Vswitchd: u.Vswitchd, All: true}) == nil
 	}
 
 	s.mu.Lock()

@@ -1,4 +1,4 @@
-package restore
+package owner
 
 import (
 	"log/slog"
@@ -72,24 +72,24 @@ type keptSet struct {
 // Kept is the engine's side of the unrecorded sessions of one bridge's
 // proxy (ofproxy.Keeper).
 type Kept struct {
-	e   *Engine
-	b   *managed
+	ow  *Owners
+	b   *bridgeOwner
 	log *slog.Logger
 }
 
 // Kept returns what bridge's proxy tells of its unrecorded sessions.
-func (e *Engine) Kept(bridge string) (*Kept, error) {
-	b, err := e.bridge(bridge)
+func (ow *Owners) Kept(bridge string) (*Kept, error) {
+	b, err := ow.bridge(bridge)
 	if err != nil {
 		return nil, err
 	}
-	return &Kept{e: e, b: b, log: e.log.With("bridge", bridge)}, nil
+	return &Kept{ow: ow, b: b, log: ow.log.With("bridge", bridge)}, nil
 }
 
 // Begin starts an unrecorded session: a set filled under another vswitchd
 // is emptied.
 func (k *Kept) Begin() {
-	id := k.e.vswitchdIdentity()
+	id := k.ow.cfg.Vswitchd.Identity()
 	s := &k.b.kept
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -235,9 +235,9 @@ func (k *Kept) ForgetAll(kind entry.Kind) {
 	}
 }
 
-// keptFilter decides, during one dump of a bridge, which of the switch's
+// KeptFilter decides, during one dump of a bridge, which of the switch's
 // entries are left alone. Declared entries are never left alone.
-type keptFilter struct {
+type KeptFilter struct {
 	s        *keptSet
 	declared func(kind entry.Kind, id []byte) bool
 	log      *slog.Logger
@@ -247,19 +247,19 @@ type keptFilter struct {
 
 // keptFilter returns the filter of one dump of b, nil when the set is
 // empty.
-func (e *Engine) keptFilter(b *managed) *keptFilter {
+func (ow *Owners) keptFilter(b *bridgeOwner) *KeptFilter {
 	s := &b.kept
 	s.mu.Lock()
-	s.sameVswitchdLocked(e.vswitchdIdentity(), false)
+	s.sameVswitchdLocked(ow.cfg.Vswitchd.Identity(), false)
 	empty := len(s.ids) == 0 && len(s.rules) == 0 && !s.all
 	s.mu.Unlock()
 	if empty {
 		s.found.Store(0)
 		return nil
 	}
-	log := e.log.With("bridge", b.Name())
-	return &keptFilter{s: s, log: log, declared: func(kind entry.Kind, id []byte) bool {
-		_, ok, err := e.cfg.Store.Entries().Get(b.Name(), kind, id)
+	log := ow.log.With("bridge", b.Name())
+	return &KeptFilter{s: s, log: log, declared: func(kind entry.Kind, id []byte) bool {
+		_, ok, err := ow.cfg.Store.Entries().Get(b.Name(), kind, id)
 		if err != nil {
 			// Cannot tell: leaving it alone is the safe side.
 			log.Warn("reading the store for an entry of an unrecorded controller", "err", err)
@@ -271,7 +271,7 @@ func (e *Engine) keptFilter(b *managed) *keptFilter {
 
 // Leaves reports whether the dump leaves alone the entry of kind and
 // identity id (a flow's identity as entry.AppendFlowID gives it).
-func (f *keptFilter) Leaves(kind entry.Kind, id []byte) bool {
+func (f *KeptFilter) Leaves(kind entry.Kind, id []byte) bool {
 	if f == nil {
 		return false
 	}
@@ -305,7 +305,7 @@ func (f *keptFilter) Leaves(kind entry.Kind, id []byte) bool {
 }
 
 // Done publishes what the dump left alone.
-func (f *keptFilter) Done() {
+func (f *KeptFilter) Done() {
 	if f != nil {
 		f.s.found.Store(int64(f.found))
 	}
