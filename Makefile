@@ -80,10 +80,12 @@ fuzz: ## run each fuzz target for FUZZTIME (default 20s)
 	done
 
 .PHONY: bench
-bench: ## flowstate against ovs-ofctl --bundle: one table of restore, start-up, declare, reconcile, memory (FLOWS=200000 RUNS=3; docs/benchmarks.md)
+bench: ## flowstate against ovs-ofctl --bundle: one table of restore, start-up, declare, reconcile, memory (FLOWS=200000 RUNS=3); small writes against the fsync floor (PUTS=2000 FLOWMODS=10000; docs/benchmarks.md)
 	@./scripts/install-deps.sh
 	go run ./cmd/flowstate-bench -flows $${FLOWS:-200000} -runs $${RUNS:-3}
 	go test -run '^$$' -bench OVNThroughFlowstated -benchtime 3x -count 1 -timeout 30m ./server/ofproxy
+	go test -run '^$$' -bench 'SmallPut' -benchtime $${PUTS:-2000}x -count 1 -timeout 30m ./server
+	go test -run '^$$' -bench SingleFlowMods -benchtime $${FLOWMODS:-10000}x -count 1 -timeout 30m ./server/ofproxy
 
 .PHONY: chaos
 chaos: ## seeded fault schedules against the real binaries, fresh seeds for DURATION (default 5m; SEED=N STEPS=K replays one; docs/testing.md)

@@ -86,6 +86,17 @@ func readBootID(path string) (string, error) {
 	return id, nil
 }
 
+// callLevel is the level of a finished call's log line: debug when it
+// succeeded, so that a CNI's Put a pod or a controller's write a message
+// costs no line in the journal; a failure keeps the level its code has by
+// default (info for a refusal, warn or error for the rest).
+func callLevel(code codes.Code) logging.Level {
+	if code == codes.OK {
+		return logging.LevelDebug
+	}
+	return logging.DefaultServerCodeToLevel(code)
+}
+
 func interceptorLogger(l *slog.Logger) logging.Logger {
 	return logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
 		if lvl == logging.LevelInfo && isPoll(fields) {

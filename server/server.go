@@ -284,13 +284,13 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.ChainUnaryInterceptor(
 			srvMetrics.UnaryServerInterceptor(),
-			logging.UnaryServerInterceptor(interceptorLogger(log), logging.WithLogOnEvents(logging.FinishCall)),
+			logging.UnaryServerInterceptor(interceptorLogger(log), logging.WithLogOnEvents(logging.FinishCall), logging.WithLevels(callLevel)),
 			recovery.UnaryServerInterceptor(recovery.WithRecoveryHandler(panicToStatus(log))),
 			unaryVerdicts,
 		),
 		grpc.ChainStreamInterceptor(
 			srvMetrics.StreamServerInterceptor(),
-			logging.StreamServerInterceptor(interceptorLogger(log), logging.WithLogOnEvents(logging.FinishCall)),
+			logging.StreamServerInterceptor(interceptorLogger(log), logging.WithLogOnEvents(logging.FinishCall), logging.WithLevels(callLevel)),
 			recovery.StreamServerInterceptor(recovery.WithRecoveryHandler(panicToStatus(log))),
 			streamVerdicts,
 		),

@@ -42,6 +42,7 @@ type Option func(*settings)
 type settings struct {
 	bridges   []string
 	level     slog.Level
+	toFile    bool
 	configure []func(*server.Config)
 }
 
@@ -56,6 +57,14 @@ func Bridges(names ...string) Option {
 // test log (default Info).
 func LogLevel(l slog.Level) Option {
 	return func(s *settings) { s.level = l }
+}
+
+// LogToFile sends flowstated's log records of LogLevel and above to the
+// file flowstated.log in the sandbox's directory instead of the test log,
+// as a production flowstated's go to its journal: what a benchmark wants
+// to pay for them.
+func LogToFile() Option {
+	return func(s *settings) { s.toFile = true }
 }
 
 // Configure changes the flowstated configuration New builds, in order.
@@ -111,6 +120,14 @@ func New(ctx context.Context, t testing.TB, opts ...Option) *Env {
 		// path fits a sockaddr_un; removed with it.
 		ProxyDir: filepath.Join(dir, "ofp"),
 		Logger:   Logger(t, s.level),
+	}
+	if s.toFile {
+		f, err := os.Create(filepath.Join(dir, "flowstated.log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = f.Close() })
+		e.Config.Logger = slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: s.level}))
 	}
 	for _, f := range s.configure {
 		f(&e.Config)
