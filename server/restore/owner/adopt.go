@@ -142,7 +142,7 @@ func (ow *Owners) AdoptRelayed(bridge, module string, rel Relayed) error {
 // adoptRelayedLocked runs the pending learning of b, if any, before a replay
 // reads the desired state. Only an error of the switch (a dump) is
 // returned, and leaves the learning pending for the next connection's
-// reconcile; every other outcome ends it. b.mu is held.
+// reconcile; every other outcome ends it. The bridge's lock is held.
 func (ow *Owners) adoptRelayedLocked(ctx context.Context, b *bridgeOwner, conn *ofconn.Conn, log *slog.Logger) error {
 	a := b.adopt.Load()
 	if a == nil || !a.to(adoptionPending, adoptionStarted) {
@@ -233,7 +233,7 @@ type learned struct {
 func (ow *Owners) learnRelayed(ctx context.Context, b *bridgeOwner, conn *ofconn.Conn, module string, removals bool) (learned, error) {
 	var l learned
 	kf := ow.keptFilter(b)
-	// The owned flows as a dump keeps them (switchflows.go): outside the
+	// The owned flows as a dump keeps them (package replay): outside the
 	// cookie space, with timeouts, left alone: not the module's.
 	flows := make(map[string][]byte)
 	var id []byte

@@ -34,7 +34,7 @@ import (
 // identity wins: the module's version is restored, and the disagreement is
 // logged once.
 //
-// The set lasts for one vswitchd (vswitchdIdentity): the controller
+// The set lasts for one vswitchd (Vswitchd.Identity): the controller
 // reinstalls after a restart, and the proxy closes its sessions when
 // vswitchd goes. It outlives flowstated: it is kept in the store and
 // loaded before the first replay (keptsave.go). A session that starts under another vswitchd than the one
