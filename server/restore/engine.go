@@ -248,7 +248,9 @@ func New(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
 	}
-	crashes := poisonConfig(cfg, e.evidence)
+	e.vswitchd = vswitchd.New(vswitchd.Config{RunDir: cfg.RunDir, EchoInterval: cfg.EchoInterval, EchoTimeout: cfg.EchoTimeout,
+		RetryInterval: cfg.RetryInterval, OVSDB: e.flag, Publish: e.publish, Connected: cfg.Metrics.connected, Logger: cfg.Logger})
+	crashes := poisonConfig(cfg, e.evidence, e.vswitchd)
 	if e.gate, err = newGate(cfg); err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
 	}
@@ -263,8 +265,6 @@ func New(cfg Config) (*Engine, error) {
 		e.bridges[name] = bridge.New(name, cfg.Metrics.quarantinedNow.WithLabelValues(name), crashes)
 		e.order = append(e.order, name)
 	}
-	e.vswitchd = vswitchd.New(vswitchd.Config{RunDir: cfg.RunDir, EchoInterval: cfg.EchoInterval, EchoTimeout: cfg.EchoTimeout,
-		RetryInterval: cfg.RetryInterval, OVSDB: e.flag, Publish: e.publish, Connected: cfg.Metrics.connected, Logger: cfg.Logger})
 	e.mirrors = e.newMirrors()
 	states := make([]*bridge.State, len(e.order))
 	for i, name := range e.order {

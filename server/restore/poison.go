@@ -1,7 +1,6 @@
 package restore
 
 import (
-	"github.com/flowstate-io/flowstate/server/ovsconfig"
 	"github.com/flowstate-io/flowstate/server/restore/poison"
 )
 
@@ -11,16 +10,10 @@ import (
 // replay).
 
 // poisonConfig is what the trackers of the engine share.
-func poisonConfig(cfg Config, ev *poison.Evidence) poison.Config {
+func poisonConfig(cfg Config, ev *poison.Evidence, vs poison.Vswitchd) poison.Config {
 	m := cfg.Metrics
-	return poison.Config{Crashes: cfg.Store.Crashes(), Desired: cfg.Store.Entries(), Vswitchd: runDirVswitchd(cfg.RunDir), Evidence: ev,
+	return poison.Config{Crashes: cfg.Store.Crashes(), Desired: cfg.Store.Entries(), Vswitchd: vs, Evidence: ev,
 		SurviveAfter: cfg.SurviveAfter, CrashWindow: cfg.CrashWindow,
 		Metrics: poison.Metrics{Deaths: m.replayDeaths, Kills: m.replayKills, Survived: m.survived, Poisoned: m.poisoned, Suspects: m.suspects},
 		Events:  cfg.Events, Logger: cfg.Logger}
 }
-
-// runDirVswitchd names the vswitchd whose pidfile is in the run directory
-// (poison.Vswitchd).
-type runDirVswitchd string
-
-func (d runDirVswitchd) Identity() string { return ovsconfig.VswitchdIdentity(string(d)) }
