@@ -20,7 +20,9 @@ var layers = [][]string{
 	{"server/events", "server/ofconn", "server/ovsconfig", "server/peercred"},
 	{"server/ofproxy"},
 	{"server/guard", "server/restore/plan"},
-	{"server/restore/flag", "server/restore/gate", "server/restore/mirror", "server/restore/poison"},
+	{"server/restore/flag", "server/restore/forms", "server/restore/gate", "server/restore/mirror", "server/restore/poison"},
+	{"server/restore/bridge"},
+	{"server/restore/owner", "server/restore/replay", "server/restore/vswitchd", "server/restore/write"},
 	{"server/restore"},
 	{"server"},
 }

@@ -21,7 +21,8 @@ import (
 	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/guard"
 	"github.com/flowstate-io/flowstate/server/ofproxy"
-	"github.com/flowstate-io/flowstate/server/restore"
+	"github.com/flowstate-io/flowstate/server/restore/owner"
+	"github.com/flowstate-io/flowstate/server/restore/write"
 )
 
 // DefaultProxyDir holds the OpenFlow proxies' <bridge>.mgmt sockets.
@@ -117,7 +118,7 @@ func validateProxies(cfg *Config) error {
 
 // proxies are flowstated's OpenFlow proxies: one per proxied bridge, each
 // recording its controller as one module through the engine's write
-// pipeline (restore.Recorder). Run owns them: start once the engine runs
+// pipeline (write.Recorder). Run owns them: start once the engine runs
 // (so a socket that exists accepts), serve in its wait group, and close
 // before the engine stops. list is written by start only, before the API
 // and metrics serve.
@@ -171,7 +172,7 @@ func (ps *proxies) listen(cfg *Config) error {
 			continue
 		}
 		if present {
-			// We hold the bridge (restore.LockBridges): a socket a
+			// We hold the bridge (owner.LockBridges): a socket a
 			// guard holds there without handing it over is one it can
 			// no longer serve (frozen): replace it.
 			if st, err := os.Lstat(path); err == nil && st.Mode()&os.ModeSocket != 0 {
@@ -202,16 +203,20 @@ func (ps *proxies) relays(cfg *Config) []guard.Relay {
 // relayLearner takes the guard's evidence of what it relayed for a proxied
 // bridge (adopt).
 type relayLearner interface {
-	AdoptRelayed(bridge, module string, rel restore.Relayed) error
+	AdoptRelayed(bridge, module string, rel owner.Relayed) error
 }
 
 // recording is the engine's side of a proxy (start): the Recorder that
-// takes the controller's changes as the module's, and the Kept record of
-// what unrecorded controllers installed.
-type recording interface {
-	Recorder(bridge, module string) (*restore.Recorder, error)
-	Kept(bridge string) (*restore.Kept, error)
-}
+// takes the controller's changes as the module's (the write path), and the
+// Kept record of what unrecorded controllers installed.
+type (
+	recording interface {
+		Recorder(bridge, module string) (*write.Recorder, error)
+	}
+	keeping interface {
+		Kept(bridge string) (*owner.Kept, error)
+	}
+)
 
 // adopt hands the engine the guard's evidence of each proxied bridge it
 // relayed while flowstated was away (guard.Relayed), so that the bridge's
@@ -245,7 +250,7 @@ func (ps *proxies) adopt(cfg *Config, engine relayLearner) {
 				ps.log.Warn("openflow proxy: removing the guard's record of its relayed sessions", "bridge", spec.Bridge, "error", err)
 			}
 		}
-		keep := func(k *restore.Kept) {
+		keep := func(k *owner.Kept) {
 			ks, ok, err := guard.ReadRelayedKept(lease, spec.Bridge)
 			switch {
 			case err != nil:
@@ -254,7 +259,7 @@ func (ps *proxies) adopt(cfg *Config, engine relayLearner) {
 				ks.Replay(k)
 			}
 		}
-		if err := engine.AdoptRelayed(spec.Bridge, spec.Module, restore.Relayed{Vswitchd: m.Vswitchd, Live: m.Live, Keep: keep, Taken: taken}); err != nil {
+		if err := engine.AdoptRelayed(spec.Bridge, spec.Module, owner.Relayed{Vswitchd: m.Vswitchd, Live: m.Live, Keep: keep, Taken: taken}); err != nil {
 			ps.log.Warn("openflow proxy: not learning what the guard relayed", "bridge", spec.Bridge, "module", spec.Module, "error", err)
 			continue
 		}
@@ -266,12 +271,12 @@ func (ps *proxies) adopt(cfg *Config, engine relayLearner) {
 type proxy struct {
 	spec ProxySpec
 	p    *ofproxy.Proxy
-	rec  *restore.Recorder
+	rec  *write.Recorder
 }
 
 // start makes a proxy of every socket listen made. On an error every
 // socket is closed (and removed when no guard shares it).
-func (ps *proxies) start(cfg *Config, engine recording, evlog *events.Log) error {
+func (ps *proxies) start(cfg *Config, recs recording, keeps keeping, evlog *events.Log) error {
 	if len(cfg.Proxies) == 0 {
 		return nil
 	}
@@ -282,12 +287,12 @@ func (ps *proxies) start(cfg *Config, engine recording, evlog *events.Log) error
 			ps.close()
 			return err
 		}
-		rec, err := engine.Recorder(spec.Bridge, spec.Module)
+		rec, err := recs.Recorder(spec.Bridge, spec.Module)
 		if err != nil {
 			ps.close()
 			return err
 		}
-		kept, err := engine.Kept(spec.Bridge)
+		kept, err := keeps.Kept(spec.Bridge)
 		if err != nil {
 			rec.Close()
 			ps.close()

@@ -9,7 +9,7 @@ import (
 	flowstatev1 "github.com/flowstate-io/flowstate/api/flowstate/v1"
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/errdefs"
-	"github.com/flowstate-io/flowstate/server/restore"
+	"github.com/flowstate-io/flowstate/server/restore/write"
 	"github.com/flowstate-io/flowstate/store"
 )
 
@@ -25,12 +25,12 @@ const DefaultStageAbove = 50_000
 type writer interface {
 	Put(ctx context.Context, bridge, module string, es []entry.Entry) (applied bool, err error)
 	Delete(ctx context.Context, bridge, module string, keys []entry.Entry) (applied bool, n int, err error)
-	Sync(ctx context.Context, bridge, module string, es []entry.Entry, ready bool) (restore.SyncResult, error)
+	Sync(ctx context.Context, bridge, module string, es []entry.Entry, ready bool) (write.SyncResult, error)
 	// CheckDeclared checks entries as Put would, before they are spooled.
 	CheckDeclared(es []entry.Entry, base int) error
 	// PutSpool and SyncSpool take sp: the engine closes it (handOver).
 	PutSpool(ctx context.Context, bridge, module string, sp *store.Spool) (applied bool, err error)
-	SyncSpool(ctx context.Context, bridge, module string, sp *store.Spool, ready bool) (restore.SyncResult, error)
+	SyncSpool(ctx context.Context, bridge, module string, sp *store.Spool, ready bool) (write.SyncResult, error)
 }
 
 // entryMessage is a message of a client stream of entries (PutStream, Sync).
@@ -234,7 +234,7 @@ func (s *service) Sync(stream flowstatev1.FlowStateService_SyncServer) error {
 	}
 	defer r.close()
 	n := r.len()
-	var res restore.SyncResult
+	var res write.SyncResult
 	if sp := r.handOver(); sp != nil {
 		res, err = s.writes.SyncSpool(stream.Context(), r.bridge, r.module, sp, ready)
 	} else {

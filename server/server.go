@@ -29,6 +29,7 @@ import (
 	"github.com/flowstate-io/flowstate/server/guard"
 	"github.com/flowstate-io/flowstate/server/restore"
 	"github.com/flowstate-io/flowstate/server/restore/mirror"
+	"github.com/flowstate-io/flowstate/server/restore/owner"
 	"github.com/flowstate-io/flowstate/store"
 )
 
@@ -211,9 +212,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	defer st.Close()
 	// Store identity and one owner per bridge (restore/owner.go).
-	self := restore.Instance{PID: os.Getpid(), StoreID: st.Identity().ID(), Listen: cfg.Listen, DB: cfg.DBPath}
+	self := owner.Instance{PID: os.Getpid(), StoreID: st.Identity().ID(), Listen: cfg.Listen, DB: cfg.DBPath}
 	self.Host, _ = os.Hostname()
-	locks, err := restore.LockBridges(cfg.RunDir, cfg.Bridges, self)
+	locks, err := owner.LockBridges(cfg.RunDir, cfg.Bridges, self)
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
@@ -297,7 +298,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	proxies := &proxies{log: log}
 	defer proxies.close()
 	gs.RegisterService(withDecodeErrors(&flowstatev1.FlowStateService_ServiceDesc), &service{
-		writes: engine, reads: engine, state: engine, ready: engine, replays: engine, flag: engine.Flag(),
+		writes: engine.Writes(), reads: engine, state: engine, vswitchd: engine.Vswitchd(), ready: engine, replays: engine, flag: engine.Flag(),
 		store: st, events: evlog, writers: cfg.Writers, streamID: newStreamID(), bootID: bootID, coldStart: cold, keep: keep,
 		sessions: sessions, log: log, stageAbove: cfg.StageAbove, faults: cfg.Faults, proxies: proxies,
 	})
@@ -345,11 +346,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			return err
 		}
 	}
-	proxies.adopt(&cfg, engine) // before the first replay
+	proxies.adopt(&cfg, engine.Owners()) // before the first replay
 	wg.Go(func() { engine.Run(runCtx) })
 	// The proxies once the engine runs: a controller's change needs the
 	// engine's write owner, and a socket that exists must accept.
-	if err := proxies.start(&cfg, engine, evlog); err != nil {
+	if err := proxies.start(&cfg, engine.Writes(), engine.Owners(), evlog); err != nil {
 		stopEngine()
 		wg.Wait()
 		return err

@@ -19,6 +19,7 @@ import (
 	"github.com/flowstate-io/flowstate/server/restore"
 	"github.com/flowstate-io/flowstate/server/restore/gate"
 	"github.com/flowstate-io/flowstate/server/restore/plan"
+	"github.com/flowstate-io/flowstate/server/restore/vswitchd"
 	"github.com/flowstate-io/flowstate/store"
 )
 
@@ -65,9 +66,11 @@ func (b *batcher[T]) flush() error {
 // interface per concern, each declared where its calls are.
 type service struct {
 	flowstatev1.UnimplementedFlowStateServiceServer
-	writes    writer       // receive.go
-	reads     switchReader // inspect.go
-	state     stateReader
+	writes writer       // receive.go
+	reads  switchReader // inspect.go
+	state  stateReader
+	// vswitchd is what the engine knows of the running vswitchd's build.
+	vswitchd  interface{ Info() vswitchd.Info }
 	ready     readiness
 	replays   reconciler
 	flag      flagControl
@@ -95,7 +98,6 @@ type stateReader interface {
 	Status() []restore.BridgeStatus
 	Gate() gate.Status
 	Modules() (map[string]restore.ModuleState, error)
-	SwitchInfo() restore.SwitchInfo
 	OwnedCookie() entry.CookieSpace
 }
 
@@ -245,7 +247,7 @@ func (s *service) Status(ctx context.Context, _ *flowstatev1.StatusRequest) (*fl
 	running, unheld := s.flag.Vswitchd()
 	resp.VswitchdRunning = running
 	resp.VswitchdHeld = running && !unheld && resp.FlowRestoreWait
-	sw := s.state.SwitchInfo()
+	sw := s.vswitchd.Info()
 	resp.VswitchdBuild = &flowstatev1.VswitchdBuild{Version: sw.Version, OvsdbVersion: sw.OVSDBVersion, Limits: sw.Limits}
 	bi := version.Get()
 	resp.Version, resp.Commit = bi.Version, bi.Commit

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowstate-io/flowstate/server/restore/bridge"
 	"github.com/flowstate-io/flowstate/server/restore/plan"
 )
 
@@ -20,25 +21,25 @@ func TestAuditDrift(t *testing.T) {
 	faults := &Faults{}
 	e := startEngine(ctx, t, faults)
 	b := e.bridges[testBridge]
-	if applied, err := e.Put(ctx, testBridge, "m", append(flow(t, 1), flow(t, 2)...)); err != nil || !applied {
+	if applied, err := e.Writes().Put(ctx, testBridge, "m", append(flow(t, 1), flow(t, 2)...)); err != nil || !applied {
 		t.Fatalf("put: applied=%v err=%v", applied, err)
 	}
-	conn, err := b.connected()
+	conn, err := b.Connected()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.audit(ctx, b, conn, e.log) {
+	if e.replay.Audit(ctx, b, conn, e.log) {
 		t.Fatal("audit of an untouched bridge asks for a replay")
 	}
 
 	out, err := exec.CommandContext(ctx, "ovs-ofctl", "-O", "OpenFlow15", "--strict", "del-flows",
-		"unix:"+e.mgmtPath(testBridge), "table=1,priority=101,ip,nw_dst=10.0.0.1").CombinedOutput()
+		"unix:"+e.vswitchd.MgmtPath(testBridge), "table=1,priority=101,ip,nw_dst=10.0.0.1").CombinedOutput()
 	if err != nil {
 		t.Fatalf("ovs-ofctl: %v: %s", err, out)
 	}
-	var during BridgeStatus
-	faults.AfterDriftFound = func() { during = b.snapshot() }
-	if !e.audit(ctx, b, conn, e.log) {
+	var during bridge.Snapshot
+	faults.AfterDriftFound = func() { during = b.Snapshot() }
+	if !e.replay.Audit(ctx, b, conn, e.log) {
 		t.Fatal("audit missed a flow deleted by hand")
 	}
 	if during.Converged || !strings.Contains(during.Reason, "drift: the switch differs from the store (1 missing, 0 changed, 0 not declared)") ||
@@ -48,12 +49,12 @@ func TestAuditDrift(t *testing.T) {
 	if n := counter(t, e, "flowstate_drift_found_total"); n != 1 {
 		t.Fatalf("flowstate_drift_found_total = %v, want 1", n)
 	}
-	if _, err := e.reconcile(ctx, b, conn, e.log); err != nil {
+	if _, err := e.replay.Reconcile(ctx, b, conn, e.log); err != nil {
 		t.Fatal(err)
 	}
 	n := 0
-	if err := e.diffNow(ctx, b, conn, func(plan.Change) error { n++; return nil }); err != nil || n != 0 || !b.isConverged() {
-		t.Fatalf("after the correction: %d differences (%v), converged %v", n, err, b.isConverged())
+	if err := e.replay.Diff(ctx, b, conn, func(plan.Change) error { n++; return nil }); err != nil || n != 0 || !b.IsConverged() {
+		t.Fatalf("after the correction: %d differences (%v), converged %v", n, err, b.IsConverged())
 	}
 }
 

@@ -16,7 +16,7 @@ func (e *Engine) FlowCounters(ctx context.Context, bridgeName string) (map[strin
 	if err != nil {
 		return nil, err
 	}
-	conn, err := e.connected(b)
+	conn, err := e.vswitchd.Connected(b)
 	if err != nil {
 		return nil, err
 	}

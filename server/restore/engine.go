@@ -5,20 +5,21 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/flowstate-io/flowstate/canon"
 	"github.com/flowstate-io/flowstate/entry"
-	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/server/events"
-	"github.com/flowstate-io/flowstate/server/ovsconfig"
+	"github.com/flowstate-io/flowstate/server/restore/bridge"
 	"github.com/flowstate-io/flowstate/server/restore/flag"
 	"github.com/flowstate-io/flowstate/server/restore/gate"
 	"github.com/flowstate-io/flowstate/server/restore/mirror"
+	"github.com/flowstate-io/flowstate/server/restore/owner"
 	"github.com/flowstate-io/flowstate/server/restore/poison"
+	"github.com/flowstate-io/flowstate/server/restore/replay"
+	"github.com/flowstate-io/flowstate/server/restore/vswitchd"
+	"github.com/flowstate-io/flowstate/server/restore/write"
 	"github.com/flowstate-io/flowstate/store"
 )
 
@@ -98,7 +99,7 @@ type Config struct {
 	MirrorInterval time.Duration
 	// TakeOver lets this engine manage bridges that OVSDB records as
 	// managed by another store, or that hold flows this store never
-	// declared (owner.go); their undeclared flows are deleted.
+	// declared (package owner); their undeclared flows are deleted.
 	TakeOver bool
 	// Instance describes this flowstated in the bridges' OVSDB
 	// external_ids (Instance.String), for messages.
@@ -127,18 +128,18 @@ type Config struct {
 // Run starts, and returns once ctx is cancelled and all of them have
 // stopped: per managed bridge, one goroutine that dials, reconciles on every
 // connection, waits for the connection to die and repeats (runBridge), and
-// the owner of its writes (runWrites), which may run a pipe's storer and a
-// streamed bundle's producer while a write is under way; one for OVSDB and
+// the owner of its writes (write.Writes.Run), which may run a pipe's storer
+// and a streamed bundle's producer while a write is under way; one for OVSDB and
 // the flag (flag.Flag.Run), one for the cold-start gate (gate.Gate.Run), and one for
 // the mirrors of the unmanaged bridges (mirror.Set.Run), which runs one per
 // mirrored bridge.
 type Engine struct {
 	// forms are what the switch made of entries canon keeps in part as
-	// sent (forms.go).
+	// sent (package forms).
 	forms   *canon.Forms
 	cfg     Config
 	log     *slog.Logger
-	bridges map[string]*bridge
+	bridges map[string]*bridge.State
 	order   []string
 
 	// flag owns flow-restore-wait and the OVSDB client (package flag).
@@ -146,11 +147,18 @@ type Engine struct {
 	// evidence tells a crash of vswitchd from a kill (poison.Evidence);
 	// it hears the proc connector while Config.ProcExits.
 	evidence *poison.Evidence
-	// switchInfo is the running vswitchd's build (switchinfo.go).
-	switchInfo atomic.Pointer[SwitchInfo]
-	gate       *gate.Gate
+	// vswitchd is the running ovs-vswitchd and the bridges' connections.
+	vswitchd *vswitchd.Daemon
+	gate     *gate.Gate
 
 	mirrors *mirror.Set // unmanaged bridges (package mirror)
+	// replay runs the replays, audits and diffs (package replay).
+	replay *replay.Replayer
+	// writes runs the writes (package write).
+	writes *write.Writes
+	// owners decides what of each bridge the engine may change (package
+	// owner).
+	owners *owner.Owners
 }
 
 // New validates cfg and returns an engine that is not running yet.
@@ -201,7 +209,7 @@ func New(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
 	}
-	if err := checkStoreOwned(cfg.Store, cfg.Bridges, cfg.OwnedCookie); err != nil {
+	if err := owner.CheckStoreOwned(cfg.Store, cfg.Bridges, cfg.OwnedCookie); err != nil {
 		return nil, err
 	}
 	cfg.Unmanaged = unmanaged
@@ -228,7 +236,7 @@ func New(cfg Config) (*Engine, error) {
 		forms:    canon.NewForms(known),
 		cfg:      cfg,
 		log:      cfg.Logger,
-		bridges:  make(map[string]*bridge, len(cfg.Bridges)),
+		bridges:  make(map[string]*bridge.State, len(cfg.Bridges)),
 		evidence: poison.NewEvidence(cfg.VswitchdLog),
 	}
 	e.flag, err = flag.New(flag.Config{
@@ -240,7 +248,9 @@ func New(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
 	}
-	crashes := poisonConfig(cfg, e.evidence)
+	e.vswitchd = vswitchd.New(vswitchd.Config{RunDir: cfg.RunDir, EchoInterval: cfg.EchoInterval, EchoTimeout: cfg.EchoTimeout,
+		RetryInterval: cfg.RetryInterval, OVSDB: e.flag, Publish: e.publish, Connected: cfg.Metrics.connected, Logger: cfg.Logger})
+	crashes := poisonConfig(cfg, e.evidence, e.vswitchd)
 	if e.gate, err = newGate(cfg); err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
 	}
@@ -252,18 +262,28 @@ func New(cfg Config) (*Engine, error) {
 			return nil, fmt.Errorf("restore: bridge %q given twice", name)
 		}
 		cfg.Metrics.initBridge(name)
-		b := &bridge{name: name, kick: make(chan struct{}, 1), writes: newWriteQueue(),
-			quarantineGauge: cfg.Metrics.quarantinedNow.WithLabelValues(name)}
-		b.poison = poison.NewTracker(crashes, name, b)
-		e.bridges[name] = b
+		e.bridges[name] = bridge.New(name, cfg.Metrics.quarantinedNow.WithLabelValues(name), crashes)
 		e.order = append(e.order, name)
 	}
 	e.mirrors = e.newMirrors()
-	if err := e.loadStoodAside(); err != nil {
-		return nil, fmt.Errorf("restore: %w", err)
+	states := make([]*bridge.State, len(e.order))
+	for i, name := range e.order {
+		states[i] = e.bridges[name]
 	}
-	for _, name := range e.order {
-		e.loadKept(e.bridges[name])
+	e.writes = write.New(write.Config{Store: cfg.Store, Bridges: states, Forms: e.forms, OwnedCookie: cfg.OwnedCookie,
+		WriteTimeout: cfg.WriteTimeout, Rooms: writeRooms{e}, Faults: writeFaults{cfg.Faults}, Logger: cfg.Logger,
+		Metrics: write.Metrics{WriteRequests: cfg.Metrics.writeRequests, WriteBatches: cfg.Metrics.writeBatches,
+			StagedWrites: cfg.Metrics.stagedWrites}})
+	e.replay = replay.New(replay.Config{Store: cfg.Store, Forms: e.forms, OwnedCookie: cfg.OwnedCookie,
+		MaxReplayTime: cfg.MaxReplayTime, Flag: e.flag, Rooms: replayRooms{e}, Publish: e.publish,
+		Metrics: replay.Metrics{Quarantined: cfg.Metrics.quarantined, DriftFound: cfg.Metrics.driftFound,
+			ObserveReplay: cfg.Metrics.observeReplay},
+		AfterDriftFound: cfg.Faults.afterDriftFound, Logger: cfg.Logger})
+	e.owners, err = owner.New(owner.Config{Store: cfg.Store, Bridges: states, Forms: e.forms, OwnedCookie: cfg.OwnedCookie,
+		TakeOver: cfg.TakeOver, Instance: cfg.Instance, RetryInterval: cfg.RetryInterval, Flag: e.flag, Vswitchd: e.vswitchd,
+		StandingAside: cfg.Metrics.standingAside, Publish: e.publish, Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("restore: %w", err)
 	}
 	return e, nil
 }
@@ -274,14 +294,14 @@ func (e *Engine) Run(ctx context.Context) {
 	wg.Go(func() { e.gate.Run(ctx) })
 	wg.Go(func() { e.flag.Run(ctx) })
 	wg.Go(func() { e.mirrors.Run(ctx) })
+	wg.Go(func() { e.writes.Run(ctx) })
+	wg.Go(func() { e.owners.Run(ctx) })
 	if e.cfg.ProcExits {
 		wg.Go(func() { e.evidence.Run(ctx, e.log) })
 	}
 	for _, name := range e.order {
 		b := e.bridges[name]
 		wg.Go(func() { e.runBridge(ctx, b) })
-		wg.Go(func() { e.runWrites(ctx, b) })
-		wg.Go(func() { e.runKept(ctx, b) })
 	}
 	wg.Wait()
 	e.flag.Close()
@@ -316,17 +336,19 @@ func (e *Engine) Wedged() string {
 		}
 	}
 	for _, name := range e.order {
-		if w := check("bridge "+name, e.bridges[name].busySince.Load()); w != "" {
-			return w
+		if since := e.bridges[name].BusySince(); !since.IsZero() {
+			if w := check("bridge "+name, since.UnixNano()); w != "" {
+				return w
+			}
 		}
 	}
 	return ""
 }
 
-func (e *Engine) bridge(name string) (*bridge, error) {
+func (e *Engine) bridge(name string) (*bridge.State, error) {
 	b, ok := e.bridges[name]
 	if !ok {
-		return nil, fmt.Errorf("restore: bridge %q is not managed by this flowstated (see --bridge): %w", name, errdefs.ErrFailedPrecondition)
+		return nil, bridge.NotManaged(name)
 	}
 	return b, nil
 }
@@ -334,11 +356,17 @@ func (e *Engine) bridge(name string) (*bridge, error) {
 // Bridges returns the names of the managed bridges, in flag order.
 func (e *Engine) Bridges() []string { return append([]string(nil), e.order...) }
 
-func (e *Engine) mgmtPath(bridge string) string { return filepath.Join(e.cfg.RunDir, bridge+".mgmt") }
+// Writes is the write path: Put, Sync, Delete, CheckDeclared, PutSpool,
+// SyncSpool and the OpenFlow proxy's Recorder (package write).
+func (e *Engine) Writes() *write.Writes { return e.writes }
 
-// vswitchdIdentity names the running ovs-vswitchd by its pidfile (pid and
-// start time), "" when unknown.
-func (e *Engine) vswitchdIdentity() string { return ovsconfig.VswitchdIdentity(e.cfg.RunDir) }
+// Vswitchd is the running ovs-vswitchd: its build (Info) and the bridges'
+// connections.
+func (e *Engine) Vswitchd() *vswitchd.Daemon { return e.vswitchd }
+
+// Owners is what of each bridge the engine may change: AdoptRelayed, the
+// proxy's Kept (package owner).
+func (e *Engine) Owners() *owner.Owners { return e.owners }
 
 // Flag is the flow-restore-wait protocol (Arm, Release, the flag's state)
 // and the OVSDB client.
@@ -348,16 +376,5 @@ func (e *Engine) Flag() *flag.Flag { return e.flag }
 func (e *Engine) publish(ev events.Event) {
 	if e.cfg.Events != nil {
 		e.cfg.Events.Publish(ev)
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }

@@ -16,7 +16,7 @@ type Faults struct {
 	// BeforeStoreCommit runs at the end of a write's store transaction,
 	// after the switch accepted it; its error rolls the transaction back.
 	BeforeStoreCommit func() error
-	// NoPipe turns pipelined writes (writepipe.go) off, for tests of group
+	// NoPipe turns pipelined writes (package write) off, for tests of group
 	// commit's own batches.
 	NoPipe bool
 	// Piped runs when a pipe sent a batch of n requests.
@@ -76,3 +76,16 @@ func (f *Faults) afterDriftFound() {
 		f.AfterDriftFound()
 	}
 }
+
+// writeFaults are the faults of the write path (write.Faults).
+type writeFaults struct{ f *Faults }
+
+func (w writeFaults) Taken(n int) { w.f.taken(n) }
+
+func (w writeFaults) Verdict(err error, streamed bool) error { return w.f.verdict(err, streamed) }
+
+func (w writeFaults) BeforeStoreCommit() error { return w.f.beforeStoreCommit() }
+
+func (w writeFaults) Pipes() bool { return w.f.pipes() }
+
+func (w writeFaults) Piped(n int) { w.f.piped(n) }

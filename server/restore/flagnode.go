@@ -15,35 +15,17 @@ func (n flagNode) Bridges() []flag.Bridge {
 	out := make([]flag.Bridge, 0, len(n.e.order))
 	for _, name := range n.e.order {
 		b := n.e.bridges[name]
-		st := b.snapshot()
+		st := b.Snapshot()
 		out = append(out, flag.Bridge{Name: name, Connected: st.Connected, Converged: st.Converged,
-			Since: st.Since, Reason: st.Reason, Excused: st.Excused, StandingAside: b.owner.standingAside()})
+			Since: st.Since, Reason: st.Reason, Excused: st.Excused, StandingAside: n.e.owners.StandingAside(name)})
 	}
 	return out
 }
 
-func (n flagNode) Excuse(bridge, why string) bool { return n.e.bridges[bridge].excuse(why) }
+func (n flagNode) Excuse(bridge, why string) bool { return n.e.bridges[bridge].Excuse(why) }
 
 func (n flagNode) GateOpened() time.Time { return n.e.gate.OpenedAt() }
 
 func (n flagNode) MirrorsSettled(c *ovsconfig.Client) bool { return n.e.mirrors.Settled(c) }
 
 func (n flagNode) Wedged() string { return n.e.Wedged() }
-
-// excuse records why the flag was cleared without b ("" when it was not)
-// and reports whether that changed.
-func (b *bridge) excuse(why string) (changed bool) {
-	prev := b.excused.Load()
-	if why == "" {
-		if prev == nil {
-			return false
-		}
-		b.excused.Store(nil)
-		return true
-	}
-	if prev != nil && *prev == why {
-		return false
-	}
-	b.excused.Store(&why)
-	return true
-}

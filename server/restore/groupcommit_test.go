@@ -19,6 +19,7 @@ import (
 	"github.com/flowstate-io/flowstate/internal/sandbox"
 	"github.com/flowstate-io/flowstate/ofctl"
 	"github.com/flowstate-io/flowstate/server/restore/plan"
+	"github.com/flowstate-io/flowstate/server/restore/write"
 	"github.com/flowstate-io/flowstate/store"
 )
 
@@ -64,7 +65,7 @@ func startEngine(ctx context.Context, t *testing.T, faults *Faults) *testEngine 
 		stop()
 		<-done
 	})
-	poll(ctx, t, "bridge converged", func() bool { return e.bridges[testBridge].isConverged() })
+	poll(ctx, t, "bridge converged", func() bool { return e.bridges[testBridge].IsConverged() })
 	// Stopping while the OVSDB dial is in its monitor call trips a data race
 	// inside libovsdb v0.7.0 (the reply is written after the cancelled call
 	// read it): let the dial finish.
@@ -181,11 +182,7 @@ func (h *hold) wait(ctx context.Context, t *testing.T, batch int32) {
 	}
 }
 
-func queued(b *bridge) int {
-	b.writes.mu.Lock()
-	defer b.writes.mu.Unlock()
-	return len(b.writes.reqs)
-}
+func queued(e *testEngine) int { return e.Writes().Queued(testBridge) }
 
 type outcome struct {
 	applied bool
@@ -196,7 +193,7 @@ type outcome struct {
 func goPut(ctx context.Context, e *testEngine, module string, es []entry.Entry) <-chan outcome {
 	c := make(chan outcome, 1)
 	go func() {
-		applied, err := e.Put(ctx, testBridge, module, es)
+		applied, err := e.Writes().Put(ctx, testBridge, module, es)
 		c <- outcome{applied, err}
 	}()
 	return c
@@ -233,19 +230,18 @@ func stored(t *testing.T, e *testEngine, module string) int {
 // its transaction with ErrInternal, and the bridge takes later writes.
 func TestWritePanicDoesNotWedge(t *testing.T) {
 	ctx, e, h := startHeldWith(t, &Faults{NoPipe: true}, 1)
-	b := e.bridges[testBridge]
 
 	first := goPut(ctx, e, "first", flow(t, 1))
 	h.wait(ctx, t, 1)
 	// Queued behind the held batch, so the two share the next one.
 	panicked := make(chan error, 1)
 	go func() {
-		_, _, err := e.write(ctx, testBridge, &writeReq{op: func(*store.Writer) (store.Result, error) { panic("boom") }})
+		_, _, err := e.Writes().Do(ctx, testBridge, func(*store.Writer) (store.Result, error) { panic("boom") })
 		panicked <- err
 	}()
-	poll(ctx, t, "panicking request queued", func() bool { return queued(b) == 1 })
+	poll(ctx, t, "panicking request queued", func() bool { return queued(e) == 1 })
 	mate := goPut(ctx, e, "mate", flow(t, 2))
-	poll(ctx, t, "second request queued", func() bool { return queued(b) == 2 })
+	poll(ctx, t, "second request queued", func() bool { return queued(e) == 2 })
 	h.held[1].open()
 
 	if o := await(ctx, t, "first put", first); o.err != nil || !o.applied {
@@ -260,7 +256,7 @@ func TestWritePanicDoesNotWedge(t *testing.T) {
 	if n := stored(t, e, "mate"); n != 0 {
 		t.Fatalf("the panicked transaction stored %d entries", n)
 	}
-	applied, err := e.Put(ctx, testBridge, "later", flow(t, 3))
+	applied, err := e.Writes().Put(ctx, testBridge, "later", flow(t, 3))
 	if err != nil || !applied {
 		t.Fatalf("write after the panic: applied %v, %v", applied, err)
 	}
@@ -275,7 +271,6 @@ func TestWritePanicDoesNotWedge(t *testing.T) {
 // outcome is unknown, and its request is committed without it.
 func TestWriteFollowerGivesUp(t *testing.T) {
 	ctx, e, h := startHeld(t, 1)
-	b := e.bridges[testBridge]
 
 	takenCtx, cancelTaken := context.WithCancel(ctx)
 	defer cancelTaken()
@@ -284,25 +279,25 @@ func TestWriteFollowerGivesUp(t *testing.T) {
 	queuedCtx, cancelQueued := context.WithCancel(ctx)
 	defer cancelQueued()
 	waiting := goPut(queuedCtx, e, "queued", flow(t, 2))
-	poll(ctx, t, "second request queued", func() bool { return queued(b) == 1 })
+	poll(ctx, t, "second request queued", func() bool { return queued(e) == 1 })
 
 	// Both return while the batch is still held.
 	cancelQueued()
-	if o := await(ctx, t, "queued caller", waiting); !errors.Is(o.err, context.Canceled) || errors.Is(o.err, ErrOutcomeUnknown) {
+	if o := await(ctx, t, "queued caller", waiting); !errors.Is(o.err, context.Canceled) || errors.Is(o.err, write.ErrOutcomeUnknown) {
 		t.Fatalf("queued caller: %v, want context.Canceled", o.err)
 	}
-	if n := queued(b); n != 0 {
+	if n := queued(e); n != 0 {
 		t.Fatalf("%d requests left in the queue", n)
 	}
 	cancelTaken()
-	if o := await(ctx, t, "taken caller", taken); !errors.Is(o.err, ErrOutcomeUnknown) || !errors.Is(o.err, context.Canceled) {
-		t.Fatalf("taken caller: %v, want ErrOutcomeUnknown wrapping context.Canceled", o.err)
+	if o := await(ctx, t, "taken caller", taken); !errors.Is(o.err, write.ErrOutcomeUnknown) || !errors.Is(o.err, context.Canceled) {
+		t.Fatalf("taken caller: %v, want write.ErrOutcomeUnknown wrapping context.Canceled", o.err)
 	}
 
 	h.held[1].open()
 	poll(ctx, t, "the taken request committed", func() bool { return stored(t, e, "taken") == 1 })
 	// A later write runs after the dropped one would have: it never ran.
-	if _, err := e.Put(ctx, testBridge, "later", flow(t, 3)); err != nil {
+	if _, err := e.Writes().Put(ctx, testBridge, "later", flow(t, 3)); err != nil {
 		t.Fatal(err)
 	}
 	if n := stored(t, e, "queued"); n != 0 {
@@ -314,12 +309,11 @@ func TestWriteFollowerGivesUp(t *testing.T) {
 // committed, while later requests are queued and the next batch is stuck.
 func TestWriteCallerReturnsWhenDone(t *testing.T) {
 	ctx, e, h := startHeld(t, 1, 2)
-	b := e.bridges[testBridge]
 
 	first := goPut(ctx, e, "first", flow(t, 1))
 	h.wait(ctx, t, 1)
 	second := goPut(ctx, e, "second", flow(t, 2))
-	poll(ctx, t, "second request queued", func() bool { return queued(b) == 1 })
+	poll(ctx, t, "second request queued", func() bool { return queued(e) == 1 })
 	h.held[1].open()
 
 	if o := await(ctx, t, "first caller", first); o.err != nil || !o.applied {
@@ -327,7 +321,7 @@ func TestWriteCallerReturnsWhenDone(t *testing.T) {
 	}
 	h.wait(ctx, t, 2)
 	third := goPut(ctx, e, "third", flow(t, 3))
-	poll(ctx, t, "third request queued", func() bool { return queued(b) == 1 })
+	poll(ctx, t, "third request queued", func() bool { return queued(e) == 1 })
 	select {
 	case o := <-second:
 		t.Fatalf("second returned while its batch is held: %v", o.err)
@@ -362,7 +356,6 @@ func writeBatches(t *testing.T, e *testEngine) float64 {
 // requests changing one entry never share a batch.
 func TestGroupCommitTrySolo(t *testing.T) {
 	ctx, e, h := startHeldWith(t, &Faults{NoPipe: true}, 1)
-	b := e.bridges[testBridge]
 	batches := func() float64 { return writeBatches(t, e) }
 
 	first := goPut(ctx, e, "first", flow(t, 1))
@@ -382,7 +375,7 @@ func TestGroupCommitTrySolo(t *testing.T) {
 	var outs []<-chan outcome
 	for i, r := range reqs {
 		outs = append(outs, goPut(ctx, e, r.module, r.es))
-		poll(ctx, t, "request queued", func() bool { return queued(b) == i+1 })
+		poll(ctx, t, "request queued", func() bool { return queued(e) == i+1 })
 	}
 	before := batches()
 	h.held[1].open()
@@ -445,7 +438,7 @@ func convergedAfter(ctx context.Context, t *testing.T, e *testEngine, t0 time.Ti
 	t.Helper()
 	b := e.bridges[testBridge]
 	poll(ctx, t, "a replay after the write", func() bool {
-		st := b.snapshot()
+		st := b.Snapshot()
 		return st.Converged && st.Last.Finished.After(t0) && st.Last.Err == nil
 	})
 	cs, err := diffAll(ctx, e.Engine, testBridge)
@@ -472,10 +465,10 @@ func TestWriteCancelledAfterCommit(t *testing.T) {
 	}})
 	t0 := time.Now()
 	armed.Store(true)
-	applied, err := e.Put(wctx, testBridge, "m", flow(t, 1))
+	applied, err := e.Writes().Put(wctx, testBridge, "m", flow(t, 1))
 	// The caller may see the outcome-unknown error or, if the result came
 	// first, the stored write.
-	if !errors.Is(err, ErrOutcomeUnknown) && (err != nil || applied) {
+	if !errors.Is(err, write.ErrOutcomeUnknown) && (err != nil || applied) {
 		t.Fatalf("put: applied %v, %v", applied, err)
 	}
 	convergedAfter(ctx, t, e, t0)
@@ -495,7 +488,7 @@ func TestWriteStoreFailsAfterApply(t *testing.T) {
 	e := startEngine(ctx, t, &Faults{BeforeStoreCommit: disk.fire})
 	t0 := time.Now()
 	disk.arm()
-	if _, err := e.Put(ctx, testBridge, "m", flow(t, 1)); !errors.Is(err, errDisk) {
+	if _, err := e.Writes().Put(ctx, testBridge, "m", flow(t, 1)); !errors.Is(err, errDisk) {
 		t.Fatalf("put: %v, want the store's error", err)
 	}
 	convergedAfter(ctx, t, e, t0)
@@ -512,32 +505,4 @@ func diffAll(ctx context.Context, e *Engine, bridge string) ([]plan.Change, erro
 		return nil
 	})
 	return cs, err
-}
-
-// TestTakeBounded: a group commit takes queued requests in order up to
-// maxBatchEntries entries, a larger request alone, so concurrent large
-// requests never add up to one transaction of their sum.
-func TestTakeBounded(t *testing.T) {
-	q := newWriteQueue()
-	sizes := []int{20_000, 20_000, 20_000, 70_000, 1, 1, maxBatchEntries - 2, 1}
-	for _, n := range sizes {
-		if err := q.push(&writeReq{declared: make([]entry.Entry, n)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var got [][]int
-	for b := q.take(); len(b) > 0; b = q.take() {
-		var ns []int
-		for _, r := range b {
-			if !r.taken {
-				t.Fatal("a request taken is not marked taken")
-			}
-			ns = append(ns, len(r.declared))
-		}
-		got = append(got, ns)
-	}
-	want := [][]int{{20_000, 20_000}, {20_000}, {70_000}, {1, 1, maxBatchEntries - 2}, {1}}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("batches %v, want %v", got, want)
-	}
 }

@@ -1,13 +1,8 @@
 package restore
 
 import (
-	"context"
-	"errors"
-	"strings"
-
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/server/restore/flag"
 	"github.com/flowstate-io/flowstate/server/restore/plan"
 )
@@ -129,22 +124,6 @@ func (m *Metrics) initBridge(bridge string) {
 	}
 	m.writeBatches.WithLabelValues(bridge)
 	m.stagedWrites.WithLabelValues(bridge)
-}
-
-// resultLabel names the outcome of a write for flowstate_write_requests_total.
-func resultLabel(err error) string {
-	switch {
-	case err == nil:
-		return "ok"
-	case errors.Is(err, ErrOutcomeUnknown):
-		return "outcome_unknown"
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return "canceled"
-	}
-	if k := errdefs.Kind(err); k != nil {
-		return strings.ReplaceAll(k.Error(), " ", "_")
-	}
-	return "unknown"
 }
 
 func (m *Metrics) observeReplay(bridge string, r plan.Replay) {

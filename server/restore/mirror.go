@@ -5,8 +5,10 @@ import (
 	"log/slog"
 
 	"github.com/flowstate-io/flowstate/server/ofconn"
+	"github.com/flowstate-io/flowstate/server/restore/bridge"
 	"github.com/flowstate-io/flowstate/server/restore/mirror"
 	"github.com/flowstate-io/flowstate/server/restore/plan"
+	"github.com/flowstate-io/flowstate/server/restore/vswitchd"
 )
 
 // newMirrors wires the mirrors of the unmanaged bridges (package mirror) to
@@ -23,12 +25,12 @@ func (e *Engine) newMirrors() *mirror.Set {
 		Pin:     e.flag.Pin,
 		Recheck: e.flag.Recheck,
 		KeepConnected: func(ctx context.Context, name string, log *slog.Logger, set, serve func(*ofconn.Conn)) {
-			e.keepConnected(ctx, name, log, connHooks{
-				set:   func(c *ofconn.Conn, _ string) { set(c) },
-				serve: serve,
+			e.vswitchd.KeepConnected(ctx, name, log, vswitchd.Hooks{
+				Set:   func(c *ofconn.Conn, _ string) { set(c) },
+				Serve: serve,
 			})
 		},
-		CanMonitor:    e.canMonitor,
+		CanMonitor:    e.vswitchd.CanMonitor,
 		Publish:       e.publish,
 		ObserveReplay: func(bridge string, r plan.Replay) { e.cfg.Metrics.observeReplay(bridge, r) },
 	})
@@ -39,7 +41,7 @@ func (e *Engine) Mirrors() []BridgeStatus {
 	ms := e.mirrors.Status()
 	out := make([]BridgeStatus, len(ms))
 	for i, m := range ms {
-		out[i] = BridgeStatus{Name: m.Name, Connected: m.Connected, Converged: m.Converged, Last: m.Last, Mirror: &m.State}
+		out[i] = BridgeStatus{Snapshot: bridge.Snapshot{Name: m.Name, Connected: m.Connected, Converged: m.Converged, Last: m.Last}, Mirror: &m.State}
 	}
 	return out
 }

@@ -1,73 +1,19 @@
 package restore
 
 import (
-	"context"
-	"errors"
-	"log/slog"
-
-	"github.com/flowstate-io/flowstate/server/ovsconfig"
-	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"github.com/flowstate-io/flowstate/server/restore/poison"
 )
 
 // The crash-loop protection (package poison) wired to the engine. A
-// bridge's tracker is guarded by its mu, which only this glue and the
-// bridge's goroutine take around it; what the tracker holds out is
-// quarantined with the predicted refusals (skipsLocked, quarantine.go).
+// bridge's tracker is guarded by the bridge's lock (package bridge); what
+// it holds out, the replay quarantines with the predicted refusals (package
+// replay).
 
 // poisonConfig is what the trackers of the engine share.
-func poisonConfig(cfg Config, ev *poison.Evidence) poison.Config {
+func poisonConfig(cfg Config, ev *poison.Evidence, vs poison.Vswitchd) poison.Config {
 	m := cfg.Metrics
-	return poison.Config{Crashes: cfg.Store.Crashes(), Desired: cfg.Store.Entries(), Vswitchd: runDirVswitchd(cfg.RunDir), Evidence: ev,
+	return poison.Config{Crashes: cfg.Store.Crashes(), Desired: cfg.Store.Entries(), Vswitchd: vs, Evidence: ev,
 		SurviveAfter: cfg.SurviveAfter, CrashWindow: cfg.CrashWindow,
 		Metrics: poison.Metrics{Deaths: m.replayDeaths, Kills: m.replayKills, Survived: m.survived, Poisoned: m.poisoned, Suspects: m.suspects},
 		Events:  cfg.Events, Logger: cfg.Logger}
-}
-
-// runDirVswitchd names the vswitchd whose pidfile is in the run directory
-// (poison.Vswitchd).
-type runDirVswitchd string
-
-func (d runDirVswitchd) Identity() string { return ovsconfig.VswitchdIdentity(string(d)) }
-
-// RequestReplay asks the bridge for a replay (poison.Replayer): the next
-// probe of the suspects is sent by it.
-func (b *bridge) RequestReplay() { b.requestReplay() }
-
-// replayWatchLocked starts watching a replay of b begun at begun that sent
-// something; a refusal by the switch is no connection lost.
-func (b *bridge) replayWatchLocked(begun poison.Begun, err error) {
-	var re *plan.RejectedError
-	b.poison.Watch(begun, err != nil && !errors.As(err, &re))
-}
-
-// poisonHeldLocked returns, by key, the desired entries of b the replay
-// leaves out for the crash-loop protection, as predicted refusals.
-func (b *bridge) poisonHeldLocked() (map[string]prediction, error) {
-	held, err := b.poison.Held()
-	if err != nil || len(held) == 0 {
-		return nil, err
-	}
-	out := make(map[string]prediction, len(held))
-	for k, h := range held {
-		out[k] = prediction{kind: h.Kind, module: h.Module, reason: h.Reason}
-	}
-	return out, nil
-}
-
-// connLost is called when b's OpenFlow connection ended while ctx is live:
-// if the last replay failed on it and vswitchd died, the death is recorded.
-func (e *Engine) connLost(ctx context.Context, b *bridge, log *slog.Logger) {
-	b.mu.Lock()
-	w := b.poison.TakeWatch()
-	b.mu.Unlock()
-	d, ok := b.poison.Death(ctx, w, log)
-	if !ok {
-		return
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if err := b.poison.RecordDeath(d, b.quarantine.has, log); err != nil {
-		log.Error("recording the death of vswitchd during a replay failed", "err", err)
-	}
 }

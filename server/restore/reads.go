@@ -2,7 +2,9 @@ package restore
 
 import (
 	"context"
+	"fmt"
 
+	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/server/restore/plan"
 )
 
@@ -18,9 +20,28 @@ func (e *Engine) Diff(ctx context.Context, bridgeName string, fn func(plan.Chang
 	if err != nil {
 		return err
 	}
-	conn, err := e.connected(b)
+	conn, err := e.vswitchd.Connected(b)
 	if err != nil {
 		return err
 	}
-	return e.diffNow(ctx, b, conn, fn)
+	return e.replay.Diff(ctx, b, conn, fn)
+}
+
+// Reconcile replays bridgeName now and returns its state.
+func (e *Engine) Reconcile(ctx context.Context, bridgeName string) (BridgeStatus, error) {
+	b, err := e.bridge(bridgeName)
+	if err != nil {
+		return BridgeStatus{}, err
+	}
+	if !e.gate.IsOpen() {
+		return BridgeStatus{}, fmt.Errorf("restore: replays are held until required modules are ready (%s): %w", e.gate.Status().Reason, errdefs.ErrFailedPrecondition)
+	}
+	conn, err := e.vswitchd.Connected(b)
+	if err != nil {
+		return BridgeStatus{}, err
+	}
+	if _, err := e.replay.Reconcile(ctx, b, conn, e.log.With("bridge", b.Name())); err != nil {
+		return BridgeStatus{Snapshot: b.Snapshot()}, err
+	}
+	return BridgeStatus{Snapshot: b.Snapshot()}, nil
 }

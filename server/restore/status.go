@@ -1,15 +1,19 @@
 package restore
 
-import "github.com/flowstate-io/flowstate/server/restore/gate"
+import (
+	"github.com/flowstate-io/flowstate/entry"
+	"github.com/flowstate-io/flowstate/server/restore/gate"
+)
 
 // Status returns the state of every managed bridge, in flag order.
 func (e *Engine) Status() []BridgeStatus {
 	out := make([]BridgeStatus, 0, len(e.order))
 	for _, name := range e.order {
-		st := e.bridges[name].snapshot()
-		st.LeftAlone, st.LeftAloneAll = e.bridges[name].kept.status()
-		if len(st.listed) > 0 {
-			qs, err := resolveListed(e.cfg.Store, name, st.listed)
+		b := e.bridges[name]
+		st := BridgeStatus{Snapshot: b.Snapshot()}
+		st.LeftAlone, st.LeftAloneAll = e.owners.KeptStatus(name)
+		if st.QuarantinedTotal > 0 {
+			qs, err := st.ListQuarantined(e.cfg.Store.Entries())
 			if err != nil {
 				e.log.Warn("status: reading the quarantined entries failed; they are counted, not listed", "bridge", name, "err", err)
 			}
@@ -46,3 +50,6 @@ func (e *Engine) Modules() (map[string]ModuleState, error) {
 	}
 	return out, nil
 }
+
+// OwnedCookie is the cookie space the engine manages (package owner).
+func (e *Engine) OwnedCookie() entry.CookieSpace { return e.cfg.OwnedCookie }

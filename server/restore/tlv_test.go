@@ -26,7 +26,7 @@ func TestTLVOutcomeUnknown(t *testing.T) {
 	errLost := errors.New("reply lost")
 	lost := &oneShot{err: errLost}
 	e := startEngine(ctx, t, &Faults{AfterBundle: lost.fire})
-	r, err := e.Recorder(testBridge, "m")
+	r, err := e.Writes().Recorder(testBridge, "m")
 	if err != nil {
 		t.Fatal(err)
 	}

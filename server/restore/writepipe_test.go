@@ -46,7 +46,7 @@ func putConcurrently(ctx context.Context, t *testing.T, te *testEngine, writers,
 		wg.Go(func() {
 			es := writerFlows(t, w, puts*per, actions)
 			for i := range puts {
-				ok, err := te.Put(ctx, testBridge, fmt.Sprint("w", w), es[i*per:(i+1)*per])
+				ok, err := te.Writes().Put(ctx, testBridge, fmt.Sprint("w", w), es[i*per:(i+1)*per])
 				if err == nil && applied && !ok {
 					err = errors.New("not applied on a live bridge")
 				}
@@ -105,7 +105,6 @@ func TestPipelinedWrites(t *testing.T) {
 func TestPipeRefusalsAndOverlap(t *testing.T) {
 	var count pipeCount
 	ctx, e, h := startHeldWith(t, &Faults{Piped: count.piped}, 1)
-	b := e.bridges[testBridge]
 	full := fullTable5(ctx, t, e)
 
 	first := goPut(ctx, e, "first", flow(t, 1))
@@ -124,7 +123,7 @@ func TestPipeRefusalsAndOverlap(t *testing.T) {
 	var outs []<-chan outcome
 	for i, r := range reqs {
 		outs = append(outs, goPut(ctx, e, r.module, r.es))
-		poll(ctx, t, "request queued", func() bool { return queued(b) == i+1 })
+		poll(ctx, t, "request queued", func() bool { return queued(e) == i+1 })
 	}
 	h.held[1].open()
 	if o := await(ctx, t, "first", first); o.err != nil || !o.applied {
@@ -175,8 +174,7 @@ func TestPipeStoreFailsAfterApply(t *testing.T) {
 	disk := &oneShot{err: errDisk}
 	var count pipeCount
 	ctx, e, h := startHeldWith(t, &Faults{Piped: count.piped, BeforeStoreCommit: disk.fire}, 2)
-	b := e.bridges[testBridge]
-	if _, err := e.Put(ctx, testBridge, "first", flow(t, 1)); err != nil {
+	if _, err := e.Writes().Put(ctx, testBridge, "first", flow(t, 1)); err != nil {
 		t.Fatal(err)
 	}
 	// The same Put again changes nothing, so it has no transaction: the
@@ -184,9 +182,9 @@ func TestPipeStoreFailsAfterApply(t *testing.T) {
 	same := goPut(ctx, e, "first", flow(t, 1))
 	h.wait(ctx, t, 2)
 	a := goPut(ctx, e, "a", pipelineFlows(t, 10, 0))
-	poll(ctx, t, "request queued", func() bool { return queued(b) == 1 })
+	poll(ctx, t, "request queued", func() bool { return queued(e) == 1 })
 	c := goPut(ctx, e, "c", pipelineFlows(t, 10, 100))
-	poll(ctx, t, "request queued", func() bool { return queued(b) == 2 })
+	poll(ctx, t, "request queued", func() bool { return queued(e) == 2 })
 	before := count.batches.Load()
 	t0 := time.Now()
 	disk.arm()
@@ -321,10 +319,10 @@ func TestPipeAllPlansFail(t *testing.T) {
 	var count pipeCount
 	e := startEngine(ctx, t, &Faults{Piped: count.piped})
 	f := flow(t, 1)
-	if _, err := e.Put(ctx, testBridge, "first", f); err != nil {
+	if _, err := e.Writes().Put(ctx, testBridge, "first", f); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Put(ctx, testBridge, "second", f); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+	if _, err := e.Writes().Put(ctx, testBridge, "second", f); !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		t.Fatalf("a Put of another module's flow: %v, want FAILED_PRECONDITION", err)
 	}
 	rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
@@ -332,7 +330,7 @@ func TestPipeAllPlansFail(t *testing.T) {
 	if _, err := e.Reconcile(rctx, testBridge); err != nil {
 		t.Fatalf("reconcile after a refused pipelined Put: %v (the bridge is wedged)", err)
 	}
-	if _, err := e.Put(rctx, testBridge, "second", flow(t, 2)); err != nil {
+	if _, err := e.Writes().Put(rctx, testBridge, "second", flow(t, 2)); err != nil {
 		t.Fatalf("the next Put after a refused pipelined Put: %v", err)
 	}
 }

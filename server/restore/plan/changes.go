@@ -48,6 +48,17 @@ type Change struct {
 	Foreign bool
 }
 
+// ID is the identity of the entry the change touches.
+func (c Change) ID() []byte {
+	if c.Op == OpDelete {
+		_, id, err := entry.Identify(c.Kind, c.Actual)
+		if err == nil {
+			return id
+		}
+	}
+	return c.Desired.ID
+}
+
 // Messages are the OpenFlow messages that perform c, in order: one, or for a
 // group larger than one message its ADD or MODIFY and INSERT_BUCKETs
 // (canon.Messages), which must share a bundle.

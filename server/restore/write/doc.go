@@ -1,0 +1,38 @@
+// Package write is the restore engine's write path: every change a
+// controller makes to a managed bridge (Put, Sync, Delete, their spooled
+// forms, a change relayed by the OpenFlow proxy's Recorder, a TLV table
+// change) reaches the switch and the store together, serialised with the
+// bridge's replays by the bridge's lock (package bridge).
+//
+// Writes holds, per managed bridge, the write queue and its owner (Run),
+// and the one transaction every write runs in (txn.go). It never imports
+// the coordinator: what it asks of the engine's other rooms is Rooms, and
+// the tests' fault injection is Faults.
+//
+// # A Put
+//
+//  1. Put (writes.go) builds a writeReq and calls submit (writequeue.go),
+//     which queues it on the bridge and waits for its result or its ctx.
+//  2. The bridge's owner, runWrites, takes the queued requests and hands
+//     them to a source: a pipe while Puts of flows arrive on a live bridge
+//     with nothing quarantined (writepipe.go); a request that carries its
+//     own transaction alone (a staged write, writestaged.go; a TLV table
+//     change, tlv.go); anything else to group commit (groupcommit.go).
+//  3. The source's store step runs in one transaction (txn.run): lockLive
+//     takes the bridge's lock and liveLocked says whether the changes go to
+//     the switch; run opens the bundle the step streams into while the
+//     store decides the changes; at the step's commit point atSwitch
+//     commits it or sends the changes after, and decide turns each verdict
+//     into an Outcome. Refused: the store rolls back and the request fails
+//     naming the entry. Refused as a whole: resendWhole. Unknown: stored,
+//     not applied.
+//  4. commit (or end, when nothing was stored) settles: settleLocked lifts
+//     the quarantine of what the write declared and, when the write was not
+//     applied, asks the bridge for a replay. The caller gets applied or not.
+//
+// A controller behind the proxy writes through a Recorder (proxy.go): each
+// change is a request whose op turns the controller's messages into the
+// module's net change inside the transaction (package ofmods); a
+// controller's clear defers its deletions until its reinstall is complete
+// (resync.go).
+package write
