@@ -16,9 +16,9 @@
 //  2. Who holds it when: the bridge goroutine for a replay or an audit; the
 //     write owner for one write transaction, or for the whole life of a
 //     pipe, whose storer goroutine then works under the owner's lock (the
-//     owner waits for it before it unlocks); a controller's TLV table change
-//     for its transaction; a Diff or a Reconcile for its call; the
-//     methods without Locked in their name briefly, to read or publish.
+//     owner waits for it before it unlocks), a controller's TLV table change
+//     included; a Diff or a Reconcile for its call; the methods without
+//     Locked in their name briefly, to read or publish.
 //  3. A method whose name ends in Locked must be called with the lock held;
 //     so must the reads of Quarantine and every call on Poison but Death.
 //  4. Every change publishes a Snapshot (after the change, under the lock),

@@ -3,9 +3,10 @@
 // takes them in, and their sending, all or nothing as far as the switch
 // allows.
 //
-// It knows nothing of bridges, the store or the engine: its callers
-// (package restore's replay and write path, and package mirror) read the
-// desired state and the switch, and decide what a refusal means.
+// It knows nothing of bridges or the engine, and of the store only a
+// write's changes (store.Change): its callers (packages replay, write,
+// mirror, owner and forms) read the desired state and the switch, and decide
+// what a refusal means.
 //
 //  1. A caller dumps the switch (DumpAll, DumpGroupsMeters) into
 //     ActualEntries, or takes a write's changes from the store

@@ -6,9 +6,10 @@
 // flow-restore-wait re-armed the node would stay dark. So flowstated
 // watches every replay that sends something, and keeps a small record per
 // bridge in the store (store.CrashRecord). A Tracker is one bridge's view of
-// that record; its caller (the restore engine) holds the bridge's lock
-// around every call but Death, and quarantines what Held returns. The
-// Tracker reaches the store, the bridge and vswitchd only through the
+// that record, kept in the bridge's state (package bridge); its callers (the
+// replay, and the coordinator's bridge goroutine) hold the bridge's lock
+// around every call but Death, and the replay quarantines what Held
+// returns. The Tracker reaches the store, the bridge and vswitchd only through the
 // interfaces of its Config (Crashes, Desired, Replayer, Vswitchd), and the
 // Evidence (evidence.go) tells a crash from a kill.
 //
