@@ -277,7 +277,7 @@ func (rp *Replayer) replayLocked(ctx context.Context, b *bridge.State, conn *ofc
 		return r, err
 	}
 	// The TLV table first: the flows the dump and the bundle meet may
-	// use its fields (tlv.go).
+	// use its fields (write/tlv.go).
 	if err := rp.cfg.Rooms.RestoreTLVLocked(ctx, b, conn, log); err != nil {
 		return r, err
 	}
@@ -394,7 +394,7 @@ func (rp *Replayer) Diff(ctx context.Context, b *bridge.State, conn *ofconn.Conn
 // Reconcile makes the switch hold exactly the desired state of b:
 //
 //  1. Read the desired entries from the store; put back the TLV mappings
-//     the switch lacks (tlv.go).
+//     the switch lacks (write/tlv.go).
 //  2. Dump the switch's flows, groups and meters.
 //  3. Diff by identity and canonical bytes: entries nobody declared (the
 //     default NORMAL flow included) are deleted, changed ones modified,
