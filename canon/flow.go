@@ -11,7 +11,7 @@ import (
 
 // OpenFlow 1.5 FLOW_MOD layout and instruction types (OFPIT_*).
 const (
-	flowModFixed      = 48
+	flowModFixed      = entry.FlowModFixed
 	instrGotoTable    = 1
 	instrWriteMeta    = 2
 	instrWriteActions = 3
@@ -84,16 +84,12 @@ func canonicalFlowCached(b []byte, kept *bool, cache flowCaches) ([]byte, error)
 	if err := ofctl.CheckInstructions(out[ins:]); err != nil {
 		return nil, err
 	}
-	be.PutUint32(out[4:], 0)         // xid
-	be.PutUint64(out[16:], 0)        // cookie_mask: meaningless for ADD
-	be.PutUint32(out[36:], portAny)  // out_port
-	be.PutUint32(out[40:], groupAny) // out_group
-	be.PutUint16(out[flowModFixed:], 1)
-	be.PutUint16(out[flowModFixed+2:], uint16(n))
+	entry.ClearFlowModRequest(out)
+	entry.SetFlowModMatchHeader(out, n)
 	if len(out) > MaxMessage {
 		return nil, fmt.Errorf("FLOW_MOD of %d bytes exceeds the %d-byte limit", len(out), MaxMessage)
 	}
-	be.PutUint16(out[2:], uint16(len(out)))
+	entry.SetLength(out)
 	return out, nil
 }
 

@@ -1,8 +1,6 @@
 package canon
 
 import (
-	"encoding/binary"
-
 	"github.com/flowstate-io/flowstate/entry"
 )
 
@@ -35,16 +33,16 @@ func isTunMetadata(h []byte) bool {
 // where the field headers of actions sit (set_field, move, load, ...). A
 // false hit only costs a re-encoding that changes nothing.
 func usesTunMetadata(m []byte) bool {
-	const fixed = 48 // ofp_flow_mod up to its match
-	if len(m) < fixed+4 {
+	if len(m) < entry.FlowModFixed+4 {
 		return false
 	}
-	mlen := int(binary.BigEndian.Uint16(m[fixed+2:]))
-	end := fixed + (mlen+7)&^7
-	if mlen < 4 || end > len(m) {
+	fields, ok := entry.FlowModMatchFields(m)
+	_, mlen := entry.FlowModMatchHeader(m)
+	end := entry.FlowModFixed + (mlen+7)&^7
+	if !ok || end > len(m) {
 		return false
 	}
-	for b := m[fixed+4 : fixed+mlen]; len(b) >= 4; b = b[4+int(b[3]):] {
+	for b := fields; len(b) >= 4; b = b[4+int(b[3]):] {
 		if isTunMetadata(b) {
 			return true
 		}

@@ -50,6 +50,8 @@ const (
 	// properties.
 	GroupModFixed = 24
 	groupModFixed = GroupModFixed
+	// FlowModFixed is the length of a FLOW_MOD up to its ofp_match.
+	FlowModFixed = flowModFixed
 
 	matchOXM = 1 // OFPMT_OXM
 )
@@ -96,6 +98,29 @@ func FlowModMatchFields(m []byte) (fields []byte, ok bool) {
 	}
 	return m[flowModFixed+4 : flowModFixed+n], true
 }
+
+// SetFlowModMatchHeader writes the header of an OXM ofp_match of length
+// bytes (header included, without padding) into a FLOW_MOD. m must hold at
+// least the fixed part of a FLOW_MOD and the match's 4-byte header.
+func SetFlowModMatchHeader(m []byte, length int) {
+	be.PutUint16(m[flowModFixed:], matchOXM)
+	be.PutUint16(m[flowModFixed+2:], uint16(length))
+}
+
+// ClearFlowModRequest sets the fields of a FLOW_MOD that belong to one
+// request, not to the flow, to what a stored ADD carries: xid 0,
+// cookie_mask 0 (meaningless for an ADD), out_port and out_group ANY (they
+// restrict a delete only). m must hold at least the fixed part of a
+// FLOW_MOD.
+func ClearFlowModRequest(m []byte) {
+	be.PutUint32(m[offXID:], 0)
+	be.PutUint64(m[offCookieMask:], 0)
+	be.PutUint32(m[offOutPort:], portAny)
+	be.PutUint32(m[offOutGroup:], groupAny)
+}
+
+// SetLength writes len(m) into the header of the message m.
+func SetLength(m []byte) { be.PutUint16(m[offLength:], uint16(len(m))) }
 
 // FlowModTable returns the table of a FLOW_MOD (canonical, or built from a
 // dump). m must hold at least the fixed part of a FLOW_MOD.
