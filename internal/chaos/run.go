@@ -673,12 +673,23 @@ func (r *run) recreate(ctx context.Context, br string, hold time.Duration) error
 		return err
 	}
 	sleepCtx(ctx, hold)
+	// The step re-creates the bridge: an ovsdb-server restarting at the
+	// same moment (ovsdb-restart) refuses the connection, and a bridge
+	// left deleted would fail every later check on it as flowstated's.
+	// Both calls are idempotent (--may-exist), so they are tried again
+	// until they succeed, within 20 s.
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	err := r.n.sb.AddBridge(cctx, br)
-	for i, p := range []string{"p1", "p2"} {
-		if err == nil {
-			err = r.n.sb.AddPort(cctx, br, br+"-"+p, i+1)
+	var err error
+	for {
+		err = r.n.sb.AddBridge(cctx, br)
+		for i, p := range []string{"p1", "p2"} {
+			if err == nil {
+				err = r.n.sb.AddPort(cctx, br, br+"-"+p, i+1)
+			}
+		}
+		if err == nil || !sleepCtx(cctx, 200*time.Millisecond) {
+			break
 		}
 	}
 	if br == Unmanaged {
