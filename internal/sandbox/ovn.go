@@ -321,7 +321,10 @@ func (o *OVN) waitPortsUp(ctx context.Context, tick *time.Ticker) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("sandbox: %d logical ports never came up (first %q): %w (last error: %v)", len(down), first(down), ctx.Err(), err)
+			if err != nil {
+				return fmt.Errorf("sandbox: listing the logical ports to see them up: %w (%w)", err, ctx.Err())
+			}
+			return fmt.Errorf("sandbox: %d logical ports never came up (first %q): %w", len(down), first(down), ctx.Err())
 		case <-tick.C:
 		}
 	}
