@@ -310,12 +310,16 @@ func (k *keeper) tend(healthy bool) error {
 			k.log.Info("guard running", "lease", k.cfg.Lease, "pid", guard.Holder(k.cfg.Lease))
 		}
 	}
+	// Judged before a spawn: a guard gone disarms the flag now, while
+	// the new guard's fork and exec take their time (flowstated may be
+	// killed next, and an armed flag with no guard holds the next
+	// vswitchd start until flowstated is back).
+	k.judge(present)
 	if !present && k.cfg.Mode == GuardSpawn && healthy && k.child == 0 {
 		if err := k.spawn(); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	k.judge(present)
 	return errors.Join(errs...)
 }
 

@@ -18,6 +18,7 @@ var (
 	bucketStage   = []byte("stage")   // stage.go
 	bucketTLV     = []byte("tlv")     // tlv.go
 	bucketKept    = []byte("kept")    // kept.go
+	bucketPlaced  = []byte("placed")  // placed.go
 
 	// Keys of meta.
 	keySchema      = []byte("schema")            // store.go

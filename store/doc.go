@@ -42,12 +42,14 @@
 //	├── tlv            (created by the first TLVMaps.Update, tlv.go)
 //	│   └── <bridge>
 //	│       └── index (uint16 big endian, tun_metadata<index>) -> record of class | type | len
-//	└── kept           (created by the first Kept.Update, kept.go)
-//	    └── <bridge>   what unrecorded (OpenFlow < 1.5) controllers installed, left alone
-//	        ├── "vswitchd" pid@start of the vswitchd it belongs to | sum
-//	        ├── "all"      sum, present when every undeclared entry is left alone
-//	        ├── id     kind | identity -> sum
-//	        └── rule   table << 16 | priority (uint32 big endian) -> sum
+//	├── kept           (created by the first Kept.Update, kept.go)
+//	│   └── <bridge>   what unrecorded (OpenFlow < 1.5) controllers installed, left alone
+//	│       ├── "vswitchd" pid@start of the vswitchd it belongs to | sum
+//	│       ├── "all"      sum, present when every undeclared entry is left alone
+//	│       ├── id     kind | identity -> sum
+//	│       └── rule   table << 16 | priority (uint32 big endian) -> sum
+//	└── placed         (created by the first Placed.SetVswitchd, placed.go)
+//	    └── <bridge>   pid@start of the vswitchd its entries were last replayed on | sum
 //
 // Identities are those of package entry. refs indexes which flows use which
 // group or meter (schema 2), kept in the transaction that writes the flows:
@@ -67,8 +69,10 @@
 // sent, learned after flowstated installed them (canon.Forms); for aside
 // (aside.go), where an older flowstated would forget only the decisions;
 // for tlv (tlv.go), the TLV tables an OpenFlow proxy recorded, which an
-// older flowstated would not restore; and for kept (kept.go), which an older
-// flowstated would not leave alone after its restart (nor did it before).
+// older flowstated would not restore; for kept (kept.go), which an older
+// flowstated would not leave alone after its restart (nor did it before);
+// and for placed (placed.go), which an older flowstated neither writes nor
+// reads.
 //
 // # Stores
 //
@@ -88,6 +92,7 @@
 //	Mirrors   mirror                      Set, Get, Bridges, Delete
 //	Crashes   crashes                     Get, Set
 //	Kept      kept                        Get, Update
+//	Placed    placed                      Vswitchd, SetVswitchd
 //	Forms     forms                       All, Put, Prune
 //	TLVMaps   tlv                         Get, Update
 //	Staging   stage, spools               NewSpool, Plan, Bound, Stage

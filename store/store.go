@@ -200,6 +200,10 @@ func (s *Store) Crashes() Crashes { return Crashes{db: s.db} }
 // Kept is what unrecorded controllers installed, left alone (kept.go).
 func (s *Store) Kept() Kept { return Kept{db: s.db} }
 
+// Placed is the vswitchd each bridge's entries were last replayed on
+// (placed.go).
+func (s *Store) Placed() Placed { return Placed{db: s.db} }
+
 // Forms are the forms the switch gave declared payloads (forms.go).
 func (s *Store) Forms() Forms { return Forms{db: s.db} }
 

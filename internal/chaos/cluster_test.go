@@ -185,3 +185,42 @@ func TestCoverageFile(t *testing.T) {
 		t.Fatal("a damaged coverage file was read")
 	}
 }
+
+// TestGenerateQuiet: covered draws begin some clusters after a quiet pause
+// (barrier-delay is tested only there); plain draws, CI's seeds among them,
+// draw none and keep their schedules.
+func TestGenerateQuiet(t *testing.T) {
+	pinned := map[uint64]string{
+		1: "unmanaged-recreate:472:1803+vswitchd-term:639:2291,store-flip-live:122:1801+flowstated-reboot:530:2105,bridge-rebuild:680:1439,stalled-reader:768:595+vswitchd-kill:732:1021,stalled-reader:429:1206,store-flip:1397:1498,guard-freeze:293:350",
+		2: "ovsdb-restart:707:964+vswitchd-kill:154:801,flowstated-reboot:1171:2496,unmanaged-recreate:394:1809+flowstated-kill:4805:2447+flowstated-reboot:444:1121,ovsdb-restart:33:2272@replay+116+flowstated-freeze:92:1073+vswitchd-term:758:311,store-flip-live:907:1141",
+	}
+	for seed, want := range pinned {
+		if got := Generate(seed, ciSteps, ciFaults).Encode(); got != want {
+			t.Errorf("CI seed %d draws %s, want %s", seed, got, want)
+		}
+	}
+	quiet := func(s Schedule) int {
+		n := 0
+		for _, st := range s {
+			if !st.Join && st.Pause >= quietMin {
+				n++
+			}
+		}
+		return n
+	}
+	plain, covered := 0, 0
+	cov := NewCoverage()
+	for seed := range uint64(20) {
+		plain += quiet(Generate(seed, 20, nil))
+		s := GenerateCovered(seed, 20, nil, cov)
+		covered += quiet(s)
+		cov.Add(s, nil)
+	}
+	if plain != 0 {
+		t.Errorf("plain draws hold %d quiet pauses, want none", plain)
+	}
+	if covered == 0 {
+		t.Error("20 covered draws of 20 steps hold no quiet pause")
+	}
+	t.Logf("quiet pauses in 20 covered draws of 20 steps: %d", covered)
+}

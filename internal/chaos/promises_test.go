@@ -71,3 +71,30 @@ func TestReplayKills(t *testing.T) {
 		t.Error("crashReason took a switch refusal or a damaged record for a crash")
 	}
 }
+
+// TestPoisonExcused: two deaths at replays excuse a suspect held out, the
+// harness's kills among them; an entry named poisoned is excused by the
+// harness's kills only where flowstated cannot hear that they came from
+// outside (not root), and by vswitchd's own deaths always (issue 31, 6).
+func TestPoisonExcused(t *testing.T) {
+	for _, c := range []struct {
+		kills, self       int
+		named, hearsKills bool
+		want              bool
+	}{
+		{kills: 2, want: true},
+		{kills: 1, self: 1, hearsKills: true, want: true},
+		{kills: 1, want: false},
+		{kills: 2, named: true, hearsKills: true, want: false},
+		{kills: 2, self: 1, named: true, hearsKills: true, want: false},
+		{self: 2, named: true, hearsKills: true, want: true},
+		{kills: 2, named: true, want: true},
+	} {
+		if got := poisonExcused(c.kills, c.self, c.named, c.hearsKills); got != c.want {
+			t.Errorf("poisonExcused(kills %d, own deaths %d, named %v, hears kills %v) = %v, want %v", c.kills, c.self, c.named, c.hearsKills, got, c.want)
+		}
+	}
+	if !foundPoisoned("crashed ovs-vswitchd at a replay (found by bisection)") || foundPoisoned("suspected of crashing ovs-vswitchd (vswitchd died twice)") {
+		t.Error("foundPoisoned does not tell a verdict from a suspect")
+	}
+}

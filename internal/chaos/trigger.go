@@ -101,7 +101,7 @@ func (r *run) watchEvents(ctx context.Context) {
 			case client.EventEntryQuarantined:
 				if crashReason(e.Attrs["reason"]) {
 					r.mu.Lock()
-					r.crashQuarantines = append(r.crashQuarantines, e.Message)
+					r.crashQuarantines = append(r.crashQuarantines, e.Message+" ("+e.Attrs["reason"]+")")
 					r.mu.Unlock()
 				}
 			}

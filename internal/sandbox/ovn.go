@@ -42,6 +42,7 @@ type OVN struct {
 	northd     *proc
 	controller *proc
 	closed     bool
+	bound      []string // logical ports BuildTopology bound on br-int
 }
 
 type ovnBinaries struct {
@@ -278,8 +279,59 @@ func (o *OVN) Sync(ctx context.Context) error {
 		case <-tick.C:
 		}
 	}
+	// --wait=hv only proves that ovn-controller installed what it had
+	// computed when it saw the new nb_cfg: a port whose interface vswitchd
+	// had not yet numbered is bound later. A port is up once its flows are
+	// installed, so waiting for every bound port first makes the sync
+	// cover them.
+	if err := o.waitPortsUp(ctx, tick); err != nil {
+		return err
+	}
 	_, err := o.Nbctl(ctx, "--wait=hv", "--timeout="+fmt.Sprint(nbctlTimeout(ctx)), "sync")
 	return err
+}
+
+// waitPortsUp polls until every port BuildTopology bound is up.
+func (o *OVN) waitPortsUp(ctx context.Context, tick *time.Ticker) error {
+	o.mu.Lock()
+	want := o.bound
+	o.mu.Unlock()
+	if len(want) == 0 {
+		return nil
+	}
+	var down []string
+	for {
+		out, err := o.Nbctl(ctx, "--format=csv", "--data=bare", "--no-headings", "--columns=name,up", "list", "Logical_Switch_Port")
+		if err == nil {
+			up := map[string]bool{}
+			for line := range strings.SplitSeq(out, "\n") {
+				if name, state, ok := strings.Cut(strings.TrimSpace(line), ","); ok {
+					up[name] = state == "true"
+				}
+			}
+			down = down[:0]
+			for _, p := range want {
+				if !up[p] {
+					down = append(down, p)
+				}
+			}
+			if len(down) == 0 {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("sandbox: %d logical ports never came up (first %q): %w (last error: %v)", len(down), first(down), ctx.Err(), err)
+		case <-tick.C:
+		}
+	}
+}
+
+func first(s []string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	return s[0]
 }
 
 // nbctlTimeout is ctx's remaining time in whole seconds (at least 1, at

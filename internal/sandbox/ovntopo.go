@@ -46,7 +46,8 @@ type Network struct {
 
 // BuildTopology creates t in the northbound database in one transaction and
 // binds its ports on br-int (which ovn-controller must have created: start
-// it first). It does not wait for ovn-controller; call Sync.
+// it first). It does not wait for ovn-controller; call Sync, which waits
+// for these ports to be up.
 func (o *OVN) BuildTopology(ctx context.Context, t Topology) (*Network, error) {
 	if t.Switches < 1 || t.Switches > 250 || t.PortsPerSwitch < 2 || t.PortsPerSwitch > 250 {
 		return nil, fmt.Errorf("sandbox: topology: want 1-250 switches of 2-250 ports, got %d of %d", t.Switches, t.PortsPerSwitch)
@@ -125,5 +126,10 @@ func (o *OVN) BuildTopology(ctx context.Context, t Topology) (*Network, error) {
 	if _, err := o.s.Vsctl(ctx, append([]string{"--no-wait"}, vs...)...); err != nil {
 		return nil, fmt.Errorf("sandbox: topology: bind ports: %w", err)
 	}
+	o.mu.Lock()
+	for _, p := range net.Ports {
+		o.bound = append(o.bound, p.Name)
+	}
+	o.mu.Unlock()
 	return &net, nil
 }

@@ -55,7 +55,14 @@ type relayer struct {
 	keepers []*relayKeeper
 	// live[i] is the vswitchd of relays[i]'s bridge when the guard last
 	// saw flowstated renew its lease (Relayed.Live).
-	live   []string
+	live []string
+	// mu guards lns and ids, which rebindLocked replaces from Run's
+	// goroutine and serveHandOver's.
+	mu sync.Mutex
+	// lns[i] is relays[i]'s socket (its Listener, or one bound again), and
+	// ids[i] the file relays[i].Listen named when it was bound there.
+	lns    []*net.UnixListener
+	ids    []sockID
 	lease  string
 	log    *slog.Logger
 	ctl    *net.UnixListener // the hand-over socket, nil without one
@@ -77,7 +84,8 @@ func newRelayer(lease string, relays []Relay, log *slog.Logger) *relayer {
 			}
 			rl.Listener = ln
 		}
-		r.relays = append(r.relays, rl)
+		id, _ := pathID(rl.Listen)
+		r.relays, r.lns, r.ids = append(r.relays, rl), append(r.lns, rl.Listener), append(r.ids, id)
 		r.keepers = append(r.keepers, newRelayKeeper(lease, rl, log))
 		r.live = append(r.live, "")
 	}
@@ -111,9 +119,13 @@ func newRelayer(lease string, relays []Relay, log *slog.Logger) *relayer {
 func (r *relayer) follow(away bool) {
 	switch {
 	case away && r.active == nil && len(r.relays) > 0:
-		for i, rl := range r.relays {
+		for i := range r.relays {
+			r.mu.Lock()
+			r.rebindLocked(i)
+			ln, err := dupListener(r.lns[i])
+			r.mu.Unlock()
+			rl := r.relays[i]
 			live := r.live[i]
-			ln, err := dupListener(rl.Listener)
 			if err == nil {
 				var p *ofproxy.Proxy
 				p, err = ofproxy.Listen(ofproxy.Config{Bridge: rl.Bridge, Listen: rl.Listen, Upstream: rl.Upstream,
@@ -179,9 +191,50 @@ func (r *relayer) close() {
 		_ = os.Remove(RelayPath(r.lease))
 	}
 	r.wg.Wait()
-	for _, rl := range r.relays {
-		rl.Listener.Close()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ln := range r.lns {
+		ln.Close()
 	}
+}
+
+// sockID is the file a socket path names.
+type sockID struct{ dev, ino uint64 }
+
+// pathID is the socket file path names, if any.
+func pathID(path string) (sockID, bool) {
+	st, err := os.Lstat(path)
+	if err != nil || st.Mode()&os.ModeSocket == 0 {
+		return sockID{}, false
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return sockID{}, false
+	}
+	return sockID{dev: uint64(sys.Dev), ino: sys.Ino}, true //nolint:unconvert // Dev is not uint64 everywhere
+}
+
+// rebindLocked binds relay i's path again when it no longer names the
+// guard's socket: a flowstated that found the guard frozen bound the path
+// anew (server/proxies.go) and has gone since. The guard's socket, named by
+// no path, would relay nobody and, handed over, leave the next flowstated's
+// proxy unreachable too. A path another process listens on is left to it
+// (ofproxy.Bind refuses it), and a removed path stays removed. r.mu is
+// held.
+func (r *relayer) rebindLocked(i int) {
+	rl := r.relays[i]
+	if id, ok := pathID(rl.Listen); !ok || id == r.ids[i] {
+		return // the guard's, or removed: the proxy retired (holding)
+	}
+	ln, err := ofproxy.Bind(rl.Listen, rl.Upstream)
+	if err != nil {
+		r.log.Warn("guard: the openflow proxy socket's path names another socket, in use: keeping the one the guard holds", "bridge", rl.Bridge, "socket", rl.Listen, "err", err)
+		return
+	}
+	r.lns[i].Close()
+	r.lns[i] = ln
+	r.ids[i], _ = pathID(rl.Listen)
+	r.log.Info("guard: the openflow proxy socket had been bound anew by a flowstated now gone: bound it again", "bridge", rl.Bridge, "socket", rl.Listen)
 }
 
 // serveHandOver answers each connection to the hand-over socket with the
@@ -221,13 +274,17 @@ func (r *relayer) handOver(c *net.UnixConn) error {
 			_ = unix.Close(fd)
 		}
 	}()
-	for _, rl := range r.relays {
-		fd, err := dupFD(rl.Listener)
+	r.mu.Lock()
+	for i := range r.relays {
+		r.rebindLocked(i)
+		fd, err := dupFD(r.lns[i])
 		if err != nil {
+			r.mu.Unlock()
 			return err
 		}
-		fds, paths = append(fds, fd), append(paths, rl.Listen)
+		fds, paths = append(fds, fd), append(paths, r.relays[i].Listen)
 	}
+	r.mu.Unlock()
 	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
 	_, _, err = c.WriteMsgUnix([]byte(strings.Join(paths, "\n")+"\n"), unix.UnixRights(fds...), nil)
 	return err

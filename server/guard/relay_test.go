@@ -58,14 +58,7 @@ func TestRelay(t *testing.T) {
 	if !ok || len(held) != 1 {
 		t.Fatalf("hand-over gave %v, want %s", held, sock)
 	}
-	accepted := make(chan error, 1)
-	go func() {
-		conn, err := got.Accept()
-		if err == nil {
-			conn.Close()
-		}
-		accepted <- err
-	}()
+	accepted := acceptOne(got)
 	dialProxy(t, sock).Close()
 	if err := <-accepted; err != nil {
 		t.Fatalf("accept on the handed-over socket: %v", err)
@@ -149,6 +142,20 @@ func relayEnv(t *testing.T, br string) (context.Context, *sandbox.Sandbox, strin
 	return ctx, sb, lease, l, Relay{Bridge: br, Listen: sock, Upstream: upstream, Listener: ln}
 }
 
+// acceptOne accepts one connection on ln, closes it and sends Accept's
+// error.
+func acceptOne(ln net.Listener) <-chan error {
+	accepted := make(chan error, 1)
+	go func() {
+		conn, err := ln.Accept()
+		if err == nil {
+			conn.Close()
+		}
+		accepted <- err
+	}()
+	return accepted
+}
+
 func dialProxy(t *testing.T, path string) net.Conn {
 	t.Helper()
 	c, err := net.DialTimeout("unix", path, time.Second)
@@ -212,4 +219,98 @@ func TestRelayAdmits(t *testing.T) {
 			return false
 		}
 	})
+}
+
+// TestRelayRebindsReplacedSocket: a flowstated that finds the guard frozen
+// binds the proxy socket's path anew (server/proxies.go) and may die before
+// the guard thaws; the guard's socket is then named by no path. Seen by the
+// chaos harness (seed 3334930208: guard-freeze, flowstated-reboot, then
+// flowstated-outage), the guard relayed on it and handed it to the next
+// flowstated: every dial of the path was refused, through the relay and
+// through flowstated alike. The guard binds the stale path again, before it
+// relays and before it hands the socket over.
+func TestRelayRebindsReplacedSocket(t *testing.T) {
+	const br = "br-rebind"
+	ctx, sb, lease, l, rl := relayEnv(t, br)
+	const grace = 400 * time.Millisecond
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
+	cfg := Config{Lease: lease, OVSDB: sb.DBAddr(), Grace: grace, ExitWhenIdle: true, Logger: logger(t),
+		Relays: []Relay{{Bridge: br, Listen: rl.Listen, Upstream: rl.Upstream, Listener: rl.Listener}}}
+	done := make(chan error, 1)
+	go func() { done <- Run(rctx, cfg) }()
+	defer func() {
+		stop()
+		for end := time.Now().Add(2 * grace); time.Now().Before(end); time.Sleep(grace / 10) {
+			_, _ = l.Renew("")
+		}
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	renew := func() {
+		if _, err := l.Renew(""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pollUntil(ctx, t, "guard holds the lock", func() bool { renew(); p, _ := Present(lease); return p })
+	// A flowstated that got no hand-over binds the path anew, then dies.
+	replace := func() {
+		t.Helper()
+		if err := os.Remove(rl.Listen); err != nil {
+			t.Fatal(err)
+		}
+		ln, err := ofproxy.Bind(rl.Listen, rl.Upstream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln.Close()
+	}
+	replace()
+
+	// Stale: the relay is reachable by the path.
+	var relayed net.Conn
+	pollUntil(ctx, t, "vswitchd's HELLO through the guard after the path was bound anew", func() bool {
+		c, err := net.DialTimeout("unix", rl.Listen, time.Second)
+		if err != nil {
+			return false
+		}
+		if _, err := readHello(c, 200*time.Millisecond); err != nil {
+			c.Close()
+			return false
+		}
+		relayed = c
+		return true
+	})
+	relayed.Close()
+
+	// Renewed, the path bound anew again: the socket handed over is the
+	// one the path names.
+	for end := time.Now().Add(2 * grace); time.Now().Before(end); time.Sleep(grace / 10) {
+		renew()
+	}
+	replace()
+	held, err := FetchListeners(lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := held[rl.Listen]
+	if !ok {
+		t.Fatalf("hand-over gave %v, want %s", held, rl.Listen)
+	}
+	defer got.Close()
+	accepted := acceptOne(got)
+	c, err := net.DialTimeout("unix", rl.Listen, time.Second)
+	if err != nil {
+		t.Fatalf("the handed-over socket is not reachable by its path: %v", err)
+	}
+	c.Close()
+	select {
+	case err := <-accepted:
+		if err != nil {
+			t.Fatalf("accept on the handed-over socket: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a dial of the path did not reach the handed-over socket")
+	}
 }

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowstate-io/flowstate/client"
 	"github.com/flowstate-io/flowstate/internal/sandbox"
 )
 
@@ -48,14 +47,7 @@ func TestGuardRelayUnrecordedLeftAlone(t *testing.T) {
 
 	fs.start(ctx, t)
 	fs.waitFirstReplay(ctx, t)
-	stored, err := fs.c.List(ctx, client.Filter{Bridge: sandbox.OVNBridge, Module: ovnModule})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var texts []string
-	for _, e := range stored {
-		texts = append(texts, e.Text)
-	}
+	texts := storedTexts(ctx, t, fs)
 	if !slices.ContainsFunc(texts, func(d string) bool { return sameFlow(d, added) }) {
 		t.Errorf("module %s did not learn %q, which its controller installed through the relay: %q", ovnModule, added, texts)
 	}

@@ -145,14 +145,7 @@ func TestGuardRelayLearnedNoReconnect(t *testing.T) {
 	smp := startSampler(ctx, t, s, []string{kept, added, changedT}, []string{deleted, changed})
 	fs.start(ctx, t)
 	fs.waitFirstReplay(ctx, t)
-	stored, err := fs.c.List(ctx, client.Filter{Bridge: sandbox.OVNBridge, Module: ovnModule})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var texts []string
-	for _, e := range stored {
-		texts = append(texts, e.Text)
-	}
+	texts := storedTexts(ctx, t, fs)
 	for _, f := range []string{kept, added, changedT} {
 		if !slices.ContainsFunc(texts, func(d string) bool { return sameFlow(d, f) }) {
 			t.Errorf("after flowstated's first replay module %s does not hold %q: %q", ovnModule, f, texts)
@@ -200,14 +193,7 @@ func TestGuardRelayNotLearnedAfterVswitchdRestart(t *testing.T) {
 	}
 	fs.start(ctx, t)
 	fs.waitConverged(ctx, t)
-	stored, err := fs.c.List(ctx, client.Filter{Bridge: sandbox.OVNBridge, Module: ovnModule})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var texts []string
-	for _, e := range stored {
-		texts = append(texts, e.Text)
-	}
+	texts := storedTexts(ctx, t, fs)
 	for _, f := range []string{kept, changed, deleted} {
 		if !slices.ContainsFunc(texts, func(d string) bool { return sameFlow(d, f) }) {
 			t.Errorf("module %s lost %q to a vswitchd that restarted after the relay: %q", ovnModule, f, texts)
@@ -247,23 +233,10 @@ const (
 func relayedOfctl(ctx context.Context, t *testing.T) (*sandbox.Sandbox, *flowstatedProc) {
 	t.Helper()
 	s, fs := startRelayed(ctx, t)
-	sock := "unix:" + filepath.Join(fs.proxyDir, sandbox.OVNBridge+".mgmt")
-	for _, f := range []string{kept, changed, deleted} {
-		if _, err := s.Ofctl(ctx, "add-flow", sock, f); err != nil {
-			t.Fatalf("add-flow %q through flowstated's proxy: %v", f, err)
-		}
-	}
 	if _, err := fs.c.Put(ctx, client.Module{Bridge: sandbox.OVNBridge, Name: "pipeline"}, client.FlowText(other)); err != nil {
 		t.Fatal(err)
 	}
-	poll(ctx, t, "module ovn's three flows recorded", func() (bool, error) {
-		stored, err := fs.c.List(ctx, client.Filter{Bridge: sandbox.OVNBridge, Module: ovnModule})
-		return err == nil && len(stored) == 3, err
-	})
-	fs.waitConverged(ctx, t)
-
-	fs.kill(t)
-	poll(ctx, t, "the guard relaying", func() (bool, error) { return strings.Contains(fs.guardLog(), "relaying"), nil })
+	sock := recordedThenAway(ctx, t, s, fs)
 	for _, args := range [][]string{
 		{"add-flow", sock, added},
 		{"mod-flows", "--strict", sock, changedT},
@@ -285,6 +258,42 @@ func relayedOfctl(ctx context.Context, t *testing.T) (*sandbox.Sandbox, *flowsta
 	}
 
 	return s, fs
+}
+
+// recordedThenAway records module ovn's three flows (kept, changed,
+// deleted) through flowstated's proxy by ovs-ofctl, then kills flowstated
+// and waits for the guard's relay; it returns the proxy's socket.
+func recordedThenAway(ctx context.Context, t *testing.T, s *sandbox.Sandbox, fs *flowstatedProc) string {
+	t.Helper()
+	sock := "unix:" + filepath.Join(fs.proxyDir, sandbox.OVNBridge+".mgmt")
+	for _, f := range []string{kept, changed, deleted} {
+		if _, err := s.Ofctl(ctx, "add-flow", sock, f); err != nil {
+			t.Fatalf("add-flow %q through flowstated's proxy: %v", f, err)
+		}
+	}
+	poll(ctx, t, "module ovn's three flows recorded", func() (bool, error) {
+		stored, err := fs.c.List(ctx, client.Filter{Bridge: sandbox.OVNBridge, Module: ovnModule})
+		return err == nil && len(stored) == 3, err
+	})
+	fs.waitConverged(ctx, t)
+
+	fs.kill(t)
+	poll(ctx, t, "the guard relaying", func() (bool, error) { return strings.Contains(fs.guardLog(), "relaying"), nil })
+	return sock
+}
+
+// storedTexts is the text of module ovn's entries on br-int in the store.
+func storedTexts(ctx context.Context, t *testing.T, fs *flowstatedProc) []string {
+	t.Helper()
+	stored, err := fs.c.List(ctx, client.Filter{Bridge: sandbox.OVNBridge, Module: ovnModule})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var texts []string
+	for _, e := range stored {
+		texts = append(texts, e.Text)
+	}
+	return texts
 }
 
 // startRelayed builds flowstated and starts it on a sandbox with br-int

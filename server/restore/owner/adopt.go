@@ -33,14 +33,13 @@ import (
 //     all (OwnedCookie 0/0), or when a flow it learns uses it;
 //   - the switch's version of an entry of the module replaces the store's;
 //   - an entry of the module the switch lacks is removed from the store,
-//     but only when flowstated's entries were on the running vswitchd:
-//     the guard saw flowstated renew its lease under it (Relayed.Live), or
-//     a flowstated of this store released it (Store.ReleasedVswitchd); so
-//     the controller deleted what is gone. A vswitchd that started while
-//     flowstated was away never held them; what it lacks, it lacks
-//     because it restarted, and the store keeps it (the controller's
-//     reinstall through flowstated, a resync, deletes what it no longer
-//     wants);
+//     but only when flowstated's entries were on the running vswitchd: a
+//     flowstated of this store last replayed the bridge on it (placed.go,
+//     entriesOn); so the controller deleted what is gone. A vswitchd that
+//     started while flowstated was away never held them; what it lacks,
+//     it lacks because it restarted, and the store keeps it (the
+//     controller's reinstall through flowstated, a resync, deletes what it
+//     no longer wants);
 //   - entries of other modules are not the controller's: they are replayed
 //     as usual, as are entries left alone (kept.go) and flows outside the
 //     owned cookie space (cookie.go). What the relay's unrecorded sessions
@@ -163,21 +162,22 @@ func (ow *Owners) adoptRelayedLocked(ctx context.Context, b *bridgeOwner, conn *
 		a.Keep(&Kept{ow: ow, b: b, log: log})
 	}
 	held, known, released := ow.cfg.Flag.HeldReleased()
-	// The store's entries are on this vswitchd only if flowstated ran
-	// with it (the guard saw a renewal under it) or released it; one
-	// that started while flowstated was away lacks them because it
-	// restarted, not because the controller deleted them. With neither
-	// known (a guard that never saw a renewal, a vswitchd never held)
-	// nothing says it restarted: the controller's deletions are learned.
-	unknown := a.Live == "" && released == ""
-	ours := now != "" && (a.Live == now || released == now || unknown)
 	if known && held {
 		log.Warn("vswitchd is held (flow-restore-wait): not learning what the controller installed through the guard's relay, replaying the store")
 		end()
 		return nil
 	}
+	// The switch's lacks are the controller's deletions only on a
+	// vswitchd that held the store's entries (placed.go); one that
+	// started while flowstated was away lacks them because it restarted.
+	placed, err := ow.cfg.Store.Placed().Vswitchd(b.Name())
+	if err != nil {
+		log.Warn("the vswitchd the bridge's entries were replayed on is unknown: not learning the controller's deletions", "err", err)
+	}
+	ours := err == nil && entriesOn(now, placed, a.Live, released)
 	if !ours {
-		log.Info("vswitchd started while flowstated was away: learning what the controller installed through the guard's relay, not what the switch lacks (the store's entries were never on it)", "vswitchd", now, "live", a.Live, "released", released)
+		log.Info("the store's entries were not on this vswitchd: learning what the controller installed through the guard's relay, not what the switch lacks",
+			"vswitchd", now, "placed", placed, "live", a.Live, "released", released)
 	}
 	l, err := ow.learnRelayed(ctx, b, conn, a.module, ours)
 	if err != nil {

@@ -67,6 +67,9 @@ type Rooms interface {
 	// Vswitchd names the running ovs-vswitchd with its version, for the
 	// refusals it makes.
 	Vswitchd() string
+	// VswitchdIdentity is the running ovs-vswitchd's pid and start
+	// (ovsconfig.VswitchdIdentity), "" when none runs.
+	VswitchdIdentity() string
 	// Kept returns the filter of one dump of bridge, nil when nothing is
 	// left alone.
 	Kept(bridge string) KeptFilter

@@ -1,0 +1,24 @@
+package replay
+
+import (
+	"log/slog"
+
+	"github.com/flowstate-io/flowstate/server/restore/bridge"
+)
+
+// notePlaced records, durably (store.Placed), that b's entries are on
+// vswitchd id after a successful replay: the learning of a relayed
+// controller (package owner) takes what the switch lacks as the
+// controller's deletions only on that vswitchd. id is the vswitchd that ran
+// before the replay started, and nothing is recorded unless the same one
+// still runs (a vswitchd started during the replay never got it). A failed
+// write is logged: the record then names an older vswitchd, and the
+// learning takes no deletions from this one, the safe side.
+func (rp *Replayer) notePlaced(b *bridge.State, id string, log *slog.Logger) {
+	if id == "" || rp.cfg.Rooms.VswitchdIdentity() != id {
+		return
+	}
+	if err := rp.cfg.Store.Placed().SetVswitchd(b.Name(), id); err != nil {
+		log.Warn("cannot record the vswitchd the bridge's entries were replayed on: deletions of a controller relayed while flowstated is away will not be learned", "vswitchd", id, "err", err)
+	}
+}

@@ -1,0 +1,62 @@
+package store
+
+import (
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Where a bridge's entries were last put: the ovs-vswitchd (pid@start) on
+// which a flowstated of this store last replayed the bridge in full. Only
+// that vswitchd holds them; one started since holds none of them, so what
+// it lacks is no evidence that a controller deleted it (server/restore,
+// adopt.go). No schema version: a store without the bucket reads as one
+// where nothing was recorded, and an older flowstated ignores it.
+// (bucketPlaced, buckets.go)
+
+// Placed records, per bridge, the vswitchd its entries were last replayed
+// on. Store.Placed makes one.
+type Placed struct{ db *trackedDB }
+
+// Vswitchd returns the vswitchd bridge's entries were last replayed on, ""
+// when none was recorded. A value whose checksum does not match fails it.
+func (pl Placed) Vswitchd(bridge string) (string, error) {
+	var id string
+	err := pl.db.view(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketPlaced)
+		if b == nil {
+			return nil
+		}
+		v := b.Get([]byte(bridge))
+		if v == nil {
+			return nil
+		}
+		raw, err := unseal([]byte(bridge), v)
+		id = string(raw)
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("store: vswitchd of bridge %s's entries: %w", bridge, err)
+	}
+	return id, nil
+}
+
+// SetVswitchd records id as the vswitchd bridge's entries were replayed
+// on, durably. The same id again costs a read, not a write and an fsync:
+// every reconcile calls it.
+func (pl Placed) SetVswitchd(bridge, id string) error {
+	if cur, err := pl.Vswitchd(bridge); err == nil && cur == id {
+		return nil
+	}
+	err := pl.db.update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(bucketPlaced)
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte(bridge), sealed([]byte(bridge), []byte(id)))
+	})
+	if err != nil {
+		return fmt.Errorf("store: vswitchd of bridge %s's entries: %w", bridge, err)
+	}
+	return nil
+}
