@@ -63,6 +63,9 @@ type State struct {
 	// of foreign entries (entries outside the owned cookie space); guarded
 	// by mu.
 	foreignSettled bool
+	// resets counts the times the switch was made equal to the store (a
+	// replay) or replaced (a new connection); guarded by mu.
+	resets uint64
 }
 
 // driftState counts the drift the audits of a bridge found.
@@ -125,6 +128,7 @@ func (s *State) SetConn(c *ofconn.Conn) {
 	defer s.mu.Unlock()
 	s.conn = c
 	s.converged = false
+	s.resets++
 	if c != nil {
 		s.reason = "connected, replay pending"
 	}
@@ -220,6 +224,7 @@ func (s *State) QuarantineDamagedLocked(qs []Quarantined) {
 // succeeded. The lock must be held.
 func (s *State) ReplayedLocked(r plan.Replay) {
 	s.last = r
+	s.resets++
 	s.converged = r.Err == nil
 	s.reason = ""
 	if r.Err != nil {
@@ -238,6 +243,13 @@ func (s *State) DriftFoundLocked(why string) {
 	s.drift.last = time.Now()
 	s.publishLocked()
 }
+
+// ResetsLocked counts the replays and connections of the bridge: when it
+// changes, the switch holds what the store held (or nothing) and no longer
+// what a write left on it apart from the store (a resync's, package write).
+// A failed replay counts too: it may have sent part of its changes. The
+// lock must be held.
+func (s *State) ResetsLocked() uint64 { return s.resets }
 
 // SettleForeignLocked records that the current connection needs no restore
 // of foreign entries any more. The lock must be held.

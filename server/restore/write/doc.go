@@ -33,6 +33,6 @@
 // A controller behind the proxy writes through a Recorder (proxy.go): each
 // change is a request whose op turns the controller's messages into the
 // module's net change inside the transaction (package ofmods); a
-// controller's clear defers its deletions until its reinstall is complete
-// (resync.go).
+// controller's clear stores its deletion of flows at once but defers its
+// deletions on the switch until its reinstall is complete (resync.go).
 package write

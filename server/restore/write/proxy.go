@@ -98,15 +98,27 @@ func (r *Recorder) applyEntries(ctx context.Context, raw [][]byte) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	msgs, from, cleared := r.clears(raw)
-	if len(msgs) == 0 {
-		if cleared {
-			r.declaredLocked(nil)
-		}
+	if len(msgs) == 0 && !cleared {
 		return nil
 	}
-	var ch *ofmods.Change
+	// During a resync every change, a clear alone too, first deletes from
+	// the store the flows the clear removed (sweepLocked): the barrier
+	// reply after it must not leave them stored.
+	var (
+		ch *ofmods.Change
+		sw *sweep
+		rs = r.resync
+	)
 	req := &writeReq{module: r.module}
 	req.op = func(w *store.Writer) (store.Result, error) {
+		var err error
+		if sw, err = r.sweepLocked(w, rs); err != nil {
+			return store.Result{}, err
+		}
+		ch = &ofmods.Change{}
+		if len(msgs) == 0 {
+			return store.Result{}, nil
+		}
 		st := writerEntries{w, r.bridge, r.module}
 		in, err := r.readdsLocked(st, msgs)
 		if err != nil {
@@ -116,7 +128,7 @@ func (r *Recorder) applyEntries(ctx context.Context, raw [][]byte) error {
 		if err != nil {
 			return store.Result{}, err
 		}
-		deferred, err := r.holdLocked(st, ch)
+		deferred, err := r.holdLocked(st, ch, sw)
 		if err != nil {
 			return store.Result{}, err
 		}
@@ -131,10 +143,15 @@ func (r *Recorder) applyEntries(ctx context.Context, raw [][]byte) error {
 		return withoutDeferred(res, deferred), err
 	}
 	res, err := r.ws.submit(ctx, r.bridge, req)
+	if err == nil {
+		sw.commit() // stored: its sweep is the resync's
+	}
 	if err == nil && res.unknown != nil {
 		// Stored, but the switch may not hold it: the controller must not
 		// get a reply that says it does. Its connection is dropped, and it
-		// installs again once the replay settled the bridge.
+		// installs again once the replay settled the bridge. Its change
+		// is stored: the resync counts it, and its timer runs.
+		r.declaredLocked(ch)
 		return fmt.Errorf("restore: proxy %s/%s: %w: %w", r.bridge, r.module, ErrOutcomeUnknown, res.unknown)
 	}
 	if err == nil {

@@ -3,6 +3,7 @@ package write
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -34,19 +35,34 @@ import (
 //     switch it waits for the end (ovn-controller rewrites a few flows in a
 //     later bundle of the same install, back to what they were, and the
 //     switch then sees nothing). A change to a drop is never held back.
-//  3. At the end, in one write, the held changes go to the switch and the
-//     entries of the cleared kinds the controller did not declare again are
-//     deleted.
+//  3. The clear's deletion of the module's flows is stored with the
+//     clear's own change (a clear alone is a write too): the flows the
+//     controller has not declared again leave the store before its barrier
+//     reply passes, and stay on the switch (gone) until the end. One it
+//     declares again meanwhile is as a held entry: what the switch holds is
+//     the gone copy. Groups and meters stay in the store until the end: the
+//     flows still on the switch use them, a re-ADD of one turns into a
+//     modify only when the store holds it (readdsLocked), and vswitchd
+//     would delete the flows that use a group with it.
+//  4. At the end, in one write, the held changes go to the switch, the gone
+//     flows leave it, and the groups and meters the controller did not
+//     declare again are deleted.
 //
 // A reinstall of the same state thus sends nothing to the switch and leaves
-// nothing missing; entries the controller no longer wants stay until the end
-// of its install, as with ovn-controller's own ovn-ofctrl-wait-before-clear.
-// A barrier reply during a resync says every change before it is stored and
-// the new entries are on the switch; the changes to old ones and the clear's
-// deletions reach it by the end. Should flowstated stop before the end, the
-// store holds the changes (the next replay sends them) and the controller,
-// whose connection goes with it, clears and installs again on its next
-// connect.
+// nothing missing; entries the controller no longer wants stay on the
+// switch until the end of its install, as with ovn-controller's own
+// ovn-ofctrl-wait-before-clear. A barrier reply during a resync says every
+// change before it is stored, the clear's deletion of flows included, and
+// the new entries are on the switch; the changes to old ones and the
+// clear's deletions reach it by the end. Should flowstated stop before the
+// end, its next replay makes the switch what the store holds, and the
+// controller, whose connection goes with it, clears and installs again on
+// its next connect.
+//
+// The gone and held copies say what the switch holds apart from the store.
+// A replay or a new connection of the bridge (bridge.State.ResetsLocked)
+// makes the switch the store's again: from then on the copies are dropped
+// and the store is what the switch holds (rebaseLocked).
 
 // resyncQuiet is how long a module's controller must be quiet after a
 // clear before its install counts as complete; resyncMax bounds the resync
@@ -72,7 +88,18 @@ type resync struct {
 	declared map[string]bool
 	// held are the stored changes to entries the module held before the
 	// clear, by key, sent to the switch at the end.
-	held     map[string]heldEntry
+	held map[string]heldEntry
+	// gone are the module's flows the clear deleted from the store that
+	// the controller has not declared again, by key, with what the switch
+	// holds of them: they leave the switch at the end (step 3).
+	gone map[string]entry.Entry
+	// swept: the store holds no flow of the module that the controller
+	// has not declared since its last clear.
+	swept bool
+	// resets is the bridge's count of replays and connections (its
+	// ResetsLocked) when held and gone were taken, once based.
+	resets   uint64
+	based    bool
 	timer    *time.Timer
 	last     time.Time // the module's last change
 	deadline time.Time // the resync ends by then (resyncMax after it began)
@@ -101,19 +128,141 @@ func (r *Recorder) clears(raw [][]byte) (msgs [][]byte, from []int, cleared bool
 // as the switch still lacks those changes.
 func (r *Recorder) startResyncLocked() {
 	if r.resync == nil {
-		r.resync = &resync{held: make(map[string]heldEntry), deadline: time.Now().Add(resyncMax)}
-		r.ws.log.Info("proxy: the controller cleared its entries; deleting what it does not install again once it is quiet",
+		r.resync = &resync{held: make(map[string]heldEntry), gone: make(map[string]entry.Entry), deadline: time.Now().Add(resyncMax)}
+		r.ws.log.Info("proxy: the controller cleared its entries; what it does not install again leaves the store now, the switch once it is quiet",
 			"bridge", r.bridge, "module", r.module, "quiet", resyncQuiet, "at_most", resyncMax)
 	}
 	r.resync.declared = make(map[string]bool)
+	r.resync.swept = false
+}
+
+// sweep is what one write of a resync changes of its gone flows, kept
+// apart until the write is stored (commit): a write's op may run again in
+// another batch, or its transaction roll back.
+type sweep struct {
+	rs *resync
+	// add are the flows this write deletes from the store, back the gone
+	// ones it declares again; swept: it swept the store.
+	add   map[string]entry.Entry
+	back  map[string]bool
+	swept bool
+}
+
+// goneEntry returns what the switch holds of k if k is gone as of this
+// write.
+func (sw *sweep) goneEntry(k string) (entry.Entry, bool) {
+	if sw == nil {
+		return entry.Entry{}, false
+	}
+	if e, ok := sw.add[k]; ok {
+		return e, true
+	}
+	e, ok := sw.rs.gone[k]
+	return e, ok && !sw.back[k]
+}
+
+// redeclared notes that the write declares the gone k again.
+func (sw *sweep) redeclared(k string) {
+	delete(sw.add, k)
+	if sw.back == nil {
+		sw.back = make(map[string]bool)
+	}
+	sw.back[k] = true
+}
+
+// commit records the stored write's sweep in its resync. r.mu must be
+// held.
+func (sw *sweep) commit() {
+	if sw == nil {
+		return
+	}
+	for k := range sw.back {
+		delete(sw.rs.gone, k)
+	}
+	for k, e := range sw.add {
+		delete(sw.rs.held, k) // its orig is in e
+		sw.rs.gone[k] = e
+	}
+	if sw.swept {
+		sw.rs.swept = true
+	}
+}
+
+// rebaseLocked drops, once a replay or a new connection made the switch
+// the store's again, what the resync knew of the switch apart from the
+// store: the held changes are on it, the gone flows off it. It runs in a
+// write's store transaction, under the bridge's lock.
+func (r *Recorder) rebaseLocked(rs *resync) error {
+	b, err := r.ws.bridge(r.bridge)
+	if err != nil {
+		return err
+	}
+	n := b.ResetsLocked()
+	switch {
+	case !rs.based:
+		rs.resets, rs.based = n, true
+	case n != rs.resets:
+		r.ws.log.Info("proxy: the bridge was replayed during a controller's resync: the store is what the switch holds",
+			"bridge", r.bridge, "module", r.module, "held", len(rs.held), "gone", len(rs.gone))
+		rs.resets = n
+		clear(rs.held)
+		clear(rs.gone)
+	}
+	return nil
+}
+
+// sweepLocked deletes from the store, in the write's transaction, the
+// module's flows the controller has not declared since the last clear of
+// rs (step 3) and returns them as the write's sweep; nil without a
+// resync. It runs before the write's own change, which then finds the
+// store as the controller's clear left it. The switch keeps them until
+// the end. r.mu must be held.
+func (r *Recorder) sweepLocked(w *store.Writer, rs *resync) (*sweep, error) {
+	if rs == nil {
+		return nil, nil
+	}
+	if err := r.rebaseLocked(rs); err != nil {
+		return nil, fmt.Errorf("resync of %s/%s: %w", r.bridge, r.module, err)
+	}
+	sw := &sweep{rs: rs}
+	if !rs.kinds[entry.KindFlow] || rs.swept {
+		return sw, nil
+	}
+	var keys []entry.Entry
+	err := w.Each(r.bridge, r.module, entry.KindFlow, func(e entry.Entry) error {
+		k := plan.Key(e.Kind, e.ID)
+		if rs.declared[k] {
+			return nil
+		}
+		if h, ok := rs.held[k]; ok {
+			e.Payload = h.orig // the switch holds the change's original
+		}
+		if sw.add == nil {
+			sw.add = make(map[string]entry.Entry)
+		}
+		sw.add[k] = e
+		keys = append(keys, entry.Entry{Kind: e.Kind, ID: e.ID})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("resync of %s/%s: listing the cleared flows: %w", r.bridge, r.module, err)
+	}
+	if len(keys) > 0 {
+		if _, err := w.Delete(r.bridge, r.module, keys); err != nil {
+			return nil, fmt.Errorf("resync of %s/%s: deleting the cleared flows: %w", r.bridge, r.module, err)
+		}
+	}
+	sw.swept = true
+	return sw, nil
 }
 
 // holdLocked notes, during a resync, the changes of ch to entries the
-// module held before the clear (step 2) and returns the keys of those the
-// switch must not get now: held ones, and ones changed back to what the
-// switch holds. They stay in ch: the store takes them. It runs in the
-// write's store transaction. r.mu must be held.
-func (r *Recorder) holdLocked(st ofmods.Store, ch *ofmods.Change) (map[string]bool, error) {
+// module held before the clear (step 2; a gone flow declared again is one,
+// sw its write's sweep) and returns the keys of those the switch must not
+// get now: held ones, and ones changed back to what the switch holds. They
+// stay in ch: the store takes them. It runs in the write's store
+// transaction. r.mu must be held.
+func (r *Recorder) holdLocked(st ofmods.Store, ch *ofmods.Change, sw *sweep) (map[string]bool, error) {
 	rs := r.resync
 	if rs == nil {
 		return nil, nil
@@ -129,6 +278,11 @@ func (r *Recorder) holdLocked(st ofmods.Store, ch *ofmods.Change) (map[string]bo
 	for i, e := range ch.Put {
 		k := plan.Key(e.Kind, e.ID)
 		h, isHeld := rs.held[k]
+		if g, ok := sw.goneEntry(k); ok {
+			// Not in the store (swept), still on the switch as g.
+			h, isHeld = heldEntry{orig: g.Payload}, true
+			sw.redeclared(k)
+		}
 		if !isHeld {
 			if rs.declared[k] {
 				put, from = append(put, e), append(from, ch.PutFrom[i])
@@ -203,10 +357,12 @@ func (r *Recorder) declaredLocked(ch *ofmods.Change) {
 	rs.timer.Reset(wait)
 }
 
-// endResync deletes the entries of the cleared kinds the controller did not
-// declare again, flows before the groups and meters they use. It runs on
-// the resync's timer; a change that comes first restarts the timer, and
-// one that waits for r.mu is applied after.
+// endResync sends the held changes, deletes the gone flows from the switch
+// and the entries of the cleared kinds the controller did not declare again
+// (those still stored: its groups and meters) from both, flows before the
+// groups and meters they use. It runs on the resync's timer; a change that
+// comes first restarts the timer, and one that waits for r.mu is applied
+// after.
 func (r *Recorder) endResync() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -218,8 +374,14 @@ func (r *Recorder) endResync() {
 	ctx, cancel := context.WithTimeout(context.Background(), r.ws.cfg.WriteTimeout)
 	defer cancel()
 	var n int
+	var sw *sweep
 	req := &writeReq{module: r.module}
 	req.op = func(w *store.Writer) (store.Result, error) {
+		// The resync's last sweep, should a write's have failed.
+		var err error
+		if sw, err = r.sweepLocked(w, rs); err != nil {
+			return store.Result{}, err
+		}
 		ch := &ofmods.Change{}
 		gone := map[string]bool{}
 		for _, kind := range []entry.Kind{entry.KindFlow, entry.KindGroup, entry.KindMeter} {
@@ -235,20 +397,39 @@ func (r *Recorder) endResync() {
 				return nil
 			})
 			if err != nil {
-				return store.Result{}, err
+				return store.Result{}, fmt.Errorf("resync of %s/%s: listing the cleared entries: %w", r.bridge, r.module, err)
 			}
 		}
 		res, err := storeChange(w, r.bridge, r.module, ch)
 		if err != nil {
 			return res, err
 		}
+		// The gone flows are no longer stored: the switch gets their
+		// deletion, first, unless the store holds one again.
+		var off []entry.Entry
+		for k, e := range rs.gone {
+			if _, again := sw.add[k]; again {
+				continue // stored again by another way, swept just now
+			}
+			if _, ok, err := w.Get(r.bridge, e.Kind, e.ID); err != nil {
+				return res, fmt.Errorf("resync of %s/%s: %w", r.bridge, r.module, err)
+			} else if !ok {
+				off = append(off, e)
+				gone[k] = true
+			}
+		}
+		for k, e := range sw.add {
+			off = append(off, e) // left by a write whose sweep failed
+			gone[k] = true
+		}
+		res.Removed = append(off, res.Removed...)
 		// The held changes are stored: what goes to the switch is the
 		// store's entry against what the switch holds.
 		req.declared = nil
 		for k, h := range rs.held {
 			cur, ok, err := w.Get(r.bridge, h.e.Kind, h.e.ID)
 			if err != nil {
-				return res, err
+				return res, fmt.Errorf("resync of %s/%s: %w", r.bridge, r.module, err)
 			}
 			if gone[k] || !ok || cur.Module != r.module || bytes.Equal(cur.Payload, h.orig) {
 				continue
@@ -256,17 +437,18 @@ func (r *Recorder) endResync() {
 			res.Changed = append(res.Changed, store.Change{Entry: cur, Index: len(req.declared), Existed: true, Old: h.orig})
 			req.declared = append(req.declared, cur)
 		}
-		n = len(req.declared) + len(ch.Delete)
+		n = len(req.declared) + len(res.Removed)
 		return res, nil
 	}
 	res, err := r.ws.submit(ctx, r.bridge, req)
 	switch {
 	case err != nil:
-		// The stale entries stay; the controller's next clear deletes
-		// them. The held changes are stored: a replay sends them.
-		r.ws.log.Error("proxy: the end of a controller's resync failed: the deletions of what it did not install again wait for its next install, its stored changes for a replay",
+		// The stale groups and meters stay; the controller's next clear
+		// deletes them. The held changes are stored, the gone flows are
+		// not: a replay makes the switch what the store holds.
+		r.ws.log.Error("proxy: the end of a controller's resync failed: the deletions of what it did not install again wait for a replay or its next install, its stored changes for a replay",
 			"bridge", r.bridge, "module", r.module, "err", err)
-		if b, berr := r.ws.bridge(r.bridge); berr == nil && len(rs.held) > 0 {
+		if b, berr := r.ws.bridge(r.bridge); berr == nil && (len(rs.held) > 0 || len(rs.gone) > 0 || sw != nil && len(sw.add) > 0) {
 			b.RequestReplay()
 		}
 	case res.unknown != nil:
