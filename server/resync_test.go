@@ -128,6 +128,27 @@ func (e *env) dumpFlows(ctx context.Context) string {
 	return strings.Join(fs, "\n")
 }
 
+// The flows of the proxied controller in the resync tests: resyncKeep and
+// resyncBase are installed again after the clear, resyncStale is not.
+const (
+	resyncKeep  = "table=0,priority=100,tcp,nw_dst=10.0.0.99,actions=output:2"
+	resyncStale = "table=0,priority=80,tcp,nw_dst=10.0.0.97,actions=output:2"
+	resyncBase  = "table=0,priority=1,actions=drop"
+)
+
+// resyncStart starts flowstated with a proxy and installs the three
+// resync flows through it, converged.
+func resyncStart(ctx context.Context, t *testing.T) (*env, string) {
+	t.Helper()
+	e, proxy := proxyEnv(ctx, t)
+	e.Start(ctx)
+	for _, f := range []string{resyncKeep, resyncStale, resyncBase} {
+		e.ofctl(ctx, "add-flow", proxy, f)
+	}
+	e.WaitConverged(ctx)
+	return e, proxy
+}
+
 // TestProxyResyncClearStored: a controller behind the proxy clears and
 // installs again without one of its flows, and gets its barrier replies.
 // The store no longer holds that flow at once, while the switch keeps it
@@ -137,18 +158,7 @@ func (e *env) dumpFlows(ctx context.Context) string {
 func TestProxyResyncClearStored(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	e, proxy := proxyEnv(ctx, t)
-	e.Start(ctx)
-
-	const (
-		keep  = "table=0,priority=100,tcp,nw_dst=10.0.0.99,actions=output:2"
-		stale = "table=0,priority=80,tcp,nw_dst=10.0.0.97,actions=output:2"
-		base  = "table=0,priority=1,actions=drop"
-	)
-	for _, f := range []string{keep, stale, base} {
-		e.ofctl(ctx, "add-flow", proxy, f)
-	}
-	e.WaitConverged(ctx)
+	e, proxy := resyncStart(ctx, t)
 
 	// The reconnect: a clear alone (its own barrier), then the install
 	// without the stale flow.
@@ -156,8 +166,8 @@ func TestProxyResyncClearStored(t *testing.T) {
 	if got := strings.Join(e.stored(ctx, "tunnel"), "\n"); strings.Contains(got, "nw_dst=10.0.0.97") {
 		t.Fatalf("right after the clear's barrier reply the store holds the flow it removed:\n%s", got)
 	}
-	e.ofctl(ctx, "add-flow", proxy, base)
-	e.ofctl(ctx, "add-flow", proxy, keep)
+	e.ofctl(ctx, "add-flow", proxy, resyncBase)
+	e.ofctl(ctx, "add-flow", proxy, resyncKeep)
 	got := strings.Join(e.stored(ctx, "tunnel"), "\n")
 	if strings.Contains(got, "nw_dst=10.0.0.97") || !strings.Contains(got, "nw_dst=10.0.0.99") {
 		t.Fatalf("after the install's barrier replies the store holds\n%s\nwant 10.0.0.99 and not 10.0.0.97", got)
@@ -189,30 +199,19 @@ func TestProxyResyncClearStored(t *testing.T) {
 func TestProxyResyncReplayed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	e, proxy := proxyEnv(ctx, t)
-	e.Start(ctx)
-
-	const (
-		keep  = "table=0,priority=100,tcp,nw_dst=10.0.0.99,actions=output:2"
-		stale = "table=0,priority=80,tcp,nw_dst=10.0.0.97,actions=output:2"
-		base  = "table=0,priority=1,actions=drop"
-	)
-	for _, f := range []string{keep, stale, base} {
-		e.ofctl(ctx, "add-flow", proxy, f)
-	}
-	e.WaitConverged(ctx)
+	e, proxy := resyncStart(ctx, t)
 
 	cleared := time.Now()
 	e.ofctl(ctx, "del-flows", proxy)
-	e.ofctl(ctx, "add-flow", proxy, base)
-	e.ofctl(ctx, "add-flow", proxy, keep)
+	e.ofctl(ctx, "add-flow", proxy, resyncBase)
+	e.ofctl(ctx, "add-flow", proxy, resyncKeep)
 	if _, err := e.c.Reconcile(ctx, "br-int"); err != nil {
 		t.Fatal(err)
 	}
 	if got := grepLines(e.dumpFlows(ctx), "nw_dst=10.0.0.97"); got != "" {
 		t.Fatalf("after a replay during the resync the switch holds %q, which the store does not", got)
 	}
-	e.ofctl(ctx, "add-flow", proxy, stale)
+	e.ofctl(ctx, "add-flow", proxy, resyncStale)
 	if grepLines(e.dumpFlows(ctx), "nw_dst=10.0.0.97") == "" {
 		t.Fatal("a flow installed again after the replay is not on the switch after its barrier reply")
 	}
