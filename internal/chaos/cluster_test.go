@@ -224,3 +224,30 @@ func TestGenerateQuiet(t *testing.T) {
 	}
 	t.Logf("quiet pauses in 20 covered draws of 20 steps: %d", covered)
 }
+
+// TestGenerateCrashLoops: covered draws hold crash loops (a vswitchd
+// restart, then another timed into the replay after it); plain draws, CI's,
+// hold them only by chance, as before.
+func TestGenerateCrashLoops(t *testing.T) {
+	loops := func(s Schedule) int {
+		n := 0
+		for i := 1; i < len(s); i++ {
+			if s[i].Join && s[i].Trigger.On == OnReplay && slices.Contains(restarters, s[i].Kind) && slices.Contains(restarters, s[i-1].Kind) {
+				n++
+			}
+		}
+		return n
+	}
+	plain, covered := 0, 0
+	cov := NewCoverage()
+	for seed := range uint64(20) {
+		plain += loops(Generate(seed, 20, nil))
+		s := GenerateCovered(seed, 20, nil, cov)
+		covered += loops(s)
+		cov.Add(s, nil)
+	}
+	t.Logf("crash loops in 20 draws of 20 steps: plain %d, covered %d", plain, covered)
+	if covered < 5 {
+		t.Errorf("20 covered draws of 20 steps hold %d crash loops, want at least 5", covered)
+	}
+}
