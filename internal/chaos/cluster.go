@@ -47,9 +47,9 @@ const (
 )
 
 // Crash loops, in covered draws only: crashLoopPct of the clusters are a
-// vswitchd restart and a second one timed into the replay that follows
-// the first (@replay). That is the trigger of flowstated's crash-loop
-// bisection: vswitchd dying twice while it is restored. Drawn from kinds
+// vswitchd restart and one or two more, each timed into the replay that
+// follows the one before (@replay). That is the trigger of flowstated's
+// crash-loop bisection: vswitchd dying twice while it is restored. Drawn from kinds
 // at large the pair comes up about once in 500 clusters, and issue 31's
 // fault 6 (a vswitchd killed from outside taken as a crash) was missed by
 // 10 minutes of fresh seeds.
@@ -81,14 +81,17 @@ func generate(seed uint64, n int, kinds []FaultKind, cov *Coverage) Schedule {
 	var s Schedule
 	for len(s) < n {
 		if cov != nil && len(ends) > 0 && r.IntN(100) < crashLoopPct {
-			first, second := ends[r.IntN(len(ends))], ends[r.IntN(len(ends))]
-			s = append(s,
-				Step{Kind: first, Pause: time.Duration(200+r.IntN(1800)) * time.Millisecond,
-					Hold: time.Duration(300+r.IntN(2200)) * time.Millisecond},
-				Step{Kind: second, Join: true, Pause: time.Duration(20+r.IntN(180)) * time.Millisecond,
+			cluster := []FaultKind{ends[r.IntN(len(ends))]}
+			s = append(s, Step{Kind: cluster[0], Pause: time.Duration(200+r.IntN(1800)) * time.Millisecond,
+				Hold: time.Duration(300+r.IntN(2200)) * time.Millisecond})
+			for range 1 + r.IntN(2) {
+				k := ends[r.IntN(len(ends))]
+				s = append(s, Step{Kind: k, Join: true, Pause: time.Duration(20+r.IntN(180)) * time.Millisecond,
 					Hold:    time.Duration(300+r.IntN(2200)) * time.Millisecond,
 					Trigger: Trigger{On: OnReplay, Offset: time.Duration(r.IntN(300)) * time.Millisecond}})
-			cov.addCluster([]FaultKind{first, second})
+				cluster = append(cluster, k)
+			}
+			cov.addCluster(cluster)
 			continue
 		}
 		size := []int{1, 1, 1, 1, 1, 2, 2, 2, 3, 3}[r.IntN(10)]
