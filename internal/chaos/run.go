@@ -1180,7 +1180,13 @@ func (r *run) waitGuard(ctx context.Context) int {
 	n := r.n
 	deadline := time.Now().Add(guardRespawn)
 	for {
-		if pid := n.guardPID(); pid > 0 || !n.alive() || time.Now().After(deadline) {
+		// The lock may still name a guard that just exited (ESRCH at
+		// the signal): wait for the one that runs.
+		pid := n.guardPID()
+		if pid > 0 && !processRuns(pid) {
+			pid = 0
+		}
+		if pid > 0 || !n.alive() || time.Now().After(deadline) {
 			return pid
 		}
 		if !sleepCtx(ctx, 50*time.Millisecond) {
