@@ -6,11 +6,14 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// Where a bridge's entries were last put: the ovs-vswitchd (pid@start) on
-// which a flowstated of this store last replayed the bridge in full. Only
-// that vswitchd holds them; one started since holds none of them, so what
-// it lacks is no evidence that a controller deleted it (server/restore,
-// adopt.go). No schema version: a store without the bucket reads as one
+// Where a bridge's entries were last put: the bridge's switch on which a
+// flowstated of this store last replayed it in full, the ovs-vswitchd
+// (pid@start) and the bridge's incarnation in it (ovsconfig.BridgeIdentity;
+// a store written before that names the vswitchd only). Only that switch
+// holds them; a vswitchd started since, or the bridge deleted and created
+// again under the same vswitchd, holds none of them, so what it lacks is no
+// evidence that a controller deleted it (server/restore, adopt.go). The
+// value is opaque here: Vswitchd and SetVswitchd keep their names. No schema version: a store without the bucket reads as one
 // where nothing was recorded, and an older flowstated ignores it.
 // (bucketPlaced, buckets.go)
 

@@ -26,7 +26,7 @@ func (r replayRooms) RestoreTLVLocked(ctx context.Context, b *bridge.State, conn
 
 func (r replayRooms) Vswitchd() string { return r.e.vswitchd.Name() }
 
-func (r replayRooms) VswitchdIdentity() string { return r.e.vswitchd.Identity() }
+func (r replayRooms) BridgeIdentity(name string) string { return r.e.vswitchd.BridgeIdentity(name) }
 
 func (r replayRooms) Kept(name string) replay.KeptFilter {
 	if kf := r.e.owners.KeptFilter(name); kf != nil {

@@ -33,11 +33,13 @@ import (
 //     all (OwnedCookie 0/0), or when a flow it learns uses it;
 //   - the switch's version of an entry of the module replaces the store's;
 //   - an entry of the module the switch lacks is removed from the store,
-//     but only when flowstated's entries were on the running vswitchd: a
-//     flowstated of this store last replayed the bridge on it (placed.go,
-//     entriesOn); so the controller deleted what is gone. A vswitchd that
-//     started while flowstated was away never held them; what it lacks,
-//     it lacks because it restarted, and the store keeps it (the
+//     but only when flowstated's entries were on the bridge's switch: a
+//     flowstated of this store last replayed the bridge on it, the same
+//     vswitchd and the same bridge in it (placed.go, entriesOn); so the
+//     controller deleted what is gone. A vswitchd that started while
+//     flowstated was away never held them, nor a bridge deleted and
+//     created again meanwhile; what it lacks, it lacks because it
+//     restarted or was re-created, and the store keeps it (the
 //     controller's reinstall through flowstated, a resync, deletes what it
 //     no longer wants);
 //   - entries of other modules are not the controller's: they are replayed
@@ -174,10 +176,14 @@ func (ow *Owners) adoptRelayedLocked(ctx context.Context, b *bridgeOwner, conn *
 	if err != nil {
 		log.Warn("the vswitchd the bridge's entries were replayed on is unknown: not learning the controller's deletions", "err", err)
 	}
-	ours := err == nil && entriesOn(now, placed, a.Live, released)
+	// The bridge's switch, not only the vswitchd: a br-int deleted and
+	// created again under the same vswitchd while flowstated was away is
+	// empty, and what it lacks is no deletion either.
+	sw := ow.cfg.Vswitchd.BridgeIdentity(b.Name())
+	ours := err == nil && entriesOn(now, sw, placed, a.Live, released)
 	if !ours {
 		log.Info("the store's entries were not on this vswitchd: learning what the controller installed through the guard's relay, not what the switch lacks",
-			"vswitchd", now, "placed", placed, "live", a.Live, "released", released)
+			"vswitchd", now, "switch", sw, "placed", placed, "live", a.Live, "released", released)
 	}
 	l, err := ow.learnRelayed(ctx, b, conn, a.module, ours)
 	if err != nil {

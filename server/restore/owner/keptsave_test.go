@@ -146,10 +146,15 @@ func TestKeptSaved(t *testing.T) {
 	}
 }
 
-// runDir names the vswitchd whose pidfile is in a run directory.
+// runDir names the vswitchd whose pidfile is in a run directory, and its
+// bridges.
 type runDir string
 
 func (d runDir) Identity() string { return ovsconfig.VswitchdIdentity(string(d)) }
+
+func (d runDir) BridgeIdentity(bridge string) string {
+	return ovsconfig.BridgeIdentity(string(d), bridge)
+}
 
 func testLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))

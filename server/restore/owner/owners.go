@@ -76,9 +76,11 @@ type Flag interface {
 	HeldReleased() (held, known bool, released string)
 }
 
-// Vswitchd names the running ovs-vswitchd (vswitchd.Daemon.Identity).
+// Vswitchd names the running ovs-vswitchd (vswitchd.Daemon.Identity) and
+// a bridge's switch in it (vswitchd.Daemon.BridgeIdentity).
 type Vswitchd interface {
 	Identity() string
+	BridgeIdentity(bridge string) string
 }
 
 // New returns the Owners of cfg.Bridges, with the decisions to stand aside

@@ -414,7 +414,7 @@ func (rp *Replayer) Reconcile(ctx context.Context, b *bridge.State, conn *ofconn
 	rp.cfg.Publish(events.Event{Type: events.ReplayStarted, Bridge: b.Name(), Message: "replay started"})
 	start := time.Now()
 	begun := b.Poison().Begin()
-	on := rp.cfg.Rooms.VswitchdIdentity()
+	on := rp.cfg.Rooms.BridgeIdentity(b.Name())
 	r, err := rp.replayLocked(ctx, b, conn, log)
 	if err == nil {
 		rp.notePlaced(b, on, log)

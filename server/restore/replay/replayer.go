@@ -67,9 +67,10 @@ type Rooms interface {
 	// Vswitchd names the running ovs-vswitchd with its version, for the
 	// refusals it makes.
 	Vswitchd() string
-	// VswitchdIdentity is the running ovs-vswitchd's pid and start
-	// (ovsconfig.VswitchdIdentity), "" when none runs.
-	VswitchdIdentity() string
+	// BridgeIdentity names bridge's switch in the running ovs-vswitchd
+	// (ovsconfig.BridgeIdentity: its pid and start, and the bridge's
+	// incarnation), "" when none runs or the bridge is missing.
+	BridgeIdentity(bridge string) string
 	// Kept returns the filter of one dump of bridge, nil when nothing is
 	// left alone.
 	Kept(bridge string) KeptFilter

@@ -52,3 +52,10 @@ func (d *Daemon) MgmtPath(bridge string) string { return filepath.Join(d.cfg.Run
 // Identity names the running ovs-vswitchd by its pidfile (pid and start
 // time), "" when unknown.
 func (d *Daemon) Identity() string { return ovsconfig.VswitchdIdentity(d.cfg.RunDir) }
+
+// BridgeIdentity names bridge's switch in the running ovs-vswitchd
+// (ovsconfig.BridgeIdentity): a bridge deleted and created again under the
+// same vswitchd has another. "" when unknown.
+func (d *Daemon) BridgeIdentity(bridge string) string {
+	return ovsconfig.BridgeIdentity(d.cfg.RunDir, bridge)
+}
