@@ -34,5 +34,6 @@
 // change is a request whose op turns the controller's messages into the
 // module's net change inside the transaction (package ofmods); a
 // controller's clear stores its deletion of flows at once but defers its
-// deletions on the switch until its reinstall is complete (resync.go).
+// deletions on the switch until its reinstall is complete (resync.go; the
+// gone flows in resyncsweep.go).
 package write

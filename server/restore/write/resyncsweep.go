@@ -1,0 +1,131 @@
+package write
+
+import (
+	"fmt"
+
+	"github.com/flowstate-io/flowstate/entry"
+	"github.com/flowstate-io/flowstate/server/restore/plan"
+	"github.com/flowstate-io/flowstate/store"
+)
+
+// What a resync knows of its gone flows (resync.go, step 3).
+
+// sweep is what one write of a resync changes of its gone flows, kept
+// apart until the write is stored (commit): a write's op may run again in
+// another batch, or its transaction roll back.
+type sweep struct {
+	rs *resync
+	// add are the flows this write deletes from the store, back the gone
+	// ones it declares again; swept: it swept the store.
+	add   map[string]entry.Entry
+	back  map[string]bool
+	swept bool
+}
+
+// goneEntry returns what the switch holds of k if k is gone as of this
+// write.
+func (sw *sweep) goneEntry(k string) (entry.Entry, bool) {
+	if sw == nil {
+		return entry.Entry{}, false
+	}
+	if e, ok := sw.add[k]; ok {
+		return e, true
+	}
+	e, ok := sw.rs.gone[k]
+	return e, ok && !sw.back[k]
+}
+
+// redeclared notes that the write declares the gone k again.
+func (sw *sweep) redeclared(k string) {
+	delete(sw.add, k)
+	if sw.back == nil {
+		sw.back = make(map[string]bool)
+	}
+	sw.back[k] = true
+}
+
+// commit records the stored write's sweep in its resync. r.mu must be
+// held.
+func (sw *sweep) commit() {
+	if sw == nil {
+		return
+	}
+	for k := range sw.back {
+		delete(sw.rs.gone, k)
+	}
+	for k, e := range sw.add {
+		delete(sw.rs.held, k) // its orig is in e
+		sw.rs.gone[k] = e
+	}
+	if sw.swept {
+		sw.rs.swept = true
+	}
+}
+
+// rebaseLocked drops, once a replay or a new connection made the switch
+// the store's again, what the resync knew of the switch apart from the
+// store: the held changes are on it, the gone flows off it. It runs in a
+// write's store transaction, under the bridge's lock.
+func (r *Recorder) rebaseLocked(rs *resync) error {
+	b, err := r.ws.bridge(r.bridge)
+	if err != nil {
+		return err
+	}
+	n := b.ResetsLocked()
+	switch {
+	case !rs.based:
+		rs.resets, rs.based = n, true
+	case n != rs.resets:
+		r.ws.log.Info("proxy: the bridge was replayed during a controller's resync: the store is what the switch holds",
+			"bridge", r.bridge, "module", r.module, "held", len(rs.held), "gone", len(rs.gone))
+		rs.resets = n
+		clear(rs.held)
+		clear(rs.gone)
+	}
+	return nil
+}
+
+// sweepLocked deletes from the store, in the write's transaction, the
+// module's flows the controller has not declared since the last clear of
+// rs (step 3) and returns them as the write's sweep; nil without a
+// resync. It runs before the write's own change, which then finds the
+// store as the controller's clear left it. The switch keeps them until
+// the end. r.mu must be held.
+func (r *Recorder) sweepLocked(w *store.Writer, rs *resync) (*sweep, error) {
+	if rs == nil {
+		return nil, nil
+	}
+	if err := r.rebaseLocked(rs); err != nil {
+		return nil, fmt.Errorf("resync of %s/%s: %w", r.bridge, r.module, err)
+	}
+	sw := &sweep{rs: rs}
+	if !rs.kinds[entry.KindFlow] || rs.swept {
+		return sw, nil
+	}
+	var keys []entry.Entry
+	err := w.Each(r.bridge, r.module, entry.KindFlow, func(e entry.Entry) error {
+		k := plan.Key(e.Kind, e.ID)
+		if rs.declared[k] {
+			return nil
+		}
+		if h, ok := rs.held[k]; ok {
+			e.Payload = h.orig // the switch holds the change's original
+		}
+		if sw.add == nil {
+			sw.add = make(map[string]entry.Entry)
+		}
+		sw.add[k] = e
+		keys = append(keys, entry.Entry{Kind: e.Kind, ID: e.ID})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("resync of %s/%s: listing the cleared flows: %w", r.bridge, r.module, err)
+	}
+	if len(keys) > 0 {
+		if _, err := w.Delete(r.bridge, r.module, keys); err != nil {
+			return nil, fmt.Errorf("resync of %s/%s: deleting the cleared flows: %w", r.bridge, r.module, err)
+		}
+	}
+	sw.swept = true
+	return sw, nil
+}
