@@ -85,10 +85,10 @@ func Call(ctx context.Context, path, method string, params ...string) (string, e
 // closed socket, or its deadline, which is ctx's).
 func ctxErr(ctx context.Context, err error) error {
 	if cerr := ctx.Err(); cerr != nil {
-		return fmt.Errorf("%w (%v)", cerr, err)
+		return fmt.Errorf("%w (%w)", cerr, err)
 	}
 	if errors.Is(err, os.ErrDeadlineExceeded) {
-		return fmt.Errorf("%w (%v)", context.DeadlineExceeded, err)
+		return fmt.Errorf("%w (%w)", context.DeadlineExceeded, err)
 	}
 	return err
 }
