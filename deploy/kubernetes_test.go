@@ -134,6 +134,11 @@ func TestDaemonSet(t *testing.T) {
 	if got := flagValue(fs.Args, "ovs-rundir"); got != "/var/run/openvswitch" {
 		t.Errorf("flowstated --ovs-rundir=%q", got)
 	}
+	// OVN's run directory, read-only, where --ovn-rundir looks.
+	if i := slices.IndexFunc(fs.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "ovn-run" }); i < 0 ||
+		fs.VolumeMounts[i].MountPath != flagValue(fs.Args, "ovn-rundir") || !fs.VolumeMounts[i].ReadOnly {
+		t.Errorf("flowstated does not mount ovn-run read-only at its --ovn-rundir=%q", flagValue(fs.Args, "ovn-rundir"))
+	}
 	for _, c := range []*corev1.Container{fs, guard} {
 		if got := flagValue(c.Args, "ovsdb"); got != "unix:/var/run/openvswitch/db.sock" {
 			t.Errorf("%s --ovsdb=%q, want the ovs-run mount's db.sock", c.Name, got)

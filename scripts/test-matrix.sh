@@ -54,8 +54,9 @@ ovs-testcontroller ovn-northd ovn-controller ovn-nbctl ovn-sbctl ovn-appctl"
 # 8b3c86897, fixed in 3.1); TestSwitchDump and TestRoundTripSwitch, since
 # 2.15's `ovs-ofctl -O OpenFlow15 del-meters` dies of a segmentation fault.
 selection() {
-	local name=$1 ovn=$2 reconcile='|TestReconcileIsIdempotent' switch='|TestSwitchDump|TestRoundTripSwitch'
+	local name=$1 ovn=$2 reconcile='|TestReconcileIsIdempotent' switch='|TestSwitchDump|TestRoundTripSwitch' ovnstatus=''
 	[ "$name" = bullseye ] && reconcile='' switch=''
+	[ "$ovn" = yes ] && ovnstatus='|TestStatusNamesOVNController'
 	if [ -n "${MATRIX_TESTS:-}" ]; then
 		echo "$MATRIX_TESTS"
 		return
@@ -63,8 +64,9 @@ selection() {
 	echo "./ofctl" "^(TestSyntaxOnThisVersion$switch)$"
 	echo "./server/ofconn" '.'
 	echo "./server/ovsconfig" '.'
+	echo "./server/unixctl" '.'
 	echo "./server/guard" '^(TestGuard|TestGuardStop|TestLeaseRecreated|TestHeartbeatFollowsOVSDB)$'
-	echo "./server" "^(TestUnmanaged[A-Za-z]*|TestMirror[A-Za-z]*|TestArmAndRelease|TestColdStartGate|TestCrashProofGating|TestFrozenVswitchd|TestSeveralBridges|TestOutageReplay|TestMeterRollback|TestLargeGroups|TestTunMetadataCompareClean|TestPutRejectedByOVS|TestStatusNamesVswitchd|TestVersionDecides|TestProxyRecordsAndRestores$reconcile)$"
+	echo "./server" "^(TestUnmanaged[A-Za-z]*|TestMirror[A-Za-z]*|TestArmAndRelease|TestColdStartGate|TestCrashProofGating|TestFrozenVswitchd|TestSeveralBridges|TestOutageReplay|TestMeterRollback|TestLargeGroups|TestTunMetadataCompareClean|TestPutRejectedByOVS|TestStatusNamesVswitchd|TestStatusNoOVNController$ovnstatus|TestVersionDecides|TestProxyRecordsAndRestores$reconcile)$"
 	if [ "$ovn" = yes ]; then
 		echo "./server/ofproxy" '^(TestTestControllerThroughProxy|TestTestController10LeftAlone|TestOSKenThroughFlowstated|TestOVNThroughProxy|TestOVNRecorded|TestOVNThroughFlowstated)$'
 	else

@@ -17,7 +17,7 @@ var layers = [][]string{
 	{"api/flowstate/v1", "entry", "errdefs", "internal/version", "ofctl"},
 	{"canon", "errdefs/errgrpc", "store"},
 	{"ofmods"},
-	{"server/events", "server/ofconn", "server/ovsconfig", "server/peercred"},
+	{"server/events", "server/ofconn", "server/ovsconfig", "server/peercred", "server/unixctl"},
 	{"server/ofproxy"},
 	{"server/guard", "server/restore/plan"},
 	{"server/restore/flag", "server/restore/forms", "server/restore/gate", "server/restore/mirror", "server/restore/poison"},

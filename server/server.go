@@ -63,6 +63,9 @@ type Config struct {
 	RunDir string
 	// OVSDB is the ovsdb-server address. Required.
 	OVSDB string
+	// OVNRunDir holds ovn-controller's pidfile and control socket, asked for
+	// its version when status is (ovn.go); empty: not asked.
+	OVNRunDir string
 	// Bridges are the managed bridges. At least one.
 	Bridges []string
 	// EchoInterval and EchoTimeout tune OpenFlow liveness; zero: the
@@ -301,6 +304,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		writes: engine.Writes(), reads: engine, state: engine, vswitchd: engine.Vswitchd(), ready: engine, replays: engine, flag: engine.Flag(),
 		store: st, events: evlog, writers: cfg.Writers, streamID: newStreamID(), bootID: bootID, coldStart: cold, keep: keep,
 		sessions: sessions, log: log, stageAbove: cfg.StageAbove, faults: cfg.Faults, proxies: proxies,
+		ovn: newOVNController(cfg.OVNRunDir, log),
 	})
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)

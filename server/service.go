@@ -89,6 +89,8 @@ type service struct {
 	faults *Faults
 	// proxies are the OpenFlow proxies (proxies.go), for Status.
 	proxies *proxies
+	// ovn is the node's ovn-controller (ovn.go), for Status.
+	ovn *ovnController
 }
 
 var _ flowstatev1.FlowStateServiceServer = (*service)(nil)
@@ -249,6 +251,7 @@ func (s *service) Status(ctx context.Context, _ *flowstatev1.StatusRequest) (*fl
 	resp.VswitchdHeld = running && !unheld && resp.FlowRestoreWait
 	sw := s.vswitchd.Info()
 	resp.VswitchdBuild = &flowstatev1.VswitchdBuild{Version: sw.Version, OvsdbVersion: sw.OVSDBVersion, Limits: sw.Limits}
+	resp.OvnController = s.ovn.status(ctx)
 	bi := version.Get()
 	resp.Version, resp.Commit = bi.Version, bi.Commit
 	perBridge := map[string]*flowstatev1.BridgeStatus{}

@@ -118,6 +118,27 @@ func vswitchdLine(b *flowstatev1.VswitchdBuild) string {
 	return "ovs-vswitchd version: " + v
 }
 
+// ovnLine names the node's ovn-controller: its version and what it was
+// built with (the rest of its `version` answer), or why there is none.
+func ovnLine(o *flowstatev1.OvnController) string {
+	if o.GetVersion() == "" {
+		if o.GetReason() == "" { // a flowstated from before the field
+			return "ovn-controller: unknown (not reported by this flowstated)"
+		}
+		return "ovn-controller: " + o.GetReason()
+	}
+	var built []string
+	for i, l := range strings.Split(o.GetReply(), "\n") {
+		if l = strings.TrimSpace(l); i > 0 && l != "" {
+			built = append(built, l)
+		}
+	}
+	if len(built) == 0 {
+		return "ovn-controller: " + o.GetVersion()
+	}
+	return fmt.Sprintf("ovn-controller: %s (%s)", o.GetVersion(), strings.Join(built, ", "))
+}
+
 func printStatus(w io.Writer, st *flowstatev1.StatusResponse) error {
 	start := "warm"
 	if st.GetColdStart() {
@@ -131,6 +152,7 @@ func printStatus(w io.Writer, st *flowstatev1.StatusResponse) error {
 	for _, l := range st.GetVswitchdBuild().GetLimits() {
 		fmt.Fprintf(w, "  ovs-vswitchd LIMIT: %s\n", l)
 	}
+	fmt.Fprintln(w, ovnLine(st.GetOvnController()))
 	if t := st.GetLastRelease(); t != nil {
 		fmt.Fprintf(w, "last release of ovs-vswitchd: %s\n", stamp(t.AsTime()))
 	} else {

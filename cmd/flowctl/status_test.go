@@ -65,6 +65,9 @@ func TestStatusTruth(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^ovs-vswitchd version: \d+\.\d+\.\d+`).MatchString(out) {
 		t.Fatalf("no vswitchd version in status:\n%s", out)
 	}
+	if !strings.Contains(out, "\novn-controller: not asked (--ovn-rundir \"\")\n") {
+		t.Fatalf("no ovn-controller line in status:\n%s", out)
+	}
 
 	// A held vswitchd: restarted with the flag armed, restored, released.
 	before := time.Now()

@@ -113,6 +113,7 @@ func newCommand() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&cfg.RunDir, "ovs-rundir", "/var/run/openvswitch", "directory of ovs-vswitchd's <bridge>.mgmt sockets")
 	f.StringVar(&cfg.OVSDB, "ovsdb", "unix:/var/run/openvswitch/db.sock", "ovsdb-server address")
+	f.StringVar(&cfg.OVNRunDir, "ovn-rundir", ovnRunDir(), `directory of ovn-controller's pidfile and control socket, asked for its version when status is ("": not asked); $OVN_RUNDIR, else`)
 	f.StringArrayVar(&cfg.Bridges, "bridge", []string{"br-int"}, "bridge to manage (repeatable)")
 	f.StringVar(&cfg.DBPath, "db", "/var/lib/flowstate/flowstate.db", "state file")
 	f.StringVar(&cfg.Listen, "listen", "unix:///run/flowstate/flowstate.sock", "gRPC listen address")
@@ -263,6 +264,16 @@ func guardRelays(log *slog.Logger, specs []string, writers server.Writers, proxy
 // systemdLiveness sends WATCHDOG=1 while the engine is responsive (at most
 // every half watchdog interval) and STATUS= when the state line changes;
 // without systemd both are no-ops.
+// ovnRunDir is where OVN's daemons put their pidfiles and control sockets,
+// as they decide it themselves (ovn_rundir()): $OVN_RUNDIR, else the
+// packages' /var/run/ovn.
+func ovnRunDir() string {
+	if d := os.Getenv("OVN_RUNDIR"); d != "" {
+		return d
+	}
+	return "/var/run/ovn"
+}
+
 func systemdLiveness() func(healthy bool, status string) {
 	interval, _ := daemon.SdWatchdogEnabled(false)
 	var lastPing time.Time

@@ -269,7 +269,7 @@ func (x Change_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Change_Op.Descriptor instead.
 func (Change_Op) EnumDescriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{35, 0}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{36, 0}
 }
 
 // Entry is one desired entry as a controller declares it.
@@ -1036,6 +1036,10 @@ type StatusResponse struct {
 	// vswitchd_build is the running ovs-vswitchd's version and what it lacks
 	// that flowstated would use.
 	VswitchdBuild *VswitchdBuild `protobuf:"bytes,23,opt,name=vswitchd_build,json=vswitchdBuild,proto3" json:"vswitchd_build,omitempty"`
+	// ovn_controller is the node's ovn-controller, as its control socket in
+	// --ovn-rundir answered `version`; ovn-controller writes no version into
+	// OVSDB.
+	OvnController *OvnController `protobuf:"bytes,24,opt,name=ovn_controller,json=ovnController,proto3" json:"ovn_controller,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1224,6 +1228,113 @@ func (x *StatusResponse) GetVswitchdBuild() *VswitchdBuild {
 	return nil
 }
 
+func (x *StatusResponse) GetOvnController() *OvnController {
+	if x != nil {
+		return x.OvnController
+	}
+	return nil
+}
+
+// OvnController is the node's ovn-controller, as flowstated last asked it:
+// only when status is asked, at most every few seconds, and at once when
+// its pidfile names another process.
+type OvnController struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// version is ovn-controller's version ("23.03.1"); empty when it was not
+	// asked or did not answer, and reason says why.
+	Version string `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	// reply is its whole answer to `version`: its version line, then the
+	// Open vSwitch library it was built with, as `ovn-controller --version`
+	// begins.
+	Reply string `protobuf:"bytes,2,opt,name=reply,proto3" json:"reply,omitempty"`
+	// rundir is --ovn-rundir, where its pidfile and control socket are
+	// looked for; empty: not asked.
+	Rundir string `protobuf:"bytes,3,opt,name=rundir,proto3" json:"rundir,omitempty"`
+	// socket is the control socket asked (<rundir>/ovn-controller.<pid>.ctl);
+	// empty when no pidfile named one.
+	Socket string `protobuf:"bytes,4,opt,name=socket,proto3" json:"socket,omitempty"`
+	// reason says why version is empty, as one phrase: not asked (no
+	// --ovn-rundir, or no such directory), not found in the rundir (no
+	// pidfile, no socket), or no answer (refused, timed out).
+	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	// asked_at is when flowstated last asked; unset when not asked.
+	AskedAt       *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=asked_at,json=askedAt,proto3" json:"asked_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OvnController) Reset() {
+	*x = OvnController{}
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OvnController) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OvnController) ProtoMessage() {}
+
+func (x *OvnController) ProtoReflect() protoreflect.Message {
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OvnController.ProtoReflect.Descriptor instead.
+func (*OvnController) Descriptor() ([]byte, []int) {
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *OvnController) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *OvnController) GetReply() string {
+	if x != nil {
+		return x.Reply
+	}
+	return ""
+}
+
+func (x *OvnController) GetRundir() string {
+	if x != nil {
+		return x.Rundir
+	}
+	return ""
+}
+
+func (x *OvnController) GetSocket() string {
+	if x != nil {
+		return x.Socket
+	}
+	return ""
+}
+
+func (x *OvnController) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *OvnController) GetAskedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AskedAt
+	}
+	return nil
+}
+
 // VswitchdBuild is the running ovs-vswitchd's build, as flowstated read it.
 type VswitchdBuild struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1243,7 +1354,7 @@ type VswitchdBuild struct {
 
 func (x *VswitchdBuild) Reset() {
 	*x = VswitchdBuild{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[12]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1255,7 +1366,7 @@ func (x *VswitchdBuild) String() string {
 func (*VswitchdBuild) ProtoMessage() {}
 
 func (x *VswitchdBuild) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[12]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1268,7 +1379,7 @@ func (x *VswitchdBuild) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VswitchdBuild.ProtoReflect.Descriptor instead.
 func (*VswitchdBuild) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{12}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *VswitchdBuild) GetVersion() string {
@@ -1325,7 +1436,7 @@ type ProxyStatus struct {
 
 func (x *ProxyStatus) Reset() {
 	*x = ProxyStatus{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[13]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1337,7 +1448,7 @@ func (x *ProxyStatus) String() string {
 func (*ProxyStatus) ProtoMessage() {}
 
 func (x *ProxyStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[13]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1350,7 +1461,7 @@ func (x *ProxyStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProxyStatus.ProtoReflect.Descriptor instead.
 func (*ProxyStatus) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{13}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ProxyStatus) GetBridge() string {
@@ -1442,7 +1553,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[14]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1454,7 +1565,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[14]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1467,7 +1578,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{14}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Session) GetUid() uint32 {
@@ -1569,7 +1680,7 @@ type Guard struct {
 
 func (x *Guard) Reset() {
 	*x = Guard{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[15]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1581,7 +1692,7 @@ func (x *Guard) String() string {
 func (*Guard) ProtoMessage() {}
 
 func (x *Guard) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[15]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1594,7 +1705,7 @@ func (x *Guard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Guard.ProtoReflect.Descriptor instead.
 func (*Guard) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{15}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Guard) GetMode() string {
@@ -1701,7 +1812,7 @@ type Gate struct {
 
 func (x *Gate) Reset() {
 	*x = Gate{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[16]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1713,7 +1824,7 @@ func (x *Gate) String() string {
 func (*Gate) ProtoMessage() {}
 
 func (x *Gate) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[16]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1726,7 +1837,7 @@ func (x *Gate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gate.ProtoReflect.Descriptor instead.
 func (*Gate) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{16}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Gate) GetOpen() bool {
@@ -1781,7 +1892,7 @@ type QuarantinedEntry struct {
 
 func (x *QuarantinedEntry) Reset() {
 	*x = QuarantinedEntry{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[17]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1793,7 +1904,7 @@ func (x *QuarantinedEntry) String() string {
 func (*QuarantinedEntry) ProtoMessage() {}
 
 func (x *QuarantinedEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[17]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1806,7 +1917,7 @@ func (x *QuarantinedEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuarantinedEntry.ProtoReflect.Descriptor instead.
 func (*QuarantinedEntry) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{17}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *QuarantinedEntry) GetEntry() *StoredEntry {
@@ -1876,7 +1987,7 @@ type BridgeStatus struct {
 
 func (x *BridgeStatus) Reset() {
 	*x = BridgeStatus{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[18]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1888,7 +1999,7 @@ func (x *BridgeStatus) String() string {
 func (*BridgeStatus) ProtoMessage() {}
 
 func (x *BridgeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[18]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1901,7 +2012,7 @@ func (x *BridgeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BridgeStatus.ProtoReflect.Descriptor instead.
 func (*BridgeStatus) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{18}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *BridgeStatus) GetName() string {
@@ -2023,7 +2134,7 @@ type Replay struct {
 
 func (x *Replay) Reset() {
 	*x = Replay{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[19]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2035,7 +2146,7 @@ func (x *Replay) String() string {
 func (*Replay) ProtoMessage() {}
 
 func (x *Replay) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[19]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2048,7 +2159,7 @@ func (x *Replay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replay.ProtoReflect.Descriptor instead.
 func (*Replay) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{19}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Replay) GetFinishedAt() *timestamppb.Timestamp {
@@ -2116,7 +2227,7 @@ type ModuleStatus struct {
 
 func (x *ModuleStatus) Reset() {
 	*x = ModuleStatus{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[20]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2128,7 +2239,7 @@ func (x *ModuleStatus) String() string {
 func (*ModuleStatus) ProtoMessage() {}
 
 func (x *ModuleStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[20]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2141,7 +2252,7 @@ func (x *ModuleStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModuleStatus.ProtoReflect.Descriptor instead.
 func (*ModuleStatus) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{20}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ModuleStatus) GetBridge() string {
@@ -2211,7 +2322,7 @@ type SyncRequest struct {
 
 func (x *SyncRequest) Reset() {
 	*x = SyncRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[21]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2223,7 +2334,7 @@ func (x *SyncRequest) String() string {
 func (*SyncRequest) ProtoMessage() {}
 
 func (x *SyncRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[21]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2236,7 +2347,7 @@ func (x *SyncRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncRequest.ProtoReflect.Descriptor instead.
 func (*SyncRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{21}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SyncRequest) GetBridge() string {
@@ -2288,7 +2399,7 @@ type SyncResponse struct {
 
 func (x *SyncResponse) Reset() {
 	*x = SyncResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[22]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2300,7 +2411,7 @@ func (x *SyncResponse) String() string {
 func (*SyncResponse) ProtoMessage() {}
 
 func (x *SyncResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[22]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2313,7 +2424,7 @@ func (x *SyncResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncResponse.ProtoReflect.Descriptor instead.
 func (*SyncResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{22}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SyncResponse) GetApplied() bool {
@@ -2362,7 +2473,7 @@ type MarkReadyRequest struct {
 
 func (x *MarkReadyRequest) Reset() {
 	*x = MarkReadyRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[23]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2374,7 +2485,7 @@ func (x *MarkReadyRequest) String() string {
 func (*MarkReadyRequest) ProtoMessage() {}
 
 func (x *MarkReadyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[23]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2387,7 +2498,7 @@ func (x *MarkReadyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkReadyRequest.ProtoReflect.Descriptor instead.
 func (*MarkReadyRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{23}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *MarkReadyRequest) GetModule() string {
@@ -2406,7 +2517,7 @@ type MarkReadyResponse struct {
 
 func (x *MarkReadyResponse) Reset() {
 	*x = MarkReadyResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[24]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2418,7 +2529,7 @@ func (x *MarkReadyResponse) String() string {
 func (*MarkReadyResponse) ProtoMessage() {}
 
 func (x *MarkReadyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[24]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2431,7 +2542,7 @@ func (x *MarkReadyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkReadyResponse.ProtoReflect.Descriptor instead.
 func (*MarkReadyResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{24}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{25}
 }
 
 // ForgetModuleRequest names the module to forget.
@@ -2445,7 +2556,7 @@ type ForgetModuleRequest struct {
 
 func (x *ForgetModuleRequest) Reset() {
 	*x = ForgetModuleRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[25]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2457,7 +2568,7 @@ func (x *ForgetModuleRequest) String() string {
 func (*ForgetModuleRequest) ProtoMessage() {}
 
 func (x *ForgetModuleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[25]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2470,7 +2581,7 @@ func (x *ForgetModuleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetModuleRequest.ProtoReflect.Descriptor instead.
 func (*ForgetModuleRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{25}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ForgetModuleRequest) GetModule() string {
@@ -2489,7 +2600,7 @@ type ForgetModuleResponse struct {
 
 func (x *ForgetModuleResponse) Reset() {
 	*x = ForgetModuleResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[26]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2501,7 +2612,7 @@ func (x *ForgetModuleResponse) String() string {
 func (*ForgetModuleResponse) ProtoMessage() {}
 
 func (x *ForgetModuleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[26]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2514,7 +2625,7 @@ func (x *ForgetModuleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetModuleResponse.ProtoReflect.Descriptor instead.
 func (*ForgetModuleResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{26}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{27}
 }
 
 // ArmRequest asks to set flow-restore-wait.
@@ -2526,7 +2637,7 @@ type ArmRequest struct {
 
 func (x *ArmRequest) Reset() {
 	*x = ArmRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[27]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2538,7 +2649,7 @@ func (x *ArmRequest) String() string {
 func (*ArmRequest) ProtoMessage() {}
 
 func (x *ArmRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[27]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2551,7 +2662,7 @@ func (x *ArmRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArmRequest.ProtoReflect.Descriptor instead.
 func (*ArmRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{27}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{28}
 }
 
 // ArmResponse reports the flag set.
@@ -2565,7 +2676,7 @@ type ArmResponse struct {
 
 func (x *ArmResponse) Reset() {
 	*x = ArmResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[28]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2577,7 +2688,7 @@ func (x *ArmResponse) String() string {
 func (*ArmResponse) ProtoMessage() {}
 
 func (x *ArmResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[28]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2590,7 +2701,7 @@ func (x *ArmResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArmResponse.ProtoReflect.Descriptor instead.
 func (*ArmResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{28}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ArmResponse) GetWasSet() bool {
@@ -2609,7 +2720,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[29]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2621,7 +2732,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[29]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2634,7 +2745,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{29}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{30}
 }
 
 // ReleaseResponse reports the release.
@@ -2650,7 +2761,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[30]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2662,7 +2773,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[30]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2675,7 +2786,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{30}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ReleaseResponse) GetWasSet() bool {
@@ -2703,7 +2814,7 @@ type ReconcileRequest struct {
 
 func (x *ReconcileRequest) Reset() {
 	*x = ReconcileRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[31]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2715,7 +2826,7 @@ func (x *ReconcileRequest) String() string {
 func (*ReconcileRequest) ProtoMessage() {}
 
 func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[31]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2728,7 +2839,7 @@ func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRequest.ProtoReflect.Descriptor instead.
 func (*ReconcileRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{31}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ReconcileRequest) GetBridge() string {
@@ -2749,7 +2860,7 @@ type ReconcileResponse struct {
 
 func (x *ReconcileResponse) Reset() {
 	*x = ReconcileResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[32]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2761,7 +2872,7 @@ func (x *ReconcileResponse) String() string {
 func (*ReconcileResponse) ProtoMessage() {}
 
 func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[32]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2774,7 +2885,7 @@ func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileResponse.ProtoReflect.Descriptor instead.
 func (*ReconcileResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{32}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReconcileResponse) GetBridges() []*BridgeStatus {
@@ -2795,7 +2906,7 @@ type DiffRequest struct {
 
 func (x *DiffRequest) Reset() {
 	*x = DiffRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[33]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2807,7 +2918,7 @@ func (x *DiffRequest) String() string {
 func (*DiffRequest) ProtoMessage() {}
 
 func (x *DiffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[33]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2820,7 +2931,7 @@ func (x *DiffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffRequest.ProtoReflect.Descriptor instead.
 func (*DiffRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{33}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DiffRequest) GetBridge() string {
@@ -2842,7 +2953,7 @@ type DiffResponse struct {
 
 func (x *DiffResponse) Reset() {
 	*x = DiffResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[34]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2854,7 +2965,7 @@ func (x *DiffResponse) String() string {
 func (*DiffResponse) ProtoMessage() {}
 
 func (x *DiffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[34]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2867,7 +2978,7 @@ func (x *DiffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffResponse.ProtoReflect.Descriptor instead.
 func (*DiffResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{34}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DiffResponse) GetChanges() []*Change {
@@ -2896,7 +3007,7 @@ type Change struct {
 
 func (x *Change) Reset() {
 	*x = Change{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[35]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2908,7 +3019,7 @@ func (x *Change) String() string {
 func (*Change) ProtoMessage() {}
 
 func (x *Change) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[35]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2921,7 +3032,7 @@ func (x *Change) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Change.ProtoReflect.Descriptor instead.
 func (*Change) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{35}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Change) GetOp() Change_Op {
@@ -2974,7 +3085,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[36]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2986,7 +3097,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[36]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2999,7 +3110,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{36}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *WatchRequest) GetFromRevision() uint64 {
@@ -3027,7 +3138,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[37]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3039,7 +3150,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[37]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3052,7 +3163,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{37}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *WatchResponse) GetEvent() *Event {
@@ -3092,7 +3203,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[38]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3104,7 +3215,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[38]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3117,7 +3228,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{38}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Event) GetRevision() uint64 {
@@ -3198,7 +3309,7 @@ type FlowStatsRequest struct {
 
 func (x *FlowStatsRequest) Reset() {
 	*x = FlowStatsRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[39]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3210,7 +3321,7 @@ func (x *FlowStatsRequest) String() string {
 func (*FlowStatsRequest) ProtoMessage() {}
 
 func (x *FlowStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[39]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3223,7 +3334,7 @@ func (x *FlowStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowStatsRequest.ProtoReflect.Descriptor instead.
 func (*FlowStatsRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{39}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *FlowStatsRequest) GetBridge() string {
@@ -3258,7 +3369,7 @@ type FlowStatsResponse struct {
 
 func (x *FlowStatsResponse) Reset() {
 	*x = FlowStatsResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[40]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3270,7 +3381,7 @@ func (x *FlowStatsResponse) String() string {
 func (*FlowStatsResponse) ProtoMessage() {}
 
 func (x *FlowStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[40]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3283,7 +3394,7 @@ func (x *FlowStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowStatsResponse.ProtoReflect.Descriptor instead.
 func (*FlowStatsResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{40}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *FlowStatsResponse) GetFlows() []*FlowStats {
@@ -3313,7 +3424,7 @@ type FlowStats struct {
 
 func (x *FlowStats) Reset() {
 	*x = FlowStats{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[41]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3325,7 +3436,7 @@ func (x *FlowStats) String() string {
 func (*FlowStats) ProtoMessage() {}
 
 func (x *FlowStats) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[41]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3338,7 +3449,7 @@ func (x *FlowStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowStats.ProtoReflect.Descriptor instead.
 func (*FlowStats) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{41}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *FlowStats) GetEntry() *StoredEntry {
@@ -3385,7 +3496,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[42]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3397,7 +3508,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[42]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3410,7 +3521,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{42}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{43}
 }
 
 // BackupResponse is one chunk of the store file; the chunks in order are
@@ -3425,7 +3536,7 @@ type BackupResponse struct {
 
 func (x *BackupResponse) Reset() {
 	*x = BackupResponse{}
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[43]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3437,7 +3548,7 @@ func (x *BackupResponse) String() string {
 func (*BackupResponse) ProtoMessage() {}
 
 func (x *BackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flowstate_v1_flowstate_proto_msgTypes[43]
+	mi := &file_flowstate_v1_flowstate_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3450,7 +3561,7 @@ func (x *BackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
 func (*BackupResponse) Descriptor() ([]byte, []int) {
-	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{43}
+	return file_flowstate_v1_flowstate_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *BackupResponse) GetData() []byte {
@@ -3506,7 +3617,7 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x06_table\"C\n" +
 	"\fListResponse\x123\n" +
 	"\aentries\x18\x01 \x03(\v2\x19.flowstate.v1.StoredEntryR\aentries\"\x0f\n" +
-	"\rStatusRequest\"\xdf\a\n" +
+	"\rStatusRequest\"\xa3\b\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\aboot_id\x18\x01 \x01(\tR\x06bootId\x12\x1d\n" +
 	"\n" +
@@ -3531,7 +3642,15 @@ const file_flowstate_v1_flowstate_proto_rawDesc = "" +
 	"\x10vswitchd_running\x18\x14 \x01(\bR\x0fvswitchdRunning\x12#\n" +
 	"\rvswitchd_held\x18\x15 \x01(\bR\fvswitchdHeld\x123\n" +
 	"\aproxies\x18\x16 \x03(\v2\x19.flowstate.v1.ProxyStatusR\aproxies\x12B\n" +
-	"\x0evswitchd_build\x18\x17 \x01(\v2\x1b.flowstate.v1.VswitchdBuildR\rvswitchdBuild\"f\n" +
+	"\x0evswitchd_build\x18\x17 \x01(\v2\x1b.flowstate.v1.VswitchdBuildR\rvswitchdBuild\x12B\n" +
+	"\x0eovn_controller\x18\x18 \x01(\v2\x1b.flowstate.v1.OvnControllerR\rovnController\"\xbe\x01\n" +
+	"\rOvnController\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\x12\x14\n" +
+	"\x05reply\x18\x02 \x01(\tR\x05reply\x12\x16\n" +
+	"\x06rundir\x18\x03 \x01(\tR\x06rundir\x12\x16\n" +
+	"\x06socket\x18\x04 \x01(\tR\x06socket\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x125\n" +
+	"\basked_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\aaskedAt\"f\n" +
 	"\rVswitchdBuild\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12#\n" +
 	"\rovsdb_version\x18\x02 \x01(\tR\fovsdbVersion\x12\x16\n" +
@@ -3759,7 +3878,7 @@ func file_flowstate_v1_flowstate_proto_rawDescGZIP() []byte {
 }
 
 var file_flowstate_v1_flowstate_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_flowstate_v1_flowstate_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_flowstate_v1_flowstate_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_flowstate_v1_flowstate_proto_goTypes = []any{
 	(EntryKind)(0),                // 0: flowstate.v1.EntryKind
 	(EventType)(0),                // 1: flowstate.v1.EventType
@@ -3776,41 +3895,42 @@ var file_flowstate_v1_flowstate_proto_goTypes = []any{
 	(*ListResponse)(nil),          // 12: flowstate.v1.ListResponse
 	(*StatusRequest)(nil),         // 13: flowstate.v1.StatusRequest
 	(*StatusResponse)(nil),        // 14: flowstate.v1.StatusResponse
-	(*VswitchdBuild)(nil),         // 15: flowstate.v1.VswitchdBuild
-	(*ProxyStatus)(nil),           // 16: flowstate.v1.ProxyStatus
-	(*Session)(nil),               // 17: flowstate.v1.Session
-	(*Guard)(nil),                 // 18: flowstate.v1.Guard
-	(*Gate)(nil),                  // 19: flowstate.v1.Gate
-	(*QuarantinedEntry)(nil),      // 20: flowstate.v1.QuarantinedEntry
-	(*BridgeStatus)(nil),          // 21: flowstate.v1.BridgeStatus
-	(*Replay)(nil),                // 22: flowstate.v1.Replay
-	(*ModuleStatus)(nil),          // 23: flowstate.v1.ModuleStatus
-	(*SyncRequest)(nil),           // 24: flowstate.v1.SyncRequest
-	(*SyncResponse)(nil),          // 25: flowstate.v1.SyncResponse
-	(*MarkReadyRequest)(nil),      // 26: flowstate.v1.MarkReadyRequest
-	(*MarkReadyResponse)(nil),     // 27: flowstate.v1.MarkReadyResponse
-	(*ForgetModuleRequest)(nil),   // 28: flowstate.v1.ForgetModuleRequest
-	(*ForgetModuleResponse)(nil),  // 29: flowstate.v1.ForgetModuleResponse
-	(*ArmRequest)(nil),            // 30: flowstate.v1.ArmRequest
-	(*ArmResponse)(nil),           // 31: flowstate.v1.ArmResponse
-	(*ReleaseRequest)(nil),        // 32: flowstate.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),       // 33: flowstate.v1.ReleaseResponse
-	(*ReconcileRequest)(nil),      // 34: flowstate.v1.ReconcileRequest
-	(*ReconcileResponse)(nil),     // 35: flowstate.v1.ReconcileResponse
-	(*DiffRequest)(nil),           // 36: flowstate.v1.DiffRequest
-	(*DiffResponse)(nil),          // 37: flowstate.v1.DiffResponse
-	(*Change)(nil),                // 38: flowstate.v1.Change
-	(*WatchRequest)(nil),          // 39: flowstate.v1.WatchRequest
-	(*WatchResponse)(nil),         // 40: flowstate.v1.WatchResponse
-	(*Event)(nil),                 // 41: flowstate.v1.Event
-	(*FlowStatsRequest)(nil),      // 42: flowstate.v1.FlowStatsRequest
-	(*FlowStatsResponse)(nil),     // 43: flowstate.v1.FlowStatsResponse
-	(*FlowStats)(nil),             // 44: flowstate.v1.FlowStats
-	(*BackupRequest)(nil),         // 45: flowstate.v1.BackupRequest
-	(*BackupResponse)(nil),        // 46: flowstate.v1.BackupResponse
-	nil,                           // 47: flowstate.v1.Event.AttrsEntry
-	(*timestamppb.Timestamp)(nil), // 48: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 49: google.protobuf.Duration
+	(*OvnController)(nil),         // 15: flowstate.v1.OvnController
+	(*VswitchdBuild)(nil),         // 16: flowstate.v1.VswitchdBuild
+	(*ProxyStatus)(nil),           // 17: flowstate.v1.ProxyStatus
+	(*Session)(nil),               // 18: flowstate.v1.Session
+	(*Guard)(nil),                 // 19: flowstate.v1.Guard
+	(*Gate)(nil),                  // 20: flowstate.v1.Gate
+	(*QuarantinedEntry)(nil),      // 21: flowstate.v1.QuarantinedEntry
+	(*BridgeStatus)(nil),          // 22: flowstate.v1.BridgeStatus
+	(*Replay)(nil),                // 23: flowstate.v1.Replay
+	(*ModuleStatus)(nil),          // 24: flowstate.v1.ModuleStatus
+	(*SyncRequest)(nil),           // 25: flowstate.v1.SyncRequest
+	(*SyncResponse)(nil),          // 26: flowstate.v1.SyncResponse
+	(*MarkReadyRequest)(nil),      // 27: flowstate.v1.MarkReadyRequest
+	(*MarkReadyResponse)(nil),     // 28: flowstate.v1.MarkReadyResponse
+	(*ForgetModuleRequest)(nil),   // 29: flowstate.v1.ForgetModuleRequest
+	(*ForgetModuleResponse)(nil),  // 30: flowstate.v1.ForgetModuleResponse
+	(*ArmRequest)(nil),            // 31: flowstate.v1.ArmRequest
+	(*ArmResponse)(nil),           // 32: flowstate.v1.ArmResponse
+	(*ReleaseRequest)(nil),        // 33: flowstate.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),       // 34: flowstate.v1.ReleaseResponse
+	(*ReconcileRequest)(nil),      // 35: flowstate.v1.ReconcileRequest
+	(*ReconcileResponse)(nil),     // 36: flowstate.v1.ReconcileResponse
+	(*DiffRequest)(nil),           // 37: flowstate.v1.DiffRequest
+	(*DiffResponse)(nil),          // 38: flowstate.v1.DiffResponse
+	(*Change)(nil),                // 39: flowstate.v1.Change
+	(*WatchRequest)(nil),          // 40: flowstate.v1.WatchRequest
+	(*WatchResponse)(nil),         // 41: flowstate.v1.WatchResponse
+	(*Event)(nil),                 // 42: flowstate.v1.Event
+	(*FlowStatsRequest)(nil),      // 43: flowstate.v1.FlowStatsRequest
+	(*FlowStatsResponse)(nil),     // 44: flowstate.v1.FlowStatsResponse
+	(*FlowStats)(nil),             // 45: flowstate.v1.FlowStats
+	(*BackupRequest)(nil),         // 46: flowstate.v1.BackupRequest
+	(*BackupResponse)(nil),        // 47: flowstate.v1.BackupResponse
+	nil,                           // 48: flowstate.v1.Event.AttrsEntry
+	(*timestamppb.Timestamp)(nil), // 49: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 50: google.protobuf.Duration
 }
 var file_flowstate_v1_flowstate_proto_depIdxs = []int32{
 	0,  // 0: flowstate.v1.Entry.kind:type_name -> flowstate.v1.EntryKind
@@ -3820,78 +3940,80 @@ var file_flowstate_v1_flowstate_proto_depIdxs = []int32{
 	3,  // 4: flowstate.v1.DeleteRequest.entries:type_name -> flowstate.v1.Entry
 	0,  // 5: flowstate.v1.ListRequest.kind:type_name -> flowstate.v1.EntryKind
 	4,  // 6: flowstate.v1.ListResponse.entries:type_name -> flowstate.v1.StoredEntry
-	21, // 7: flowstate.v1.StatusResponse.bridges:type_name -> flowstate.v1.BridgeStatus
-	23, // 8: flowstate.v1.StatusResponse.modules:type_name -> flowstate.v1.ModuleStatus
-	19, // 9: flowstate.v1.StatusResponse.gate:type_name -> flowstate.v1.Gate
-	20, // 10: flowstate.v1.StatusResponse.quarantined:type_name -> flowstate.v1.QuarantinedEntry
-	18, // 11: flowstate.v1.StatusResponse.guard:type_name -> flowstate.v1.Guard
-	48, // 12: flowstate.v1.StatusResponse.last_release:type_name -> google.protobuf.Timestamp
-	17, // 13: flowstate.v1.StatusResponse.sessions:type_name -> flowstate.v1.Session
-	16, // 14: flowstate.v1.StatusResponse.proxies:type_name -> flowstate.v1.ProxyStatus
-	15, // 15: flowstate.v1.StatusResponse.vswitchd_build:type_name -> flowstate.v1.VswitchdBuild
-	48, // 16: flowstate.v1.ProxyStatus.last_install:type_name -> google.protobuf.Timestamp
-	48, // 17: flowstate.v1.ProxyStatus.last_error_time:type_name -> google.protobuf.Timestamp
-	48, // 18: flowstate.v1.Session.since:type_name -> google.protobuf.Timestamp
-	48, // 19: flowstate.v1.Session.last_activity:type_name -> google.protobuf.Timestamp
-	49, // 20: flowstate.v1.Guard.grace:type_name -> google.protobuf.Duration
-	49, // 21: flowstate.v1.Guard.guard_grace:type_name -> google.protobuf.Duration
-	48, // 22: flowstate.v1.Guard.last_round_trip:type_name -> google.protobuf.Timestamp
-	48, // 23: flowstate.v1.Gate.deadline:type_name -> google.protobuf.Timestamp
-	4,  // 24: flowstate.v1.QuarantinedEntry.entry:type_name -> flowstate.v1.StoredEntry
-	48, // 25: flowstate.v1.QuarantinedEntry.since:type_name -> google.protobuf.Timestamp
-	22, // 26: flowstate.v1.BridgeStatus.last_replay:type_name -> flowstate.v1.Replay
-	48, // 27: flowstate.v1.BridgeStatus.since:type_name -> google.protobuf.Timestamp
-	48, // 28: flowstate.v1.BridgeStatus.last_drift:type_name -> google.protobuf.Timestamp
-	48, // 29: flowstate.v1.Replay.finished_at:type_name -> google.protobuf.Timestamp
-	49, // 30: flowstate.v1.Replay.duration:type_name -> google.protobuf.Duration
-	3,  // 31: flowstate.v1.SyncRequest.entries:type_name -> flowstate.v1.Entry
-	49, // 32: flowstate.v1.ReleaseResponse.acknowledged_after:type_name -> google.protobuf.Duration
-	21, // 33: flowstate.v1.ReconcileResponse.bridges:type_name -> flowstate.v1.BridgeStatus
-	38, // 34: flowstate.v1.DiffResponse.changes:type_name -> flowstate.v1.Change
-	2,  // 35: flowstate.v1.Change.op:type_name -> flowstate.v1.Change.Op
-	0,  // 36: flowstate.v1.Change.kind:type_name -> flowstate.v1.EntryKind
-	41, // 37: flowstate.v1.WatchResponse.event:type_name -> flowstate.v1.Event
-	48, // 38: flowstate.v1.Event.time:type_name -> google.protobuf.Timestamp
-	47, // 39: flowstate.v1.Event.attrs:type_name -> flowstate.v1.Event.AttrsEntry
-	1,  // 40: flowstate.v1.Event.event_type:type_name -> flowstate.v1.EventType
-	44, // 41: flowstate.v1.FlowStatsResponse.flows:type_name -> flowstate.v1.FlowStats
-	4,  // 42: flowstate.v1.FlowStats.entry:type_name -> flowstate.v1.StoredEntry
-	49, // 43: flowstate.v1.FlowStats.duration:type_name -> google.protobuf.Duration
-	5,  // 44: flowstate.v1.FlowStateService.Put:input_type -> flowstate.v1.PutRequest
-	7,  // 45: flowstate.v1.FlowStateService.PutStream:input_type -> flowstate.v1.PutStreamRequest
-	9,  // 46: flowstate.v1.FlowStateService.Delete:input_type -> flowstate.v1.DeleteRequest
-	11, // 47: flowstate.v1.FlowStateService.List:input_type -> flowstate.v1.ListRequest
-	13, // 48: flowstate.v1.FlowStateService.Status:input_type -> flowstate.v1.StatusRequest
-	24, // 49: flowstate.v1.FlowStateService.Sync:input_type -> flowstate.v1.SyncRequest
-	26, // 50: flowstate.v1.FlowStateService.MarkReady:input_type -> flowstate.v1.MarkReadyRequest
-	28, // 51: flowstate.v1.FlowStateService.ForgetModule:input_type -> flowstate.v1.ForgetModuleRequest
-	34, // 52: flowstate.v1.FlowStateService.Reconcile:input_type -> flowstate.v1.ReconcileRequest
-	36, // 53: flowstate.v1.FlowStateService.Diff:input_type -> flowstate.v1.DiffRequest
-	39, // 54: flowstate.v1.FlowStateService.Watch:input_type -> flowstate.v1.WatchRequest
-	30, // 55: flowstate.v1.FlowStateService.Arm:input_type -> flowstate.v1.ArmRequest
-	32, // 56: flowstate.v1.FlowStateService.Release:input_type -> flowstate.v1.ReleaseRequest
-	42, // 57: flowstate.v1.FlowStateService.FlowStats:input_type -> flowstate.v1.FlowStatsRequest
-	45, // 58: flowstate.v1.FlowStateService.Backup:input_type -> flowstate.v1.BackupRequest
-	6,  // 59: flowstate.v1.FlowStateService.Put:output_type -> flowstate.v1.PutResponse
-	8,  // 60: flowstate.v1.FlowStateService.PutStream:output_type -> flowstate.v1.PutStreamResponse
-	10, // 61: flowstate.v1.FlowStateService.Delete:output_type -> flowstate.v1.DeleteResponse
-	12, // 62: flowstate.v1.FlowStateService.List:output_type -> flowstate.v1.ListResponse
-	14, // 63: flowstate.v1.FlowStateService.Status:output_type -> flowstate.v1.StatusResponse
-	25, // 64: flowstate.v1.FlowStateService.Sync:output_type -> flowstate.v1.SyncResponse
-	27, // 65: flowstate.v1.FlowStateService.MarkReady:output_type -> flowstate.v1.MarkReadyResponse
-	29, // 66: flowstate.v1.FlowStateService.ForgetModule:output_type -> flowstate.v1.ForgetModuleResponse
-	35, // 67: flowstate.v1.FlowStateService.Reconcile:output_type -> flowstate.v1.ReconcileResponse
-	37, // 68: flowstate.v1.FlowStateService.Diff:output_type -> flowstate.v1.DiffResponse
-	40, // 69: flowstate.v1.FlowStateService.Watch:output_type -> flowstate.v1.WatchResponse
-	31, // 70: flowstate.v1.FlowStateService.Arm:output_type -> flowstate.v1.ArmResponse
-	33, // 71: flowstate.v1.FlowStateService.Release:output_type -> flowstate.v1.ReleaseResponse
-	43, // 72: flowstate.v1.FlowStateService.FlowStats:output_type -> flowstate.v1.FlowStatsResponse
-	46, // 73: flowstate.v1.FlowStateService.Backup:output_type -> flowstate.v1.BackupResponse
-	59, // [59:74] is the sub-list for method output_type
-	44, // [44:59] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	22, // 7: flowstate.v1.StatusResponse.bridges:type_name -> flowstate.v1.BridgeStatus
+	24, // 8: flowstate.v1.StatusResponse.modules:type_name -> flowstate.v1.ModuleStatus
+	20, // 9: flowstate.v1.StatusResponse.gate:type_name -> flowstate.v1.Gate
+	21, // 10: flowstate.v1.StatusResponse.quarantined:type_name -> flowstate.v1.QuarantinedEntry
+	19, // 11: flowstate.v1.StatusResponse.guard:type_name -> flowstate.v1.Guard
+	49, // 12: flowstate.v1.StatusResponse.last_release:type_name -> google.protobuf.Timestamp
+	18, // 13: flowstate.v1.StatusResponse.sessions:type_name -> flowstate.v1.Session
+	17, // 14: flowstate.v1.StatusResponse.proxies:type_name -> flowstate.v1.ProxyStatus
+	16, // 15: flowstate.v1.StatusResponse.vswitchd_build:type_name -> flowstate.v1.VswitchdBuild
+	15, // 16: flowstate.v1.StatusResponse.ovn_controller:type_name -> flowstate.v1.OvnController
+	49, // 17: flowstate.v1.OvnController.asked_at:type_name -> google.protobuf.Timestamp
+	49, // 18: flowstate.v1.ProxyStatus.last_install:type_name -> google.protobuf.Timestamp
+	49, // 19: flowstate.v1.ProxyStatus.last_error_time:type_name -> google.protobuf.Timestamp
+	49, // 20: flowstate.v1.Session.since:type_name -> google.protobuf.Timestamp
+	49, // 21: flowstate.v1.Session.last_activity:type_name -> google.protobuf.Timestamp
+	50, // 22: flowstate.v1.Guard.grace:type_name -> google.protobuf.Duration
+	50, // 23: flowstate.v1.Guard.guard_grace:type_name -> google.protobuf.Duration
+	49, // 24: flowstate.v1.Guard.last_round_trip:type_name -> google.protobuf.Timestamp
+	49, // 25: flowstate.v1.Gate.deadline:type_name -> google.protobuf.Timestamp
+	4,  // 26: flowstate.v1.QuarantinedEntry.entry:type_name -> flowstate.v1.StoredEntry
+	49, // 27: flowstate.v1.QuarantinedEntry.since:type_name -> google.protobuf.Timestamp
+	23, // 28: flowstate.v1.BridgeStatus.last_replay:type_name -> flowstate.v1.Replay
+	49, // 29: flowstate.v1.BridgeStatus.since:type_name -> google.protobuf.Timestamp
+	49, // 30: flowstate.v1.BridgeStatus.last_drift:type_name -> google.protobuf.Timestamp
+	49, // 31: flowstate.v1.Replay.finished_at:type_name -> google.protobuf.Timestamp
+	50, // 32: flowstate.v1.Replay.duration:type_name -> google.protobuf.Duration
+	3,  // 33: flowstate.v1.SyncRequest.entries:type_name -> flowstate.v1.Entry
+	50, // 34: flowstate.v1.ReleaseResponse.acknowledged_after:type_name -> google.protobuf.Duration
+	22, // 35: flowstate.v1.ReconcileResponse.bridges:type_name -> flowstate.v1.BridgeStatus
+	39, // 36: flowstate.v1.DiffResponse.changes:type_name -> flowstate.v1.Change
+	2,  // 37: flowstate.v1.Change.op:type_name -> flowstate.v1.Change.Op
+	0,  // 38: flowstate.v1.Change.kind:type_name -> flowstate.v1.EntryKind
+	42, // 39: flowstate.v1.WatchResponse.event:type_name -> flowstate.v1.Event
+	49, // 40: flowstate.v1.Event.time:type_name -> google.protobuf.Timestamp
+	48, // 41: flowstate.v1.Event.attrs:type_name -> flowstate.v1.Event.AttrsEntry
+	1,  // 42: flowstate.v1.Event.event_type:type_name -> flowstate.v1.EventType
+	45, // 43: flowstate.v1.FlowStatsResponse.flows:type_name -> flowstate.v1.FlowStats
+	4,  // 44: flowstate.v1.FlowStats.entry:type_name -> flowstate.v1.StoredEntry
+	50, // 45: flowstate.v1.FlowStats.duration:type_name -> google.protobuf.Duration
+	5,  // 46: flowstate.v1.FlowStateService.Put:input_type -> flowstate.v1.PutRequest
+	7,  // 47: flowstate.v1.FlowStateService.PutStream:input_type -> flowstate.v1.PutStreamRequest
+	9,  // 48: flowstate.v1.FlowStateService.Delete:input_type -> flowstate.v1.DeleteRequest
+	11, // 49: flowstate.v1.FlowStateService.List:input_type -> flowstate.v1.ListRequest
+	13, // 50: flowstate.v1.FlowStateService.Status:input_type -> flowstate.v1.StatusRequest
+	25, // 51: flowstate.v1.FlowStateService.Sync:input_type -> flowstate.v1.SyncRequest
+	27, // 52: flowstate.v1.FlowStateService.MarkReady:input_type -> flowstate.v1.MarkReadyRequest
+	29, // 53: flowstate.v1.FlowStateService.ForgetModule:input_type -> flowstate.v1.ForgetModuleRequest
+	35, // 54: flowstate.v1.FlowStateService.Reconcile:input_type -> flowstate.v1.ReconcileRequest
+	37, // 55: flowstate.v1.FlowStateService.Diff:input_type -> flowstate.v1.DiffRequest
+	40, // 56: flowstate.v1.FlowStateService.Watch:input_type -> flowstate.v1.WatchRequest
+	31, // 57: flowstate.v1.FlowStateService.Arm:input_type -> flowstate.v1.ArmRequest
+	33, // 58: flowstate.v1.FlowStateService.Release:input_type -> flowstate.v1.ReleaseRequest
+	43, // 59: flowstate.v1.FlowStateService.FlowStats:input_type -> flowstate.v1.FlowStatsRequest
+	46, // 60: flowstate.v1.FlowStateService.Backup:input_type -> flowstate.v1.BackupRequest
+	6,  // 61: flowstate.v1.FlowStateService.Put:output_type -> flowstate.v1.PutResponse
+	8,  // 62: flowstate.v1.FlowStateService.PutStream:output_type -> flowstate.v1.PutStreamResponse
+	10, // 63: flowstate.v1.FlowStateService.Delete:output_type -> flowstate.v1.DeleteResponse
+	12, // 64: flowstate.v1.FlowStateService.List:output_type -> flowstate.v1.ListResponse
+	14, // 65: flowstate.v1.FlowStateService.Status:output_type -> flowstate.v1.StatusResponse
+	26, // 66: flowstate.v1.FlowStateService.Sync:output_type -> flowstate.v1.SyncResponse
+	28, // 67: flowstate.v1.FlowStateService.MarkReady:output_type -> flowstate.v1.MarkReadyResponse
+	30, // 68: flowstate.v1.FlowStateService.ForgetModule:output_type -> flowstate.v1.ForgetModuleResponse
+	36, // 69: flowstate.v1.FlowStateService.Reconcile:output_type -> flowstate.v1.ReconcileResponse
+	38, // 70: flowstate.v1.FlowStateService.Diff:output_type -> flowstate.v1.DiffResponse
+	41, // 71: flowstate.v1.FlowStateService.Watch:output_type -> flowstate.v1.WatchResponse
+	32, // 72: flowstate.v1.FlowStateService.Arm:output_type -> flowstate.v1.ArmResponse
+	34, // 73: flowstate.v1.FlowStateService.Release:output_type -> flowstate.v1.ReleaseResponse
+	44, // 74: flowstate.v1.FlowStateService.FlowStats:output_type -> flowstate.v1.FlowStatsResponse
+	47, // 75: flowstate.v1.FlowStateService.Backup:output_type -> flowstate.v1.BackupResponse
+	61, // [61:76] is the sub-list for method output_type
+	46, // [46:61] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_flowstate_v1_flowstate_proto_init() }
@@ -3904,14 +4026,14 @@ func file_flowstate_v1_flowstate_proto_init() {
 		(*Entry_Openflow)(nil),
 	}
 	file_flowstate_v1_flowstate_proto_msgTypes[8].OneofWrappers = []any{}
-	file_flowstate_v1_flowstate_proto_msgTypes[39].OneofWrappers = []any{}
+	file_flowstate_v1_flowstate_proto_msgTypes[40].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_flowstate_v1_flowstate_proto_rawDesc), len(file_flowstate_v1_flowstate_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   45,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
