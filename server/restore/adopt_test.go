@@ -17,7 +17,8 @@ import (
 // the owner's first batch, it has stored nothing and the bridge has not
 // converged; a Put queued behind it of the flow it learns is refused,
 // the flow being the learning module's by then; the guard's evidence is
-// taken once it is stored, and the replay leaves the flow on the switch.
+// taken once it is stored, and the one replay leaves the flow on the
+// switch.
 func TestAdoptionGoesThroughWriteQueue(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -56,6 +57,12 @@ func TestAdoptionGoesThroughWriteQueue(t *testing.T) {
 	te.waitConverged(ctx, t)
 	if n := stored(t, te, "ovn"); n != 1 || taken.Load() != 1 {
 		t.Fatalf("after the first replay: %d entries of ovn stored, evidence taken %d times; want 1, 1", n, taken.Load())
+	}
+	// The replay that waited for the adoption applied it: it asked for
+	// no other.
+	time.Sleep(200 * time.Millisecond)
+	if n := counter(t, te, "flowstate_replays_total"); n != 1 {
+		t.Errorf("%v replays, want 1", n)
 	}
 	if n := counter(t, te, "flowstate_write_requests_total"); n != 2 {
 		t.Errorf("%v write requests, want 2 (the adoption, the Put)", n)

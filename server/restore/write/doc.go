@@ -52,15 +52,16 @@
 //   - Put, Sync, Delete, Do (writes.go): the request's op, in group
 //     commit's store transaction (groupcommit.go) or a pipe's
 //     (writepipe.go);
-//   - PutSpool, SyncSpool (writestaged.go): store.Stage, Staged.Commit;
+//   - PutSpool, SyncSpool (writes.go): store.Stage and Staged.Commit, in
+//     a staged write (writestaged.go);
 //   - a controller's change (proxy.go): its op, by group commit, with a
 //     resync's deletion of the flows it cleared (resyncsweep.go);
 //   - a TLV table change (tlv.go): the store's TLVMaps;
 //   - an adoption (adopt.go): the learned entries, put and deleted.
 //
 // The rooms keep their own records of the store beside it: the bridges'
-// claim (owner.go) and kept entries (owner/keptsave.go), where a replay
-// last placed the entries (replay/placed.go), the mirrors (package mirror,
-// replay/foreign.go), the switch's forms (package forms), the crash
+// claim (owner/owner.go) and kept entries (owner/keptsave.go), where a
+// replay last placed the entries (replay/placed.go), the mirrors (package
+// mirror, replay/foreign.go), the switch's forms (package forms), the crash
 // records (package poison), the flag's (package flag) and the gate's.
 package write
