@@ -32,6 +32,15 @@ const testBridge = "br0"
 // until the bridge has converged.
 func startEngine(ctx context.Context, t *testing.T, faults *Faults) *testEngine {
 	t.Helper()
+	te := newEngine(ctx, t, faults)
+	te.run(ctx, t)
+	te.waitConverged(ctx, t)
+	return te
+}
+
+// newEngine makes an engine on one sandbox bridge with faults, not running.
+func newEngine(ctx context.Context, t *testing.T, faults *Faults) *testEngine {
+	t.Helper()
 	sb, err := sandbox.Start(ctx, sandbox.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -54,23 +63,31 @@ func startEngine(ctx context.Context, t *testing.T, faults *Faults) *testEngine 
 	if err != nil {
 		t.Fatal(err)
 	}
-	te := &testEngine{Engine: e, registry: reg, sb: sb}
+	return &testEngine{Engine: e, registry: reg, sb: sb}
+}
+
+// run runs te until the test ends.
+func (te *testEngine) run(ctx context.Context, t *testing.T) {
 	rctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		e.Run(rctx)
+		te.Run(rctx)
 	}()
 	t.Cleanup(func() {
 		stop()
 		<-done
 	})
-	poll(ctx, t, "bridge converged", func() bool { return e.bridges[testBridge].IsConverged() })
+}
+
+// waitConverged waits until te's bridge has converged.
+func (te *testEngine) waitConverged(ctx context.Context, t *testing.T) {
+	t.Helper()
+	poll(ctx, t, "bridge converged", func() bool { return te.bridges[testBridge].IsConverged() })
 	// Stopping while the OVSDB dial is in its monitor call trips a data race
 	// inside libovsdb v0.7.0 (the reply is written after the cancelled call
 	// read it): let the dial finish.
-	poll(ctx, t, "ovsdb connected", func() bool { return e.flag.OVSDB() != nil })
-	return te
+	poll(ctx, t, "ovsdb connected", func() bool { return te.flag.OVSDB() != nil })
 }
 
 type testEngine struct {

@@ -16,8 +16,14 @@ type replayRooms struct{ e *Engine }
 
 func (r replayRooms) CheckOwner(name string) error { return r.e.owners.Check(name) }
 
-func (r replayRooms) AdoptRelayedLocked(ctx context.Context, b *bridge.State, conn *ofconn.Conn, log *slog.Logger) error {
-	return r.e.owners.AdoptRelayedLocked(ctx, b, conn, log)
+// LearnRelayed makes the bridge's pending learning (owner.Learning) a write
+// of its queue (write.Writes.Adopt).
+func (r replayRooms) LearnRelayed(ctx context.Context, b *bridge.State, conn *ofconn.Conn, log *slog.Logger) error {
+	l := r.e.owners.Learning(b.Name(), conn, log)
+	if l == nil {
+		return nil
+	}
+	return r.e.writes.Adopt(ctx, b.Name(), l)
 }
 
 func (r replayRooms) RestoreTLVLocked(ctx context.Context, b *bridge.State, conn *ofconn.Conn, log *slog.Logger) error {

@@ -64,6 +64,15 @@ import (
 // learning that cannot be stored (disk full) is logged and the store is
 // replayed as usual. Each case takes the evidence into account (taken): the
 // learning happens at most once per handover.
+//
+// The learning is a write like any other (write/adopt.go): the replay hands
+// it (Learning) to the bridge's write queue before it takes the bridge's
+// lock, and waits for it. The queue's owner runs it alone, in the write
+// transaction, under the bridge's lock: Learning.Learn decides whether it
+// is moot and compares the switch with the store, the transaction stores
+// what it found in one store transaction and lifts its quarantine, and
+// Learning.Stored ends it, taking the evidence only once the store's
+// outcome is known.
 
 // adoption is a pending learning of a bridge's relayed controller.
 type adoption struct {
@@ -140,25 +149,51 @@ func (ow *Owners) AdoptRelayed(bridge, module string, rel Relayed) error {
 	return nil
 }
 
-// adoptRelayedLocked runs the pending learning of b, if any, before a replay
-// reads the desired state. Only an error of the switch (a dump) is
-// returned, and leaves the learning pending for the next connection's
-// reconcile; every other outcome ends it. The bridge's lock is held.
-func (ow *Owners) adoptRelayedLocked(ctx context.Context, b *bridgeOwner, conn *ofconn.Conn, log *slog.Logger) error {
+// Learning is a bridge's pending learning, made as a write of the bridge's
+// queue (write.Writes.Adopt, whose Adopter it is) before a replay reads the
+// desired state on conn. Learn and Stored run in that write's transaction,
+// under the bridge's lock: Learn decides whether the learning is moot and
+// compares the switch with the store; the write stores what it found, and
+// Stored ends the learning once the store's outcome is known, so that the
+// guard's evidence is taken only then.
+type Learning struct {
+	ow   *Owners
+	b    *bridgeOwner
+	a    *adoption
+	conn *ofconn.Conn
+	log  *slog.Logger
+	// started: Learn started a (it was pending) and did not put it back;
+	// found is what it learned.
+	started bool
+	found   learned
+}
+
+// Learning returns the pending learning of bridge, for the replay about to
+// run on conn; nil when none is pending.
+func (ow *Owners) Learning(bridge string, conn *ofconn.Conn, log *slog.Logger) *Learning {
+	b := ow.bridges[bridge]
 	a := b.adopt.Load()
-	if a == nil || !a.to(adoptionPending, adoptionStarted) {
+	if a == nil {
 		return nil
 	}
-	log = log.With("module", a.module)
-	end := func() {
-		b.adopt.CompareAndSwap(a, nil)
-		a.finish()
+	return &Learning{ow: ow, b: b, a: a, conn: conn, log: log.With("module", a.module)}
+}
+
+// Learn runs the learning, unless it is no longer pending (a controller
+// connected, another replay took it): the module's entries to store (see
+// write.Adopter). Only an error of the switch (a dump) is returned, and
+// leaves the learning pending for the next connection's reconcile; every
+// other outcome ends it (Stored).
+func (l *Learning) Learn(ctx context.Context) (module string, puts, removed []entry.Entry, err error) {
+	ow, b, a, log := l.ow, l.b, l.a, l.log
+	if !a.to(adoptionPending, adoptionStarted) {
+		return a.module, nil, nil, nil
 	}
+	l.started = true
 	now := ow.cfg.Vswitchd.Identity()
 	if a.Vswitchd != "" && now != "" && now != a.Vswitchd {
 		log.Info("vswitchd restarted since the guard relayed the controller: nothing of it to learn, replaying the store", "relayed_to", a.Vswitchd, "vswitchd", now)
-		end()
-		return nil
+		return a.module, nil, nil, nil
 	}
 	if a.Keep != nil {
 		a.Keep(&Kept{ow: ow, b: b, log: log})
@@ -166,8 +201,7 @@ func (ow *Owners) adoptRelayedLocked(ctx context.Context, b *bridgeOwner, conn *
 	held, known, released := ow.cfg.Flag.HeldReleased()
 	if known && held {
 		log.Warn("vswitchd is held (flow-restore-wait): not learning what the controller installed through the guard's relay, replaying the store")
-		end()
-		return nil
+		return a.module, nil, nil, nil
 	}
 	// The switch's lacks are the controller's deletions only on a
 	// vswitchd that held the store's entries (placed.go); one that
@@ -185,39 +219,42 @@ func (ow *Owners) adoptRelayedLocked(ctx context.Context, b *bridgeOwner, conn *
 		log.Info("the store's entries were not on this vswitchd: learning what the controller installed through the guard's relay, not what the switch lacks",
 			"vswitchd", now, "switch", sw, "placed", placed, "live", a.Live, "released", released)
 	}
-	l, err := ow.learnRelayed(ctx, b, conn, a.module, ours)
+	found, err := ow.learnRelayed(ctx, b, l.conn, a.module, ours)
 	if err != nil {
 		a.to(adoptionStarted, adoptionPending)
-		return err
+		l.started = false
+		return a.module, nil, nil, err
 	}
+	l.found = found
 	switch {
-	case l.fresh:
+	case found.fresh:
 		log.Info("the switch holds nothing the relayed controller installed (vswitchd's default flow at most): replaying the store")
-	case l.added+l.changed+len(l.removed) == 0:
+	case found.added+found.changed+len(found.removed) == 0:
 		log.Debug("the controller installed nothing new through the guard's relay")
 	default:
-		err := ow.cfg.Store.Update(func(w *store.Writer) error {
-			if len(l.puts) > 0 {
-				if _, err := w.Put(b.Name(), a.module, l.puts); err != nil {
-					return err
-				}
-			}
-			if len(l.removed) > 0 {
-				if _, err := w.Delete(b.Name(), a.module, l.removed); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			log.Error("cannot store what the controller installed through the guard's relay: replaying the store over it until the controller reinstalls", "err", err)
-			break
-		}
-		b.LiftQuarantineLocked(nil, l.puts, l.removed)
-		log.Info("learned what the controller installed through the guard's relay while flowstated was away",
-			"added", l.added, "changed", l.changed, "removed", len(l.removed))
+		return a.module, found.puts, found.removed, nil
 	}
-	end()
+	return a.module, nil, nil, nil
+}
+
+// Stored ends the learning Learn started with the store's outcome err: a
+// learning that cannot be stored (disk full) is logged, and the replay
+// goes on, replaying the store as usual.
+func (l *Learning) Stored(err error) error {
+	if !l.started {
+		return nil
+	}
+	l.started = false
+	f := l.found
+	switch {
+	case err != nil:
+		l.log.Error("cannot store what the controller installed through the guard's relay: replaying the store over it until the controller reinstalls", "err", err)
+	case !f.fresh && f.added+f.changed+len(f.removed) > 0:
+		l.log.Info("learned what the controller installed through the guard's relay while flowstated was away",
+			"added", f.added, "changed", f.changed, "removed", len(f.removed))
+	}
+	l.b.adopt.CompareAndSwap(l.a, nil)
+	l.a.finish()
 	return nil
 }
 

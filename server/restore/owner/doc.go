@@ -18,5 +18,6 @@
 // It reaches the bridges' state through package bridge, the flag and the
 // OVSDB client through Flag, and the running vswitchd through Vswitchd; it
 // never imports the coordinator. The replay asks it through the engine
-// (Check, AdoptRelayedLocked, KeptFilter).
+// (Check, Learning, KeptFilter); a Learning is stored as a write of the
+// bridge's queue (write.Writes.Adopt).
 package owner

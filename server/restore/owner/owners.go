@@ -124,12 +124,6 @@ func (ow *Owners) Check(name string) error { return ow.bridges[name].owner.check
 // claimed it since.
 func (ow *Owners) StandingAside(name string) bool { return ow.bridges[name].owner.standingAside() }
 
-// AdoptRelayedLocked runs the pending learning of b before a replay reads
-// the desired state (see adoptRelayedLocked); b's lock is held.
-func (ow *Owners) AdoptRelayedLocked(ctx context.Context, b *bridge.State, conn *ofconn.Conn, log *slog.Logger) error {
-	return ow.adoptRelayedLocked(ctx, ow.bridges[b.Name()], conn, log)
-}
-
 // KeptFilter returns the filter of one dump of bridge, nil when nothing is
 // left alone.
 func (ow *Owners) KeptFilter(name string) *KeptFilter { return ow.keptFilter(ow.bridges[name]) }

@@ -12,9 +12,9 @@
 //
 // # A replay (Reconcile)
 //
-//  1. Check that this engine may change the bridge (Rooms.CheckOwner), take
-//     the lock, and learn what a controller relayed by the guard installed
-//     (Rooms.AdoptRelayedLocked).
+//  1. Check that this engine may change the bridge (Rooms.CheckOwner),
+//     learn what a controller relayed by the guard installed (a write of
+//     the bridge's queue, Rooms.LearnRelayed), and take the lock.
 //  2. Read the desired groups and meters; put back the TLV mappings the
 //     switch lacks (Rooms.RestoreTLVLocked); dump the switch.
 //  3. Leave out the quarantined entries, the predicted refusals and the

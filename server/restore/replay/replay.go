@@ -267,11 +267,6 @@ func (p *replayPlan) each(fs *flowScan, fn func(plan.Change) error) error {
 func (rp *Replayer) replayLocked(ctx context.Context, b *bridge.State, conn *ofconn.Conn, log *slog.Logger) (plan.Replay, error) {
 	var r plan.Replay
 	start := time.Now()
-	// What a controller installed through the guard's relay becomes its
-	// module's before the desired state is read (Rooms.AdoptRelayedLocked).
-	if err := rp.cfg.Rooms.AdoptRelayedLocked(ctx, b, conn, log); err != nil {
-		return r, err
-	}
 	others, err := rp.desiredOthers(b.Name())
 	if err != nil {
 		return r, err
@@ -408,6 +403,11 @@ func (rp *Replayer) Reconcile(ctx context.Context, b *bridge.State, conn *ofconn
 	if err := rp.cfg.Rooms.CheckOwner(b.Name()); err != nil {
 		return plan.Replay{}, err
 	}
+	// What a controller installed through the guard's relay becomes its
+	// module's before the desired state is read: a write, which takes the
+	// bridge's lock and marks it busy itself (Rooms.LearnRelayed). Its
+	// error (a dump's) fails the replay.
+	learnErr := rp.cfg.Rooms.LearnRelayed(ctx, b, conn, log)
 	defer b.Busy()()
 	b.Lock()
 	defer b.Unlock()
@@ -415,7 +415,10 @@ func (rp *Replayer) Reconcile(ctx context.Context, b *bridge.State, conn *ofconn
 	start := time.Now()
 	begun := b.Poison().Begin()
 	on := rp.cfg.Rooms.BridgeIdentity(b.Name())
-	r, err := rp.replayLocked(ctx, b, conn, log)
+	r, err := plan.Replay{}, learnErr
+	if err == nil {
+		r, err = rp.replayLocked(ctx, b, conn, log)
+	}
 	if err == nil {
 		rp.notePlaced(b, on, log)
 	}

@@ -59,9 +59,11 @@ type Rooms interface {
 	// CheckOwner says why this engine may not change the bridge, nil when
 	// it may.
 	CheckOwner(bridge string) error
-	// AdoptRelayedLocked makes what a controller installed through the
-	// guard's relay its module's, before the desired state is read.
-	AdoptRelayedLocked(ctx context.Context, b *bridge.State, conn *ofconn.Conn, log *slog.Logger) error
+	// LearnRelayed makes what a controller installed through the guard's
+	// relay its module's, before the desired state is read: a write of
+	// the bridge's queue, whose owner takes the bridge's lock, so the
+	// replay calls it before it takes the lock.
+	LearnRelayed(ctx context.Context, b *bridge.State, conn *ofconn.Conn, log *slog.Logger) error
 	// RestoreTLVLocked puts back the TLV mappings the switch lacks.
 	RestoreTLVLocked(ctx context.Context, b *bridge.State, conn *ofconn.Conn, log *slog.Logger) error
 	// Vswitchd names the running ovs-vswitchd with its version, for the

@@ -1,8 +1,9 @@
 // Package write is the restore engine's write path: every change a
 // controller makes to a managed bridge (Put, Sync, Delete, their spooled
 // forms, a change relayed by the OpenFlow proxy's Recorder, a TLV table
-// change) reaches the switch and the store together, serialised with the
-// bridge's replays by the bridge's lock (package bridge).
+// change, what a relayed controller installed while flowstated was away)
+// reaches the switch and the store together, serialised with the bridge's
+// replays by the bridge's lock (package bridge).
 //
 // Writes holds, per managed bridge, the write queue and its owner (Run),
 // and the one transaction every write runs in (txn.go). It never imports
@@ -17,7 +18,8 @@
 //     them to a source: a pipe while Puts of flows arrive on a live bridge
 //     with nothing quarantined (writepipe.go); a request that carries its
 //     own transaction alone (a staged write, writestaged.go; a TLV table
-//     change, tlv.go); anything else to group commit (groupcommit.go).
+//     change, tlv.go; an adoption, adopt.go); anything else to group
+//     commit (groupcommit.go).
 //  3. The source's store step runs in one transaction (txn.run): lockLive
 //     takes the bridge's lock and liveLocked says whether the changes go to
 //     the switch; run opens the bundle the step streams into while the
@@ -30,10 +32,36 @@
 //     the quarantine of what the write declared and, when the write was not
 //     applied, asks the bridge for a replay. The caller gets applied or not.
 //
+// A replay makes what a controller relayed by the guard installed while
+// flowstated was away its module's (package owner) as a write too, an
+// adoption (adopt.go): queued before the replay takes the bridge's lock,
+// run alone, its switch step empty.
+//
 // A controller behind the proxy writes through a Recorder (proxy.go): each
 // change is a request whose op turns the controller's messages into the
 // module's net change inside the transaction (package ofmods); a
 // controller's clear stores its deletion of flows at once but defers its
 // deletions on the switch until its reinstall is complete (resync.go; the
 // gone flows in resyncsweep.go).
+//
+// # Where the store is written
+//
+// The desired state (the entries, the TLV mappings) is written only here,
+// by a request of the bridge's queue in its write transaction:
+//
+//   - Put, Sync, Delete, Do (writes.go): the request's op, in group
+//     commit's store transaction (groupcommit.go) or a pipe's
+//     (writepipe.go);
+//   - PutSpool, SyncSpool (writes.go): store.Stage and Staged.Commit, in
+//     a staged write (writestaged.go);
+//   - a controller's change (proxy.go): its op, by group commit, with a
+//     resync's deletion of the flows it cleared (resyncsweep.go);
+//   - a TLV table change (tlv.go): the store's TLVMaps;
+//   - an adoption (adopt.go): the learned entries, put and deleted.
+//
+// The rooms keep their own records of the store beside it: the bridges'
+// claim (owner/owner.go) and kept entries (owner/keptsave.go), where a
+// replay last placed the entries (replay/placed.go), the mirrors (package
+// mirror, replay/foreign.go), the switch's forms (package forms), the crash
+// records (package poison), the flag's (package flag) and the gate's.
 package write

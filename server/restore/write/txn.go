@@ -15,7 +15,8 @@ import (
 // Every write of a bridge is one transaction, run by one function (run) on
 // the bridge's write owner (runWrites), whatever its source: group commit's
 // batch (groupcommit.go), a pipe's batches (writepipe.go), a staged write
-// (writestaged.go), a controller's TLV table change (tlv.go). A source
+// (writestaged.go), a controller's TLV table change (tlv.go), an adoption
+// of what a relayed controller installed (adopt.go). A source
 // supplies only its store step (storeStep); run makes the four decisions,
 // each here and nowhere else, so that the sources cannot disagree on them:
 //
@@ -58,6 +59,9 @@ type settlement struct {
 	// lifted once the write is stored.
 	declared [][]entry.Entry
 	keys     []string
+	// replaying: the write's caller is the replay that applies it (an
+	// adoption, adopt.go), so a write not applied asks for no other.
+	replaying bool
 	// cause is the error that ended an unstored write, for the log.
 	cause error
 }
@@ -68,9 +72,9 @@ type settlement struct {
 //
 //   - Stored: the quarantine of the entries the write declares is lifted
 //     (the write itself told whether the switch takes them now). A write
-//     stored but not applied (the bridge was not live) asks for a replay; a
-//     write whose outcome is unknown marks the bridge unconverged and asks
-//     for one.
+//     stored but not applied (the bridge was not live) asks for a replay,
+//     unless a replay waits for it (an adoption); a write whose outcome is
+//     unknown marks the bridge unconverged and asks for one.
 //   - Not stored, but the switch may hold some of it (the store failed
 //     after the switch took it, a panic after the bundle): the bridge is
 //     unconverged and replays.
@@ -85,7 +89,7 @@ func (ws *Writes) settleLocked(b *bridgeQueue, s settlement) {
 	switch {
 	case s.unknown != nil:
 		ws.divergedLocked(b, s.what+" stored, its outcome on the switch is unknown", s.unknown)
-	case !s.applied:
+	case !s.applied && !s.replaying:
 		b.RequestReplay()
 	}
 }
@@ -151,11 +155,13 @@ type opener interface {
 
 // committed is what a store step that committed leaves to the commit: the
 // keys and entries whose quarantine is lifted (the write itself told
-// whether the switch takes them now), and the changes forms.Learn looks at.
+// whether the switch takes them now), the changes forms.Learn looks at, and
+// whether the replay that waits for the write applies it (settlement).
 type committed struct {
-	keys     []string
-	declared [][]entry.Entry
-	learn    []plan.Change
+	keys      []string
+	declared  [][]entry.Entry
+	learn     []plan.Change
+	replaying bool
 }
 
 // streamSpec is the bundle a transaction streams while its store decides
@@ -235,7 +241,7 @@ func (t *txn) run(step storeStep) (err error) {
 			return err
 		}
 	}
-	t.commit(c.keys, c.declared...)
+	t.commit(c)
 	t.learn(c.learn)
 	return nil
 }
@@ -360,12 +366,13 @@ func (t *txn) decideAll() {
 	}
 }
 
-// commit settles the transaction once the store committed it; keys and
-// declared are what it declares and removes (their quarantine is lifted).
-func (t *txn) commit(keys []string, declared ...[]entry.Entry) {
+// commit settles the transaction once the store committed c: what it
+// declares and removes has its quarantine lifted.
+func (t *txn) commit(c committed) {
 	t.stored = true
 	t.diverged = t.diverged || t.unknown != nil
-	t.ws.settleLocked(t.b, settlement{what: t.what, stored: true, applied: t.live, unknown: t.unknown, keys: keys, declared: declared})
+	t.ws.settleLocked(t.b, settlement{what: t.what, stored: true, applied: t.live, unknown: t.unknown,
+		keys: c.keys, declared: c.declared, replaying: c.replaying})
 }
 
 // send sends cs after the store, in an order the switch takes (newSendOrder),

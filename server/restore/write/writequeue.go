@@ -19,7 +19,8 @@ import (
 // one owner goroutine per bridge (runWrites, started by Run) takes the
 // queued requests and commits them: by group commit (groupcommit.go), in a
 // pipe (writepipe.go), or alone, in a transaction of their own (a staged
-// write, writestaged.go; a TLV table change, tlv.go). The caller
+// write, writestaged.go; a TLV table change, tlv.go; an adoption,
+// adopt.go). The caller
 // waits for its own result or its own ctx (submit), never commits anyone
 // else's request, and a request the owner has taken goes on without its
 // caller.
@@ -57,7 +58,7 @@ type writeReq struct {
 	module string
 	// alone, when set, commits the request in a transaction of its own, on
 	// the owner: a spooled Put or Sync (writestaged.go), a controller's TLV
-	// table change (tlv.go).
+	// table change (tlv.go), an adoption (adopt.go).
 	alone func(ctx context.Context, b *bridgeQueue) writeResult
 	// release, if set, frees what the request holds (a staged write's
 	// spool) once nothing reads it any more: by the owner once it took the
