@@ -33,7 +33,7 @@
 // A controller behind the proxy writes through a Recorder (proxy.go): each
 // change is a request whose op turns the controller's messages into the
 // module's net change inside the transaction (package ofmods); a
-// controller's clear stores its deletion of flows at once but defers its
-// deletions on the switch until its reinstall is complete (resync.go; the
-// gone flows in resyncsweep.go).
+// controller's clear stores its deletions at once (of groups and meters
+// once no stored flow uses them) but defers them on the switch until its
+// reinstall is complete (resync.go; the gone entries in resyncsweep.go).
 package write
