@@ -39,8 +39,11 @@ func (sw *sweep) goneEntry(k string) (entry.Entry, bool) {
 }
 
 // goes notes that the write deletes e, of key k, from the store, while the
-// switch keeps it.
+// switch keeps it: e as stored or, for a held change, its original.
 func (sw *sweep) goes(k string, e entry.Entry) {
+	if h, ok := sw.rs.held[k]; ok {
+		e.Payload = h.orig
+	}
 	if sw.add == nil {
 		sw.add = make(map[string]entry.Entry)
 	}
@@ -120,9 +123,6 @@ func (r *Recorder) sweepLocked(w *store.Writer, rs *resync) (*sweep, error) {
 		if rs.declared[k] {
 			return nil
 		}
-		if h, ok := rs.held[k]; ok {
-			e.Payload = h.orig // the switch holds the change's original
-		}
 		sw.goes(k, e)
 		keys = append(keys, entry.Entry{Kind: e.Kind, ID: e.ID})
 		return nil
@@ -147,7 +147,7 @@ func (r *Recorder) sweepLocked(w *store.Writer, rs *resync) (*sweep, error) {
 // gone flows that may use them. A used one stays: the store would refuse
 // its deletion, and fail the write. r.mu must be held.
 func (r *Recorder) sweepUnusedLocked(w *store.Writer, sw *sweep, ch *ofmods.Change) error {
-	if sw == nil {
+	if sw == nil || !sw.rs.kinds[entry.KindGroup] && !sw.rs.kinds[entry.KindMeter] {
 		return nil
 	}
 	rs := sw.rs
@@ -166,9 +166,6 @@ func (r *Recorder) sweepUnusedLocked(w *store.Writer, sw *sweep, ch *ofmods.Chan
 			k := plan.Key(e.Kind, e.ID)
 			if rs.declared[k] || put[k] || w.Used(r.bridge, e.Kind, e.ID) {
 				return nil
-			}
-			if h, ok := rs.held[k]; ok {
-				e.Payload = h.orig // the switch holds the change's original
 			}
 			sw.goes(k, e)
 			keys = append(keys, entry.Entry{Kind: e.Kind, ID: e.ID})
