@@ -201,11 +201,7 @@ func TestProxyResyncReplayed(t *testing.T) {
 	defer cancel()
 	e, proxy := resyncStart(ctx, t)
 
-	// The checks mean something only inside the resync (at most 4 s after
-	// the clear): on a machine too loaded to make them in time, the
-	// scenario runs again, from the state the ended resync left.
-	const attempts = 3
-	for i := 1; ; i++ {
+	e.inResync(ctx, func() time.Time {
 		cleared := time.Now()
 		e.ofctl(ctx, "del-flows", proxy)
 		e.ofctl(ctx, "add-flow", proxy, resyncBase)
@@ -220,16 +216,28 @@ func TestProxyResyncReplayed(t *testing.T) {
 		if grepLines(e.dumpFlows(ctx), "nw_dst=10.0.0.97") == "" {
 			t.Fatal("a flow installed again after the replay is not on the switch after its barrier reply")
 		}
-		took := time.Since(cleared)
-		if took < 4*time.Second {
-			break
-		}
-		if i == attempts {
-			t.Fatalf("%d attempts took %v or more from the clear to the last check: the resync (at most 4 s) had ended, nothing was tested", attempts, took.Round(time.Millisecond))
-		}
-		t.Logf("attempt %d took %v, past the resync's 4 s: again", i, took.Round(time.Millisecond))
-		e.WaitConverged(ctx)
-	}
+		return cleared
+	})
 	e.WaitConverged(ctx)
 	e.wantNoDiff(ctx, "after the resync")
+}
+
+// inResync runs attempt, a scenario whose checks mean something only
+// inside a resync (at most 4 s after its clear, the time attempt returns),
+// until one ends within that: on a machine too loaded to make them in
+// time, the scenario runs again, from the state the ended resync left.
+func (e *env) inResync(ctx context.Context, attempt func() (cleared time.Time)) {
+	e.t.Helper()
+	const attempts = 3
+	for i := 1; ; i++ {
+		took := time.Since(attempt())
+		if took < 4*time.Second {
+			return
+		}
+		if i == attempts {
+			e.t.Fatalf("%d attempts took %v or more from the clear to the last check: the resync (at most 4 s) had ended, nothing was tested", attempts, took.Round(time.Millisecond))
+		}
+		e.t.Logf("attempt %d took %v, past the resync's 4 s: again", i, took.Round(time.Millisecond))
+		e.WaitConverged(ctx)
+	}
 }

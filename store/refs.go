@@ -197,9 +197,8 @@ func checkUsers(br *bolt.Bucket, removed []entry.Entry, index func(j int) int, d
 			continue // declared again by the same request
 		}
 		prefix := refPrefix(r.Kind, r.ID)
-		c := rb.Cursor()
-		k, _ := c.Seek(prefix)
-		if k == nil || !bytes.HasPrefix(k, prefix) {
+		c, used := firstUser(rb, prefix)
+		if !used {
 			continue
 		}
 		err := usersError(br, c, prefix, r, describe)
@@ -209,6 +208,30 @@ func checkUsers(br *bolt.Bucket, removed []entry.Entry, index func(j int) int, d
 		return err
 	}
 	return nil
+}
+
+// firstUser returns a cursor at the first flow that uses the group or
+// meter of prefix (refPrefix), and whether there is one.
+func firstUser(rb *bolt.Bucket, prefix []byte) (*bolt.Cursor, bool) {
+	c := rb.Cursor()
+	k, _ := c.Seek(prefix)
+	return c, k != nil && bytes.HasPrefix(k, prefix)
+}
+
+// Used reports whether a flow of any module on bridge uses the group or
+// meter kind/id, inside the write transaction: a caller that must not have
+// a Delete refused (checkUsers fails the transaction) asks first.
+func (w *Writer) Used(bridge string, kind entry.Kind, id []byte) bool {
+	br := w.tx.Bucket(bucketBridges).Bucket([]byte(bridge))
+	if br == nil {
+		return false
+	}
+	rb := br.Bucket(bucketRefs)
+	if rb == nil {
+		return false
+	}
+	_, used := firstUser(rb, refPrefix(kind, id))
+	return used
 }
 
 // usersError reads every user of r, from the cursor positioned at the first.

@@ -118,6 +118,41 @@ func TestRemovedWithItsUsers(t *testing.T) {
 	}
 }
 
+// TestUsedInWrite: Writer.Used sees the flows of any module that use a
+// group or meter as the transaction left them so far, so a caller can
+// leave out what a Delete would refuse.
+func TestUsedInWrite(t *testing.T) {
+	s := openTest(t)
+	g := groupOrMeter(entry.KindGroup, 5)
+	if err := s.Entries().Put("br0", "lb", []entry.Entry{g, groupOrMeter(entry.KindMeter, 5)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	f := withRef(flow("pod", 0, 1, "a"), entry.KindGroup, 5)
+	if err := s.Entries().Put("br0", "pod", []entry.Entry{f}, nil); err != nil {
+		t.Fatal(err)
+	}
+	err := s.Update(func(w *Writer) error {
+		switch {
+		case !w.Used("br0", entry.KindGroup, g.ID):
+			return errors.New("group 5, used by pod's flow, is not used")
+		case w.Used("br0", entry.KindMeter, g.ID):
+			return errors.New("meter 5, used by no flow, is used")
+		case w.Used("br1", entry.KindGroup, g.ID):
+			return errors.New("group 5 is used on a bridge the store does not hold")
+		}
+		if _, err := w.Delete("br0", "pod", []entry.Entry{{Kind: entry.KindFlow, ID: f.ID}}); err != nil {
+			return err
+		}
+		if w.Used("br0", entry.KindGroup, g.ID) {
+			return errors.New("group 5 is used after the transaction deleted its only user")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestMigrateRefs opens a schema 1 store (no refs index): the migration
 // indexes its flows, so a used group cannot be deleted.
 func TestMigrateRefs(t *testing.T) {

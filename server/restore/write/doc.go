@@ -40,9 +40,9 @@
 // A controller behind the proxy writes through a Recorder (proxy.go): each
 // change is a request whose op turns the controller's messages into the
 // module's net change inside the transaction (package ofmods); a
-// controller's clear stores its deletion of flows at once but defers its
-// deletions on the switch until its reinstall is complete (resync.go; the
-// gone flows in resyncsweep.go).
+// controller's clear stores its deletions at once (of groups and meters
+// once no stored flow uses them) but defers them on the switch until its
+// reinstall is complete (resync.go; the gone entries in resyncsweep.go).
 //
 // # Where the store is written
 //
@@ -55,7 +55,7 @@
 //   - PutSpool, SyncSpool (writes.go): store.Stage and Staged.Commit, in
 //     a staged write (writestaged.go);
 //   - a controller's change (proxy.go): its op, by group commit, with a
-//     resync's deletion of the flows it cleared (resyncsweep.go);
+//     resync's deletion of the entries it cleared (resyncsweep.go);
 //   - a TLV table change (tlv.go): the store's TLVMaps;
 //   - an adoption (adopt.go): the learned entries, put and deleted.
 //

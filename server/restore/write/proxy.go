@@ -102,8 +102,10 @@ func (r *Recorder) applyEntries(ctx context.Context, raw [][]byte) error {
 		return nil
 	}
 	// During a resync every change, a clear alone too, first deletes from
-	// the store the flows the clear removed (sweepLocked): the barrier
-	// reply after it must not leave them stored.
+	// the store the flows the clear removed (sweepLocked), and after its
+	// own change the groups and meters no stored flow uses any more
+	// (sweepUnusedLocked): the barrier reply after it must not leave them
+	// stored.
 	var (
 		ch *ofmods.Change
 		sw *sweep
@@ -117,7 +119,7 @@ func (r *Recorder) applyEntries(ctx context.Context, raw [][]byte) error {
 		}
 		ch = &ofmods.Change{}
 		if len(msgs) == 0 {
-			return store.Result{}, nil
+			return store.Result{}, r.sweepUnusedLocked(w, sw, nil)
 		}
 		st := writerEntries{w, r.bridge, r.module}
 		in, err := r.readdsLocked(st, msgs)
@@ -140,6 +142,9 @@ func (r *Recorder) applyEntries(ctx context.Context, raw [][]byte) error {
 			req.declared = slices.DeleteFunc(slices.Clone(ch.Put), func(e entry.Entry) bool { return deferred[plan.Key(e.Kind, e.ID)] })
 		}
 		res, err := storeChange(w, r.bridge, r.module, ch)
+		if err == nil {
+			err = r.sweepUnusedLocked(w, sw, ch)
+		}
 		return withoutDeferred(res, deferred), err
 	}
 	res, err := r.ws.submit(ctx, r.bridge, req)

@@ -38,23 +38,27 @@ import (
 //  3. The clear's deletion of the module's flows is stored with the
 //     clear's own change (a clear alone is a write too): the flows the
 //     controller has not declared again leave the store before its barrier
-//     reply passes, and stay on the switch (gone) until the end. One it
-//     declares again meanwhile is as a held entry: what the switch holds is
-//     the gone copy. Groups and meters stay in the store until the end: the
-//     flows still on the switch use them, a re-ADD of one turns into a
-//     modify only when the store holds it (readdsLocked), and vswitchd
-//     would delete the flows that use a group with it.
-//  4. At the end, in one write, the held changes go to the switch, the gone
-//     flows leave it, and the groups and meters the controller did not
-//     declare again are deleted.
+//     reply passes, and stay on the switch (gone) until the end. A group or
+//     meter of a cleared kind that it has not declared again leaves the
+//     store in the same way once no stored flow uses it: in the clear's own
+//     change, or in the later one that deletes or changes the last flow
+//     that used it (checked first: the store refuses to delete a used one,
+//     and would fail the write). It too stays on the switch until the end,
+//     where the gone flows still use it; vswitchd would delete them with
+//     it. One it declares again meanwhile is as a held entry: what the
+//     switch holds is the gone copy, so its re-ADD stores it and sends
+//     nothing now (no GROUP_EXISTS, METER_EXISTS), or a modify at the end.
+//  4. At the end, in one write, the held changes go to the switch and the
+//     gone entries leave it, flows before the groups and meters they use.
 //
 // A reinstall of the same state thus sends nothing to the switch and leaves
 // nothing missing; entries the controller no longer wants stay on the
 // switch until the end of its install, as with ovn-controller's own
 // ovn-ofctrl-wait-before-clear. A barrier reply during a resync says every
 // change before it is stored, the clear's deletion of flows included, and
-// the new entries are on the switch; the changes to old ones and the
-// clear's deletions reach it by the end. Should flowstated stop before the
+// of the groups and meters no stored flow uses any more; the new entries
+// are on the switch; the changes to old ones and the clear's deletions
+// reach it by the end. Should flowstated stop before the
 // end, its next replay makes the switch what the store holds, and the
 // controller, whose connection goes with it, clears and installs again on
 // its next connect.
@@ -89,7 +93,7 @@ type resync struct {
 	// held are the stored changes to entries the module held before the
 	// clear, by key, sent to the switch at the end.
 	held map[string]heldEntry
-	// gone are the module's flows the clear deleted from the store that
+	// gone are the module's entries the clear deleted from the store that
 	// the controller has not declared again, by key, with what the switch
 	// holds of them: they leave the switch at the end (step 3).
 	gone map[string]entry.Entry
@@ -237,12 +241,12 @@ func (r *Recorder) declaredLocked(ch *ofmods.Change) {
 	rs.timer.Reset(wait)
 }
 
-// endResync sends the held changes, deletes the gone flows from the switch
-// and the entries of the cleared kinds the controller did not declare again
-// (those still stored: its groups and meters) from both, flows before the
-// groups and meters they use. It runs on the resync's timer; a change that
-// comes first restarts the timer, and one that waits for r.mu is applied
-// after.
+// endResync sends the held changes and deletes the gone entries from the
+// switch, with those of the cleared kinds the controller did not declare
+// again that are still stored and not used by a stored flow, flows before
+// the groups and meters they use. It runs on the resync's timer; a change
+// that comes first restarts the timer, and one that waits for r.mu is
+// applied after.
 func (r *Recorder) endResync() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -264,11 +268,8 @@ func (r *Recorder) endResync() {
 		}
 		ch := &ofmods.Change{}
 		gone := map[string]bool{}
-		for _, kind := range []entry.Kind{entry.KindFlow, entry.KindGroup, entry.KindMeter} {
-			if !rs.kinds[kind] {
-				continue
-			}
-			err := w.Each(r.bridge, r.module, kind, func(e entry.Entry) error {
+		if rs.kinds[entry.KindFlow] {
+			err := w.Each(r.bridge, r.module, entry.KindFlow, func(e entry.Entry) error {
 				if k := plan.Key(e.Kind, e.ID); !rs.declared[k] {
 					ch.Delete = append(ch.Delete, entry.Entry{Kind: e.Kind, ID: e.ID})
 					ch.DeleteFrom = append(ch.DeleteFrom, 0)
@@ -277,15 +278,21 @@ func (r *Recorder) endResync() {
 				return nil
 			})
 			if err != nil {
-				return store.Result{}, fmt.Errorf("resync of %s/%s: listing the cleared entries: %w", r.bridge, r.module, err)
+				return store.Result{}, fmt.Errorf("resync of %s/%s: listing the cleared flows: %w", r.bridge, r.module, err)
 			}
 		}
 		res, err := storeChange(w, r.bridge, r.module, ch)
 		if err != nil {
 			return res, err
 		}
-		// The gone flows are no longer stored: the switch gets their
-		// deletion, first, unless the store holds one again.
+		// The groups and meters that no stored flow uses now; one still
+		// used stays in both.
+		if err := r.sweepUnusedLocked(w, sw, nil); err != nil {
+			return res, err
+		}
+		// The gone entries are no longer stored: the switch gets their
+		// deletion (flows before the groups and meters they use,
+		// plan.NewSendOrder), unless the store holds one again.
 		var off []entry.Entry
 		for k, e := range rs.gone {
 			if _, again := sw.add[k]; again {
@@ -299,7 +306,7 @@ func (r *Recorder) endResync() {
 			}
 		}
 		for k, e := range sw.add {
-			off = append(off, e) // left by a write whose sweep failed
+			off = append(off, e) // swept now, or left by a write whose sweep failed
 			gone[k] = true
 		}
 		res.Removed = append(off, res.Removed...)
@@ -323,9 +330,9 @@ func (r *Recorder) endResync() {
 	res, err := r.ws.submit(ctx, r.bridge, req)
 	switch {
 	case err != nil:
-		// The stale groups and meters stay; the controller's next clear
-		// deletes them. The held changes are stored, the gone flows are
-		// not: a replay makes the switch what the store holds.
+		// The held changes are stored, the gone entries are not: a replay
+		// makes the switch what the store holds. Stale entries still
+		// stored stay until the controller's next clear.
 		r.ws.log.Error("proxy: the end of a controller's resync failed: the deletions of what it did not install again wait for a replay or its next install, its stored changes for a replay",
 			"bridge", r.bridge, "module", r.module, "err", err)
 		if b, berr := r.ws.bridge(r.bridge); berr == nil && (len(rs.held) > 0 || len(rs.gone) > 0 || sw != nil && len(sw.add) > 0) {
@@ -363,9 +370,12 @@ const groupAddOrMod = 0x8000
 
 // readdsLocked returns msgs with, during a resync, each ADD of a group or
 // meter of a cleared kind that the module holds and has not declared again
-// since the clear turned into a modify: after the clear vswitchd would not
-// have it, so its ADD must not fail as GROUP_EXISTS or METER_EXISTS. It
-// runs in the write's store transaction. r.mu must be held.
+// since the clear (one that stored flows still use) turned into a modify:
+// after the clear vswitchd would not have it, so its ADD must not fail as
+// GROUP_EXISTS or METER_EXISTS. One the store no longer holds needs none:
+// ofmods takes its ADD, and holdLocked keeps it off the switch while the
+// switch holds a gone copy; after a replay the switch holds none and gets
+// the ADD. It runs in the write's store transaction. r.mu must be held.
 func (r *Recorder) readdsLocked(st ofmods.Store, msgs [][]byte) ([][]byte, error) {
 	rs := r.resync
 	if rs == nil {

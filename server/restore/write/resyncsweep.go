@@ -4,19 +4,22 @@ import (
 	"fmt"
 
 	"github.com/flowstate-io/flowstate/entry"
+	"github.com/flowstate-io/flowstate/ofmods"
 	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"github.com/flowstate-io/flowstate/store"
 )
 
-// What a resync knows of its gone flows (resync.go, step 3).
+// What a resync knows of its gone entries (resync.go, step 3): the flows,
+// groups and meters a clear deleted from the store that the switch keeps
+// until the end.
 
-// sweep is what one write of a resync changes of its gone flows, kept
+// sweep is what one write of a resync changes of its gone entries, kept
 // apart until the write is stored (commit): a write's op may run again in
 // another batch, or its transaction roll back.
 type sweep struct {
 	rs *resync
-	// add are the flows this write deletes from the store, back the gone
-	// ones it declares again; swept: it swept the store.
+	// add are the entries this write deletes from the store, back the gone
+	// ones it declares again; swept: it swept the store of flows.
 	add   map[string]entry.Entry
 	back  map[string]bool
 	swept bool
@@ -33,6 +36,18 @@ func (sw *sweep) goneEntry(k string) (entry.Entry, bool) {
 	}
 	e, ok := sw.rs.gone[k]
 	return e, ok && !sw.back[k]
+}
+
+// goes notes that the write deletes e, of key k, from the store, while the
+// switch keeps it: e as stored or, for a held change, its original.
+func (sw *sweep) goes(k string, e entry.Entry) {
+	if h, ok := sw.rs.held[k]; ok {
+		e.Payload = h.orig
+	}
+	if sw.add == nil {
+		sw.add = make(map[string]entry.Entry)
+	}
+	sw.add[k] = e
 }
 
 // redeclared notes that the write declares the gone k again.
@@ -108,13 +123,7 @@ func (r *Recorder) sweepLocked(w *store.Writer, rs *resync) (*sweep, error) {
 		if rs.declared[k] {
 			return nil
 		}
-		if h, ok := rs.held[k]; ok {
-			e.Payload = h.orig // the switch holds the change's original
-		}
-		if sw.add == nil {
-			sw.add = make(map[string]entry.Entry)
-		}
-		sw.add[k] = e
+		sw.goes(k, e)
 		keys = append(keys, entry.Entry{Kind: e.Kind, ID: e.ID})
 		return nil
 	})
@@ -128,4 +137,48 @@ func (r *Recorder) sweepLocked(w *store.Writer, rs *resync) (*sweep, error) {
 	}
 	sw.swept = true
 	return sw, nil
+}
+
+// sweepUnusedLocked deletes from the store, in the write's transaction and
+// after its own change ch (nil: none), the module's groups and meters of a
+// cleared kind that the controller has not declared since the clear and
+// that no stored flow uses any more, and adds them to the write's sweep sw
+// (nil without a resync). The switch keeps them until the end, as the
+// gone flows that may use them. A used one stays: the store would refuse
+// its deletion, and fail the write. r.mu must be held.
+func (r *Recorder) sweepUnusedLocked(w *store.Writer, sw *sweep, ch *ofmods.Change) error {
+	if sw == nil || !sw.rs.kinds[entry.KindGroup] && !sw.rs.kinds[entry.KindMeter] {
+		return nil
+	}
+	rs := sw.rs
+	put := make(map[string]bool)
+	if ch != nil {
+		for _, e := range ch.Put {
+			put[plan.Key(e.Kind, e.ID)] = true // declared by this write
+		}
+	}
+	var keys []entry.Entry
+	for _, kind := range []entry.Kind{entry.KindGroup, entry.KindMeter} {
+		if !rs.kinds[kind] {
+			continue
+		}
+		err := w.Each(r.bridge, r.module, kind, func(e entry.Entry) error {
+			k := plan.Key(e.Kind, e.ID)
+			if rs.declared[k] || put[k] || w.Used(r.bridge, e.Kind, e.ID) {
+				return nil
+			}
+			sw.goes(k, e)
+			keys = append(keys, entry.Entry{Kind: e.Kind, ID: e.ID})
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("resync of %s/%s: listing the cleared %ss: %w", r.bridge, r.module, kind, err)
+		}
+	}
+	if len(keys) > 0 {
+		if _, err := w.Delete(r.bridge, r.module, keys); err != nil {
+			return fmt.Errorf("resync of %s/%s: deleting the cleared groups and meters: %w", r.bridge, r.module, err)
+		}
+	}
+	return nil
 }
