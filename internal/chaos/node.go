@@ -174,8 +174,15 @@ func (n *node) args() []string {
 		// Only root writes the proxied module (the harness's writers run
 		// as root): foreign-writes tries as another uid on every listener.
 		"--module-writer", Proxied + "=uid:0", "--openflow-proxy-tcp", Managed + "=" + n.tcpAddr,
+		"--survive-after", surviveAfter.String(),
 	}
 }
+
+// surviveAfter is flowstated's --survive-after: short, so that a bisection
+// of crash suspects (one probe per survived replay, about 15 for a crash
+// loop's bulk) ends within a run and the poisoned check sees its verdict;
+// at the default 10 s it outlasts the run.
+const surviveAfter = 2 * time.Second
 
 // proxyDir holds flowstated's OpenFlow proxy socket (Proxied's controller).
 func (n *node) proxyDir() string { return filepath.Join(n.dir, "ofp") }

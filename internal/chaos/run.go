@@ -334,7 +334,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 // overlaps are the lasting faults that run beside the steps after them.
 var overlaps = map[FaultKind]bool{ProtocolsFlip: true, FlowLimit: true, StalledReader: true, GuardFreeze: true, FlowstatedOutage: true,
-	DiskFull: true, ManagedRecreate: true, UnmanagedRecreate: true, ProxiedOutage: true, ReadonlyGuard: true}
+	DiskFull: true, ManagedRecreate: true, UnmanagedRecreate: true, ProxiedOutage: true, ReadonlyGuard: true, StoreBulk: true}
 
 // excludes are the lasting faults a kind does not start beside: a store
 // flip must restore its byte and start flowstated itself (an outage would
@@ -638,6 +638,8 @@ func (r *run) inject(ctx context.Context, st Step) error {
 		err := n.sb.RestartOVSDB(ctx)
 		r.excuse()
 		return err
+	case StoreBulk:
+		return r.storeBulk(ctx, st.Hold)
 	case FlowLimit:
 		// The pod module's table takes 5 flows: writes past it are
 		// refused, a replay quarantines the rest.
