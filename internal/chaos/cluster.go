@@ -75,7 +75,7 @@ func crashLoop(r *rand.Rand, ends []FaultKind, pause time.Duration) []Step {
 	for range 2 {
 		loop = append(loop, Step{Kind: VswitchdKill, Join: true, Pause: time.Duration(r.IntN(50)) * time.Millisecond,
 			Hold:    time.Duration(300+r.IntN(2200)) * time.Millisecond,
-			Trigger: Trigger{On: OnRestore, Offset: loopKillMin + time.Duration(r.Int64N(int64(loopKillMax-loopKillMin)))}})
+			Trigger: Trigger{On: OnRestore, Offset: loopKillMin + time.Duration(r.Int64N(int64((loopKillMax-loopKillMin)/time.Millisecond)))*time.Millisecond}})
 	}
 	return loop
 }
