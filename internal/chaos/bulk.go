@@ -69,7 +69,7 @@ func (r *run) clearBulk(ctx context.Context) error {
 
 // bisectionWait bounds the wait for a bisection to end: about 10 probes
 // for a crash loop's suspects, each a replay vswitchd survives for
-// surviveAfter with no write sent meanwhile (the writers delay it).
+// loopSurviveAfter with no write sent meanwhile (the writers delay it).
 const bisectionWait = 90 * time.Second
 
 // waitBisection waits, at most bound, while flowstated holds out entries

@@ -243,6 +243,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	n, err := newNode(ctx, cfg.Flowstated, cfg.Logger, foreign)
 	if n != nil {
 		n.noRelay = cfg.NoRelay
+		if slices.ContainsFunc(sched, func(st Step) bool { return st.Kind == StoreBulk }) {
+			n.surviveAfter = loopSurviveAfter
+		}
 	}
 	if err != nil {
 		return nil, err
