@@ -227,12 +227,14 @@ func TestGenerateQuiet(t *testing.T) {
 
 // TestGenerateCrashLoops: covered draws hold crash loops (a vswitchd
 // restart, then another timed into the replay after it); plain draws, CI's,
-// hold them only by chance, as before.
+// hold none. Each loop begins with a store-bulk, so that its replays send
+// for long enough, and ends with two SIGKILLs timed into the replay of the
+// vswitchd started before (@restore): what flowstated counts as a death.
 func TestGenerateCrashLoops(t *testing.T) {
 	loops := func(s Schedule) int {
 		n := 0
 		for i := 1; i < len(s); i++ {
-			if s[i].Join && s[i].Trigger.On == OnReplay && slices.Contains(restarters, s[i].Kind) && slices.Contains(restarters, s[i-1].Kind) {
+			if s[i].Join && s[i].Trigger.On == OnRestore && slices.Contains(restarters, s[i].Kind) && slices.Contains(restarters, s[i-1].Kind) {
 				n++
 			}
 		}
@@ -245,9 +247,66 @@ func TestGenerateCrashLoops(t *testing.T) {
 		s := GenerateCovered(seed, 20, nil, cov)
 		covered += loops(s)
 		cov.Add(s, nil)
+		for i, st := range s {
+			if st.Kind != StoreBulk {
+				continue
+			}
+			if i+3 >= len(s) {
+				continue // cut by the schedule's end
+			}
+			restart, k1, k2 := s[i+1], s[i+2], s[i+3]
+			if !restart.Join || !slices.Contains(restarters, restart.Kind) || restart.Trigger.On != "" {
+				t.Errorf("seed %d: the bulk at step %d is followed by %v, want a vswitchd restart in its cluster", seed, i+1, restart)
+			}
+			for _, k := range []Step{k1, k2} {
+				if !k.Join || k.Kind != VswitchdKill || k.Trigger.On != OnRestore || k.Trigger.Offset < loopKillMin || k.Trigger.Offset >= loopKillMax {
+					t.Errorf("seed %d: crash loop at step %d holds %v, want a SIGKILL %v to %v into the replay", seed, i+1, k, loopKillMin, loopKillMax)
+				}
+			}
+			if st.Hold < restart.Pause+time.Second {
+				t.Errorf("seed %d: the bulk at step %d holds %v, not past its restart %v later", seed, i+1, st.Hold, restart.Pause)
+			}
+		}
 	}
 	t.Logf("crash loops in 20 draws of 20 steps: plain %d, covered %d", plain, covered)
 	if covered < 5 {
 		t.Errorf("20 covered draws of 20 steps hold %d crash loops, want at least 5", covered)
+	}
+	if plain != 0 {
+		t.Errorf("plain draws hold %d crash loops, want none", plain)
+	}
+	if _, ok := cov.Kinds[string(StoreBulk)]; ok {
+		t.Error("the coverage counts store-bulk, a kind drawn only in crash loops")
+	}
+	s, err := ParseSchedule("store-bulk:1000:8000+vswitchd-kill:3000:300+vswitchd-kill:0:300@restore+100")
+	if err != nil || len(s) != 3 || s[2].Trigger != (Trigger{On: OnRestore, Offset: 100 * time.Millisecond}) {
+		t.Fatalf("a crash loop read as %v, %v", s, err)
+	}
+}
+
+// TestGenerateDetectionGap: covered draws hold the frozen-guard shape (a
+// lasting guard fault, past guardDetect an outage, within a second a
+// vswitchd restart) many times more often than plain draws, which keep
+// theirs.
+func TestGenerateDetectionGap(t *testing.T) {
+	const seeds, steps = 300, 20
+	plain, covered := 0, 0
+	cov := NewCoverage()
+	for seed := range uint64(seeds) {
+		if frozenGuardShape(Generate(seed, steps, nil)) {
+			plain++
+		}
+		s := GenerateCovered(seed, steps, nil, cov)
+		if frozenGuardShape(s) {
+			covered++
+		}
+		cov.Add(s, nil)
+	}
+	t.Logf("frozen-guard shape in %d of %d schedules: plain %d, covered %d", seeds, seeds, plain, covered)
+	if covered < seeds/2 {
+		t.Errorf("covered draws hold the shape in %d of %d schedules, want at least half", covered, seeds)
+	}
+	if restricted := GenerateCovered(1, 200, []FaultKind{LeaseUnlink, VswitchdKill}, NewCoverage()); frozenGuardShape(restricted) {
+		t.Error("a draw restricted to other kinds holds the shape")
 	}
 }

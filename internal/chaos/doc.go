@@ -32,7 +32,10 @@
 //     as systemd would, and counted. The schedule is drawn as clusters of
 //     one to three kinds in quick succession (cluster.go: ordered pairs
 //     and triples come up on purpose), and a step may wait for the next
-//     replay or resync to land inside it (Trigger).
+//     replay or resync, or the replay under way, to land inside it
+//     (Trigger). Covered draws also hold crash loops (20k harmless drops
+//     declared, then vswitchd SIGKILLed twice inside its restore: bulk.go)
+//     and the frozen-guard shape on purpose.
 //  4. Quiesce: stop the writers, heal everything, and wait for convergence.
 //  5. Check the invariants at quiescence, stop flowstated, and check that
 //     nothing it started is left running.
@@ -69,7 +72,9 @@
 //   - poisoned: nothing is quarantined as crashing vswitchd, held out as
 //     a suspect or found poisoned, during the run or at rest, as no writer
 //     declares such an entry; excused once vswitchd died at a replay twice
-//     (its own deaths, or the harness's SIGKILLs near a replay).
+//     (its own deaths, or the harness's SIGKILLs near a replay; an entry
+//     named poisoned, as root, by its own deaths only). Checked once a
+//     bisection under way has its verdict.
 //   - path: while flowstated is dead past the guard's grace, vswitchd runs
 //     and the guard runs unfrozen, a controller dialling the proxy socket
 //     gets its barrier reply and finds its flow on br-int within 6 s (the

@@ -200,6 +200,9 @@ func poisonExcused(kills, selfDeaths int, named, hearsKills bool) bool {
 // refused at declaration), so nothing may be quarantined as poisoned or
 // held out as a suspect, at rest or during the run, unless poisonExcused.
 func (r *run) checkPoisoned(parent context.Context) {
+	// At rest is after a bisection's verdict: suspects still held out say
+	// nothing yet.
+	r.waitBisection(parent, bisectionWait)
 	ctx, cancel := context.WithTimeout(parent, 10*time.Second)
 	defer cancel()
 	st, err := r.n.c.Status(ctx)

@@ -243,6 +243,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	n, err := newNode(ctx, cfg.Flowstated, cfg.Logger, foreign)
 	if n != nil {
 		n.noRelay = cfg.NoRelay
+		if slices.ContainsFunc(sched, func(st Step) bool { return st.Kind == StoreBulk }) {
+			n.surviveAfter = loopSurviveAfter
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -334,7 +337,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 // overlaps are the lasting faults that run beside the steps after them.
 var overlaps = map[FaultKind]bool{ProtocolsFlip: true, FlowLimit: true, StalledReader: true, GuardFreeze: true, FlowstatedOutage: true,
-	DiskFull: true, ManagedRecreate: true, UnmanagedRecreate: true, ProxiedOutage: true, ReadonlyGuard: true}
+	DiskFull: true, ManagedRecreate: true, UnmanagedRecreate: true, ProxiedOutage: true, ReadonlyGuard: true, StoreBulk: true}
 
 // excludes are the lasting faults a kind does not start beside: a store
 // flip must restore its byte and start flowstated itself (an outage would
@@ -638,6 +641,8 @@ func (r *run) inject(ctx context.Context, st Step) error {
 		err := n.sb.RestartOVSDB(ctx)
 		r.excuse()
 		return err
+	case StoreBulk:
+		return r.storeBulk(ctx, st.Hold)
 	case FlowLimit:
 		// The pod module's table takes 5 flows: writes past it are
 		// refused, a replay quarantines the rest.

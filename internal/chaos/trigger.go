@@ -13,6 +13,9 @@ import (
 // step is injected anyway and counted as missed.
 const triggerWait = 15 * time.Second
 
+// underWay bounds how long ago a replay an @restore step lands in began.
+const underWay = 5 * time.Second
+
 // signal wakes everyone waiting for the next occurrence of an event.
 type signal struct {
 	mu sync.Mutex
@@ -49,27 +52,52 @@ func (r *run) waitTrigger(ctx context.Context, t Trigger) {
 	if t.On == OnResync {
 		sig = &r.resyncs
 	}
+	next := sig.next()
+	start := time.Now()
+	if t.On == OnRestore {
+		if at, ok := r.replayUnderWay(); ok {
+			next, start = closed, at
+		}
+	}
 	timer := time.NewTimer(triggerWait)
 	defer timer.Stop()
 	var err error
 	select {
-	case <-sig.next():
+	case <-next:
+		if next != closed {
+			start = time.Now()
+		}
 	case <-timer.C:
 		err = errors.New("missed: no event within the bound")
 	case <-ctx.Done():
 		return
 	}
 	r.rep.Faults.add("trigger @"+string(t.On), err)
-	sleepCtx(ctx, t.Offset)
-	if t.On == OnReplay && err == nil {
+	sleepCtx(ctx, time.Until(start.Add(t.Offset)))
+	if (t.On == OnReplay || t.On == OnRestore) && err == nil {
 		// A small replay ends within milliseconds, often before its
 		// event reached the harness: count whether the step still
 		// lands inside it.
 		r.mu.Lock()
 		ended := len(r.spans) > 0 && !r.spans[len(r.spans)-1].end.IsZero()
 		r.mu.Unlock()
-		r.rep.Faults.add("trigger @replay, still replaying", errIf(ended))
+		r.rep.Faults.add("trigger @"+string(t.On)+", still replaying", errIf(ended))
 	}
+}
+
+// closed is a channel that is always closed: a trigger whose event came.
+var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// replayUnderWay returns when the replay of br-int under way began (as its
+// event reached the harness), if one is: begun less than underWay ago (a
+// replay whose end the harness missed, its flowstated killed, is over).
+func (r *run) replayUnderWay() (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if i := len(r.spans) - 1; i >= 0 && r.spans[i].end.IsZero() && time.Since(r.spans[i].start) < underWay {
+		return r.spans[i].start, true
+	}
+	return time.Time{}, false
 }
 
 // watchEvents follows flowstated's events for the whole run: replay starts
