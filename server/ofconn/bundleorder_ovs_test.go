@@ -13,7 +13,8 @@ import (
 // COMMIT that follows installs the adds it took. This is why Bundle waits
 // for the barrier after the adds, and commits only if none was refused,
 // instead of writing OPEN, the adds and COMMIT at once (issue 35): the one
-// write would save a round trip and lose the bundle's atomicity.
+// write would save a round trip and lose the bundle's atomicity. A bundle of
+// one message does write them at once (TestOneMessageBundleInOneWrite).
 func TestCommitAfterRefusedAddInstallsTheRest(t *testing.T) {
 	ctx, s := startOVS(t)
 	var d net.Dialer
@@ -30,24 +31,10 @@ func TestCommitAfterRefusedAddInstallsTheRest(t *testing.T) {
 	gotoLower.AddInstruction(openflow15.NewInstrGotoTable(1))
 	bad := encode(t, gotoLower)
 	const id, xid = 7, 100
-	ctrl := func(x uint32, typ uint16) []byte {
-		m, err := bundleCtrlMsg(x, id, typ, bundleFlags)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
-	add := func(x uint32, m Message) []byte {
-		b := make([]byte, bundleAddHeaderLen, bundleAddHeaderLen+len(m))
-		putBundleAddHeader(b, len(m), x, id, bundleFlags)
-		b = append(b, m...)
-		be.PutUint32(b[bundleAddHeaderLen+4:], x)
-		return b
-	}
 	hello := controlMsg(openflow15.Type_Hello, 1, nil)
 	var w []byte
-	for _, m := range [][]byte{hello, ctrl(xid, openflow15.BCT_OPEN_REQUEST), add(xid+1, good), add(xid+2, bad),
-		ctrl(xid+3, openflow15.BCT_COMMIT_REQUEST), controlMsg(openflow15.Type_BarrierRequest, xid+4, nil)} {
+	for _, m := range [][]byte{hello, rawCtrl(t, xid, id, openflow15.BCT_OPEN_REQUEST), rawAdd(xid+1, id, good),
+		rawAdd(xid+2, id, bad), rawCtrl(t, xid+3, id, openflow15.BCT_COMMIT_REQUEST), controlMsg(openflow15.Type_BarrierRequest, xid+4, nil)} {
 		w = append(w, m...)
 	}
 	if _, err := nc.Write(w); err != nil {
