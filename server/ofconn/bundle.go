@@ -158,14 +158,14 @@ func (c *Conn) bundleStream(ctx context.Context, n int, exact bool, produce func
 	c.stats.bytesSent.Add(uint64(bytes))
 	if one {
 		c.stats.sent[openflow15.Type_BundleControl].Add(1)
-		return c.verdict(ctx, w, endXid, indexOf(base, n), true)
+		return c.verdict(ctx, w, endXid, addIndex(base, n), true)
 	}
 	c.stats.countSent(openflow15.Type_BarrierRequest, 0)
 
 	// Collect the verdict on every add: OVS answers each message in order, so errors of adds precede the
 	// barrier reply.
 	var failed []AddError
-	indexOf := indexOf(base, n)
+	indexOf := addIndex(base, n)
 	for done := false; !done; {
 		f, err := c.recv(ctx, w)
 		if err != nil {
@@ -205,9 +205,9 @@ func (c *Conn) commit(ctx context.Context, w *waiter, id, xid uint32, indexOf fu
 	return c.verdict(ctx, w, xid, indexOf, false)
 }
 
-// indexOf maps the xid of an add of the bundle whose OPEN has xid base, of at most n messages, to the add's
+// addIndex maps the xid of an add of the bundle whose OPEN has xid base, of at most n messages, to the add's
 // index; -1 for any other xid (the OPEN's, the COMMIT's).
-func indexOf(base uint32, n int) func(uint32) int {
+func addIndex(base uint32, n int) func(uint32) int {
 	return func(xid uint32) int {
 		if i := int(xid - base - 1); xid != base && i < n {
 			return i
