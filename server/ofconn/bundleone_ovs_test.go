@@ -81,10 +81,7 @@ func rawAdd(x, id uint32, m Message) []byte {
 func TestOneMessageBundleInOneWrite(t *testing.T) {
 	ctx, s := startOVS(t)
 	// Table 5 holds at most one flow, and holds one.
-	if _, err := s.Vsctl(ctx, "--", "--id=@ft", "create", "Flow_Table", "flow_limit=1", "overflow_policy=refuse",
-		"--", "set", "Bridge", "br0", "flow_tables:5=@ft"); err != nil {
-		t.Fatal(err)
-	}
+	limitTable(ctx, t, s, 5, 1)
 	for _, f := range []string{"table=5,priority=1,actions=drop", "table=0,priority=300,ip,nw_dst=10.9.9.9,actions=drop"} {
 		if out, err := s.Ofctl(ctx, "add-flow", "br0", f); err != nil {
 			t.Fatal(err, out)
@@ -161,10 +158,7 @@ func TestOneMessageBundleInOneWrite(t *testing.T) {
 // several: nil, a refusal at add time or at commit time with the message's index, nothing installed when refused.
 func TestOneMessageBundle(t *testing.T) {
 	ctx, s := startOVS(t)
-	if _, err := s.Vsctl(ctx, "--", "--id=@ft", "create", "Flow_Table", "flow_limit=1", "overflow_policy=refuse",
-		"--", "set", "Bridge", "br0", "flow_tables:5=@ft"); err != nil {
-		t.Fatal(err)
-	}
+	limitTable(ctx, t, s, 5, 1)
 	c := dial(ctx, t, s, Options{})
 	if err := c.Bundle(ctx, ipFlows(t, 5, 1, 0, 1)); err != nil {
 		t.Fatalf("bundle of one flow: %v", err)
