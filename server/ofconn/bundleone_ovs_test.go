@@ -42,9 +42,10 @@ func rawBundle(ctx context.Context, t *testing.T, s *sandbox.Sandbox, msgs ...[]
 		if err != nil {
 			t.Fatalf("after %q: %v", got, err)
 		}
-		switch x := frameXid(f); {
-		case f[1] == openflow15.Type_Hello:
-		case f[1] == openflow15.Type_Error:
+		x := frameXid(f)
+		switch f[1] {
+		case openflow15.Type_Hello:
+		case openflow15.Type_Error:
 			got = append(got, fmt.Sprintf("ERROR@%d %s", x, decodeError(f).Name))
 		default:
 			got = append(got, fmt.Sprintf("%s@%d", TypeName(f[1]), x))
