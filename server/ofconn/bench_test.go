@@ -22,6 +22,19 @@ func BenchmarkBundle10k(b *testing.B) {
 	b.ReportMetric(float64(len(msgs)*b.N)/b.Elapsed().Seconds(), "flows/s")
 }
 
+// BenchmarkBundleOne measures a bundle of one flow, from the first write to the commit reply: a sequential
+// single-flow Put's time at the switch. Each iteration replaces the same flow.
+func BenchmarkBundleOne(b *testing.B) {
+	ctx, s := startOVS(b)
+	c := dial(ctx, b, s, Options{Logger: discardLogger()})
+	msgs := ipFlows(b, 0, 100, 0, 1)
+	for b.Loop() {
+		if err := c.Bundle(ctx, msgs); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // TestThroughput installs and dumps FLOWSTATE_BENCH_FLOWS flows (e.g. 200000) in one bundle and logs the rates,
 // for docs/benchmarks.md. It is skipped unless the variable is set: it is a measurement, not a check.
 func TestThroughput(t *testing.T) {

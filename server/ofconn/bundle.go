@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"slices"
 
 	"antrea.io/libOpenflow/openflow15"
 )
@@ -128,15 +129,25 @@ func (c *Conn) bundleStream(ctx context.Context, n int, exact bool, produce func
 		}
 		return fmt.Errorf("ofconn: bundle: %w", err)
 	}
-	barrier := controlMsg(openflow15.Type_BarrierRequest, barrierXid, nil)
-	buf = append(buf, barrier...)
+	// One message: the COMMIT follows the ADD in the same write, instead of a barrier and a second round trip.
+	// A refused ADD leaves the bundle empty, so the COMMIT installs nothing (package documentation, step 4).
+	one := sent == 1
+	tail := controlMsg(openflow15.Type_BarrierRequest, barrierXid, nil)
+	if one {
+		if tail, err = bundleCtrlMsg(endXid, id, openflow15.BCT_COMMIT_REQUEST, bundleFlags); err != nil {
+			return fmt.Errorf("ofconn: encode bundle commit: %w", err)
+		}
+	}
+	buf = append(buf, tail...)
 	if err := c.write(ctx, true, func(bw *bufio.Writer) error {
 		_, err := bw.Write(buf)
 		return err
 	}); err != nil {
+		// The connection is dead (write failed or had died before); with one message the COMMIT may have
+		// gone out, and like every error matching ErrClosed this one leaves the outcome to a dump.
 		return fmt.Errorf("ofconn: bundle: %w", err)
 	}
-	bytes += len(barrier)
+	bytes += len(tail)
 	for t, k := range byType {
 		if k > 0 {
 			c.stats.sent[t].Add(k)
@@ -144,18 +155,17 @@ func (c *Conn) bundleStream(ctx context.Context, n int, exact bool, produce func
 	}
 	c.stats.sent[openflow15.Type_BundleAddMessage].Add(uint64(sent))
 	c.stats.sent[openflow15.Type_BundleControl].Add(1)
-	c.stats.countSent(openflow15.Type_BarrierRequest, 0)
 	c.stats.bytesSent.Add(uint64(bytes))
+	if one {
+		c.stats.sent[openflow15.Type_BundleControl].Add(1)
+		return c.verdict(ctx, w, endXid, addIndex(base, n), true)
+	}
+	c.stats.countSent(openflow15.Type_BarrierRequest, 0)
 
 	// Collect the verdict on every add: OVS answers each message in order, so errors of adds precede the
 	// barrier reply.
 	var failed []AddError
-	indexOf := func(xid uint32) int {
-		if i := int(xid - base - 1); xid != openXid && i < n {
-			return i
-		}
-		return -1
-	}
+	indexOf := addIndex(base, n)
 	for done := false; !done; {
 		f, err := c.recv(ctx, w)
 		if err != nil {
@@ -192,6 +202,24 @@ func (c *Conn) commit(ctx context.Context, w *waiter, id, xid uint32, indexOf fu
 		return fmt.Errorf("ofconn: bundle commit, outcome unknown: %w", err)
 	}
 	c.stats.countSent(openflow15.Type_BundleControl, len(msg))
+	return c.verdict(ctx, w, xid, indexOf, false)
+}
+
+// addIndex maps the xid of an add of the bundle whose OPEN has xid base, of at most n messages, to the add's
+// index; -1 for any other xid (the OPEN's, the COMMIT's).
+func addIndex(base uint32, n int) func(uint32) int {
+	return func(xid uint32) int {
+		if i := int(xid - base - 1); xid != base && i < n {
+			return i
+		}
+		return -1
+	}
+}
+
+// verdict waits for the answer to the COMMIT with xid, collecting the errors of adds that come before it. one
+// says the COMMIT went in the same write as the bundle's one ADD: an error of that add followed by a successful
+// COMMIT is then a refusal at add time, and the commit was of an empty bundle.
+func (c *Conn) verdict(ctx context.Context, w *waiter, xid uint32, indexOf func(uint32) int, one bool) error {
 	var addErrs []AddError
 	for {
 		f, err := c.recv(ctx, w)
@@ -209,6 +237,10 @@ func (c *Conn) commit(ctx context.Context, w *waiter, id, xid uint32, indexOf fu
 		case f[1] == openflow15.Type_Error:
 			addErrs = append(addErrs, decodeError(f).addError(indexOf(frameXid(f))))
 		case f[1] == openflow15.Type_BundleControl && frameXid(f) == xid:
+			if len(addErrs) > 0 && one && !slices.ContainsFunc(addErrs, func(e AddError) bool { return e.Index < 0 }) {
+				c.stats.bundlesBad.Add(1)
+				return &BundleError{Failed: addErrs}
+			}
 			if len(addErrs) > 0 {
 				// Not seen from OVS: errors of adds with a successful commit. Say so rather than hide it.
 				c.stats.bundlesBad.Add(1)

@@ -1,7 +1,7 @@
 package ofconn
 
 import (
-	"net"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -13,62 +13,26 @@ import (
 // COMMIT that follows installs the adds it took. This is why Bundle waits
 // for the barrier after the adds, and commits only if none was refused,
 // instead of writing OPEN, the adds and COMMIT at once (issue 35): the one
-// write would save a round trip and lose the bundle's atomicity.
+// write would save a round trip and lose the bundle's atomicity. A bundle of
+// one message does write them at once (TestOneMessageBundleInOneWrite).
 func TestCommitAfterRefusedAddInstallsTheRest(t *testing.T) {
 	ctx, s := startOVS(t)
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "unix", s.MgmtPath("br0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		_ = nc.SetDeadline(dl)
-	}
 	good := encode(t, ipFlow(1, 10, 1))
 	gotoLower := newFlow(2, 10, openflow15.NewInPortField(1))
 	gotoLower.AddInstruction(openflow15.NewInstrGotoTable(1))
 	bad := encode(t, gotoLower)
 	const id, xid = 7, 100
-	ctrl := func(x uint32, typ uint16) []byte {
-		m, err := bundleCtrlMsg(x, id, typ, bundleFlags)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
-	add := func(x uint32, m Message) []byte {
-		b := make([]byte, bundleAddHeaderLen, bundleAddHeaderLen+len(m))
-		putBundleAddHeader(b, len(m), x, id, bundleFlags)
-		b = append(b, m...)
-		be.PutUint32(b[bundleAddHeaderLen+4:], x)
-		return b
-	}
-	hello := controlMsg(openflow15.Type_Hello, 1, nil)
-	var w []byte
-	for _, m := range [][]byte{hello, ctrl(xid, openflow15.BCT_OPEN_REQUEST), add(xid+1, good), add(xid+2, bad),
-		ctrl(xid+3, openflow15.BCT_COMMIT_REQUEST), controlMsg(openflow15.Type_BarrierRequest, xid+4, nil)} {
-		w = append(w, m...)
-	}
-	if _, err := nc.Write(w); err != nil {
-		t.Fatal(err)
-	}
+	replies := rawBundle(ctx, t, s, rawCtrl(t, xid, id, openflow15.BCT_OPEN_REQUEST), rawAdd(xid+1, id, good),
+		rawAdd(xid+2, id, bad), rawCtrl(t, xid+3, id, openflow15.BCT_COMMIT_REQUEST), controlMsg(openflow15.Type_BarrierRequest, xid+4, nil))
 	var refused, committed bool
-	for {
-		f, err := ReadMessage(nc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		switch x := frameXid(f); {
-		case f[1] == openflow15.Type_Error && x == xid+2:
+	for _, r := range replies {
+		switch {
+		case strings.HasPrefix(r, fmt.Sprintf("ERROR@%d ", xid+2)):
 			refused = true
-		case f[1] == openflow15.Type_Error:
-			t.Fatalf("error %s for xid %d", decodeError(f).Name, x)
-		case f[1] == openflow15.Type_BundleControl && x == xid+3:
+		case strings.HasPrefix(r, "ERROR@"):
+			t.Fatalf("error %s", r)
+		case r == fmt.Sprintf("BUNDLE_CONTROL@%d", xid+3):
 			committed = true
-		}
-		if f[1] == openflow15.Type_BarrierReply && frameXid(f) == xid+4 {
-			break
 		}
 	}
 	flows, err := s.DumpFlows(ctx, "br0")

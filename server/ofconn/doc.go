@@ -28,6 +28,11 @@
 //  3. If any add (or the OPEN) failed: BUNDLE_DISCARD, and a [*BundleError] lists every rejected message.
 //     Otherwise BUNDLE_COMMIT; a failure at commit (table full) arrives as the failing add's error followed by
 //     OFPBFC_MSG_FAILED on the commit's xid, everything is rolled back, and it is reported as a [*BundleError] too.
+//  4. A bundle of one message skips the barrier: BUNDLE_OPEN, the BUNDLE_ADD and BUNDLE_COMMIT go in one write,
+//     one round trip instead of two. OVS answers a refused add with its error, keeps the bundle open and empty,
+//     and answers the COMMIT of the empty bundle with success: nothing is installed, as after a discard, and the
+//     add's error is the [*BundleError]. A refusal at commit arrives as in step 3. With several messages this
+//     would not do: OVS commits the adds it took (bundleorder_ovs_test.go).
 //
 // [Conn.BundleStream] makes the messages one at a time, as the switch takes them; [Conn.BundleStreamUpTo] does
 // the same when the producer learns the count as it goes (a write streamed while the store decides it): the xids

@@ -2,6 +2,7 @@ package ofconn
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"testing"
@@ -43,6 +44,15 @@ func startOVS(t testing.TB) (context.Context, *sandbox.Sandbox) {
 		}
 	}
 	return ctx, s
+}
+
+// limitTable makes table of br0 refuse more than limit flows.
+func limitTable(ctx context.Context, t testing.TB, s *sandbox.Sandbox, table, limit int) {
+	t.Helper()
+	if out, err := s.Vsctl(ctx, "--", "--id=@ft", "create", "Flow_Table", fmt.Sprintf("flow_limit=%d", limit), "overflow_policy=refuse",
+		"--", "set", "Bridge", "br0", fmt.Sprintf("flow_tables:%d=@ft", table)); err != nil {
+		t.Fatal(err, out)
+	}
 }
 
 // dial connects to br0 and closes the connection when the test ends.

@@ -145,10 +145,7 @@ func TestBundleRejectsBadAdds(t *testing.T) {
 func TestBundleCommitFailure(t *testing.T) {
 	ctx, s := startOVS(t)
 	// Table 0 refuses more than 5 flows; it holds the bridge's NORMAL flow.
-	if _, err := s.Vsctl(ctx, "--", "--id=@ft", "create", "Flow_Table", "flow_limit=5", "overflow_policy=refuse",
-		"--", "set", "Bridge", "br0", "flow_tables:0=@ft"); err != nil {
-		t.Fatal(err)
-	}
+	limitTable(ctx, t, s, 0, 5)
 	c := dial(ctx, t, s, Options{})
 	if err := c.Bundle(ctx, ipFlows(t, 0, 100, 0, 3)); err != nil {
 		t.Fatalf("bundle within the limit: %v", err)
