@@ -19,6 +19,7 @@ var (
 	bucketTLV     = []byte("tlv")     // tlv.go
 	bucketKept    = []byte("kept")    // kept.go
 	bucketPlaced  = []byte("placed")  // placed.go
+	bucketAhead   = []byte("ahead")   // ahead.go
 
 	// Keys of meta.
 	keySchema      = []byte("schema")            // store.go

@@ -48,8 +48,11 @@
 //	│       ├── "all"      sum, present when every undeclared entry is left alone
 //	│       ├── id     kind | identity -> sum
 //	│       └── rule   table << 16 | priority (uint32 big endian) -> sum
-//	└── placed         (created by the first Placed.SetVswitchd, placed.go)
-//	    └── <bridge>   pid@start of the vswitchd its entries were last replayed on | sum
+//	├── placed         (created by the first Placed.SetVswitchd, placed.go)
+//	│   └── <bridge>   pid@start of the vswitchd its entries were last replayed on | sum
+//	└── ahead          (created by the first Writer.SetAhead, ahead.go; Placed.SetVswitchd drops a bridge's)
+//	    └── <bridge>   module | 0 | kind and identity -> digest of the switch's copy that a resync
+//	                   keeps apart from the store | sum
 //
 // Identities are those of package entry. refs indexes which flows use which
 // group or meter (schema 2), kept in the transaction that writes the flows:
@@ -71,8 +74,9 @@
 // for tlv (tlv.go), the TLV tables an OpenFlow proxy recorded, which an
 // older flowstated would not restore; for kept (kept.go), which an older
 // flowstated would not leave alone after its restart (nor did it before);
-// and for placed (placed.go), which an older flowstated neither writes nor
-// reads.
+// for placed (placed.go), which an older flowstated neither writes nor
+// reads; and for ahead (ahead.go), which an older flowstated's learning
+// after a relay would not consult (nor did it before).
 //
 // # Stores
 //
@@ -93,6 +97,7 @@
 //	Crashes   crashes                     Get, Set
 //	Kept      kept                        Get, Update
 //	Placed    placed                      Vswitchd, SetVswitchd
+//	Ahead     ahead                       Of (written by Writer.SetAhead, DropAhead, ClearAhead)
 //	Forms     forms                       All, Put, Prune
 //	TLVMaps   tlv                         Get, Update
 //	Staging   stage, spools               NewSpool, Plan, Bound, Stage

@@ -45,13 +45,17 @@ func (pl Placed) Vswitchd(bridge string) (string, error) {
 }
 
 // SetVswitchd records id as the vswitchd bridge's entries were replayed
-// on, durably. The same id again costs a read, not a write and an fsync:
-// every reconcile calls it.
+// on, durably, and that its switch holds the store's entries (the bridge's
+// switch copies go, ahead.go). The same id again, with no copies recorded,
+// costs a read, not a write and an fsync: every reconcile calls it.
 func (pl Placed) SetVswitchd(bridge, id string) error {
-	if cur, err := pl.Vswitchd(bridge); err == nil && cur == id {
+	if cur, err := pl.Vswitchd(bridge); err == nil && cur == id && !pl.ahead(bridge) {
 		return nil
 	}
 	err := pl.db.update(func(tx *bolt.Tx) error {
+		if err := dropAheadOf(tx, bridge); err != nil {
+			return err
+		}
 		b, err := tx.CreateBucketIfNotExists(bucketPlaced)
 		if err != nil {
 			return err
@@ -62,4 +66,11 @@ func (pl Placed) SetVswitchd(bridge, id string) error {
 		return fmt.Errorf("store: vswitchd of bridge %s's entries: %w", bridge, err)
 	}
 	return nil
+}
+
+// ahead reports whether switch copies are recorded for bridge.
+func (pl Placed) ahead(bridge string) bool {
+	var has bool
+	_ = pl.db.view(func(tx *bolt.Tx) error { has = hasAhead(tx, bridge); return nil })
+	return has
 }

@@ -204,6 +204,10 @@ func (s *Store) Kept() Kept { return Kept{db: s.db} }
 // (placed.go).
 func (s *Store) Placed() Placed { return Placed{db: s.db} }
 
+// Ahead are the switch's copies a resync left apart from the store
+// (ahead.go).
+func (s *Store) Ahead() Ahead { return Ahead{db: s.db} }
+
 // Forms are the forms the switch gave declared payloads (forms.go).
 func (s *Store) Forms() Forms { return Forms{db: s.db} }
 

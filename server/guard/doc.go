@@ -51,6 +51,9 @@
 //     inherits the sockets; a restarted flowstated takes them over through
 //     the hand-over socket beside the lease (RelayPath, SCM_RIGHTS, to a
 //     peer of the guard's uid or root) instead of binding their paths again.
+//     The hand-over ends the relaying first, and the guard relays no more
+//     while that flowstated starts (handback.go): nothing a relayed session
+//     sends can reach the switch after flowstated learned from it.
 //     A flowstated that found the guard frozen binds a path anew; before the
 //     guard relays or hands over a socket whose path names another, stale
 //     one, it binds the path again itself (relay.go, rebindLocked).

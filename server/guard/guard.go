@@ -71,7 +71,7 @@ func Run(ctx context.Context, cfg Config) error {
 	defer func() { _ = os.Remove(HeartbeatPath(cfg.Lease)) }()
 	g := &guard{cfg: cfg, log: log}
 	defer g.close()
-	rel := newRelayer(cfg.Lease, cfg.Relays, log)
+	rel := newRelayer(cfg.Lease, cfg.Relays, cfg.Grace, log)
 	defer rel.close()
 	// The heartbeat is the guard's proof to flowstated (Heartbeat); its
 	// goroutine owns the OVSDB connection and ends before Run returns.

@@ -45,7 +45,8 @@ func RelayPath(lease string) string { return lease + ".relay" }
 
 // relayer holds the relays' sockets for as long as the guard runs, relays
 // while flowstated is away, and hands the sockets to a flowstated that asks.
-// Its methods are called from Run's goroutine only; serveHandOver runs in wg.
+// Its methods are called from Run's goroutine, except serveHandOver, which
+// runs in wg and stops the relaying itself (amu).
 type relayer struct {
 	relays []Relay
 	// keepers[i] notes what relays[i]'s unrecorded sessions install
@@ -59,20 +60,27 @@ type relayer struct {
 	mu sync.Mutex
 	// lns[i] is relays[i]'s socket (its Listener, or one bound again), and
 	// ids[i] the file relays[i].Listen named when it was bound there.
-	lns    []*net.UnixListener
-	ids    []sockID
-	lease  string
-	log    *slog.Logger
-	ctl    *net.UnixListener // the hand-over socket, nil without one
-	wg     sync.WaitGroup
+	lns   []*net.UnixListener
+	ids   []sockID
+	lease string
+	log   *slog.Logger
+	ctl   *net.UnixListener // the hand-over socket, nil without one
+	wg    sync.WaitGroup
+	grace time.Duration
+	// amu guards active and back, which the hand-over changes too.
+	amu    sync.Mutex
 	active []*ofproxy.Proxy // relaying now: flowstated is away
+	// back is the flowstated that took the sockets over while the lease
+	// was still stale (handback.go): the guard does not relay again while
+	// it may be starting.
+	back *handBack
 }
 
 // newRelayer binds the relays that have no listener and serves the
 // hand-over socket. A relay that cannot be bound is left out and logged: the
 // guard's first duty, the release, does not depend on it.
-func newRelayer(lease string, relays []Relay, log *slog.Logger) *relayer {
-	r := &relayer{lease: lease, log: log}
+func newRelayer(lease string, relays []Relay, grace time.Duration, log *slog.Logger) *relayer {
+	r := &relayer{lease: lease, grace: grace, log: log}
 	for _, rl := range relays {
 		if rl.Listener == nil {
 			ln, err := ofproxy.Bind(rl.Listen, rl.Upstream)
@@ -115,7 +123,17 @@ func newRelayer(lease string, relays []Relay, log *slog.Logger) *relayer {
 // sessions are closed, so that the controller reconnects through flowstated,
 // which records its reinstall (the clear and install of a reconnect).
 func (r *relayer) follow(away bool) {
+	r.amu.Lock()
+	defer r.amu.Unlock()
+	if !away || !r.back.starting(r.grace) {
+		r.back.close()
+		r.back = nil
+	}
 	switch {
+	case away && r.back != nil:
+		// A flowstated took the sockets over and is starting: it learns
+		// what the relayed sessions installed, which must not change
+		// under it.
 	case away && r.active == nil && len(r.relays) > 0:
 		for i := range r.relays {
 			r.mu.Lock()
@@ -143,7 +161,7 @@ func (r *relayer) follow(away bool) {
 		}
 		r.log.Warn("guard: flowstated is away: relaying its openflow proxy sockets straight to ovs-vswitchd, unrecorded", "relays", len(r.active))
 	case !away && r.active != nil:
-		r.stop()
+		r.stopLocked()
 		r.log.Info("guard: flowstated is back: relayed controllers disconnected, to reconnect through flowstated")
 	}
 }
@@ -157,9 +175,9 @@ func (r *relayer) noteLive() {
 	}
 }
 
-// stop ends the relaying, if any: its sessions close, what their
-// unrecorded sessions installed is written; the sockets stay.
-func (r *relayer) stop() {
+// stopLocked ends the relaying, if any: its sessions close, what their
+// unrecorded sessions installed is written; the sockets stay. r.amu is held.
+func (r *relayer) stopLocked() {
 	for _, p := range r.active {
 		_ = p.Close() // a Config.Listener: the path stays
 	}
@@ -183,7 +201,11 @@ func (r *relayer) holding() bool {
 // close stops relaying and handing over and closes the guard's sockets; the
 // relays' paths stay for flowstated, which shares them.
 func (r *relayer) close() {
-	r.stop()
+	r.amu.Lock()
+	r.stopLocked()
+	r.back.close()
+	r.back = nil
+	r.amu.Unlock()
 	if r.ctl != nil {
 		r.ctl.Close()
 		_ = os.Remove(RelayPath(r.lease))
@@ -254,7 +276,8 @@ func (r *relayer) serveHandOver() {
 }
 
 // handOver sends c the relays' socket paths, one a line, and their file
-// descriptors: only to a peer of the guard's own uid or root.
+// descriptors: only to a peer of the guard's own uid or root. The relaying
+// has ended before the peer has them (takenBack).
 func (r *relayer) handOver(c *net.UnixConn) error {
 	cred, err := peerCred(c)
 	if err != nil {
@@ -283,6 +306,7 @@ func (r *relayer) handOver(c *net.UnixConn) error {
 		fds, paths = append(fds, fd), append(paths, r.relays[i].Listen)
 	}
 	r.mu.Unlock()
+	r.takenBack(cred)
 	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
 	_, _, err = c.WriteMsgUnix([]byte(strings.Join(paths, "\n")+"\n"), unix.UnixRights(fds...), nil)
 	return err

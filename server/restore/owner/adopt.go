@@ -251,7 +251,7 @@ func (l *Learning) Stored(err error) error {
 		l.log.Error("cannot store what the controller installed through the guard's relay: replaying the store over it until the controller reinstalls", "err", err)
 	case !f.fresh && f.added+f.changed+len(f.removed) > 0:
 		l.log.Info("learned what the controller installed through the guard's relay while flowstated was away",
-			"added", f.added, "changed", f.changed, "removed", len(f.removed))
+			"added", f.added, "changed", f.changed, "removed", len(f.removed), "resync_held", f.held)
 	}
 	l.b.adopt.CompareAndSwap(l.a, nil)
 	l.a.finish()
@@ -266,6 +266,9 @@ type learned struct {
 	puts           []entry.Entry
 	removed        []entry.Entry
 	added, changed int
+	// held counts the switch's copies a resync of the module held back
+	// (store.Ahead): the store's version stands.
+	held int
 	// fresh: the switch holds no owned entry but vswitchd's default flow.
 	fresh bool
 }
@@ -308,12 +311,25 @@ func (ow *Owners) learnRelayed(ctx context.Context, b *bridgeOwner, conn *ofconn
 	if l.fresh {
 		return l, nil
 	}
+	// What a resync of the module held back from the switch (store.Ahead):
+	// the switch's copy of such an entry is flowstated's, not the
+	// controller's doing.
+	ahead, err := ow.cfg.Store.Ahead().Of(b.Name(), module)
+	if err != nil {
+		return l, err
+	}
+	resyncs := func(kind entry.Kind, id, m []byte) bool {
+		d, ok := ahead[plan.Key(kind, id)]
+		return ok && d == store.DigestOf(m)
+	}
 	err = ow.cfg.Store.Entries().ScanFlows(b.Name(), nil, func(rec store.Record) error {
 		m, on := flows[string(rec.ID)]
 		mine := string(rec.Module) == module
 		switch {
 		case !on && mine && removals:
 			l.removed = append(l.removed, entry.Entry{Kind: entry.KindFlow, ID: bytes.Clone(rec.ID)})
+		case on && mine && resyncs(entry.KindFlow, rec.ID, m):
+			l.held++
 		case on && mine && !bytes.Equal(ow.cfg.Forms.Form(rec.Payload), m):
 			d, err := declaredFlow(module, m)
 			if err != nil {
@@ -329,8 +345,12 @@ func (ow *Owners) learnRelayed(ctx context.Context, b *bridgeOwner, conn *ofconn
 		return l, err
 	}
 	uses := make(map[string]bool)
-	for _, m := range flows {
+	for sid, m := range flows {
 		if canon.IsDefaultFlow(m) {
+			continue
+		}
+		if resyncs(entry.KindFlow, []byte(sid), m) {
+			l.held++ // cleared and not declared again: leaves the switch at the replay
 			continue
 		}
 		d, err := declaredFlow(module, m)
@@ -345,13 +365,14 @@ func (ow *Owners) learnRelayed(ctx context.Context, b *bridgeOwner, conn *ofconn
 			uses[plan.Key(r.Kind, r.Key())] = true
 		}
 	}
-	return l, ow.learnOthers(b.Name(), module, others, uses, removals, &l)
+	return l, ow.learnOthers(b.Name(), module, others, uses, removals, resyncs, &l)
 }
 
 // learnOthers adds to l the groups and meters of the switch (others) and
 // of the store for module; uses holds the keys of those the learned flows
 // use.
-func (ow *Owners) learnOthers(bridge, module string, others []plan.ActualEntry, uses map[string]bool, removals bool, l *learned) error {
+func (ow *Owners) learnOthers(bridge, module string, others []plan.ActualEntry, uses map[string]bool, removals bool,
+	resyncs func(kind entry.Kind, id, m []byte) bool, l *learned) error {
 	on := make(map[string]plan.ActualEntry, len(others))
 	for _, a := range others {
 		on[plan.Key(a.Kind, a.ID)] = a
@@ -366,6 +387,8 @@ func (ow *Owners) learnOthers(bridge, module string, others []plan.ActualEntry, 
 			case !ok && !removals:
 			case !ok:
 				l.removed = append(l.removed, entry.Entry{Kind: d.Kind, ID: d.ID})
+			case resyncs(a.Kind, a.ID, a.Payload):
+				l.held++
 			case !bytes.Equal(ow.cfg.Forms.Form(d.Payload), a.Payload):
 				l.changed++
 				l.puts = append(l.puts, entry.Entry{Kind: a.Kind, Module: module, ID: a.ID, Payload: a.Payload})
@@ -377,6 +400,10 @@ func (ow *Owners) learnOthers(bridge, module string, others []plan.ActualEntry, 
 		}
 	}
 	for kk, a := range on {
+		if resyncs(a.Kind, a.ID, a.Payload) {
+			l.held++
+			continue
+		}
 		if ow.cfg.OwnedCookie.All() || uses[kk] {
 			l.added++
 			l.puts = append(l.puts, entry.Entry{Kind: a.Kind, Module: module, ID: a.ID, Payload: a.Payload})

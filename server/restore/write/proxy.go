@@ -130,7 +130,7 @@ func (r *Recorder) applyEntries(ctx context.Context, raw [][]byte) error {
 		if err != nil {
 			return store.Result{}, err
 		}
-		deferred, err := r.holdLocked(st, ch, sw)
+		deferred, err := r.holdLocked(w, st, ch, sw)
 		if err != nil {
 			return store.Result{}, err
 		}

@@ -146,7 +146,11 @@ func (r *Recorder) startResyncLocked() {
 // get now: held ones, and ones changed back to what the switch holds. They
 // stay in ch: the store takes them. It runs in the write's store
 // transaction. r.mu must be held.
-func (r *Recorder) holdLocked(st ofmods.Store, ch *ofmods.Change, sw *sweep) (map[string]bool, error) {
+//
+// What the switch then holds apart from the store is recorded with the
+// write (aheadLocked): a held change's original, dropped once the switch
+// gets the change.
+func (r *Recorder) holdLocked(w *store.Writer, st ofmods.Store, ch *ofmods.Change, sw *sweep) (map[string]bool, error) {
 	rs := r.resync
 	if rs == nil {
 		return nil, nil
@@ -188,22 +192,51 @@ func (r *Recorder) holdLocked(st ofmods.Store, ch *ofmods.Change, sw *sweep) (ma
 		}
 		rs.declared[k] = true
 		put, from = append(put, e), append(from, ch.PutFrom[i])
+		var err error
 		switch {
 		case bytes.Equal(e.Payload, h.orig):
 			delete(rs.held, k) // back to what the switch holds
 			later(k)
+			err = r.aheadLocked(w, k, nil)
 		case e.Kind == entry.KindFlow && entry.FlowDrops(e.Payload):
 			delete(rs.held, k) // stricter: at once
+			err = r.aheadLocked(w, k, nil)
 		default:
 			rs.held[k] = heldEntry{e: e, from: ch.PutFrom[i], orig: h.orig}
 			later(k)
+			err = r.aheadLocked(w, k, h.orig)
+		}
+		if err != nil {
+			return nil, err
 		}
 	}
 	ch.Put, ch.PutFrom = put, from
 	for _, e := range ch.Delete {
-		delete(rs.held, plan.Key(e.Kind, e.ID))
+		k := plan.Key(e.Kind, e.ID)
+		delete(rs.held, k)
+		if err := r.aheadLocked(w, k, nil); err != nil {
+			return nil, err
+		}
 	}
 	return deferred, nil
+}
+
+// aheadLocked records, in the write's transaction w, what the switch holds
+// of the module's entry k apart from the store: orig, a payload of the
+// entry it holds, or nil when it holds what the store does (store.Ahead):
+// a flowstated started after this one died mid-resync does not take it for
+// a relayed controller's change. r.mu must be held.
+func (r *Recorder) aheadLocked(w *store.Writer, k string, orig []byte) error {
+	var err error
+	if orig == nil {
+		err = w.DropAhead(r.bridge, r.module, k)
+	} else {
+		err = w.SetAhead(r.bridge, r.module, k, r.ws.cfg.Forms.Form(orig))
+	}
+	if err != nil {
+		return fmt.Errorf("resync of %s/%s: %w", r.bridge, r.module, err)
+	}
+	return nil
 }
 
 // withoutDeferred returns res without the changes of the entries in
@@ -325,6 +358,10 @@ func (r *Recorder) endResync() {
 			req.declared = append(req.declared, cur)
 		}
 		n = len(req.declared) + len(res.Removed)
+		// Sent, the switch holds what the store does.
+		if err := w.ClearAhead(r.bridge, r.module); err != nil {
+			return res, fmt.Errorf("resync of %s/%s: %w", r.bridge, r.module, err)
+		}
 		return res, nil
 	}
 	res, err := r.ws.submit(ctx, r.bridge, req)

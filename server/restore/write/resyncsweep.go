@@ -39,8 +39,9 @@ func (sw *sweep) goneEntry(k string) (entry.Entry, bool) {
 }
 
 // goes notes that the write deletes e, of key k, from the store, while the
-// switch keeps it: e as stored or, for a held change, its original.
-func (sw *sweep) goes(k string, e entry.Entry) {
+// switch keeps it: e as stored or, for a held change, its original. It
+// returns what the switch keeps.
+func (sw *sweep) goes(k string, e entry.Entry) []byte {
 	if h, ok := sw.rs.held[k]; ok {
 		e.Payload = h.orig
 	}
@@ -48,6 +49,7 @@ func (sw *sweep) goes(k string, e entry.Entry) {
 		sw.add = make(map[string]entry.Entry)
 	}
 	sw.add[k] = e
+	return e.Payload
 }
 
 // redeclared notes that the write declares the gone k again.
@@ -80,8 +82,8 @@ func (sw *sweep) commit() {
 // rebaseLocked drops, once a replay or a new connection made the switch
 // the store's again, what the resync knew of the switch apart from the
 // store: the held changes are on it, the gone flows off it. It runs in a
-// write's store transaction, under the bridge's lock.
-func (r *Recorder) rebaseLocked(rs *resync) error {
+// write's store transaction w, under the bridge's lock.
+func (r *Recorder) rebaseLocked(w *store.Writer, rs *resync) error {
 	b, err := r.ws.bridge(r.bridge)
 	if err != nil {
 		return err
@@ -96,6 +98,7 @@ func (r *Recorder) rebaseLocked(rs *resync) error {
 		rs.resets = n
 		clear(rs.held)
 		clear(rs.gone)
+		return w.ClearAhead(r.bridge, r.module)
 	}
 	return nil
 }
@@ -110,7 +113,7 @@ func (r *Recorder) sweepLocked(w *store.Writer, rs *resync) (*sweep, error) {
 	if rs == nil {
 		return nil, nil
 	}
-	if err := r.rebaseLocked(rs); err != nil {
+	if err := r.rebaseLocked(w, rs); err != nil {
 		return nil, fmt.Errorf("resync of %s/%s: %w", r.bridge, r.module, err)
 	}
 	sw := &sweep{rs: rs}
@@ -123,9 +126,8 @@ func (r *Recorder) sweepLocked(w *store.Writer, rs *resync) (*sweep, error) {
 		if rs.declared[k] {
 			return nil
 		}
-		sw.goes(k, e)
 		keys = append(keys, entry.Entry{Kind: e.Kind, ID: e.ID})
-		return nil
+		return r.aheadLocked(w, k, sw.goes(k, e))
 	})
 	if err != nil {
 		return nil, fmt.Errorf("resync of %s/%s: listing the cleared flows: %w", r.bridge, r.module, err)
@@ -167,9 +169,8 @@ func (r *Recorder) sweepUnusedLocked(w *store.Writer, sw *sweep, ch *ofmods.Chan
 			if rs.declared[k] || put[k] || w.Used(r.bridge, e.Kind, e.ID) {
 				return nil
 			}
-			sw.goes(k, e)
 			keys = append(keys, entry.Entry{Kind: e.Kind, ID: e.ID})
-			return nil
+			return r.aheadLocked(w, k, sw.goes(k, e))
 		})
 		if err != nil {
 			return fmt.Errorf("resync of %s/%s: listing the cleared %ss: %w", r.bridge, r.module, kind, err)
