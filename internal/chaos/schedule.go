@@ -113,7 +113,11 @@ func (s Step) String() string {
 		b.WriteString("then ")
 	}
 	fmt.Fprintf(&b, "after %v", s.Pause)
-	if s.Trigger.On != "" {
+	switch s.Trigger.On {
+	case "":
+	case OnQuiet:
+		fmt.Fprintf(&b, ", at rest and %v", s.Trigger.Offset)
+	default:
 		fmt.Fprintf(&b, ", the next %s and %v", s.Trigger.On, s.Trigger.Offset)
 	}
 	fmt.Fprintf(&b, ": %s (hold %v)", s.Kind, s.Hold)
