@@ -33,7 +33,7 @@ func run() int {
 		seed     = flag.Uint64("seed", 0, "seed of the schedule and the writers (0: a fresh seed per run)")
 		steps    = flag.Int("steps", 20, "faults per run")
 		duration = flag.Duration("duration", 0, "run fresh seeds until this much time has passed (0: one run)")
-		schedule = flag.String("schedule", "", "run this schedule (kind:pause_ms:hold_ms[@replay+ms|@resync+ms|@restore+ms], steps of a cluster joined by +, clusters by ,) instead of drawing one")
+		schedule = flag.String("schedule", "", "run this schedule (kind:pause_ms:hold_ms[@replay+ms|@resync+ms|@restore+ms|@quiet+ms], steps of a cluster joined by +, clusters by ,) instead of drawing one")
 		faults   = flag.String("faults", "", "comma-separated fault kinds to draw from (default all: "+kinds()+")")
 		shrink   = flag.Bool("shrink", false, "when a run fails, look for the shortest schedule that still fails")
 		bin      = flag.String("flowstated", "", "flowstated binary (default: built from this module)")

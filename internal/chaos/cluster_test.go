@@ -310,3 +310,59 @@ func TestGenerateDetectionGap(t *testing.T) {
 		t.Error("a draw restricted to other kinds holds the shape")
 	}
 }
+
+// TestGenerateDetectionGapLands: each frozen-guard shape of a covered draw
+// is whole when its promise falls due (detectionGap, steps 1–3): it starts
+// @quiet, its guard freeze and a proxied outage's absence last detectSlack
+// past holdBound from its last vswitchd start, and the next cluster waits
+// as long. Plain draws, CI's, hold no @quiet step.
+func TestGenerateDetectionGapLands(t *testing.T) {
+	cov := NewCoverage()
+	shapes := 0
+	for seed := range uint64(100) {
+		for _, st := range Generate(seed, 20, nil) {
+			if st.Trigger.On == OnQuiet {
+				t.Fatalf("seed %d: a plain draw holds %v", seed, st)
+			}
+		}
+		s := GenerateCovered(seed, 20, nil, cov)
+		cov.Add(s, nil)
+		for i, st := range s {
+			if st.Trigger.On != OnQuiet {
+				continue
+			}
+			if i+2 >= len(s) {
+				continue // cut by the schedule's end
+			}
+			shapes++
+			outage, end := s[i+1], s[i+2]
+			if st.Kind != GuardFreeze || !frozenGuardShape(s[i:i+3]) {
+				t.Fatalf("seed %d: @quiet at step %d begins %v, %v, %v, not the frozen-guard shape", seed, i+1, st, outage, end)
+			}
+			restart := end.Pause // from the outage's start
+			if outage.Kind == ProxiedOutage {
+				restart = proxiedRestart
+				if back := proxiedBack + outage.Hold; back < holdBound+detectSlack {
+					t.Errorf("seed %d, step %d: flowstated back %v after the proxied outage's restart, want at least %v", seed, i+2, back, holdBound+detectSlack)
+				}
+			}
+			due := outage.Pause + restart + holdBound // from the freeze
+			if thaw := lastingBound + st.Hold; thaw < due+detectSlack {
+				t.Errorf("seed %d, step %d: the guard thaws %v after its freeze, the promise is due at %v", seed, i+1, thaw, due)
+			}
+			if i+3 < len(s) {
+				if next := s[i+3]; next.Join || next.Pause < restart-end.Pause+holdBound+detectSlack {
+					t.Errorf("seed %d, step %d: %v follows the shape before its promise is due", seed, i+4, next)
+				}
+			}
+		}
+	}
+	t.Logf("frozen-guard shapes in 100 covered draws of 20 steps: %d", shapes)
+	if shapes < 20 {
+		t.Errorf("100 covered draws hold %d frozen-guard shapes, want at least 20", shapes)
+	}
+	s, err := ParseSchedule("guard-freeze:300:5000@quiet+0+flowstated-outage:5500:300+vswitchd-kill:500:300")
+	if err != nil || len(s) != 3 || s[0].Trigger != (Trigger{On: OnQuiet}) || s[0].Trigger.String() != "@quiet+0" {
+		t.Fatalf("a shape read as %v, %v", s, err)
+	}
+}

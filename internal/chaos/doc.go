@@ -32,10 +32,11 @@
 //     as systemd would, and counted. The schedule is drawn as clusters of
 //     one to three kinds in quick succession (cluster.go: ordered pairs
 //     and triples come up on purpose), and a step may wait for the next
-//     replay or resync, or the replay under way, to land inside it
-//     (Trigger). Covered draws also hold crash loops (20k harmless drops
-//     declared, then vswitchd SIGKILLed twice inside its restore: bulk.go)
-//     and the frozen-guard shape on purpose.
+//     replay or resync, or the replay under way, to land inside it, or
+//     for the node at rest (Trigger). Covered draws also hold crash loops
+//     (20k harmless drops declared, then vswitchd SIGKILLed twice inside
+//     its restore: bulk.go) and the frozen-guard shape on purpose, begun
+//     at rest and left alone until its promise is due.
 //  4. Quiesce: stop the writers, heal everything, and wait for convergence.
 //  5. Check the invariants at quiescence, stop flowstated, and check that
 //     nothing it started is left running.

@@ -6,6 +6,14 @@ import (
 	"time"
 )
 
+// proxiedRestart is when a proxied outage restarts vswitchd, from the
+// step's start; proxiedBack is how long after that flowstated stays away,
+// besides the step's hold.
+const (
+	proxiedRestart = guardGrace + time.Second
+	proxiedBack    = pathBound + 2*time.Second
+)
+
 // proxiedOutage is a flowstated outage across a vswitchd restart under the
 // proxied controller (issue 31, fault 1): flowstated killed, and once the
 // guard's grace has passed (the guard released the node and relays the
@@ -20,7 +28,7 @@ func (r *run) proxiedOutage(ctx context.Context, hold time.Duration) error {
 	if err := n.signalFlowstated(syscall.SIGKILL); err != nil {
 		return err
 	}
-	sleepCtx(ctx, guardGrace+time.Second)
+	sleepCtx(ctx, proxiedRestart)
 	r.mu.Lock()
 	r.vsDown = true
 	r.mu.Unlock()
@@ -33,7 +41,7 @@ func (r *run) proxiedOutage(ctx context.Context, hold time.Duration) error {
 	}
 	// Long enough that a relay that does not carry the controller is
 	// seen (pathBound), then the schedule's hold.
-	sleepCtx(ctx, pathBound+2*time.Second+hold)
+	sleepCtx(ctx, proxiedBack+hold)
 	if n.deadSince().IsZero() {
 		return nil // another step started it again
 	}

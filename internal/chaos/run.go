@@ -592,6 +592,12 @@ func (r *run) inject(ctx context.Context, st Step) error {
 		// freeze is only a guard that releases late.
 		sleepCtx(ctx, lastingBound+st.Hold)
 		err := syscall.Kill(pid, syscall.SIGCONT)
+		if errors.Is(err, syscall.ESRCH) {
+			// Killed while frozen (a guard-kill, a flowstated replacing
+			// it): the freeze was injected, there is nothing to thaw.
+			r.rep.Faults.add("guard-freeze: guard gone before its thaw", nil)
+			err = nil
+		}
 		r.mu.Lock()
 		r.guardFrozenAt, r.blind = time.Time{}, false
 		r.mu.Unlock()

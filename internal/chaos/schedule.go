@@ -84,6 +84,12 @@ const (
 	// replay starts before the step after it has paused, so OnReplay lands
 	// in the reconcile after it (crash loops, cluster.go).
 	OnRestore TriggerOn = "restore"
+	// OnQuiet: no lasting fault on, flowstated, vswitchd and a guard
+	// running (at most quietWait); the offset counts from then. A shape
+	// that needs the node at rest when it begins (the frozen guard's,
+	// cluster.go) is otherwise cut short by what the clusters before it
+	// left on.
+	OnQuiet TriggerOn = "quiet"
 )
 
 // Trigger times a step to land inside a replay or a resync: after the
@@ -107,7 +113,11 @@ func (s Step) String() string {
 		b.WriteString("then ")
 	}
 	fmt.Fprintf(&b, "after %v", s.Pause)
-	if s.Trigger.On != "" {
+	switch s.Trigger.On {
+	case "":
+	case OnQuiet:
+		fmt.Fprintf(&b, ", at rest and %v", s.Trigger.Offset)
+	default:
 		fmt.Fprintf(&b, ", the next %s and %v", s.Trigger.On, s.Trigger.Offset)
 	}
 	fmt.Fprintf(&b, ": %s (hold %v)", s.Kind, s.Hold)
@@ -133,7 +143,7 @@ func (s Schedule) String() string {
 }
 
 // Encode writes s in the one-line form ParseSchedule reads:
-// kind:pause:hold[@replay+ms|@resync+ms|@restore+ms], durations in milliseconds; steps
+// kind:pause:hold[@replay+ms|@resync+ms|@restore+ms|@quiet+ms], durations in milliseconds; steps
 // of one cluster joined by "+", clusters by ",".
 func (s Schedule) Encode() string {
 	var b strings.Builder
@@ -185,8 +195,8 @@ func parseStep(part string) (Step, error) {
 	if at := strings.IndexByte(part, '@'); at >= 0 {
 		on, off, ok := strings.Cut(part[at+1:], "+")
 		ms, err := strconv.ParseUint(off, 10, 32)
-		if !ok || err != nil || !slices.Contains([]TriggerOn{OnReplay, OnResync, OnRestore}, TriggerOn(on)) {
-			return Step{}, fmt.Errorf("want a trigger @replay+ms, @resync+ms or @restore+ms, not %q", part[at:])
+		if !ok || err != nil || !slices.Contains([]TriggerOn{OnReplay, OnResync, OnRestore, OnQuiet}, TriggerOn(on)) {
+			return Step{}, fmt.Errorf("want a trigger @replay+ms, @resync+ms, @restore+ms or @quiet+ms, not %q", part[at:])
 		}
 		trig = Trigger{On: TriggerOn(on), Offset: time.Duration(ms) * time.Millisecond}
 		part = part[:at]

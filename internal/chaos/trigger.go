@@ -13,6 +13,11 @@ import (
 // step is injected anyway and counted as missed.
 const triggerWait = 15 * time.Second
 
+// quietWait bounds an @quiet step's wait for the node at rest: longer than
+// the longest lasting fault (a guard frozen or flowstated out, lastingBound
+// and a drawn hold), so that a wait past it means something stays on.
+const quietWait = lastingBound + 15*time.Second
+
 // underWay bounds how long ago a replay an @restore step lands in began.
 const underWay = 5 * time.Second
 
@@ -48,6 +53,11 @@ type span struct{ start, end time.Time }
 // waitTrigger waits for the next event t names, at most triggerWait, then
 // for its offset; it counts the trigger as landed or missed.
 func (r *run) waitTrigger(ctx context.Context, t Trigger) {
+	if t.On == OnQuiet {
+		r.rep.Faults.add("trigger @quiet", r.waitQuiet(ctx))
+		sleepCtx(ctx, t.Offset)
+		return
+	}
 	sig := &r.replays
 	if t.On == OnResync {
 		sig = &r.resyncs
@@ -83,6 +93,42 @@ func (r *run) waitTrigger(ctx context.Context, t Trigger) {
 		r.mu.Unlock()
 		r.rep.Faults.add("trigger @"+string(t.On)+", still replaying", errIf(ended))
 	}
+}
+
+// waitQuiet waits, at most quietWait, until no lasting fault is on and
+// flowstated, vswitchd (unfrozen) and a guard run.
+func (r *run) waitQuiet(ctx context.Context) error {
+	deadline := time.Now().Add(quietWait)
+	for !r.quiet() {
+		if time.Now().After(deadline) {
+			return errors.New("missed: a fault still on past the bound")
+		}
+		if !sleepCtx(ctx, 100*time.Millisecond) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// quiet reports the node at rest: see waitQuiet.
+func (r *run) quiet() bool {
+	if !r.n.alive() || r.n.sb.VswitchdPID() == 0 {
+		return false
+	}
+	if pid := r.n.guardPID(); pid == 0 || !processRuns(pid) {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.vsDown || r.vsFrozen {
+		return false
+	}
+	for _, on := range r.running {
+		if on {
+			return false
+		}
+	}
+	return true
 }
 
 // closed is a channel that is always closed: a trigger whose event came.
