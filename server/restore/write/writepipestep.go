@@ -29,9 +29,10 @@ import (
 //     bridge replays, and the replay quarantines what the switch refuses
 //     (as after a death between the commit and the undo).
 //
-// No one reads the undone writes meanwhile but a List or Diff: the pipe
-// holds the bridge's lock, and a plan declaring an identity a batch in the
-// pipe changes waits for the pipe (overlaps).
+// No one reads an undone write meanwhile but the reads that take no bridge
+// lock (List, Status's counts, Backup): the pipe holds the bridge's lock
+// (Diff, audits, replays wait for it), and a plan declaring an identity a
+// batch in the pipe changes waits for the pipe (overlaps).
 type pipeStep struct {
 	group []*pipedBatch
 	db    pipeStore
@@ -54,18 +55,36 @@ func (s *pipeStep) store(t *txn, atSwitch func() error) (committed, error) {
 	if err := s.db.Update(func(w *store.Writer) error { return w.PutPlanned(plans...) }); err != nil {
 		return committed{}, err
 	}
-	err := atSwitch()
-	if err == nil {
-		return committed{}, nil
+	return committed{}, s.verdicts(t, atSwitch, plans)
+}
+
+// verdicts waits for the switch's verdicts once plans are committed
+// (atSwitch), and takes the commit back when they fail it, or when a panic
+// ends the transaction (which then ends as not stored).
+func (s *pipeStep) verdicts(t *txn, atSwitch func() error, plans []store.PutPlan) error {
+	defer func() {
+		if p := recover(); p != nil {
+			_ = s.undo(t, plans, fmt.Errorf("restore: panic: %v", p))
+			panic(p)
+		}
+	}()
+	if err := atSwitch(); err != nil {
+		return s.undo(t, plans, err)
 	}
+	return nil
+}
+
+// undo takes back the committed plans after cause (a refusal, a fault), and
+// returns cause; if it cannot, the bridge replays (see pipeStep).
+func (s *pipeStep) undo(t *txn, plans []store.PutPlan, cause error) error {
 	t.ws.cfg.Faults.BeforeUndo()
-	if uerr := s.db.Update(func(w *store.Writer) error { return w.UndoPlanned(plans...) }); uerr != nil {
-		uerr = fmt.Errorf("restore: the store holds a pipelined write the switch refused (%w), and taking it back failed: %w", err, uerr)
+	if err := s.db.Update(func(w *store.Writer) error { return w.UndoPlanned(plans...) }); err != nil {
+		err = fmt.Errorf("restore: the store holds a pipelined write the switch refused (%w), and taking it back failed: %w", cause, err)
 		t.diverged = true
-		t.ws.divergedLocked(t.b, "the store holds a pipelined write the switch refused", uerr)
-		return committed{}, uerr
+		t.ws.divergedLocked(t.b, "the store holds a pipelined write the switch refused", err)
+		return err
 	}
-	return committed{}, err
+	return cause
 }
 
 // after: a batch refused as a whole goes back to group commit, which sends
