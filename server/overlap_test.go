@@ -2,13 +2,9 @@ package server_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -28,35 +24,11 @@ const undoChildEnv = "FLOWSTATE_TEST_UNDO_CHILD"
 
 // runUndoChild is flowstated whose pipe blocks (and tells, by creating the
 // marker file) when the switch refused a Put the store already committed,
-// before the store takes it back: the parent kills it there. It exits when
-// its stdin closes, and returns only on a failure.
+// before the store takes it back: the parent kills it there.
 func runUndoChild(raw string) int {
-	var cc pfChildConfig
-	if err := json.Unmarshal([]byte(raw), &cc); err != nil {
-		fmt.Fprintln(os.Stderr, "child config:", err)
-		return 2
-	}
-	go func() {
-		_, _ = io.Copy(io.Discard, os.Stdin)
-		os.Exit(3)
-	}()
-	block := make(chan struct{}) // never closed: killed here
-	cfg := server.Config{
-		Listen: cc.Listen, DBPath: cc.DBPath, BootIDFile: cc.BootIDFile, RunDir: cc.RunDir, OVSDB: cc.OVSDB,
-		Bridges: []string{"br-int"}, EchoInterval: time.Second, EchoTimeout: 2 * time.Second,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
-		Faults: &server.Faults{Engine: &restore.Faults{BeforeUndo: func() {
-			if err := os.WriteFile(cc.Marker, nil, 0o600); err != nil {
-				fmt.Fprintln(os.Stderr, "marker:", err)
-				os.Exit(4) // not return: this runs in the engine
-			}
-			<-block
-		}}},
-	}
-	if err := server.Run(context.Background(), cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "flowstated:", err)
-	}
-	return 5
+	return pfRunChild(raw, func(cc pfChildConfig, cfg *server.Config) {
+		cfg.Faults = &server.Faults{Engine: &restore.Faults{BeforeUndo: func() { pfAtFault(cc.Marker) }}}
+	})
 }
 
 // TestPutKilledBeforeRefusalUndone: a Put's store commit overlaps the
@@ -75,20 +47,7 @@ func TestPutKilledBeforeRefusalUndone(t *testing.T) {
 		t.Fatal(err, out)
 	}
 	marker := filepath.Join(t.TempDir(), "before-undo")
-	cc, err := json.Marshal(pfChildConfig{
-		Listen: e.Config.Listen, DBPath: e.Config.DBPath, BootIDFile: e.Config.BootIDFile,
-		RunDir: e.Config.RunDir, OVSDB: e.Config.OVSDB, Marker: marker,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(self, "-test.run=^$")
-	cmd.Env = append(os.Environ(), undoChildEnv+"="+string(cc))
-	child := pfStartProc(t, cmd, "flowstated child")
+	child := pfStartChild(t, e, undoChildEnv, marker)
 	e.WaitConverged(ctx)
 	child.alive(t)
 
