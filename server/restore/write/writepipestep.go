@@ -79,9 +79,9 @@ func (s *pipeStep) verdicts(t *txn, atSwitch func() error, plans []store.PutPlan
 func (s *pipeStep) undo(t *txn, plans []store.PutPlan, cause error) error {
 	t.ws.cfg.Faults.BeforeUndo()
 	if err := s.db.Update(func(w *store.Writer) error { return w.UndoPlanned(plans...) }); err != nil {
-		err = fmt.Errorf("restore: the store holds a pipelined write the switch refused (%w), and taking it back failed: %w", cause, err)
+		err = fmt.Errorf("restore: taking back a pipelined write after %w failed: %w", cause, err)
 		t.diverged = true
-		t.ws.divergedLocked(t.b, "the store holds a pipelined write the switch refused", err)
+		t.ws.divergedLocked(t.b, "the store holds a pipelined write it could not take back", err)
 		return err
 	}
 	return cause
