@@ -18,6 +18,10 @@ func TestMain(m *testing.M) {
 		// The test binary re-run as flowstated (proxyfault_test.go).
 		os.Exit(runProxyFaultChild(raw))
 	}
+	if raw := os.Getenv(undoChildEnv); raw != "" {
+		// The test binary re-run as flowstated (overlap_test.go).
+		os.Exit(runUndoChild(raw))
+	}
 	if raw := os.Getenv(paChildEnv); raw != "" {
 		// The test binary re-run as a controller (proxyauth_test.go).
 		os.Exit(runProxyAuthChild(raw))

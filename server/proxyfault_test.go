@@ -550,9 +550,26 @@ type pfChildConfig struct {
 // runProxyFaultChild is the test binary re-run by TestMain as flowstated
 // for TestProxyFaultDeathBeforeStoreCommit: its second write blocks at its
 // store's commit, after the switch took its bundle (the binary has no
-// fault switch of its own), and the parent kills it there. It exits when
-// its stdin closes (the parent is gone), and returns only on a failure.
+// fault switch of its own), and the parent kills it there.
 func runProxyFaultChild(raw string) int {
+	return pfRunChild(raw, func(cc pfChildConfig, cfg *server.Config) {
+		var writes atomic.Int32
+		cfg.Proxies = []server.ProxySpec{{Module: pfModule, Bridge: "br-int"}}
+		cfg.ProxyDir = cc.ProxyDir
+		cfg.Faults = &server.Faults{Engine: &restore.Faults{BeforeStoreCommit: func() error {
+			if writes.Add(1) == 1 {
+				return nil // the controller's first install
+			}
+			pfAtFault(cc.Marker)
+			return nil
+		}}}
+	})
+}
+
+// pfRunChild runs flowstated in a child re-run of the test binary, its
+// pfChildConfig raw and its faults set by configure. It exits when its stdin
+// closes (the parent is gone), and returns only on a failure.
+func pfRunChild(raw string, configure func(cc pfChildConfig, cfg *server.Config)) int {
 	var cc pfChildConfig
 	if err := json.Unmarshal([]byte(raw), &cc); err != nil {
 		fmt.Fprintln(os.Stderr, "child config:", err)
@@ -562,29 +579,46 @@ func runProxyFaultChild(raw string) int {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		os.Exit(3)
 	}()
-	block := make(chan struct{}) // never closed: killed here
-	var writes atomic.Int32
 	cfg := server.Config{
 		Listen: cc.Listen, DBPath: cc.DBPath, BootIDFile: cc.BootIDFile, RunDir: cc.RunDir, OVSDB: cc.OVSDB,
 		Bridges: []string{"br-int"}, EchoInterval: time.Second, EchoTimeout: 2 * time.Second,
-		Proxies: []server.ProxySpec{{Module: pfModule, Bridge: "br-int"}}, ProxyDir: cc.ProxyDir,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
-		Faults: &server.Faults{Engine: &restore.Faults{BeforeStoreCommit: func() error {
-			if writes.Add(1) == 1 {
-				return nil // the controller's first install
-			}
-			if err := os.WriteFile(cc.Marker, nil, 0o600); err != nil {
-				fmt.Fprintln(os.Stderr, "marker:", err)
-				os.Exit(4) // not return: this runs in the engine
-			}
-			<-block
-			return nil
-		}}},
 	}
+	configure(cc, &cfg)
 	if err := server.Run(context.Background(), cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "flowstated:", err)
 	}
 	return 5
+}
+
+// pfAtFault is a child's fault point: it creates marker, for the parent to
+// see, and blocks there until the parent kills the child.
+func pfAtFault(marker string) {
+	if err := os.WriteFile(marker, nil, 0o600); err != nil {
+		fmt.Fprintln(os.Stderr, "marker:", err)
+		os.Exit(4) // not return: this runs in the engine
+	}
+	select {} // killed here
+}
+
+// pfStartChild starts the test binary again as flowstated on e's Config,
+// TestMain running it by env (pfRunChild), its fault point creating marker.
+func pfStartChild(t *testing.T, e *testenv.Env, env, marker string) *pfProc {
+	t.Helper()
+	cc, err := json.Marshal(pfChildConfig{
+		Listen: e.Config.Listen, DBPath: e.Config.DBPath, BootIDFile: e.Config.BootIDFile,
+		RunDir: e.Config.RunDir, OVSDB: e.Config.OVSDB, ProxyDir: e.Config.ProxyDir, Marker: marker,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, "-test.run=^$")
+	cmd.Env = append(os.Environ(), env+"="+string(cc))
+	return pfStartProc(t, cmd, "flowstated child")
 }
 
 // TestProxyFaultDeathBeforeStoreCommit: flowstated dies between the switch's
@@ -607,20 +641,7 @@ func TestProxyFaultDeathBeforeStoreCommit(t *testing.T) {
 		defer cancel()
 		e, sock := pfEnv(ctx, t)
 		marker := filepath.Join(t.TempDir(), "at-store-commit")
-		cc, err := json.Marshal(pfChildConfig{
-			Listen: e.Config.Listen, DBPath: e.Config.DBPath, BootIDFile: e.Config.BootIDFile,
-			RunDir: e.Config.RunDir, OVSDB: e.Config.OVSDB, ProxyDir: e.Config.ProxyDir, Marker: marker,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		self, err := os.Executable()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(self, "-test.run=^$")
-		cmd.Env = append(os.Environ(), pfChildEnv+"="+string(cc))
-		child := pfStartProc(t, cmd, "flowstated child")
+		child := pfStartChild(t, e, pfChildEnv, marker)
 		e.WaitConverged(ctx)
 		child.alive(t)
 

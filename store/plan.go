@@ -27,6 +27,8 @@ type PutPlan struct {
 	// Result lists the changes; their Old contents are copies, valid after
 	// the read transaction.
 	Result
+	// undo is what UndoPlanned needs beyond Result: see planUndo.
+	undo planUndo
 }
 
 // PlanPut decides Put(bridge, module, es) of flows against the store as it
@@ -47,6 +49,7 @@ func (en Entries) PlanPut(bridge, module string, es []entry.Entry) (PutPlan, err
 	err := en.s.db.view(func(tx *bolt.Tx) error {
 		br := tx.Bucket(bucketBridges).Bucket([]byte(bridge))
 		var cur *bolt.Cursor
+		p.undo.fresh(br)
 		if br != nil {
 			if kb := br.Bucket(kindBuckets[entry.KindFlow]); kb != nil {
 				cur = kb.Cursor()
@@ -54,12 +57,15 @@ func (en Entries) PlanPut(bridge, module string, es []entry.Entry) (PutPlan, err
 		}
 		for _, at := range order.idx {
 			i, e := int(at), es[at]
-			prev, existed, same, err := decideOwned(cur, module, i, e)
+			prev, existed, same, damaged, err := decideOwned(cur, module, i, e)
 			if err != nil {
 				return err
 			}
 			if same {
 				continue
+			}
+			if damaged != nil {
+				p.undo.damaged(br, len(p.Changed), e, damaged)
 			}
 			p.Changed = append(p.Changed, Change{Entry: e, Index: i, Existed: existed, Old: bytes.Clone(prev)})
 		}

@@ -245,7 +245,7 @@ func putOwned(br *bolt.Bucket, kbs *kindCursors, module string, i int, e entry.E
 	if err != nil {
 		return nil, false, false, err
 	}
-	prev, existed, same, err = decideOwned(cur, module, i, e)
+	prev, existed, same, _, err = decideOwned(cur, module, i, e)
 	if err != nil || same {
 		return prev, existed, same, err
 	}
@@ -255,25 +255,27 @@ func putOwned(br *bolt.Bucket, kbs *kindCursors, module string, i int, e entry.E
 // decideOwned finds what writing e (entry i of a request) for module would do
 // through cur, a cursor on e's kind bucket (nil: the bucket does not exist):
 // the content it replaces (prev, existed), nothing (same), or a refusal of an
-// identity another module owns. prev points into the transaction's pages.
-func decideOwned(cur *bolt.Cursor, module string, i int, e entry.Entry) (prev []byte, existed, same bool, err error) {
+// identity another module owns. A damaged record (sum.go) is replaced as if
+// absent; damaged is its bytes, for an undo (UndoPlanned). prev and damaged
+// point into the transaction's pages.
+func decideOwned(cur *bolt.Cursor, module string, i int, e entry.Entry) (prev []byte, existed, same bool, damaged []byte, err error) {
 	if cur == nil {
-		return nil, false, false, nil
+		return nil, false, false, nil, nil
 	}
 	k, old := cur.Seek(e.ID)
 	if old == nil || !bytes.Equal(k, e.ID) {
-		return nil, false, false, nil
+		return nil, false, false, nil, nil
 	}
 	owner, payload, err := openRecord(k, old)
 	if err != nil {
 		// Damaged (sum.go): what it held is unknown, and the write
 		// replaces it.
-		return nil, false, false, nil
+		return nil, false, false, old, nil
 	}
 	if string(owner) != module {
-		return nil, false, false, ownedError(i, e.Kind, string(owner))
+		return nil, false, false, nil, ownedError(i, e.Kind, string(owner))
 	}
-	return payload, true, bytes.Equal(payload, e.Payload), nil
+	return payload, true, bytes.Equal(payload, e.Payload), nil, nil
 }
 
 // writeOwned stores e for module in kb, its kind's bucket, and records in

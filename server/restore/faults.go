@@ -14,8 +14,12 @@ type Faults struct {
 	// error stands for the bundle's outcome (a reply lost after COMMIT).
 	AfterBundle func() error
 	// BeforeStoreCommit runs at the end of a write's store transaction,
-	// after the switch accepted it; its error rolls the transaction back.
+	// after the switch accepted it; its error rolls the transaction back
+	// (a pipe's, committed while the switch decided, is undone).
 	BeforeStoreCommit func() error
+	// BeforeUndo runs when a pipe's store transaction committed and the
+	// switch then refused it, before the store takes it back; it may block.
+	BeforeUndo func()
 	// NoPipe turns pipelined writes (package write) off, for tests of group
 	// commit's own batches.
 	NoPipe bool
@@ -57,6 +61,12 @@ func (f *Faults) beforeStoreCommit() error {
 	return f.BeforeStoreCommit()
 }
 
+func (f *Faults) beforeUndo() {
+	if f != nil && f.BeforeUndo != nil {
+		f.BeforeUndo()
+	}
+}
+
 func (f *Faults) pipes() bool { return f == nil || !f.NoPipe }
 
 func (f *Faults) piped(n int) {
@@ -85,6 +95,8 @@ func (w writeFaults) Taken(n int) { w.f.taken(n) }
 func (w writeFaults) Verdict(err error, streamed bool) error { return w.f.verdict(err, streamed) }
 
 func (w writeFaults) BeforeStoreCommit() error { return w.f.beforeStoreCommit() }
+
+func (w writeFaults) BeforeUndo() { w.f.beforeUndo() }
 
 func (w writeFaults) Pipes() bool { return w.f.pipes() }
 

@@ -27,7 +27,8 @@
 //     commits it or sends the changes after, and decide turns each verdict
 //     into an Outcome. Refused: the store rolls back and the request fails
 //     naming the entry. Refused as a whole: resendWhole. Unknown: stored,
-//     not applied.
+//     not applied. A pipe commits its store while the switch decides, and
+//     undoes the commit on a refusal before answering (pipeStep).
 //  4. commit (or end, when nothing was stored) settles: settleLocked lifts
 //     the quarantine of what the write declared and, when the write was not
 //     applied, asks the bridge for a replay. The caller gets applied or not.

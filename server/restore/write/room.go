@@ -72,8 +72,12 @@ type Faults interface {
 	Taken(n int)
 	// Verdict may replace the switch's verdict err on a bundle.
 	Verdict(err error, streamed bool) error
-	// BeforeStoreCommit may fail a transaction before its store commits.
+	// BeforeStoreCommit may fail a transaction before its store commits
+	// (a pipe's: once the switch took it, which undoes its commit).
 	BeforeStoreCommit() error
+	// BeforeUndo is told when a pipe's committed transaction is about to
+	// be taken back after the switch refused it.
+	BeforeUndo()
 	// Pipes reports whether Puts may be pipelined.
 	Pipes() bool
 	// Piped is told the size of every batch a pipe takes.

@@ -136,8 +136,10 @@ type txn struct {
 // a verdict or settles.
 type storeStep interface {
 	// store runs the store's side of the transaction; at its commit point
-	// it calls atSwitch, whose error rolls the store back. Committed, it
-	// returns what the transaction's commit settles.
+	// it calls atSwitch, whose error rolls the store back (a pipe's step
+	// calls it once its commit is durable, and an error undoes the commit:
+	// pipeStep). Committed, it returns what the transaction's commit
+	// settles.
 	store(t *txn, atSwitch func() error) (committed, error)
 	// after is what goes to the switch after the store: when nothing
 	// streamed, or the switch refused the bundle as a whole. Its error

@@ -2,7 +2,6 @@ package write
 
 import (
 	"context"
-	"errors"
 	"hash/maphash"
 	"slices"
 	"sync"
@@ -30,15 +29,16 @@ import (
 //     queued, else once the verdict is in, so that batches grow under load.
 //  2. The storer, the pipe's own goroutine, takes the batches in order, as
 //     many as are queued, writes their plans (store.Writer.PutPlanned) in one
-//     transaction while the switch decides them, and commits it once every
-//     verdict is in. Then it answers the callers.
+//     transaction and commits it while the switch decides them (pipeStep),
+//     taking it back if the switch refuses. Once every verdict is in and
+//     the commit is durable, it answers the callers.
 //
 // The guarantees are group commit's:
 //
-//   - The store commits only what the switch accepted, or what it may hold
+//   - The store keeps only what the switch accepted, or what it may hold
 //     (a verdict lost: stored, not applied, the bridge replays). A batch the
-//     switch refused is taken out and the transaction written again without
-//     it. A lone request gets its error as group commit would give it; the
+//     switch refused is undone, taken out, and the transaction written again
+//     without it. A lone request gets its error as group commit would give it; the
 //     requests of a larger batch go back to group commit once the pipe is
 //     closed, split as commitBatch splits them (the culprits of a refusal
 //     alone, everyone alone after a failure that names nobody).
@@ -429,66 +429,4 @@ func (p *pipe) storeGroup(group []*pipedBatch) {
 	p.broken = p.broken || t.diverged
 	p.back = append(p.back, back...)
 	p.solo = append(p.solo, solo...)
-}
-
-// pipeStep is the store step of a pipe's transaction: the plans of its
-// batches written while the switch decides them, committed only if the
-// switch took or may hold every batch; a refused batch is left out and the
-// rest written again (errRefusedInGroup). Its commit lifts no quarantine
-// (nothing is quarantined while a pipe is open, openPipe) and learns
-// nothing (nothing opaque enters a pipe).
-type pipeStep struct {
-	group []*pipedBatch
-	db    pipeStore
-}
-
-func (s *pipeStep) store(_ *txn, atSwitch func() error) (committed, error) {
-	var plans []store.PutPlan
-	sent := false
-	for _, pb := range s.group {
-		if pb.bundle == nil || !pb.bundle.dropped {
-			// pb.results already hold the plans' Results (the bundle maps
-			// a refusal through them).
-			plans = append(plans, pb.plans...)
-			sent = sent || pb.bundle != nil
-		}
-	}
-	if !sent { // nothing changes: nothing to write
-		return committed{}, nil
-	}
-	return committed{}, s.db.Update(func(w *store.Writer) error {
-		if err := w.PutPlanned(plans...); err != nil {
-			return err
-		}
-		return atSwitch()
-	})
-}
-
-// after: a batch refused as a whole goes back to group commit, which sends
-// it again; this transaction is written again without it.
-func (s *pipeStep) after(*txn) (sendAfter, error) { return sendAfter{}, errRefusedInGroup }
-
-func (s *pipeStep) refused(*plan.RejectedError) error { return errRefusedInGroup }
-
-// split divides pb's requests after the switch refused re: those whose
-// changes it names go alone, the others together; without names, all alone.
-func (pb *pipedBatch) split(re *plan.RejectedError) (together, alone []*writeReq) {
-	owner := map[string]int{}
-	for i, pp := range pb.plans {
-		for _, c := range pp.Changed {
-			owner[plan.Key(c.Entry.Kind, c.Entry.ID)] = i
-		}
-	}
-	var fe *failedError
-	if !errors.As(refused(re, owner, len(pb.reqs)), &fe) {
-		return nil, pb.reqs
-	}
-	for i, r := range pb.reqs {
-		if fe.reqs[i] {
-			alone = append(alone, r)
-		} else {
-			together = append(together, r)
-		}
-	}
-	return together, alone
 }
