@@ -114,7 +114,10 @@
 // Delete), so several requests can share one commit (group commit). The
 // caller sends the changes the Writer reports to the switch before Update
 // returns, so the store commits only what the switch accepted, and nothing
-// when it refused. Code running inside an Update must not use the store.
+// when it refused; except a pipe's Put of flows (server/restore/write),
+// which commits while the switch decides and, refused, takes the commit
+// back in the next transaction (Writer.UndoPlanned, undo.go). Code running
+// inside an Update must not use the store.
 //
 // A write too large to hold in memory is staged instead (Staging, stage.go): the
 // request comes as a Spool (sorted runs in an unlinked file beside the

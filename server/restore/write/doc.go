@@ -52,11 +52,13 @@
 //
 //   - Put, Sync, Delete, Do (writes.go): the request's op, in group
 //     commit's store transaction (groupcommit.go) or a pipe's
-//     (writepipe.go);
+//     (writepipe.go, writepipestep.go; a refused pipe's commit is undone,
+//     store.Writer.UndoPlanned);
 //   - PutSpool, SyncSpool (writes.go): store.Stage and Staged.Commit, in
 //     a staged write (writestaged.go);
 //   - a controller's change (proxy.go): its op, by group commit, with a
-//     resync's deletion of the entries it cleared (resyncsweep.go);
+//     resync's deletion of the entries it cleared (resyncsweep.go) and the
+//     record of the switch's copies it holds back (store.Ahead, resync.go);
 //   - a TLV table change (tlv.go): the store's TLVMaps;
 //   - an adoption (adopt.go): the learned entries, put and deleted.
 //
