@@ -109,9 +109,10 @@
 //   - match.go, encapmatch.go: the match, parsed and encoded in OVS's order.
 //   - flow.go: flow lines (ParseFlow, ParseFlows) and the printing of a
 //     FLOW_MOD (FormatFlow, FormatFlowMod); decodemod.go: DecodeFlowMod.
-//   - actions.go: the action list and instructions, and the core actions
-//     (output, set_field, load, move, resubmit, conjunction, ...), parsed
-//     and printed.
+//   - actions.go: the action list and its instructions; coreactions.go: one
+//     action's dispatch by name and the core actions (output, controller,
+//     resubmit, conjunction); setfield.go: subfields and the register
+//     actions (set_field, load, move, mod_*), parsed and printed.
 //   - ct.go (ct, nat), learn.go, bundle.go (bundle, bundle_load),
 //     controller.go, encapactions.go
 //     (MPLS, NSH, encap, decap), nicira.go (the other Nicira actions:
