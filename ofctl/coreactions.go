@@ -1,5 +1,6 @@
 // One action: the dispatch by name (parseActionTo, formatAction) and the core
-// actions it handles itself (output, controller, resubmit, conjunction).
+// actions it handles itself (output and the controller port, resubmit,
+// conjunction); controller(...) with arguments is in controller.go.
 
 package ofctl
 
