@@ -3,7 +3,6 @@ package entry
 import (
 	"bytes"
 	"encoding/binary"
-
 	"fmt"
 	"regexp"
 )

@@ -5,10 +5,8 @@ package ofmods
 
 import (
 	"bytes"
-
 	"errors"
 	"fmt"
-
 	"sync"
 
 	"antrea.io/libOpenflow/openflow15"
