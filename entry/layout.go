@@ -1,6 +1,9 @@
 package entry
 
-import "fmt"
+import (
+	"encoding/binary"
+	"fmt"
+)
 
 // The byte layout of the OpenFlow 1.5 messages an entry is kept as. Every
 // field flowstate reads from or writes into a FLOW_MOD, GROUP_MOD or
@@ -199,4 +202,28 @@ func ReadGroupMod(m []byte) (GroupMod, error) {
 	}
 	g.Buckets, g.Props = m[groupModFixed:groupModFixed+blen], m[groupModFixed+blen:]
 	return g, nil
+}
+
+// FlowTable returns the table of a flow identity.
+func FlowTable(id []byte) uint8 {
+	if len(id) == 0 {
+		return 0
+	}
+	return id[0]
+}
+
+// FlowPriority returns the priority of a flow identity, 0 when id is too
+// short to hold one.
+func FlowPriority(id []byte) uint16 {
+	if len(id) < 3 {
+		return 0
+	}
+	return binary.BigEndian.Uint16(id[1:3])
+}
+
+// FlowMatch returns the ofp_match (header, fields and padding) of a
+// canonical FLOW_MOD.
+func FlowMatch(fm []byte) []byte {
+	mlen := int(binary.BigEndian.Uint16(fm[flowModFixed+2:]))
+	return fm[flowModFixed : flowModFixed+pad8(mlen)]
 }

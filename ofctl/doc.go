@@ -106,18 +106,21 @@
 //     addresses; format.go: their printers and the match printer.
 //   - fields.go, headers.go, encapfields.go, tunmetadata.go: the field
 //     tables (names, OXM/NXM headers, widths, prerequisites).
-//   - match.go, encapmatch.go: the match, parsed and encoded in OVS's order.
+//   - match.go: the match and its prerequisites; matchparse.go: its fields
+//     as written in a flow line; matchoxm.go: encoded in OVS's order and
+//     decoded; encapmatch.go: the encapsulations' fields.
 //   - flow.go: flow lines (ParseFlow, ParseFlows) and the printing of a
-//     FLOW_MOD (FormatFlow, FormatFlowMod); decodemod.go: DecodeFlowMod.
-//   - actions.go: the action list and instructions, and the core actions
-//     (output, set_field, load, move, resubmit, conjunction, ...), parsed
-//     and printed.
-//   - ct.go (ct, nat), learn.go, bundle.go (bundle, bundle_load),
-//     controller.go, encapactions.go
-//     (MPLS, NSH, encap, decap), nicira.go (the other Nicira actions:
-//     dec_ttl ids, note, clone, sample, check_pkt_larger, multipath,
-//     fin_timeout, output_trunc, VLAN and stack actions): one action family
-//     each, parse and print.
+//     FLOW_MOD (FormatFlow, FormatFlowMod); flowenc.go: a parsed flow's
+//     encoding; decodemod.go: DecodeFlowMod.
+//   - actions.go: the action list and its instructions; coreactions.go: one
+//     action's dispatch by name and the core actions (output, resubmit,
+//     conjunction); setfield.go: subfields and the register
+//     actions (set_field, load, move, mod_*), parsed and printed.
+//   - ct.go, nat.go, learn.go, bundle.go (bundle, bundle_load),
+//     controller.go, encapactions.go (MPLS, NSH, encap, decap), nxbranch.go
+//     (clone, sample, check_pkt_larger, multipath), nicira.go (the other
+//     Nicira actions: dec_ttl ids, note, fin_timeout, output_trunc, VLAN and
+//     stack actions): one action family each, parse and print.
 //   - group.go, selection.go: groups and their selection method; meter.go:
 //     meters; ids.go: group and meter ids of del-groups and del-meters.
 //   - filter.go: dump-flows filters; limits.go: OVS's limits on actions;

@@ -35,17 +35,6 @@ type learnAction struct {
 	specs            []byte
 }
 
-// nxmHdr32 is the 4-byte NXM header learn uses for f.
-func nxmHdr32(f *field) uint32 {
-	return uint32(f.nxmHdr.class)<<16 | uint32(f.nxmHdr.field)<<9 | uint32(f.bytes)
-}
-
-// nxmHdrOf is nxmHdr32 as the bridge keeps it: a tun_metadata field with
-// the option length of the TLV map, when the parser has one.
-func (cx *actx) nxmHdrOf(f *field) uint32 {
-	return binary.BigEndian.Uint32(nxmID(f, cx.mt.tlv))
-}
-
 // parseLearn parses learn(...) into NXAST_LEARN, or NXAST_LEARN2 when limit
 // or result_dst is used, checking prerequisites as OVS's learn_check does.
 func (cx *actx) parseLearn(p kv) ([]byte, error) {
@@ -479,26 +468,4 @@ func formatLearn(a []byte) (string, error) {
 	}
 	sb.WriteByte(')')
 	return sb.String(), nil
-}
-
-// fieldFromNXMHeader finds the field learn names by an NXM header.
-// nxmSubfield decodes the NXM header and ofs_nbits of a Nicira action's
-// destination.
-func nxmSubfield(h uint32, ofsNbits uint16) (subfield, error) {
-	f, err := fieldFromNXMHeader(h)
-	if err != nil {
-		return subfield{}, err
-	}
-	return decodeOfsNbits(f, ofsNbits)
-}
-
-func fieldFromNXMHeader(h uint32) (*field, error) {
-	f, ok := fieldByNXMHdr[oxmHdr{h >> 16, uint8(h>>9) & 0x7f}]
-	if ok && f.variable && int(h&0xff) <= f.bytes && h&0x100 == 0 {
-		return f, nil // as wide as the bridge's option, or 124 bytes
-	}
-	if !ok || int(h&0xff) != f.bytes || h&0x100 != 0 {
-		return nil, fmt.Errorf("unsupported field header %#08x", h)
-	}
-	return f, nil
 }
