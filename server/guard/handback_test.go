@@ -21,31 +21,8 @@ import (
 // controller installed; until a grace has passed (or the lease is renewed)
 // the guard does not relay again, and then it does.
 func TestHandOverEndsRelaying(t *testing.T) {
-	const br = "br-handback"
-	ctx, sb, lease, l, rl := relayEnv(t, br)
 	const grace = 1500 * time.Millisecond
-	rctx, stop := context.WithCancel(ctx)
-	defer stop()
-	cfg := Config{Lease: lease, OVSDB: sb.DBAddr(), Grace: grace, ExitWhenIdle: true, Logger: logger(t),
-		Relays: []Relay{{Bridge: br, Listen: rl.Listen, Upstream: rl.Upstream, Listener: rl.Listener}}}
-	done := make(chan error, 1)
-	go func() { done <- Run(rctx, cfg) }()
-	defer func() {
-		stop()
-		for end := time.Now().Add(2 * grace); time.Now().Before(end); time.Sleep(grace / 10) {
-			_, _ = l.Renew("")
-		}
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
-	pollUntil(ctx, t, "guard holds the lock", func() bool {
-		if _, err := l.Renew(""); err != nil {
-			t.Fatal(err)
-		}
-		p, _ := Present(lease)
-		return p
-	})
+	ctx, lease, rl, _ := relayGuard(t, "br-handback", grace)
 
 	// The lease goes stale: the guard relays.
 	relayed := relayedConn(ctx, t, rl.Listen)

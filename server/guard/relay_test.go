@@ -230,30 +230,8 @@ func TestRelayAdmits(t *testing.T) {
 // through flowstated alike. The guard binds the stale path again, before it
 // relays and before it hands the socket over.
 func TestRelayRebindsReplacedSocket(t *testing.T) {
-	const br = "br-rebind"
-	ctx, sb, lease, l, rl := relayEnv(t, br)
 	const grace = 400 * time.Millisecond
-	rctx, stop := context.WithCancel(ctx)
-	defer stop()
-	cfg := Config{Lease: lease, OVSDB: sb.DBAddr(), Grace: grace, ExitWhenIdle: true, Logger: logger(t),
-		Relays: []Relay{{Bridge: br, Listen: rl.Listen, Upstream: rl.Upstream, Listener: rl.Listener}}}
-	done := make(chan error, 1)
-	go func() { done <- Run(rctx, cfg) }()
-	defer func() {
-		stop()
-		for end := time.Now().Add(2 * grace); time.Now().Before(end); time.Sleep(grace / 10) {
-			_, _ = l.Renew("")
-		}
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
-	renew := func() {
-		if _, err := l.Renew(""); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pollUntil(ctx, t, "guard holds the lock", func() bool { renew(); p, _ := Present(lease); return p })
+	ctx, lease, rl, renew := relayGuard(t, "br-rebind", grace)
 	// A flowstated that got no hand-over binds the path anew, then dies.
 	replace := func() {
 		t.Helper()
@@ -313,4 +291,34 @@ func TestRelayRebindsReplacedSocket(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("a dial of the path did not reach the handed-over socket")
 	}
+}
+
+// relayGuard runs a guard that exits when idle, with grace, holding the
+// proxy socket of bridge br (relayEnv), until the test ends; it returns once
+// the guard holds the lock, and renew renews the lease. At the end the
+// guard is stopped with the lease fresh, and must return no error.
+func relayGuard(t *testing.T, br string, grace time.Duration) (context.Context, string, Relay, func()) {
+	t.Helper()
+	ctx, sb, lease, l, rl := relayEnv(t, br)
+	rctx, stop := context.WithCancel(ctx)
+	cfg := Config{Lease: lease, OVSDB: sb.DBAddr(), Grace: grace, ExitWhenIdle: true, Logger: logger(t),
+		Relays: []Relay{{Bridge: br, Listen: rl.Listen, Upstream: rl.Upstream, Listener: rl.Listener}}}
+	done := make(chan error, 1)
+	go func() { done <- Run(rctx, cfg) }()
+	t.Cleanup(func() {
+		stop()
+		for end := time.Now().Add(2 * grace); time.Now().Before(end); time.Sleep(grace / 10) {
+			_, _ = l.Renew("")
+		}
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	renew := func() {
+		if _, err := l.Renew(""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pollUntil(ctx, t, "guard holds the lock", func() bool { renew(); p, _ := Present(lease); return p })
+	return ctx, lease, rl, renew
 }
