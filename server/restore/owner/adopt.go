@@ -219,7 +219,16 @@ func (l *Learning) Learn(ctx context.Context) (module string, puts, removed []en
 		log.Info("the store's entries were not on this vswitchd: learning what the controller installed through the guard's relay, not what the switch lacks",
 			"vswitchd", now, "switch", sw, "placed", placed, "live", a.Live, "released", released)
 	}
-	found, err := ow.learnRelayed(ctx, b, l.conn, a.module, ours)
+	// What a resync of the module held back from the switch (store.Ahead):
+	// the switch's copy of such an entry is flowstated's, not the
+	// controller's doing. Unreadable, the switch's copies cannot be told
+	// from the controller's changes: the store's acknowledged state stands.
+	ahead, err := ow.cfg.Store.Ahead().Of(b.Name(), a.module)
+	if err != nil {
+		log.Error("the record of what a resync held back from the switch is unreadable: not learning what the controller installed through the guard's relay, replaying the store", "err", err)
+		return a.module, nil, nil, nil
+	}
+	found, err := ow.learnRelayed(ctx, b, l.conn, a.module, ours, ahead)
 	if err != nil {
 		a.to(adoptionStarted, adoptionPending)
 		l.started = false
@@ -276,7 +285,7 @@ type learned struct {
 // learnRelayed compares what b's switch holds with the store, for module
 // (see Learning what a relayed controller did); removals only when the
 // store's entries were on this vswitchd (removals).
-func (ow *Owners) learnRelayed(ctx context.Context, b *bridgeOwner, conn *ofconn.Conn, module string, removals bool) (learned, error) {
+func (ow *Owners) learnRelayed(ctx context.Context, b *bridgeOwner, conn *ofconn.Conn, module string, removals bool, ahead map[string]store.AheadDigest) (learned, error) {
 	var l learned
 	kf := ow.keptFilter(b)
 	// The owned flows as a dump keeps them (package replay): outside the
@@ -311,13 +320,7 @@ func (ow *Owners) learnRelayed(ctx context.Context, b *bridgeOwner, conn *ofconn
 	if l.fresh {
 		return l, nil
 	}
-	// What a resync of the module held back from the switch (store.Ahead):
-	// the switch's copy of such an entry is flowstated's, not the
-	// controller's doing.
-	ahead, err := ow.cfg.Store.Ahead().Of(b.Name(), module)
-	if err != nil {
-		return l, err
-	}
+	// ahead: the switch's copies a resync of the module held back.
 	resyncs := func(kind entry.Kind, id, m []byte) bool {
 		d, ok := ahead[plan.Key(kind, id)]
 		return ok && d == store.DigestOf(m)
