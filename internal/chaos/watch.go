@@ -136,7 +136,10 @@ func (r *run) startVswitchd(ctx context.Context) error {
 	r.unarmed = r.unarmed || !armed
 	r.rebuiltLive = false
 	r.vsStart, r.disrupted = time.Now(), time.Now()
-	r.strict = armed && alive && time.Since(r.excusedAt) > guardGrace+maxHold
+	// A start while br-int speaks no OpenFlow 1.5 (protocols-flip) is
+	// released without br-int at --max-hold, which then forwards as plain
+	// OVS's would: no deny to hold it to, however long ago the flip began.
+	r.strict = armed && alive && time.Since(r.excusedAt) > guardGrace+maxHold && !r.running[ProtocolsFlip]
 	return err
 }
 
