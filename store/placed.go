@@ -25,17 +25,8 @@ type Placed struct{ db *trackedDB }
 // when none was recorded. A value whose checksum does not match fails it.
 func (pl Placed) Vswitchd(bridge string) (string, error) {
 	var id string
-	err := pl.db.view(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketPlaced)
-		if b == nil {
-			return nil
-		}
-		v := b.Get([]byte(bridge))
-		if v == nil {
-			return nil
-		}
-		raw, err := unseal([]byte(bridge), v)
-		id = string(raw)
+	err := pl.db.view(func(tx *bolt.Tx) (err error) {
+		id, err = placedOn(tx, bridge)
 		return err
 	})
 	if err != nil {
@@ -44,12 +35,32 @@ func (pl Placed) Vswitchd(bridge string) (string, error) {
 	return id, nil
 }
 
+// placedOn reads the vswitchd recorded for bridge in tx ("" none).
+func placedOn(tx *bolt.Tx, bridge string) (string, error) {
+	b := tx.Bucket(bucketPlaced)
+	if b == nil {
+		return "", nil
+	}
+	v := b.Get([]byte(bridge))
+	if v == nil {
+		return "", nil
+	}
+	raw, err := unseal([]byte(bridge), v)
+	return string(raw), err
+}
+
 // SetVswitchd records id as the vswitchd bridge's entries were replayed
 // on, durably, and that its switch holds the store's entries (the bridge's
 // switch copies go, ahead.go). The same id again, with no copies recorded,
 // costs a read, not a write and an fsync: every reconcile calls it.
 func (pl Placed) SetVswitchd(bridge, id string) error {
-	if cur, err := pl.Vswitchd(bridge); err == nil && cur == id && !pl.ahead(bridge) {
+	same := false
+	_ = pl.db.view(func(tx *bolt.Tx) error {
+		cur, err := placedOn(tx, bridge)
+		same = err == nil && cur == id && !hasAhead(tx, bridge)
+		return nil
+	})
+	if same {
 		return nil
 	}
 	err := pl.db.update(func(tx *bolt.Tx) error {
@@ -66,11 +77,4 @@ func (pl Placed) SetVswitchd(bridge, id string) error {
 		return fmt.Errorf("store: vswitchd of bridge %s's entries: %w", bridge, err)
 	}
 	return nil
-}
-
-// ahead reports whether switch copies are recorded for bridge.
-func (pl Placed) ahead(bridge string) bool {
-	var has bool
-	_ = pl.db.view(func(tx *bolt.Tx) error { has = hasAhead(tx, bridge); return nil })
-	return has
 }
