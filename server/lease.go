@@ -43,7 +43,7 @@ type keeper struct {
 	cfg    GuardConfig
 	ovsdb  string
 	engine engineHealth // set before run
-	flag   guardListener
+	flag   restore.Flag // told of every change of verdict: it arms only on a proven guard
 	events *events.Log
 	hs     *health.Server
 	log    *slog.Logger
@@ -83,12 +83,6 @@ type engineHealth interface {
 	Wedged() string
 	Gate() gate.Status
 	Status() []restore.BridgeStatus
-}
-
-// guardListener is told of every change of the keeper's verdict on the
-// guard (the flag: it arms only on a proven guard).
-type guardListener interface {
-	GuardChanged()
 }
 
 // proofState is the keeper's last verdict on the guard.

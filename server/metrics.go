@@ -17,7 +17,7 @@ import (
 // required module, whatever has happened yet.
 type stateCollector struct {
 	engine gaugedState
-	flag   flagGauges
+	flag   restore.Flag
 	keep   *keeper
 	store  *store.Store
 	log    *slog.Logger
@@ -27,12 +27,6 @@ type stateCollector struct {
 type gaugedState interface {
 	Gate() gate.Status
 	Modules() (map[string]restore.ModuleState, error)
-}
-
-// flagGauges is the flag's state the collector exports.
-type flagGauges interface {
-	FlowRestoreWait() (on, ok bool)
-	VswitchdAcknowledged() bool
 }
 
 var (

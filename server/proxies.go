@@ -21,6 +21,7 @@ import (
 	"github.com/flowstate-io/flowstate/server/events"
 	"github.com/flowstate-io/flowstate/server/guard"
 	"github.com/flowstate-io/flowstate/server/ofproxy"
+	"github.com/flowstate-io/flowstate/server/restore"
 	"github.com/flowstate-io/flowstate/server/restore/owner"
 	"github.com/flowstate-io/flowstate/server/restore/write"
 )
@@ -200,32 +201,14 @@ func (ps *proxies) relays(cfg *Config) []guard.Relay {
 	return out
 }
 
-// relayLearner takes the guard's evidence of what it relayed for a proxied
-// bridge (adopt).
-type relayLearner interface {
-	AdoptRelayed(bridge, module string, rel owner.Relayed) error
-}
-
-// recording is the engine's side of a proxy (start): the Recorder that
-// takes the controller's changes as the module's (the write path), and the
-// Kept record of what unrecorded controllers installed.
-type (
-	recording interface {
-		Recorder(bridge, module string) (*write.Recorder, error)
-	}
-	keeping interface {
-		Kept(bridge string) (*owner.Kept, error)
-	}
-)
-
 // adopt hands the engine the guard's evidence of each proxied bridge it
 // relayed while flowstated was away (guard.Relayed), so that the bridge's
 // first reconcile learns what the controller installed meanwhile instead of
-// overwriting it (relayLearner.AdoptRelayed); the evidence goes once the
+// overwriting it (restore.Owners.AdoptRelayed); the evidence goes once the
 // engine took it into account. Before the engine runs. The module learned
 // is the one this flowstated records on the bridge's socket (one proxy a
 // bridge); a record naming another module is not learned.
-func (ps *proxies) adopt(cfg *Config, engine relayLearner) {
+func (ps *proxies) adopt(cfg *Config, owners restore.Owners) {
 	if cfg.Guard.Mode == GuardOff {
 		return
 	}
@@ -259,7 +242,7 @@ func (ps *proxies) adopt(cfg *Config, engine relayLearner) {
 				ks.Replay(k)
 			}
 		}
-		if err := engine.AdoptRelayed(spec.Bridge, spec.Module, owner.Relayed{Vswitchd: m.Vswitchd, Live: m.Live, Keep: keep, Taken: taken}); err != nil {
+		if err := owners.AdoptRelayed(spec.Bridge, spec.Module, owner.Relayed{Vswitchd: m.Vswitchd, Live: m.Live, Keep: keep, Taken: taken}); err != nil {
 			ps.log.Warn("openflow proxy: not learning what the guard relayed", "bridge", spec.Bridge, "module", spec.Module, "error", err)
 			continue
 		}
@@ -276,7 +259,7 @@ type proxy struct {
 
 // start makes a proxy of every socket listen made. On an error every
 // socket is closed (and removed when no guard shares it).
-func (ps *proxies) start(cfg *Config, recs recording, keeps keeping, evlog *events.Log) error {
+func (ps *proxies) start(cfg *Config, writes restore.Writes, owners restore.Owners, evlog *events.Log) error {
 	if len(cfg.Proxies) == 0 {
 		return nil
 	}
@@ -287,12 +270,12 @@ func (ps *proxies) start(cfg *Config, recs recording, keeps keeping, evlog *even
 			ps.close()
 			return err
 		}
-		rec, err := recs.Recorder(spec.Bridge, spec.Module)
+		rec, err := writes.Recorder(spec.Bridge, spec.Module)
 		if err != nil {
 			ps.close()
 			return err
 		}
-		kept, err := keeps.Kept(spec.Bridge)
+		kept, err := owners.Kept(spec.Bridge)
 		if err != nil {
 			rec.Close()
 			ps.close()

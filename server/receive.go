@@ -20,19 +20,6 @@ import (
 // request, the store's result, bbolt's dirty pages): 60 MB at most.
 const DefaultStageAbove = 50_000
 
-// writer is the engine's write path, as the API's writes use it (Put,
-// Delete, PutStream, Sync).
-type writer interface {
-	Put(ctx context.Context, bridge, module string, es []entry.Entry) (applied bool, err error)
-	Delete(ctx context.Context, bridge, module string, keys []entry.Entry) (applied bool, n int, err error)
-	Sync(ctx context.Context, bridge, module string, es []entry.Entry, ready bool) (write.SyncResult, error)
-	// CheckDeclared checks entries as Put would, before they are spooled.
-	CheckDeclared(es []entry.Entry, base int) error
-	// PutSpool and SyncSpool take sp: the engine closes it (handOver).
-	PutSpool(ctx context.Context, bridge, module string, sp *store.Spool) (applied bool, err error)
-	SyncSpool(ctx context.Context, bridge, module string, sp *store.Spool, ready bool) (write.SyncResult, error)
-}
-
 // entryMessage is a message of a client stream of entries (PutStream, Sync).
 type entryMessage interface {
 	GetBridge() string

@@ -301,7 +301,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	proxies := &proxies{log: log}
 	defer proxies.close()
 	gs.RegisterService(withDecodeErrors(&flowstatev1.FlowStateService_ServiceDesc), &service{
-		writes: engine.Writes(), reads: engine, state: engine, vswitchd: engine.Vswitchd(), ready: engine, replays: engine, flag: engine.Flag(),
+		writes: engine.Writes(), reads: engine, state: engine, ready: engine, replays: engine, flag: engine.Flag(),
 		store: st, events: evlog, writers: cfg.Writers, streamID: newStreamID(), bootID: bootID, coldStart: cold, keep: keep,
 		sessions: sessions, log: log, stageAbove: cfg.StageAbove, faults: cfg.Faults, proxies: proxies,
 		ovn: newOVNController(cfg.OVNRunDir, log),

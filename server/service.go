@@ -63,17 +63,17 @@ func (b *batcher[T]) flush() error {
 
 // service implements the gRPC API on top of the restore engine and the store;
 // it only validates and converts. It reaches the engine through one narrow
-// interface per concern, each declared where its calls are.
+// interface per concern: a room's as package restore hands it on
+// (restore.Writes, restore.Flag), the engine's own methods through
+// interfaces declared where their calls are.
 type service struct {
 	flowstatev1.UnimplementedFlowStateServiceServer
-	writes writer       // receive.go
-	reads  switchReader // inspect.go
-	state  stateReader
-	// vswitchd is what the engine knows of the running vswitchd's build.
-	vswitchd  interface{ Info() vswitchd.Info }
+	writes    restore.Writes // receive.go
+	reads     switchReader   // inspect.go
+	state     stateReader
 	ready     readiness
 	replays   reconciler
-	flag      flagControl
+	flag      restore.Flag
 	store     *store.Store
 	events    *events.Log
 	writers   Writers
@@ -101,6 +101,7 @@ type stateReader interface {
 	Gate() gate.Status
 	Modules() (map[string]restore.ModuleState, error)
 	OwnedCookie() entry.CookieSpace
+	VswitchdInfo() vswitchd.Info
 }
 
 // readiness takes a module's ready mark (MarkReady) for the cold-start gate.
@@ -112,17 +113,6 @@ type readiness interface {
 type reconciler interface {
 	Bridges() []string
 	Reconcile(ctx context.Context, bridge string) (restore.BridgeStatus, error)
-}
-
-// flagControl is flow-restore-wait as the API arms, releases and reports it
-// (Arm, Release, Status).
-type flagControl interface {
-	Arm(ctx context.Context) (wasSet bool, err error)
-	Release(ctx context.Context) (wasSet bool, ack time.Duration, err error)
-	LastRelease() time.Time
-	FlowRestoreWait() (on, ok bool)
-	VswitchdAcknowledged() bool
-	Vswitchd() (running, unheld bool)
 }
 
 func validateTarget(bridge, module string) error {
@@ -249,7 +239,7 @@ func (s *service) Status(ctx context.Context, _ *flowstatev1.StatusRequest) (*fl
 	running, unheld := s.flag.Vswitchd()
 	resp.VswitchdRunning = running
 	resp.VswitchdHeld = running && !unheld && resp.FlowRestoreWait
-	sw := s.vswitchd.Info()
+	sw := s.state.VswitchdInfo()
 	resp.VswitchdBuild = &flowstatev1.VswitchdBuild{Version: sw.Version, OvsdbVersion: sw.OVSDBVersion, Limits: sw.Limits}
 	resp.OvnController = s.ovn.status(ctx)
 	bi := version.Get()

@@ -356,22 +356,6 @@ func (e *Engine) bridge(name string) (*bridge.State, error) {
 // Bridges returns the names of the managed bridges, in flag order.
 func (e *Engine) Bridges() []string { return append([]string(nil), e.order...) }
 
-// Writes is the write path: Put, Sync, Delete, CheckDeclared, PutSpool,
-// SyncSpool and the OpenFlow proxy's Recorder (package write).
-func (e *Engine) Writes() *write.Writes { return e.writes }
-
-// Vswitchd is the running ovs-vswitchd: its build (Info) and the bridges'
-// connections.
-func (e *Engine) Vswitchd() *vswitchd.Daemon { return e.vswitchd }
-
-// Owners is what of each bridge the engine may change: AdoptRelayed, the
-// proxy's Kept (package owner).
-func (e *Engine) Owners() *owner.Owners { return e.owners }
-
-// Flag is the flow-restore-wait protocol (Arm, Release, the flag's state)
-// and the OVSDB client.
-func (e *Engine) Flag() *flag.Flag { return e.flag }
-
 // publish sends an event to the log, if any.
 func (e *Engine) publish(ev events.Event) {
 	if e.cfg.Events != nil {

@@ -199,7 +199,7 @@ func (h *hold) wait(ctx context.Context, t *testing.T, batch int32) {
 	}
 }
 
-func queued(e *testEngine) int { return e.Writes().Queued(testBridge) }
+func queued(e *testEngine) int { return e.writes.Queued(testBridge) }
 
 type outcome struct {
 	applied bool
@@ -253,7 +253,7 @@ func TestWritePanicDoesNotWedge(t *testing.T) {
 	// Queued behind the held batch, so the two share the next one.
 	panicked := make(chan error, 1)
 	go func() {
-		_, _, err := e.Writes().Do(ctx, testBridge, func(*store.Writer) (store.Result, error) { panic("boom") })
+		_, _, err := e.writes.Do(ctx, testBridge, func(*store.Writer) (store.Result, error) { panic("boom") })
 		panicked <- err
 	}()
 	poll(ctx, t, "panicking request queued", func() bool { return queued(e) == 1 })
