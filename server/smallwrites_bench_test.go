@@ -141,3 +141,33 @@ func BenchmarkSmallPutConcurrent(b *testing.B) {
 	b.ReportMetric(1/mean(floors).Seconds(), "floor-updates/s")
 	reportRatios(b, puts, floors)
 }
+
+// BenchmarkSmallPutUnchanged: one writer Putting the same flow again, each Put
+// waited for: nothing changes, so no bundle and no store commit, and what
+// it costs is a small Put's fixed part (gRPC, the interceptors, the
+// canonical form, the write queue and its hand-offs, the plan), set beside
+// the floor as the other benchmarks are.
+func BenchmarkSmallPutUnchanged(b *testing.B) {
+	ctx, cancel := context.WithTimeout(b.Context(), 20*time.Minute)
+	defer cancel()
+	te := smallEnv(ctx, b)
+	fl := storetest.OpenFloor(b, te.Sandbox.Dir())
+	m := client.Module{Bridge: "br-int", Name: "cni"}
+	if _, err := te.Client.Put(ctx, m, smallFlow(0, 0)); err != nil {
+		b.Fatal(err)
+	}
+	var puts, floors []time.Duration
+	b.ResetTimer()
+	for range smallRounds {
+		floors = append(floors, fl.Updates(b.N)...)
+		for range b.N {
+			start := time.Now()
+			if _, err := te.Client.Put(ctx, m, smallFlow(0, 0)); err != nil {
+				b.Fatal(err)
+			}
+			puts = append(puts, time.Since(start))
+		}
+	}
+	b.StopTimer()
+	reportRatios(b, puts, floors)
+}
