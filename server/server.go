@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"sync"
 	"time"
 
@@ -275,6 +276,10 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	reg.MustRegister(srvMetrics)
 	gs := grpc.NewServer(
 		grpc.ForceServerCodec(utf8Codec{}),
+		// Calls run on a few long-lived goroutines, whose stacks have
+		// grown already, instead of one new goroutine a call; more calls
+		// at once than workers still get one each.
+		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
 		grpc.Creds(newPeerCreds(newConnLimit(cfg.MaxConnsPerUID, log, reg))),
 		// Every reply is batched far below this; requests larger than it go
 		// as streams (PutStream, Sync), whose errors say so.
