@@ -303,6 +303,10 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			streamVerdicts,
 		),
 	)
+	// The stream workers run from NewServer on: a return before the API
+	// serves (a listener refused, a stop while the guard is awaited) ends
+	// them too. After stopGRPC, Stop does nothing more.
+	defer gs.Stop()
 	proxies := &proxies{log: log}
 	defer proxies.close()
 	gs.RegisterService(withDecodeErrors(&flowstatev1.FlowStateService_ServiceDesc), &service{
