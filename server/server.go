@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"sync"
 	"time"
 
@@ -275,6 +276,10 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	reg.MustRegister(srvMetrics)
 	gs := grpc.NewServer(
 		grpc.ForceServerCodec(utf8Codec{}),
+		// Calls run on a few long-lived goroutines, whose stacks have
+		// grown already, instead of one new goroutine a call; more calls
+		// at once than workers still get one each.
+		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
 		grpc.Creds(newPeerCreds(newConnLimit(cfg.MaxConnsPerUID, log, reg))),
 		// Every reply is batched far below this; requests larger than it go
 		// as streams (PutStream, Sync), whose errors say so.
@@ -298,6 +303,10 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			streamVerdicts,
 		),
 	)
+	// The stream workers run from NewServer on: a return before the API
+	// serves (a listener refused, a stop while the guard is awaited) ends
+	// them too. After stopGRPC, Stop does nothing more.
+	defer gs.Stop()
 	proxies := &proxies{log: log}
 	defer proxies.close()
 	gs.RegisterService(withDecodeErrors(&flowstatev1.FlowStateService_ServiceDesc), &service{

@@ -68,19 +68,29 @@ func smallFlow(w, i int) client.Entry {
 // BenchmarkSmallPutSequential: one writer, one new flow a Put, each Put
 // waited for (goal: p50 at most 2× the floor's p50, p99 at most 3× its p99).
 func BenchmarkSmallPutSequential(b *testing.B) {
+	sequentialPuts(b, func(n int) client.Entry { return smallFlow(0, n) })
+}
+
+// sequentialPuts alternates smallRounds of b.N floor Updates with b.N Puts
+// of one writer, the n-th Putting flow(n), each waited for, and reports the
+// Puts beside the floor. flow(0) is Put once before, untimed.
+func sequentialPuts(b *testing.B, flow func(n int) client.Entry) {
 	ctx, cancel := context.WithTimeout(b.Context(), 20*time.Minute)
 	defer cancel()
 	te := smallEnv(ctx, b)
 	fl := storetest.OpenFloor(b, te.Sandbox.Dir())
 	m := client.Module{Bridge: "br-int", Name: "cni"}
+	if _, err := te.Client.Put(ctx, m, flow(0)); err != nil {
+		b.Fatal(err)
+	}
 	var puts, floors []time.Duration
-	n := 0
+	n := 1
 	b.ResetTimer()
 	for range smallRounds {
 		floors = append(floors, fl.Updates(b.N)...)
 		for range b.N {
 			start := time.Now()
-			if _, err := te.Client.Put(ctx, m, smallFlow(0, n)); err != nil {
+			if _, err := te.Client.Put(ctx, m, flow(n)); err != nil {
 				b.Fatal(err)
 			}
 			puts = append(puts, time.Since(start))
@@ -140,4 +150,13 @@ func BenchmarkSmallPutConcurrent(b *testing.B) {
 	b.ReportMetric(float64(len(puts))/busy.Seconds(), "puts/s")
 	b.ReportMetric(1/mean(floors).Seconds(), "floor-updates/s")
 	reportRatios(b, puts, floors)
+}
+
+// BenchmarkSmallPutUnchanged: one writer Putting the same flow again, each Put
+// waited for: nothing changes, so no bundle and no store commit, and what
+// it costs is a small Put's fixed part (gRPC, the interceptors, the
+// canonical form, the write queue and its hand-offs, the plan), set beside
+// the floor as the other benchmarks are.
+func BenchmarkSmallPutUnchanged(b *testing.B) {
+	sequentialPuts(b, func(int) client.Entry { return smallFlow(0, 0) })
 }

@@ -183,14 +183,48 @@ func checkTree(db *bolt.DB) (err error) {
 }
 
 // openBolt opens the file with bbolt, turning a panic inside bbolt (a
-// damaged freelist, say) into an error.
-func openBolt(path string, timeout time.Duration) (db *bolt.DB, err error) {
+// damaged freelist, say) into an error. A damaged tree is found here when
+// the meta page names no freelist: bbolt walks the tree to rebuild it, and
+// panics with what its consistency check (checkTree) would have reported,
+// which the error then says. bbolt leaves the file mapped, and so locked,
+// when it panics; flowstated does not start on a damaged store.
+func openBolt(path string, timeout time.Duration, syncFreelist bool) (db *bolt.DB, err error) {
 	defer func() {
 		if r := recover(); r != nil {
+			if msg, ok := r.(string); ok {
+				if damage, ok := strings.CutPrefix(msg, "freepages: failed to get all reachable pages "); ok {
+					db, err = nil, &checkError{detail: strings.TrimSuffix(strings.TrimPrefix(damage, "("), ")")}
+					return
+				}
+			}
 			db, err = nil, fmt.Errorf("bbolt panicked: %v", r)
 		}
 	}()
-	return bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, InitialMmapSize: initialMmapSize, PageSize: newPageSize})
+	o := boltOptions(timeout)
+	o.NoFreelistSync = !syncFreelist
+	return bolt.Open(path, 0o600, o)
+}
+
+// checkError is damage bbolt's walk of the tree found.
+type checkError struct{ detail string }
+
+func (e *checkError) Error() string { return "consistency check: " + e.detail }
+
+// boltOptions are the options the store opens its file with.
+//
+// NoFreelistSync, as etcd opens its backend: a commit does not write the
+// freelist (a page of its own, and more once the freelist grows), and the
+// meta page says so (pgidNoFreelist); bbolt rebuilds the freelist at open
+// from the pages the tree does not reach, a walk of the whole tree, as the
+// open's own check already makes. Both directions read: a store written by
+// a flowstated that synced its freelist opens here (its freelist page is
+// freed by the first commit), and an older flowstated, opening this one
+// without the option, rebuilds the freelist the same way and writes it back
+// before anything else. A commit killed halfway changes nothing of this: the
+// meta page it did not write still names the last committed tree, whose
+// unreached pages are the free ones.
+func boltOptions(timeout time.Duration) *bolt.Options {
+	return &bolt.Options{Timeout: timeout, InitialMmapSize: initialMmapSize, PageSize: newPageSize, NoFreelistSync: true}
 }
 
 // newPageSize is the page size of a store bbolt creates; one that exists
@@ -214,6 +248,7 @@ const initialMmapSize = 1 << 30
 // isCorrupt tells bbolt's errors about the file's content from others
 // (permissions, I/O).
 func isCorrupt(err error) bool {
-	return errors.Is(err, bolterrors.ErrInvalid) || errors.Is(err, bolterrors.ErrChecksum) ||
+	var ce *checkError
+	return errors.As(err, &ce) || errors.Is(err, bolterrors.ErrInvalid) || errors.Is(err, bolterrors.ErrChecksum) ||
 		errors.Is(err, bolterrors.ErrVersionMismatch) || strings.HasPrefix(err.Error(), "bbolt panicked")
 }

@@ -15,8 +15,10 @@ import (
 	"github.com/flowstate-io/flowstate/entry"
 )
 
-// corruptFixture writes a store with enough flows for a branch page, and a
-// freelist that is not empty, and returns its path and layout.
+// corruptFixture writes a store with enough flows for a branch page, and
+// pages freed, and returns its path and layout. syncedFreelist writes it as
+// flowstated did before NoFreelistSync (boltOptions): with a freelist page
+// that is not empty, as stores in the field still are; else there is none.
 type fixture struct {
 	path      string
 	pageSize  int
@@ -29,17 +31,17 @@ type fixture struct {
 	used int64
 }
 
-func corruptFixture(t *testing.T) fixture {
+func corruptFixture(t *testing.T, syncedFreelist bool) fixture {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "flowstate.db")
-	s, err := Open(path, Options{Timeout: time.Second})
+	s, err := Open(path, Options{Timeout: time.Second, syncFreelist: syncedFreelist})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Entries().Put("br-int", "pod", benchEntries(2000, 0), nil); err != nil {
 		t.Fatal(err)
 	}
-	// Free some pages, so the freelist holds ids.
+	// Free some pages, so a synced freelist holds ids.
 	if err := s.Entries().Sync("br-int", "pod", benchEntries(1500, 0), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -96,9 +98,10 @@ func (fx fixture) patch(t *testing.T, id uint64, off int, b []byte) {
 
 func u64(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
 
-// TestOpenCorrupt injects each kind of damage into a real store file: Open
-// refuses it with one CorruptError that names the damage and the recovery,
-// never a panic or a fault.
+// TestOpenCorrupt injects each kind of damage into a real store file, one
+// whose commits wrote no freelist and one whose commits did (as stores in
+// the field were written): Open refuses it with one CorruptError that names
+// the damage and the recovery, never a panic or a fault.
 func TestOpenCorrupt(t *testing.T) {
 	cases := []struct {
 		name   string
@@ -156,6 +159,14 @@ func TestOpenCorrupt(t *testing.T) {
 			fx.patch(t, 0, pageHeaderSize, u64(0))
 			fx.patch(t, 1, pageHeaderSize, u64(0))
 		}, "both meta pages are invalid"},
+	}
+	// A store's freelist page, as a flowstated from before NoFreelistSync
+	// left it: damaged, it is refused by this one too.
+	freelistCases := []struct {
+		name   string
+		damage func(t *testing.T, fx fixture)
+		want   string
+	}{
 		{"freelist id out of range", func(t *testing.T, fx fixture) {
 			fx.patch(t, fx.freelist, pageHeaderSize, u64(1<<40))
 		}, "freelist: page"},
@@ -163,11 +174,30 @@ func TestOpenCorrupt(t *testing.T) {
 			fx.patch(t, fx.freelist, 8, []byte{flagLeaf, 0})
 		}, "want a freelist page"},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			fx := corruptFixture(t)
-			if fx.freelist == pgidNoFreelist || fx.freelist < 2 {
-				t.Fatalf("fixture has no freelist page (%d)", fx.freelist)
+	type run struct {
+		syncedFreelist bool
+		name           string
+		damage         func(t *testing.T, fx fixture)
+		want           string
+	}
+	var all []run
+	for _, synced := range []bool{false, true} {
+		for _, tc := range cases {
+			all = append(all, run{synced, tc.name, tc.damage, tc.want})
+		}
+	}
+	for _, tc := range freelistCases {
+		all = append(all, run{true, tc.name, tc.damage, tc.want})
+	}
+	for _, tc := range all {
+		layout := "no freelist/"
+		if tc.syncedFreelist {
+			layout = "synced freelist/"
+		}
+		t.Run(layout+tc.name, func(t *testing.T) {
+			fx := corruptFixture(t, tc.syncedFreelist)
+			if hasFreelist := fx.freelist != pgidNoFreelist; hasFreelist != tc.syncedFreelist || (hasFreelist && fx.freelist < 2) {
+				t.Fatalf("fixture's freelist page is %d, want synced %v", fx.freelist, tc.syncedFreelist)
 			}
 			tc.damage(t, fx)
 			s, err := Open(fx.path, Options{Timeout: time.Second})
@@ -270,7 +300,7 @@ func BenchmarkOpen1M(b *testing.B) {
 // under the mapping, as a disk read error would) fails the check with a read
 // error naming the fault; it does not crash flowstated.
 func TestWalkFault(t *testing.T) {
-	fx := corruptFixture(t)
+	fx := corruptFixture(t, false)
 	f, err := os.OpenFile(fx.path, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -34,6 +34,10 @@ type Options struct {
 	// when 0. A test lowers it to play the previous flowstated meeting a
 	// store this one migrated (upgrade.go).
 	understood uint32
+	// syncFreelist opens bbolt as flowstated did before NoFreelistSync
+	// (boltOptions): a test sets it to play that flowstated, on a store
+	// this one wrote or for this one to read.
+	syncFreelist bool
 }
 
 // Store is the desired state on disk. It is safe for concurrent use.
@@ -76,7 +80,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	bdb, err := openBolt(path, opts.Timeout)
+	bdb, err := openBolt(path, opts.Timeout, opts.syncFreelist)
 	if err != nil {
 		if errors.Is(err, bolterrors.ErrTimeout) {
 			return nil, fmt.Errorf("store: open %s: locked by another process for %v: %w", path, opts.Timeout, errdefs.ErrUnavailable)

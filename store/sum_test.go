@@ -104,7 +104,7 @@ func flipAt(t *testing.T, path string, off int64, mask byte) (old byte) {
 // the intact store: Open refuses every one with a CorruptError; a flip in a
 // key or value names the bucket and key.
 func TestOpenRefusesFlippedBytes(t *testing.T) {
-	fx := corruptFixture(t)
+	fx := corruptFixture(t, false)
 	s, err := Open(fx.path, Options{Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
