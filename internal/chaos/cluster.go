@@ -27,7 +27,7 @@ import (
 // restart half of the time; and a share of the steps is timed to land
 // inside a replay or a resync (Trigger).
 
-// Cluster shapes: sizes 1, 2 and 3 in 5:3:2; a trigger on triggerPct of
+// Cluster shapes: sizes 1, 2 and 3 in 5:3:2 (covered draws: coveredSizes); a trigger on triggerPct of
 // the steps, on replayAfterRestartPct of the steps that follow a vswitchd
 // restart in their cluster (whose replay they then land in).
 const (

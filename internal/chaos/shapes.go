@@ -191,4 +191,7 @@ func leastRun(r *rand.Rand, kinds []FaultKind, runs func(FaultKind) int) FaultKi
 	})
 }
 
+// coveredSizes are the cluster sizes of covered draws, 1:2:3 in 2:4:4
+// (plain draws: 5:3:2): pairs come only from clusters of two or more, and
+// the shapes above take steps that would otherwise run new pairs.
 var coveredSizes = []int{1, 1, 2, 2, 2, 2, 3, 3, 3, 3}
