@@ -27,7 +27,7 @@ import (
 // restart half of the time; and a share of the steps is timed to land
 // inside a replay or a resync (Trigger).
 
-// Cluster shapes: sizes 1, 2 and 3 in 5:3:2; a trigger on triggerPct of
+// Cluster shapes: sizes 1, 2 and 3 in 5:3:2 (covered draws: coveredSizes); a trigger on triggerPct of
 // the steps, on replayAfterRestartPct of the steps that follow a vswitchd
 // restart in their cluster (whose replay they then land in).
 const (
@@ -46,87 +46,6 @@ const (
 	quietMin = 9 * time.Second
 )
 
-// Crash loops, in covered draws only: crashLoopPct of the clusters are a
-// crash loop, the trigger of flowstated's crash-loop bisection: vswitchd
-// dying twice while it is restored. Drawn from kinds at large the pair
-// comes up about once in 500 clusters, and issue 31's fault 6 (a vswitchd
-// killed from outside taken as a crash) was missed by 10 minutes of fresh
-// seeds. A loop is a store-bulk (the replays then send for a few hundred
-// milliseconds, bulk.go), a vswitchd restart once the bulk is on the
-// switch, and two SIGKILLs of vswitchd, each loopKillMin to loopKillMax
-// into the replay of the vswitchd started before it (@restore): a
-// flowstated counts a death only when it drops a replay that was sending,
-// and a kill timed by @replay lands in the reconcile after that replay.
-// (A stop removes vswitchd's pidfile: no version counts it as a death.)
-const (
-	crashLoopPct = 6
-	loopKillMin  = 60 * time.Millisecond
-	loopKillMax  = 180 * time.Millisecond
-)
-
-// crashLoop draws one crash loop, its first step after pause.
-func crashLoop(r *rand.Rand, ends []FaultKind, pause time.Duration) []Step {
-	loop := []Step{
-		{Kind: StoreBulk, Pause: pause, Hold: time.Duration(4000+r.IntN(4000)) * time.Millisecond},
-		// After the bulk's Sync and its replay to the running vswitchd.
-		{Kind: ends[r.IntN(len(ends))], Join: true, Pause: time.Duration(2000+r.IntN(1500)) * time.Millisecond,
-			Hold: time.Duration(300+r.IntN(2200)) * time.Millisecond},
-	}
-	for range 2 {
-		loop = append(loop, Step{Kind: VswitchdKill, Join: true, Pause: time.Duration(r.IntN(50)) * time.Millisecond,
-			Hold:    time.Duration(300+r.IntN(2200)) * time.Millisecond,
-			Trigger: Trigger{On: OnRestore, Offset: loopKillMin + time.Duration(r.Int64N(int64((loopKillMax-loopKillMin)/time.Millisecond)))*time.Millisecond}})
-	}
-	return loop
-}
-
-// Detection gaps, in covered draws only: detectPct of the clusters are
-// the frozen-guard shape on purpose. A lasting guard fault, then past
-// guardDetect (flowstated has judged the guard) a flowstated outage, then
-// within a second a vswitchd restart, while both are still on. Clusters
-// drawn from kinds at large hold it in about 11 of 300 schedules, and 10
-// minutes of fresh seeds missed round 2's frozen guard put back.
-const detectPct = 8
-
-// detectSlack is how long past the hold promise (holdBound from the
-// shape's last vswitchd start) the shape stays on and nothing else starts:
-// the probe's period and SYNs, vswitchd's kill and start, on a loaded
-// two-core machine. The kept schedule leaves about 2 s.
-const detectSlack = 5 * time.Second
-
-var (
-	detectGuards  = []FaultKind{GuardFreeze}
-	detectOutages = []FaultKind{FlowstatedOutage, ProxiedOutage}
-)
-
-// detectionGap draws one such cluster from guards, outages and ends, its
-// first step after pause, and the least pause before the next cluster.
-// The shape is tested only if it is whole when the promise falls due, so
-// (each seen to hide it against round 2's fault put back, docs/testing.md):
-//  1. the guard fault starts @quiet: a freeze still on skips it, and an
-//     earlier fault's end (flowstated back, an excuse) releases the node;
-//  2. it lasts until detectSlack past the promise, counted from the last
-//     vswitchd start (a proxied-outage restarts vswitchd itself, past the
-//     guard's grace), and so does a proxied-outage's flowstated absence;
-//  3. the next cluster waits as long: any step's excuse or vswitchd
-//     restart starts the promise's clock again.
-func detectionGap(r *rand.Rand, guards, outages, ends []FaultKind, pause time.Duration) ([]Step, time.Duration) {
-	hold := func() time.Duration { return time.Duration(300+r.IntN(2200)) * time.Millisecond }
-	s := []Step{
-		{Kind: guards[r.IntN(len(guards))], Pause: pause, Hold: hold(), Trigger: Trigger{On: OnQuiet}},
-		{Kind: outages[r.IntN(len(outages))], Join: true,
-			Pause: guardDetect + time.Duration(r.IntN(2500))*time.Millisecond, Hold: hold()},
-		{Kind: ends[r.IntN(len(ends))], Join: true, Pause: time.Duration(100+r.IntN(800)) * time.Millisecond, Hold: hold()},
-	}
-	restart := s[2].Pause // the last vswitchd start, from the outage's
-	if s[1].Kind == ProxiedOutage {
-		restart = proxiedRestart
-		s[1].Hold = max(s[1].Hold, holdBound+detectSlack-proxiedBack)
-	}
-	s[0].Hold = max(s[0].Hold, s[1].Pause+restart+holdBound+detectSlack-lastingBound)
-	return s, restart - s[2].Pause + holdBound + detectSlack
-}
-
 // restarters are the kinds that end a cluster half of the time: a vswitchd
 // start is when every hold and deny promise is tested.
 var restarters = []FaultKind{VswitchdKill, VswitchdTerm}
@@ -135,7 +54,9 @@ var restarters = []FaultKind{VswitchdKill, VswitchdTerm}
 // schedule is the prefix of a longer one. With cov, each kind is weighted
 // by 1/(1+count) of the cluster so far followed by it in cov and in what
 // this draw already holds: kinds, ordered pairs and triples not run yet
-// come first.
+// come first; a share of the clusters are shapes drawn on purpose
+// (shapes.go), and the last step is a finale (so a shorter covered
+// schedule is a prefix of a longer one but for its last step).
 func generate(seed uint64, n int, kinds []FaultKind, cov *Coverage) Schedule {
 	if len(kinds) == 0 {
 		kinds = AllFaults
@@ -147,15 +68,20 @@ func generate(seed uint64, n int, kinds []FaultKind, cov *Coverage) Schedule {
 	in := func(ks []FaultKind) []FaultKind {
 		return slices.DeleteFunc(slices.Clone(ks), func(k FaultKind) bool { return !slices.Contains(kinds, k) })
 	}
-	ends, guards, outages := in(restarters), in(detectGuards), in(detectOutages)
+	ends, guards, outages, lasting, rest := in(restarters), in(detectGuards), in(detectOutages), in(insideFaults), in(restFaults)
+	body := n
+	if cov != nil && len(rest) > 0 && n > 1 {
+		body-- // the finale
+	}
 	var s Schedule
-	var settle time.Duration // the least pause before the next cluster (detectionGap)
-	for len(s) < n {
+	var settle time.Duration // the least pause before the next cluster (detectionGap, insideRestart)
+	for len(s) < body {
 		if cov != nil && len(ends) > 0 && len(guards) > 0 && len(outages) > 0 && r.IntN(100) < detectPct {
-			shape, after := detectionGap(r, guards, outages, ends, max(time.Duration(200+r.IntN(1800))*time.Millisecond, settle))
+			shape, after := detectionGap(r, guards, outages, ends, cov, max(time.Duration(200+r.IntN(1800))*time.Millisecond, settle))
 			settle = after
 			s = append(s, shape...)
 			cov.addCluster([]FaultKind{shape[0].Kind, shape[1].Kind, shape[2].Kind})
+			cov.Shapes["detect:"+string(shape[0].Kind)]++
 			continue
 		}
 		if cov != nil && len(ends) > 0 && slices.Contains(kinds, VswitchdKill) && r.IntN(100) < crashLoopPct {
@@ -169,7 +95,19 @@ func generate(seed uint64, n int, kinds []FaultKind, cov *Coverage) Schedule {
 			cov.addCluster(cluster)
 			continue
 		}
-		size := []int{1, 1, 1, 1, 1, 2, 2, 2, 3, 3}[r.IntN(10)]
+		if cov != nil && len(ends) > 0 && len(lasting) > 0 && r.IntN(100) < insidePct {
+			shape, after := insideRestart(r, lasting, ends, cov, max(time.Duration(200+r.IntN(1800))*time.Millisecond, settle))
+			settle = after
+			s = append(s, shape...)
+			cov.addCluster([]FaultKind{shape[0].Kind, shape[1].Kind})
+			cov.Shapes["inside:"+string(shape[0].Kind)]++
+			continue
+		}
+		sizes := []int{1, 1, 1, 1, 1, 2, 2, 2, 3, 3}
+		if cov != nil {
+			sizes = coveredSizes
+		}
+		size := sizes[r.IntN(10)]
 		var cluster []FaultKind
 		for j := range size {
 			cands := kinds
@@ -213,7 +151,13 @@ func generate(seed uint64, n int, kinds []FaultKind, cov *Coverage) Schedule {
 			cov.addCluster(cluster)
 		}
 	}
-	return s[:n]
+	s = s[:body]
+	if body < n {
+		st := finale(r, rest, cov)
+		st.Pause = max(st.Pause, settle)
+		s = append(s, st)
+	}
+	return s
 }
 
 // gap draws the pause between two steps of a cluster: short (the second
@@ -266,15 +210,18 @@ type Coverage struct {
 	Kinds   map[string]int `json:"kinds"`
 	Pairs   map[string]int `json:"pairs"`
 	Triples map[string]int `json:"triples"`
+	// Shapes counts the shapes drawn on purpose that ran, by shape and
+	// kind ("finale:lease-unlink", "inside:protocols-flip": shapeAt).
+	Shapes map[string]int `json:"shapes,omitempty"`
 }
 
 // NewCoverage returns an empty Coverage.
 func NewCoverage() *Coverage {
-	return &Coverage{Kinds: map[string]int{}, Pairs: map[string]int{}, Triples: map[string]int{}}
+	return &Coverage{Kinds: map[string]int{}, Pairs: map[string]int{}, Triples: map[string]int{}, Shapes: map[string]int{}}
 }
 
 func (c *Coverage) clone() *Coverage {
-	return &Coverage{Kinds: cloneCounts(c.Kinds), Pairs: cloneCounts(c.Pairs), Triples: cloneCounts(c.Triples)}
+	return &Coverage{Kinds: cloneCounts(c.Kinds), Pairs: cloneCounts(c.Pairs), Triples: cloneCounts(c.Triples), Shapes: cloneCounts(c.Shapes)}
 }
 
 func cloneCounts(m map[string]int) map[string]int {
@@ -333,6 +280,9 @@ func (c *Coverage) Add(s Schedule, ran func(int) bool) {
 		}
 		if ran == nil || ran(i) {
 			cluster = append(cluster, st.Kind)
+			if shape := shapeAt(s, i); shape != "" {
+				c.Shapes[shape+":"+string(st.Kind)]++
+			}
 		}
 	}
 	c.addCluster(cluster)
@@ -378,7 +328,7 @@ func LoadCoverage(path string) (*Coverage, error) {
 	if err := json.Unmarshal(b, c); err != nil {
 		return nil, fmt.Errorf("chaos: coverage %s: %w", path, err)
 	}
-	for _, m := range []*map[string]int{&c.Kinds, &c.Pairs, &c.Triples} {
+	for _, m := range []*map[string]int{&c.Kinds, &c.Pairs, &c.Triples, &c.Shapes} {
 		if *m == nil {
 			*m = map[string]int{}
 		}

@@ -87,8 +87,9 @@ func TestGenerateCovered(t *testing.T) {
 	if again := GenerateCovered(9, 30, nil, cov); again.Encode() != s.Encode() {
 		t.Fatal("the same seed and coverage drew two schedules")
 	}
-	if prefix := GenerateCovered(9, 11, nil, cov); prefix.Encode() != s[:11].Encode() {
-		t.Fatal("a shorter covered schedule is not the prefix of the longer one")
+	// All but the finale (shapes.go), which ends each covered draw.
+	if prefix := GenerateCovered(9, 11, nil, cov); prefix[:10].Encode() != s[:10].Encode() || !isFinale(prefix, 10) || !isFinale(s, 29) {
+		t.Fatalf("a shorter covered schedule is not the prefix of the longer one but for its finale:\n%s\n%s", prefix.Encode(), s.Encode())
 	}
 	if cov.Summary(nil) != before {
 		t.Fatal("GenerateCovered changed the coverage")
@@ -132,6 +133,9 @@ func TestCoverageAdd(t *testing.T) {
 	}
 	c := NewCoverage()
 	c.Add(s, func(i int) bool { return i != 5 }) // ovsdb-restart skipped
+	if len(c.Shapes) != 0 {
+		t.Fatalf("a schedule without a shape drawn on purpose counted shapes %v", c.Shapes)
+	}
 	want := &Coverage{
 		Kinds: map[string]int{"guard-freeze": 1, "flowstated-outage": 1, "vswitchd-kill": 1, "lease-unlink": 1, "guard-kill": 1, "vswitchd-term": 1},
 		Pairs: map[string]int{"guard-freeze>flowstated-outage": 1, "guard-freeze>vswitchd-kill": 1, "flowstated-outage>vswitchd-kill": 1,
@@ -303,8 +307,8 @@ func TestGenerateDetectionGap(t *testing.T) {
 		cov.Add(s, nil)
 	}
 	t.Logf("frozen-guard shape in %d of %d schedules: plain %d, covered %d", seeds, seeds, plain, covered)
-	if covered < seeds/2 {
-		t.Errorf("covered draws hold the shape in %d of %d schedules, want at least half", covered, seeds)
+	if covered < seeds/4 || covered < 10*plain {
+		t.Errorf("covered draws hold the shape in %d of %d schedules (plain %d), want at least a quarter and ten times plain's", covered, seeds, plain)
 	}
 	if restricted := GenerateCovered(1, 200, []FaultKind{LeaseUnlink, VswitchdKill}, NewCoverage()); frozenGuardShape(restricted) {
 		t.Error("a draw restricted to other kinds holds the shape")
@@ -318,7 +322,7 @@ func TestGenerateDetectionGap(t *testing.T) {
 // as long. Plain draws, CI's, hold no @quiet step.
 func TestGenerateDetectionGapLands(t *testing.T) {
 	cov := NewCoverage()
-	shapes := 0
+	shapes, kills := 0, 0
 	for seed := range uint64(100) {
 		for _, st := range Generate(seed, 20, nil) {
 			if st.Trigger.On == OnQuiet {
@@ -331,8 +335,18 @@ func TestGenerateDetectionGapLands(t *testing.T) {
 			if st.Trigger.On != OnQuiet {
 				continue
 			}
-			if i+2 >= len(s) {
-				continue // cut by the schedule's end
+			if i+2 >= len(s) || isFinale(s, i+1) || isFinale(s, i+2) {
+				continue // cut by the schedule's end or its finale
+			}
+			if shapeAt(s, i) != "detect" {
+				continue // insideRestart, finale: TestGenerateInside, TestGenerateFinale
+			}
+			if st.Kind == GuardKill {
+				kills++
+				if g := s[i+1]; !g.Join || !slices.Contains(detectOutages, g.Kind) || g.Pause > killGapMax || !slices.Contains(restarters, s[i+2].Kind) {
+					t.Fatalf("seed %d: a guard kill at step %d is followed by %v, %v, not an outage within %v and a restart", seed, i+1, g, s[i+2], killGapMax)
+				}
+				continue
 			}
 			shapes++
 			outage, end := s[i+1], s[i+2]
@@ -357,12 +371,72 @@ func TestGenerateDetectionGapLands(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("frozen-guard shapes in 100 covered draws of 20 steps: %d", shapes)
-	if shapes < 20 {
-		t.Errorf("100 covered draws hold %d frozen-guard shapes, want at least 20", shapes)
+	t.Logf("in 100 covered draws of 20 steps: %d frozen-guard shapes, %d guard kills before an outage", shapes, kills)
+	if shapes < 20 || kills < 20 {
+		t.Errorf("100 covered draws hold %d frozen-guard shapes and %d guard kills before an outage, want at least 20 of each", shapes, kills)
 	}
 	s, err := ParseSchedule("guard-freeze:300:5000@quiet+0+flowstated-outage:5500:300+vswitchd-kill:500:300")
 	if err != nil || len(s) != 3 || s[0].Trigger != (Trigger{On: OnQuiet}) || s[0].Trigger.String() != "@quiet+0" {
 		t.Fatalf("a shape read as %v, %v", s, err)
+	}
+}
+
+// TestGenerateInside: covered draws hold vswitchd restarts inside every
+// lasting kind, each landing while that kind is on (a kind lasts at least
+// its Hold) and followed by nothing before its hold promise is tested;
+// plain draws, CI's, hold none (they hold no @quiet step).
+func TestGenerateInside(t *testing.T) {
+	cov := NewCoverage()
+	seen := map[FaultKind]int{}
+	for seed := range uint64(100) {
+		s := GenerateCovered(seed, 20, nil, cov)
+		cov.Add(s, nil)
+		for i, st := range s {
+			if shapeAt(s, i) != "inside" || i+1 >= len(s) || isFinale(s, i+1) {
+				continue // another shape, or cut by the finale
+			}
+			end := s[i+1]
+			if !end.Join || !slices.Contains(restarters, end.Kind) || end.Pause < 100*time.Millisecond || end.Pause > st.Hold-400*time.Millisecond {
+				t.Fatalf("seed %d: %v at step %d is followed by %v, not a restart inside its hold", seed, st, i+1, end)
+			}
+			if i+2 < len(s) {
+				if next := s[i+2]; next.Join || next.Pause < holdBound+detectSlack {
+					t.Errorf("seed %d, step %d: %v follows the restart before its promise is tested", seed, i+3, next)
+				}
+			}
+			seen[st.Kind]++
+		}
+	}
+	t.Logf("restarts inside a lasting kind in 100 covered draws of 20 steps: %v", seen)
+	for _, k := range insideFaults {
+		if seen[k] == 0 {
+			t.Errorf("no restart drawn inside %s", k)
+		}
+	}
+}
+
+// TestGenerateFinale: every covered draw ends on a kind judged at rest,
+// @quiet, the kinds taken in turn across runs; plain draws end on any
+// kind and hold no @quiet step; a draw restricted to other kinds has none.
+func TestGenerateFinale(t *testing.T) {
+	cov := NewCoverage()
+	for seed := range uint64(30) {
+		s := GenerateCovered(seed, 20, nil, cov)
+		if len(s) != 20 || !isFinale(s, 19) {
+			t.Fatalf("seed %d: the covered draw ends on %v (%d steps), not a finale", seed, s[len(s)-1], len(s))
+		}
+		cov.Add(s, nil)
+	}
+	t.Logf("shapes of 30 covered draws: %v", cov.Shapes)
+	for _, k := range restFaults {
+		if n := cov.Shapes["finale:"+string(k)]; n != 30/len(restFaults) {
+			t.Errorf("%s ended %d of 30 runs, want a third: the kinds take turns", k, n)
+		}
+	}
+	if s := GenerateCovered(1, 20, []FaultKind{VswitchdKill, GuardKill}, NewCoverage()); isFinale(s, 19) || len(s) != 20 {
+		t.Errorf("a draw of other kinds ends on a finale: %v", s[19])
+	}
+	if s := GenerateCovered(1, 1, nil, NewCoverage()); len(s) != 1 {
+		t.Errorf("a one-step covered draw holds %d steps", len(s))
 	}
 }
