@@ -320,5 +320,13 @@ func relayGuard(t *testing.T, br string, grace time.Duration) (context.Context, 
 		}
 	}
 	pollUntil(ctx, t, "guard holds the lock", func() bool { renew(); p, _ := Present(lease); return p })
+	// The relayer takes what the path names after the lock: a test that
+	// binds the path anew before then would be taken for the guard's own
+	// socket. Its hand-over socket is made after that.
+	pollUntil(ctx, t, "guard's hand-over socket", func() bool {
+		renew()
+		st, err := os.Lstat(RelayPath(lease))
+		return err == nil && st.Mode()&os.ModeSocket != 0
+	})
 	return ctx, lease, rl, renew
 }
