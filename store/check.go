@@ -200,9 +200,7 @@ func openBolt(path string, timeout time.Duration, syncFreelist bool) (db *bolt.D
 			db, err = nil, fmt.Errorf("bbolt panicked: %v", r)
 		}
 	}()
-	o := boltOptions(timeout)
-	o.NoFreelistSync = !syncFreelist
-	return bolt.Open(path, 0o600, o)
+	return bolt.Open(path, 0o600, boltOptions(timeout, syncFreelist))
 }
 
 // checkError is damage bbolt's walk of the tree found.
@@ -223,8 +221,9 @@ func (e *checkError) Error() string { return "consistency check: " + e.detail }
 // before anything else. A commit killed halfway changes nothing of this: the
 // meta page it did not write still names the last committed tree, whose
 // unreached pages are the free ones.
-func boltOptions(timeout time.Duration) *bolt.Options {
-	return &bolt.Options{Timeout: timeout, InitialMmapSize: initialMmapSize, PageSize: newPageSize, NoFreelistSync: true}
+// syncFreelist is the old flowstated's way, for tests (Options).
+func boltOptions(timeout time.Duration, syncFreelist bool) *bolt.Options {
+	return &bolt.Options{Timeout: timeout, InitialMmapSize: initialMmapSize, PageSize: newPageSize, NoFreelistSync: !syncFreelist}
 }
 
 // newPageSize is the page size of a store bbolt creates; one that exists

@@ -178,16 +178,13 @@ func TestFreelistBothWays(t *testing.T) {
 // exactly the pages the tree does not reach, and writes go on; at the end a
 // flowstated that syncs its freelist opens it the same way.
 func TestFreelistAfterKill(t *testing.T) {
-	if testing.Short() {
-		t.Skip("kills child processes")
-	}
 	path := filepath.Join(t.TempDir(), "flowstate.db")
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 35))
 	next := 0 // the child's first write
 	acked := -1
 	for kill := range 6 {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestFreelistKillChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), "FLOWSTATE_FREELIST_CHILD="+path, "FLOWSTATE_FREELIST_FROM="+strconv.Itoa(next))
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), freelistChildEnv+"="+path, "FLOWSTATE_FREELIST_FROM="+strconv.Itoa(next))
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -257,24 +254,27 @@ func TestFreelistAfterKill(t *testing.T) {
 	checkFreePages(t, s)
 }
 
-// TestFreelistKillChild is TestFreelistAfterKill's child: it writes until
-// killed, printing each write's number once it is acknowledged (committed).
-func TestFreelistKillChild(t *testing.T) {
-	path := os.Getenv("FLOWSTATE_FREELIST_CHILD")
-	if path == "" {
-		t.Skip("TestFreelistAfterKill's child")
-	}
+// freelistChildEnv makes the test binary run as TestFreelistAfterKill's
+// writer (TestMain), the store's path the value.
+const freelistChildEnv = "FLOWSTATE_FREELIST_CHILD"
+
+// runFreelistChild writes until killed, printing each write's number once
+// it is acknowledged (committed).
+func runFreelistChild(path string) int {
 	from, err := strconv.Atoi(os.Getenv("FLOWSTATE_FREELIST_FROM"))
 	if err != nil {
-		t.Fatal(err)
+		fmt.Fprintln(os.Stderr, err)
+		return 2
 	}
 	s, err := Open(path, Options{Timeout: 5 * time.Second})
 	if err != nil {
-		t.Fatal(err)
+		fmt.Fprintln(os.Stderr, err)
+		return 2
 	}
 	for i := from; ; i++ {
 		if err := s.Entries().Sync("br-int", "pod", freelistFlows(i), nil); err != nil {
-			t.Fatal(err)
+			fmt.Fprintln(os.Stderr, err)
+			return 2
 		}
 		fmt.Printf("acked %d\n", i)
 	}
