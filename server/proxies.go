@@ -233,7 +233,7 @@ func (ps *proxies) adopt(cfg *Config, owners restore.Owners) {
 				ps.log.Warn("openflow proxy: removing the guard's record of its relayed sessions", "bridge", spec.Bridge, "error", err)
 			}
 		}
-		keep := func(k *owner.Kept) {
+		keep := func(k ofproxy.Keeper) {
 			ks, ok, err := guard.ReadRelayedKept(lease, spec.Bridge)
 			switch {
 			case err != nil:
@@ -254,7 +254,7 @@ func (ps *proxies) adopt(cfg *Config, owners restore.Owners) {
 type proxy struct {
 	spec ProxySpec
 	p    *ofproxy.Proxy
-	rec  *write.Recorder
+	rec  write.Recorder
 }
 
 // start makes a proxy of every socket listen made. On an error every

@@ -24,8 +24,9 @@ import (
 // carry what only the coordinator wires (write.Writes.Adopt,
 // owner.Owners.Learning, Claim). A room is the type of a field of
 // restore.Engine declared in a package under server/restore; no expression
-// of the server's production code has one, and none asserts one of
-// restore's interfaces to another type.
+// of the server's production code has one, nor a struct that holds one
+// (what the rooms hand the proxies), and none asserts one of restore's
+// interfaces to another type.
 func TestServerHoldsNoRoom(t *testing.T) {
 	fset := token.NewFileSet()
 	pkg, files, info := typeCheckServer(t, fset)
@@ -67,7 +68,7 @@ func TestServerHoldsNoRoom(t *testing.T) {
 			continue
 		}
 		sawEngine = sawEngine || n.Obj() == restore.Scope().Lookup("Engine")
-		if rooms[n.Obj()] {
+		if rooms[n.Obj()] || handle(n, rooms) {
 			held = append(held, fset.Position(e.Pos()).String()+": "+types.ExprString(e)+" is a "+tv.Type.String())
 		}
 	}
@@ -89,6 +90,24 @@ func TestServerHoldsNoRoom(t *testing.T) {
 	for _, h := range held {
 		t.Errorf("%s: the server reaches a room of the engine past its surface; hand the room on as an interface of package restore (surface.go)", h)
 	}
+}
+
+// handle: n is a struct that holds a room (write's recorder holds its
+// Writes, owner's keeper its Owners), the kind a room hands the proxies,
+// which must reach the server as an interface (write.Recorder,
+// ofproxy.Keeper); values that hold none (plan.Change, owner.Instance) pass.
+func handle(n *types.Named, rooms map[*types.TypeName]bool) bool {
+	p := n.Obj().Pkg()
+	st, ok := n.Underlying().(*types.Struct)
+	if p == nil || !strings.HasPrefix(p.Path(), module+"server/restore/") || !ok {
+		return false
+	}
+	for f := range st.Fields() {
+		if r := named(f.Type()); r != nil && rooms[r.Obj()] {
+			return true
+		}
+	}
+	return false
 }
 
 // named is t's named type, through pointers, slices and maps' values.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/flowstate-io/flowstate/entry"
+	"github.com/flowstate-io/flowstate/server/ofproxy"
 	"github.com/flowstate-io/flowstate/server/restore/owner"
 	"github.com/flowstate-io/flowstate/server/restore/vswitchd"
 	"github.com/flowstate-io/flowstate/server/restore/write"
@@ -30,7 +31,7 @@ type (
 		PutSpool(ctx context.Context, bridge, module string, sp *store.Spool) (applied bool, err error)
 		SyncSpool(ctx context.Context, bridge, module string, sp *store.Spool, ready bool) (write.SyncResult, error)
 		// Recorder takes a proxied controller's changes as module's.
-		Recorder(bridge, module string) (*write.Recorder, error)
+		Recorder(bridge, module string) (write.Recorder, error)
 	}
 
 	// Flag is flow-restore-wait as the operator arms and releases it, as
@@ -51,7 +52,7 @@ type (
 	// unrecorded controllers installed (package owner).
 	Owners interface {
 		AdoptRelayed(bridge, module string, rel owner.Relayed) error
-		Kept(bridge string) (*owner.Kept, error)
+		Kept(bridge string) (ofproxy.Keeper, error)
 	}
 )
 

@@ -11,6 +11,7 @@ import (
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/server/ofconn"
+	"github.com/flowstate-io/flowstate/server/ofproxy"
 	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"github.com/flowstate-io/flowstate/store"
 )
@@ -124,7 +125,7 @@ type Relayed struct {
 	// unrecorded sessions (not OpenFlow 1.5) installed under Vswitchd,
 	// so that the learning leaves those entries alone instead of making
 	// them the module's.
-	Keep func(*Kept)
+	Keep func(ofproxy.Keeper)
 	// Taken is called once the learning was decided (learned, moot or
 	// failed).
 	Taken func()
@@ -196,7 +197,7 @@ func (l *Learning) Learn(ctx context.Context) (module string, puts, removed []en
 		return a.module, nil, nil, nil
 	}
 	if a.Keep != nil {
-		a.Keep(&Kept{ow: ow, b: b, log: log})
+		a.Keep(&keeper{ow: ow, b: b, log: log})
 	}
 	held, known, released := ow.cfg.Flag.HeldReleased()
 	if known && held {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/flowstate-io/flowstate/canon"
 	"github.com/flowstate-io/flowstate/entry"
+	"github.com/flowstate-io/flowstate/server/ofproxy"
 	"github.com/flowstate-io/flowstate/server/restore/plan"
 )
 
@@ -69,26 +70,26 @@ type keptSet struct {
 	save keptSave
 }
 
-// Kept is the engine's side of the unrecorded sessions of one bridge's
-// proxy (ofproxy.Keeper).
-type Kept struct {
+// keeper is the engine's side of the unrecorded sessions of one bridge's
+// proxy.
+type keeper struct {
 	ow  *Owners
 	b   *bridgeOwner
 	log *slog.Logger
 }
 
 // Kept returns what bridge's proxy tells of its unrecorded sessions.
-func (ow *Owners) Kept(bridge string) (*Kept, error) {
+func (ow *Owners) Kept(bridge string) (ofproxy.Keeper, error) {
 	b, err := ow.bridge(bridge)
 	if err != nil {
 		return nil, err
 	}
-	return &Kept{ow: ow, b: b, log: ow.log.With("bridge", bridge)}, nil
+	return &keeper{ow: ow, b: b, log: ow.log.With("bridge", bridge)}, nil
 }
 
 // Begin starts an unrecorded session: a set filled under another vswitchd
 // is emptied.
-func (k *Kept) Begin() {
+func (k *keeper) Begin() {
 	id := k.ow.cfg.Vswitchd.Identity()
 	s := &k.b.kept
 	s.mu.Lock()
@@ -132,7 +133,7 @@ func identity(kind entry.Kind, msg []byte) string {
 
 // Keep notes that an unrecorded session installs the entry msg names (see
 // identity). A flow whose match canon cannot read is kept by rule.
-func (k *Kept) Keep(kind entry.Kind, msg []byte) {
+func (k *keeper) Keep(kind entry.Kind, msg []byte) {
 	id := identity(kind, msg)
 	s := &k.b.kept
 	s.mu.Lock()
@@ -164,7 +165,7 @@ func (k *Kept) Keep(kind entry.Kind, msg []byte) {
 
 // KeepRule notes that an unrecorded session installs a flow of table and
 // priority whose match the proxy cannot read.
-func (k *Kept) KeepRule(table uint8, priority uint16) {
+func (k *keeper) KeepRule(table uint8, priority uint16) {
 	s := &k.b.kept
 	s.mu.Lock()
 	s.addRuleLocked(k.log, table, priority)
@@ -200,7 +201,7 @@ func (s *keptSet) roomLocked(log *slog.Logger) bool {
 
 // Forget notes that an unrecorded session deletes, strictly, the entry msg
 // names (see identity).
-func (k *Kept) Forget(kind entry.Kind, msg []byte) {
+func (k *keeper) Forget(kind entry.Kind, msg []byte) {
 	id := identity(kind, msg)
 	if id == "" {
 		return
@@ -217,7 +218,7 @@ func (k *Kept) Forget(kind entry.Kind, msg []byte) {
 // ForgetAll notes that an unrecorded session deletes every entry of kind
 // (a flow delete of every table with no match, OFPG_ALL, OFPM_ALL): the
 // switch holds none of them any more, whoever installed them.
-func (k *Kept) ForgetAll(kind entry.Kind) {
+func (k *keeper) ForgetAll(kind entry.Kind) {
 	s := &k.b.kept
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -103,7 +103,7 @@ func (s *keptSet) resaveLocked() {
 // unlockSaved unlocks s.mu once the store holds what s holds now, or
 // keptSaveWait passed, or the store is failing: the caller's message may
 // then go to the switch.
-func (s *keptSet) unlockSaved(k *Kept) {
+func (s *keptSet) unlockSaved(k *keeper) {
 	sv := &s.save
 	if !sv.running || sv.failing || sv.savedGen >= sv.gen {
 		s.mu.Unlock()

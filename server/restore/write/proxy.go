@@ -13,11 +13,12 @@ import (
 	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/ofmods"
 	"github.com/flowstate-io/flowstate/server/ofconn"
+	"github.com/flowstate-io/flowstate/server/ofproxy"
 	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"github.com/flowstate-io/flowstate/store"
 )
 
-// Recorder records what one controller behind the OpenFlow proxy
+// recorder records what one controller behind the OpenFlow proxy
 // (server/ofproxy) installs, as module's declarations on one bridge. A
 // change of the controller (a bundle, or the standalone messages between
 // two barriers) is one write request of the bridge's queue: package ofmods
@@ -26,7 +27,7 @@ import (
 // bundle, as it does a Put. So a controller that deletes everything and
 // installs it again sends nothing to the switch when nothing changed, even
 // when it installs in several changes (resync.go).
-type Recorder struct {
+type recorder struct {
 	ws             *Writes
 	bridge, module string
 
@@ -39,16 +40,31 @@ type Recorder struct {
 	closed     bool
 }
 
+// Recorder is a controller behind the OpenFlow proxy recorded as one
+// module: what the proxy calls (ofproxy.Recorder) and what the server tells
+// it of the controller's session. An interface, so that the server holds no
+// type of this room.
+type Recorder interface {
+	ofproxy.Recorder
+	// Connected: a controller connected through the bridge's proxy.
+	Connected()
+	// Ready: the controller's first install is complete (the cold-boot
+	// gate's readiness).
+	Ready() error
+	// Close: the proxy stops.
+	Close()
+}
+
 // Recorder returns the Recorder of module on bridge; bridge must be one
 // the engine restores.
-func (ws *Writes) Recorder(bridge, module string) (*Recorder, error) {
+func (ws *Writes) Recorder(bridge, module string) (Recorder, error) {
 	if _, err := ws.bridge(bridge); err != nil {
 		return nil, err
 	}
 	if err := entry.ValidateName("module", module); err != nil {
 		return nil, fmt.Errorf("restore: proxy: %w: %w", err, errdefs.ErrInvalidArgument)
 	}
-	return &Recorder{ws: ws, bridge: bridge, module: module}, nil
+	return &recorder{ws: ws, bridge: bridge, module: module}, nil
 }
 
 // Apply makes one change of the controller (see ofproxy.Recorder): nil
@@ -58,7 +74,7 @@ func (ws *Writes) Recorder(bridge, module string) (*Recorder, error) {
 // *ofconn.BundleError naming the message vswitchd refused, or that would
 // break another module's ownership, with nothing stored or applied; any
 // other error when the outcome is unknown.
-func (r *Recorder) Apply(ctx context.Context, msgs []ofconn.Message) error {
+func (r *recorder) Apply(ctx context.Context, msgs []ofconn.Message) error {
 	raw := make([][]byte, len(msgs))
 	for i, m := range msgs {
 		raw[i] = m
@@ -94,7 +110,7 @@ func (r *Recorder) Apply(ctx context.Context, msgs []ofconn.Message) error {
 // applyEntries is one write of the bridge's queue for raw, the flow, group
 // and meter messages of a change (see Apply). A clear among them starts or
 // restarts the module's resync instead of deleting now (resync.go).
-func (r *Recorder) applyEntries(ctx context.Context, raw [][]byte) error {
+func (r *recorder) applyEntries(ctx context.Context, raw [][]byte) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	msgs, from, cleared := r.clears(raw)
@@ -182,7 +198,7 @@ func (r *Recorder) applyEntries(ctx context.Context, raw [][]byte) error {
 // changes: readiness waits for its end. A module ready for this boot
 // already is left as it is (a controller reconnects after every vswitchd
 // restart).
-func (r *Recorder) Ready() error {
+func (r *recorder) Ready() error {
 	r.mu.Lock()
 	if r.resync != nil {
 		r.readyAtEnd = true
@@ -193,7 +209,7 @@ func (r *Recorder) Ready() error {
 	return r.markReady()
 }
 
-func (r *Recorder) markReady() error {
+func (r *recorder) markReady() error {
 	if ready, err := r.ws.cfg.Rooms.Ready(r.module); err == nil && ready {
 		return nil
 	}
@@ -251,7 +267,7 @@ func (e *changeError) Unwrap() error { return e.err }
 // entry (its error as the switch sent it), ofmods refused a message as
 // vswitchd would, or the store refused an entry another module owns or
 // uses.
-func (r *Recorder) refusal(err error, ch *ofmods.Change, msgs [][]byte) *ofconn.BundleError {
+func (r *recorder) refusal(err error, ch *ofmods.Change, msgs [][]byte) *ofconn.BundleError {
 	var (
 		mr *ofmods.Refusal
 		ce *changeError
@@ -324,4 +340,4 @@ func permissionError(m []byte) (typ, code uint16) {
 // Connected tells that the controller connected through flowstated's proxy:
 // a learning of the bridge not yet started is moot (its writes go to the
 // store, and its reinstall reconciles).
-func (r *Recorder) Connected() { r.ws.cfg.Rooms.ControllerConnected(r.bridge, r.module) }
+func (r *recorder) Connected() { r.ws.cfg.Rooms.ControllerConnected(r.bridge, r.module) }

@@ -112,7 +112,7 @@ type resync struct {
 // clears returns raw without its clears, with the index in raw of each
 // message kept, and starts (or, after another clear, restarts) the resync
 // of the kinds they clear. r.mu must be held.
-func (r *Recorder) clears(raw [][]byte) (msgs [][]byte, from []int, cleared bool) {
+func (r *recorder) clears(raw [][]byte) (msgs [][]byte, from []int, cleared bool) {
 	for i, m := range raw {
 		if kind, ok := ofmods.Clears(m); ok {
 			if !cleared {
@@ -130,7 +130,7 @@ func (r *Recorder) clears(raw [][]byte) (msgs [][]byte, from []int, cleared bool
 // startResyncLocked starts a resync, or starts over what the controller
 // declared in the one under way; its held changes and its deadline stay,
 // as the switch still lacks those changes.
-func (r *Recorder) startResyncLocked() {
+func (r *recorder) startResyncLocked() {
 	if r.resync == nil {
 		r.resync = &resync{held: make(map[string]heldEntry), gone: make(map[string]entry.Entry), deadline: time.Now().Add(resyncMax)}
 		r.ws.log.Info("proxy: the controller cleared its entries; what it does not install again leaves the store now, the switch once it is quiet",
@@ -150,7 +150,7 @@ func (r *Recorder) startResyncLocked() {
 // What the switch then holds apart from the store is recorded with the
 // write (aheadLocked): a held change's original, dropped once the switch
 // gets the change.
-func (r *Recorder) holdLocked(w *store.Writer, st ofmods.Store, ch *ofmods.Change, sw *sweep) (map[string]bool, error) {
+func (r *recorder) holdLocked(w *store.Writer, st ofmods.Store, ch *ofmods.Change, sw *sweep) (map[string]bool, error) {
 	rs := r.resync
 	if rs == nil {
 		return nil, nil
@@ -226,7 +226,7 @@ func (r *Recorder) holdLocked(w *store.Writer, st ofmods.Store, ch *ofmods.Chang
 // entry it holds, or nil when it holds what the store does (store.Ahead):
 // a flowstated started after this one died mid-resync does not take it for
 // a relayed controller's change. r.mu must be held.
-func (r *Recorder) aheadLocked(w *store.Writer, k string, orig []byte) error {
+func (r *recorder) aheadLocked(w *store.Writer, k string, orig []byte) error {
 	var err error
 	if orig == nil {
 		err = w.DropAhead(r.bridge, r.module, k)
@@ -252,7 +252,7 @@ func withoutDeferred(res store.Result, deferred map[string]bool) store.Result {
 // declaredLocked notes a stored change of the module (nil: none) during a
 // resync, and restarts its quiet period, up to its deadline. r.mu must be
 // held.
-func (r *Recorder) declaredLocked(ch *ofmods.Change) {
+func (r *recorder) declaredLocked(ch *ofmods.Change) {
 	rs := r.resync
 	if rs == nil || r.closed {
 		return
@@ -280,7 +280,7 @@ func (r *Recorder) declaredLocked(ch *ofmods.Change) {
 // the groups and meters they use. It runs on the resync's timer; a change
 // that comes first restarts the timer, and one that waits for r.mu is
 // applied after.
-func (r *Recorder) endResync() {
+func (r *recorder) endResync() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rs := r.resync
@@ -392,7 +392,7 @@ func (r *Recorder) endResync() {
 // Close stops the recorder's resync timer; an unfinished resync's
 // deletions are left to the controller's next clear. The proxy closes it
 // when it stops.
-func (r *Recorder) Close() {
+func (r *recorder) Close() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.closed = true
@@ -413,7 +413,7 @@ const groupAddOrMod = 0x8000
 // ofmods takes its ADD, and holdLocked keeps it off the switch while the
 // switch holds a gone copy; after a replay the switch holds none and gets
 // the ADD. It runs in the write's store transaction. r.mu must be held.
-func (r *Recorder) readdsLocked(st ofmods.Store, msgs [][]byte) ([][]byte, error) {
+func (r *recorder) readdsLocked(st ofmods.Store, msgs [][]byte) ([][]byte, error) {
 	rs := r.resync
 	if rs == nil {
 		return msgs, nil

@@ -83,7 +83,7 @@ func (sw *sweep) commit() {
 // the store's again, what the resync knew of the switch apart from the
 // store: the held changes are on it, the gone flows off it. It runs in a
 // write's store transaction w, under the bridge's lock.
-func (r *Recorder) rebaseLocked(w *store.Writer, rs *resync) error {
+func (r *recorder) rebaseLocked(w *store.Writer, rs *resync) error {
 	b, err := r.ws.bridge(r.bridge)
 	if err != nil {
 		return err
@@ -109,7 +109,7 @@ func (r *Recorder) rebaseLocked(w *store.Writer, rs *resync) error {
 // resync. It runs before the write's own change, which then finds the
 // store as the controller's clear left it. The switch keeps them until
 // the end. r.mu must be held.
-func (r *Recorder) sweepLocked(w *store.Writer, rs *resync) (*sweep, error) {
+func (r *recorder) sweepLocked(w *store.Writer, rs *resync) (*sweep, error) {
 	if rs == nil {
 		return nil, nil
 	}
@@ -148,7 +148,7 @@ func (r *Recorder) sweepLocked(w *store.Writer, rs *resync) (*sweep, error) {
 // (nil without a resync). The switch keeps them until the end, as the
 // gone flows that may use them. A used one stays: the store would refuse
 // its deletion, and fail the write. r.mu must be held.
-func (r *Recorder) sweepUnusedLocked(w *store.Writer, sw *sweep, ch *ofmods.Change) error {
+func (r *recorder) sweepUnusedLocked(w *store.Writer, sw *sweep, ch *ofmods.Change) error {
 	if sw == nil || !sw.rs.kinds[entry.KindGroup] && !sw.rs.kinds[entry.KindMeter] {
 		return nil
 	}

@@ -94,7 +94,7 @@ func fmtTLV(m ofconn.TLVMap) string {
 // deletes the module's, and an index another module maps is refused as
 // vswitchd refuses a mapped index. It is a write of the bridge's queue,
 // which commits it alone (tlvStep).
-func (r *Recorder) applyTLV(ctx context.Context, msgs [][]byte, i int) error {
+func (r *recorder) applyTLV(ctx context.Context, msgs [][]byte, i int) error {
 	s := &tlvStep{r: r, msg: msgs[i], i: i}
 	res, err := r.ws.submit(ctx, r.bridge, &writeReq{module: r.module, alone: func(ctx context.Context, b *bridgeQueue) writeResult {
 		t, err := r.ws.runTxn(ctx, b, "tlv table change", s)
@@ -114,7 +114,7 @@ func (r *Recorder) applyTLV(ctx context.Context, msgs [][]byte, i int) error {
 // store ahead. Whatever the outcome, the transaction settles it: a switch
 // that may differ from the store replays.
 type tlvStep struct {
-	r   *Recorder
+	r   *recorder
 	msg []byte
 	i   int
 	// send is the message that makes the switch do what the store does
@@ -200,7 +200,7 @@ func (s *tlvStep) storeErr(err error) error {
 // deletes (as stored), and the message that makes the switch do the same
 // (nil: nothing to send). A message vswitchd would refuse, or that touches
 // another module's mapping, gets the error vswitchd would give.
-func (r *Recorder) tlvChange(msg []byte, i int, stored []store.TLVMapping) (cmd uint16, add, del []store.TLVMapping, send []byte, err error) {
+func (r *recorder) tlvChange(msg []byte, i int, stored []store.TLVMapping) (cmd uint16, add, del []store.TLVMapping, send []byte, err error) {
 	cmd, maps, err := ofconn.ParseTLVTableMod(msg)
 	if err != nil {
 		return 0, nil, nil, nil, &ofconn.BundleError{Failed: []ofconn.AddError{{Index: i, Type: openflow15.ET_BAD_REQUEST, Code: openflow15.BRC_BAD_LEN}}}
