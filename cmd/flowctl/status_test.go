@@ -138,6 +138,11 @@ func TestStatusGate(t *testing.T) {
 	if !regexp.MustCompile(`gate CLOSED: waiting for modules pipeline; readiness timeout \S+ \(in (\d+s|1m0s)\)\n`).MatchString(out) {
 		t.Fatalf("gate line:\n%s", out)
 	}
+	// Only the countdown may change while wait runs: the bridge is
+	// connected first, so its reason is the gate's from the start.
+	testenv.Poll(ctx, t, "br-int connected under the closed gate", func() (bool, error) {
+		return strings.Contains(statusText(ctx, t, e), "waiting for the cold-start gate"), nil
+	})
 	_, stderr, code := flowctl(ctx, "", "--server", e.Config.Listen, "--timeout", "3s", "wait", "--converged")
 	if code != 1 {
 		t.Fatalf("wait under a closed gate: exit %d\n%s", code, stderr)
