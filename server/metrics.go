@@ -69,10 +69,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, f, labels...)
 	}
-	on, connected := c.flag.FlowRestoreWait()
-	gauge(descFlag, on)
-	gauge(descOVSDB, connected)
-	gauge(descAck, c.flag.VswitchdAcknowledged())
+	fl := c.flag.State()
+	gauge(descFlag, fl.On)
+	gauge(descOVSDB, fl.Connected)
+	gauge(descAck, fl.Acknowledged)
 	g := c.engine.Gate()
 	gauge(descGate, g.Open && !g.TimedOut, "open")
 	gauge(descGate, !g.Open, "waiting")

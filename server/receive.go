@@ -42,13 +42,15 @@ func (r *received) len() int {
 	return len(r.es)
 }
 
-// handOver gives the spool to the engine, which closes it (it may still be
-// writing it after the call returned, when the caller gave up): r no longer
-// does. nil for a request held in memory.
-func (r *received) handOver() *store.Spool {
-	sp := r.spool
-	r.spool = nil
-	return sp
+// declared hands r's entries to a write. A spool goes to the engine, which
+// closes it (it may still be writing it after the call returned, when the
+// caller gave up): r no longer does.
+func (r *received) declared() write.Declared {
+	if sp := r.spool; sp != nil {
+		r.spool = nil
+		return write.Declared{Spool: sp}
+	}
+	return write.Declared{Entries: r.es}
 }
 
 func (r *received) close() {
@@ -178,7 +180,7 @@ func (s *service) spool(r *received, keep int) error {
 	if n <= 0 {
 		return nil
 	}
-	if err := s.writes.CheckDeclared(r.es[:n], r.spool.Len()); err != nil {
+	if err := write.CheckOwned(s.owned, r.es[:n], r.spool.Len()); err != nil {
 		return err
 	}
 	if err := r.spool.Add(r.es[:n]); err != nil {
@@ -199,12 +201,7 @@ func (s *service) PutStream(stream flowstatev1.FlowStateService_PutStreamServer)
 	if n == 0 {
 		return toGRPC(fmt.Errorf("no entries: %w", errdefs.ErrInvalidArgument))
 	}
-	var applied bool
-	if sp := r.handOver(); sp != nil {
-		applied, err = s.writes.PutSpool(stream.Context(), r.bridge, r.module, sp)
-	} else {
-		applied, err = s.writes.Put(stream.Context(), r.bridge, r.module, r.es)
-	}
+	applied, err := s.writes.Put(stream.Context(), r.bridge, r.module, r.declared())
 	if err != nil {
 		return toGRPC(err)
 	}
@@ -221,12 +218,7 @@ func (s *service) Sync(stream flowstatev1.FlowStateService_SyncServer) error {
 	}
 	defer r.close()
 	n := r.len()
-	var res write.SyncResult
-	if sp := r.handOver(); sp != nil {
-		res, err = s.writes.SyncSpool(stream.Context(), r.bridge, r.module, sp, ready)
-	} else {
-		res, err = s.writes.Sync(stream.Context(), r.bridge, r.module, r.es, ready)
-	}
+	res, err := s.writes.Sync(stream.Context(), r.bridge, r.module, r.declared(), ready)
 	if err != nil {
 		return toGRPC(err)
 	}

@@ -312,7 +312,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	gs.RegisterService(withDecodeErrors(&flowstatev1.FlowStateService_ServiceDesc), &service{
 		writes: engine.Writes(), reads: engine, state: engine, ready: engine, replays: engine, flag: engine.Flag(),
 		store: st, events: evlog, writers: cfg.Writers, streamID: newStreamID(), bootID: bootID, coldStart: cold, keep: keep,
-		sessions: sessions, log: log, stageAbove: cfg.StageAbove, faults: cfg.Faults, proxies: proxies,
+		sessions: sessions, log: log, stageAbove: cfg.StageAbove, faults: cfg.Faults, proxies: proxies, owned: cfg.OwnedCookie,
 		ovn: newOVNController(cfg.OVNRunDir, log),
 	})
 	hs := health.NewServer()

@@ -20,6 +20,7 @@ import (
 	"github.com/flowstate-io/flowstate/server/restore/gate"
 	"github.com/flowstate-io/flowstate/server/restore/plan"
 	"github.com/flowstate-io/flowstate/server/restore/vswitchd"
+	"github.com/flowstate-io/flowstate/server/restore/write"
 	"github.com/flowstate-io/flowstate/store"
 )
 
@@ -91,6 +92,9 @@ type service struct {
 	proxies *proxies
 	// ovn is the node's ovn-controller (ovn.go), for Status.
 	ovn *ovnController
+	// owned is Config.OwnedCookie: the engine's, which the service checks
+	// a spooled request's entries against as they arrive, and reports.
+	owned entry.CookieSpace
 }
 
 var _ flowstatev1.FlowStateServiceServer = (*service)(nil)
@@ -100,7 +104,6 @@ type stateReader interface {
 	Status() []restore.BridgeStatus
 	Gate() gate.Status
 	Modules() (map[string]restore.ModuleState, error)
-	OwnedCookie() entry.CookieSpace
 	VswitchdInfo() vswitchd.Info
 }
 
@@ -146,7 +149,7 @@ func (s *service) Put(ctx context.Context, req *flowstatev1.PutRequest) (*flowst
 	if err != nil {
 		return nil, toGRPC(err)
 	}
-	applied, err := s.writes.Put(ctx, req.GetBridge(), req.GetModule(), es)
+	applied, err := s.writes.Put(ctx, req.GetBridge(), req.GetModule(), write.Declared{Entries: es})
 	if err != nil {
 		return nil, toGRPC(err)
 	}
@@ -226,19 +229,18 @@ func (s *service) Status(ctx context.Context, _ *flowstatev1.StatusRequest) (*fl
 		Guard:  s.keep.status(),
 		Wedged: s.keep.wedgedReason(),
 	}
-	owned := s.state.OwnedCookie()
-	resp.OwnedCookieValue, resp.OwnedCookieMask = owned.Value&owned.Mask, owned.Mask
+	resp.OwnedCookieValue, resp.OwnedCookieMask = s.owned.Value&s.owned.Mask, s.owned.Mask
 	if !g.Deadline.IsZero() {
 		resp.Gate.Deadline = timestamppb.New(g.Deadline)
 	}
-	if t := s.flag.LastRelease(); !t.IsZero() {
-		resp.LastRelease = timestamppb.New(t)
+	fl := s.flag.State()
+	if !fl.LastRelease.IsZero() {
+		resp.LastRelease = timestamppb.New(fl.LastRelease)
 	}
-	resp.FlowRestoreWait, resp.OvsdbConnected = s.flag.FlowRestoreWait()
-	resp.VswitchdAcknowledged = s.flag.VswitchdAcknowledged()
-	running, unheld := s.flag.Vswitchd()
-	resp.VswitchdRunning = running
-	resp.VswitchdHeld = running && !unheld && resp.FlowRestoreWait
+	resp.FlowRestoreWait, resp.OvsdbConnected = fl.On, fl.Connected
+	resp.VswitchdAcknowledged = fl.Acknowledged
+	resp.VswitchdRunning = fl.VswitchdRunning
+	resp.VswitchdHeld = fl.VswitchdRunning && !fl.VswitchdUnheld && fl.On
 	sw := s.state.VswitchdInfo()
 	resp.VswitchdBuild = &flowstatev1.VswitchdBuild{Version: sw.Version, OvsdbVersion: sw.OVSDBVersion, Limits: sw.Limits}
 	resp.OvnController = s.ovn.status(ctx)

@@ -31,15 +31,7 @@ func TestServerHoldsNoRoom(t *testing.T) {
 	fset := token.NewFileSet()
 	pkg, files, info := typeCheckServer(t, fset)
 
-	var restore *types.Package
-	for _, p := range pkg.Imports() {
-		if p.Path() == module+"server/restore" {
-			restore = p
-		}
-	}
-	if restore == nil {
-		t.Fatal("package server does not import server/restore")
-	}
+	restore := restoreOf(t, pkg)
 	engine, ok := restore.Scope().Lookup("Engine").Type().Underlying().(*types.Struct)
 	if !ok {
 		t.Fatal("restore.Engine is not a struct")
@@ -92,6 +84,51 @@ func TestServerHoldsNoRoom(t *testing.T) {
 	}
 }
 
+// maxSurface is the most methods the server may reach of the engine in all
+// (issue 32): the coordinator's own and those of the interfaces it hands on.
+const maxSurface = 25
+
+// TestEngineSurface: the server's whole reach into the engine, the exported
+// methods of restore.Engine and of package restore's interfaces those
+// return (Writes, Flag, Owners), stays within maxSurface; a new need is met
+// by widening a method's answer (flag.State), not by another method.
+func TestEngineSurface(t *testing.T) {
+	fset := token.NewFileSet()
+	pkg, _, _ := typeCheckServer(t, fset)
+	restore := restoreOf(t, pkg)
+	engine := types.NewPointer(restore.Scope().Lookup("Engine").Type())
+	var reach []string
+	handed := map[*types.TypeName]bool{}
+	ms := types.NewMethodSet(engine)
+	for sel := range ms.Methods() {
+		m := sel.Obj().(*types.Func)
+		if !m.Exported() {
+			continue
+		}
+		reach = append(reach, "Engine."+m.Name())
+		res := m.Signature().Results()
+		for v := range res.Variables() {
+			n := named(v.Type())
+			if n == nil || n.Obj().Pkg() != restore || !types.IsInterface(n) || handed[n.Obj()] {
+				continue
+			}
+			handed[n.Obj()] = true
+			iface := n.Underlying().(*types.Interface)
+			for im := range iface.Methods() {
+				reach = append(reach, n.Obj().Name()+"."+im.Name())
+			}
+		}
+	}
+	if len(handed) == 0 {
+		t.Fatal("restore.Engine hands on none of package restore's interfaces: the check saw nothing")
+	}
+	sort.Strings(reach)
+	t.Logf("the server reaches %d methods of the engine: %s", len(reach), strings.Join(reach, " "))
+	if len(reach) > maxSurface {
+		t.Errorf("the server reaches %d methods of the engine, more than %d: %s", len(reach), maxSurface, strings.Join(reach, " "))
+	}
+}
+
 // handle: n is a struct that holds a room (write's recorder holds its
 // Writes, owner's keeper its Owners), the kind a room hands the proxies,
 // which must reach the server as an interface (write.Recorder,
@@ -108,6 +145,18 @@ func handle(n *types.Named, rooms map[*types.TypeName]bool) bool {
 		}
 	}
 	return false
+}
+
+// restoreOf is package server/restore as pkg imports it.
+func restoreOf(t *testing.T, pkg *types.Package) *types.Package {
+	t.Helper()
+	for _, p := range pkg.Imports() {
+		if p.Path() == module+"server/restore" {
+			return p
+		}
+	}
+	t.Fatal("package server does not import server/restore")
+	return nil
 }
 
 // named is t's named type, through pointers, slices and maps' values.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/flowstate-io/flowstate/server/restore/bridge"
 	"github.com/flowstate-io/flowstate/server/restore/plan"
+	"github.com/flowstate-io/flowstate/server/restore/write"
 )
 
 // TestAuditDrift: a flow deleted behind flowstate's back (ovs-ofctl, as
@@ -21,7 +22,7 @@ func TestAuditDrift(t *testing.T) {
 	faults := &Faults{}
 	e := startEngine(ctx, t, faults)
 	b := e.bridges[testBridge]
-	if applied, err := e.Writes().Put(ctx, testBridge, "m", append(flow(t, 1), flow(t, 2)...)); err != nil || !applied {
+	if applied, err := e.Writes().Put(ctx, testBridge, "m", write.Declared{Entries: append(flow(t, 1), flow(t, 2)...)}); err != nil || !applied {
 		t.Fatalf("put: applied=%v err=%v", applied, err)
 	}
 	conn, err := b.Connected()

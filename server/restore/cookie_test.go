@@ -49,7 +49,7 @@ func TestStoreOutsideOwnedSpace(t *testing.T) {
 	if err = owner.CheckStoreOwned(st, []string{"br-int"}, entry.CookieSpace{Value: 0, Mask: 0xc000}); err != nil {
 		t.Fatalf("both flows inside: %v", err)
 	}
-	err = write.New(write.Config{OwnedCookie: space}).CheckDeclared([]entry.Entry{inside, group, outside}, 0)
+	err = write.CheckOwned(space, []entry.Entry{inside, group, outside}, 0)
 	var ee *errdefs.EntryError
 	if !errors.As(err, &ee) || ee.Index != 2 || !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Fatalf("write with a flow outside the space: %v, want entries[2] refused", err)

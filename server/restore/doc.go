@@ -43,7 +43,7 @@
 //	mirror.go    the mirrors' config; Mirrors
 //	poison.go    the crash protection's config
 //	reads.go     Diff, Reconcile (counters.go: FlowCounters; status.go:
-//	             Status, Gate, Modules, OwnedCookie)
+//	             Status, Gate, Modules)
 //	faults.go    Faults: the tests' fault injection (nil in production)
 //	metrics.go   the engine's metrics
 //

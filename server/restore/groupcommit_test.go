@@ -210,7 +210,7 @@ type outcome struct {
 func goPut(ctx context.Context, e *testEngine, module string, es []entry.Entry) <-chan outcome {
 	c := make(chan outcome, 1)
 	go func() {
-		applied, err := e.Writes().Put(ctx, testBridge, module, es)
+		applied, err := e.Writes().Put(ctx, testBridge, module, write.Declared{Entries: es})
 		c <- outcome{applied, err}
 	}()
 	return c
@@ -273,7 +273,7 @@ func TestWritePanicDoesNotWedge(t *testing.T) {
 	if n := stored(t, e, "mate"); n != 0 {
 		t.Fatalf("the panicked transaction stored %d entries", n)
 	}
-	applied, err := e.Writes().Put(ctx, testBridge, "later", flow(t, 3))
+	applied, err := e.Writes().Put(ctx, testBridge, "later", write.Declared{Entries: flow(t, 3)})
 	if err != nil || !applied {
 		t.Fatalf("write after the panic: applied %v, %v", applied, err)
 	}
@@ -314,7 +314,7 @@ func TestWriteFollowerGivesUp(t *testing.T) {
 	h.held[1].open()
 	poll(ctx, t, "the taken request committed", func() bool { return stored(t, e, "taken") == 1 })
 	// A later write runs after the dropped one would have: it never ran.
-	if _, err := e.Writes().Put(ctx, testBridge, "later", flow(t, 3)); err != nil {
+	if _, err := e.Writes().Put(ctx, testBridge, "later", write.Declared{Entries: flow(t, 3)}); err != nil {
 		t.Fatal(err)
 	}
 	if n := stored(t, e, "queued"); n != 0 {
@@ -482,7 +482,7 @@ func TestWriteCancelledAfterCommit(t *testing.T) {
 	}})
 	t0 := time.Now()
 	armed.Store(true)
-	applied, err := e.Writes().Put(wctx, testBridge, "m", flow(t, 1))
+	applied, err := e.Writes().Put(wctx, testBridge, "m", write.Declared{Entries: flow(t, 1)})
 	// The caller may see the outcome-unknown error or, if the result came
 	// first, the stored write.
 	if !errors.Is(err, write.ErrOutcomeUnknown) && (err != nil || applied) {
@@ -505,7 +505,7 @@ func TestWriteStoreFailsAfterApply(t *testing.T) {
 	e := startEngine(ctx, t, &Faults{BeforeStoreCommit: disk.fire})
 	t0 := time.Now()
 	disk.arm()
-	if _, err := e.Writes().Put(ctx, testBridge, "m", flow(t, 1)); !errors.Is(err, errDisk) {
+	if _, err := e.Writes().Put(ctx, testBridge, "m", write.Declared{Entries: flow(t, 1)}); !errors.Is(err, errDisk) {
 		t.Fatalf("put: %v, want the store's error", err)
 	}
 	convergedAfter(ctx, t, e, t0)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/errdefs"
+	"github.com/flowstate-io/flowstate/server/restore/write"
 	"github.com/flowstate-io/flowstate/store"
 )
 
@@ -52,16 +53,16 @@ func TestPipeRefusalUndone(t *testing.T) {
 		},
 	})
 	full := fullTable5(ctx, t, te)
-	if _, err := te.Writes().Put(ctx, testBridge, "fill", flows(t, full[:100]...)); err != nil {
+	if _, err := te.Writes().Put(ctx, testBridge, "fill", write.Declared{Entries: flows(t, full[:100]...)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := te.Writes().Put(ctx, testBridge, "pod", flows(t, "table=7,priority=3,ip,nw_dst=10.37.0.1,actions=drop")); err != nil {
+	if _, err := te.Writes().Put(ctx, testBridge, "pod", write.Declared{Entries: flows(t, "table=7,priority=3,ip,nw_dst=10.37.0.1,actions=drop")}); err != nil {
 		t.Fatal(err)
 	}
 	before := allStored(t, te)
 	piped := count.reqs.Load()
 
-	_, err := te.Writes().Put(ctx, testBridge, "pod", flows(t, full[100]))
+	_, err := te.Writes().Put(ctx, testBridge, "pod", write.Declared{Entries: flows(t, full[100])})
 	var ee *errdefs.EntryError
 	if !errors.Is(err, errdefs.ErrInvalidArgument) || !errors.As(err, &ee) || !strings.Contains(err.Error(), "TABLE_FULL") {
 		t.Fatalf("a Put into a full table: %v, want INVALID_ARGUMENT naming OFPFMFC_TABLE_FULL and the entry", err)
@@ -76,7 +77,7 @@ func TestPipeRefusalUndone(t *testing.T) {
 		t.Fatalf("after the refusal the store holds\n%q\nwant what it held before\n%q", after, before)
 	}
 
-	_, err = te.Writes().Put(ctx, testBridge, "pod", changed)
+	_, err = te.Writes().Put(ctx, testBridge, "pod", write.Declared{Entries: changed})
 	if !errors.Is(err, errdefs.ErrInvalidArgument) || !errors.As(err, &ee) || !strings.Contains(err.Error(), "INVALID_TLV_FIELD") {
 		t.Fatalf("a refused change: %v, want INVALID_ARGUMENT with the switch's error", err)
 	}

@@ -1,7 +1,6 @@
 package restore
 
 import (
-	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/server/restore/gate"
 )
 
@@ -50,6 +49,3 @@ func (e *Engine) Modules() (map[string]ModuleState, error) {
 	}
 	return out, nil
 }
-
-// OwnedCookie is the cookie space the engine manages (package owner).
-func (e *Engine) OwnedCookie() entry.CookieSpace { return e.cfg.OwnedCookie }

@@ -6,10 +6,10 @@ import (
 
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/server/ofproxy"
+	"github.com/flowstate-io/flowstate/server/restore/flag"
 	"github.com/flowstate-io/flowstate/server/restore/owner"
 	"github.com/flowstate-io/flowstate/server/restore/vswitchd"
 	"github.com/flowstate-io/flowstate/server/restore/write"
-	"github.com/flowstate-io/flowstate/store"
 )
 
 // What the server reaches of the rooms, one interface per concern, as
@@ -22,14 +22,10 @@ type (
 	// Writes is the write path: the API's writes and the proxies'
 	// Recorders (package write).
 	Writes interface {
-		Put(ctx context.Context, bridge, module string, es []entry.Entry) (applied bool, err error)
+		// Put and Sync take d.Spool: the engine closes it.
+		Put(ctx context.Context, bridge, module string, d write.Declared) (applied bool, err error)
+		Sync(ctx context.Context, bridge, module string, d write.Declared, ready bool) (write.SyncResult, error)
 		Delete(ctx context.Context, bridge, module string, keys []entry.Entry) (applied bool, n int, err error)
-		Sync(ctx context.Context, bridge, module string, es []entry.Entry, ready bool) (write.SyncResult, error)
-		// CheckDeclared checks entries as Put would, before they are spooled.
-		CheckDeclared(es []entry.Entry, base int) error
-		// PutSpool and SyncSpool take sp: the engine closes it.
-		PutSpool(ctx context.Context, bridge, module string, sp *store.Spool) (applied bool, err error)
-		SyncSpool(ctx context.Context, bridge, module string, sp *store.Spool, ready bool) (write.SyncResult, error)
 		// Recorder takes a proxied controller's changes as module's.
 		Recorder(bridge, module string) (write.Recorder, error)
 	}
@@ -40,10 +36,7 @@ type (
 	Flag interface {
 		Arm(ctx context.Context) (wasSet bool, err error)
 		Release(ctx context.Context) (wasSet bool, ack time.Duration, err error)
-		LastRelease() time.Time
-		FlowRestoreWait() (on, ok bool)
-		VswitchdAcknowledged() bool
-		Vswitchd() (running, unheld bool)
+		State() flag.State
 		GuardChanged()
 	}
 

@@ -13,6 +13,7 @@ import (
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/server/restore/plan"
+	"github.com/flowstate-io/flowstate/server/restore/write"
 	"github.com/flowstate-io/flowstate/store"
 )
 
@@ -46,7 +47,7 @@ func putConcurrently(ctx context.Context, t *testing.T, te *testEngine, writers,
 		wg.Go(func() {
 			es := writerFlows(t, w, puts*per, actions)
 			for i := range puts {
-				ok, err := te.Writes().Put(ctx, testBridge, fmt.Sprint("w", w), es[i*per:(i+1)*per])
+				ok, err := te.Writes().Put(ctx, testBridge, fmt.Sprint("w", w), write.Declared{Entries: es[i*per : (i+1)*per]})
 				if err == nil && applied && !ok {
 					err = errors.New("not applied on a live bridge")
 				}
@@ -174,7 +175,7 @@ func TestPipeStoreFailsAfterApply(t *testing.T) {
 	disk := &oneShot{err: errDisk}
 	var count pipeCount
 	ctx, e, h := startHeldWith(t, &Faults{Piped: count.piped, BeforeStoreCommit: disk.fire}, 2)
-	if _, err := e.Writes().Put(ctx, testBridge, "first", flow(t, 1)); err != nil {
+	if _, err := e.Writes().Put(ctx, testBridge, "first", write.Declared{Entries: flow(t, 1)}); err != nil {
 		t.Fatal(err)
 	}
 	// The same Put again changes nothing, so it has no transaction: the
@@ -319,10 +320,10 @@ func TestPipeAllPlansFail(t *testing.T) {
 	var count pipeCount
 	e := startEngine(ctx, t, &Faults{Piped: count.piped})
 	f := flow(t, 1)
-	if _, err := e.Writes().Put(ctx, testBridge, "first", f); err != nil {
+	if _, err := e.Writes().Put(ctx, testBridge, "first", write.Declared{Entries: f}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Writes().Put(ctx, testBridge, "second", f); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+	if _, err := e.Writes().Put(ctx, testBridge, "second", write.Declared{Entries: f}); !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		t.Fatalf("a Put of another module's flow: %v, want FAILED_PRECONDITION", err)
 	}
 	rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
@@ -330,7 +331,7 @@ func TestPipeAllPlansFail(t *testing.T) {
 	if _, err := e.Reconcile(rctx, testBridge); err != nil {
 		t.Fatalf("reconcile after a refused pipelined Put: %v (the bridge is wedged)", err)
 	}
-	if _, err := e.Writes().Put(rctx, testBridge, "second", flow(t, 2)); err != nil {
+	if _, err := e.Writes().Put(rctx, testBridge, "second", write.Declared{Entries: flow(t, 2)}); err != nil {
 		t.Fatalf("the next Put after a refused pipelined Put: %v", err)
 	}
 }

@@ -55,11 +55,11 @@ func TestStagedWrite(t *testing.T) {
 	te := startEngine(ctx, t, &Faults{})
 
 	owned := pipelineFlows(t, 1, 9000)
-	if _, err := te.Writes().Put(ctx, testBridge, "other", owned); err != nil {
+	if _, err := te.Writes().Put(ctx, testBridge, "other", write.Declared{Entries: owned}); err != nil {
 		t.Fatal(err)
 	}
 	bad := append(pipelineFlows(t, 8000, 0), owned...)
-	_, err := te.Writes().PutSpool(ctx, testBridge, "m", spooled(t, te, bad))
+	_, err := te.Writes().Put(ctx, testBridge, "m", write.Declared{Spool: spooled(t, te, bad)})
 	var ee *errdefs.EntryError
 	if !errors.As(err, &ee) || ee.Index != 8000 || !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), `owned by module "other"`) {
 		t.Fatalf("staged Put over another module's flow: %v, want entry 8000 owned by module \"other\"", err)
@@ -71,7 +71,7 @@ func TestStagedWrite(t *testing.T) {
 		t.Fatalf("%d flows stored by a refused staged write", n)
 	}
 
-	applied, err := te.Writes().PutSpool(ctx, testBridge, "m", spooled(t, te, pipelineFlows(t, 8000, 0)))
+	applied, err := te.Writes().Put(ctx, testBridge, "m", write.Declared{Spool: spooled(t, te, pipelineFlows(t, 8000, 0))})
 	if err != nil || !applied {
 		t.Fatalf("staged Put: applied=%v err=%v", applied, err)
 	}
@@ -81,7 +81,7 @@ func TestStagedWrite(t *testing.T) {
 	noDiff(ctx, t, te)
 
 	next := append(pipelineFlows(t, 4000, 4000), pipelineFlows(t, 4000, 10000)...) // keeps half
-	res, err := te.Writes().SyncSpool(ctx, testBridge, "m", spooled(t, te, next), true)
+	res, err := te.Writes().Sync(ctx, testBridge, "m", write.Declared{Spool: spooled(t, te, next)}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestStagedWrite(t *testing.T) {
 	}
 
 	lines := fullTable5(ctx, t, te)
-	_, err = te.Writes().SyncSpool(ctx, testBridge, "m", spooled(t, te, flows(t, lines...)), false)
+	_, err = te.Writes().Sync(ctx, testBridge, "m", write.Declared{Spool: spooled(t, te, flows(t, lines...))}, false)
 	if !errors.As(err, &ee) || !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "TABLE_FULL") {
 		t.Fatalf("staged Sync into a full table: %v, want INVALID_ARGUMENT naming an entry and OFPFMFC_TABLE_FULL", err)
 	}
@@ -178,7 +178,7 @@ func TestStagedGroupsAndMeters(t *testing.T) {
 
 	// A Put of groups, a meter and the flows that use them.
 	first := req([]entry.Entry{group7, meter(3)}, linesUsing(1500, 0, "group:7"), linesUsing(1500, 1500, "meter:3,resubmit(,1)"))
-	if applied, err := te.Writes().PutSpool(ctx, testBridge, "lb", spooled(t, te, first)); err != nil || !applied {
+	if applied, err := te.Writes().Put(ctx, testBridge, "lb", write.Declared{Spool: spooled(t, te, first)}); err != nil || !applied {
 		t.Fatalf("staged Put with a group and a meter: applied=%v err=%v", applied, err)
 	}
 	has("dump-groups", []string{"group_id=7"}, nil)
@@ -191,7 +191,7 @@ func TestStagedGroupsAndMeters(t *testing.T) {
 	// A Sync that changes group 7, adds group 8 and meter 4 for new flows,
 	// and drops meter 3 with the flows that used it.
 	second := req([]entry.Entry{group7b, group8, meter(4)}, linesUsing(1500, 0, "group:7"), linesUsing(1500, 5000, "meter:4,group:8"))
-	res, err := te.Writes().SyncSpool(ctx, testBridge, "lb", spooled(t, te, second), true)
+	res, err := te.Writes().Sync(ctx, testBridge, "lb", write.Declared{Spool: spooled(t, te, second)}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,12 +208,12 @@ func TestStagedGroupsAndMeters(t *testing.T) {
 	// Another module's flow uses group 8: a Sync that drops it (adding
 	// meter 9 on the way) is refused by the store once every flow is
 	// staged, before the bundle commits; meter 9 is taken back.
-	if _, err := te.Writes().Put(ctx, testBridge, "other", flows(t, "table=1,priority=5,ip,actions=group:8")); err != nil {
+	if _, err := te.Writes().Put(ctx, testBridge, "other", write.Declared{Entries: flows(t, "table=1,priority=5,ip,actions=group:8")}); err != nil {
 		t.Fatal(err)
 	}
 	flowsBefore, storedBefore := dumpCount(ctx, t, te), stored(t, te, "lb")
 	third := req([]entry.Entry{group7b, meter(9)}, linesUsing(3000, 0, "group:7"))
-	_, err = te.Writes().SyncSpool(ctx, testBridge, "lb", spooled(t, te, third), true)
+	_, err = te.Writes().Sync(ctx, testBridge, "lb", write.Declared{Spool: spooled(t, te, third)}, true)
 	var iu *store.InUseError
 	if !errors.As(err, &iu) || !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "other") {
 		t.Fatalf("staged Sync dropping a group module other uses: %v, want an InUseError naming module other", err)
@@ -229,7 +229,7 @@ func TestStagedGroupsAndMeters(t *testing.T) {
 	// the bundle, is taken back.
 	full := fullTable5(ctx, t, te)
 	fourth := req([]entry.Entry{group7b, group8, meter(4), meter(10)}, linesUsing(1500, 0, "group:7"), full)
-	_, err = te.Writes().SyncSpool(ctx, testBridge, "lb", spooled(t, te, fourth), true)
+	_, err = te.Writes().Sync(ctx, testBridge, "lb", write.Declared{Spool: spooled(t, te, fourth)}, true)
 	var ee *errdefs.EntryError
 	if !errors.As(err, &ee) || !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "TABLE_FULL") {
 		t.Fatalf("staged Sync into a full table: %v, want INVALID_ARGUMENT naming an entry and OFPFMFC_TABLE_FULL", err)
@@ -245,7 +245,7 @@ func TestStagedGroupsAndMeters(t *testing.T) {
 	// with the refusal, naming the meter.
 	bad := textEntry(t, entry.KindMeter, "meter=11,kbps,band=type=dscp_remark,rate=1000,prec_level=1")
 	fifth := req([]entry.Entry{bad}, linesUsing(6000, 20000, "drop"))
-	_, err = te.Writes().PutSpool(ctx, testBridge, "lb", spooled(t, te, fifth))
+	_, err = te.Writes().Put(ctx, testBridge, "lb", write.Declared{Spool: spooled(t, te, fifth)})
 	if !errors.As(err, &ee) || ee.Index != 3000 || !strings.Contains(err.Error(), "BAD_BAND") {
 		t.Fatalf("staged Put with a meter the switch refuses: %v, want entry 3000 refused with OFPMMFC_BAD_BAND", err)
 	}
@@ -270,7 +270,7 @@ func TestStagedStoreFailsAfterApply(t *testing.T) {
 	te := startEngine(ctx, t, &Faults{BeforeStoreCommit: disk.fire})
 	t0 := time.Now()
 	disk.arm()
-	if _, err := te.Writes().PutSpool(ctx, testBridge, "m", spooled(t, te, pipelineFlows(t, 3000, 0))); !errors.Is(err, errDisk) {
+	if _, err := te.Writes().Put(ctx, testBridge, "m", write.Declared{Spool: spooled(t, te, pipelineFlows(t, 3000, 0))}); !errors.Is(err, errDisk) {
 		t.Fatalf("staged Put: %v, want the store's error", err)
 	}
 	convergedAfter(ctx, t, te, t0)
@@ -299,7 +299,7 @@ func TestStagedOutcomeUnknown(t *testing.T) {
 	}})
 	t0 := time.Now()
 	armed.Store(true)
-	applied, err := te.Writes().PutSpool(ctx, testBridge, "m", spooled(t, te, pipelineFlows(t, 3000, 0)))
+	applied, err := te.Writes().Put(ctx, testBridge, "m", write.Declared{Spool: spooled(t, te, pipelineFlows(t, 3000, 0))})
 	if err != nil || applied {
 		t.Fatalf("staged Put with a lost verdict: applied=%v err=%v, want stored, not applied", applied, err)
 	}
@@ -322,7 +322,7 @@ func TestStagedCallerGivesUp(t *testing.T) {
 	cctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		_, err := te.Writes().PutSpool(cctx, testBridge, "m", sp)
+		_, err := te.Writes().Put(cctx, testBridge, "m", write.Declared{Spool: sp})
 		done <- err
 	}()
 	h.wait(ctx, t, 1)

@@ -13,6 +13,7 @@ import (
 	"github.com/flowstate-io/flowstate/entry"
 	"github.com/flowstate-io/flowstate/errdefs"
 	"github.com/flowstate-io/flowstate/server/restore/plan"
+	"github.com/flowstate-io/flowstate/server/restore/write"
 	"github.com/flowstate-io/flowstate/store"
 )
 
@@ -62,13 +63,13 @@ func TestStreamedWrite(t *testing.T) {
 	te := startEngine(ctx, t, &Faults{})
 
 	owned := pipelineFlows(t, 1, 9000)
-	if _, err := te.Writes().Put(ctx, testBridge, "other", owned); err != nil {
+	if _, err := te.Writes().Put(ctx, testBridge, "other", write.Declared{Entries: owned}); err != nil {
 		t.Fatal(err)
 	}
 	// 9000 in key order comes after the first 8000: the conflict is found
 	// once they have been streamed.
 	bad := append(pipelineFlows(t, 8000, 0), owned...)
-	if _, err := te.Writes().Put(ctx, testBridge, "m", bad); err == nil || !strings.Contains(err.Error(), `owned by module "other"`) {
+	if _, err := te.Writes().Put(ctx, testBridge, "m", write.Declared{Entries: bad}); err == nil || !strings.Contains(err.Error(), `owned by module "other"`) {
 		t.Fatalf("Put over another module's flow: %v", err)
 	}
 	if n := dumpCount(ctx, t, te); n != 1 {
@@ -76,7 +77,7 @@ func TestStreamedWrite(t *testing.T) {
 	}
 
 	es := pipelineFlows(t, 8000, 0)
-	applied, err := te.Writes().Put(ctx, testBridge, "m", es)
+	applied, err := te.Writes().Put(ctx, testBridge, "m", write.Declared{Entries: es})
 	if err != nil || !applied {
 		t.Fatalf("Put: applied=%v err=%v", applied, err)
 	}
@@ -91,7 +92,7 @@ func TestStreamedWrite(t *testing.T) {
 	// 100 flows): the error names it by its place in the request, and
 	// nothing of the request is kept.
 	lines := fullTable5(ctx, t, te)
-	_, err = te.Writes().Put(ctx, testBridge, "m", flows(t, lines...))
+	_, err = te.Writes().Put(ctx, testBridge, "m", write.Declared{Entries: flows(t, lines...)})
 	var ee *errdefs.EntryError
 	if !errors.As(err, &ee) || !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "TABLE_FULL") {
 		t.Fatalf("Put into a full table: %v, want INVALID_ARGUMENT naming an entry and OFPFMFC_TABLE_FULL", err)
@@ -130,7 +131,7 @@ func TestStreamedWriteRefusedWhole(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := conn.Stats().BundlesCommitted
-	applied, err := te.Writes().Put(ctx, testBridge, "m", es)
+	applied, err := te.Writes().Put(ctx, testBridge, "m", write.Declared{Entries: es})
 	if err != nil || !applied {
 		t.Fatalf("Put: applied=%v err=%v", applied, err)
 	}
@@ -172,11 +173,11 @@ func TestStreamedSync(t *testing.T) {
 			t.Fatalf("%s: stored %d flows (%v), want %d", what, stored, err, want)
 		}
 	}
-	if _, err := te.Writes().Sync(ctx, testBridge, "m", pipelineFlows(t, 3000, 0), false); err != nil {
+	if _, err := te.Writes().Sync(ctx, testBridge, "m", write.Declared{Entries: pipelineFlows(t, 3000, 0)}, false); err != nil {
 		t.Fatal(err)
 	}
 	check("first set", 3000)
-	res, err := te.Writes().Sync(ctx, testBridge, "m", pipelineFlows(t, 3000, 1500), false)
+	res, err := te.Writes().Sync(ctx, testBridge, "m", write.Declared{Entries: pipelineFlows(t, 3000, 1500)}, false)
 	if err != nil || !res.Applied || res.Added != 1500 || res.Removed != 1500 {
 		t.Fatalf("Sync: %+v, %v", res, err)
 	}
@@ -186,11 +187,11 @@ func TestStreamedSync(t *testing.T) {
 	// removes both.
 	group, meter := textEntry(t, entry.KindGroup, "group_id=5,type=all,bucket=actions=drop"), textEntry(t, entry.KindMeter, "meter=7,kbps,band=type=drop,rate=1000")
 	extra := append(pipelineFlows(t, 10, 0), group, meter)
-	if _, err := te.Writes().Sync(ctx, testBridge, "m", extra, false); err != nil {
+	if _, err := te.Writes().Sync(ctx, testBridge, "m", write.Declared{Entries: extra}, false); err != nil {
 		t.Fatal(err)
 	}
 	check("with a group and a meter", 10)
-	res, err = te.Writes().Sync(ctx, testBridge, "m", pipelineFlows(t, 20, 0), false)
+	res, err = te.Writes().Sync(ctx, testBridge, "m", write.Declared{Entries: pipelineFlows(t, 20, 0)}, false)
 	if err != nil || !res.Applied || res.Removed != 2 || res.Added != 10 {
 		t.Fatalf("Sync removing a group and a meter: %+v, %v", res, err)
 	}
@@ -202,18 +203,18 @@ func TestStreamedSync(t *testing.T) {
 		}
 	}
 	// A group alone streams: its delete ends the bundle.
-	if _, err := te.Writes().Sync(ctx, testBridge, "m", append(pipelineFlows(t, 20, 0), group), false); err != nil {
+	if _, err := te.Writes().Sync(ctx, testBridge, "m", write.Declared{Entries: append(pipelineFlows(t, 20, 0), group)}, false); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := te.Writes().Sync(ctx, testBridge, "m", pipelineFlows(t, 5, 0), false); err != nil || res.Removed != 16 {
+	if res, err := te.Writes().Sync(ctx, testBridge, "m", write.Declared{Entries: pipelineFlows(t, 5, 0)}, false); err != nil || res.Removed != 16 {
 		t.Fatalf("Sync removing a group: %+v, %v", res, err)
 	}
 	check("group removed", 5)
 	// More removals than the stream's bound has room for: the usual path.
-	if _, err := te.Writes().Sync(ctx, testBridge, "m", pipelineFlows(t, 6000, 0), false); err != nil {
+	if _, err := te.Writes().Sync(ctx, testBridge, "m", write.Declared{Entries: pipelineFlows(t, 6000, 0)}, false); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := te.Writes().Sync(ctx, testBridge, "m", pipelineFlows(t, 10, 0), false); err != nil || !res.Applied || res.Removed != 5990 {
+	if res, err := te.Writes().Sync(ctx, testBridge, "m", write.Declared{Entries: pipelineFlows(t, 10, 0)}, false); err != nil || !res.Applied || res.Removed != 5990 {
 		t.Fatalf("Sync removing 5,990 flows: %+v, %v", res, err)
 	}
 	check("5,990 removed", 10)

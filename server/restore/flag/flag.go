@@ -135,7 +135,7 @@ type Flag struct {
 	// lastRelease is when a clear last released a held vswitchd (unix
 	// nanoseconds), for LastRelease.
 	lastRelease atomic.Int64
-	// unheldView is vswitchdUnheld for Vswitchd, which must not wait for mu.
+	// unheldView is vswitchdUnheld for State, which must not wait for mu.
 	unheldView atomic.Pointer[string]
 }
 

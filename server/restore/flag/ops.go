@@ -59,34 +59,39 @@ func (f *Flag) Release(ctx context.Context) (wasSet bool, ack time.Duration, err
 	return wasSet, time.Since(start), nil
 }
 
-// LastRelease is when a clear last released a held vswitchd, by this
-// flowstated or an earlier one of the same store (zero if never).
-func (f *Flag) LastRelease() time.Time {
+// State is the flag and vswitchd as Status and the metrics report them.
+type State struct {
+	// On is the flag as stored in OVSDB; Connected is false while OVSDB is
+	// not connected, and On then false.
+	On, Connected bool
+	// Acknowledged: vswitchd has read the latest change to OVSDB (cur_cfg
+	// reached next_cfg).
+	Acknowledged bool
+	// VswitchdRunning: ovs-vswitchd runs (its pidfile is locked).
+	// VswitchdUnheld: it is past the flag, released by a flowstated of this
+	// store or seen with the flag cleared while it ran; a flag set under it
+	// is armed for its next start, not holding it.
+	VswitchdRunning, VswitchdUnheld bool
+	// LastRelease is when a clear last released a held vswitchd, by this
+	// flowstated or an earlier one of the same store (zero if never).
+	LastRelease time.Time
+}
+
+// State reads the flag's state from OVSDB, the store and atomics, never
+// waiting for a clear in progress.
+func (f *Flag) State() State {
+	var st State
+	if c := f.ovsdb.Load(); c != nil && c.Connected() {
+		on, err := c.FlowRestoreWait()
+		st.On, st.Connected = on, err == nil
+		next, cur, err := c.Config()
+		st.Acknowledged = err == nil && cur >= next
+	}
+	st.VswitchdRunning, st.VswitchdUnheld = f.vswitchd()
 	if n := f.lastRelease.Load(); n != 0 {
-		return time.Unix(0, n)
+		st.LastRelease = time.Unix(0, n)
+	} else {
+		st.LastRelease, _ = f.cfg.Store.Last()
 	}
-	at, _ := f.cfg.Store.Last()
-	return at
-}
-
-// VswitchdAcknowledged reports whether vswitchd has read the latest change
-// to OVSDB (cur_cfg reached next_cfg).
-func (f *Flag) VswitchdAcknowledged() bool {
-	c := f.ovsdb.Load()
-	if c == nil || !c.Connected() {
-		return false
-	}
-	next, cur, err := c.Config()
-	return err == nil && cur >= next
-}
-
-// FlowRestoreWait returns the flag as stored in OVSDB; ok is false while OVSDB
-// is not connected.
-func (f *Flag) FlowRestoreWait() (on, ok bool) {
-	c := f.ovsdb.Load()
-	if c == nil || !c.Connected() {
-		return false, false
-	}
-	on, err := c.FlowRestoreWait()
-	return on, err == nil
+	return st
 }

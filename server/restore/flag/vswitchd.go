@@ -61,12 +61,12 @@ func (f *Flag) unreleasedLocked(v vswitchdSeen) bool {
 	return v.running && v.id != f.releasedLocked() && v.id != f.vswitchdUnheld
 }
 
-// Vswitchd says whether ovs-vswitchd runs (its pidfile is locked) and, if it
+// vswitchd says whether ovs-vswitchd runs (its pidfile is locked) and, if it
 // does, whether it is past the flag: released by a flowstated of this store,
 // or seen with the flag cleared while it ran. A flag set under such a
-// vswitchd is armed for its next start, not holding it. Status calls it:
-// it reads the store and atomics, never waiting for a clear in progress.
-func (f *Flag) Vswitchd() (running, unheld bool) {
+// vswitchd is armed for its next start, not holding it. State calls it: it
+// reads the store and atomics, never waiting for a clear in progress.
+func (f *Flag) vswitchd() (running, unheld bool) {
 	id := f.vswitchdIdentity()
 	if id == "" || !ovsconfig.PidfileLocked(f.pidfile()) {
 		return false, false

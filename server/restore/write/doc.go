@@ -54,8 +54,8 @@
 //     commit's store transaction (groupcommit.go) or a pipe's
 //     (writepipe.go, writepipestep.go; a refused pipe's commit is undone,
 //     store.Writer.UndoPlanned);
-//   - PutSpool, SyncSpool (writes.go): store.Stage and Staged.Commit, in
-//     a staged write (writestaged.go);
+//   - Put and Sync of a spool (Declared.Spool, writes.go): store.Stage and
+//     Staged.Commit, in a staged write (writestaged.go);
 //   - a controller's change (proxy.go): its op, by group commit, with a
 //     resync's deletion of the entries it cleared (resyncsweep.go) and the
 //     record of the switch's copies it holds back (store.Ahead, resync.go);

@@ -7,10 +7,11 @@ import (
 	"github.com/flowstate-io/flowstate/errdefs"
 )
 
-// checkOwned refuses the flows of a write whose cookie lies outside the
-// owned space, naming the first one.
-func (ws *Writes) checkOwned(es []entry.Entry) error {
-	space := ws.cfg.OwnedCookie
+// CheckOwned refuses the flows of a write whose cookie lies outside space,
+// naming the first one; base is the position of es[0] in the request. Put
+// and Sync check their entries so; the server checks a request's as they
+// arrive, before it spools them.
+func CheckOwned(space entry.CookieSpace, es []entry.Entry, base int) error {
 	if space.All() {
 		return nil
 	}
@@ -19,7 +20,7 @@ func (ws *Writes) checkOwned(es []entry.Entry) error {
 			continue
 		}
 		if c := entry.FlowCookie(d.Payload); !space.Owns(c) {
-			return &errdefs.EntryError{Index: i, Err: fmt.Errorf(
+			return &errdefs.EntryError{Index: base + i, Err: fmt.Errorf(
 				"restore: cookie 0x%x lies outside the owned cookie space %s (flowstated --owned-cookie): flows there belong to another controller, flowstated leaves them alone: %w",
 				c, space, errdefs.ErrInvalidArgument)}
 		}

@@ -3,7 +3,6 @@ package write
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 
@@ -13,14 +12,39 @@ import (
 	"github.com/flowstate-io/flowstate/store"
 )
 
-// Put stores es as entries of module on bridge. While the bridge is connected
-// and converged, the changes go to the switch in one bundle first and are
-// stored only if it accepted them (applied is true). Otherwise they are stored
-// for the next replay.
-func (ws *Writes) Put(ctx context.Context, bridgeName, module string, es []entry.Entry) (applied bool, err error) {
-	if err := ws.checkOwned(es); err != nil {
+// Declared is what a Put or Sync declares: Entries held in memory, or a
+// Spool holding a request too large to hold (the server's receive.go), one
+// of the two. A write takes the spool: it is closed once the write is done
+// with it, which may be after Put or Sync returned (its caller gave up while
+// the write was under way).
+type Declared struct {
+	Entries []entry.Entry
+	Spool   *store.Spool
+}
+
+// check refuses a Declared that is both, and entries outside the owned
+// cookie space (a spool's were checked as they arrived).
+func (d Declared) check(space entry.CookieSpace) error {
+	if d.Spool != nil && len(d.Entries) > 0 {
+		_ = d.Spool.Close()
+		return fmt.Errorf("restore: a write declares both entries and a spool: %w", errdefs.ErrInvalidArgument)
+	}
+	return CheckOwned(space, d.Entries, 0)
+}
+
+// Put stores d's entries as module's on bridge. While the bridge is
+// connected and converged, the changes go to the switch in one bundle first
+// and are stored only if it accepted them (applied is true). Otherwise they
+// are stored for the next replay.
+func (ws *Writes) Put(ctx context.Context, bridgeName, module string, d Declared) (applied bool, err error) {
+	if err := d.check(ws.cfg.OwnedCookie); err != nil {
 		return false, err
 	}
+	if d.Spool != nil {
+		r, err := ws.submit(ctx, bridgeName, ws.stagedReq(bridgeName, module, d.Spool, false))
+		return r.applied, err
+	}
+	es := d.Entries
 	fo := flowsOnly(es)
 	applied, _, err = ws.write(ctx, bridgeName, &writeReq{declared: es, flowsOnly: fo,
 		put: fo && !slices.ContainsFunc(es, func(en entry.Entry) bool { return en.Opaque }), module: module,
@@ -38,13 +62,18 @@ type SyncResult struct {
 	Added, Changed, Removed int
 }
 
-// Sync makes es the complete set of module's entries on bridge; the entries it
-// no longer declares leave the switch in the same bundle that brings the new
-// ones. With ready, the module is then marked ready for this boot.
-func (ws *Writes) Sync(ctx context.Context, bridgeName, module string, es []entry.Entry, ready bool) (SyncResult, error) {
-	if err := ws.checkOwned(es); err != nil {
+// Sync makes d's entries the complete set of module's entries on bridge;
+// the entries it no longer declares leave the switch in the same bundle that
+// brings the new ones. With ready, the module is then marked ready for this
+// boot.
+func (ws *Writes) Sync(ctx context.Context, bridgeName, module string, d Declared, ready bool) (SyncResult, error) {
+	if err := d.check(ws.cfg.OwnedCookie); err != nil {
 		return SyncResult{}, err
 	}
+	if d.Spool != nil {
+		return ws.syncWrite(ctx, bridgeName, module, ws.stagedReq(bridgeName, module, d.Spool, true), ready)
+	}
+	es := d.Entries
 	return ws.syncWrite(ctx, bridgeName, module, &writeReq{declared: es, flowsOnly: flowsOnly(es), sync: true,
 		op: func(w *store.Writer) (store.Result, error) { return w.Sync(bridgeName, module, es) }}, ready)
 }
@@ -94,30 +123,6 @@ func rejection(re *plan.RejectedError) error {
 		}
 	}
 	return fmt.Errorf("restore: %s refused the write: %w", by, err)
-}
-
-// CheckDeclared checks entries es of a write request before they are
-// spooled (see checkOwned); base is the position of es[0] in the request.
-func (ws *Writes) CheckDeclared(es []entry.Entry, base int) error {
-	err := ws.checkOwned(es)
-	var ee *errdefs.EntryError
-	if errors.As(err, &ee) {
-		ee.Index += base
-	}
-	return err
-}
-
-// PutSpool is Put for a request held in a spool. It takes sp: the spool is
-// closed once the write is done with it, which may be after PutSpool
-// returned (its caller gave up while the write was under way).
-func (ws *Writes) PutSpool(ctx context.Context, bridgeName, module string, sp *store.Spool) (applied bool, err error) {
-	r, err := ws.submit(ctx, bridgeName, ws.stagedReq(bridgeName, module, sp, false))
-	return r.applied, err
-}
-
-// SyncSpool is Sync for a request held in a spool; it takes sp, as PutSpool.
-func (ws *Writes) SyncSpool(ctx context.Context, bridgeName, module string, sp *store.Spool, ready bool) (SyncResult, error) {
-	return ws.syncWrite(ctx, bridgeName, module, ws.stagedReq(bridgeName, module, sp, true), ready)
 }
 
 // syncResult counts what a Sync changed.
