@@ -93,6 +93,11 @@ chaos: ## seeded fault schedules against the real binaries, fresh seeds for DURA
 	@if [ -n "$${SEED:-}" ]; then go run ./cmd/flowstate-chaos -seed "$$SEED" -steps $${STEPS:-20}; \
 	else go run ./cmd/flowstate-chaos -duration $${DURATION:-5m} -steps $${STEPS:-20}; fi
 
+.PHONY: follow
+follow: ## follow a Put and a proxied FLOW_MOD through flowstated, package by package (dlv trace; docs/architecture.md)
+	@./scripts/install-deps.sh
+	./scripts/follow.sh
+
 .PHONY: bench-go
 bench-go: ## run every go test Benchmark function
 	go test -run '^$$' -bench . -benchmem ./...

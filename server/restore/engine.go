@@ -270,8 +270,12 @@ func New(cfg Config) (*Engine, error) {
 	for i, name := range e.order {
 		states[i] = e.bridges[name]
 	}
+	var wf write.Faults
+	if cfg.Faults != nil {
+		wf = writeFaults{cfg.Faults}
+	}
 	e.writes = write.New(write.Config{Store: cfg.Store, Bridges: states, Forms: e.forms, OwnedCookie: cfg.OwnedCookie,
-		WriteTimeout: cfg.WriteTimeout, Rooms: writeRooms{e}, Faults: writeFaults{cfg.Faults}, Logger: cfg.Logger,
+		WriteTimeout: cfg.WriteTimeout, Gate: e.gate, Rooms: writeRooms{e}, Faults: wf, Logger: cfg.Logger,
 		Metrics: write.Metrics{WriteRequests: cfg.Metrics.writeRequests, WriteBatches: cfg.Metrics.writeBatches,
 			StagedWrites: cfg.Metrics.stagedWrites}})
 	e.replay = replay.New(replay.Config{Store: cfg.Store, Forms: e.forms, OwnedCookie: cfg.OwnedCookie,

@@ -51,10 +51,6 @@ func (r writeRooms) ControllerConnected(bridge, module string) {
 	r.e.owners.ControllerConnected(bridge, module)
 }
 
-func (r writeRooms) IsOpen() bool { return r.e.gate.IsOpen() }
-
-func (r writeRooms) MarkReady(module string) error { return r.e.gate.MarkReady(module) }
-
 func (r writeRooms) Ready(module string) (bool, error) {
 	mods, err := r.e.Modules()
 	return mods[module].Ready, err

@@ -105,11 +105,13 @@ func (s *State) RequestReplay() {
 	}
 }
 
-// Busy marks the start of an operation on the switch, for the engine's
-// Wedged; call the returned function when it is over.
-func (s *State) Busy() (done func()) {
+// Take starts an operation on the switch under the bridge's lock: it marks
+// the bridge busy (BusySince, for the engine's Wedged), then locks it;
+// release unlocks it, then ends the operation.
+func (s *State) Take() (release func()) {
 	s.busySince.CompareAndSwap(0, time.Now().UnixNano())
-	return func() { s.busySince.Store(0) }
+	s.mu.Lock()
+	return func() { s.mu.Unlock(); s.busySince.Store(0) }
 }
 
 // BusySince is when the current operation on the switch started, zero when

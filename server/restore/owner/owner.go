@@ -261,9 +261,7 @@ func (ow *Owners) loadStoodAside() error {
 // (table 0, priority 0, empty match), within the owned cookie space: what a
 // replay from this store would delete.
 func (ow *Owners) undeclaredEntries(ctx context.Context, b *bridgeOwner, conn *ofconn.Conn) (int, error) {
-	defer b.Busy()()
-	b.Lock()
-	defer b.Unlock()
+	defer b.Take()()
 	n := 0
 	err := plan.EachFlowMod(ctx, conn, ow.cfg.OwnedCookie, func(m []byte, owned bool) {
 		if id := entry.AppendFlowID(nil, m); owned && (len(id) != 3 || id[0] != 0 || id[1] != 0 || id[2] != 0) {

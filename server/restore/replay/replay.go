@@ -354,9 +354,7 @@ func (rp *Replayer) replayLocked(ctx context.Context, b *bridge.State, conn *ofc
 func (rp *Replayer) Diff(ctx context.Context, b *bridge.State, conn *ofconn.Conn, fn func(plan.Change) error) error {
 	// An audit or a Diff stuck on a frozen switch holds the bridge as a
 	// replay would: it counts for Wedged.
-	defer b.Busy()()
-	b.Lock()
-	defer b.Unlock()
+	defer b.Take()()
 	others, err := rp.desiredOthers(b.Name())
 	if err != nil {
 		return err
@@ -408,9 +406,7 @@ func (rp *Replayer) Reconcile(ctx context.Context, b *bridge.State, conn *ofconn
 	// bridge's lock and marks it busy itself (Rooms.LearnRelayed). Its
 	// error (a dump's) fails the replay.
 	learnErr := rp.cfg.Rooms.LearnRelayed(ctx, b, conn, log)
-	defer b.Busy()()
-	b.Lock()
-	defer b.Unlock()
+	defer b.Take()()
 	rp.cfg.Publish(events.Event{Type: events.ReplayStarted, Bridge: b.Name(), Message: "replay started"})
 	start := time.Now()
 	begun := b.Poison().Begin()

@@ -213,7 +213,7 @@ func (r *recorder) markReady() error {
 	if ready, err := r.ws.cfg.Rooms.Ready(r.module); err == nil && ready {
 		return nil
 	}
-	return r.ws.cfg.Rooms.MarkReady(r.module)
+	return r.ws.cfg.Gate.MarkReady(r.module)
 }
 
 // writerEntries is ofmods' view of the store inside a write transaction.

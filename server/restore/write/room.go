@@ -26,8 +26,13 @@ type Writes struct {
 // bridgeQueue is one bridge's state and its write queue.
 type bridgeQueue struct {
 	*bridge.State
+	name   string
 	writes writeQueue
 }
+
+// Name is the bridge's name, which never changes: a write's labels and logs
+// read it here, not from the bridge's state.
+func (b *bridgeQueue) Name() string { return b.name }
 
 // Config wires Writes. Every field but Faults is required.
 type Config struct {
@@ -41,20 +46,26 @@ type Config struct {
 	OwnedCookie entry.CookieSpace
 	// WriteTimeout bounds the switch I/O of one transaction (restore.Config).
 	WriteTimeout time.Duration
-	Rooms        Rooms
-	Faults       Faults
-	Metrics      Metrics
-	Logger       *slog.Logger
+	// Gate is the cold-start gate (gate.Gate).
+	Gate    Gate
+	Rooms   Rooms
+	Faults  Faults
+	Metrics Metrics
+	Logger  *slog.Logger
 }
 
-// Rooms is what a write asks of the engine's other rooms: the cold-start
-// gate, the modules' readiness, and the adoption of what a relayed
-// controller installed.
-type Rooms interface {
+// Gate is the cold-start gate as the writes use it (gate.Gate).
+type Gate interface {
 	// IsOpen reports whether replays, and so live writes, may run.
 	IsOpen() bool
 	// MarkReady marks module ready for this boot.
 	MarkReady(module string) error
+}
+
+// Rooms is what a write asks of the engine's other rooms: the modules'
+// readiness, the running vswitchd's name, and the controllers that
+// connect through the proxy.
+type Rooms interface {
 	// Ready reports whether module marked itself ready for this boot.
 	Ready(module string) (bool, error)
 	// Vswitchd names the running ovs-vswitchd with its version, for the
@@ -66,7 +77,7 @@ type Rooms interface {
 }
 
 // Faults injects faults into the write path, for tests (restore.Faults);
-// every method of a nil implementation does nothing.
+// nil in production, where noFaults stands in for it.
 type Faults interface {
 	// Taken is told the size of every batch the owner takes.
 	Taken(n int)
@@ -84,6 +95,17 @@ type Faults interface {
 	Piped(n int)
 }
 
+// noFaults is the write path's Faults when the config has none: a write in
+// production calls no hook of the tests' (restore/faults.go).
+type noFaults struct{}
+
+func (noFaults) Taken(int)                       {}
+func (noFaults) Verdict(err error, _ bool) error { return err }
+func (noFaults) BeforeStoreCommit() error        { return nil }
+func (noFaults) BeforeUndo()                     {}
+func (noFaults) Pipes() bool                     { return true }
+func (noFaults) Piped(int)                       {}
+
 // Metrics are the write counters, by bridge (WriteRequests also by result).
 type Metrics struct {
 	WriteRequests, WriteBatches, StagedWrites *prometheus.CounterVec
@@ -91,9 +113,12 @@ type Metrics struct {
 
 // New returns the writes of cfg.Bridges, not running yet.
 func New(cfg Config) *Writes {
+	if cfg.Faults == nil {
+		cfg.Faults = noFaults{}
+	}
 	ws := &Writes{cfg: cfg, log: cfg.Logger, bridges: make(map[string]*bridgeQueue, len(cfg.Bridges))}
 	for _, b := range cfg.Bridges {
-		ws.bridges[b.Name()] = &bridgeQueue{State: b, writes: newWriteQueue()}
+		ws.bridges[b.Name()] = &bridgeQueue{State: b, name: b.Name(), writes: newWriteQueue()}
 		ws.order = append(ws.order, b.Name())
 	}
 	return ws

@@ -41,7 +41,7 @@ import (
 // the bridge's lock must be held.
 func (ws *Writes) liveLocked(ctx context.Context, b *bridgeQueue) (*ofconn.Conn, bool) {
 	conn, converged := b.ConnLocked()
-	return conn, converged && ws.cfg.Rooms.IsOpen() && ctx.Err() == nil
+	return conn, converged && ws.cfg.Gate.IsOpen() && ctx.Err() == nil
 }
 
 // settlement is what a write transaction leaves for settleLocked.
@@ -192,10 +192,9 @@ var errRefusedInGroup = errors.New("restore: the switch refused a batch of the t
 // lockLive takes b (its lock and its busy mark) for writes and says whether
 // their changes go to the switch now, on conn (liveLocked).
 func (ws *Writes) lockLive(ctx context.Context, b *bridgeQueue) (conn *ofconn.Conn, live bool, unlock func()) {
-	done := b.Busy()
-	b.Lock()
+	unlock = b.Take()
 	conn, live = ws.liveLocked(ctx, b)
-	return conn, live, func() { b.Unlock(); done() }
+	return conn, live, unlock
 }
 
 // runTxn takes b and runs step as one write transaction on it (run).

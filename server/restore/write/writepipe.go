@@ -167,7 +167,7 @@ func (ws *Writes) openPipe(ctx context.Context, b *bridgeQueue, batch []*writeRe
 func (p *pipe) takes() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return !p.broken && p.taken < pipeMaxBatches && p.ws.cfg.Rooms.IsOpen() && p.ctx.Err() == nil
+	return !p.broken && p.taken < pipeMaxBatches && p.ws.cfg.Gate.IsOpen() && p.ctx.Err() == nil
 }
 
 // run puts the requests of batch that may enter the pipe into it, as one

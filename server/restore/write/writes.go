@@ -86,7 +86,7 @@ func (ws *Writes) syncWrite(ctx context.Context, bridgeName, module string, req 
 	}
 	out := syncResult(r)
 	if ready {
-		if err := ws.cfg.Rooms.MarkReady(module); err != nil {
+		if err := ws.cfg.Gate.MarkReady(module); err != nil {
 			return out, err
 		}
 	}
