@@ -58,8 +58,7 @@ func FuzzRecorder(f *testing.F) {
 			m[0] = 6
 			switch classify(m) {
 			case state:
-				r.pending = append(r.pending, m)
-				err = r.flush(context.Background())
+				err = r.standalone(context.Background(), []ofconn.Message{m})
 			case bundleCtrl:
 				err = r.bundleControl(context.Background(), m)
 			case bundleAdd:

@@ -103,13 +103,15 @@ type openBundle struct {
 
 // recorder is the controller-facing half of a recording session: it owns
 // the bundles and the pending changes, and runs on the session's
-// controller-to-switch pump only.
+// controller-to-switch pump, but for the standalone changes its applier
+// applies (applier.go).
 type recorder struct {
 	s       *session
 	rec     Recorder
+	a       *applier
 	bundles map[uint32]*openBundle
 	held    int              // bytes of every open bundle's messages
-	pending []ofconn.Message // standalone changes not yet applied
+	pending []ofconn.Message // standalone changes not yet handed to the applier
 	// committed: a bundle of the session committed; told: Installed was
 	// called.
 	committed, told bool
@@ -123,13 +125,6 @@ const maxHeld = 1 << 30
 // errUnknownOutcome ends a session whose change was neither refused nor
 // confirmed: the store failed, or the switch may or may not hold it.
 var errUnknownOutcome = errors.New("ofproxy: change not confirmed")
-
-// flush applies the pending standalone changes.
-func (r *recorder) flush(ctx context.Context) error {
-	msgs := r.pending
-	r.pending = nil
-	return r.standalone(ctx, msgs)
-}
 
 // standalone applies standalone changes. The switch takes standalone
 // messages one by one, so one refused message must not undo the others:

@@ -2,6 +2,7 @@ package ofproxy
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -40,6 +41,10 @@ type session struct {
 	// unrec follows what an unrecorded session installs for the Keeper;
 	// nil when recording or without one.
 	unrec *unrecorded
+	// rec is the recording session's recorder, set by the
+	// controller-to-switch pump once the HELLOs agreed, before it sends
+	// any barrier; its applier holds barrier replies.
+	rec atomic.Pointer[recorder]
 }
 
 func (s *session) close() {
@@ -47,6 +52,13 @@ func (s *session) close() {
 		s.down.Close()
 		s.up.Close()
 	})
+}
+
+// fail ends the session for err, which is then its cause whichever pump
+// ends first.
+func (s *session) fail(err error) {
+	s.causeOnce.Do(func() { s.cause = causeOf(err) })
+	s.close()
 }
 
 // pump copies messages in direction dir until either side ends, then ends
@@ -104,6 +116,13 @@ func (s *session) fromSwitch() error {
 			first = false
 		}
 		s.count(ToController, m)
+		if m[1] == openflow15.Type_BarrierReply {
+			if r := s.rec.Load(); r != nil {
+				if err := r.a.release(binary.BigEndian.Uint32(m[4:8])); err != nil {
+					return err
+				}
+			}
+		}
 		// Flush when nothing more is waiting: bursts leave together, a
 		// lone message (an echo, a barrier reply) leaves at once.
 		if err := s.writeDown(m, br.Buffered() == 0); err != nil {
@@ -134,8 +153,23 @@ func (s *session) reply(m []byte) error {
 }
 
 // fromController relays the controller's messages to the switch, and,
-// when recording, hands its state changes to the Recorder instead.
-func (s *session) fromController() error {
+// when recording, hands its state changes to the Recorder instead. When it
+// ends, the changes it handed over are applied first; a change that failed
+// is its error.
+func (s *session) fromController() (err error) {
+	var r *recorder
+	defer func() {
+		if r != nil {
+			r.a.stop()
+			if f := r.a.failure(); f != nil {
+				err = f
+			}
+		}
+	}()
+	return s.controllerToSwitch(&r)
+}
+
+func (s *session) controllerToSwitch(rp **recorder) error {
 	br := bufio.NewReaderSize(s.down, bufSize)
 	bw := bufio.NewWriterSize(s.up, bufSize)
 	var r *recorder
@@ -147,7 +181,10 @@ func (s *session) fromController() error {
 		}
 		s.count(ToSwitch, m)
 		if first && m[1] == openflow15.Type_Hello {
-			r = s.recorderFor(m)
+			if r = s.recorderFor(m); r != nil {
+				*rp = r
+				s.rec.Store(r)
+			}
 		}
 		first = false
 		if r != nil {
@@ -155,7 +192,7 @@ func (s *session) fromController() error {
 			case state:
 				r.pending = append(r.pending, ofconn.Message(m))
 				if br.Buffered() == 0 {
-					if err := s.applyPending(r, bw); err != nil {
+					if err := s.handPending(r, bw); err != nil {
 						return err
 					}
 				}
@@ -171,25 +208,42 @@ func (s *session) fromController() error {
 				if err := bw.Flush(); err != nil {
 					return err
 				}
+				if err := r.a.settle(); err != nil {
+					return err
+				}
 				if err := r.bundleControl(s.p.ctx, m); err != nil {
 					return err
 				}
 				continue
 			case bundleAdd:
+				if err := r.a.settle(); err != nil {
+					return err
+				}
 				if err := r.bundleAdd(m); err != nil {
 					return err
 				}
 				continue
 			}
-			// Anything else (a barrier above all) goes to the switch
-			// only after the changes before it are applied.
-			if err := s.applyPending(r, bw); err != nil {
+			if err := s.handPending(r, bw); err != nil {
 				return err
 			}
-			if m[1] == openflow15.Type_BarrierRequest && r.committed && !r.told {
-				r.told = true
-				if f := s.p.cfg.Installed; f != nil {
-					f()
+			if m[1] == openflow15.Type_BarrierRequest && !(r.committed && !r.told) {
+				// A barrier goes to the switch now; its reply waits
+				// for the changes before it (applier.release).
+				r.a.hold(binary.BigEndian.Uint32(m[4:8]))
+			} else {
+				// Anything else goes to the switch only after the
+				// changes before it are applied; so does the barrier
+				// that tells the first install is complete.
+				if err := r.a.settle(); err != nil {
+					return err
+				}
+				if m[1] == openflow15.Type_BarrierRequest {
+					r.a.hold(binary.BigEndian.Uint32(m[4:8]))
+					r.told = true
+					if f := s.p.cfg.Installed; f != nil {
+						f()
+					}
 				}
 			}
 		} else if s.unrec != nil {
@@ -206,16 +260,19 @@ func (s *session) fromController() error {
 	}
 }
 
-// applyPending sends what is buffered for the switch, then applies the
-// pending standalone changes, in the order the controller sent them.
-func (s *session) applyPending(r *recorder, bw *bufio.Writer) error {
+// handPending sends what is buffered for the switch, then hands the
+// pending standalone changes to the applier, in the order the controller
+// sent them.
+func (s *session) handPending(r *recorder, bw *bufio.Writer) error {
 	if len(r.pending) == 0 {
 		return nil
 	}
 	if err := bw.Flush(); err != nil {
 		return err
 	}
-	return r.flush(s.p.ctx)
+	msgs := r.pending
+	r.pending = nil
+	return r.a.hand(msgs)
 }
 
 // recorderFor decides from the two HELLOs whether this session records:
@@ -246,7 +303,9 @@ func (s *session) recorderFor(hello []byte) *recorder {
 	if s.p.cfg.Recorder == nil {
 		return nil
 	}
-	return &recorder{s: s, rec: s.p.cfg.Recorder, bundles: make(map[uint32]*openBundle)}
+	r := &recorder{s: s, rec: s.p.cfg.Recorder, bundles: make(map[uint32]*openBundle)}
+	r.a = newApplier(r)
+	return r
 }
 
 func causeOf(err error) string {
