@@ -69,6 +69,6 @@ fi
 echo "== a Put, from the gRPC handler to its answer"
 "$bin/follow" -from '^server\.\(\*service\)\.Put$' <"$trace"
 echo
-echo "== a proxied FLOW_MOD and its barrier, from the proxy's read of the FLOW_MOD to the barrier's forwarding"
-"$bin/follow" -from '^server/ofconn\.ReadMessage$' -to '^server/ofproxy\.\(\*session\)\.applyPending$' \
+echo "== a proxied FLOW_MOD and its barrier, from the proxy's read of the FLOW_MOD to the release of the barrier's reply"
+"$bin/follow" -from '^server/ofconn\.ReadMessage$' -to '^server/ofproxy\.\(\*applier\)\.release$' \
 	-via '^server/(ofproxy|restore/write)\.' <"$trace"

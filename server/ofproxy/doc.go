@@ -40,13 +40,19 @@
 //     unknown id, a second open, other flags, an add after close) get the
 //     errors vswitchd sends, and drop the bundle where vswitchd drops it.
 //     TestRecordedAnswersAsVswitchd holds the two to the same bytes.
-//   - Standalone changes are gathered while more input is buffered and
-//     handed over together; one that the switch refuses gets its error and
-//     the others are applied without it, as the switch applies standalone
-//     messages one by one.
-//   - Anything else, a barrier above all, is sent to the switch only after
-//     every change before it was applied: a barrier reply means the change
-//     is durable and on the switch.
+//   - Standalone changes are applied on a goroutine of the session's own
+//     (applier.go), while the proxy goes on reading: what arrives while a
+//     change is applied is handed over together next, at most 8 MiB of
+//     messages a change and 16 MiB queued before the proxy stops reading.
+//     One that the switch refuses gets its error and the others are
+//     applied without it, as the switch applies standalone messages one by
+//     one.
+//   - A barrier goes to the switch at once, and its reply reaches the
+//     controller only after every change before the barrier was applied,
+//     behind the errors of those refused: a barrier reply means the
+//     change is durable and on the switch. Anything else is sent to the
+//     switch (or answered, a bundle's control) only after every change
+//     before it was applied.
 //   - A flow with an idle or hard timeout or the send_flow_rem flag is not
 //     desired state: alone it passes through unrecorded. In a bundle it is
 //     refused with OFPBFC_MSG_UNSUP, as are packet-outs and port mods,
