@@ -56,6 +56,13 @@ done
 "${flowctl[@]}" add-flow --module m 'table=0,priority=10,ip,nw_dst=10.0.0.2,actions=drop' >/dev/null
 echo go >&3
 wait "$controller"
+# The proxied window ends when the controller's session does (its pump
+# returns once the applier is done, after the barrier's reply): wait for
+# that return to be traced.
+for _ in $(seq 600); do
+	grep -q 'server/ofproxy\.(\*session)\.fromController =>' "$trace" && break
+	sleep 0.5
+done
 # flowstated stays stopped under the breakpoints once delve is killed: it
 # goes with it.
 kill -9 "$tracer" "$fs"
@@ -69,6 +76,6 @@ fi
 echo "== a Put, from the gRPC handler to its answer"
 "$bin/follow" -from '^server\.\(\*service\)\.Put$' <"$trace"
 echo
-echo "== a proxied FLOW_MOD and its barrier, from the proxy's read of the FLOW_MOD to the release of the barrier's reply"
-"$bin/follow" -from '^server/ofconn\.ReadMessage$' -to '^server/ofproxy\.\(\*applier\)\.release$' \
+echo "== a proxied FLOW_MOD and its barrier, from the proxy's read of the FLOW_MOD to the end of its session"
+"$bin/follow" -from '^server/ofconn\.ReadMessage$' -to '^server/ofproxy\.\(\*session\)\.fromController$' \
 	-via '^server/(ofproxy|restore/write)\.' <"$trace"
