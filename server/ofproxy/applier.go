@@ -57,9 +57,11 @@ type hold struct {
 }
 
 // maxApply bounds the bytes of messages one change takes from the queue,
-// and the queue holds at most twice that before the pump waits: about a
-// hundred thousand flows, a write the store and the switch take at once.
-const maxApply = 8 << 20
+// and the queue holds at most twice that before the pump waits: a few
+// thousand flows a write, enough that its commit and bundle cost little a
+// flow, and little enough that the write's transaction stays small (about
+// 1.2 KB an entry while it runs, docs/operations.md).
+const maxApply = 1 << 20
 
 // errUnconfirmed ends the switch-to-controller pump at a barrier reply whose
 // changes failed: the session is ending, and the reply must not go out.

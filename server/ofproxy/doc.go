@@ -42,8 +42,8 @@
 //     TestRecordedAnswersAsVswitchd holds the two to the same bytes.
 //   - Standalone changes are applied on a goroutine of the session's own
 //     (applier.go), while the proxy goes on reading: what arrives while a
-//     change is applied is handed over together next, at most 8 MiB of
-//     messages a change and 16 MiB queued before the proxy stops reading.
+//     change is applied is handed over together next, at most 1 MiB of
+//     messages a change and 2 MiB queued before the proxy stops reading.
 //     One that the switch refuses gets its error and the others are
 //     applied without it, as the switch applies standalone messages one by
 //     one.
