@@ -1,6 +1,7 @@
 package ofproxy_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -103,5 +104,102 @@ func TestBarrierReplyWaitsForItsChange(t *testing.T) {
 		t.Fatalf("after a change of unknown outcome the controller got type %d xid %d, want its connection closed", m[1], binary.BigEndian.Uint32(m[4:8]))
 	} else if ne := (net.Error)(nil); errors.As(err, &ne) && ne.Timeout() {
 		t.Fatalf("after a change of unknown outcome the connection stayed open: %v", err)
+	}
+}
+
+// TestApplierBackpressure: while a change is being applied, the session
+// queues what the controller sends next only up to its bound (the
+// applier's 2 MiB, besides the change in flight), then stops reading, so a
+// controller that floods it waits on its socket instead of filling
+// flowstated's memory; once the changes are applied it reads on, and every
+// message is applied, in order, before the barrier's reply.
+func TestApplierBackpressure(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	s := startSandbox(ctx, t)
+	if err := s.AddBridge(ctx, "br0"); err != nil {
+		t.Fatal(err)
+	}
+	rec := &gateRecorder{entered: make(chan []ofconn.Message, 1024), verdict: make(chan error, 1024)}
+	p := startProxyWith(t, s, "br0", rec)
+	mod, err := ofctl.ParseFlowBinary("table=1,priority=10,ip,nw_dst=10.0.0.1,actions=drop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const flood = 8 << 20 // bytes: four times the queue's bound
+	n := flood / len(mod)
+	read := func() uint64 { return p.Stats().ByType(ofproxy.ToSwitch)["FLOW_MOD"] }
+
+	c := dialOF(ctx, t, p.Addr())
+	sent := make(chan error, 1)
+	go func() {
+		w := bufio.NewWriterSize(c.c, 64<<10)
+		for i := range n {
+			if _, err := w.Write(withXid(mod, uint32(i+1))); err != nil {
+				sent <- err
+				return
+			}
+		}
+		_, err := w.Write(header(20, 8, uint32(n+1)))
+		if err == nil {
+			err = w.Flush()
+		}
+		sent <- err
+	}()
+
+	var first []ofconn.Message
+	select {
+	case first = <-rec.entered:
+	case <-ctx.Done():
+		t.Fatal("no change reached the Recorder")
+	}
+	// The first change is held. The session reads until its queue is
+	// full, then no more: 2 MiB queued, the change in flight, the pump's
+	// buffer, and what the kernel holds of the socket are all it may take.
+	queueFull := uint64((2<<20)/len(mod)) + uint64(len(first))
+	testenv.Poll(ctx, t, "the session's queue filled", func() (bool, error) { return read() >= queueFull, nil })
+	bound := uint64((4 << 20) / len(mod))
+	for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); {
+		if got := read(); got > bound {
+			t.Fatalf("with a change held the session read %d FLOW_MODs (%d bytes), past its bound of %d", got, got*uint64(len(mod)), bound)
+		}
+		select {
+		case err := <-sent:
+			t.Fatalf("the controller sent all %d bytes while a change was held (%v): the session did not stop reading", flood, err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+
+	// Let every change through: the controller's writes complete, and the
+	// Recorder got every FLOW_MOD once, in order, before the reply.
+	rec.verdict <- nil
+	got := len(first)
+	next := uint32(1)
+	for _, m := range first {
+		if x := binary.BigEndian.Uint32(m[4:8]); x != next {
+			t.Fatalf("the Recorder got xid %d, want %d", x, next)
+		}
+		next++
+	}
+	for got < n {
+		select {
+		case msgs := <-rec.entered:
+			for _, m := range msgs {
+				if x := binary.BigEndian.Uint32(m[4:8]); x != next {
+					t.Fatalf("the Recorder got xid %d, want %d", x, next)
+				}
+				next++
+			}
+			got += len(msgs)
+			rec.verdict <- nil
+		case <-ctx.Done():
+			t.Fatalf("the Recorder got %d of %d FLOW_MODs", got, n)
+		}
+	}
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+	if m := c.next(); m[1] != 21 || binary.BigEndian.Uint32(m[4:8]) != uint32(n+1) {
+		t.Fatalf("after every change the controller got type %d xid %d, want the barrier reply (21, %d)", m[1], binary.BigEndian.Uint32(m[4:8]), n+1)
 	}
 }
