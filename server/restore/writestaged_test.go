@@ -340,3 +340,22 @@ func TestStagedCallerGivesUp(t *testing.T) {
 	poll(ctx, t, "the write applied", func() bool { return dumpCount(ctx, t, te) == 3000 })
 	noDiff(ctx, t, te)
 }
+
+// TestDeclaredBoth: a write that declares entries and a spool at once is
+// refused as invalid, and stores nothing of either.
+func TestDeclaredBoth(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	te := startEngine(ctx, t, &Faults{})
+	d := write.Declared{Entries: pipelineFlows(t, 3, 0), Spool: spooled(t, te, pipelineFlows(t, 3, 100))}
+	if _, err := te.Writes().Put(ctx, testBridge, "m", d); !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "both entries and a spool") {
+		t.Fatalf("Put of entries and a spool: %v, want invalid argument naming both", err)
+	}
+	d.Spool = spooled(t, te, pipelineFlows(t, 3, 100))
+	if _, err := te.Writes().Sync(ctx, testBridge, "m", d, true); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Fatalf("Sync of entries and a spool: %v, want invalid argument", err)
+	}
+	if n := stored(t, te, "m"); n != 0 {
+		t.Fatalf("%d entries stored after the refused writes, want 0", n)
+	}
+}
