@@ -38,19 +38,25 @@ mkfifo "$dir/go"
 	<"$dir/go" >"$dir/controller.out" &
 controller=$!
 exec 3>"$dir/go"
-until grep -q ready "$dir/controller.out"; do
-	kill -0 "$controller"
+for i in $(seq 300); do
+	grep -q ready "$dir/controller.out" && break
+	kill -0 "$controller" 2>/dev/null || { echo "follow: the controller ended before its HELLO" >&2; exit 1; }
+	((i < 300)) || { echo "follow: the controller is not past its HELLO after 30 s" >&2; exit 1; }
 	sleep 0.1
 done
 
 trace=$dir/trace
 "$dlv" trace --pid "$fs" '^github\.com/flowstate-io/flowstate/' >"$trace" 2>&1 &
 tracer=$!
+# Killed, delve leaves flowstated stopped under its breakpoints, where a
+# SIGTERM does not end it: on any exit from here, both go with SIGKILL.
+trap 'kill -9 "$tracer" $fs 2>/dev/null || true; fs=; sandbox_down' EXIT
 # Breakpoints take a while to set; the engine's periodic work hits them
 # within a few seconds once they are.
-for _ in $(seq 600); do
+for i in $(seq 600); do
 	grep -q '^> goroutine' "$trace" && break
-	kill -0 "$tracer" || { cat "$trace" >&2; exit 1; }
+	kill -0 "$tracer" 2>/dev/null || { cat "$trace" >&2; exit 1; }
+	((i < 600)) || { echo "follow: no breakpoint of dlv was hit in 5 minutes" >&2; exit 1; }
 	sleep 0.5
 done
 "${flowctl[@]}" add-flow --module m 'table=0,priority=10,ip,nw_dst=10.0.0.2,actions=drop' >/dev/null

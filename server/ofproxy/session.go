@@ -71,8 +71,7 @@ func (s *session) pump(dir int) {
 	} else {
 		err = s.fromSwitch()
 	}
-	s.causeOnce.Do(func() { s.cause = causeOf(err) })
-	s.close()
+	s.fail(err)
 	if s.pumps.Add(-1) == 0 {
 		s.p.mu.Lock()
 		delete(s.p.sessions, s)
@@ -157,19 +156,18 @@ func (s *session) reply(m []byte) error {
 // ends, the changes it handed over are applied first; a change that failed
 // is its error.
 func (s *session) fromController() (err error) {
-	var r *recorder
 	defer func() {
-		if r != nil {
+		if r := s.rec.Load(); r != nil {
 			r.a.stop()
 			if f := r.a.failure(); f != nil {
 				err = f
 			}
 		}
 	}()
-	return s.controllerToSwitch(&r)
+	return s.controllerToSwitch()
 }
 
-func (s *session) controllerToSwitch(rp **recorder) error {
+func (s *session) controllerToSwitch() error {
 	br := bufio.NewReaderSize(s.down, bufSize)
 	bw := bufio.NewWriterSize(s.up, bufSize)
 	var r *recorder
@@ -182,7 +180,6 @@ func (s *session) controllerToSwitch(rp **recorder) error {
 		s.count(ToSwitch, m)
 		if first && m[1] == openflow15.Type_Hello {
 			if r = s.recorderFor(m); r != nil {
-				*rp = r
 				s.rec.Store(r)
 			}
 		}
