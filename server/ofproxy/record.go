@@ -112,6 +112,8 @@ type recorder struct {
 	bundles map[uint32]*openBundle
 	held    int              // bytes of every open bundle's messages
 	pending []ofconn.Message // standalone changes not yet handed to the applier
+	// pendingBytes are pending's bytes.
+	pendingBytes int
 	// committed: a bundle of the session committed; told: Installed was
 	// called.
 	committed, told bool
@@ -191,7 +193,7 @@ func (r *recorder) refuse(msgs []ofconn.Message, be *ofconn.BundleError, n int) 
 // the standalone changes are then applied alone.
 func (r *recorder) commit(ctx context.Context, m []byte, b *openBundle) error {
 	pre := r.pending
-	r.pending = nil
+	r.pending, r.pendingBytes = nil, 0
 	for {
 		msgs := append(pre[:len(pre):len(pre)], b.msgs...)
 		if len(msgs) == 0 {

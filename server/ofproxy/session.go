@@ -188,7 +188,11 @@ func (s *session) controllerToSwitch() error {
 			switch classify(m) {
 			case state:
 				r.pending = append(r.pending, ofconn.Message(m))
-				if br.Buffered() == 0 {
+				r.pendingBytes += len(m)
+				// Handed over when the controller pauses, or once a
+				// change's worth is read, so that the applier's bound
+				// holds against a controller that never pauses.
+				if br.Buffered() == 0 || r.pendingBytes >= maxApply {
 					if err := s.handPending(r, bw); err != nil {
 						return err
 					}
@@ -268,7 +272,7 @@ func (s *session) handPending(r *recorder, bw *bufio.Writer) error {
 		return err
 	}
 	msgs := r.pending
-	r.pending = nil
+	r.pending, r.pendingBytes = nil, 0
 	return r.a.hand(msgs)
 }
 
